@@ -1,0 +1,41 @@
+"""padconv: the ONNX Pad and Conv operators applied to tensors in files.
+
+Public API (numpy in, numpy out)::
+
+    from padconv_cli import pad, conv, read_tensor, write_tensor
+
+The names are resolved lazily so that ``padconv --help`` does not pay for kernels it does not run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "pad": "padconv_cli.kernels.pad",
+    "conv": "padconv_cli.kernels.conv",
+    "read_tensor": "padconv_cli.tensorio",
+    "write_tensor": "padconv_cli.tensorio",
+    "PadconvError": "padconv_cli.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from padconv_cli.errors import PadconvError
+    from padconv_cli.kernels.conv import conv
+    from padconv_cli.kernels.pad import pad
+    from padconv_cli.tensorio import read_tensor, write_tensor
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'padconv_cli' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,32 @@
+"""Domain exceptions.
+
+Every error the library raises on bad input is a :class:`PadconvError` whose message is one
+line naming the file, flag or attribute and the rule that was broken, with the values involved
+(``"input channels C=3 != W.shape[1]*group = 4*1"``).  The CLI prints that line and exits 2.
+"""
+
+from __future__ import annotations
+
+
+class PadconvError(Exception):
+    """Base class: a problem with the user's input that padconv can describe in one line."""
+
+
+class InputError(PadconvError):
+    """A tensor source cannot be read: missing, corrupt, unsafe or of an unsupported format."""
+
+
+class AttributeValueError(PadconvError):
+    """An operator attribute or input is outside the domain the ONNX specification allows."""
+
+
+class UnsupportedDtypeError(PadconvError):
+    """A tensor's element type is not accepted by the operator or the output format."""
+
+
+class OutputError(PadconvError):
+    """The result cannot be written where it was asked to go."""
+
+
+class OutputTooLargeError(PadconvError):
+    """The result would need more memory than the configured limit allows."""
