@@ -1,0 +1,134 @@
+"""Timing primitives: per-call timeouts and round-robin repetition of several callables."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import signal
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+MIN_RUNS_BEFORE_BUDGET = 3
+
+
+class CallTimeout(Exception):
+    """A single call ran longer than its allowed time."""
+
+
+@dataclass
+class Timing:
+    """Wall-clock durations of the timed runs of one callable."""
+
+    times: list[float] = field(default_factory=list)
+    timed_out_after: float | None = None
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.times) if self.times else None
+
+    @property
+    def best(self) -> float | None:
+        return min(self.times) if self.times else None
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A callable to time, with its own caps (None: no cap)."""
+
+    run: Callable[[], Any]
+    max_repeat: int | None = None
+    call_timeout_s: float | None = None
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise CallTimeout in the block after `seconds` (SIGALRM; main thread of POSIX only).
+
+    A call inside C code is interrupted only when it returns to the interpreter, so the limit is
+    a bound for Python-level loops (onnx.reference), not a hard kill.
+    """
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise CallTimeout(f"call exceeded {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def timed_call(run: Callable[[], Any], timeout_s: float | None) -> tuple[float, Any]:
+    """(elapsed seconds by perf_counter, result) of one call, under the optional time limit."""
+    with time_limit(timeout_s):
+        start = time.perf_counter()
+        result = run()
+        elapsed = time.perf_counter() - start
+    return elapsed, result
+
+
+def time_round_robin(
+    contenders: dict[str, Contender], *, warmup: int, repeat: int, budget_s: float
+) -> dict[str, Timing]:
+    """Time each contender `repeat` times, interleaving them call by call.
+
+    Interleaving spreads load changes on a shared machine evenly over all contenders.  A
+    contender stops early when it reaches its max_repeat, times out, or has spent more than
+    `budget_s` in at least MIN_RUNS_BEFORE_BUDGET timed runs.  Garbage collection is paused
+    while timing.
+    """
+    timings = {name: Timing() for name in contenders}
+    for _ in range(warmup):
+        for name, contender in contenders.items():
+            if contender.max_repeat is None:
+                _run_once(contender, timings[name], record=False)
+    gc.collect()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            active = [name for name in contenders
+                      if _still_active(contenders[name], timings[name], budget_s)]
+            if not active:
+                break
+            for name in active:
+                _run_once(contenders[name], timings[name], record=True)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return timings
+
+
+def _still_active(contender: Contender, timing: Timing, budget_s: float) -> bool:
+    """Whether the contender gets another timed run."""
+    if timing.timed_out_after is not None:
+        return False
+    if contender.max_repeat is not None and len(timing.times) >= contender.max_repeat:
+        return False
+    spent = sum(timing.times)
+    return len(timing.times) < MIN_RUNS_BEFORE_BUDGET or spent < budget_s
+
+
+def _run_once(contender: Contender, timing: Timing, *, record: bool) -> None:
+    """One call; records its duration, or the time-out, in `timing`."""
+    try:
+        elapsed, _ = timed_call(contender.run, contender.call_timeout_s)
+    except CallTimeout:
+        timing.timed_out_after = contender.call_timeout_s
+        return
+    if record:
+        timing.times.append(elapsed)

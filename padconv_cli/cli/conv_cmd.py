@@ -1,0 +1,105 @@
+"""``padconv conv``: the ONNX Conv operator (opset 22) on tensor files or a model's Conv node."""
+
+from __future__ import annotations
+
+import click
+
+from padconv_cli.cli.main import CONTEXT_SETTINGS
+from padconv_cli.cli.model_options import (
+    ExtraOptions,
+    complete_path,
+    explicit_flags,
+    finish,
+    model_options,
+    prepare,
+    require,
+)
+from padconv_cli.cli.options import dtype_option, int_list_option, output_options
+from padconv_cli.cli.output import check_output_size, emit_result
+
+AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+EXAMPLES = """\b
+Examples:
+  padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy --kernel-shape 3 3 --pads 1 1 1 1
+  padconv conv x.npy --from-model model.onnx --node conv1 --auto-pad SAME_UPPER --explain
+  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv conv - w.npy -o y.npy --check
+"""
+
+
+@click.command("conv", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.argument("x", metavar="X", shell_complete=complete_path)
+@click.argument("w", metavar="[W]", required=False, shell_complete=complete_path)
+@click.argument("b", metavar="[B]", required=False, shell_complete=complete_path)
+@click.option(
+    "--auto-pad",
+    type=click.Choice(AUTO_PAD_VALUES),
+    default="NOTSET",
+    show_default=True,
+    help="SAME_UPPER/SAME_LOWER: output = ceil(input / stride), odd padding at the end/begin; "
+    "VALID: no padding; NOTSET: use --pads.",
+)
+@int_list_option("--dilations", default=None, help="Dilation per spatial axis (default 1).")
+@click.option(
+    "--group",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Number of groups input and output channels are split into.",
+)
+@int_list_option(
+    "--kernel-shape",
+    default=None,
+    help="Kernel spatial shape; must match W (default: taken from W).",
+)
+@int_list_option(
+    "--pads", default=None, help="Pads [x1_begin, x2_begin, ..., x1_end, x2_end] (default 0)."
+)
+@int_list_option("--strides", default=None, help="Stride per spatial axis (default 1).")
+@dtype_option
+@output_options
+@model_options
+def conv_command(
+    x: str,
+    w: str,
+    b: str | None,
+    auto_pad: str,
+    dilations: tuple[int, ...] | None,
+    group: int,
+    kernel_shape: tuple[int, ...] | None,
+    pads: tuple[int, ...] | None,
+    strides: tuple[int, ...] | None,
+    dtype: str | None,
+    output: str | None,
+    fmt: str | None,
+    max_output_bytes: int | None,
+    extras: ExtraOptions,
+) -> None:
+    """Convolve X (N x C x D1 x ... x Dn) with W (M x C/group x k1 x ... x kn), plus bias B (M).
+
+    Each input is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    With --from-model, W, B and the attributes come from a Conv node of a model (any opset);
+    tensors and flags given here override them.
+    """
+    from padconv_cli.models import resolve_call
+    from padconv_cli.tensorio import read_tensor
+
+    if extras.from_model is None:
+        require(w, "Missing argument 'W' (or take it from a model with --from-model)")
+    tensors = tuple(None if s is None else read_tensor(s, dtype=dtype) for s in (x, w, b))
+    flags = explicit_flags(
+        auto_pad=auto_pad,
+        dilations=dilations,
+        group=group,
+        kernel_shape=kernel_shape,
+        pads=pads,
+        strides=strides,
+    )
+    resolved = resolve_call("Conv", tensors, flags, extras.origin("Conv"))
+    plan = prepare(resolved, extras)
+    if plan is None:
+        return
+    check_output_size(plan.output_shape, resolved.call.arrays[0].dtype, max_output_bytes)
+    result = resolved.call.run()
+    emit_result(result, output, fmt)
+    finish(resolved, plan, result, extras, output, fmt)

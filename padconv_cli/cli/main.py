@@ -1,0 +1,124 @@
+"""The ``padconv`` command group: lazy command loading and the mapping of errors to exit codes.
+
+Exit codes: 0 success, 1 a verification or comparison found a difference, 2 bad usage or bad
+input (one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 141 the
+reader of stdout went away (``padconv ... | head -c 10``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from padconv_cli import __version__
+from padconv_cli.errors import PadconvError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+COMMANDS = {
+    "pad": "padconv_cli.cli.pad_cmd:pad_command",
+    "conv": "padconv_cli.cli.conv_cmd:conv_command",
+    "verify": "padconv_cli.cli.verify_cmd:verify_command",
+    "show": "padconv_cli.cli.show_cmd:show_command",
+    "compare": "padconv_cli.cli.compare_cmd:compare_command",
+}
+ALIASES: dict[str, str] = {"inspect": "show"}
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when that command runs (fast start-up)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(ALIASES.get(cmd_name, cmd_name))
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run with padconv's error mapping (see :func:`run_and_map_errors`), then exit."""
+        code = run_and_map_errors(
+            self, args, prog_name=prog_name or "padconv", complete_var=complete_var, **extra
+        )
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+@click.group("padconv", cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="padconv")
+def cli() -> None:
+    """Apply the ONNX Pad and Conv operators to tensors in files, exactly as the spec says.
+
+    Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, - (stdin) or
+    inline literals such as '[[1, 2], [3, 4]]'. Results go to -o FILE (.npy or .pb), to
+    stdout as .npy bytes when piped, or are pretty-printed on a terminal.
+
+    \b
+    Examples:
+      padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect
+      padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy --kernel-shape 3 3 --pads 1 1 1 1
+      padconv verify --onnx-suite
+    """
+
+
+def _error_line(message: str, command: str = "padconv") -> str:
+    first, *_ = str(message).strip().splitlines() or [""]
+    return f"{command}: error: {first}"
+
+
+def _usage_error_line(error: click.ClickException) -> str:
+    ctx = getattr(error, "ctx", None)
+    command = ctx.command_path if ctx is not None else "padconv"
+    hint = f" (see '{command} --help')" if ctx is not None else ""
+    return _error_line(error.format_message(), command) + hint
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
+    """Run ``command`` and turn every way it can end into an exit code and at most one line.
+
+    PadconvError and click usage errors: one line on stderr, exit 2; Ctrl-C: 130; a closed
+    stdout pipe: 141, silently.
+    """
+    try:
+        code = click.Command.main(command, args=args, standalone_mode=False, **extra)
+        sys.stdout.flush()
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("padconv: interrupted", err=True)
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        code = EXIT_BROKEN_PIPE
+    except click.exceptions.Exit as exit_:
+        code = exit_.exit_code
+    except click.ClickException as error:
+        click.echo(_usage_error_line(error), err=True)
+        code = error.exit_code
+    except PadconvError as error:
+        click.echo(_error_line(str(error)), err=True)
+        code = EXIT_USAGE
+    return code if isinstance(code, int) else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``padconv`` console script."""
+    cli.main(args=argv, prog_name="padconv")

@@ -1,0 +1,177 @@
+"""Reusable click options: integer lists, sizes, dtypes and the output options every command shares.
+
+Integer-list options mirror ONNX list attributes.  They accept the values as separate words
+(``--pads 0 -1 0 2``: the option consumes the integer words that follow it, negative ones
+included), as one comma-separated word (``--pads 0,-1,0,2``), or as ``@FILE``, a 1-D integer
+tensor file (``--pads @pads.npy``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INT_WORD = re.compile(r"[+-]?\d+(,[+-]?\d+)*,?")
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+class IntListType(click.ParamType):
+    """Converts ``"0 2 0 0"``, ``"0,2,0,0"`` or ``"@pads.npy"`` into a tuple of int64 values."""
+
+    name = "INTS"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        if isinstance(value, tuple):
+            return value
+        text = str(value).strip()
+        if text.startswith("@"):
+            return self._from_tensor_file(text[1:], param, ctx)
+        words = [w for w in re.split(r"[\s,]+", text) if w]
+        values = []
+        for word in words:
+            try:
+                number = int(word)
+            except ValueError:
+                self.fail(f"{word!r} is not an integer", param, ctx)
+            if not INT64_MIN <= number <= INT64_MAX:
+                self.fail(f"{word} does not fit in int64", param, ctx)
+            values.append(number)
+        return tuple(values)
+
+    def _from_tensor_file(self, path: str, param, ctx) -> tuple[int, ...]:
+        import numpy as np
+
+        from padconv_cli.errors import PadconvError
+        from padconv_cli.tensorio import read_tensor
+
+        try:
+            array = read_tensor(path)
+        except PadconvError as error:
+            self.fail(str(error), param, ctx)
+        if array.ndim > 1 or array.dtype.kind not in "iu":
+            self.fail(
+                f"{path}: needs a 1-D integer tensor, got {array.dtype} of shape {array.shape}",
+                param,
+                ctx,
+            )
+        if array.dtype == np.uint64 and array.size and array.max() > INT64_MAX:
+            self.fail(f"{path}: value {array.max()} does not fit in int64", param, ctx)
+        return tuple(int(v) for v in array.reshape(-1))
+
+
+class IntListOption(click.Option):
+    """An option that also swallows the integer words following its first value."""
+
+    def add_to_parser(self, parser, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        for opt in self.opts:
+            parser_option = parser._long_opt.get(opt) or parser._short_opt.get(opt)
+            if parser_option is not None:
+                parser_option.process = _greedy(parser_option.process)
+
+
+def _greedy(process: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def process_with_following_ints(value: Any, state: Any) -> None:
+        words = [value]
+        while state.rargs and _INT_WORD.fullmatch(state.rargs[0]):
+            words.append(state.rargs.pop(0))
+        process(" ".join(words), state)
+
+    return process_with_following_ints
+
+
+def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
+    """Decorator for an ONNX integer-list attribute option (see the module docstring)."""
+    kwargs.setdefault("type", IntListType())
+    kwargs.setdefault("metavar", "INT...")
+    return click.option(*param_decls, cls=IntListOption, **kwargs)
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``1000000``, ``512M``, ``4GiB`` or ``1.5G`` (powers of 1024)."""
+    match = _SIZE.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a size (examples: 1000000, 512M, 4G)")
+    number, unit = match.groups()
+    return int(float(number) * _SIZE_UNITS[(unit or "")[:1].lower()])
+
+
+class SizeType(click.ParamType):
+    """A byte count with an optional K/M/G/T suffix (powers of 1024)."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (Linux); 8 GiB where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 8 * 2**30
+
+
+def default_max_output_bytes() -> int:
+    """Half of the memory available now: a result larger than that is refused up front."""
+    return available_memory_bytes() // 2
+
+
+def dtype_option(f: Callable) -> Callable:
+    """``--dtype``: element type of inline literal inputs (ONNX or numpy names)."""
+    return click.option(
+        "--dtype",
+        metavar="TYPE",
+        default=None,
+        help="Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, "
+        "bool, string, complex64 (default: float32 for numbers with a point, int64 otherwise).",
+    )(f)
+
+
+def output_options(f: Callable) -> Callable:
+    """``-o/--output``, ``--format`` and ``--max-output-bytes``, shared by every compute command."""
+    f = click.option(
+        "--max-output-bytes",
+        type=SizeType(),
+        default=None,
+        metavar="SIZE",
+        help="Refuse, before computing, a result larger than this (e.g. 512M, 4G). "
+        "Default: half of the memory available.",
+    )(f)
+    f = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["npy", "pb"]),
+        default=None,
+        help="Output format (default: from the -o suffix, else npy).",
+    )(f)
+    f = click.option(
+        "-o",
+        "--output",
+        metavar="PATH",
+        default=None,
+        help="Where to write the result: a .npy or .pb path, or - for stdout. Default: "
+        "pretty-print on a terminal, .npy bytes into a pipe.",
+    )(f)
+    return f
+
+
+def env_flag(name: str) -> bool:
+    """True when the environment variable is set to a non-empty value (NO_COLOR convention)."""
+    return bool(os.environ.get(name))

@@ -1,0 +1,63 @@
+"""Where a result goes: a file (atomically), stdout bytes, or a pretty-print on a terminal."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from padconv_cli.errors import OutputTooLargeError
+
+
+def stdout_is_terminal() -> bool:
+    """True when stdout is an interactive terminal (then results are shown, not written)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def emit_result(array: np.ndarray, output: str | None, fmt: str | None) -> None:
+    """Send ``array`` to ``output``.
+
+    Rule: ``-o PATH`` writes PATH (format from ``--format``, else the suffix); ``-o -`` writes
+    the bytes to stdout; no ``-o`` pretty-prints on a terminal and writes ``.npy`` (or ``fmt``)
+    bytes into a pipe, so that padconv commands chain with ``-``.
+    """
+    from padconv_cli.tensorio import write_tensor
+
+    if output is None and stdout_is_terminal() and fmt is None:
+        from padconv_cli.cli.render import print_tensor
+
+        print_tensor(array)
+        return
+    write_tensor(array, output or "-", fmt=fmt or ("npy" if output in (None, "-") else None))
+
+
+def check_output_size(shape: tuple[int, ...], dtype: np.dtype, limit: int | None) -> None:
+    """Refuse a result whose ``prod(shape) * itemsize`` exceeds ``limit`` bytes, before allocating.
+
+    With no limit given the default is half of the memory available now.
+    """
+    from padconv_cli.cli.options import default_max_output_bytes
+
+    limit = default_max_output_bytes() if limit is None else limit
+    itemsize = max(np.dtype(dtype).itemsize, 1)
+    needed = itemsize
+    for dim in shape:
+        needed *= int(dim)
+    if needed > limit:
+        raise OutputTooLargeError(
+            f"the result {tuple(int(d) for d in shape)} of {np.dtype(dtype)} needs "
+            f"{_human_bytes(needed)}, over the limit of {_human_bytes(limit)} "
+            "(raise it with --max-output-bytes)"
+        )
+
+
+def _human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024 or unit == "EiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"

@@ -1,0 +1,92 @@
+"""``padconv pad``: the ONNX Pad operator (opset 25) on a tensor file, or a Pad node of a model."""
+
+from __future__ import annotations
+
+import click
+
+from padconv_cli.cli.main import CONTEXT_SETTINGS
+from padconv_cli.cli.model_options import (
+    ExtraOptions,
+    complete_path,
+    explicit_flags,
+    finish,
+    model_options,
+    prepare,
+    require,
+)
+from padconv_cli.cli.options import dtype_option, int_list_option, output_options
+from padconv_cli.cli.output import check_output_size, emit_result
+
+PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+EXAMPLES = """\b
+Examples:
+  padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0
+  padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect -o padded.npy
+  padconv pad '[[1, 2], [3, 4]]' --dtype int8 --pads 1 -1 --axes 1 --constant-value 7
+  padconv pad x.npy --from-model model.onnx --node pad1 --explain
+"""
+
+
+@click.command("pad", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.argument("data", metavar="DATA", shell_complete=complete_path)
+@int_list_option(
+    "--pads",
+    default=None,
+    help="Pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] over the axes; negative values "
+    "crop. Words, commas or @FILE. Required unless --from-model gives them.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(PAD_MODES),
+    default="constant",
+    show_default=True,
+    help="How new elements are filled.",
+)
+@click.option(
+    "--constant-value",
+    metavar="VALUE",
+    default=None,
+    help='Fill value for constant mode, typed like DATA (default 0, "" or false).',
+)
+@int_list_option(
+    "--axes",
+    default=None,
+    help="Axes the pads apply to (default: all; negative counts from the back).",
+)
+@dtype_option
+@output_options
+@model_options
+def pad_command(
+    data: str,
+    pads: tuple[int, ...] | None,
+    mode: str,
+    constant_value: str | None,
+    axes: tuple[int, ...] | None,
+    dtype: str | None,
+    output: str | None,
+    fmt: str | None,
+    max_output_bytes: int | None,
+    extras: ExtraOptions,
+) -> None:
+    """Pad (or crop, with negative pads) DATA as ONNX Pad does.
+
+    DATA is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    With --from-model the attributes come from a Pad node of a model (any opset); flags
+    given here override them.
+    """
+    from padconv_cli.models import resolve_call
+    from padconv_cli.tensorio import read_tensor
+
+    if extras.from_model is None:
+        require(pads, "Missing option '--pads' (or take it from a model with --from-model)")
+    flags = explicit_flags(pads=pads, mode=mode, constant_value=constant_value, axes=axes)
+    origin = extras.origin("Pad")
+    resolved = resolve_call("Pad", (read_tensor(data, dtype=dtype),), flags, origin)
+    plan = prepare(resolved, extras)
+    if plan is None:
+        return
+    check_output_size(plan.output_shape, resolved.call.arrays[0].dtype, max_output_bytes)
+    result = resolved.call.run()
+    emit_result(result, output, fmt)
+    finish(resolved, plan, result, extras, output, fmt)

@@ -1,0 +1,84 @@
+"""``padconv show`` (alias ``inspect``): what is in tensor files, without changing anything."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from padconv_cli.cli.main import CONTEXT_SETTINGS
+from padconv_cli.cli.model_options import complete_path
+from padconv_cli.cli.options import dtype_option
+
+EXAMPLES = """\b
+Examples:
+  padconv show samples/pad_data.npy
+  padconv show weights.npz model.onnx --histogram --bins 20
+  padconv pad x.npy --pads 1 1 1 1 | padconv show - --json
+"""
+
+
+def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    if value < 0:
+        raise click.BadParameter(f"{value} is negative")
+    return value
+
+
+@click.command("show", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.argument(
+    "sources", metavar="FILE...", nargs=-1, required=True, shell_complete=complete_path
+)
+@click.option(
+    "--histogram", is_flag=True, help="Add a histogram of the finite values of each tensor."
+)
+@click.option(
+    "--bins",
+    type=click.IntRange(min=1, max=1000),
+    default=10,
+    show_default=True,
+    help="Number of equal-width histogram bins between min and max.",
+)
+@click.option(
+    "--edge-items",
+    type=int,
+    default=3,
+    show_default=True,
+    callback=_positive_or_zero,
+    help="Values shown at each end of every axis of large tensors; 0 hides the values.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per tensor.")
+@dtype_option
+def show_command(
+    sources: tuple[str, ...],
+    histogram: bool,
+    bins: int,
+    edge_items: int,
+    as_json: bool,
+    dtype: str | None,
+) -> None:
+    """Show name, dtype, shape, min/max/mean/std, NaN/Inf counts and a preview of each tensor.
+
+    FILE is a .npy, .npz (every array, or FILE.npz:NAME), .pb or .onnx file (every
+    initializer), - for stdin, or an inline literal. Statistics are over the finite values;
+    complex tensors are summarised by |x|.
+    """
+    from padconv_cli.stats import describe_tensor, format_description, named_tensors
+
+    descriptions = []
+    for source in sources:
+        for label, array in named_tensors(source, dtype=dtype):
+            descriptions.append(
+                describe_tensor(label, array, bins=bins if histogram else None,
+                                edge_items=edge_items)
+            )
+            if not as_json:
+                click.echo(format_description(descriptions[-1]))
+    if as_json:
+        click.echo(json.dumps(_json_ready(descriptions), indent=2, ensure_ascii=False))
+
+
+def _json_ready(descriptions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from padconv_cli.stats import json_safe_description
+
+    return [json_safe_description(d) for d in descriptions]

@@ -1,0 +1,255 @@
+"""ONNX element types <-> numpy dtypes.
+
+Every ONNX ``TensorProto.DataType`` has one canonical name here (``dtype_name``): the numpy name
+for types numpy has (``float32``, ``int64``, ``bool``, ``complex64`` ...), ``string`` for
+strings, and the ONNX spelling in lower case for the types numpy lacks (``bfloat16``,
+``float8e4m3fn``, ``int4``, ``float4e2m1`` ...), which are backed by ``ml_dtypes``.
+
+String tensors are numpy ``object`` arrays whose elements are python ``str`` (the form
+``onnx.numpy_helper.to_array`` returns).  Unicode arrays (``<U5``) read from ``.npy`` files are
+kept as they are; both map to the ONNX ``STRING`` type.
+
+``ml_dtypes`` is imported only when one of its types is asked for, so that importing this module
+stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from padconv_cli.errors import UnsupportedDtypeError
+
+STRING_ELEM_TYPE = 8
+
+
+class ElemType(NamedTuple):
+    """One ONNX element type: its number, canonical name, bit width and numpy backing."""
+
+    elem_type: int
+    name: str
+    bits: int  # bits per element in raw_data; 0 for strings (variable length)
+    numpy_name: str  # np.dtype name, or the ml_dtypes attribute when ``from_ml_dtypes``
+    from_ml_dtypes: bool = False
+
+    def raw_byte_count(self, count: int) -> int:
+        """Bytes that ``count`` elements occupy in ``raw_data``: ceil(count * bits / 8)."""
+        return -(-count * self.bits // 8)
+
+
+_ELEM_TYPES = (
+    ElemType(1, "float32", 32, "float32"),
+    ElemType(2, "uint8", 8, "uint8"),
+    ElemType(3, "int8", 8, "int8"),
+    ElemType(4, "uint16", 16, "uint16"),
+    ElemType(5, "int16", 16, "int16"),
+    ElemType(6, "int32", 32, "int32"),
+    ElemType(7, "int64", 64, "int64"),
+    ElemType(STRING_ELEM_TYPE, "string", 0, "object"),
+    ElemType(9, "bool", 8, "bool"),
+    ElemType(10, "float16", 16, "float16"),
+    ElemType(11, "float64", 64, "float64"),
+    ElemType(12, "uint32", 32, "uint32"),
+    ElemType(13, "uint64", 64, "uint64"),
+    ElemType(14, "complex64", 64, "complex64"),
+    ElemType(15, "complex128", 128, "complex128"),
+    ElemType(16, "bfloat16", 16, "bfloat16", True),
+    ElemType(17, "float8e4m3fn", 8, "float8_e4m3fn", True),
+    ElemType(18, "float8e4m3fnuz", 8, "float8_e4m3fnuz", True),
+    ElemType(19, "float8e5m2", 8, "float8_e5m2", True),
+    ElemType(20, "float8e5m2fnuz", 8, "float8_e5m2fnuz", True),
+    ElemType(21, "uint4", 4, "uint4", True),
+    ElemType(22, "int4", 4, "int4", True),
+    ElemType(23, "float4e2m1", 4, "float4_e2m1fn", True),
+    ElemType(24, "float8e8m0", 8, "float8_e8m0fnu", True),
+    ElemType(25, "uint2", 2, "uint2", True),
+    ElemType(26, "int2", 2, "int2", True),
+    ElemType(27, "float6e2m3", 6, "float6_e2m3fn", True),
+    ElemType(28, "float6e3m2", 6, "float6_e3m2fn", True),
+)
+
+_BY_ELEM_TYPE = {t.elem_type: t for t in _ELEM_TYPES}
+_BY_NAME = {t.name: t for t in _ELEM_TYPES}
+# np.dtype(...).name of the backing dtype -> element type (strings are handled by kind).
+_BY_NUMPY_NAME = {t.numpy_name: t for t in _ELEM_TYPES if t.elem_type != STRING_ELEM_TYPE}
+
+_ALIASES = {
+    "float": "float32",
+    "double": "float64",
+    "half": "float16",
+    "str": "string",
+    "boolean": "bool",
+    "complex": "complex128",
+}
+_ALIASES.update({t.numpy_name: t.name for t in _ELEM_TYPES if t.from_ml_dtypes})
+
+ONNX_TYPE_NAMES = tuple(t.name for t in _ELEM_TYPES)
+
+
+def _ml_dtypes() -> Any:
+    import ml_dtypes  # deferred: only tensors of these types pay for the import
+
+    return ml_dtypes
+
+
+def elem_type_info(elem_type: int) -> ElemType:
+    """The :class:`ElemType` of an ONNX ``TensorProto.DataType`` number (UNDEFINED=0 refused)."""
+    info = _BY_ELEM_TYPE.get(elem_type)
+    if info is None:
+        raise UnsupportedDtypeError(
+            f"unknown ONNX element type {elem_type} (known: 1..{max(_BY_ELEM_TYPE)})"
+        )
+    return info
+
+
+def _numpy_dtype(info: ElemType) -> np.dtype:
+    if not info.from_ml_dtypes:
+        return np.dtype(info.numpy_name)
+    scalar_type = getattr(_ml_dtypes(), info.numpy_name, None)
+    if scalar_type is None:
+        raise UnsupportedDtypeError(
+            f"element type {info.name} needs a newer ml_dtypes (no ml_dtypes.{info.numpy_name})"
+        )
+    return np.dtype(scalar_type)
+
+
+def numpy_dtype_of_elem_type(elem_type: int) -> np.dtype:
+    """The numpy dtype backing an ONNX element type (STRING -> object, BFLOAT16 -> bfloat16)."""
+    return _numpy_dtype(elem_type_info(elem_type))
+
+
+def _normalize_name(name: str) -> str:
+    text = name.strip()
+    if text.lower().startswith("tensor(") and text.endswith(")"):
+        text = text[len("tensor(") : -1]
+    text = text.strip().lower()
+    return _ALIASES.get(text, text)
+
+
+def _dtype_from_numpy_spelling(name: str) -> np.dtype | None:
+    """Numpy's own spellings ('f4', '<i8', 'float_' ...) mapped onto an ONNX type, else None."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dtype = np.dtype(name)
+    except Exception:  # np.dtype raises TypeError/ValueError/SyntaxError on odd spellings
+        return None
+    if dtype.kind in "OUSV" or dtype.name not in _BY_NUMPY_NAME:
+        return None
+    return dtype.newbyteorder("=")
+
+
+def parse_dtype(name: str) -> np.dtype:
+    """The numpy dtype named by an ONNX or numpy type name.
+
+    Accepted: the canonical names of :data:`ONNX_TYPE_NAMES`, ONNX spellings in any case
+    (``FLOAT``, ``float``, ``tensor(float16)``, ``FLOAT8E4M3FN``), the aliases float -> float32,
+    double -> float64, half -> float16, str -> string, the ``ml_dtypes`` names
+    (``float8_e4m3fn``), and numpy spellings of types ONNX has (``f4``, ``<i8``).  ``string``
+    gives the object dtype (elements are python ``str``).
+    """
+    if not isinstance(name, str):
+        raise UnsupportedDtypeError(f"dtype name must be a string, got {type(name).__name__}")
+    info = _BY_NAME.get(_normalize_name(name))
+    if info is not None:
+        return _numpy_dtype(info)
+    dtype = _dtype_from_numpy_spelling(name.strip())
+    if dtype is None:
+        raise UnsupportedDtypeError(
+            f"unknown dtype {name!r}; expected one of: {', '.join(ONNX_TYPE_NAMES)}"
+        )
+    return dtype
+
+
+def _is_ml_dtype(dtype: np.dtype) -> bool:
+    return getattr(dtype.type, "__module__", "").startswith("ml_dtypes")
+
+
+def _info_of_dtype(dtype: np.dtype) -> ElemType | None:
+    if dtype.kind in "OUS":
+        return _BY_ELEM_TYPE[STRING_ELEM_TYPE]
+    info = _BY_NUMPY_NAME.get(dtype.name)
+    if info is None or info.from_ml_dtypes != _is_ml_dtype(dtype) or dtype.fields:
+        return None
+    return info
+
+
+def _as_dtype(dtype: Any) -> np.dtype:
+    try:
+        return np.dtype(dtype)
+    except Exception as exc:  # np.dtype raises several types on garbage
+        raise UnsupportedDtypeError(f"not a numpy dtype: {dtype!r}") from exc
+
+
+def dtype_name(dtype: Any) -> str:
+    """Canonical ONNX-style name of a numpy dtype: float32, bfloat16, string, int4 ...
+
+    Object, unicode (``<U5``) and bytes (``|S5``) arrays are all ``string``; byte order does not
+    matter.  A dtype with no ONNX counterpart (float128, datetime64, structured) keeps numpy's
+    name, so that error messages can still mention it.
+    """
+    dtype = _as_dtype(dtype)
+    info = _info_of_dtype(dtype)
+    return info.name if info is not None else str(dtype)
+
+
+def onnx_elem_type(dtype: Any) -> int:
+    """ONNX ``TensorProto.DataType`` number of a numpy dtype (float32 -> 1, string -> 8 ...)."""
+    dtype = _as_dtype(dtype)
+    info = _info_of_dtype(dtype)
+    if info is None:
+        raise UnsupportedDtypeError(f"dtype {dtype} has no ONNX element type")
+    return info.elem_type
+
+
+def elem_type_info_of_dtype(dtype: Any) -> ElemType:
+    """The :class:`ElemType` of a numpy dtype (see :func:`onnx_elem_type`)."""
+    return _BY_ELEM_TYPE[onnx_elem_type(dtype)]
+
+
+def is_npy_native(dtype: Any) -> bool:
+    """True when ``.npy`` stores this dtype without pickles and reads it back as the same dtype.
+
+    Rule: numpy's built-in types and structures of them qualify; ``object`` (pickle) and the
+    user-defined ``ml_dtypes`` types (bfloat16, float8*, int4 ... saved as anonymous ``V``
+    bytes) do not.  Note: :func:`padconv_cli.tensorio.write_tensor` still writes string
+    ``object`` arrays to ``.npy`` by converting them to unicode (``<U``) first.
+    """
+    dtype = _as_dtype(dtype)
+    if dtype.hasobject or dtype.isbuiltin == 2:
+        return False
+    if dtype.subdtype is not None:
+        return is_npy_native(dtype.subdtype[0])
+    if dtype.fields:
+        return all(is_npy_native(field[0]) for field in dtype.fields.values())
+    return True
+
+
+def integer_range(dtype: np.dtype) -> tuple[int, int] | None:
+    """(min, max) of an integer dtype, including int4/uint4/int2/uint2; None for non-integers."""
+    if dtype.kind in "iu":
+        limits = np.iinfo(dtype)
+        return int(limits.min), int(limits.max)
+    if _is_ml_dtype(dtype) and dtype.name in ("int2", "uint2", "int4", "uint4"):
+        limits = _ml_dtypes().iinfo(dtype)
+        return int(limits.min), int(limits.max)
+    return None
+
+
+def is_float_like(dtype: np.dtype) -> bool:
+    """True for real floating types, including bfloat16, float8*, float6* and float4."""
+    if dtype.kind == "f":
+        return True
+    return _is_ml_dtype(dtype) and dtype.name.startswith(("float", "bfloat"))
+
+
+def largest_finite(dtype: np.dtype) -> tuple[float, int]:
+    """(largest finite value, mantissa bits) of a float type, or of a complex type's parts."""
+    if dtype.kind in "fc":
+        limits = np.finfo(dtype)
+    else:
+        limits = _ml_dtypes().finfo(dtype)
+    return float(limits.max), int(limits.nmant)

@@ -1,0 +1,109 @@
+"""Running Pad or Conv on a dask cluster: open the input, build the blocks, write them.
+
+The blocks of the result are computed and written by the workers (each task writes its block
+into the ``.npy`` or Zarr target), so only small results travel back to the client; the
+client counts finished blocks for the progress bar and commits the target at the end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.engines.cluster import dask_client, worker_threads
+from padconv_cli.engines.dask_io import block_output, open_dask_input
+from padconv_cli.engines.dask_ops import block_bytes_for, conv_dask, output_nbytes, pad_dask
+from padconv_cli.outofcore.progress import TiledResult, TileProgress
+
+
+def store_block(values: np.ndarray, target: Any, box: tuple[slice, ...]) -> int:
+    """Write one computed block into the target; returns its byte count (for progress)."""
+    target[box] = values
+    return int(values.nbytes)
+
+
+def regular_chunks(array: Any) -> Any:
+    """The array rechunked, where needed, so that all chunks but the last per axis are equal
+    (Zarr chunk grids are regular)."""
+    wanted = []
+    for sizes in array.chunks:
+        if len(sizes) > 1 and len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]:
+            wanted.append(sizes)
+        else:
+            wanted.append(max(sizes) if sizes else 0)
+    return array if tuple(wanted) == array.chunks else array.rechunk(tuple(wanted))
+
+
+def _boxes(chunks: tuple[tuple[int, ...], ...]) -> Any:
+    """Every chunk's box in C order."""
+    starts = [list(itertools.accumulate((0, *sizes[:-1]))) for sizes in chunks]
+    per_axis = [
+        [slice(start, start + size) for start, size in zip(axis_starts, sizes, strict=True)]
+        for axis_starts, sizes in zip(starts, chunks, strict=True)
+    ]
+    return itertools.product(*per_axis)
+
+
+def store(client: Any, array: Any, target: str, show_progress: bool, label: str) -> int:
+    """Compute every block of ``array`` on the cluster and write it into ``target``."""
+    import dask
+    from distributed import as_completed
+
+    array = regular_chunks(array)
+    chunk_shape = tuple(sizes[0] if sizes else 0 for sizes in array.chunks)
+    with block_output(target, array.shape, array.dtype, chunk_shape) as out:
+        if math.prod(array.shape) == 0:
+            return 0
+        delayed_blocks = array.to_delayed().ravel()
+        tasks = [
+            dask.delayed(store_block, pure=False)(block, out, box)
+            for block, box in zip(delayed_blocks, _boxes(array.chunks), strict=True)
+        ]
+        with TileProgress(len(tasks), output_nbytes(array), show_progress, label) as progress:
+            for future in as_completed(client.compute(tasks)):
+                progress.advance(future.result())
+        return len(tasks)
+
+
+def dask_pad(
+    source: str,
+    target: str,
+    pads: Any,
+    constant_value: Any = None,
+    axes: Any = None,
+    mode: str = "constant",
+    *,
+    memory_limit: int,
+    scheduler: str | None = None,
+    show_progress: bool = False,
+) -> TiledResult:
+    """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask."""
+    with dask_client(scheduler) as client:
+        block_bytes = block_bytes_for(memory_limit, worker_threads(client))
+        x = open_dask_input(source, block_bytes)
+        y = pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes)
+        blocks = store(client, y, target, show_progress, "pad")
+    return TiledResult(tuple(y.shape), blocks, True)
+
+
+def dask_conv(
+    source: str,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    target: str,
+    *,
+    memory_limit: int,
+    scheduler: str | None = None,
+    show_progress: bool = False,
+    **attributes: Any,
+) -> TiledResult:
+    """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask."""
+    with dask_client(scheduler) as client:
+        block_bytes = block_bytes_for(memory_limit, worker_threads(client))
+        x = open_dask_input(source, block_bytes)
+        y, exact = conv_dask(x, w, b, block_bytes=block_bytes, **attributes)
+        blocks = store(client, y, target, show_progress, "conv")
+    return TiledResult(tuple(y.shape), blocks, exact)

@@ -1,0 +1,281 @@
+"""``--explain``: what a Pad or Conv call will do, from shapes only (nothing is computed).
+
+The explanation is a JSON-ready dict (:func:`explanation`) and its text form
+(:func:`format_explanation`): the resolved attributes with where each came from (``flag``,
+``model`` or ``default``), every output dimension with the formula that gave it, the FLOPs and
+the memory the call needs.
+
+FLOPs: Pad does no arithmetic (0).  Conv counts a multiply-add as 2:
+``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel)``, plus ``N * M * prod(out_spatial)``
+additions for a bias.
+
+Memory: the inputs, the output, and the working memory of the kernel.  Pad needs nothing
+besides its output.  Conv may need, at most: an accumulator copy of the output (when the
+element type is not float32/float64, sums are kept in float32), a float copy of W in the
+accumulator type, the zero-padded copy of X (every path except 1x1 stride-1 unpadded kernels),
+and the im2col column buffer of at most ``conv_paths.WORKSPACE_BYTES``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+PAD_INPUT_NAMES = ("data",)
+CONV_INPUT_NAMES = ("X", "W", "B")
+
+
+def plan_call(call: Any) -> Any:
+    """Validate a KernelCall against its input shapes: ``plan_pad`` or ``plan_conv``."""
+    if call.op_type == "Pad":
+        from padconv_cli.kernels.pad import plan_pad
+
+        attributes = call.attributes
+        return plan_pad(
+            np.shape(call.arrays[0]), attributes["pads"], attributes.get("axes"),
+            attributes.get("mode", "constant"),
+        )
+    from padconv_cli.kernels.conv import plan_conv
+
+    shapes = [None if a is None else np.shape(a) for a in call.arrays]
+    return plan_conv(*shapes, **call.attributes)
+
+
+def _bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    return math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def _python(value: Any) -> Any:
+    """A JSON-friendly form of an attribute value (numpy scalars -> Python, NaN -> "nan")."""
+    if isinstance(value, (tuple, list)):
+        return [_python(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, complex):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _attribute_sources(resolved: Any, names: list[str], flags: set[str]) -> dict[str, str]:
+    """flag / model / default for each attribute name."""
+    sources = {}
+    for name in names:
+        if name in flags:
+            sources[name] = "flag"
+        elif name in resolved.given:
+            sources[name] = "model"
+        else:
+            sources[name] = "default"
+    return sources
+
+
+def _inputs(resolved: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    from padconv_cli.dtypes import dtype_name
+
+    described = []
+    for name, array in zip(names, resolved.call.arrays, strict=False):
+        if array is None:
+            continue
+        array = np.asarray(array)
+        described.append({
+            "name": name,
+            "dtype": dtype_name(array.dtype),
+            "shape": list(array.shape),
+            "bytes": int(array.nbytes),
+            "from": "model" if name in resolved.embedded else "command line",
+        })
+    return described
+
+
+def _signed(value: int) -> str:
+    return f"({value})" if value < 0 else str(value)
+
+
+def _pad_dims(plan: Any, pads_by_axis: dict[int, tuple[int, int]]) -> list[dict[str, Any]]:
+    """One entry per axis: ``out = dim + begin + end`` (negative pads crop first)."""
+    dims = []
+    for axis, ax in enumerate(plan.per_axis):
+        begin, end = pads_by_axis.get(axis, (0, 0))
+        formula = f"{ax.dim} + {_signed(begin)} + {_signed(end)} = {ax.out_dim}"
+        dims.append({"axis": axis, "size": ax.out_dim, "formula": formula})
+    return dims
+
+
+def _pad_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any]:
+    from padconv_cli.kernels.pad import coerce_constant_value
+
+    call = resolved.call
+    data = np.asarray(call.arrays[0])
+    value = call.attributes.get("constant_value")
+    effective_value = coerce_constant_value(0 if data.dtype.kind not in "OU" else "", data.dtype)
+    if value is not None:
+        effective_value = value
+    pads = [int(p) for p in call.attributes["pads"]]
+    count = len(plan.axes)
+    pads_by_axis = {axis: (pads[i], pads[count + i]) for i, axis in enumerate(plan.axes)}
+    attributes = {
+        "mode": plan.mode,
+        "pads": pads,
+        "axes": list(plan.axes),
+        "constant_value": _python(effective_value),
+    }
+    output_bytes = _bytes(plan.output_shape, data.dtype)
+    input_bytes = int(data.nbytes)
+    return {
+        "attributes": attributes,
+        "sources": _attribute_sources(resolved, list(attributes), flags),
+        "inputs": _inputs(resolved, PAD_INPUT_NAMES),
+        "output": {"shape": list(plan.output_shape), "bytes": output_bytes},
+        "dims": _pad_dims(plan, pads_by_axis),
+        "flops": 0,
+        "flops_formula": "0 (Pad copies elements, no arithmetic)",
+        "memory": {"inputs": input_bytes, "output": output_bytes, "working": 0,
+                   "total": input_bytes + output_bytes},
+    }
+
+
+def conv_working_bytes(plan: Any, dtype: np.dtype) -> int:
+    """Upper estimate of Conv's working memory (module docstring)."""
+    from padconv_cli.kernels import conv_paths
+
+    accumulator = conv_paths.accumulator_dtype(np.dtype(dtype))
+    working = 0
+    if accumulator != dtype:
+        working += _bytes(plan.output_shape, accumulator) + _bytes(plan.w_shape, accumulator)
+    if conv_paths.is_pointwise(plan):
+        return working
+    padded = (plan.x_shape[0], plan.x_shape[1], *conv_paths.padded_shape(plan))
+    working += _bytes(padded, accumulator)
+    if conv_paths.choose_path(plan) is conv_paths.im2col_path:
+        working += _im2col_bytes(plan, accumulator)
+    return working
+
+
+def _im2col_bytes(plan: Any, accumulator: np.dtype) -> int:
+    """Column buffer: ``C * prod(kernel)`` rows by the output positions of one block, where a
+    block is capped near ``WORKSPACE_BYTES`` but never smaller than one output row."""
+    from padconv_cli.kernels import conv_paths
+
+    channels, taps = plan.x_shape[1], math.prod(plan.kernel_shape)
+    itemsize = np.dtype(accumulator).itemsize
+    per_position = (channels * taps + plan.w_shape[0]) * itemsize
+    budget = max(1, conv_paths.WORKSPACE_BYTES // per_position)
+    out = plan.output_shape[2:]
+    positions = plan.output_shape[0] * math.prod(out)
+    block = max(min(positions, budget), out[-1] if out else 1)
+    return channels * taps * block * itemsize
+
+
+def _conv_dims(plan: Any) -> list[dict[str, Any]]:
+    """N, M, then one spatial formula per axis (from the plan)."""
+    n, m, *spatial = plan.output_shape
+    dims = [
+        {"axis": 0, "size": n, "formula": f"N = X.shape[0] = {n}"},
+        {"axis": 1, "size": m, "formula": f"M = W.shape[0] = {m}"},
+    ]
+    for index, (size, formula) in enumerate(zip(spatial, plan.formulas, strict=True)):
+        dims.append({"axis": index + 2, "size": size, "formula": formula})
+    return dims
+
+
+def _conv_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any]:
+    call = resolved.call
+    x = np.asarray(call.arrays[0])
+    has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
+    attributes = {
+        "auto_pad": plan.auto_pad,
+        "kernel_shape": list(plan.kernel_shape),
+        "strides": list(plan.strides),
+        "dilations": list(plan.dilations),
+        "group": plan.group,
+        "pads": list(plan.pads),
+    }
+    sources = _attribute_sources(resolved, list(attributes), flags)
+    if sources["kernel_shape"] == "default":
+        sources["kernel_shape"] = "W.shape[2:]"
+    if plan.auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID"):
+        sources["pads"] = f"auto_pad {plan.auto_pad}"
+    bias_adds = math.prod(plan.output_shape) if has_bias else 0
+    output_bytes = _bytes(plan.output_shape, x.dtype)
+    input_bytes = sum(int(np.asarray(a).nbytes) for a in call.arrays if a is not None)
+    working = conv_working_bytes(plan, x.dtype)
+    formula = "2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)"
+    return {
+        "attributes": attributes,
+        "sources": sources,
+        "inputs": _inputs(resolved, CONV_INPUT_NAMES),
+        "output": {"shape": list(plan.output_shape), "bytes": output_bytes},
+        "dims": _conv_dims(plan),
+        "flops": plan.flops + bias_adds,
+        "flops_formula": formula + (" + N * M * prod(out_spatial) (bias)" if has_bias else ""),
+        "memory": {"inputs": input_bytes, "output": output_bytes, "working": working,
+                   "total": input_bytes + output_bytes + working},
+    }
+
+
+def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str]) -> dict[str, Any]:
+    """The explanation of a resolved call (module docstring); ``flags`` names the attributes
+    given on the command line."""
+    from padconv_cli.dtypes import dtype_name
+    from padconv_cli.emit import operator_version
+
+    call = resolved.call
+    if call.op_type == "Pad":
+        body = _pad_explanation(resolved, plan, set(flags))
+    else:
+        body = _conv_explanation(resolved, plan, set(flags))
+    body["output"]["dtype"] = dtype_name(np.asarray(call.arrays[0]).dtype)
+    choice = operator_version(call)
+    info: dict[str, Any] = {"operator": call.op_type}
+    if resolved.origin is not None:
+        origin = resolved.origin
+        info["model"] = {"path": origin.path, "node": origin.label, "operator": origin.operator}
+    info.update(body)
+    info["onnx"] = {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
+                    "reason": choice.reason}
+    return info
+
+
+def human_bytes(count: int) -> str:
+    """``512 B``, ``1.5 KiB``, ``3.0 GiB`` (powers of 1024)."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+def _shape_text(entry: dict[str, Any]) -> str:
+    return f"{entry['dtype']}[{', '.join(str(d) for d in entry['shape'])}]"
+
+
+def format_explanation(info: dict[str, Any]) -> str:
+    """The text form of :func:`explanation`."""
+    lines = [info["operator"]]
+    if "model" in info:
+        model = info["model"]
+        lines[0] += f" from {model['path']} node {model['node']!r} ({model['operator']})"
+    for entry in info["inputs"]:
+        lines.append(f"  input  {entry['name']}: {_shape_text(entry)} ({entry['from']})")
+    lines.append("  attributes:")
+    width = max(len(name) for name in info["attributes"])
+    for name, value in info["attributes"].items():
+        shown = value if not isinstance(value, list) else "[" + ", ".join(map(str, value)) + "]"
+        lines.append(f"    {name:<{width}}  {shown}  ({info['sources'][name]})")
+    lines.append(f"  output: {_shape_text(info['output'])}")
+    for dim in info["dims"]:
+        lines.append(f"    dim {dim['axis']}: {dim['formula']}")
+    lines.append(f"  FLOPs: {info['flops']:,}  [{info['flops_formula']}]")
+    memory = info["memory"]
+    lines.append(
+        f"  memory: {human_bytes(memory['total'])} = inputs {human_bytes(memory['inputs'])}"
+        f" + output {human_bytes(memory['output'])} + working {human_bytes(memory['working'])}"
+    )
+    onnx = info["onnx"]
+    lines.append(f"  ONNX: {onnx['operator']} at opset {onnx['opset']} ({onnx['reason']})")
+    return "\n".join(lines)

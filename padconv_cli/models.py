@@ -1,0 +1,424 @@
+"""Pad and Conv nodes of real ONNX models (``--from-model MODEL.onnx --node NAME``).
+
+Loading rules: the model must be a regular file under protobuf's 2 GiB limit that parses as a
+``ModelProto`` with a graph and a default-domain opset.  External data is never loaded by onnx:
+a tensor is converted only when it is needed, by :func:`padconv_cli.tensorio.protobuf.
+tensor_from_proto`, which keeps external data inside the model's own folder (no absolute
+path, no ``..``, no symlink leading out) and checks its size.
+
+Nodes: every Pad and Conv of the default domain, in the main graph and in subgraphs (If, Loop,
+Scan bodies), in graph order.  A node is selected by its name, by its label ``OpType#k`` (k-th
+node of that type, from 0; the only handle of an unnamed node), or by the name of its output.
+
+Constant inputs: initializers and outputs of ``Constant`` nodes, of the node's own graph and
+of the graphs around it (before IR 4 an initializer may also be a graph input; its stored value
+is used).  Everything else is computed at run time and must come from the command line.
+
+Merging (:func:`resolve_call`): the node's attributes and constant inputs are translated by
+:mod:`padconv_cli.onnx_nodes` (any opset, Pad-2 attribute style included) into kernel
+attributes; command-line flags then replace them one by one.  Replacing W drops the model's
+kernel_shape (it belongs to the model's W); ``--pads`` without ``--auto-pad`` sets auto_pad to
+NOTSET and ``--auto-pad`` without ``--pads`` drops the model's pads.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.errors import AttributeValueError, InputError
+
+MODEL_OPS = ("Pad", "Conv")
+LISTED_NODES = 12
+PAD_FLAG_INPUTS = {1: "pads", 2: "constant_value", 3: "axes"}
+PAD_FLAGS = {"pads": "--pads", "constant_value": "--constant-value", "axes": "--axes"}
+CONV_INPUTS = ("X", "W", "B")
+
+
+@dataclass(frozen=True)
+class ModelNode:
+    """One Pad or Conv node of a model, with loaders for the constants it can see."""
+
+    path: str
+    label: str
+    node: Any
+    opset: int
+    constants: Mapping[str, Callable[[], np.ndarray]]
+
+    @property
+    def op_type(self) -> str:
+        """``Pad`` or ``Conv``."""
+        return self.node.op_type
+
+    @property
+    def operator(self) -> str:
+        """``Pad-11``, ``Conv-1``: the operator version in force at the model's opset."""
+        from padconv_cli.onnx_nodes import operator_version
+
+        return f"{self.op_type}-{operator_version(self.op_type, self.opset)}"
+
+    def describe(self) -> str:
+        """``model.onnx node 'conv1' (Conv-11)``."""
+        return f"{self.path} node {self.label!r} ({self.operator})"
+
+    def input_name(self, index: int) -> str:
+        """Name of input ``index`` ("" when the slot is absent or explicitly omitted)."""
+        inputs = self.node.input
+        return inputs[index] if index < len(inputs) else ""
+
+    def constant(self, index: int) -> np.ndarray | None:
+        """The stored value of input ``index``, or None when it is not a constant."""
+        loader = self.constants.get(self.input_name(index))
+        return None if loader is None else loader()
+
+
+@dataclass(frozen=True)
+class ResolvedCall:
+    """A kernel call ready for planning, and where its pieces came from."""
+
+    call: Any  # padconv_cli.onnx_nodes.KernelCall
+    given: frozenset[str]  # attributes set by a flag or by the model (others are defaults)
+    embedded: frozenset[str] = frozenset()  # data inputs taken from the model
+    origin: ModelNode | None = None
+    overridden: tuple[str, ...] = field(default=())  # model attributes a flag replaced
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def load_model(path: str) -> Any:
+    """Parse ``path`` as a ModelProto without loading external data (module rules)."""
+    from google.protobuf.message import DecodeError
+    from onnx import ModelProto
+
+    from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
+    from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
+
+    stream, size = open_regular_file(path)
+    with stream:
+        if size > PROTOBUF_LIMIT:
+            raise InputError(f"{path}: {size} bytes is over protobuf's 2 GiB model limit")
+        data = read_exact(stream, size)
+    model = ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as error:
+        raise InputError(f"{path}: not an ONNX model ({one_line(error, 120)})") from None
+    if not model.HasField("graph") or not model.opset_import:
+        raise InputError(f"{path}: not an ONNX model (no graph or no opset_import)")
+    return model
+
+
+def model_opset(model: Any, path: str) -> int:
+    """Version of the default ONNX domain the model imports."""
+    from padconv_cli.onnx_nodes import default_opset
+
+    try:
+        return default_opset(model.opset_import)
+    except AttributeValueError:
+        raise InputError(f"{path}: the model imports no default-domain (ai.onnx) opset") from None
+
+
+# --- constants and nodes ---------------------------------------------------------------------
+
+
+def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.ndarray]:
+    """A function converting ``tensor`` on first use (through tensorio's checks)."""
+    cache: list[np.ndarray] = []
+
+    def load() -> np.ndarray:
+        if not cache:
+            from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+            cache.append(tensor_from_proto(tensor, label, base_dir))
+        return cache[0]
+
+    return load
+
+
+def _constant_node_value(node: Any) -> tuple[Any, Callable[[], np.ndarray]] | None:
+    """(TensorProto or None, loader) of a Constant node's single value attribute."""
+    from onnx import helper
+
+    for attribute in node.attribute:
+        if attribute.name == "value":
+            return attribute.t, None
+        if attribute.name in ("value_float", "value_floats", "value_int", "value_ints"):
+            kind = np.float32 if "float" in attribute.name else np.int64
+            value = np.array(helper.get_attribute_value(attribute), dtype=kind)
+            return None, lambda value=value: value
+        if attribute.name in ("value_string", "value_strings"):
+            texts = helper.get_attribute_value(attribute)
+            value = np.array(
+                [t.decode("utf-8") for t in texts] if isinstance(texts, list) else
+                texts.decode("utf-8"),
+                dtype=object,
+            )
+            return None, lambda value=value: value
+    return None
+
+
+def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable]:
+    """Loaders of the initializers and Constant outputs defined in ``graph`` itself."""
+    constants: dict[str, Callable] = {}
+    for tensor in graph.initializer:
+        constants[tensor.name] = _tensor_loader(tensor, f"{path}: initializer {tensor.name!r}",
+                                                base_dir)
+    for node in graph.node:
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
+            continue
+        found = _constant_node_value(node)
+        if found is None:
+            continue
+        tensor, loader = found
+        label = f"{path}: Constant {node.output[0]!r}"
+        constants[node.output[0]] = loader or _tensor_loader(tensor, label, base_dir)
+    return constants
+
+
+def _subgraphs(node: Any) -> Iterator[Any]:
+    from onnx import AttributeProto
+
+    for attribute in node.attribute:
+        if attribute.type == AttributeProto.GRAPH:
+            yield attribute.g
+        elif attribute.type == AttributeProto.GRAPHS:
+            yield from attribute.graphs
+
+
+def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str):
+    """(node, visible constants) for every node, subgraphs included, in graph order."""
+    visible = {**outer, **_graph_constants(graph, path, base_dir)}
+    for node in graph.node:
+        yield node, visible
+        for subgraph in _subgraphs(node):
+            yield from _walk(subgraph, visible, path, base_dir)
+
+
+def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelNode]:
+    """Every default-domain node of ``op_types`` in the model at ``path`` (module rules)."""
+    model = load_model(path)
+    opset = model_opset(model, path)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    counters: dict[str, int] = {}
+    nodes = []
+    for node, constants in _walk(model.graph, {}, path, base_dir):
+        if node.op_type not in op_types or node.domain not in ("", "ai.onnx"):
+            continue
+        index = counters.get(node.op_type, 0)
+        counters[node.op_type] = index + 1
+        label = node.name or f"{node.op_type}#{index}"
+        nodes.append(ModelNode(path, label, node, opset, constants))
+    return nodes
+
+
+def _index_label(node: ModelNode, nodes: list[ModelNode]) -> str:
+    same_type = [n for n in nodes if n.op_type == node.op_type]
+    return f"{node.op_type}#{same_type.index(node)}"
+
+
+def _matches(name: str, node: ModelNode, nodes: list[ModelNode]) -> bool:
+    return name in (node.node.name, _index_label(node, nodes)) or name in node.node.output
+
+
+def _node_list(nodes: list[ModelNode], op_type: str) -> str:
+    """``a, b, c (+9 more)``: the first LISTED_NODES labels of one operator type."""
+    labels = [n.label for n in nodes if n.op_type == op_type]
+    shown = ", ".join(labels[:LISTED_NODES])
+    more = f" (+{len(labels) - LISTED_NODES} more)" if len(labels) > LISTED_NODES else ""
+    return f"{shown}{more}"
+
+
+def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
+    """The ``op_type`` node called ``name`` (name, ``OpType#k`` label or output name).
+
+    With ``name`` None the model must have exactly one such node.  A missing or wrong name is
+    an :class:`InputError` listing the model's nodes of that type (and close matches).
+    """
+    nodes = model_nodes(path)
+    candidates = [n for n in nodes if n.op_type == op_type]
+    if not candidates:
+        others = ", ".join(sorted({n.op_type for n in nodes})) or "none"
+        raise InputError(f"{path}: the model has no {op_type} node (Pad/Conv nodes: {others})")
+    if name is None:
+        if len(candidates) == 1:
+            return candidates[0]
+        raise InputError(
+            f"{path}: {len(candidates)} {op_type} nodes, choose one with --node: "
+            f"{_node_list(nodes, op_type)}"
+        )
+    chosen = [n for n in candidates if _matches(name, n, nodes)]
+    if len(chosen) == 1:
+        return chosen[0]
+    if len(chosen) > 1:
+        labels = ", ".join(_index_label(n, nodes) for n in chosen)
+        raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {labels}")
+    raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, op_type)}")
+
+
+def _hint(name: str, nodes: list[ModelNode], op_type: str) -> str:
+    """``; did you mean 'conv1'? Conv nodes: ...`` for an unknown node name."""
+    wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n, nodes)]
+    if wrong_type:
+        return f" ({name!r} is a {wrong_type[0].op_type} node); {op_type} nodes: " + (
+            _node_list(nodes, op_type)
+        )
+    labels = [n.label for n in nodes if n.op_type == op_type]
+    close = difflib.get_close_matches(name, labels, n=3)
+    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"{guess} {op_type} nodes: {_node_list(nodes, op_type)}"
+
+
+# --- merging model and flags -----------------------------------------------------------------
+
+
+def _runtime_input_error(origin: ModelNode, index: int, what: str, remedy: str) -> InputError:
+    return InputError(
+        f"{origin.describe()}: {what} comes from {origin.input_name(index)!r}, which is computed "
+        f"at run time, not stored in the model; {remedy}"
+    )
+
+
+def _slot(origin: ModelNode, index: int, given: np.ndarray | None, what: str, remedy: str,
+          embedded: set[str], embed_as: str | None = None) -> np.ndarray | None:
+    """Input ``index``: the command-line value, else the stored constant, else an error."""
+    if given is not None:
+        return given
+    if not origin.input_name(index):
+        return None
+    stored = origin.constant(index)
+    if stored is None:
+        raise _runtime_input_error(origin, index, what, remedy)
+    if embed_as:
+        embedded.add(embed_as)
+    return stored
+
+
+def _pad_slots(origin: ModelNode, data: np.ndarray | None, flags: Mapping[str, Any],
+               embedded: set[str]) -> list[np.ndarray | None]:
+    """Input arrays of a Pad node.  Where a flag replaces an input, the stored value is not
+    read: pads/axes flags stand in for it, a constant_value flag leaves the slot empty."""
+    slots = [_slot(origin, 0, data, "data", "give DATA", embedded, "data")]
+    if int(origin.operator.split("-")[1]) < 11:
+        return slots
+    for index, name in PAD_FLAG_INPUTS.items():
+        if index >= len(origin.node.input):
+            break
+        if name in flags:
+            standin = flags[name] if name != "constant_value" else None
+            slots.append(None if standin is None else np.array(standin, dtype=np.int64))
+            continue
+        slots.append(_slot(origin, index, None, name, f"give {PAD_FLAGS[name]}", embedded))
+    return slots
+
+
+def _conv_slots(origin: ModelNode, arrays: tuple, embedded: set[str]) -> list:
+    slots = []
+    for index, (name, given) in enumerate(zip(CONV_INPUTS, arrays, strict=True)):
+        remedy = f"give {name} on the command line"
+        slots.append(_slot(origin, index, given, name, remedy, embedded, name))
+    return slots
+
+
+def _model_call(origin: ModelNode, slots: list) -> Any:
+    """Translate the node (its own opset rules) with ``slots`` as its inputs."""
+    from padconv_cli.onnx_nodes import call_for_node
+
+    try:
+        return call_for_node(origin.node, slots, opset=origin.opset)
+    except AttributeValueError as error:
+        raise AttributeValueError(f"{origin.describe()}: {error}") from None
+
+
+def _conv_flag_rules(model_attributes: dict, flags: Mapping[str, Any], w_given: bool) -> None:
+    """Drop model attributes that a flag makes meaningless (module docstring)."""
+    if w_given and "kernel_shape" not in flags:
+        model_attributes["kernel_shape"] = None
+    if "pads" in flags and "auto_pad" not in flags:
+        model_attributes["auto_pad"] = "NOTSET"
+    if "auto_pad" in flags and "pads" not in flags:
+        model_attributes["pads"] = None
+
+
+def _given_by_model(attributes: Mapping[str, Any]) -> set[str]:
+    """Attributes the model sets to something other than the default."""
+    defaults = {"auto_pad": "NOTSET", "group": 1, "mode": "constant"}
+    return {
+        name
+        for name, value in attributes.items()
+        if value is not None and defaults.get(name, object()) != value
+    }
+
+
+def _coerced(call: Any) -> Any:
+    """The call with a command-line constant_value text turned into an element of data's type."""
+    text = call.attributes.get("constant_value")
+    if call.op_type != "Pad" or not isinstance(text, str) or call.arrays[0] is None:
+        return call
+    from padconv_cli.kernels.pad import coerce_constant_value
+    from padconv_cli.onnx_nodes import KernelCall
+
+    attributes = dict(call.attributes)
+    attributes["constant_value"] = coerce_constant_value(text, np.asarray(call.arrays[0]).dtype)
+    return KernelCall(call.op_type, call.version, call.arrays, attributes)
+
+
+def resolve_call(
+    op_type: str,
+    arrays: tuple[np.ndarray | None, ...],
+    flags: Mapping[str, Any],
+    origin: ModelNode | None = None,
+) -> ResolvedCall:
+    """The kernel call for ``op_type``: defaults, then the model node's values, then ``flags``.
+
+    ``arrays`` are the command-line tensors (``(data,)`` or ``(X, W, B)``, None where not
+    given); ``flags`` holds only the attributes given on the command line, in kernel terms.
+    """
+    from padconv_cli.onnx_nodes import KernelCall
+
+    if origin is None:
+        return _plain_call(op_type, arrays, flags)
+    embedded: set[str] = set()
+    if op_type == "Pad":
+        slots = _pad_slots(origin, arrays[0], flags, embedded)
+    else:
+        slots = _conv_slots(origin, arrays, embedded)
+    model_call = _model_call(origin, slots)
+    attributes = dict(model_call.attributes)
+    if op_type == "Conv":
+        _conv_flag_rules(attributes, flags, arrays[1] is not None)
+    from_model = _given_by_model(attributes)
+    overridden = tuple(sorted(name for name in flags if name in from_model))
+    attributes.update(flags)
+    call = _coerced(KernelCall(op_type, model_call.version, model_call.arrays, attributes))
+    given = frozenset(from_model | set(flags))
+    return ResolvedCall(call, given, frozenset(embedded), origin, overridden)
+
+
+def _plain_call(op_type: str, arrays: tuple, flags: Mapping[str, Any]) -> ResolvedCall:
+    """A call built from flags alone, by the newest operator version padconv implements."""
+    from padconv_cli.onnx_nodes import OPERATOR_VERSIONS, KernelCall
+
+    if op_type == "Pad":
+        attributes = {"pads": None, "constant_value": None, "axes": None, "mode": "constant"}
+    else:
+        attributes = {"auto_pad": "NOTSET", "dilations": None, "group": 1,
+                      "kernel_shape": None, "pads": None, "strides": None}
+    attributes.update(flags)
+    call = KernelCall(op_type, OPERATOR_VERSIONS[op_type][-1], tuple(arrays), attributes)
+    return ResolvedCall(_coerced(call), frozenset(flags))
+
+
+def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, array) of every initializer of the model's main graph, converted one at a time
+    (external data under the same rules as the nodes' inputs)."""
+    model = load_model(path)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    for tensor in model.graph.initializer:
+        yield tensor.name, _tensor_loader(tensor, f"{path}: initializer {tensor.name!r}",
+                                          base_dir)()

@@ -1,0 +1,254 @@
+"""``.npy`` files as memory maps, opened with the same header checks as :mod:`tensorio`.
+
+Reading: :func:`open_npy_memmap` validates the header (magic, version, header size, no object
+dtype, sane shape; see :func:`padconv_cli.tensorio.npy.read_npy_header`) and refuses a header
+that promises more bytes than the file holds, before anything is mapped.
+
+Resident memory: pages of a memory map that were touched count in the process's resident set
+until the map is closed.  :class:`NpyInput` and :class:`NpyOutput` therefore map the file only
+for the duration of one tile (``read``/``write``) and unmap it right after, so that resident
+memory follows the tile, not the file.
+
+Writing: :class:`NpyOutput` creates the result with ``numpy.lib.format.open_memmap`` in a
+temporary file next to the target, and :meth:`NpyOutput.commit` renames it over the target
+(atomic, like :func:`padconv_cli.tensorio.write_tensor`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.tensorio.files import one_line, open_regular_file
+from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
+
+
+@dataclass(frozen=True)
+class NpyInput:
+    """A validated ``.npy`` file read one box at a time through a short-lived memory map."""
+
+    path: str
+    header: NpyHeader
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The declared shape."""
+        return self.header.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The element type in native byte order (what :meth:`read` returns)."""
+        return self.header.dtype.newbyteorder("=")
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.header.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of data: ``prod(shape) * itemsize``."""
+        return self.header.data_bytes
+
+    @contextlib.contextmanager
+    def mapped(self) -> Iterator[np.ndarray]:
+        """The whole array as a read-only memory map, unmapped when the block ends."""
+        array = _map(self.path, self.header, "r")
+        try:
+            yield array
+        finally:
+            del array
+
+    def read(self, box: tuple[slice, ...]) -> np.ndarray:
+        """A native-byte-order, C-contiguous copy of ``array[box]``; pages unmapped after."""
+        with self.mapped() as array:
+            part = np.array(array[box], order="C")
+        part = to_native_byte_order(part)
+        _check_bool_bytes(part, self.path)
+        return part
+
+
+    def __getitem__(self, box: tuple[slice, ...]) -> np.ndarray:
+        """``read(box)``: lets dask read chunks of the file (``dask.array.from_array``)."""
+        return self.read(box if isinstance(box, tuple) else (box,))
+
+
+def open_npy_memmap(path: str) -> NpyInput:
+    """Validate an ``.npy`` file for memory-mapped reading without loading its data.
+
+    Rules (as :func:`padconv_cli.tensorio.read_tensor` applies them): the path is a regular
+    file; the header parses and declares no object dtype; ``prod(shape) * itemsize`` fits in
+    ``file size - header length``.  Raises :class:`InputError` naming the file.
+    """
+    stream, size = open_regular_file(path)
+    with stream:
+        header = read_npy_header(stream, path)
+    available = size - header.data_offset
+    if header.data_bytes > available:
+        raise InputError(
+            f"{path}: header declares shape {header.shape} of {header.dtype} = "
+            f"{header.data_bytes} bytes but only {max(available, 0)} bytes follow "
+            "(truncated or forged)"
+        )
+    if header.dtype.fields is not None or header.dtype.subdtype is not None:
+        raise UnsupportedDtypeError(
+            f"{path}: structured element type {header.dtype} is not a tensor element type"
+        )
+    return NpyInput(path, header)
+
+
+def _map(path: str, header: NpyHeader, mode: str) -> np.ndarray:
+    if header.data_bytes == 0:
+        return np.empty(header.shape, dtype=header.dtype)
+    order = "F" if header.fortran_order else "C"
+    try:
+        return np.memmap(
+            path,
+            dtype=header.dtype,
+            mode=mode,
+            offset=header.data_offset,
+            shape=header.shape,
+            order=order,
+        )
+    except OSError as exc:
+        raise InputError(f"{path}: cannot map ({one_line(exc.strerror or exc)})") from None
+
+
+def _check_bool_bytes(array: np.ndarray, label: str) -> None:
+    if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+        raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
+
+
+class NpyOutput:
+    """A result ``.npy`` written box by box, then renamed over its target.
+
+    Use as a context manager: on an exception the temporary file is removed and the target is
+    left untouched; :meth:`commit` (called by a clean exit) fsyncs and renames.
+    """
+
+    def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.target = target
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = _npy_storable(np.dtype(dtype), target)
+        self._temp = _temp_path_for(target)
+        self._header = self._create()
+
+    def _create(self) -> NpyHeader:
+        try:
+            array = np.lib.format.open_memmap(
+                self._temp, mode="w+", dtype=self.dtype, shape=self.shape
+            )
+        except (OSError, ValueError) as exc:
+            self.discard()
+            raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
+        offset = array.offset if isinstance(array, np.memmap) else _header_length(self._temp)
+        del array
+        return NpyHeader(self.shape, False, self.dtype, offset)
+
+    def write(self, box: tuple[slice, ...], values: np.ndarray) -> None:
+        """``result[box] = values`` through a memory map that is closed again right after."""
+        if self._header.data_bytes == 0:
+            return
+        array = _map(self._temp, self._header, "r+")
+        try:
+            array[box] = values
+        except OSError as exc:  # e.g. the disk filled up while pages were written
+            raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
+        finally:
+            del array
+
+    def commit(self) -> None:
+        """Make the data durable, give the file its final mode and rename it over the target."""
+        try:
+            with open(self._temp, "rb+") as stream:
+                os.fsync(stream.fileno())
+            os.chmod(self._temp, _final_mode(self.target))
+            os.replace(self._temp, os.path.realpath(self.target))
+        except OSError as exc:
+            self.discard()
+            raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
+
+    def discard(self) -> None:
+        """Remove the temporary file (nothing happens to the target)."""
+        with contextlib.suppress(OSError):
+            os.unlink(self._temp)
+
+    def __enter__(self) -> NpyOutput:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:
+    """Types ``.npy`` can name without pickle (not bfloat16/float8/int4 or objects)."""
+    from padconv_cli.dtypes import dtype_name, is_npy_native
+
+    if dtype.hasobject or not is_npy_native(dtype):
+        raise UnsupportedDtypeError(
+            f"{target}: .npy cannot store dtype {dtype_name(dtype)}; use the in-memory engine "
+            "and write a .pb TensorProto instead (--engine memory --format pb)"
+        )
+    return dtype
+
+
+def _temp_path_for(target: str) -> str:
+    real = os.path.realpath(target)
+    folder = os.path.dirname(real) or "."
+    if os.path.isdir(real):
+        raise OutputError(f"{target}: is a directory")
+    if not os.path.isdir(folder):
+        raise OutputError(f"{target}: folder {folder} does not exist")
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot create a file in {folder} ({one_line(exc)})") from None
+    os.close(fd)
+    return temp
+
+
+def _final_mode(target: str) -> int:
+    """An existing target keeps its mode; a new file gets ``0o666 & ~umask``."""
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _header_length(path: str) -> int:
+    stream, _ = open_regular_file(path)
+    with stream:
+        return read_npy_header(stream, path).data_offset
+
+
+def free_disk_bytes(target: str) -> int:
+    """Bytes free on the file system that will hold ``target``."""
+    import shutil
+
+    folder = os.path.dirname(os.path.realpath(target)) or "."
+    return shutil.disk_usage(folder).free
+
+
+def check_disk_space(target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Refuse, before computing, a result larger than the free space where it goes."""
+    needed = math.prod(shape) * np.dtype(dtype).itemsize
+    try:
+        free = free_disk_bytes(target)
+    except OSError:
+        return
+    if needed > free:
+        raise OutputError(
+            f"{target}: the result needs {needed} bytes but only {free} bytes are free there"
+        )

@@ -1,0 +1,100 @@
+"""A progress bar on stderr for tiled work: tiles done, throughput and time left.
+
+Rules: nothing is shown when disabled (``--quiet``, or stderr is not a terminal); otherwise
+the bar appears only once the work has run for :data:`SHOW_AFTER_SECONDS`, so that quick runs
+print nothing, and it is removed when the work ends.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+SHOW_AFTER_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class TiledResult:
+    """What a tiled run did: the output shape, how many tiles, and whether the result is
+    bit-identical to the in-memory kernel's by construction."""
+
+    output_shape: tuple[int, ...]
+    tiles: int
+    exact: bool
+
+
+def stderr_is_terminal() -> bool:
+    """True when stderr is an interactive terminal."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class TileProgress:
+    """Counts finished tiles and their output bytes; draws a rich bar when worth it.
+
+    Use as a context manager and call :meth:`advance` after each tile.
+    """
+
+    def __init__(self, total_tiles: int, total_bytes: int, enabled: bool, label: str) -> None:
+        self.total_tiles = total_tiles
+        self.total_bytes = total_bytes
+        self.enabled = enabled
+        self.label = label
+        self.tiles_done = 0
+        self.bytes_done = 0
+        self._started = time.monotonic()
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> TileProgress:
+        self._started = time.monotonic()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def advance(self, tile_bytes: int) -> None:
+        """Record one finished tile of ``tile_bytes`` output bytes."""
+        self.tiles_done += 1
+        self.bytes_done += tile_bytes
+        if not self.enabled:
+            return
+        if self._progress is None:
+            if time.monotonic() - self._started < SHOW_AFTER_SECONDS:
+                return
+            self._start_bar()
+        self._progress.update(
+            self._task, completed=self.bytes_done, tiles=f"{self.tiles_done}/{self.total_tiles}"
+        )
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[tiles]} tiles"),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(
+            self.label, total=max(self.total_bytes, 1), completed=self.bytes_done, tiles=""
+        )

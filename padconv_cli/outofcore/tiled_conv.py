@@ -1,0 +1,285 @@
+"""ONNX Conv from a memory-mapped ``.npy`` X to a memory-mapped ``.npy`` Y, one tile at a time.
+
+A tile is a range of images, a channel tile (see
+:func:`padconv_cli.outofcore.conv_geometry.channel_tiles`) and a range per output spatial
+axis.  It is computed by padconv's own Conv kernel on the part of X it reads (the tile's
+stretch plus the halo ``(k - 1) * dilation``), with the padding that falls inside the tile
+passed as the tile's explicit pads; auto_pad is resolved once for the whole tensor first.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.errors import OutputTooLargeError
+from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels.conv import ConvPlan, conv, plan_conv
+from padconv_cli.kernels.conv_paths import accumulator_dtype, choose_path
+from padconv_cli.outofcore.conv_geometry import (
+    ChannelTile,
+    channel_tiles,
+    span_length,
+    spatial_window,
+    tile_in_channels,
+)
+from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.progress import TiledResult, TileProgress
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+
+
+def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
+    """Upper bound of the bytes one tile ``(images, out channels, *out spatial)`` needs.
+
+    With ``P = images * prod(out spatial)``, ``X_t = images * C_t * prod(span)`` (span per axis
+    ``(o-1)*s + (k-1)*d + 1``), ``a`` the accumulator size (4, or 8 for float64):
+    ``2*X_t*itemsize`` (mapped pages + copy) ``+ X_t*a`` (the kernel's padded copy)
+    ``+ min(C_t*prod(k)*P*a, WORKSPACE)`` (its column buffer) ``+ 2*M_t*P*(a + itemsize)``
+    (accumulator, product, cast result and mapped output pages).
+    """
+    images, out_channels, *out_spatial = tile_shape
+    x_channels, w_out = plan.x_shape[1], plan.w_shape[0]
+    in_channels = tile_in_channels(w_out, x_channels, plan.group, out_channels)
+    spans = [
+        span_length(o, s, d, k)
+        for o, s, d, k in zip(
+            out_spatial, plan.strides, plan.dilations, plan.kernel_shape, strict=True
+        )
+    ]
+    acc = 8 if itemsize == 8 else 4
+    window = images * in_channels * math.prod(spans)
+    positions = images * math.prod(out_spatial)
+    columns = min(
+        in_channels * math.prod(plan.kernel_shape) * positions * acc, conv_paths.WORKSPACE_BYTES
+    )
+    outputs = out_channels * positions
+    return 2 * window * itemsize + window * acc + columns + 2 * outputs * (acc + itemsize)
+
+
+def fixed_bytes(w: np.ndarray, b: np.ndarray | None) -> int:
+    """Memory held for the whole run: W and B, and W's copy in the accumulator type."""
+    acc = accumulator_dtype(w.dtype).itemsize
+    bias = 0 if b is None else b.nbytes
+    return w.nbytes + w.size * acc + bias
+
+
+@dataclass(frozen=True)
+class ConvTiling:
+    """The tile grid: ranges of images, channel tiles, one range list per spatial axis.
+
+    ``exact`` tells whether every tile makes the kernel run the same matrix products as on
+    the whole tensor (then the result is bit-identical to it, see :func:`plan_conv_tiles`).
+    """
+
+    axis_ranges: list[list[Any]]
+    exact: bool
+
+
+def kernel_block_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int]:
+    """How the im2col kernel path cuts the index space ``(N, *out_spatial)`` into GEMM blocks.
+
+    Mirrors :func:`padconv_cli.kernels.conv_paths.im2col_path`: a budget of
+    ``WORKSPACE_BYTES // ((C * prod(k) + M) * acc)`` positions; images share a block when an
+    image has fewer than ``MIN_GEMM_COLUMNS`` positions (``first_axis = 0``); the block axis
+    ``a`` is the first axis from ``first_axis`` on whose trailing extent fits the budget, and
+    blocks are runs of ``step = budget // prod(trailing extent)`` indices along it.
+    Returns ``(first_axis, a, step)`` over the dims ``(N, *out_spatial)``.
+    """
+    images, out_channels, *out_spatial = plan.output_shape
+    dims = (images, *out_spatial)
+    acc = 8 if itemsize == 8 else 4
+    per_position = (plan.x_shape[1] * math.prod(plan.kernel_shape) + out_channels) * acc
+    budget = max(1, conv_paths.WORKSPACE_BYTES // per_position)
+    first_axis = 1 if math.prod(out_spatial) >= conv_paths.MIN_GEMM_COLUMNS or images == 1 else 0
+    axis = first_axis
+    while axis < len(dims) - 1 and math.prod(dims[axis + 1 :]) > budget:
+        axis += 1
+    return first_axis, axis, max(1, budget // max(1, math.prod(dims[axis + 1 :])))
+
+
+def _output_axis(dims_axis: int) -> int:
+    """Axis of ``(N, *out_spatial)`` -> axis of the output ``(N, M, *out_spatial)``."""
+    return 0 if dims_axis == 0 else dims_axis + 1
+
+
+def exact_tile_rule(plan: ConvPlan, itemsize: int) -> tuple[list[int], dict[int, int]]:
+    """Which output axes a bit-identical tiling may shorten, and in multiples of what.
+
+    The kernel's result depends on how its matrix products are shaped (BLAS sums in an order
+    that follows the matrix shape), so a tile must make the kernel run exactly the products it
+    runs on the whole tensor:
+
+    * depthwise path (multiply-adds, no products), unless the kernel is 1x1 with stride 1:
+      any tile, channels included;
+    * pointwise path, or a 1x1 stride-1 kernel (a tile without pads would turn pointwise):
+      whole images only;
+    * im2col path: all channels; along the block axis ``a`` of :func:`kernel_block_grid`
+      whole blocks (multiples of ``step``), the axes after ``a`` whole.
+
+    Returns ``(order, quanta)`` for :func:`choose_tile_shape`.
+    """
+    spatial_axes = list(range(2, len(plan.output_shape)))
+    path = choose_path(plan)
+    one_by_one = all(k == 1 for k in plan.kernel_shape) and all(s == 1 for s in plan.strides)
+    if path is conv_paths.depthwise_path and not one_by_one:
+        return [0, *spatial_axes, 1], {}
+    if path is not conv_paths.im2col_path or one_by_one:
+        return [0], {}
+    first_axis, block_axis, step = kernel_block_grid(plan, itemsize)
+    order = [_output_axis(axis) for axis in range(block_axis + 1)]
+    quantum_axis = _output_axis(block_axis)
+    return order, {quantum_axis: step} if step > 1 else {}
+
+
+def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int) -> ConvTiling:
+    """A tile grid whose tiles each fit ``budget`` bytes, bit-identical when possible.
+
+    First the tiling of :func:`exact_tile_rule`; when its smallest tile does not fit, any tile
+    shape (images first, then the output spatial axes in order, output channels last), whose
+    sums may then differ from the whole-tensor kernel's in the last bits.
+    """
+    cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
+    order, quanta = exact_tile_rule(plan, itemsize)
+    exact = True
+    try:
+        shape = choose_tile_shape(plan.output_shape, cost, budget, order, "Conv tile", quanta)
+    except OutputTooLargeError:
+        exact = False
+        spatial_axes = list(range(2, len(plan.output_shape)))
+        shape = choose_tile_shape(
+            plan.output_shape, cost, budget, [0, *spatial_axes, 1], "Conv tile"
+        )
+    images, out_channels, *spatial = shape
+    ranges = [
+        split_range(plan.output_shape[0], images),
+        channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
+        *(
+            split_range(length, step)
+            for length, step in zip(plan.output_shape[2:], spatial, strict=True)
+        ),
+    ]
+    return ConvTiling(ranges, exact)
+
+
+@dataclass(frozen=True)
+class TileInput:
+    """What one Conv tile reads: a box of X (or, when it reads only padding, a zero block of
+    ``zero_shape``), the explicit pads ``[begins..., ends...]`` and the channel tile."""
+
+    box: tuple[slice, ...] | None
+    zero_shape: tuple[int, ...] | None
+    pads: list[int]
+    channels: ChannelTile
+
+
+def tile_input(
+    plan: ConvPlan,
+    images: tuple[int, int],
+    channels: ChannelTile,
+    spatial: tuple[tuple[int, int], ...],
+) -> TileInput:
+    """The part of X a tile reads and the tile's explicit pads (module docstring).
+
+    A tile that reads only padding on some axis reads only padding (zeros) everywhere, so it
+    gets a zero block of its full span and no pads.
+    """
+    windows = [
+        spatial_window(o0, o1, n, s, d, k, p)
+        for (o0, o1), n, s, d, k, p in zip(
+            spatial,
+            plan.x_shape[2:],
+            plan.strides,
+            plan.dilations,
+            plan.kernel_shape,
+            plan.pads_begin,
+            strict=True,
+        )
+    ]
+    no_pads = [0] * (2 * len(windows))
+    if any(w.all_padding for w in windows):
+        spans = tuple(w.stop - w.start for w in windows)
+        shape = (images[1] - images[0], channels.c1 - channels.c0, *spans)
+        return TileInput(None, shape, no_pads, channels)
+    box = (slice(*images), slice(channels.c0, channels.c1), *(slice(*w.window) for w in windows))
+    pads = [w.before for w in windows] + [w.after for w in windows]
+    return TileInput(box, None, pads, channels)
+
+
+def conv_on_tile(
+    block: np.ndarray, w: np.ndarray, b: np.ndarray | None, plan: ConvPlan, tile: TileInput
+) -> np.ndarray:
+    """padconv's Conv kernel on a tile's input block, with the tile's pads and channels."""
+    channels = tile.channels
+    return conv(
+        block,
+        w[channels.m0 : channels.m1],
+        None if b is None else b[channels.m0 : channels.m1],
+        pads=tile.pads,
+        strides=plan.strides,
+        dilations=plan.dilations,
+        group=channels.group,
+    )
+
+
+def tiled_conv(
+    source: str | NpyInput,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    target: str,
+    *,
+    memory_limit: int,
+    show_progress: bool = False,
+    **attributes: Any,
+) -> TiledResult:
+    """Convolve the ``.npy`` file ``source`` with ``w`` (and bias ``b``) into ``target``.
+
+    ``attributes`` are Conv's (auto_pad, dilations, group, kernel_shape, pads, strides).
+    Same semantics and errors as :func:`padconv_cli.kernels.conv.conv`; ``memory_limit`` bounds
+    the bytes in flight (W and B included).  Returns the output shape, the tile count and
+    whether the tiling was bit-identical (see :func:`plan_conv_tiles`).
+    """
+    x = open_npy_memmap(source) if isinstance(source, str) else source
+    plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
+    budget = memory_limit - fixed_bytes(w, b)
+    if budget <= 0:
+        raise OutputTooLargeError(
+            f"--memory-limit {memory_limit} bytes does not even hold W and B "
+            f"({fixed_bytes(w, b)} bytes with W's accumulator copy); raise --memory-limit"
+        )
+    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget)
+    axis_ranges = tiling.axis_ranges
+    check_disk_space(target, plan.output_shape, x.dtype)
+    total = math.prod(plan.output_shape) * x.dtype.itemsize
+    with (
+        NpyOutput(target, plan.output_shape, x.dtype) as out,
+        TileProgress(tile_count(axis_ranges), total, show_progress, "conv") as progress,
+    ):
+        for images, channels, *spatial in grid(axis_ranges):
+            y = conv_tile(x, w, b, plan, images, channels, tuple(spatial))
+            box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
+            out.write(box, y)
+            progress.advance(y.nbytes)
+            del y
+    return TiledResult(plan.output_shape, tile_count(axis_ranges), tiling.exact)
+
+
+def conv_tile(
+    x: NpyInput,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    plan: ConvPlan,
+    images: tuple[int, int],
+    channels: ChannelTile,
+    spatial: tuple[tuple[int, int], ...],
+) -> np.ndarray:
+    """One output tile: read its part of X, run the kernel on it (module docstring)."""
+    tile = tile_input(plan, images, channels, spatial)
+    if tile.box is None:
+        block = np.zeros(tile.zero_shape, dtype=x.dtype)
+    else:
+        block = x.read(tile.box)
+    return conv_on_tile(block, w, b, plan, tile)

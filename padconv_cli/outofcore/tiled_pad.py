@@ -1,0 +1,130 @@
+"""ONNX Pad from a memory-mapped ``.npy`` to a memory-mapped ``.npy``, one tile at a time.
+
+Every tile is produced by padconv's own Pad kernel run on a small window of the input with
+pads computed for that tile, then cropped (see :mod:`padconv_cli.outofcore.pad_geometry`), so
+the result is bit-identical to ``pad()`` on the whole tensor while the working memory stays
+under the budget (see :func:`pad_tile_cost`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.kernels.pad import PadPlan, coerce_constant_value, element_kind, pad, plan_pad
+from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.pad_geometry import TilePiece, axis_extremes, crop_begins, tile_pieces
+from padconv_cli.outofcore.progress import TiledResult, TileProgress
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+
+
+@functools.lru_cache(maxsize=4096)
+def _extremes(length: int, tile: int, axis: Any, mode: str) -> tuple[int, int]:
+    return axis_extremes(length, tile, axis, mode)
+
+
+def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> int:
+    """Upper bound of the bytes one tile of ``tile_shape`` needs.
+
+    ``itemsize * (2 * prod(hull) + prod(kernel result) + 2 * prod(tile))``: the mapped pages
+    and the copy of the input window, the kernel's result, and the mapped output pages, with
+    the per-axis maxima over all tiles of that shape.
+    """
+    hull, result = 1, 1
+    for length, tile, axis in zip(plan.output_shape, tile_shape, plan.per_axis, strict=True):
+        hull_max, result_max = _extremes(length, tile, axis, plan.mode)
+        hull *= hull_max
+        result *= result_max
+    return itemsize * (2 * hull + result + 2 * math.prod(tile_shape))
+
+
+def pad_output_dtype(dtype: np.dtype, value: Any, plan: PadPlan) -> np.dtype:
+    """The dtype the kernel gives the result (a ``<U`` type may widen for a long constant)."""
+    if plan.mode != "constant" or not plan.adds_elements or dtype.kind != "U":
+        return dtype
+    return pad(np.empty((0,), dtype=dtype), [1, 0], value).dtype
+
+
+def plan_pad_tiles(plan: PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
+    """Per-axis output ranges of a tile grid whose tiles each fit ``budget`` bytes."""
+    shape = choose_tile_shape(
+        plan.output_shape,
+        lambda tile: pad_tile_cost(tile, plan, itemsize),
+        budget,
+        what="Pad tile",
+    )
+    return [
+        split_range(length, step) for length, step in zip(plan.output_shape, shape, strict=True)
+    ]
+
+
+def tiled_pad(
+    source: str | NpyInput,
+    target: str,
+    pads: Any,
+    constant_value: Any = None,
+    axes: Any = None,
+    mode: str = "constant",
+    *,
+    memory_limit: int,
+    show_progress: bool = False,
+) -> TiledResult:
+    """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` tile by tile.
+
+    Same semantics and errors as :func:`padconv_cli.kernels.pad.pad`; ``memory_limit`` bounds
+    the bytes of the tiles in flight.  The target is replaced atomically when all tiles are
+    written.  Returns the output shape and the tile count.
+    """
+    data = open_npy_memmap(source) if isinstance(source, str) else source
+    element_kind(data.dtype)
+    plan = plan_pad(data.shape, pads, axes, mode)
+    value = None if constant_value is None else coerce_constant_value(constant_value, data.dtype)
+    out_dtype = pad_output_dtype(data.dtype, value, plan)
+    itemsize = max(data.dtype.itemsize, out_dtype.itemsize)
+    axis_ranges = plan_pad_tiles(plan, itemsize, memory_limit)
+    check_disk_space(target, plan.output_shape, out_dtype)
+    begins = crop_begins(plan)
+    total = math.prod(plan.output_shape) * out_dtype.itemsize
+    with (
+        NpyOutput(target, plan.output_shape, out_dtype) as out,
+        TileProgress(tile_count(axis_ranges), total, show_progress, "pad") as progress,
+    ):
+        for tile in grid(axis_ranges):
+            origin = tuple(start for start, _ in tile)
+            run_pieces(
+                tile_pieces(tile, plan),
+                begins,
+                data.read,
+                lambda box, values, origin=origin: out.write(_shifted(box, origin), values),
+                value,
+                plan.mode,
+            )
+            progress.advance(math.prod(stop - start for start, stop in tile) * out_dtype.itemsize)
+    return TiledResult(plan.output_shape, tile_count(axis_ranges), True)
+
+
+def run_pieces(
+    pieces: list[TilePiece],
+    begins: tuple[int, ...],
+    read: Callable[[tuple[slice, ...]], np.ndarray],
+    write: Callable[[tuple[slice, ...], np.ndarray], None],
+    value: Any,
+    mode: str,
+) -> None:
+    """Make one tile: for every piece, ``write(piece box, pad(read(window), pads)[crop])``.
+
+    ``read`` takes a box of the original input; ``write`` a box relative to the tile.
+    """
+    for piece in pieces:
+        window = read(piece.window_box(begins))
+        write(piece.out_box, pad(window, piece.kernel_pads, value, None, mode)[piece.crop_box])
+        del window
+
+
+def _shifted(box: tuple[slice, ...], origin: tuple[int, ...]) -> tuple[slice, ...]:
+    """``box`` moved by ``origin`` (tile-relative -> absolute coordinates)."""
+    return tuple(slice(s.start + o, s.stop + o) for s, o in zip(box, origin, strict=True))

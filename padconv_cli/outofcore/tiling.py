@@ -1,0 +1,95 @@
+"""Splitting an output into tiles whose working memory stays under a budget.
+
+A tile is one ``(start, stop)`` range per output axis.  The shape is chosen greedily in the
+order of the axes given (C order for Pad, so that a tile is a few whole rows, slabs or
+volumes and reads long contiguous runs of the file): the first axis is shortened until the
+tile fits; if even one index of it does not fit, it is set to one and the next axis is
+shortened, and so on.  ``cost(tile_shape)`` must be an upper bound of the bytes any tile of
+that shape needs, and grow with each length.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+
+from padconv_cli.errors import OutputTooLargeError
+
+Ranges = tuple[tuple[int, int], ...]
+
+
+def split_range(length: int, step: int) -> list[tuple[int, int]]:
+    """``[0, length)`` cut into consecutive ranges of ``step`` (the last may be shorter)."""
+    if length == 0:
+        return [(0, 0)]
+    return [(start, min(start + step, length)) for start in range(0, length, step)]
+
+
+def grid(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> Iterator[Ranges]:
+    """Every tile: one range per axis, in C order of the tile grid."""
+    return (tuple(combo) for combo in itertools.product(*axis_ranges))
+
+
+def tile_count(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> int:
+    """Number of tiles in the grid: the product of the per-axis counts."""
+    return math.prod(len(ranges) for ranges in axis_ranges)
+
+
+def largest_fitting(low: int, high: int, fits: Callable[[int], bool]) -> int | None:
+    """Largest ``L`` in ``[low, high]`` with ``fits(L)`` for a monotone ``fits``; None if none."""
+    if high < low or not fits(low):
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def choose_tile_shape(
+    shape: Sequence[int],
+    cost: Callable[[tuple[int, ...]], int],
+    budget: int,
+    order: Sequence[int] | None = None,
+    what: str = "tile",
+    quanta: dict[int, int] | None = None,
+) -> tuple[int, ...]:
+    """The tile shape found by the greedy rule of the module docstring.
+
+    Only the axes in ``order`` are shortened (default: all, first to last).  ``quanta[axis]``
+    makes the tile length along ``axis`` a multiple of it (or the whole axis).  Raises
+    :class:`OutputTooLargeError` when even the smallest such tile needs more than ``budget``
+    bytes.
+    """
+    dims = [max(1, int(d)) for d in shape]
+    order = list(range(len(dims))) if order is None else list(order)
+    tile = list(dims)
+    if cost(tuple(tile)) <= budget:
+        return tuple(tile)
+    quanta = quanta or {}
+    for axis in order:
+        quantum = quanta.get(axis, 1)
+
+        def length_of(count: int, axis: int = axis, quantum: int = quantum) -> int:
+            return min(count * quantum, dims[axis])
+
+        def fits(count: int, axis: int = axis) -> bool:
+            trial = list(tile)
+            trial[axis] = length_of(count)
+            return cost(tuple(trial)) <= budget
+
+        best = largest_fitting(1, -(-dims[axis] // quantum), fits)
+        tile[axis] = length_of(1 if best is None else best)
+        if best is not None:
+            return tuple(tile)
+    raise OutputTooLargeError(
+        f"--memory-limit: the smallest {what} needs {_mib(cost(tuple(tile)))} of working "
+        f"memory, more than the {_mib(budget)} available for tiles; raise --memory-limit"
+    )
+
+
+def _mib(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count} bytes"

@@ -1,0 +1,117 @@
+"""Tensor I/O: ``.npy``, ``.npz``, ONNX ``TensorProto`` (``.pb``), stdin, inline literals.
+
+Reading (:func:`read_tensor`, :func:`read_named_tensor`) never trusts a file: headers and
+messages are validated before memory is allocated, pickles are never loaded, and every problem
+is an :class:`~padconv_cli.errors.InputError` with a one-line message naming the source.
+Arrays come back in native byte order.  String tensors are numpy ``object`` arrays of python
+``str`` (as ``onnx.numpy_helper`` gives them); unicode ``.npy`` arrays (``<U5``) stay unicode.
+
+Writing (:func:`write_tensor`) is atomic for files and streams bytes for ``-`` (stdout).
+
+Importing this package does not import onnx, ml_dtypes or rich: those load only when a ``.pb``
+or such a dtype is involved.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from padconv_cli.errors import InputError
+from padconv_cli.tensorio.files import open_regular_file, read_exact
+from padconv_cli.tensorio.literal import parse_literal
+from padconv_cli.tensorio.npy import read_npy_file
+from padconv_cli.tensorio.npz import read_npz_file
+from padconv_cli.tensorio.sniff import read_stdin, sniff_format
+from padconv_cli.tensorio.sources import Source, classify_source
+from padconv_cli.tensorio.writing import (
+    OUTPUT_FORMATS,
+    resolve_format,
+    tensor_to_bytes,
+    write_tensor,
+    write_tensor_to_stream,
+)
+
+__all__ = [
+    "OUTPUT_FORMATS",
+    "classify_source",
+    "read_named_tensor",
+    "read_tensor",
+    "resolve_format",
+    "tensor_to_bytes",
+    "write_tensor",
+    "write_tensor_to_stream",
+]
+
+
+def _read_pb(path: str) -> tuple[str | None, np.ndarray]:
+    from padconv_cli.tensorio.protobuf import read_pb_file
+
+    name, array = read_pb_file(path)
+    return name or None, array
+
+
+def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
+    """An existing file without a tensor suffix: accepted when it starts like .npy or .npz."""
+    stream, _size = open_regular_file(path)
+    with stream:
+        head = read_exact(stream, 8)
+    kind = sniff_format(head)
+    if kind == "npy":
+        return None, read_npy_file(path)
+    if kind == "npz":
+        return read_npz_file(path)
+    raise InputError(f"{path}: unknown tensor file format (expected a .npy, .npz or .pb file)")
+
+
+def _read_file(source: Source) -> tuple[str | None, np.ndarray]:
+    kind = source.suffix_format
+    if source.member is not None and kind != "npz":
+        raise InputError(f"{source.path}: a member name needs an .npz archive")
+    if kind == "npy":
+        return None, read_npy_file(source.path)
+    if kind == "npz":
+        return read_npz_file(source.path, source.member)
+    if kind == "pb":
+        return _read_pb(source.path)
+    return _read_unknown_suffix(source.path)
+
+
+def _check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:
+    """A dtype given for a file or stdin must match what the source holds (no silent cast)."""
+    if dtype is None:
+        return array
+    from padconv_cli.dtypes import dtype_name, parse_dtype
+
+    wanted = parse_dtype(dtype)
+    if dtype_name(wanted) != dtype_name(array.dtype):
+        raise InputError(
+            f"{label}: holds {dtype_name(array.dtype)}, not the requested {dtype_name(wanted)}"
+        )
+    return array
+
+
+def read_named_tensor(source: str, *, dtype: str | None = None) -> tuple[str | None, np.ndarray]:
+    """(name, array) of a tensor source; name is the TensorProto or .npz member name, or None.
+
+    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``), ``-`` for stdin (format
+    sniffed from the first bytes; ``-:name`` picks an .npz member), or an inline literal.
+    ``dtype`` (ONNX or numpy name) sets a literal's element type; for files and stdin it must
+    match the stored type.
+    """
+    if not source.strip():
+        raise InputError("empty tensor source (give a path, - for stdin, or a literal)")
+    classified = classify_source(source)
+    if classified.kind == "literal":
+        return None, parse_literal(source, dtype)
+    if classified.kind == "stdin":
+        name, array = read_stdin(classified.member)
+        label = "<stdin>"
+    else:
+        name, array = _read_file(classified)
+        label = classified.path
+    return name, _check_requested_dtype(array, dtype, label)
+
+
+def read_tensor(source: str, *, dtype: str | None = None) -> np.ndarray:
+    """The array of a tensor source (see :func:`read_named_tensor` for what ``source`` can be)."""
+    return read_named_tensor(source, dtype=dtype)[1]

@@ -1,0 +1,101 @@
+"""Atomic file replacement: readers see the old file or the complete new one, never a part.
+
+The data goes to a temporary file in the target's own folder (so that the final rename stays on
+one file system), is flushed and fsynced, gets the permissions the target should have, and is
+renamed over the target with ``os.replace``.  On any failure the temporary file is removed and
+an existing target is left untouched.
+
+Permissions: an existing target keeps its mode; a new file gets ``0o666 & ~umask`` like any file
+created by ``open`` (``mkstemp`` alone would leave it ``0o600``).  A symlink target is followed:
+the file it points to is replaced, the link stays.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from typing import BinaryIO
+
+from padconv_cli.errors import OutputError
+from padconv_cli.tensorio.files import one_line
+
+
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _resolve_target(path: str) -> tuple[str, int | None]:
+    """(real path to replace, mode to give it); refuses folders and special files."""
+    real = os.path.realpath(path)
+    try:
+        info = os.stat(real)
+    except FileNotFoundError:
+        return real, 0o666 & ~_current_umask()
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot access ({one_line(exc.strerror or exc)})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise OutputError(f"{path}: is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise OutputError(
+            f"{path}: exists and is not a regular file; write to - for stdout instead"
+        )
+    return real, stat.S_IMODE(info.st_mode)
+
+
+def _check_folder(path: str, folder: str) -> None:
+    if not os.path.isdir(folder):
+        raise OutputError(f"{path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: folder {folder} is not writable")
+
+
+def _make_temp(path: str, real: str) -> tuple[int, str]:
+    folder = os.path.dirname(real) or "."
+    _check_folder(path, folder)
+    try:
+        return tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputError(
+            f"{path}: cannot create a file in {folder} ({one_line(exc.strerror or exc)})"
+        ) from None
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename durable; not every platform/file system allows it, hence best effort."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
+    """Run ``write(stream)`` into a temporary file, then rename it over ``path``.
+
+    Rule: either ``path`` ends up holding exactly what ``write`` produced, or it is unchanged and
+    no temporary file remains; OS failures become :class:`OutputError`, other exceptions (for
+    example a dtype the format cannot hold) propagate unchanged after the clean-up.
+    """
+    real, mode = _resolve_target(path)
+    fd, temp = _make_temp(path, real)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        if mode is not None:
+            os.chmod(temp, mode)
+        os.replace(temp, real)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{path}: write failed ({one_line(exc.strerror or exc)})") from None
+        raise
+    _fsync_folder(os.path.dirname(real) or ".")

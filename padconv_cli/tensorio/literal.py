@@ -1,0 +1,282 @@
+"""Inline tensor literals: ``'[[1.0, 1.2], [2.3, 3.4]]'``, ``'3'``, ``'["a", "b"]'``, ``'[1+2j]'``.
+
+The text is parsed by :mod:`ast` into a syntax tree and only these nodes are accepted (nothing
+is evaluated): lists and tuples; numbers, strings and booleans; a sign in front of a number;
+``real +/- imaginary`` for complex numbers; the names ``true``/``false``/``True``/``False``
+and ``nan``/``NaN``/``inf``/``Infinity``.  JSON arrays are therefore valid literals.
+
+Element type, without ``dtype``: strings -> string (object array of ``str``), booleans ->
+bool, integers -> int64, any float -> float32 (ONNX's ``float``), any complex -> complex128.
+With ``dtype`` each value must be representable: integers within the type's range, floats
+only into float or complex types (or integral floats into integer types), a finite value must
+stay finite after rounding, booleans accept only true/false/0/1.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.dtypes import (
+    dtype_name,
+    integer_range,
+    is_float_like,
+    largest_finite,
+    parse_dtype,
+)
+from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.tensorio.files import one_line
+
+MAX_LITERAL_LENGTH = 10_000_000
+_NAMED_VALUES = {
+    "true": True,
+    "false": False,
+    "True": True,
+    "False": False,
+    "nan": math.nan,
+    "NaN": math.nan,
+    "inf": math.inf,
+    "Infinity": math.inf,
+}
+_LITERAL_STARTS = set("[(-+.0123456789\"'")
+_LITERAL_WORDS = {name.lower() for name in _NAMED_VALUES} | {"-inf", "+inf", "-infinity"}
+
+
+def looks_like_literal(text: str) -> bool:
+    """True when ``text`` starts like a literal: a bracket, sign, digit, dot, quote or a word."""
+    stripped = text.strip()
+    if not stripped:
+        return False
+    return stripped[0] in _LITERAL_STARTS or stripped.lower() in _LITERAL_WORDS
+
+
+class _Rejected(Exception):
+    """A syntax node outside the literal grammar (turned into InputError by the caller)."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, complex)) and not isinstance(value, bool)
+
+
+def _finite_parts(value: float | complex) -> bool:
+    return math.isfinite(value.real) and math.isfinite(value.imag)
+
+
+def _constant(node: ast.Constant) -> Any:
+    value = node.value
+    if isinstance(value, (float, complex)) and not _finite_parts(value):
+        raise _Rejected("a number is out of the float64 range (write inf for infinity)")
+    if isinstance(value, (bool, int, float, complex, str)):
+        return value
+    raise _Rejected(f"{type(node.value).__name__} values are not allowed")
+
+
+def _signed(node: ast.UnaryOp) -> Any:
+    operand = _value(node.operand)
+    if not isinstance(node.op, (ast.USub, ast.UAdd)) or not _is_number(operand):
+        raise _Rejected("a sign must precede a number")
+    return -operand if isinstance(node.op, ast.USub) else operand
+
+
+def _complex(node: ast.BinOp) -> complex:
+    left, right = _value(node.left), _value(node.right)
+    if not isinstance(node.op, (ast.Add, ast.Sub)):
+        raise _Rejected("only + and - between a real and an imaginary part are allowed")
+    if not (_is_number(left) and not isinstance(left, complex) and isinstance(right, complex)):
+        raise _Rejected("complex numbers are written real+imagj")
+    return left + right if isinstance(node.op, ast.Add) else left - right
+
+
+def _value(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        return _constant(node)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_value(item) for item in node.elts]
+    if isinstance(node, ast.UnaryOp):
+        return _signed(node)
+    if isinstance(node, ast.BinOp):
+        return _complex(node)
+    if isinstance(node, ast.Name) and node.id in _NAMED_VALUES:
+        return _NAMED_VALUES[node.id]
+    raise _Rejected(f"{type(node).__name__} is not allowed in a tensor literal")
+
+
+def parse_literal_values(text: str) -> Any:
+    """Nested python lists / scalars described by ``text`` (see the module rules)."""
+    if len(text) > MAX_LITERAL_LENGTH:
+        raise InputError(f"tensor literal of {len(text)} characters is too long")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+        return _value(tree.body)
+    except _Rejected as exc:
+        raise InputError(f"tensor literal {_excerpt(text)}: {exc}") from None
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise InputError(
+            f"tensor literal {_excerpt(text)}: cannot parse ({one_line(exc, 80)})"
+        ) from None
+
+
+def _excerpt(text: str) -> str:
+    flat = one_line(text, 40)
+    return repr(flat)
+
+
+def _shape_and_leaves(values: Any, text: str) -> tuple[tuple[int, ...], list[Any]]:
+    """Rule: every list at one depth has the same length and nests equally deep."""
+    if not isinstance(values, list):
+        return (), [values]
+    if not values:
+        return (0,), []
+    parts = [_shape_and_leaves(item, text) for item in values]
+    shape = parts[0][0]
+    if any(part_shape != shape for part_shape, _ in parts):
+        raise InputError(f"tensor literal {_excerpt(text)}: ragged nesting, not a tensor")
+    leaves = [leaf for _, part_leaves in parts for leaf in part_leaves]
+    return (len(values), *shape), leaves
+
+
+def _default_dtype(leaves: list[Any], text: str) -> np.dtype:
+    kinds = {type(leaf) for leaf in leaves}
+    if str in kinds:
+        if kinds != {str}:
+            raise InputError(f"tensor literal {_excerpt(text)}: mixes strings and numbers")
+        return np.dtype(object)
+    if complex in kinds:
+        return np.dtype(np.complex128)
+    if float in kinds or not kinds:
+        return np.dtype(np.float32)
+    if kinds == {bool}:
+        return np.dtype(np.bool_)
+    return np.dtype(np.int64)
+
+
+def _as_strings(leaves: list[Any], text: str) -> np.ndarray:
+    if not all(isinstance(leaf, str) for leaf in leaves):
+        raise InputError(f"tensor literal {_excerpt(text)}: dtype string needs quoted strings")
+    array = np.empty(len(leaves), dtype=object)
+    array[:] = leaves
+    return array
+
+
+def _require_no_strings(leaves: list[Any], dtype: np.dtype, text: str) -> None:
+    if any(isinstance(leaf, str) for leaf in leaves):
+        raise InputError(
+            f"tensor literal {_excerpt(text)}: strings cannot be {dtype_name(dtype)} values"
+        )
+
+
+def _as_bools(leaves: list[Any], text: str) -> np.ndarray:
+    for leaf in leaves:
+        if isinstance(leaf, bool) or (type(leaf) is int and leaf in (0, 1)):
+            continue
+        raise InputError(
+            f"tensor literal {_excerpt(text)}: {repr(leaf)} is not a bool (true/false/0/1)"
+        )
+    return np.array([bool(leaf) for leaf in leaves], dtype=np.bool_)
+
+
+def _integral(leaf: Any, dtype: np.dtype, text: str) -> int:
+    if isinstance(leaf, complex) or (
+        isinstance(leaf, float) and not (math.isfinite(leaf) and leaf.is_integer())
+    ):
+        raise InputError(
+            f"tensor literal {_excerpt(text)}: {repr(leaf)} is not an integer ({dtype_name(dtype)})"
+        )
+    return int(leaf)
+
+
+def _as_integers(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
+    low, high = integer_range(dtype)
+    values = [_integral(leaf, dtype, text) for leaf in leaves]
+    for value in values:
+        if not low <= value <= high:
+            raise InputError(
+                f"tensor literal {_excerpt(text)}: {value} is outside {dtype_name(dtype)} "
+                f"range [{low}, {high}]"
+            )
+    container = np.uint64 if high > 2**63 - 1 else np.int64
+    return np.array(values, dtype=container).astype(dtype)
+
+
+def _overflow_limit(dtype: np.dtype) -> tuple[float, bool]:
+    """(threshold, tie overflows): max + ulp(max)/2 is the rounding midpoint past max.
+
+    Round-half-to-even sends a value exactly on the midpoint past max when max's mantissa
+    (max / ulp) is odd, as for IEEE types; float8e4m3fn's max 448 = 14 * 32 is even.
+    """
+    largest, mantissa_bits = largest_finite(dtype)
+    ulp = 2.0 ** (math.floor(math.log2(largest)) - mantissa_bits)
+    return largest + ulp / 2, int(largest / ulp) % 2 == 1
+
+
+def _first_unrepresentable(source: np.ndarray, back: np.ndarray, dtype: np.dtype) -> int | None:
+    """Index of a value the cast changed beyond rounding: overflow, or a lost nan/inf."""
+    threshold, tie_overflows = _overflow_limit(dtype)
+    magnitude = np.abs(source)
+    too_big = (magnitude > threshold) | ((magnitude == threshold) & tie_overflows)
+    finite = np.isfinite(source)
+    overflow = finite & (~np.isfinite(back) | too_big)
+    lost_special = ~finite & ~((np.isnan(source) & np.isnan(back)) | (source == back))
+    bad = overflow | lost_special
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def _as_inexact(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
+    """Floats and complex: round once from python's float64/complex128.
+
+    Rule: a finite value must not exceed max + ulp(max)/2 (it would overflow or saturate), and
+    nan/inf must survive as themselves.
+    """
+    wide = np.complex128 if dtype.kind == "c" else np.float64
+    if wide is np.float64 and any(isinstance(leaf, complex) for leaf in leaves):
+        raise InputError(
+            f"tensor literal {_excerpt(text)}: complex values need a complex dtype, "
+            f"not {dtype_name(dtype)}"
+        )
+    try:
+        source = np.array(leaves, dtype=wide)
+    except OverflowError:
+        raise InputError(
+            f"tensor literal {_excerpt(text)}: an integer is too large for {dtype_name(dtype)}"
+        ) from None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # overflow is reported below, with the value
+        result = source.astype(dtype)
+        back = result.astype(wide)
+    index = _first_unrepresentable(source.view(np.float64), back.view(np.float64), dtype)
+    if index is not None:
+        value = source.view(np.float64)[index]
+        raise InputError(
+            f"tensor literal {_excerpt(text)}: {value} is not representable in {dtype_name(dtype)}"
+        )
+    return result
+
+
+def _convert(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
+    if dtype == np.dtype(object) or dtype.kind in "US":
+        return _as_strings(leaves, text)
+    _require_no_strings(leaves, dtype, text)
+    if dtype == np.bool_:
+        return _as_bools(leaves, text)
+    if integer_range(dtype) is not None:
+        return _as_integers(leaves, dtype, text)
+    if is_float_like(dtype) or dtype.kind == "c":
+        return _as_inexact(leaves, dtype, text)
+    raise UnsupportedDtypeError(f"tensor literal: dtype {dtype_name(dtype)} is not supported")
+
+
+def parse_literal(text: str, dtype: str | None = None) -> np.ndarray:
+    """The tensor written by ``text``, of ``dtype`` (ONNX or numpy name) or the default type.
+
+    Rules: see the module docstring.  A scalar literal gives a 0-d array, ``[]`` a float32
+    array of shape (0,).
+    """
+    values = parse_literal_values(text)
+    shape, leaves = _shape_and_leaves(values, text)
+    target = _default_dtype(leaves, text) if dtype is None else parse_dtype(dtype)
+    return _convert(leaves, target, text).reshape(shape)

@@ -1,0 +1,267 @@
+"""Reading and writing ``.npy`` data without trusting the header.
+
+The header is parsed before any array memory is allocated, and refused when
+
+* the magic string or format version is wrong, or the header is longer than
+  :data:`MAX_HEADER_SIZE` bytes (checked on the length field, before reading it);
+* the dtype holds python objects (that would need pickle);
+* the shape has negative or non-integer dimensions;
+* the shape and dtype promise more bytes than the source holds after the header
+  (``np.load`` would allocate the whole declared array before noticing).
+
+Arrays come back in native byte order (swapped in place) with their values bit-exact, in C or
+Fortran order as stored.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import math
+import struct
+from typing import BinaryIO, NamedTuple
+
+import numpy as np
+
+from padconv_cli.dtypes import is_npy_native
+from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact, read_into
+
+NPY_MAGIC = b"\x93NUMPY"
+MAGIC_LENGTH = 8  # prefix + major + minor version bytes
+MAX_HEADER_SIZE = 10_000  # numpy's own default limit for np.load
+# format version -> (struct format of the header length field, header text encoding)
+_HEADER_LAYOUT = {(1, 0): ("<H", "latin1"), (2, 0): ("<I", "latin1"), (3, 0): ("<I", "utf8")}
+_HEADER_KEYS = {"descr", "fortran_order", "shape"}
+
+
+class NpyHeader(NamedTuple):
+    """What an ``.npy`` header declares, and where the data starts."""
+
+    shape: tuple[int, ...]
+    fortran_order: bool
+    dtype: np.dtype
+    data_offset: int
+
+    @property
+    def element_count(self) -> int:
+        """Product of the dimensions (1 for a scalar)."""
+        return math.prod(self.shape)
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of data the header promises: product(shape) * itemsize."""
+        return self.element_count * self.dtype.itemsize
+
+
+def _read_version(stream: BinaryIO, label: str) -> tuple[int, int]:
+    magic = read_exact(stream, MAGIC_LENGTH)
+    if not magic:
+        raise InputError(f"{label}: empty file, not an .npy array")
+    if not magic.startswith(NPY_MAGIC):
+        raise InputError(f"{label}: not an .npy file (magic {magic[:6]!r}, expected {NPY_MAGIC!r})")
+    if len(magic) < MAGIC_LENGTH:
+        raise InputError(f"{label}: truncated .npy file ({len(magic)} bytes)")
+    version = (magic[6], magic[7])
+    if version not in _HEADER_LAYOUT:
+        raise InputError(f"{label}: unsupported .npy format version {version[0]}.{version[1]}")
+    return version
+
+
+def _read_header_text(stream: BinaryIO, version: tuple[int, int], label: str) -> bytes:
+    """Length field + header bytes, refusing an oversized header before reading it."""
+    length_format = _HEADER_LAYOUT[version][0]
+    length_field = read_exact(stream, struct.calcsize(length_format))
+    if len(length_field) < struct.calcsize(length_format):
+        raise InputError(f"{label}: truncated .npy header")
+    (header_length,) = struct.unpack(length_format, length_field)
+    if header_length > MAX_HEADER_SIZE:
+        raise InputError(
+            f"{label}: .npy header of {header_length} bytes exceeds the limit of "
+            f"{MAX_HEADER_SIZE} bytes"
+        )
+    header = read_exact(stream, header_length)
+    if len(header) < header_length:
+        raise InputError(f"{label}: truncated .npy header ({len(header)} of {header_length} bytes)")
+    return length_field + header
+
+
+def _parse_header_v3(text: str) -> tuple[tuple, bool, np.dtype]:
+    """Version 3.0 differs from 2.0 only by UTF-8 text; numpy has no public reader for it."""
+    fields = ast.literal_eval(text)
+    if not isinstance(fields, dict) or set(fields) != _HEADER_KEYS:
+        raise ValueError("header is not a dict with keys descr, fortran_order, shape")
+    if not isinstance(fields["fortran_order"], bool):
+        raise ValueError(f"fortran_order is not a bool: {fields['fortran_order']!r}")
+    if not isinstance(fields["shape"], tuple):
+        raise ValueError(f"shape is not a tuple: {fields['shape']!r}")
+    dtype = np.lib.format.descr_to_dtype(fields["descr"])
+    return fields["shape"], fields["fortran_order"], dtype
+
+
+def _parse_header(raw: bytes, version: tuple[int, int], label: str) -> tuple:
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy warns about Python 2 era headers
+            if version == (1, 0):
+                return np.lib.format.read_array_header_1_0(
+                    io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE
+                )
+            if version == (2, 0):
+                return np.lib.format.read_array_header_2_0(
+                    io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE
+                )
+            return _parse_header_v3(raw[4:].decode("utf8"))
+    except Exception as exc:  # untrusted text through numpy's parser: any failure = corrupt
+        raise InputError(f"{label}: corrupt .npy header ({one_line(exc, 200)})") from None
+
+
+def _check_shape(shape: tuple, label: str) -> tuple[int, ...]:
+    for dim in shape:
+        if type(dim) is not int or dim < 0:
+            raise InputError(
+                f"{label}: .npy header shape {shape!r} has a dimension that is not an integer >= 0"
+            )
+    return shape
+
+
+def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
+    if dtype.hasobject:
+        raise InputError(
+            f"{label}: .npy holds python objects ({dtype}), which need pickle; refused"
+        )
+    if dtype.subdtype is not None:
+        raise InputError(f"{label}: .npy element type {dtype} is a subarray, not supported")
+    if dtype.itemsize == 0:
+        raise InputError(f"{label}: .npy element type {dtype} has size 0")
+    return dtype
+
+
+def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
+    """Parse and check an ``.npy`` header; leaves ``stream`` at the first data byte."""
+    version = _read_version(stream, label)
+    raw = _read_header_text(stream, version, label)
+    shape, fortran_order, dtype = _parse_header(raw, version, label)
+    return NpyHeader(
+        shape=_check_shape(shape, label),
+        fortran_order=fortran_order,
+        dtype=_check_dtype(dtype, label),
+        data_offset=MAGIC_LENGTH + len(raw),
+    )
+
+
+def _check_declared_size(header: NpyHeader, total_size: int, label: str) -> None:
+    available = total_size - header.data_offset
+    if header.data_bytes > available:
+        raise InputError(
+            f"{label}: header declares shape {header.shape} of {header.dtype} = "
+            f"{header.data_bytes} bytes but only {max(available, 0)} bytes follow "
+            "(truncated or forged)"
+        )
+
+
+def _allocate(header: NpyHeader, label: str) -> np.ndarray:
+    try:
+        return np.empty(header.element_count, dtype=header.dtype)
+    except (MemoryError, ValueError) as exc:
+        raise InputError(
+            f"{label}: cannot allocate shape {header.shape} of {header.dtype} "
+            f"({one_line(exc, 120)})"
+        ) from None
+
+
+def _fill(flat: np.ndarray, stream: BinaryIO, label: str) -> None:
+    if flat.nbytes == 0:
+        return
+    try:
+        got = read_into(stream, memoryview(flat.view(np.uint8)))
+    except OSError as exc:
+        raise InputError(f"{label}: read error ({one_line(exc.strerror or exc)})") from None
+    if got < flat.nbytes:
+        raise InputError(f"{label}: truncated .npy data ({got} of {flat.nbytes} bytes)")
+
+
+def to_native_byte_order(array: np.ndarray) -> np.ndarray:
+    """The same values in native byte order (swapped in place, so NaN payloads survive)."""
+    if array.dtype.isnative:
+        return array
+    if array.dtype.fields:  # fields may differ in byte order: let numpy cast field by field
+        return array.astype(array.dtype.newbyteorder("="))
+    array.byteswap(inplace=True)
+    return array.view(array.dtype.newbyteorder("="))
+
+
+def check_bool_bytes(array: np.ndarray, label: str) -> None:
+    """Rule: every byte of a bool array is 0 or 1 (other bytes make numpy bools misbehave)."""
+    if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
+        raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
+
+
+def read_npy_stream(stream: BinaryIO, total_size: int, label: str) -> np.ndarray:
+    """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
+
+    Rule: the declared size product(shape) * itemsize must fit in total_size - header length,
+    checked before allocation; trailing bytes after the data are ignored, as numpy does.
+    """
+    header = read_npy_header(stream, label)
+    _check_declared_size(header, total_size, label)
+    flat = _allocate(header, label)
+    _fill(flat, stream, label)
+    order = "F" if header.fortran_order else "C"
+    try:
+        array = to_native_byte_order(flat.reshape(header.shape, order=order))
+    except (ValueError, TypeError) as exc:  # exotic dtypes the checks above did not foresee
+        raise InputError(f"{label}: cannot arrange .npy data ({one_line(exc, 120)})") from None
+    check_bool_bytes(array, label)
+    return array
+
+
+def read_npy_file(path: str, label: str | None = None) -> np.ndarray:
+    """Read an ``.npy`` file (see :func:`read_npy_stream` for the checks)."""
+    label = path if label is None else label
+    stream, size = open_regular_file(path, label)
+    with stream:
+        return read_npy_stream(stream, size, label)
+
+
+def read_npy_bytes(data: bytes, label: str) -> np.ndarray:
+    """Read an ``.npy`` image held in memory (stdin)."""
+    return read_npy_stream(io.BytesIO(data), len(data), label)
+
+
+def npy_ready_array(array: np.ndarray, target: str) -> np.ndarray:
+    """The array as ``.npy`` can hold it without pickle, or UnsupportedDtypeError.
+
+    String ``object`` arrays become unicode (``<U``) arrays (bytes elements: ``|S``); types
+    numpy cannot name (bfloat16, float8*, int4 ...) are refused in favour of ``.pb``.
+    """
+    if array.dtype == np.object_:
+        return _strings_as_fixed_width(array, target)
+    if not is_npy_native(array.dtype):
+        from padconv_cli.dtypes import dtype_name
+
+        raise UnsupportedDtypeError(
+            f"{target}: .npy cannot store dtype {dtype_name(array.dtype)}; "
+            "write a .pb TensorProto instead (--format pb)"
+        )
+    return array
+
+
+def _strings_as_fixed_width(array: np.ndarray, target: str) -> np.ndarray:
+    elements = array.ravel(order="K").tolist()
+    if all(isinstance(item, str) for item in elements):
+        return array.astype(np.str_)
+    if all(isinstance(item, bytes) for item in elements):
+        return array.astype(np.bytes_)
+    kinds = sorted({type(item).__name__ for item in elements})
+    raise UnsupportedDtypeError(
+        f"{target}: object array holds {', '.join(kinds)}; only all-str or all-bytes object "
+        "arrays can be written"
+    )
+
+
+def write_npy(array: np.ndarray, stream: BinaryIO, target: str) -> None:
+    """Write ``array`` as ``.npy`` (format chosen by numpy, never pickled) to ``stream``."""
+    np.lib.format.write_array(stream, npy_ready_array(array, target), allow_pickle=False)

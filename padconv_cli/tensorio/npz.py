@@ -1,0 +1,139 @@
+"""Reading one array out of an ``.npz`` archive (``np.savez`` / ``np.savez_compressed``).
+
+Members are read with :mod:`zipfile` and go through the same ``.npy`` checks, with the zip
+entry's uncompressed size as the available byte count.  The entry's sizes are themselves
+checked against the archive before decompressing: a stored entry must be as long as it claims,
+a deflated one cannot expand more than deflate allows (about 1032:1), and only those two
+methods (the ones numpy writes) are accepted.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+import zlib
+from typing import BinaryIO
+
+import numpy as np
+
+from padconv_cli.errors import InputError
+from padconv_cli.tensorio.files import one_line, open_regular_file
+from padconv_cli.tensorio.npy import read_npy_stream
+
+ZIP_MAGIC = b"PK\x03\x04"
+EMPTY_ZIP_MAGIC = b"PK\x05\x06"
+MAX_DEFLATE_RATIO = 1032  # deflate's best case: 258-byte matches coded in about 2 bits
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    RuntimeError,  # encrypted members
+    NotImplementedError,  # unsupported compression
+    UnicodeDecodeError,
+    OverflowError,
+    IndexError,
+    KeyError,
+)
+
+
+def _member_names(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    """Array name -> zip entry (numpy stores array ``x`` as ``x.npy``)."""
+    members = {}
+    for info in archive.infolist():
+        if info.is_dir():
+            continue
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        members[name] = info
+    return members
+
+
+def _pick_member(
+    members: dict[str, zipfile.ZipInfo], member: str | None, label: str
+) -> tuple[str, zipfile.ZipInfo]:
+    names = ", ".join(sorted(members)) or "(none)"
+    if member is None:
+        if len(members) == 1:
+            return next(iter(members.items()))
+        if not members:
+            raise InputError(f"{label}: archive holds no arrays")
+        raise InputError(
+            f"{label}: ambiguous, the archive holds {len(members)} arrays ({names}); "
+            f"pick one with {label}:NAME"
+        )
+    if member not in members and member.endswith(".npy"):
+        member = member[:-4]
+    if member not in members:
+        raise InputError(f"{label}: no array named {member!r} (available: {names})")
+    return member, members[member]
+
+
+def _check_entry_sizes(info: zipfile.ZipInfo, archive_size: int, where: str) -> None:
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise InputError(
+            f"{where}: unsupported zip compression method {info.compress_type} "
+            "(numpy writes stored or deflated entries)"
+        )
+    if info.compress_size > archive_size:
+        raise InputError(
+            f"{where}: zip entry claims {info.compress_size} compressed bytes but the archive "
+            f"has {archive_size}"
+        )
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+        raise InputError(
+            f"{where}: stored zip entry claims {info.file_size} bytes but holds "
+            f"{info.compress_size}"
+        )
+    if info.file_size > info.compress_size * MAX_DEFLATE_RATIO + 1024:
+        raise InputError(
+            f"{where}: zip entry claims {info.file_size} bytes from {info.compress_size} "
+            "compressed bytes, more than deflate can produce"
+        )
+
+
+def _drain(stream: BinaryIO) -> None:
+    """Read the entry to its end so that zipfile verifies the CRC."""
+    while stream.read(1 << 20):
+        pass
+
+
+def _read_member(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int, where: str
+) -> np.ndarray:
+    _check_entry_sizes(info, archive_size, where)
+    with archive.open(info) as stream:
+        array = read_npy_stream(stream, info.file_size, where)
+        _drain(stream)
+    return array
+
+
+def read_npz_stream(
+    stream: BinaryIO, archive_size: int, member: str | None, label: str
+) -> tuple[str, np.ndarray]:
+    """(member name, array) of one member of the archive in ``stream``.
+
+    Rule: ``member`` names the array; with ``None`` the archive must hold exactly one array.
+    A missing or ambiguous name is an :class:`InputError` listing the available names.
+    """
+    try:
+        with zipfile.ZipFile(stream) as archive:
+            name, info = _pick_member(_member_names(archive), member, label)
+            return name, _read_member(archive, info, archive_size, f"{label}:{name}")
+    except InputError:
+        raise
+    except _ZIP_ERRORS as exc:
+        raise InputError(f"{label}: not a readable .npz archive ({one_line(exc, 200)})") from None
+
+
+def read_npz_file(path: str, member: str | None = None) -> tuple[str, np.ndarray]:
+    """(member name, array) from the ``.npz`` file at ``path`` (see :func:`read_npz_stream`)."""
+    stream, size = open_regular_file(path)
+    with stream:
+        return read_npz_stream(stream, size, member, path)
+
+
+def read_npz_bytes(data: bytes, member: str | None, label: str) -> tuple[str, np.ndarray]:
+    """(member name, array) from an ``.npz`` image held in memory (stdin)."""
+    return read_npz_stream(io.BytesIO(data), len(data), member, label)

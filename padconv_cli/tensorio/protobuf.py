@@ -1,0 +1,439 @@
+"""ONNX ``TensorProto`` (``.pb``) reading and writing.
+
+``onnx`` is imported inside the functions only: importing :mod:`padconv_cli.tensorio` must stay
+cheap for the CLI.
+
+Reading never trusts the message.  Before anything is allocated or converted it checks:
+
+* the bytes parse as a ``TensorProto`` and the ``data_type`` is a known element type;
+* no dimension is negative and no ``segment`` is set;
+* exactly one data field is used (``raw_data``, the typed field of the element type, or
+  external data), and it is the right one for the type (strings never in ``raw_data``);
+* the amount of data equals what the dimensions need: ``ceil(n * bits / 8)`` bytes of
+  ``raw_data`` (so int4 packs two per byte), ``n`` typed entries (``2n`` for complex,
+  ``ceil(n / 2)`` packed entries for 4-bit and ``ceil(n / 4)`` for 2-bit types), where ``n`` is
+  the product of the dimensions;
+* typed ``int32_data`` / ``uint64_data`` entries fit the element's storage range;
+* external data stays inside the ``.pb`` file's folder (no absolute path, no ``..``, no symlink
+  leading out), is a regular file and holds exactly the bytes needed at the given offset;
+* ``onnx.checker.check_tensor`` accepts it.
+
+Only then ``onnx.numpy_helper.to_array`` converts it (strings are converted here, one python
+``str`` per element, so that sizes and trailing NULs are kept as they are).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.dtypes import (
+    STRING_ELEM_TYPE,
+    ElemType,
+    elem_type_info,
+    elem_type_info_of_dtype,
+)
+from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact, read_into
+from padconv_cli.tensorio.npy import check_bool_bytes
+
+PROTOBUF_LIMIT = 2**31 - 1  # protobuf refuses to parse or serialize messages of 2 GiB or more
+_EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+_TYPED_FIELDS = (
+    "float_data",
+    "int32_data",
+    "string_data",
+    "int64_data",
+    "double_data",
+    "uint64_data",
+)
+_DOUBLE_TYPES = {11, 15}
+_INT64_TYPES = {7}
+_UINT64_TYPES = {12, 13}
+_FLOAT_TYPES = {1, 14}
+_COMPLEX_TYPES = {14, 15}
+_PACKED_4BIT = {21, 22, 23}
+_PACKED_2BIT = {25, 26}
+# Ranges the typed int32_data entries must respect (storage value, per onnx.proto).
+_INT32_DATA_RANGES = {
+    2: (0, 255),
+    3: (-128, 127),
+    4: (0, 65535),
+    5: (-32768, 32767),
+    9: (0, 1),
+    10: (0, 65535),
+    16: (0, 65535),
+    17: (0, 255),
+    18: (0, 255),
+    19: (0, 255),
+    20: (0, 255),
+    21: (0, 255),
+    22: (0, 255),
+    23: (0, 255),
+    24: (0, 255),
+    25: (0, 255),
+    26: (0, 255),
+    27: (0, 63),
+    28: (0, 63),
+}
+_EXTERNAL_KEYS = {"location", "offset", "length", "checksum"}
+
+
+def _storage_field(elem_type: int) -> str:
+    """The typed field that carries this element type (onnx.proto's table)."""
+    if elem_type == STRING_ELEM_TYPE:
+        return "string_data"
+    if elem_type in _FLOAT_TYPES:
+        return "float_data"
+    if elem_type in _DOUBLE_TYPES:
+        return "double_data"
+    if elem_type in _INT64_TYPES:
+        return "int64_data"
+    if elem_type in _UINT64_TYPES:
+        return "uint64_data"
+    return "int32_data"
+
+
+def typed_entry_count(elem_type: int, count: int) -> int:
+    """Typed-field entries ``count`` elements need: 2n complex, ceil(n/2) 4-bit, ceil(n/4) 2-bit."""
+    if elem_type in _COMPLEX_TYPES:
+        return 2 * count
+    if elem_type in _PACKED_4BIT:
+        return -(-count // 2)
+    if elem_type in _PACKED_2BIT:
+        return -(-count // 4)
+    return count
+
+
+# ---------------------------------------------------------------------------------- parsing
+
+
+def _parse(data: bytes, label: str) -> Any:
+    from google.protobuf.message import DecodeError
+    from onnx import TensorProto
+
+    tensor = TensorProto()
+    try:
+        tensor.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise InputError(f"{label}: not a TensorProto ({one_line(exc, 120)})") from None
+    return tensor
+
+
+def _check_type(tensor: Any, label: str) -> ElemType:
+    if tensor.data_type == 0:
+        raise InputError(f"{label}: not a TensorProto (data_type is UNDEFINED)")
+    try:
+        return elem_type_info(tensor.data_type)
+    except UnsupportedDtypeError as exc:
+        raise InputError(f"{label}: {exc}") from None
+
+
+def _check_dims(tensor: Any, label: str) -> int:
+    """Element count: the product of the dimensions, each of which must be >= 0."""
+    dims = list(tensor.dims)
+    if any(dim < 0 for dim in dims):
+        raise InputError(f"{label}: TensorProto dims {dims} has a negative dimension")
+    if tensor.HasField("segment"):
+        raise InputError(f"{label}: TensorProto segments are not supported")
+    return math.prod(dims)
+
+
+def _present_fields(tensor: Any) -> list[str]:
+    present = [name for name in _TYPED_FIELDS if len(getattr(tensor, name))]
+    if tensor.HasField("raw_data"):
+        present.append("raw_data")
+    if tensor.data_location == _EXTERNAL:
+        present.append("external_data")
+    return present
+
+
+def _check_single_field(tensor: Any, info: ElemType, count: int, label: str) -> str | None:
+    """The one data field in use (None for an empty tensor without data)."""
+    present = _present_fields(tensor)
+    if len(tensor.external_data) and tensor.data_location != _EXTERNAL:
+        raise InputError(f"{label}: TensorProto has external_data entries but is not EXTERNAL")
+    if len(present) > 1:
+        raise InputError(
+            f"{label}: TensorProto sets several data fields at once ({', '.join(present)})"
+        )
+    if not present:
+        if count:
+            raise InputError(f"{label}: TensorProto of {count} elements holds no data")
+        return None
+    field = present[0]
+    allowed = {_storage_field(info.elem_type)}
+    if info.elem_type != STRING_ELEM_TYPE:
+        allowed |= {"raw_data", "external_data"}
+    if field not in allowed:
+        raise InputError(
+            f"{label}: TensorProto of type {info.name} cannot carry its data in {field} "
+            f"(allowed: {', '.join(sorted(allowed))})"
+        )
+    return field
+
+
+def _check_amount(tensor: Any, info: ElemType, field: str, count: int, label: str) -> None:
+    dims = list(tensor.dims)
+    if field == "raw_data":
+        expected, actual, unit = info.raw_byte_count(count), len(tensor.raw_data), "bytes"
+    else:
+        expected = typed_entry_count(info.elem_type, count)
+        actual, unit = len(getattr(tensor, field)), "entries"
+    if actual != expected:
+        raise InputError(
+            f"{label}: TensorProto dims {dims} of {info.name} need {expected} {unit} of "
+            f"{field} but it holds {actual}"
+        )
+
+
+def _check_typed_range(tensor: Any, info: ElemType, field: str, label: str) -> None:
+    if field == "int32_data":
+        bounds = _INT32_DATA_RANGES.get(info.elem_type)
+    elif field == "uint64_data" and info.elem_type == 12:
+        bounds = (0, 2**32 - 1)
+    else:
+        return
+    if bounds is None:
+        return
+    values = np.asarray(getattr(tensor, field))
+    low, high = int(values.min()), int(values.max())
+    if low < bounds[0] or high > bounds[1]:
+        raise InputError(
+            f"{label}: {field} of a {info.name} TensorProto holds values in [{low}, {high}], "
+            f"outside [{bounds[0]}, {bounds[1]}]"
+        )
+
+
+# ----------------------------------------------------------------------------- external data
+
+
+def _external_entries(tensor: Any, label: str) -> dict[str, str]:
+    entries: dict[str, str] = {}
+    for entry in tensor.external_data:
+        if entry.key not in _EXTERNAL_KEYS:
+            raise InputError(f"{label}: unknown external_data key {entry.key!r}")
+        if entry.key in entries:
+            raise InputError(f"{label}: external_data key {entry.key!r} given twice")
+        entries[entry.key] = entry.value
+    if not entries.get("location"):
+        raise InputError(f"{label}: external data without a location")
+    return entries
+
+
+def _external_int(entries: dict[str, str], key: str, label: str) -> int | None:
+    text = entries.get(key)
+    if text is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,19}", text):
+        raise InputError(f"{label}: external_data {key} {text!r} is not an integer >= 0")
+    return int(text)
+
+
+def _external_path(location: str, base_dir: str, label: str) -> str:
+    """Rule: a relative path without ``..`` whose real path stays inside realpath(base_dir)."""
+    if (
+        os.path.isabs(location)
+        or location.startswith(("/", "\\"))
+        or re.match(r"[A-Za-z]:", location)
+    ):
+        raise InputError(f"{label}: external data location {location!r} is an absolute path")
+    if ".." in re.split(r"[/\\]", location):
+        raise InputError(f"{label}: external data location {location!r} contains '..'")
+    if "\x00" in location:
+        raise InputError(f"{label}: external data location contains a NUL byte")
+    folder = os.path.realpath(base_dir)
+    path = os.path.realpath(os.path.join(folder, location))
+    if os.path.commonpath([folder, path]) != folder:
+        raise InputError(
+            f"{label}: external data location {location!r} leads outside {folder} "
+            "(through a symlink)"
+        )
+    return path
+
+
+def _load_external(
+    tensor: Any, info: ElemType, count: int, base_dir: str | None, label: str
+) -> bytearray:
+    if base_dir is None:
+        raise InputError(f"{label}: a tensor read from stdin cannot use external data")
+    entries = _external_entries(tensor, label)
+    path = _external_path(entries["location"], base_dir, label)
+    offset = _external_int(entries, "offset", label) or 0
+    length = _external_int(entries, "length", label)
+    where = f"{label}: external data {entries['location']}"
+    stream, size = open_regular_file(path, where)
+    with stream:
+        available = size - offset if offset <= size else -1
+        if available < 0 or (length is not None and length > available):
+            raise InputError(
+                f"{where}: offset {offset} + length {length} is past its end ({size} bytes)"
+            )
+        actual = available if length is None else length
+        expected = info.raw_byte_count(count)
+        if actual != expected:
+            raise InputError(
+                f"{where}: dims {list(tensor.dims)} of {info.name} need {expected} bytes "
+                f"but {actual} are given"
+            )
+        stream.seek(offset)
+        data = bytearray(expected)
+        if read_into(stream, memoryview(data)) != expected:
+            raise InputError(f"{where}: file shrank while reading")
+    return data
+
+
+def _decode_raw_bytes(data: bytearray, info: ElemType, dims: list[int]) -> np.ndarray:
+    """Little-endian raw bytes of a byte-aligned type -> native array sharing ``data``."""
+    from padconv_cli.dtypes import numpy_dtype_of_elem_type
+
+    dtype = numpy_dtype_of_elem_type(info.elem_type)
+    array = np.frombuffer(data, dtype=dtype.newbyteorder("<")).reshape(dims)
+    return array.astype(dtype) if not array.dtype.isnative else array
+
+
+def _inline_external(tensor: Any, data: bytearray) -> Any:
+    from onnx import TensorProto
+
+    inline = TensorProto()
+    inline.CopyFrom(tensor)
+    inline.ClearField("external_data")
+    inline.data_location = TensorProto.DEFAULT
+    inline.raw_data = bytes(data)
+    return inline
+
+
+# -------------------------------------------------------------------------------- conversion
+
+
+def _run_checker(tensor: Any, label: str) -> None:
+    import onnx.checker
+
+    try:
+        onnx.checker.check_tensor(tensor)
+    except Exception as exc:  # ValidationError and protobuf errors from the C++ checker
+        raise InputError(f"{label}: invalid TensorProto ({one_line(exc, 200)})") from None
+
+
+def _strings_to_array(tensor: Any, label: str) -> np.ndarray:
+    try:
+        texts = [item.decode("utf-8") for item in tensor.string_data]
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: string_data is not valid UTF-8 ({exc.reason})") from None
+    array = np.empty(len(texts), dtype=object)
+    array[:] = texts
+    return array.reshape(list(tensor.dims))
+
+
+def _to_array(tensor: Any, label: str) -> np.ndarray:
+    if tensor.data_type == STRING_ELEM_TYPE:
+        return _strings_to_array(tensor, label)
+    from onnx import numpy_helper
+
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as exc:  # the checks above should make this unreachable
+        raise InputError(f"{label}: cannot convert TensorProto ({one_line(exc, 200)})") from None
+    check_bool_bytes(array, label)
+    return array if array.flags.writeable else array.copy()
+
+
+def _validated_field(tensor: Any, label: str) -> tuple[ElemType, int, str | None]:
+    info = _check_type(tensor, label)
+    count = _check_dims(tensor, label)
+    field = _check_single_field(tensor, info, count, label)
+    if field is not None and field != "external_data":
+        _check_amount(tensor, info, field, count, label)
+        _check_typed_range(tensor, info, field, label)
+    return info, count, field
+
+
+def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None) -> np.ndarray:
+    """Validate a parsed ``TensorProto`` (see the module rules) and convert it to numpy.
+
+    ``base_dir`` is the folder external data must stay in; ``None`` forbids external data.
+    """
+    info, count, field = _validated_field(tensor, label)
+    if field == "external_data":
+        data = _load_external(tensor, info, count, base_dir, label)
+        if len(data) >= PROTOBUF_LIMIT - 1024:
+            if info.bits % 8:
+                raise InputError(f"{label}: external {info.name} data over 2 GiB is not supported")
+            array = _decode_raw_bytes(data, info, list(tensor.dims))
+            check_bool_bytes(array, label)
+            return array
+        tensor = _inline_external(tensor, data)
+    _run_checker(tensor, label)
+    return _to_array(tensor, label)
+
+
+def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None) -> tuple[str, np.ndarray]:
+    """(tensor name, array) of a serialized ``TensorProto``; see :func:`tensor_from_proto`."""
+    if len(data) > PROTOBUF_LIMIT:
+        raise InputError(
+            f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; use .npy"
+        )
+    tensor = _parse(data, label)
+    return tensor.name, tensor_from_proto(tensor, label, base_dir)
+
+
+def read_pb_file(path: str) -> tuple[str, np.ndarray]:
+    """(tensor name, array) of a ``.pb`` file; its external data must stay in its folder."""
+    stream, size = open_regular_file(path)
+    with stream:
+        if size > PROTOBUF_LIMIT:
+            raise InputError(
+                f"{path}: {size} bytes is over the 2 GiB TensorProto limit; store large "
+                "tensors as .npy"
+            )
+        data = read_exact(stream, size)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    return read_pb_bytes(data, path, base_dir)
+
+
+# ----------------------------------------------------------------------------------- writing
+
+
+def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
+    from onnx import numpy_helper
+
+    try:
+        info = elem_type_info_of_dtype(array.dtype)
+    except UnsupportedDtypeError as exc:
+        raise UnsupportedDtypeError(f"{target}: cannot write as TensorProto: {exc}") from None
+    try:
+        tensor = numpy_helper.from_array(array, name=name)
+    except (NotImplementedError, TypeError, ValueError, UnicodeEncodeError) as exc:
+        raise UnsupportedDtypeError(
+            f"{target}: cannot write {info.name} array as TensorProto ({one_line(exc, 160)})"
+        ) from None
+    if tensor.data_type != info.elem_type:
+        raise UnsupportedDtypeError(
+            f"{target}: onnx wrote element type {tensor.data_type} for {info.name}"
+        )
+    return tensor
+
+
+def tensor_proto_bytes(array: np.ndarray, name: str | None = None, target: str = "-") -> bytes:
+    """Serialized ``TensorProto`` of ``array`` (raw_data, little-endian, sub-byte types packed).
+
+    Rule: the message must stay under protobuf's 2 GiB limit, else :class:`OutputError`
+    suggesting ``.npy``.
+    """
+    if array.nbytes > PROTOBUF_LIMIT:
+        raise OutputError(
+            f"{target}: {array.nbytes} bytes of data exceed the 2 GiB TensorProto limit; "
+            "write .npy instead"
+        )
+    tensor = _proto_of_array(np.asarray(array), name, target)
+    size = tensor.ByteSize()
+    if size > PROTOBUF_LIMIT:
+        raise OutputError(
+            f"{target}: the TensorProto would be {size} bytes, over the 2 GiB limit; "
+            "write .npy instead"
+        )
+    return tensor.SerializeToString()

@@ -1,0 +1,106 @@
+"""Writing tensors: ``.npy`` or ONNX ``TensorProto`` (``.pb``), to a file or stdout."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from typing import BinaryIO
+
+import numpy as np
+
+from padconv_cli.errors import OutputError
+from padconv_cli.tensorio.atomic import atomic_write
+from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.npy import npy_ready_array, write_npy
+
+OUTPUT_FORMATS = ("npy", "pb")
+STDOUT_TARGET = "-"
+_SUFFIX_FORMATS = {".npy": "npy", ".pb": "pb"}
+
+
+def resolve_format(target: str, fmt: str | None) -> str:
+    """The output format: ``fmt`` if given, else from the suffix (.npy/.pb), else npy.
+
+    Rule: an unknown suffix without ``fmt`` is an :class:`OutputError` naming the suffix (so
+    that ``out.npz`` or ``out.txt`` is not silently written as something else).
+    """
+    if fmt is not None:
+        normalized = fmt.strip().lower().lstrip(".")
+        if normalized not in OUTPUT_FORMATS:
+            raise OutputError(f"{target}: unknown output format {fmt!r} (expected npy or pb)")
+        return normalized
+    if target == STDOUT_TARGET:
+        return "npy"
+    suffix = os.path.splitext(target)[1].lower()
+    if not suffix:
+        return "npy"
+    if suffix not in _SUFFIX_FORMATS:
+        raise OutputError(
+            f"{target}: unknown output suffix {suffix!r} (expected .npy or .pb, or give the "
+            "format: --format npy|pb)"
+        )
+    return _SUFFIX_FORMATS[suffix]
+
+
+def write_tensor_to_stream(
+    array: np.ndarray,
+    stream: BinaryIO,
+    fmt: str = "npy",
+    *,
+    name: str | None = None,
+    target: str = STDOUT_TARGET,
+) -> None:
+    """Write ``array`` in format ``fmt`` (npy or pb) to a binary stream.
+
+    ``name`` is the TensorProto name (pb only); ``target`` only labels error messages.
+    """
+    fmt = resolve_format(target, fmt)
+    if fmt == "pb":
+        from padconv_cli.tensorio.protobuf import tensor_proto_bytes
+
+        stream.write(tensor_proto_bytes(array, name=name, target=target))
+    else:
+        write_npy(np.asarray(array), stream, target)
+
+
+def tensor_to_bytes(array: np.ndarray, fmt: str = "npy", *, name: str | None = None) -> bytes:
+    """The bytes of ``array`` in format ``fmt`` (npy or pb), as a file would hold them."""
+    buffer = io.BytesIO()
+    write_tensor_to_stream(array, buffer, fmt, name=name)
+    return buffer.getvalue()
+
+
+def _check_writable(array: np.ndarray, fmt: str, target: str) -> None:
+    """Refuse unwritable dtypes before any temporary file is created."""
+    if fmt == "npy":
+        npy_ready_array(np.asarray(array), target)
+
+
+def _write_stdout(array: np.ndarray, fmt: str, name: str | None) -> None:
+    stream = sys.stdout.buffer
+    try:
+        write_tensor_to_stream(array, stream, fmt, name=name)
+        stream.flush()
+    except OSError as exc:
+        raise OutputError(f"<stdout>: write failed ({one_line(exc.strerror or exc)})") from None
+
+
+def write_tensor(
+    array: np.ndarray, target: str, *, fmt: str | None = None, name: str | None = None
+) -> None:
+    """Write ``array`` to the file ``target`` (atomically) or to stdout when target is ``-``.
+
+    ``fmt`` is npy or pb (default: from the suffix, else npy; see :func:`resolve_format`).
+    ``.npy`` cannot hold bfloat16/float8/int4 ... (UnsupportedDtypeError naming ``.pb``);
+    ``.pb`` is limited to 2 GiB (OutputError naming ``.npy``).  ``name`` names the TensorProto.
+    """
+    resolved = resolve_format(target, fmt)
+    if target == STDOUT_TARGET:
+        _write_stdout(array, resolved, name)
+        return
+    _check_writable(array, resolved, target)
+    atomic_write(
+        target,
+        lambda stream: write_tensor_to_stream(array, stream, resolved, name=name, target=target),
+    )

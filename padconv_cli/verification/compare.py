@@ -1,0 +1,283 @@
+"""The comparison rule shared by ``padconv verify`` (and reusable for comparing any two tensors).
+
+Rule: shapes and dtypes must match exactly (all string storages count as the ONNX string type).
+Booleans, strings and (by default) integers must be equal. For floating-point and complex
+elements, each element must satisfy ``|actual - expected| <= atol + rtol * |expected|``; NaN
+matches only NaN (at the same index) and an infinity matches only the same infinity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MAX_REPORTED_MISMATCHES = 5
+
+# (rtol, atol) per dtype name. float32: the pytorch-converted Conv cases of the ONNX suite differ
+# from an exactly rounded result by up to 4.8e-7 absolute (a few float32 ulps at magnitude 1,
+# summation order) and 4.9e-4 relative (only next to zero), so atol=1e-6 with rtol=1e-5 passes
+# them with a 2x margin while still catching any error of one ulp at magnitude 100 and more.
+# float16/bfloat16: about one ulp of 1.0 (eps 9.8e-4 and 7.8e-3). float64: tight, a few thousand
+# ulps, enough for a different summation order only.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-9, 1e-11),
+    "complex128": (1e-9, 1e-11),
+    "float32": (1e-5, 1e-6),
+    "complex64": (1e-5, 1e-6),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+Mismatch = tuple[tuple[int, ...], Any, Any]
+
+
+@dataclass
+class Comparison:
+    """Outcome of :func:`compare_arrays`.
+
+    ``max_abs``/``max_rel`` are over elements where both values are finite (``None`` when that
+    makes no sense: strings, bools, shape or dtype mismatch). ``min_atol`` is the smallest atol
+    that passes with ``rtol`` fixed, ``min_rtol`` the smallest rtol that passes with ``atol``
+    fixed; ``None`` when no tolerance can make the arrays match (NaN/inf/shape/dtype/exact types),
+    ``inf`` for ``min_rtol`` when an element differs by more than atol where expected is 0.
+    """
+
+    passed: bool
+    reason: str
+    max_abs: float | None = None
+    max_rel: float | None = None
+    mismatches: list[Mismatch] = field(default_factory=list)
+    mismatch_count: int = 0
+    min_atol: float | None = None
+    min_rtol: float | None = None
+    rtol: float = 0.0
+    atol: float = 0.0
+
+
+def element_kind(dtype: np.dtype) -> str:
+    """Classify a dtype: ``"float"``, ``"complex"``, ``"int"``, ``"bool"`` or ``"exact"``."""
+    if dtype.kind == "b":
+        return "bool"
+    if dtype.kind in "iu":
+        return "int"
+    if dtype.kind == "f":
+        return "float"
+    if dtype.kind == "c":
+        return "complex"
+    if dtype.kind == "V":
+        return _ml_dtypes_kind(dtype)
+    return "exact"
+
+
+def _ml_dtypes_kind(dtype: np.dtype) -> str:
+    """Kind of an ml_dtypes extension type (bfloat16, float8*, int4...), ``"exact"`` otherwise."""
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(dtype)
+        return "float"
+    except ValueError:
+        pass
+    try:
+        ml_dtypes.iinfo(dtype)
+        return "int"
+    except ValueError:
+        return "exact"
+
+
+def same_element_type(first: np.dtype, second: np.dtype) -> bool:
+    """Equal dtypes; strings count as one type however numpy stores them (object, <U, |S),
+    as ONNX has a single string type."""
+    return first == second or (first.kind in "OUS" and second.kind in "OUS")
+
+
+def _type_text(dtype: np.dtype) -> str:
+    return "string" if dtype.kind in "OUS" else dtype.name
+
+
+def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
+    """Default ``(rtol, atol)`` for ``dtype``: see DEFAULT_TOLERANCES; other floats use their
+    machine epsilon for both; integers, bools and strings compare exactly ``(0, 0)``."""
+    dtype = np.dtype(dtype)
+    if dtype.name in DEFAULT_TOLERANCES:
+        return DEFAULT_TOLERANCES[dtype.name]
+    if element_kind(dtype) == "float":
+        import ml_dtypes
+
+        eps = float(ml_dtypes.finfo(dtype).eps)
+        return eps, eps
+    return 0.0, 0.0
+
+
+def compare_arrays(
+    expected: np.ndarray,
+    actual: np.ndarray,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> Comparison:
+    """Compare ``actual`` with ``expected`` by the rule of the module docstring.
+
+    ``rtol``/``atol`` default to :func:`default_tolerances` of the expected dtype; explicit values
+    also apply to integers (compared exactly in integer arithmetic), never to bools and strings.
+    """
+    expected = np.asarray(expected)
+    actual = np.asarray(actual)
+    default_rtol, default_atol = default_tolerances(expected.dtype)
+    rtol = default_rtol if rtol is None else float(rtol)
+    atol = default_atol if atol is None else float(atol)
+    if expected.shape != actual.shape:
+        reason = f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
+        return Comparison(False, reason, rtol=rtol, atol=atol)
+    if not same_element_type(expected.dtype, actual.dtype):
+        reason = f"dtype {_type_text(actual.dtype)} != expected {_type_text(expected.dtype)}"
+        return Comparison(False, reason, rtol=rtol, atol=atol)
+    kind = element_kind(expected.dtype)
+    if kind in ("bool", "exact"):
+        return _compare_exact(expected, actual, rtol, atol)
+    if kind == "int":
+        return _compare_integers(expected, actual, rtol, atol)
+    return _compare_inexact(expected, actual, rtol, atol, kind)
+
+
+def _compare_exact(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float):
+    """Bools and strings: element-wise equality, tolerances do not apply."""
+    equal = np.asarray(expected == actual, dtype=bool).reshape(expected.shape)
+    return _finish(expected, actual, ~equal, None, None, None, None, rtol, atol)
+
+
+def _compare_integers(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float):
+    """Integers: exact differences computed with Python ints on the unequal elements only."""
+    unequal_index = np.flatnonzero(np.asarray(expected != actual).reshape(-1))
+    exp_values = [int(v) for v in expected.reshape(-1)[unequal_index]]
+    act_values = [int(v) for v in actual.reshape(-1)[unequal_index]]
+    differences = [abs(a - e) for a, e in zip(act_values, exp_values, strict=True)]
+    abs_diff = np.array(differences, dtype=np.float64)
+    abs_exp = np.array([abs(e) for e in exp_values], dtype=np.float64)
+    failing = abs_diff > atol + rtol * abs_exp
+    bad = np.zeros(expected.size, dtype=bool)
+    bad[unequal_index[failing]] = True
+    max_abs, max_rel = _max_errors(abs_diff, abs_exp)
+    min_atol, min_rtol = _minimal_tolerances(abs_diff, abs_exp, rtol, atol)
+    return _finish(
+        expected,
+        actual,
+        bad.reshape(expected.shape),
+        max_abs,
+        max_rel,
+        min_atol,
+        min_rtol,
+        rtol,
+        atol,
+    )
+
+
+def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str) -> Comparison:
+    """Floats and complex: NaN only matches NaN, inf only the same inf, else the tolerance."""
+    wide = np.complex128 if kind == "complex" else np.float64
+    exp = expected.astype(wide)
+    act = actual.astype(wide)
+    exp_nan, act_nan = np.isnan(exp), np.isnan(act)
+    exp_inf, act_inf = np.isinf(exp), np.isinf(act)
+    special = exp_nan | act_nan | exp_inf | act_inf
+    special_ok = (exp_nan & act_nan) | (exp_inf & act_inf & (exp == act))
+    finite = ~special
+    with np.errstate(invalid="ignore", over="ignore"):
+        abs_diff = np.where(finite, np.abs(act - exp), 0.0)
+    abs_exp = np.where(finite, np.abs(exp), 0.0)
+    within = abs_diff <= atol + rtol * abs_exp
+    bad = np.where(special, ~special_ok, ~within)
+    max_abs, max_rel = _max_errors(abs_diff[finite], abs_exp[finite])
+    if np.any(special & ~special_ok):
+        min_atol = min_rtol = None
+    else:
+        min_atol, min_rtol = _minimal_tolerances(abs_diff[finite], abs_exp[finite], rtol, atol)
+    return _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol)
+
+
+def _max_errors(abs_diff: np.ndarray, abs_exp: np.ndarray) -> tuple[float, float]:
+    """Largest |a-e| and largest |a-e|/|e| (inf where e == 0 and a != e), 0.0 when empty."""
+    if abs_diff.size == 0:
+        return 0.0, 0.0
+    differs = abs_diff > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(differs, abs_diff / abs_exp, 0.0)
+    return float(abs_diff.max()), float(rel.max())
+
+
+def _minimal_tolerances(
+    abs_diff: np.ndarray, abs_exp: np.ndarray, rtol: float, atol: float
+) -> tuple[float, float]:
+    """Smallest atol with rtol fixed: max(|a-e| - rtol*|e|); smallest rtol with atol fixed:
+    max((|a-e| - atol) / |e|) over the elements beyond atol (inf if such an element has e = 0).
+    Both are nudged up by ulps until they pass the same floating-point test as the comparison."""
+    if abs_diff.size == 0:
+        return 0.0, 0.0
+    min_atol = max(float(np.max(abs_diff - rtol * abs_exp)), 0.0)
+    min_atol = _nudge_until(lambda a: bool(np.all(abs_diff <= a + rtol * abs_exp)), min_atol)
+    beyond = abs_diff > atol
+    if not np.any(beyond):
+        return min_atol, 0.0
+    if np.any(abs_exp[beyond] == 0):
+        return min_atol, float("inf")
+    min_rtol = float(np.max((abs_diff[beyond] - atol) / abs_exp[beyond]))
+    min_rtol = _nudge_until(lambda r: bool(np.all(abs_diff <= atol + r * abs_exp)), min_rtol)
+    return min_atol, min_rtol
+
+
+def _nudge_until(passes, value: float, max_steps: int = 8) -> float:
+    """Step ``value`` up one float64 ulp at a time (at most ``max_steps``) until ``passes``."""
+    for _ in range(max_steps):
+        if passes(value):
+            return value
+        value = float(np.nextafter(value, np.inf))
+    return value
+
+
+def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol) -> Comparison:
+    """Assemble the Comparison: pass/fail, reason and the first mismatching elements."""
+    bad_positions = np.flatnonzero(np.asarray(bad).reshape(-1))
+    count = int(bad_positions.size)
+    mismatches = [
+        _mismatch(expected, actual, int(flat)) for flat in bad_positions[:MAX_REPORTED_MISMATCHES]
+    ]
+    if count == 0:
+        return Comparison(True, "", max_abs, max_rel, [], 0, min_atol, min_rtol, rtol, atol)
+    reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g})"
+    return Comparison(
+        False, reason, max_abs, max_rel, mismatches, count, min_atol, min_rtol, rtol, atol
+    )
+
+
+def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:
+    """(index tuple, expected element, actual element) at flat position ``flat``; elements stay
+    numpy scalars so that they print in their own precision (see :func:`plain_value`)."""
+    index = tuple(int(i) for i in np.unravel_index(flat, expected.shape))
+    return index, expected[index], actual[index]
+
+
+def plain_value(value: Any) -> Any:
+    """An element as a plain Python value: float for every float type (bfloat16 included),
+    int, bool, complex or str (bytes decoded)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.generic):
+        kind = element_kind(value.dtype)
+        if kind == "float":
+            return float(value)
+        if kind == "int":
+            return int(value)
+        return value.item()
+    return value
+
+
+def display_value(value: Any) -> str:
+    """An element as text: numbers in the shortest form that round-trips in their own type
+    (float32 0.1 -> ``0.1``), strings quoted."""
+    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
+        return repr(plain_value(value))
+    if isinstance(value, np.generic):
+        return str(value)
+    return repr(value)

@@ -1,0 +1,337 @@
+"""Cases from ONNX models: backend-test folders and the conformance data of the installed onnx.
+
+A backend-test case folder holds ``model.onnx`` and ``test_data_set_*/input_<i>.pb`` and
+``output_<i>.pb``. Data-set inputs feed, in order, the graph inputs that are not initializers.
+A model is runnable when it has exactly one Pad or Conv node and every other node is a Constant;
+the node's inputs may come from graph inputs, initializers or Constant nodes. Any other model
+becomes an *unsupported* case (reported, never run).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.errors import InputError, PadconvError
+from padconv_cli.verification.cases import Case
+
+NODE_SOURCE = "onnx-node"
+DIR_SOURCE = "dir"
+MODEL_FILE = "model.onnx"
+DATA_SET_PREFIX = "test_data_set_"
+
+# Conformance folders of the installed onnx package: (sub-folder, glob patterns, excluded globs).
+SUITE_FOLDERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("node", ("test_pad*", "test_conv*", "test_*pad*"), ("test_convtranspose*",)),
+    (
+        "pytorch-converted",
+        (
+            "test_Conv*",
+            "test_ConstantPad2d",
+            "test_ReflectionPad2d",
+            "test_ReplicationPad2d",
+            "test_ZeroPad2d",
+        ),
+        ("test_ConvTranspose*",),
+    ),
+    ("pytorch-operator", ("test_operator_conv", "test_operator_pad"), ()),
+)
+# Modules of onnx.backend.test.case.node whose import generates the Pad and Conv node cases.
+NODE_CASE_MODULES = ("pad", "conv")
+
+
+def _index_of(path: Path) -> int:
+    """Trailing number of ``input_12.pb`` / ``test_data_set_3`` (for numeric ordering)."""
+    match = re.search(r"(\d+)(\.pb)?$", path.name)
+    return int(match.group(1)) if match else -1
+
+
+# --- models -> cases ---------------------------------------------------------------------------
+
+
+def case_from_model(
+    model: Any,
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+    *,
+    name: str,
+    source: str,
+    location: str,
+    base_dir: str | None = None,
+) -> Case:
+    """A Case from a ModelProto and one data set (arrays for the non-initializer graph inputs,
+    in graph order, and the expected graph outputs). ``base_dir``: the model's folder, the only
+    place its external data may come from (None: no external data)."""
+    from padconv_cli.onnx_nodes import default_opset, node_attributes
+
+    base = Case(name=name, source=source, op="?", opset=0, location=location)
+    node, reason = _single_operator_node(model.graph)
+    if node is None:
+        base.unsupported = reason
+        return base
+    base.op = node.op_type
+    try:
+        base.opset = default_opset(model.opset_import)
+    except PadconvError as exc:
+        base.unsupported = str(exc)
+        return base
+    known = _constant_values(model.graph, base_dir)
+    feeds = _feeds(model.graph, inputs, location)
+    missing = [n for n in node.input if n and n not in feeds and n not in known]
+    if missing:
+        raise InputError(f"{location}: no value for node input(s) {', '.join(missing)}")
+    base.inputs = [None if not n else feeds.get(n, known.get(n)) for n in node.input]
+    base.attributes = node_attributes(node)
+    base.expected = list(outputs)
+    if len(base.expected) != 1:
+        raise InputError(f"{location}: expected 1 output tensor, found {len(base.expected)}")
+    return base
+
+
+def _single_operator_node(graph: Any) -> tuple[Any, str]:
+    """(the one Pad/Conv node, "") or (None, why the graph is not runnable)."""
+    from padconv_cli.onnx_nodes import is_supported_op
+
+    computing = [n for n in graph.node if not _is_constant_node(n)]
+    kinds = ", ".join(n.op_type for n in computing) or "none"
+    if len(computing) == 1 and is_supported_op(computing[0].op_type, computing[0].domain):
+        return computing[0], ""
+    return None, (
+        f"graph computes with {kinds}; only one Pad or Conv node (fed by inputs, initializers "
+        "or Constant nodes) is supported"
+    )
+
+
+def _is_constant_node(node: Any) -> bool:
+    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+
+
+def _constant_values(graph: Any, base_dir: str | None) -> dict[str, np.ndarray]:
+    """Values of initializers and Constant nodes, by name."""
+    values = {tensor.name: _tensor_to_array(tensor, base_dir) for tensor in graph.initializer}
+    for node in graph.node:
+        if _is_constant_node(node):
+            values[node.output[0]] = _constant_node_value(node, base_dir)
+    return values
+
+
+def _constant_node_value(node: Any, base_dir: str | None) -> np.ndarray:
+    """The array a Constant node produces (value, value_float(s), value_int(s), value_string(s))."""
+    from onnx import helper
+
+    if len(node.attribute) != 1:
+        raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
+    attribute = node.attribute[0]
+    value = helper.get_attribute_value(attribute)
+    if attribute.name == "value":
+        return _tensor_to_array(value, base_dir)
+    if attribute.name in ("value_float", "value_floats"):
+        return np.array(value, dtype=np.float32)
+    if attribute.name in ("value_int", "value_ints"):
+        return np.array(value, dtype=np.int64)
+    if attribute.name in ("value_string", "value_strings"):
+        return np.array(_decoded(value), dtype=object)
+    raise InputError(f"Constant node {node.output[0]!r}: attribute {attribute.name} unsupported")
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return [_decoded(v) for v in value]
+
+
+def _tensor_to_array(tensor: Any, base_dir: str | None = None) -> np.ndarray:
+    """TensorProto -> array with padconv's own validating reader; external data must stay
+    inside ``base_dir`` (the model's folder) and is refused when that is None."""
+    from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+    return tensor_from_proto(tensor, f"tensor {tensor.name!r}", base_dir)
+
+
+def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
+    """Data-set arrays by graph input name: positional over inputs that are not initializers."""
+    initializers = {tensor.name for tensor in graph.initializer}
+    names = [vi.name for vi in graph.input if vi.name not in initializers]
+    if len(inputs) != len(names):
+        raise InputError(
+            f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph input(s) "
+            f"{', '.join(names) or '(none)'}"
+        )
+    arrays = [_as_array(value) for value in inputs]
+    return dict(zip(names, arrays, strict=True))
+
+
+def _as_array(value: Any) -> np.ndarray:
+    """A data-set value (array, numpy scalar or TensorProto) as an array."""
+    from onnx import TensorProto
+
+    return _tensor_to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
+
+
+# --- backend-test folders ----------------------------------------------------------------------
+
+
+def is_case_dir(path: Path) -> bool:
+    """True for a folder holding ``model.onnx``."""
+    return (path / MODEL_FILE).is_file()
+
+
+def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = None) -> list[Case]:
+    """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
+    (``folder:test_data_set_N`` when there are several data sets)."""
+    name = name or path.name
+    model = load_model(path / MODEL_FILE)
+    data_sets = sorted(path.glob(DATA_SET_PREFIX + "*"), key=_index_of)
+    data_sets = [d for d in data_sets if d.is_dir()]
+    if not data_sets:
+        raise InputError(f"{path}: no {DATA_SET_PREFIX}* folder next to {MODEL_FILE}")
+    cases = []
+    for data_set in data_sets:
+        inputs = _read_pb_series(data_set, "input_")
+        outputs = _read_pb_series(data_set, "output_")
+        if not outputs:
+            raise InputError(f"{data_set}: no output_*.pb file")
+        case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
+        cases.append(
+            case_from_model(
+                model,
+                inputs,
+                outputs,
+                name=case_name,
+                source=source,
+                location=str(data_set),
+                base_dir=str(path),
+            )
+        )
+    return cases
+
+
+def load_model(path: Path) -> Any:
+    """Parse ``model.onnx`` with the model reader of ``--from-model`` (regular files only,
+    external data not followed)."""
+    from padconv_cli.models import load_model as read_model
+
+    return read_model(str(path))
+
+
+def _read_pb_series(folder: Path, prefix: str) -> list[np.ndarray]:
+    """``prefix0.pb, prefix1.pb, ...`` read with padconv's own tensor reader, in index order."""
+    from padconv_cli.tensorio import read_tensor
+
+    files = sorted(folder.glob(prefix + "*.pb"), key=_index_of)
+    return [read_tensor(str(file)) for file in files]
+
+
+def cases_from_user_dir(path_text: str) -> list[Case]:
+    """Cases of a user-given DIR: a case folder, or a folder whose sub-folders are case folders.
+
+    Anything else is an InputError (the CLI turns it into a one-line error, exit 2).
+    """
+    path = Path(path_text)
+    if not path.is_dir():
+        raise InputError(f"DIR {path_text}: not a folder")
+    if is_case_dir(path):
+        return cases_from_dir(path)
+    children = sorted(child for child in path.iterdir() if child.is_dir() and is_case_dir(child))
+    if not children:
+        raise InputError(
+            f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, and no "
+            f"sub-folder with one)"
+        )
+    return [case for child in children for case in cases_from_dir(child)]
+
+
+# --- the installed onnx package ----------------------------------------------------------------
+
+
+def onnx_data_root() -> Path:
+    """``backend/test/data`` inside the installed onnx package."""
+    import onnx
+
+    return Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def suite_dirs(root: Path | None = None) -> list[tuple[str, Path]]:
+    """(source, folder) of every selected conformance folder present on disk."""
+    root = onnx_data_root() if root is None else root
+    found = []
+    for sub, patterns, excluded in SUITE_FOLDERS:
+        folder = root / sub
+        if not folder.is_dir():
+            continue
+        for child in sorted(folder.iterdir()):
+            if _selected(child.name, patterns, excluded) and is_case_dir(child):
+                found.append((sub if sub != "node" else NODE_SOURCE, child))
+    return found
+
+
+def _selected(name: str, patterns: Iterable[str], excluded: Iterable[str]) -> bool:
+    from fnmatch import fnmatchcase
+
+    if any(fnmatchcase(name.lower(), p.lower()) for p in excluded):
+        return False
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
+def suite_cases() -> list[Case]:
+    """All conformance cases: generated Pad/Conv node cases, then the on-disk folders (a node
+    folder whose name a generated case already has is skipped)."""
+    cases = generated_node_cases()
+    seen = {case.name for case in cases}
+    for source, folder in suite_dirs():
+        if source == NODE_SOURCE and folder.name in seen:
+            continue
+        cases.extend(cases_from_dir(folder, source=source))
+    return cases
+
+
+def generated_node_cases() -> list[Case]:
+    """The node test cases onnx generates for Pad and Conv (onnx.backend.test.case.node)."""
+    cases = []
+    for test_case in _onnx_node_test_cases():
+        inputs, outputs = test_case.data_sets[0]
+        cases.append(
+            case_from_model(
+                test_case.model,
+                list(inputs),
+                [_as_array(value) for value in outputs],
+                name=test_case.name,
+                source=NODE_SOURCE,
+                location=f"onnx.backend.test.case.node:{test_case.name}",
+            )
+        )
+    return cases
+
+
+@lru_cache(maxsize=1)
+def _onnx_node_test_cases() -> tuple[Any, ...]:
+    """onnx's TestCase objects whose model is a single Pad or Conv node.
+
+    Importing the ``pad`` and ``conv`` case modules runs their exporters, which append to the
+    package's case list; that takes well under a second, whereas ``collect_testcases()`` imports
+    every operator's module (about ten seconds) and is only the fallback.
+    """
+    import importlib
+    import warnings
+
+    package_name = "onnx.backend.test.case.node"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        package = importlib.import_module(package_name)
+        collected = getattr(package, "_NodeTestCases", None)
+        if collected is not None:
+            for module in NODE_CASE_MODULES:
+                importlib.import_module(f"{package_name}.{module}")
+        else:
+            collected = package.collect_testcases()
+    return tuple(case for case in collected if _is_single_pad_or_conv(case.model))
+
+
+def _is_single_pad_or_conv(model: Any) -> bool:
+    nodes = model.graph.node
+    return len(nodes) == 1 and nodes[0].op_type in ("Pad", "Conv") and nodes[0].domain == ""

@@ -1,0 +1,92 @@
+"""Each hostile input or flag set is refused by the installed ``padconv``: exit 2, one stderr
+line that names the problem, no traceback, nothing written, payloads never run, bounded time
+and memory."""
+
+from __future__ import annotations
+
+import pickletools
+
+import pytest
+from hostile.cases import (
+    CASES,
+    KNOWN_GAPS,
+    MAX_PEAK_RSS_BYTES,
+    MAX_WALL_SECONDS,
+    SENTINEL_NAME,
+    pickled_object_npy,
+)
+
+
+def _params():
+    for case in CASES:
+        marks = []
+        if case.name in KNOWN_GAPS:
+            marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[case.name]))
+        yield pytest.param(case.name, id=case.name, marks=marks)
+
+
+def _describe(outcome) -> str:
+    run = outcome.run
+    return (
+        f"padconv {' '.join(run.args)[:200]} -> exit {run.returncode}, "
+        f"{run.wall_seconds:.2f} s, {run.peak_rss_bytes / 2**20:.0f} MiB, "
+        f"stderr={run.stderr_text[:600]!r}"
+    )
+
+
+@pytest.mark.parametrize("case_name", list(_params()))
+def test_hostile_case_is_refused_cleanly(case_name, corpus_outcomes):
+    outcome = corpus_outcomes[case_name]
+    case, run = outcome.case, outcome.run
+    detail = _describe(outcome)
+    assert not run.timed_out, "the command hung: " + detail
+    assert run.returncode == 2, detail
+    assert "Traceback" not in run.stderr_text, detail
+    assert len(run.stderr_lines) == 1, detail
+    line = run.stderr_lines[0]
+    assert line.startswith("padconv"), detail
+    assert ": error: " in line, detail
+    for word in case.must_mention:
+        assert word.lower() in line.lower(), f"message should name {word!r}: {detail}"
+    if case.any_of:
+        assert any(w.lower() in line.lower() for w in case.any_of), (
+            f"message should mention one of {case.any_of}: {detail}"
+        )
+    assert run.stdout == b"", detail
+    assert not (outcome.root / SENTINEL_NAME).exists(), "a payload was executed: " + detail
+    assert outcome.after == outcome.before, "files were created or changed: " + detail
+    assert run.wall_seconds < MAX_WALL_SECONDS, detail
+    assert run.peak_rss_bytes < MAX_PEAK_RSS_BYTES, detail
+
+
+def test_pickle_payload_is_live(tmp_path):
+    """The pickled cases are real threats: the pickle calls builtins.exec on a file-creating
+    statement (inspected with pickletools, never loaded)."""
+    image = pickled_object_npy(tmp_path)
+    stream = image[image.index(b"\n", 10) + 1 :]
+    ops = [(op.name, arg) for op, arg, _ in pickletools.genops(stream)]
+    strings = [arg for _, arg in ops if isinstance(arg, str)]
+    assert "builtins" in strings and "exec" in strings
+    assert any(name == "REDUCE" for name, _ in ops)
+    assert any(str(tmp_path / SENTINEL_NAME) in s for s in strings)
+
+
+def test_case_names_are_unique_and_documentable():
+    names = [case.name for case in CASES]
+    assert len(names) == len(set(names))
+    assert all(name.isidentifier() and name.islower() for name in names)
+
+
+def test_memory_measure_sees_the_child_and_not_the_parent(tmp_path):
+    """The peak-memory bound can fail: a child touching 200 MiB is reported as such, a small
+    one is reported small even though this test process is larger."""
+    import sys
+
+    from hostile.runner import run_command
+
+    hog = "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])"
+    big = run_command([sys.executable, "-c", hog], cwd=tmp_path, measure_memory=True)
+    small = run_command([sys.executable, "-c", "pass"], cwd=tmp_path, measure_memory=True)
+    assert big.returncode == 0 and small.returncode == 0
+    assert big.peak_rss_bytes > 200 * 2**20
+    assert 0 < small.peak_rss_bytes < 50 * 2**20

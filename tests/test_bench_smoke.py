@@ -1,0 +1,117 @@
+"""Smoke test of the benchmark harness on tiny cases: rows, verification, targets, docs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import bench  # noqa: E402
+import bench_peers  # noqa: E402
+from bench_cases import ConvCase, PadCase  # noqa: E402
+from bench_kernels import ROW_KEYS, TimingSettings, measure_case  # noqa: E402
+from bench_report import all_tables, markdown  # noqa: E402
+from bench_targets import MET, MISSED, evaluate_targets  # noqa: E402
+from bench_timing import Contender, time_round_robin  # noqa: E402
+
+TINY_TIMING = TimingSettings(warmup=0, repeat=2, budget_s=0.05)
+TINY_CONVS = [
+    ConvCase("conv/tiny-strided", "tiny", (1, 3, 7, 7), (4, 3, 3, 3), pads=(1, 0, 2, 1),
+             strides=(2, 1)),
+    ConvCase("conv/tiny-grouped", "tiny", (2, 4, 9), (6, 2, 3), pads=(1, 1), group=2,
+             dilations=(2,)),
+]
+TINY_PADS = [PadCase(f"pad/tiny-{mode}", "tiny", (1, 2, 5, 4), (0, 0, 2, 1, 0, 0, 1, 3), mode)
+             for mode in ("constant", "wrap")]
+
+
+def tiny_peers(kernels=None) -> list[bench_peers.Peer]:
+    peers = bench_peers.default_peers(reference_repeat=1, reference_timeout_s=5.0)
+    peers[0] = bench_peers.padconv_peer(kernels)
+    return peers
+
+
+def rows_by_peer(rows: list[dict]) -> dict[str, dict]:
+    return {row["peer"]: row for row in rows}
+
+
+@pytest.mark.parametrize("case", TINY_CONVS + TINY_PADS, ids=lambda case: case.name)
+def test_rows_have_expected_keys_and_padconv_agrees_with_peers(case):
+    rows = measure_case(case, tiny_peers(), TINY_TIMING, np.random.default_rng(1))
+    by_peer = rows_by_peer(rows)
+    expected_peers = {"padconv", "onnxruntime", "onnx.reference", "torch"}
+    if case.kind == "pad":
+        expected_peers |= {"numpy.pad", "strided copy", "empty + copy"}
+    assert set(by_peer) == expected_peers
+    for row in rows:
+        assert set(row) == set(ROW_KEYS)
+    for name in expected_peers - {"torch"}:
+        assert by_peer[name]["status"] == "ok", by_peer[name]["note"]
+        assert by_peer[name]["runs"] >= 1 and by_peer[name]["median_s"] > 0
+    assert by_peer["onnxruntime"]["ratio"] > 0
+    assert by_peer["onnxruntime"]["throughput"] > 0
+
+
+def test_a_wrong_kernel_is_reported_as_mismatch_not_timed():
+    def off_by_one_pad(data, pads, constant_value=None, axes=None, mode="constant"):
+        rank = data.ndim
+        result = np.pad(data, [(pads[i], pads[i + rank]) for i in range(rank)], mode=mode)
+        result.flat[0] += 1
+        return result
+
+    kernels = SimpleNamespace(pad=off_by_one_pad, conv=None)
+    rows = measure_case(TINY_PADS[1], tiny_peers(kernels), TINY_TIMING, np.random.default_rng(2))
+    by_peer = rows_by_peer(rows)
+    assert by_peer["padconv"]["status"] == "mismatch"
+    assert by_peer["padconv"]["median_s"] is None
+    assert by_peer["numpy.pad"]["status"] == "mismatch"
+    assert "max |diff| = 1" in by_peer["numpy.pad"]["note"]
+    assert by_peer["strided copy"]["status"] == "ok"  # the floor is not a Pad, never compared
+    verdicts = {target["target"]: target["status"] for target in evaluate_targets(rows, [], None)}
+    assert verdicts["Pad: every mode faster than numpy.pad"] == MISSED
+
+
+def test_targets_and_docs_from_rows():
+    rng = np.random.default_rng(3)
+    rows = []
+    for case in (TINY_CONVS[0], TINY_PADS[0]):
+        rows += measure_case(case, tiny_peers(), TINY_TIMING, rng)
+    rss_row = {"over_baseline_bytes": 300 * 2**20, "allowed_over_baseline_bytes": 228 * 2**20,
+               "note": ""}
+    targets = evaluate_targets(rows, [], rss_row)
+    verdicts = {target["target"]: target["status"] for target in targets}
+    assert verdicts["Peak RSS <= input+output+weights+100 MiB over the baseline"] == MISSED
+    assert set(verdicts.values()) <= {MET, MISSED, "NOT MEASURED"}
+    result = {"kernels": rows, "startup": [], "peak_rss": None, "targets": targets}
+    text = "\n".join(markdown(table) for table in all_tables(result))
+    assert "## Conv (float32)" in text and "## Pad (float32)" in text and "## Targets" in text
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("pad/", ["pad/constant", "pad/reflect", "pad/edge", "pad/wrap"]),
+    ("conv/?d", ["conv/1d", "conv/3d"]),
+    ("resnet", ["conv/resnet3x3"]),
+])
+def test_case_selection_by_substring_or_glob(pattern, expected):
+    assert [case.name for case in bench.select_cases([pattern])] == expected
+
+
+def test_round_robin_honours_timeout_and_repeat_cap():
+    def spin_forever():
+        while True:
+            pass
+
+    contenders = {
+        "slow": Contender(spin_forever, call_timeout_s=0.05),
+        "capped": Contender(lambda: None, max_repeat=2),
+        "free": Contender(lambda: None),
+    }
+    timings = time_round_robin(contenders, warmup=1, repeat=4, budget_s=10.0)
+    assert timings["slow"].timed_out_after == 0.05 and timings["slow"].times == []
+    assert len(timings["capped"].times) == 2
+    assert len(timings["free"].times) == 4

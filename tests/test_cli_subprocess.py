@@ -1,0 +1,59 @@
+"""A few real runs of the installed ``padconv`` command: pipelines, exit codes, quiet pipes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+PADCONV = shutil.which("padconv")
+pytestmark = pytest.mark.skipif(PADCONV is None, reason="the padconv script is not installed")
+
+
+def sh(command: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=cwd,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def test_pad_into_conv_pipeline(tmp_path):
+    x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((3, 2, 3, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    piped = sh("padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv conv - w.npy -o y.npy", tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    direct = sh("padconv conv x.npy w.npy --pads 1 1 1 1 -o z.npy", tmp_path)
+    assert direct.returncode == 0, direct.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.load(tmp_path / "z.npy"))
+
+
+def test_python_dash_m_runs_the_same_command(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "padconv_cli", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("padconv, version")
+
+
+def test_closed_pipe_is_quiet(tmp_path):
+    np.save(tmp_path / "big.npy", np.zeros((512, 512), dtype=np.float64))
+    result = sh("padconv pad big.npy --pads 1 1 1 1 | head -c 10 >/dev/null", tmp_path)
+    assert b"Traceback" not in result.stderr
+    assert b"BrokenPipe" not in result.stderr
+    assert result.returncode in (0, 141)
+
+
+def test_bad_input_exit_code_and_single_line(tmp_path):
+    (tmp_path / "bad.npy").write_bytes(b"not a numpy file at all")
+    result = sh("padconv pad bad.npy --pads 1 1 -o out.npy", tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count(b"\n") == 1
+    assert b"bad.npy" in result.stderr
+    assert not (tmp_path / "out.npy").exists()

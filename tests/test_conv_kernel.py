@@ -1,0 +1,532 @@
+"""Conv kernel: spec examples, a direct-loop oracle, dtypes, chunking, onnxruntime, properties."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels.conv import conv, plan_conv
+
+# --- a slow oracle written straight from the spec ---------------------------------------------
+
+
+def resolve_pads(x_spatial, kernel, strides, dilations, auto_pad, pads):
+    """Begin/end pads per axis, from the spec's auto_pad formulas (independent of the kernel)."""
+    rank = len(x_spatial)
+    if auto_pad == "NOTSET":
+        pads = pads or [0] * (2 * rank)
+        return list(pads[:rank]), list(pads[rank:])
+    begins, ends = [], []
+    for size, k, s, d in zip(x_spatial, kernel, strides, dilations, strict=True):
+        if auto_pad == "VALID":
+            begins.append(0)
+            ends.append(0)
+            continue
+        out = math.ceil(size / s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+        small = total // 2
+        if auto_pad == "SAME_UPPER":
+            begins.append(small)
+            ends.append(total - small)
+        else:
+            begins.append(total - small)
+            ends.append(small)
+    return begins, ends
+
+
+def oracle_conv(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None,
+                strides=None):
+    """Direct loops over output positions and kernel offsets, accumulated in float64."""
+    X = np.asarray(X, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    n, c = X.shape[:2]
+    m, c_group = W.shape[:2]
+    kernel = W.shape[2:]
+    rank = len(kernel)
+    strides = strides or [1] * rank
+    dilations = dilations or [1] * rank
+    begins, ends = resolve_pads(X.shape[2:], kernel, strides, dilations, auto_pad, pads)
+    out_spatial = [
+        (size + b + e - (k - 1) * d - 1) // s + 1
+        for size, b, e, k, d, s in zip(
+            X.shape[2:], begins, ends, kernel, dilations, strides, strict=True
+        )
+    ]
+    Y = np.zeros((n, m, *out_spatial))
+    m_group = m // group
+    for image, out_channel in itertools.product(range(n), range(m)):
+        first = (out_channel // m_group) * c_group
+        for position in np.ndindex(*out_spatial):
+            total = 0.0
+            for offset in np.ndindex(*kernel):
+                index = [
+                    o * s + k * d - b
+                    for o, s, k, d, b in zip(
+                        position, strides, offset, dilations, begins, strict=True
+                    )
+                ]
+                if all(0 <= i < size for i, size in zip(index, X.shape[2:], strict=True)):
+                    column = X[(image, slice(first, first + c_group), *index)]
+                    total += float(column @ W[(out_channel, slice(None), *offset)])
+            Y[(image, out_channel, *position)] = total
+    if B is not None:
+        Y += np.asarray(B, dtype=np.float64).reshape((-1,) + (1,) * rank)
+    return Y
+
+
+def random_inputs(x_shape, w_shape, dtype=np.float32, seed=0, bias=True):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal(x_shape).astype(dtype)
+    W = rng.standard_normal(w_shape).astype(dtype)
+    B = rng.standard_normal(w_shape[0]).astype(dtype) if bias else None
+    return X, W, B
+
+
+# --- the seven examples of the operator documentation -------------------------------------------
+
+GRID_5x5 = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+GRID_7x5 = np.arange(35, dtype=np.float32).reshape(1, 1, 7, 5)
+ONES_3x3 = np.ones((1, 1, 3, 3), dtype=np.float32)
+
+SPEC_EXAMPLES = {
+    "basic_conv_with_padding": (
+        GRID_5x5, ONES_3x3, None, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+        [[12, 21, 27, 33, 24], [33, 54, 63, 72, 51], [63, 99, 108, 117, 81],
+         [93, 144, 153, 162, 111], [72, 111, 117, 123, 84]],
+    ),
+    "basic_conv_without_padding": (
+        GRID_5x5, ONES_3x3, None, {"kernel_shape": [3, 3]},
+        [[54, 63, 72], [99, 108, 117], [144, 153, 162]],
+    ),
+    "conv_with_autopad_same": (
+        np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), ONES_3x3,
+        np.array([0.5], dtype=np.float32), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"},
+        [[10.5, 18.5, 24.5, 18.5], [27.5, 45.5, 54.5, 39.5], [51.5, 81.5, 90.5, 63.5],
+         [42.5, 66.5, 72.5, 50.5]],
+    ),
+    "conv_with_strides_and_asymmetric_padding": (
+        GRID_7x5, ONES_3x3, None,
+        {"kernel_shape": [3, 3], "pads": [1, 0, 1, 0], "strides": [2, 2]},
+        [[21, 33], [99, 117], [189, 207], [171, 183]],
+    ),
+    "conv_with_strides_no_padding": (
+        GRID_7x5, ONES_3x3, None, {"kernel_shape": [3, 3], "strides": [2, 2]},
+        [[54, 72], [144, 162], [234, 252]],
+    ),
+    "conv_with_strides_padding": (
+        GRID_7x5, ONES_3x3, None,
+        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]},
+        [[12, 27, 24], [63, 108, 81], [123, 198, 141], [112, 177, 124]],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPEC_EXAMPLES))
+def test_spec_example(name):
+    X, W, B, attrs, expected = SPEC_EXAMPLES[name]
+    Y = conv(X, W, B, **attrs)
+    assert Y.dtype == np.float32
+    np.testing.assert_array_equal(Y, np.array(expected, dtype=np.float32)[None, None])
+
+
+def test_spec_example_fp16_bit_for_bit():
+    X = (np.arange(16, dtype=np.float16) * np.float16(0.5)).reshape(1, 1, 4, 4)
+    W = np.full((1, 1, 3, 3), 0.25, dtype=np.float16)
+    B = np.array([0.5], dtype=np.float16)
+    expected = np.array(
+        [[1.75, 2.75, 3.5, 2.75], [3.875, 6.125, 7.25, 5.375], [6.875, 10.625, 11.75, 8.375],
+         [5.75, 8.75, 9.5, 6.75]], dtype=np.float16)[None, None]
+    Y = conv(X, W, B, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    assert Y.dtype == np.float16
+    assert Y.tobytes() == expected.tobytes()
+
+
+# --- against the oracle -------------------------------------------------------------------------
+
+ORACLE_CASES = {
+    # 1-D
+    "1d_plain": ((2, 3, 11), (4, 3, 3), {}),
+    "1d_stride_dilation_asym": ((2, 3, 13), (4, 3, 3), {"strides": [2], "dilations": [2],
+                                                         "pads": [2, 1]}),
+    "1d_groups": ((1, 4, 9), (6, 2, 2), {"group": 2, "pads": [0, 3]}),
+    "1d_depthwise_multiplier": ((2, 3, 10), (6, 1, 3), {"group": 3, "pads": [1, 1]}),
+    "1d_depthwise_strided": ((1, 3, 10), (3, 1, 4), {"group": 3, "strides": [3],
+                                                     "pads": [2, 0]}),
+    "1d_same_lower_stride": ((1, 2, 10), (3, 2, 4), {"auto_pad": "SAME_LOWER",
+                                                     "strides": [3]}),
+    "1d_pointwise": ((3, 4, 7), (5, 4, 1), {}),
+    "1d_pointwise_strided_padded": ((1, 4, 7), (5, 4, 1), {"strides": [2], "pads": [1, 2]}),
+    # 2-D
+    "2d_asym_pads": ((1, 2, 6, 5), (3, 2, 3, 2), {"pads": [1, 0, 2, 1]}),
+    "2d_strides_dilations": ((2, 2, 9, 8), (3, 2, 3, 2), {"strides": [2, 3],
+                                                          "dilations": [2, 1],
+                                                          "pads": [1, 2, 0, 1]}),
+    "2d_groups_3": ((1, 6, 5, 5), (6, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    "2d_depthwise": ((2, 4, 6, 6), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    "2d_depthwise_multiplier_3": ((1, 2, 5, 6), (6, 1, 2, 3), {"group": 2,
+                                                               "dilations": [2, 1]}),
+    "2d_depthwise_multiplier_8": ((1, 2, 5, 5), (16, 1, 3, 3), {"group": 2,
+                                                                "pads": [1, 1, 1, 1]}),
+    "2d_depthwise_strided": ((1, 3, 7, 7), (3, 1, 3, 3), {"group": 3, "strides": [2, 2],
+                                                          "pads": [1, 0, 0, 1]}),
+    "2d_single_channel_many_outputs": ((2, 1, 5, 5), (7, 1, 2, 2), {}),
+    "2d_same_upper": ((1, 2, 5, 6), (2, 2, 3, 4), {"auto_pad": "SAME_UPPER"}),
+    "2d_same_lower": ((1, 2, 5, 6), (2, 2, 3, 4), {"auto_pad": "SAME_LOWER"}),
+    "2d_same_upper_strided": ((1, 2, 7, 6), (2, 2, 3, 3), {"auto_pad": "SAME_UPPER",
+                                                           "strides": [2, 3]}),
+    "2d_same_lower_dilated": ((1, 2, 7, 6), (2, 2, 3, 2), {"auto_pad": "SAME_LOWER",
+                                                           "dilations": [2, 3]}),
+    "2d_same_upper_dilated_strided": ((1, 1, 8, 7), (2, 1, 2, 3),
+                                      {"auto_pad": "SAME_UPPER", "dilations": [3, 2],
+                                       "strides": [2, 2]}),
+    "2d_valid": ((1, 2, 6, 7), (2, 2, 3, 2), {"auto_pad": "VALID", "strides": [2, 2]}),
+    "2d_pointwise_groups": ((2, 4, 3, 4), (6, 2, 1, 1), {"group": 2}),
+    "2d_kernel_larger_than_input_with_pads": ((1, 1, 2, 2), (1, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "2d_pads_only_output": ((1, 1, 1, 1), (2, 1, 2, 2), {"pads": [3, 2, 3, 2],
+                                                         "strides": [2, 2]}),
+    # 3-D
+    "3d_plain": ((1, 2, 4, 5, 4), (3, 2, 2, 3, 2), {}),
+    "3d_everything": ((2, 4, 5, 6, 5), (4, 2, 2, 3, 2), {"group": 2, "strides": [1, 2, 2],
+                                                          "dilations": [2, 1, 1],
+                                                          "pads": [1, 0, 1, 0, 2, 1]}),
+    "3d_depthwise": ((1, 3, 4, 4, 4), (3, 1, 3, 3, 3), {"group": 3, "pads": [1] * 6}),
+    "3d_same_lower": ((1, 1, 5, 4, 3), (2, 1, 2, 3, 2), {"auto_pad": "SAME_LOWER"}),
+    "3d_valid": ((1, 2, 4, 5, 4), (1, 2, 3, 3, 3), {"auto_pad": "VALID"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORACLE_CASES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_oracle(name, dtype):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    Y = conv(X, W, B, **attrs)
+    expected = oracle_conv(X, W, B, **attrs)
+    assert Y.dtype == dtype
+    assert Y.shape == expected.shape == plan_conv(X.shape, W.shape, **attrs).output_shape
+    tolerance = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(Y, expected, rtol=tolerance, atol=tolerance * 10)
+
+
+@pytest.mark.parametrize("name", ["1d_plain", "2d_groups_3", "3d_everything", "2d_depthwise"])
+def test_without_bias(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, _ = random_inputs(x_shape, w_shape, np.float64)
+    np.testing.assert_allclose(conv(X, W, **attrs), oracle_conv(X, W, **attrs), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("1d_pointwise", conv_paths.pointwise_path),
+        ("2d_pointwise_groups", conv_paths.pointwise_path),
+        ("2d_depthwise", conv_paths.depthwise_path),
+        ("2d_depthwise_strided", conv_paths.depthwise_path),
+        ("2d_depthwise_multiplier_8", conv_paths.im2col_path),
+        ("1d_pointwise_strided_padded", conv_paths.im2col_path),
+        ("3d_everything", conv_paths.im2col_path),
+    ],
+)
+def test_oracle_cases_cover_every_path(name, path):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    assert conv_paths.choose_path(plan_conv(x_shape, w_shape, **attrs)) is path
+
+
+# --- element types ------------------------------------------------------------------------------
+
+LOW_PRECISION = [(np.float16, 2e-3), (ml_dtypes.bfloat16, 1.6e-2)]
+
+
+@pytest.mark.parametrize("name", ["1d_groups", "2d_strides_dilations", "2d_depthwise",
+                                  "1d_pointwise", "3d_plain"])
+@pytest.mark.parametrize(("dtype", "tolerance"), LOW_PRECISION)
+def test_low_precision_rounds_the_float32_sum_once(name, dtype, tolerance):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    Y = conv(X, W, B, **attrs)
+    assert Y.dtype == np.dtype(dtype)
+    exact = oracle_conv(X.astype(np.float64), W.astype(np.float64), B.astype(np.float64),
+                        **attrs)
+    # one rounding of a float32 sum: within half an ulp of the output type, plus float32 noise
+    np.testing.assert_allclose(Y.astype(np.float64), exact, rtol=tolerance, atol=tolerance)
+    from_float32 = conv(X.astype(np.float32), W.astype(np.float32), B.astype(np.float32),
+                        **attrs)
+    assert Y.tobytes() == from_float32.astype(dtype).tobytes()
+
+
+def test_float64_keeps_precision_float32_would_lose():
+    X = np.array([[[1e8, 1.0, -1e8]]])
+    W = np.ones((1, 1, 3))
+    assert conv(X, W)[0, 0, 0] == 1.0
+    assert conv(X.astype(np.float32), W.astype(np.float32)).dtype == np.float32
+
+
+# --- chunking, memory, empty batches ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cap", [1, 700, 5000, 40000])
+@pytest.mark.parametrize("name", ["2d_strides_dilations", "3d_everything", "1d_plain",
+                                  "2d_single_channel_many_outputs", "1d_pointwise"])
+def test_small_workspace_gives_same_result(monkeypatch, name, cap):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    expected = conv(X, W, B, **attrs)
+    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", cap)
+    np.testing.assert_allclose(conv(X, W, B, **attrs), expected, rtol=1e-13)
+    np.testing.assert_allclose(
+        conv(X.astype(np.float16), W.astype(np.float16), B.astype(np.float16), **attrs),
+        expected.astype(np.float16), rtol=5e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("name", ["2d_strides_dilations", "1d_pointwise_strided_padded",
+                                  "3d_everything", "2d_depthwise_multiplier_8"])
+def test_columns_filled_by_several_threads(monkeypatch, name):
+    """Offsets (or, for a 1x1 kernel, channels) are shared out between threads."""
+    monkeypatch.setattr(conv_paths, "PARALLEL_COPY_BYTES", 0)
+    monkeypatch.setattr(conv_paths, "worker_count", lambda: 3)
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    np.testing.assert_allclose(conv(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("min_columns", [1, 10**9])
+def test_images_sharing_one_gemm(monkeypatch, min_columns):
+    monkeypatch.setattr(conv_paths, "MIN_GEMM_COLUMNS", min_columns)
+    X, W, B = random_inputs((5, 4, 6, 5), (6, 2, 3, 2), np.float64)
+    attrs = {"group": 2, "pads": [1, 0, 1, 1], "strides": [1, 2]}
+    np.testing.assert_allclose(conv(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 200, 10**9])
+@pytest.mark.parametrize("name", ["2d_depthwise", "2d_depthwise_strided",
+                                  "2d_depthwise_multiplier_3", "3d_depthwise"])
+def test_depthwise_blocks(monkeypatch, name, block_bytes):
+    monkeypatch.setattr(conv_paths, "DEPTHWISE_BLOCK_BYTES", block_bytes)
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    np.testing.assert_allclose(conv(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
+                               rtol=1e-12)
+
+
+def test_wide_rows_not_used_when_padding_dwarfs_the_output(monkeypatch):
+    calls = []
+    monkeypatch.setattr(conv_paths, "_depthwise_strided",
+                        lambda *args: calls.append(args) or None)
+    plan = plan_conv((1, 2, 3, 2), (2, 1, 1, 3), group=2, pads=[0, 4, 0, 4], dilations=[1, 4])
+    assert conv_paths.wide_row_overhead(plan) > conv_paths.WIDE_MAX_OVERHEAD
+    conv(np.ones((1, 2, 3, 2), np.float32), np.ones((2, 1, 1, 3), np.float32), group=2,
+         pads=[0, 4, 0, 4], dilations=[1, 4])
+    assert len(calls) == 1
+
+
+def test_wide_overhead_case_still_correct():
+    X, W, B = random_inputs((1, 2, 3, 2), (2, 1, 1, 3), np.float64)
+    attrs = {"group": 2, "pads": [0, 4, 0, 4], "dilations": [1, 4]}
+    np.testing.assert_allclose(conv(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
+                               rtol=1e-12)
+
+
+def test_workspace_memory_is_bounded(monkeypatch):
+    """The column matrix would be 9x the input; with a small cap the peak stays near Y + Xpad."""
+    cap = 64 * 1024
+    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", cap)
+    X, W, _ = random_inputs((1, 16, 64, 64), (16, 16, 3, 3), np.float32)
+    output_bytes = padded_bytes = X.nbytes * 66 * 66 // (64 * 64)
+    tracemalloc.start()
+    try:
+        conv(X, W, pads=[1, 1, 1, 1])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    full_columns = 9 * X.nbytes
+    assert peak <= output_bytes + padded_bytes + 2 * cap + 64 * 1024
+    assert peak < full_columns / 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "attrs"),
+    [((0, 3, 5, 5), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+     ((0, 4, 6), (4, 1, 3), {"group": 4}),
+     ((0, 4, 6), (8, 4, 1), {})],
+)
+def test_empty_batch(x_shape, w_shape, attrs, dtype):
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    Y = conv(X, W, B, **attrs)
+    assert Y.dtype == dtype
+    assert Y.shape == (0, w_shape[0], *plan_conv(x_shape, w_shape, **attrs).output_shape[2:])
+
+
+def test_zero_input_channels_gives_the_bias():
+    X = np.zeros((2, 0, 4), np.float32)
+    W = np.zeros((3, 0, 2), np.float32)
+    B = np.array([1, 2, 3], np.float32)
+    np.testing.assert_array_equal(conv(X, W, B), np.broadcast_to(B[None, :, None], (2, 3, 3)))
+
+
+def test_inputs_are_not_modified_and_non_contiguous_inputs_work():
+    X, W, B = random_inputs((2, 4, 9, 7), (6, 4, 3, 3), np.float64)
+    X_t = np.asfortranarray(X)
+    W_view = np.concatenate([W, W], axis=0)[::2]
+    before = (X_t.copy(), W_view.copy())
+    attrs = {"pads": [1, 1, 0, 0]}
+    np.testing.assert_allclose(conv(X_t, W_view, B, **attrs),
+                               oracle_conv(X, W_view, B, **attrs), rtol=1e-12)
+    np.testing.assert_array_equal(X_t, before[0])
+    np.testing.assert_array_equal(W_view, before[1])
+
+
+# --- differential: onnxruntime ------------------------------------------------------------------
+
+ORT_DTYPES = {np.float32: 1, np.float64: 11, np.float16: 10}
+
+
+def run_onnxruntime(X, W, B, attrs):
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    elem = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
+            np.dtype(np.float16): TensorProto.FLOAT16}[X.dtype]
+    names = ["X", "W"] + (["B"] if B is not None else [])
+    node = helper.make_node("Conv", names, ["Y"], **attrs)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info(n, elem, None) for n in names],
+        [helper.make_tensor_value_info("Y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model.ir_version = 10
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        pytest.skip(f"onnxruntime has no CPU Conv for {X.dtype}: {str(exc)[:120]}")
+    feeds = dict(zip(names, [X, W, B][: len(names)], strict=True))
+    return session.run(None, feeds)[0]
+
+
+ORT_CASES = sorted(
+    name for name, (_, w_shape, attrs) in ORACLE_CASES.items()
+    # onnxruntime refuses SAME_* together with dilations (the spec formulas allow them)
+    if not (attrs.get("auto_pad", "").startswith("SAME") and "dilations" in attrs)
+)
+
+
+@pytest.mark.parametrize("name", ORT_CASES)
+def test_matches_onnxruntime_float32(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=1)
+    np.testing.assert_allclose(conv(X, W, B, **attrs), run_onnxruntime(X, W, B, attrs),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+@pytest.mark.parametrize("name", ["2d_strides_dilations", "1d_depthwise_multiplier"])
+def test_matches_onnxruntime_other_dtypes(name, dtype):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype, seed=2)
+    expected = run_onnxruntime(X, W, B, attrs)
+    tolerance = 1e-12 if dtype == np.float64 else 5e-3
+    np.testing.assert_allclose(conv(X, W, B, **attrs).astype(np.float64), expected,
+                               rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "attrs"),
+    [((2, 16, 20, 20), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+     ((1, 3, 33, 31), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+     ((1, 32, 15, 15), (32, 1, 3, 3), {"group": 32, "pads": [1, 1, 1, 1]}),
+     ((1, 32, 14, 14), (64, 32, 1, 1), {}),
+     ((2, 8, 500), (16, 8, 9), {"pads": [4, 4]}),
+     ((1, 4, 9, 10, 11), (8, 4, 3, 3, 3), {"pads": [1] * 6}),
+     ((1, 8, 24, 24), (8, 8, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]})],
+)
+def test_benchmark_shapes_scaled_down_match_onnxruntime(x_shape, w_shape, attrs):
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=3)
+    np.testing.assert_allclose(conv(X, W, B, **attrs), run_onnxruntime(X, W, B, attrs),
+                               rtol=1e-4, atol=1e-4)
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+
+@st.composite
+def conv_problems(draw):
+    """A random valid Conv: rank 1-3, groups, strides, dilations, pads or auto_pad."""
+    rank = draw(st.integers(1, 3))
+    group = draw(st.integers(1, 3))
+    c_group = draw(st.integers(1, 2))
+    m = group * draw(st.integers(1, 2))
+    kernel = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    dilations = draw(st.lists(st.integers(1, 2), min_size=rank, max_size=rank))
+    strides = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    auto_pad = draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    spatial = [
+        (k - 1) * d + 1 + draw(st.integers(0, 4)) for k, d in zip(kernel, dilations, strict=True)
+    ]
+    attrs = {"group": group, "strides": strides, "dilations": dilations, "auto_pad": auto_pad}
+    if auto_pad == "NOTSET":
+        attrs["pads"] = draw(st.lists(st.integers(0, 2), min_size=2 * rank, max_size=2 * rank))
+    n = draw(st.integers(1, 2))
+    return (n, group * c_group, *spatial), (m, c_group, *kernel), attrs
+
+
+PROPERTY_SETTINGS = settings(max_examples=40, deadline=None,
+                             suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY_SETTINGS
+@given(conv_problems(), st.integers(0, 2**32 - 1))
+def test_property_matches_oracle(problem, seed):
+    x_shape, w_shape, attrs = problem
+    X, W, B = random_inputs(x_shape, w_shape, np.float64, seed=seed)
+    np.testing.assert_allclose(conv(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
+                               rtol=1e-11, atol=1e-11)
+
+
+@PROPERTY_SETTINGS
+@given(conv_problems(), st.integers(0, 2**32 - 1), st.floats(-3, 3), st.floats(-3, 3))
+def test_property_linear_in_x_and_in_w(problem, seed, a, b):
+    x_shape, w_shape, attrs = problem
+    X1, W1, _ = random_inputs(x_shape, w_shape, np.float64, seed=seed)
+    X2, W2, _ = random_inputs(x_shape, w_shape, np.float64, seed=seed + 1)
+    np.testing.assert_allclose(conv(a * X1 + b * X2, W1, **attrs),
+                               a * conv(X1, W1, **attrs) + b * conv(X2, W1, **attrs),
+                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(conv(X1, a * W1 + b * W2, **attrs),
+                               a * conv(X1, W1, **attrs) + b * conv(X1, W2, **attrs),
+                               rtol=1e-9, atol=1e-9)
+
+
+@PROPERTY_SETTINGS
+@given(conv_problems(), st.data())
+def test_property_one_hot_kernel_is_a_shifted_crop(problem, data):
+    """A kernel with one 1 at offset k copies Xpad[n, c, o*s + k*d] (identity over channels)."""
+    x_shape, w_shape, attrs = problem
+    channels, kernel = x_shape[1], w_shape[2:]
+    offset = tuple(data.draw(st.integers(0, k - 1)) for k in kernel)
+    W = np.zeros((channels, 1, *kernel))
+    W[(slice(None), 0, *offset)] = 1.0
+    attrs = {**attrs, "group": channels}
+    X = np.random.default_rng(7).standard_normal(x_shape)
+    Y = conv(X, W, **attrs)
+    begins, ends = resolve_pads(x_shape[2:], kernel, attrs["strides"], attrs["dilations"],
+                                attrs["auto_pad"], attrs.get("pads"))
+    padded = np.pad(X, [(0, 0), (0, 0), *zip(begins, ends, strict=True)])
+    crop = tuple(
+        slice(k * d, k * d + (o - 1) * s + 1, s)
+        for k, d, s, o in zip(
+            offset, attrs["dilations"], attrs["strides"], Y.shape[2:], strict=True
+        )
+    )
+    np.testing.assert_array_equal(Y, padded[(slice(None), slice(None), *crop)])
