@@ -126,6 +126,7 @@ def docs_text(result: dict[str, Any], command: str) -> str:
         f"This file came from `{command}` on {result['date']}. `--quick` and `--cases PATTERN` "
         "give a faster partial run; `--json` prints every measured row.\n",
         *partial_run_warning(settings),
+        *busy_machine_warning(result["machine"]),
         "## Machine\n",
         "\n".join(f"- {line}" for line in machine_lines(result["machine"])) + "\n",
         "## Method\n",
@@ -133,6 +134,19 @@ def docs_text(result: dict[str, Any], command: str) -> str:
     ]
     sections += [markdown(table) for table in all_tables(result)]
     return "\n".join(sections)
+
+
+def busy_machine_warning(machine: dict[str, Any]) -> list[str]:
+    """A warning paragraph when the 1-minute load average at start reached the core count."""
+    try:
+        load_now = float(str(machine["load_average"]).split()[0])
+    except (ValueError, IndexError):
+        return []
+    if load_now < machine["cores"]:
+        return []
+    return [f"**Busy machine:** the load average was {load_now:.1f} on {machine['cores']} cores "
+            "when this run started; other work competed for the CPU, so absolute times are "
+            "inflated and ratios noisy.\n"]
 
 
 def partial_run_warning(settings: dict[str, Any]) -> list[str]:
@@ -188,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings = run_settings(args)
     machine = describe_machine()
+    for line in busy_machine_warning(machine):
+        progress(line.replace("**", "").strip())
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine,

@@ -21,7 +21,7 @@ _EXPORTS = {
     "PadconvError": "padconv_cli.errors",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["PadconvError", "__version__", "conv", "pad", "read_tensor", "write_tensor"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from padconv_cli.errors import PadconvError

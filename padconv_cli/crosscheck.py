@@ -95,18 +95,19 @@ def _default_string_fill(call: Any, plan: Any) -> bool:
 def known_deviation(peer: str, call: Any, plan: Any) -> str | None:
     """Why ``peer`` is expected to refuse or differ on this call, or None.
 
-    Known: onnxruntime refuses reflect pads longer than ``axis length - 1`` and has no
-    ``SAME_*`` auto_pad with dilations above 1; onnx.reference refuses negative pads (it calls
-    numpy.pad, which cannot crop) and rank-0 data, and fills strings with 0 instead of "".
+    Known: both refuse rank-0 data; onnxruntime refuses reflect pads longer than
+    ``axis length - 1`` and has no ``SAME_*`` auto_pad with dilations above 1; onnx.reference
+    refuses negative pads (it calls numpy.pad, which cannot crop) and fills strings with 0
+    instead of "".
     """
     attributes = call.attributes
     if call.op_type == "Pad":
+        if len(plan.input_shape) == 0:
+            return f"{peer} refuses rank-0 data (the spec allows it: pads is then empty)"
         if peer == ONNXRUNTIME and plan.mode == "reflect":
             return _reflect_too_long(plan)
         if peer == REFERENCE and any(int(p) < 0 for p in attributes["pads"]):
             return "onnx.reference refuses negative pads (numpy.pad cannot crop)"
-        if peer == REFERENCE and len(plan.input_shape) == 0:
-            return "onnx.reference cannot pad rank-0 data"
         if peer == REFERENCE and _default_string_fill(call, plan):
             return "onnx.reference fills strings with the integer 0, not the spec's empty string"
         return None
@@ -134,9 +135,12 @@ def _as_onnx_array(array: np.ndarray) -> np.ndarray:
 
 
 def _first_line(error: BaseException) -> str:
+    """The peer's message on one line; onnxruntime's status prefix is dropped."""
     from padconv_cli.tensorio.files import one_line
 
-    return one_line(f"{type(error).__name__}: {error}", 200)
+    text = str(error)
+    _, marker, status = text.partition("Status Message: ")
+    return one_line(status if marker else f"{type(error).__name__}: {text}", 160)
 
 
 def _run_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
@@ -273,9 +277,14 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    """JSON-safe scalar: non-finite floats and complex numbers as text."""
+    """JSON-safe scalar: numpy scalars as Python values, non-finite floats and complex as text."""
+    from padconv_cli.verification.compare import plain_value
+
+    value = plain_value(value)
     if isinstance(value, complex):
         return str(value)
     if isinstance(value, float) and not np.isfinite(value):
         return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
     return value

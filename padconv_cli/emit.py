@@ -167,7 +167,7 @@ def _pad_parts(call: Any, choice: VersionChoice, embedded: Collection[str]) -> _
     """Pad-2 (attributes) or Pad-11+ (initializer inputs) node parts."""
     data = np.asarray(call.arrays[0])
     parts = _GraphParts([], [], [], {"mode": call.attributes.get("mode", "constant")})
-    _add_data_input(parts, "data", data, embedded)
+    _add_data_input(parts, PAD_INPUT_NAMES[0], data, embedded)
     pads = [int(p) for p in call.attributes["pads"]]
     value = call.attributes.get("constant_value")
     if choice.version < 11:

@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 
-PAD_INPUT_NAMES = ("data",)
-CONV_INPUT_NAMES = ("X", "W", "B")
+from padconv_cli.emit import CONV_INPUT_NAMES, PAD_INPUT_NAMES
 
 
 def plan_call(call: Any) -> Any:

@@ -37,7 +37,6 @@ MODEL_OPS = ("Pad", "Conv")
 LISTED_NODES = 12
 PAD_FLAG_INPUTS = {1: "pads", 2: "constant_value", 3: "axes"}
 PAD_FLAGS = {"pads": "--pads", "constant_value": "--constant-value", "axes": "--axes"}
-CONV_INPUTS = ("X", "W", "B")
 
 
 @dataclass(frozen=True)
@@ -56,11 +55,16 @@ class ModelNode:
         return self.node.op_type
 
     @property
-    def operator(self) -> str:
-        """``Pad-11``, ``Conv-1``: the operator version in force at the model's opset."""
+    def version(self) -> int:
+        """The operator version in force at the model's opset (11 for Pad at opset 13)."""
         from padconv_cli.onnx_nodes import operator_version
 
-        return f"{self.op_type}-{operator_version(self.op_type, self.opset)}"
+        return operator_version(self.op_type, self.opset)
+
+    @property
+    def operator(self) -> str:
+        """``Pad-11``, ``Conv-1``: operator name and version."""
+        return f"{self.op_type}-{self.version}"
 
     def describe(self) -> str:
         """``model.onnx node 'conv1' (Conv-11)``."""
@@ -141,43 +145,40 @@ def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.nd
     return load
 
 
-def _constant_node_value(node: Any) -> tuple[Any, Callable[[], np.ndarray]] | None:
-    """(TensorProto or None, loader) of a Constant node's single value attribute."""
+def _fixed(value: np.ndarray) -> Callable[[], np.ndarray]:
+    return lambda: value
+
+
+def _constant_loader(node: Any, label: str, base_dir: str) -> Callable[[], np.ndarray] | None:
+    """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
     from onnx import helper
 
     for attribute in node.attribute:
         if attribute.name == "value":
-            return attribute.t, None
+            return _tensor_loader(attribute.t, label, base_dir)
         if attribute.name in ("value_float", "value_floats", "value_int", "value_ints"):
             kind = np.float32 if "float" in attribute.name else np.int64
-            value = np.array(helper.get_attribute_value(attribute), dtype=kind)
-            return None, lambda value=value: value
+            return _fixed(np.array(helper.get_attribute_value(attribute), dtype=kind))
         if attribute.name in ("value_string", "value_strings"):
             texts = helper.get_attribute_value(attribute)
-            value = np.array(
-                [t.decode("utf-8") for t in texts] if isinstance(texts, list) else
-                texts.decode("utf-8"),
-                dtype=object,
-            )
-            return None, lambda value=value: value
-    return None
+            if isinstance(texts, bytes):
+                return _fixed(np.array(texts.decode("utf-8"), dtype=object))
+            return _fixed(np.array([t.decode("utf-8") for t in texts], dtype=object))
+    return None  # sparse_value: not a dense constant
 
 
 def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable]:
     """Loaders of the initializers and Constant outputs defined in ``graph`` itself."""
     constants: dict[str, Callable] = {}
     for tensor in graph.initializer:
-        constants[tensor.name] = _tensor_loader(tensor, f"{path}: initializer {tensor.name!r}",
-                                                base_dir)
+        label = f"{path}: initializer {tensor.name!r}"
+        constants[tensor.name] = _tensor_loader(tensor, label, base_dir)
     for node in graph.node:
         if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
             continue
-        found = _constant_node_value(node)
-        if found is None:
-            continue
-        tensor, loader = found
-        label = f"{path}: Constant {node.output[0]!r}"
-        constants[node.output[0]] = loader or _tensor_loader(tensor, label, base_dir)
+        loader = _constant_loader(node, f"{path}: Constant {node.output[0]!r}", base_dir)
+        if loader is not None:
+            constants[node.output[0]] = loader
     return constants
 
 
@@ -217,13 +218,19 @@ def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelN
     return nodes
 
 
-def _index_label(node: ModelNode, nodes: list[ModelNode]) -> str:
-    same_type = [n for n in nodes if n.op_type == node.op_type]
-    return f"{node.op_type}#{same_type.index(node)}"
+def _index_labels(nodes: list[ModelNode]) -> dict[int, str]:
+    """id(node) -> ``OpType#k``, k counting the nodes of that type from 0."""
+    counters: dict[str, int] = {}
+    labels = {}
+    for node in nodes:
+        index = counters.get(node.op_type, 0)
+        counters[node.op_type] = index + 1
+        labels[id(node)] = f"{node.op_type}#{index}"
+    return labels
 
 
-def _matches(name: str, node: ModelNode, nodes: list[ModelNode]) -> bool:
-    return name in (node.node.name, _index_label(node, nodes)) or name in node.node.output
+def _matches(name: str, node: ModelNode, labels: dict[int, str]) -> bool:
+    return name in (node.node.name, labels[id(node)]) or name in node.node.output
 
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
@@ -252,18 +259,19 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
             f"{path}: {len(candidates)} {op_type} nodes, choose one with --node: "
             f"{_node_list(nodes, op_type)}"
         )
-    chosen = [n for n in candidates if _matches(name, n, nodes)]
+    labels = _index_labels(nodes)
+    chosen = [n for n in candidates if _matches(name, n, labels)]
     if len(chosen) == 1:
         return chosen[0]
     if len(chosen) > 1:
-        labels = ", ".join(_index_label(n, nodes) for n in chosen)
-        raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {labels}")
-    raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, op_type)}")
+        handles = ", ".join(labels[id(n)] for n in chosen)
+        raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
+    raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, labels, op_type)}")
 
 
-def _hint(name: str, nodes: list[ModelNode], op_type: str) -> str:
+def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: str) -> str:
     """``; did you mean 'conv1'? Conv nodes: ...`` for an unknown node name."""
-    wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n, nodes)]
+    wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n, labels)]
     if wrong_type:
         return f" ({name!r} is a {wrong_type[0].op_type} node); {op_type} nodes: " + (
             _node_list(nodes, op_type)
@@ -304,7 +312,7 @@ def _pad_slots(origin: ModelNode, data: np.ndarray | None, flags: Mapping[str, A
     """Input arrays of a Pad node.  Where a flag replaces an input, the stored value is not
     read: pads/axes flags stand in for it, a constant_value flag leaves the slot empty."""
     slots = [_slot(origin, 0, data, "data", "give DATA", embedded, "data")]
-    if int(origin.operator.split("-")[1]) < 11:
+    if origin.version < 11:
         return slots
     for index, name in PAD_FLAG_INPUTS.items():
         if index >= len(origin.node.input):
@@ -319,7 +327,9 @@ def _pad_slots(origin: ModelNode, data: np.ndarray | None, flags: Mapping[str, A
 
 def _conv_slots(origin: ModelNode, arrays: tuple, embedded: set[str]) -> list:
     slots = []
-    for index, (name, given) in enumerate(zip(CONV_INPUTS, arrays, strict=True)):
+    from padconv_cli.emit import CONV_INPUT_NAMES
+
+    for index, (name, given) in enumerate(zip(CONV_INPUT_NAMES, arrays, strict=True)):
         remedy = f"give {name} on the command line"
         slots.append(_slot(origin, index, given, name, remedy, embedded, name))
     return slots

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 CHUNK_ELEMENTS = 1 << 20
-DEFAULT_BINS = 10
 DEFAULT_EDGE_ITEMS = 3
 PREVIEW_THRESHOLD = 100
 

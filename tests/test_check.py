@@ -108,7 +108,7 @@ def test_json_report_goes_to_stderr_when_the_tensor_is_on_stdout(run_cli, files)
 
 def test_unsupported_type_is_not_a_failure(run_cli):
     result = run_cli("pad", "[1.5, 2.5]", "--dtype", "bfloat16", "--pads", "1", "1", "--check",
-                     "-o", "-")
+                     "--format", "pb")
     assert result.exit_code == 0
     ort_line = _peer_lines(result.stderr)["onnxruntime"]
     assert "unsupported" in ort_line and "believed right" not in ort_line
@@ -158,3 +158,11 @@ def test_unexplained_refusal_fails(monkeypatch):
 def test_known_deviation_rules(flags, peer, expected):
     call = resolve_call("Pad", (np.arange(3, dtype=np.float32),), flags).call
     assert (crosscheck.known_deviation(peer, call, plan_call(call)) is not None) == expected
+
+
+def test_rank_zero_pad_is_a_known_refusal_of_both_peers(run_cli, tmp_path):
+    result = run_cli("pad", "2.5", "--pads", "", "--check", "-o", str(tmp_path / "s.npy"))
+    assert result.exit_code == 0, result.stdout
+    peers = _peer_lines(result.stdout)
+    assert all("refused" in line and "rank-0" in line for line in peers.values())
+    assert np.load(tmp_path / "s.npy") == np.float32(2.5)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import signal
 import tracemalloc
 
 import ml_dtypes
@@ -309,7 +311,8 @@ def test_images_sharing_one_gemm(monkeypatch, min_columns):
 
 @pytest.mark.parametrize("block_bytes", [1, 200, 10**9])
 @pytest.mark.parametrize("name", ["2d_depthwise", "2d_depthwise_strided",
-                                  "2d_depthwise_multiplier_3", "3d_depthwise"])
+                                  "2d_depthwise_multiplier_3", "3d_depthwise",
+                                  "1d_depthwise_multiplier"])
 def test_depthwise_blocks(monkeypatch, name, block_bytes):
     monkeypatch.setattr(conv_paths, "DEPTHWISE_BLOCK_BYTES", block_bytes)
     x_shape, w_shape, attrs = ORACLE_CASES[name]
@@ -320,7 +323,7 @@ def test_depthwise_blocks(monkeypatch, name, block_bytes):
 
 def test_wide_rows_not_used_when_padding_dwarfs_the_output(monkeypatch):
     calls = []
-    monkeypatch.setattr(conv_paths, "_depthwise_strided",
+    monkeypatch.setattr(conv_paths, "_depthwise_strided_block",
                         lambda *args: calls.append(args) or None)
     plan = plan_conv((1, 2, 3, 2), (2, 1, 1, 3), group=2, pads=[0, 4, 0, 4], dilations=[1, 4])
     assert conv_paths.wide_row_overhead(plan) > conv_paths.WIDE_MAX_OVERHEAD
@@ -530,3 +533,43 @@ def test_property_one_hot_kernel_is_a_shifted_crop(problem, data):
         )
     )
     np.testing.assert_array_equal(Y, padded[(slice(None), slice(None), *crop)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(1, 300),
+       st.integers(0, 3))
+def test_output_blocks_tile_the_index_space_in_contiguous_runs(dims, budget, first_axis):
+    first_axis = min(first_axis, len(dims) - 1)
+    flat_starts = []
+    covered = 0
+    for starts, lengths in conv_paths._output_blocks(dims, budget, first_axis):
+        count = math.prod(lengths)
+        assert 1 <= count <= budget
+        assert all(length == 1 for length in lengths[:first_axis])
+        block = np.zeros(dims, dtype=bool)
+        block[tuple(slice(s, s + n) for s, n in zip(starts, lengths, strict=True))] = True
+        flat = np.flatnonzero(block)
+        assert flat[-1] - flat[0] + 1 == count == flat.size  # one contiguous run
+        flat_starts.append(flat[0])
+        covered += count
+    assert covered == math.prod(dims)
+    assert flat_starts == sorted(flat_starts)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_worker_threads_are_recreated_in_a_forked_child(monkeypatch):
+    monkeypatch.setattr(conv_paths, "DEPTHWISE_BLOCK_BYTES", 1)  # many blocks: threads used
+    monkeypatch.setattr(conv_paths, "worker_count", lambda: 2)
+    x_shape, w_shape, attrs = ORACLE_CASES["2d_depthwise"]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    expected = conv(X, W, B, **attrs)  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 2
+        try:
+            signal.alarm(30)
+            code = 0 if np.array_equal(conv(X, W, B, **attrs), expected) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

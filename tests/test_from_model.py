@@ -292,3 +292,32 @@ def test_unsafe_external_data_is_refused(run_cli, tmp_path, data_file, location,
     assert result.stderr.count("\n") == 1
     assert message in result.stderr and "'W'" in result.stderr
     assert result.stdout_bytes == b""
+
+
+def test_duplicate_names_ask_for_the_label(run_cli, tmp_path, data_file):
+    pads = _int64("p", [0, 0, 0, 1, 0, 0, 0, 1])
+    nodes = [
+        helper.make_node("Pad", ["x", "p"], ["a"], name="same"),
+        helper.make_node("Pad", ["a", "p"], ["y"], name="same", mode="edge"),
+    ]
+    _model(nodes, opset=13, initializers=[pads], path=tmp_path / "m.onnx")
+    args = ["pad", data_file, "--from-model", str(tmp_path / "m.onnx"), "-o", "-"]
+    ambiguous = run_cli(*args, "--node", "same")
+    assert ambiguous.exit_code == 2
+    assert "2 Pad nodes match 'same'; use Pad#0, Pad#1" in ambiguous.stderr
+    second = run_cli(*args, "--node", "Pad#1")
+    assert second.exit_code == 0, second.stderr
+    np.testing.assert_array_equal(_load(second), np.pad(DATA, ((0, 0),) * 3 + ((1, 1),), "edge"))
+
+
+def test_constant_node_value_tensor(run_cli, tmp_path, data_file):
+    value = numpy_helper.from_array(np.array([1, 0, 0, 2], np.int64), "v")
+    nodes = [
+        helper.make_node("Constant", [], ["p"], value=value),
+        helper.make_node("Pad", ["x", "p", "", "axes"], ["y"], name="pd", mode="reflect"),
+    ]
+    _model(nodes, opset=18, initializers=[_int64("axes", [2, 3])], path=tmp_path / "m.onnx")
+    result = run_cli("pad", data_file, "--from-model", str(tmp_path / "m.onnx"), "-o", "-")
+    assert result.exit_code == 0, result.stderr
+    expected = np.pad(DATA, ((0, 0), (0, 0), (1, 0), (0, 2)), mode="reflect")
+    np.testing.assert_array_equal(_load(result), expected)

@@ -124,7 +124,7 @@ def pad_cases(draw):
     return shape, begins + ends, mode, tile
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(pad_cases())
 def test_tiled_pad_pieces_are_bit_identical_to_the_kernel(case):
     shape, pads, mode, tile = case
@@ -176,7 +176,7 @@ def test_exact_conv_tiles_are_bit_identical(monkeypatch, x_shape, w_shape, group
     plan = plan_conv(x.shape, w.shape, b.shape, group=group, **attrs)
     whole = conv_tile_cost(plan.output_shape, plan=plan, itemsize=4)
     exact_splits = 0
-    for budget in (whole, whole // 2, whole // 3, whole // 5, whole // 10, whole // 40):
+    for budget in (whole, whole * 11 // 20, whole // 3, whole // 5, whole // 10, whole // 40):
         got, tiling = assemble_conv(x, w, b, dict(attrs, group=group), budget)
         tiles = math.prod(len(r) for r in tiling.axis_ranges)
         assert tiles > 1 or budget == whole

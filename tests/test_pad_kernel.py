@@ -366,6 +366,17 @@ def test_blocked_fill_matches_oracle(monkeypatch, mode, shape, pads, block_bytes
     assert_identical(pad(data, pads, -1.0, mode=mode), oracle(data, pads, -1.0, mode=mode))
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("columns", [0, 100])
+@pytest.mark.parametrize("pads", [[0, 1, 2, 0, 7, 5], [0, -1, 6, 1, 2, -2], [1, 0, 9, 0, 1, 11]])
+def test_row_and_column_paths_of_the_last_axis(monkeypatch, mode, columns, pads):
+    """The innermost axis is filled column by column or in row chunks: both must agree."""
+    monkeypatch.setattr(pad_module, "_COPY_COLUMNS", columns)
+    monkeypatch.setattr(pad_module, "_FILL_COLUMNS", columns)
+    data = make_data(np.uint16, (2, 3, 4), rng_for("columns", mode, str(pads)))
+    assert_identical(pad(data, pads, 9, mode=mode), oracle(data, pads, 9, mode=mode))
+
+
 # --------------------------------------------------------------------------------------
 # dtypes: strings, bit patterns
 # --------------------------------------------------------------------------------------

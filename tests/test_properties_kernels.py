@@ -17,7 +17,7 @@ from padconv_cli.kernels.conv import conv
 from padconv_cli.kernels.pad import pad
 
 PROPERTY_SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 PAD_DTYPES = ["float32", "float64", "int8", "uint16", "int64", "bool", "float16"]
 
@@ -100,8 +100,7 @@ def test_conv_is_linear_in_w_and_bias_adds(case, a, b):
     combined = conv(x, a * w1 + b * w2, bias, **attributes)
     separate = a * conv(x, w1, **attributes) + b * conv(x, w2, **attributes)
     bias_shape = (1, -1) + (1,) * (len(x_shape) - 2)
-    np.testing.assert_allclose(combined, separate + bias.reshape(bias_shape), rtol=1e-9,
-                               atol=1e-9)
+    np.testing.assert_allclose(combined, separate + bias.reshape(bias_shape), rtol=1e-9, atol=1e-9)
 
 
 def _shifted_crop(x, attributes, channel, tap, out_spatial):

@@ -123,6 +123,22 @@ def test_npy_round_trip_every_native_dtype(tmp_path, dtype, order):
     assert back.flags.writeable
 
 
+@pytest.mark.parametrize("dtype", [">i8", ">f4", ">c16", ">u2", ">U3"])
+def test_big_endian_arrays_are_written_to_pb(tmp_path, dtype):
+    array = sample_array(np.dtype(dtype), (2, 3), seed=5)
+    write_tensor(array, str(tmp_path / "be.pb"))
+    back = read_tensor(str(tmp_path / "be.pb"))
+    if array.dtype.kind == "U":
+        assert back.tolist() == array.tolist()
+    else:
+        assert_identical(array, back)
+
+
+def test_pathlib_paths_are_accepted(tmp_path):
+    write_tensor(np.arange(3), tmp_path / "p.npy")
+    assert read_tensor(tmp_path / "p.npy").tolist() == [0, 1, 2]
+
+
 def test_float_nan_payloads_survive_both_formats(tmp_path):
     payloads = np.array([0x7FC00001, 0x7F800001, 0xFFC12345], dtype=np.uint32).view(np.float32)
     for suffix in (".npy", ".pb"):
@@ -346,6 +362,11 @@ def test_empty_source(source):
         read_tensor(source)
 
 
+def test_overlong_literal_is_refused_before_parsing():
+    with pytest.raises(InputError, match="too long"):
+        parse_literal("[" + "1," * 600_000 + "]")
+
+
 def test_literal_with_unknown_dtype():
     with pytest.raises(UnsupportedDtypeError, match="unknown dtype 'float99'"):
         read_tensor("[1]", dtype="float99")
@@ -416,6 +437,14 @@ def test_stdin_npy(monkeypatch):
     assert array.dtype == np.int16 and array.shape == (2, 3)
 
 
+def test_unnamed_pb_has_no_name(monkeypatch, tmp_path):
+    data = tensor_to_bytes(np.ones(2, dtype=np.float32), "pb")
+    feed_stdin(monkeypatch, data)
+    assert read_named_tensor("-")[0] is None
+    (tmp_path / "u.pb").write_bytes(data)
+    assert read_named_tensor(str(tmp_path / "u.pb"))[0] is None
+
+
 def test_stdin_pb(monkeypatch):
     feed_stdin(monkeypatch, tensor_to_bytes(np.ones(3, dtype=ml_dtypes.bfloat16), "pb", name="n"))
     name, array = read_named_tensor("-")
@@ -473,6 +502,34 @@ def test_write_to_stdout_gives_the_same_bytes(monkeypatch):
         monkeypatch.setattr(sys, "stdout", types.SimpleNamespace(buffer=buffer))
         write_tensor(array, "-", fmt=fmt)
         assert buffer.getvalue() == tensor_to_bytes(array, fmt)
+
+
+class ClosedPipe(io.RawIOBase):
+    def writable(self):
+        return True
+
+    def write(self, data):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_closed_stdout_raises_broken_pipe_for_the_cli(monkeypatch):
+    stream = io.BufferedWriter(ClosedPipe(), buffer_size=16)
+    monkeypatch.setattr(sys, "stdout", types.SimpleNamespace(buffer=stream))
+    with pytest.raises(BrokenPipeError):
+        write_tensor(np.zeros(1000), "-")
+
+
+def test_closed_stdout_through_a_real_pipe(tmp_path):
+    code = (
+        "import numpy as np, padconv_cli.tensorio as t\n"
+        "try:\n    t.write_tensor(np.zeros(1 << 18), '-')\n"
+        "except BrokenPipeError:\n    print('broken pipe', file=__import__('sys').stderr)\n"
+    )
+    reader, writer = os.pipe()
+    os.close(reader)
+    result = subprocess.run([sys.executable, "-c", code], stdout=writer, stderr=subprocess.PIPE)
+    os.close(writer)
+    assert b"broken pipe" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(
@@ -592,6 +649,18 @@ def test_write_to_unwritable_folder(tmp_path):
 def test_target_is_a_directory(tmp_path):
     with pytest.raises(OutputError, match="is a directory"):
         write_tensor(np.arange(3), str(tmp_path))
+
+
+def test_control_characters_in_output_names_are_escaped(tmp_path):
+    with pytest.raises(OutputError) as excinfo:
+        write_tensor(np.arange(3), str(tmp_path / "bad\nname.txt"))
+    assert "\n" not in str(excinfo.value) and "bad\\nname.txt" in str(excinfo.value)
+
+
+def test_target_with_trailing_slash_is_refused(tmp_path):
+    with pytest.raises(OutputError, match="names a folder"):
+        write_tensor(np.arange(3), str(tmp_path / "new") + "/")
+    assert not list(tmp_path.iterdir())
 
 
 def test_target_is_a_fifo_is_refused(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 
 import numpy as np
@@ -60,11 +61,14 @@ def npy_image(header: str, data: bytes, version: int) -> bytes:
     return b"\x93NUMPY" + bytes([version, 0]) + struct.pack(length_format, len(text)) + text + data
 
 
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def assert_only_padconv_errors(function, *args) -> None:
     try:
         function(*args)
     except PadconvError as exc:
-        assert "\n" not in str(exc)
+        assert not CONTROL_CHARACTERS.search(str(exc)), repr(str(exc))
 
 
 @FUZZ
@@ -135,7 +139,7 @@ def test_structured_tensor_protos_fail_cleanly_or_match_onnx(fields):
     try:
         _, array = read_pb_bytes(tensor.SerializeToString(), "f.pb", None)
     except PadconvError as exc:
-        assert "\n" not in str(exc)
+        assert not CONTROL_CHARACTERS.search(str(exc)), repr(str(exc))
         return
     # Accepted: it must be exactly what onnx itself makes of the message.
     assert array.dtype == numpy_dtype_of_elem_type(tensor.data_type)
@@ -186,7 +190,7 @@ def test_literal_of_python_values_is_exact_or_refused(values, dtype):
     try:
         array = parse_literal(repr(values), dtype)
     except PadconvError as exc:
-        assert "\n" not in str(exc)
+        assert not CONTROL_CHARACTERS.search(str(exc)), repr(str(exc))
         return
     assert array.shape == np.shape(np.array(values, dtype=object)) or array.size == 0
 
@@ -197,3 +201,28 @@ def test_fuzz_helper_builds_readable_images(version):
     header = "{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }"
     image = npy_image(header, np.array([1, 2], dtype="<i2").tobytes(), version)
     assert read_npy_bytes(image, "f.npy").tolist() == [1, 2]
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (payloads here stay under 128 bytes)."""
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+@FUZZ
+@given(
+    st.one_of(st.sampled_from([b"location", b"offset", b"length"]), st.binary(max_size=12)),
+    st.binary(max_size=12),
+    st.binary(max_size=8),
+)
+def test_external_entries_with_arbitrary_bytes_fail_cleanly(tmp_path_factory, key, value, name):
+    """Invalid UTF-8 in string fields comes back from protobuf as bytes, not str."""
+    folder = tmp_path_factory.mktemp("ext")
+    entry = _field(1, key) + _field(2, value)
+    message = (
+        b"\x08\x02"  # dims: [2]
+        + b"\x10\x01"  # data_type: FLOAT
+        + _field(8, name)
+        + _field(13, entry)
+        + b"\x70\x01"  # data_location: EXTERNAL
+    )
+    assert_only_padconv_errors(read_pb_bytes, message, "f.pb", str(folder))

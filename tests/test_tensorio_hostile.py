@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 import zipfile
 
@@ -12,7 +13,7 @@ import onnx
 import pytest
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio import read_tensor, write_tensor
+from padconv_cli.tensorio import read_named_tensor, read_tensor, write_tensor
 from padconv_cli.tensorio.npy import MAX_HEADER_SIZE, read_npy_bytes
 from padconv_cli.tensorio.protobuf import read_pb_bytes
 
@@ -31,9 +32,12 @@ def header(descr: str = "'<f8'", shape: str = "(2,)", fortran: str = "False") ->
     return f"{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}"
 
 
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def assert_one_line_input_error(excinfo: pytest.ExceptionInfo, *fragments: str) -> None:
     message = str(excinfo.value)
-    assert "\n" not in message
+    assert not CONTROL_CHARACTERS.search(message), repr(message)
     for fragment in fragments:
         assert fragment in message
 
@@ -472,3 +476,83 @@ def test_failed_read_does_not_create_or_change_files(tmp_path):
     with pytest.raises(InputError):
         read_tensor(str(tmp_path / "bad.pb"))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_large_external_data_is_decoded_without_protobuf(outside, monkeypatch):
+    from padconv_cli.tensorio import protobuf
+
+    monkeypatch.setattr(protobuf, "PROTOBUF_LIMIT", 1024 + 16)  # pretend 24 bytes is "huge"
+    (outside / "model" / "w.bin").write_bytes(b">" + SIX_FLOATS[1:])
+    path = write_external_pb(outside, location="w.bin")
+    array = read_tensor(path)
+    assert array.dtype == np.float32 and array.flags.writeable
+    assert array.tobytes() == b">" + SIX_FLOATS[1:]
+
+
+def test_large_external_sub_byte_data_is_refused(outside, monkeypatch):
+    from padconv_cli.tensorio import protobuf
+
+    monkeypatch.setattr(protobuf, "PROTOBUF_LIMIT", 1024 + 2)
+    (outside / "model" / "w.bin").write_bytes(b"\x12\x34\x56")
+    tensor = with_external(
+        onnx.TensorProto(name="q", data_type=onnx.TensorProto.INT4, dims=[6]), location="w.bin"
+    )
+    (outside / "model" / "t.pb").write_bytes(tensor.SerializeToString())
+    with pytest.raises(InputError, match="over 2 GiB is not supported"):
+        read_tensor(str(outside / "model" / "t.pb"))
+
+
+def test_large_external_bool_data_is_still_checked(outside, monkeypatch):
+    from padconv_cli.tensorio import protobuf
+
+    monkeypatch.setattr(protobuf, "PROTOBUF_LIMIT", 1024 + 2)
+    (outside / "model" / "w.bin").write_bytes(b"\x00\x01\x02")
+    tensor = with_external(
+        onnx.TensorProto(name="b", data_type=onnx.TensorProto.BOOL, dims=[3]), location="w.bin"
+    )
+    (outside / "model" / "t.pb").write_bytes(tensor.SerializeToString())
+    with pytest.raises(InputError, match="bool data"):
+        read_tensor(str(outside / "model" / "t.pb"))
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def test_external_location_that_is_not_utf8(outside):
+    entry = _proto_field(1, b"location") + _proto_field(2, b"da\x82a.bin")
+    message = b"\x08\x06\x10\x01" + _proto_field(13, entry) + b"\x70\x01"
+    (outside / "model" / "t.pb").write_bytes(message)
+    with pytest.raises(InputError, match="not valid UTF-8"):
+        read_tensor(str(outside / "model" / "t.pb"))
+
+
+def test_tensor_name_that_is_not_utf8_is_replaced(tmp_path):
+    message = float_tensor(raw_data=SIX_FLOATS, name="").SerializeToString()
+    (tmp_path / "n.pb").write_bytes(message + _proto_field(8, b"w\xff"))
+    name, array = read_named_tensor(str(tmp_path / "n.pb"))
+    assert name == "w\ufffd" and array.shape == (2, 3)
+
+
+@pytest.mark.parametrize("bad_name", ["a\nb", "tab\there", "esc\x1b[31m", "ls\u2028x"])
+def test_control_characters_in_member_names_are_escaped(tmp_path, bad_name):
+    image = npy_image(header(), b"\0" * 16)
+    (tmp_path / "c.npz").write_bytes(zip_with({f"{bad_name}.npy": image, "other.npy": image}))
+    with pytest.raises(InputError) as excinfo:
+        read_tensor(str(tmp_path / "c.npz"))
+    assert_one_line_input_error(excinfo, "ambiguous", "other")
+
+
+def test_control_characters_in_file_names_are_escaped(tmp_path):
+    path = tmp_path / "evil\nname.npy"
+    path.write_bytes(b"garbage!")
+    with pytest.raises(InputError) as excinfo:
+        read_tensor(str(path))
+    assert_one_line_input_error(excinfo, "evil\\nname.npy", "not an .npy file")
+
+
+def test_control_characters_in_external_location_are_escaped(outside):
+    path = write_external_pb(outside, location="x\n\x1b.bin")
+    with pytest.raises(InputError) as excinfo:
+        read_tensor(path)
+    assert_one_line_input_error(excinfo, "no such file")

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import click
 
+from padconv_cli.cli.engine_options import (
+    EngineSettings,
+    engine_options,
+    plain_run,
+    run_with_engine,
+)
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
@@ -59,6 +65,7 @@ Examples:
 @dtype_option
 @output_options
 @model_options
+@engine_options
 def conv_command(
     x: str,
     w: str,
@@ -74,6 +81,7 @@ def conv_command(
     fmt: str | None,
     max_output_bytes: int | None,
     extras: ExtraOptions,
+    engine_settings: EngineSettings,
 ) -> None:
     """Convolve X (N x C x D1 x ... x Dn) with W (M x C/group x k1 x ... x kn), plus bias B (M).
 
@@ -86,8 +94,7 @@ def conv_command(
 
     if extras.from_model is None:
         require(w, "Missing argument 'W' (or take it from a model with --from-model)")
-    tensors = tuple(None if s is None else read_tensor(s, dtype=dtype) for s in (x, w, b))
-    flags = explicit_flags(
+    attributes = dict(
         auto_pad=auto_pad,
         dilations=dilations,
         group=group,
@@ -95,6 +102,12 @@ def conv_command(
         pads=pads,
         strides=strides,
     )
+    if plain_run(extras) and run_with_engine(
+        "conv", [x, w, b], attributes, output, fmt, engine_settings, dtype
+    ):
+        return
+    tensors = tuple(None if s is None else read_tensor(s, dtype=dtype) for s in (x, w, b))
+    flags = explicit_flags(**attributes)
     resolved = resolve_call("Conv", tensors, flags, extras.origin("Conv"))
     plan = prepare(resolved, extras)
     if plan is None:

@@ -107,6 +107,12 @@ _OPTIONS = (
 )
 
 
+def plain_run(extras: Any) -> bool:
+    """True when a command just computes its result: no --from-model, --explain, --check or
+    --emit-onnx (those run on the in-memory path)."""
+    return extras.from_model is None and not (extras.explain or extras.check or extras.emit_onnx)
+
+
 def run_with_engine(
     operator: str,
     inputs: Sequence[str | None],
@@ -129,6 +135,7 @@ def run_with_engine(
     data, *others = inputs
     _check_file_input(data, engine)
     _check_file_output(output, fmt, engine)
+    _check_result_fits_disk(operator, data, others, attributes, output)
     show = not settings.quiet and _stderr_is_terminal()
     if operator == "pad":
         result = _run_pad(engine, data, output, attributes, settings, show)
@@ -194,17 +201,46 @@ def _in_memory_bytes(
 
     try:
         source = open_npy_memmap(data)
-        if operator == "pad":
-            from padconv_cli.kernels.pad import plan_pad
-
-            shape = plan_pad(
-                source.shape, attributes["pads"], attributes.get("axes"), attributes["mode"]
-            ).output_shape
-        else:
-            shape = _conv_output_shape(source.shape, others, attributes)
+        shape = _result_shape(operator, source.shape, others, attributes)
     except PadconvError:
         return None
     return source.nbytes + math.prod(shape) * source.dtype.itemsize
+
+
+def _result_shape(
+    operator: str,
+    shape: tuple[int, ...],
+    others: Sequence[str | None],
+    attributes: dict[str, Any],
+) -> tuple[int, ...]:
+    """Output shape by the kernels' own planning (and validation) functions."""
+    if operator == "pad":
+        from padconv_cli.kernels.pad import plan_pad
+
+        return plan_pad(
+            shape, attributes["pads"], attributes.get("axes"), attributes["mode"]
+        ).output_shape
+    return _conv_output_shape(shape, others, attributes)
+
+
+def _check_result_fits_disk(
+    operator: str,
+    data: str,
+    others: Sequence[str | None],
+    attributes: dict[str, Any],
+    output: str | None,
+) -> None:
+    """Refuse an out-of-core result larger than the free disk space before planning tiles.
+
+    Runs the kernels' own attribute validation first, so a bad attribute is reported as such.
+    """
+    if output is None or not _is_npy_file(data):
+        return
+    from padconv_cli.outofcore.npy_memmap import check_disk_space, open_npy_memmap
+
+    source = open_npy_memmap(data)
+    shape = _result_shape(operator, source.shape, others, attributes)
+    check_disk_space(output, shape, source.dtype)
 
 
 def _conv_output_shape(

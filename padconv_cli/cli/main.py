@@ -32,6 +32,10 @@ ALIASES: dict[str, str] = {"inspect": "show"}
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+class StdoutClosed(Exception):
+    """The reader of stdout went away; carried past click, which would exit 1 on EPIPE."""
+
+
 class LazyGroup(click.Group):
     """A group that imports a command's module only when that command runs (fast start-up)."""
 
@@ -44,6 +48,12 @@ class LazyGroup(click.Group):
             return None
         module_name, attribute = target.split(":")
         return getattr(importlib.import_module(module_name), attribute)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise StdoutClosed() from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run with padconv's error mapping (see :func:`run_and_map_errors`), then exit."""
@@ -67,7 +77,7 @@ def cli() -> None:
     \b
     Examples:
       padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect
-      padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy --kernel-shape 3 3 --pads 1 1 1 1
+      padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy --pads 1 1 1 1
       padconv verify --onnx-suite
     """
 
@@ -105,7 +115,7 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("padconv: interrupted", err=True)
         code = EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except (BrokenPipeError, StdoutClosed):
         _silence_stdout()
         code = EXIT_BROKEN_PIPE
     except click.exceptions.Exit as exit_:

@@ -52,6 +52,11 @@ def _check_combination(extras: ExtraOptions) -> None:
         raise click.UsageError("--check computes the result; --explain does not compute")
     if extras.as_json and not (extras.explain or extras.check):
         raise click.UsageError("--json changes the output of --explain or --check; give one")
+    if extras.emit_onnx == "-":
+        raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
+    for name, value in (("--check-rtol", extras.check_rtol), ("--check-atol", extras.check_atol)):
+        if value is not None and not value >= 0:
+            raise click.UsageError(f"{name} {value} is not a tolerance (needs a number >= 0)")
     if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
         raise click.UsageError("--check-rtol/--check-atol need --check")
 
@@ -139,7 +144,7 @@ def require(value: Any, message: str) -> None:
 
 
 def _print_json(data: Any, err: bool = False) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False), err=err)
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str), err=err)
 
 
 def prepare(resolved: Any, extras: ExtraOptions) -> Any:

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import click
 
+from padconv_cli.cli.engine_options import (
+    EngineSettings,
+    engine_options,
+    plain_run,
+    run_with_engine,
+)
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
@@ -57,6 +63,7 @@ Examples:
 @dtype_option
 @output_options
 @model_options
+@engine_options
 def pad_command(
     data: str,
     pads: tuple[int, ...] | None,
@@ -68,6 +75,7 @@ def pad_command(
     fmt: str | None,
     max_output_bytes: int | None,
     extras: ExtraOptions,
+    engine_settings: EngineSettings,
 ) -> None:
     """Pad (or crop, with negative pads) DATA as ONNX Pad does.
 
@@ -80,6 +88,11 @@ def pad_command(
 
     if extras.from_model is None:
         require(pads, "Missing option '--pads' (or take it from a model with --from-model)")
+    attributes = {"pads": pads, "constant_value": constant_value, "axes": axes, "mode": mode}
+    if plain_run(extras) and run_with_engine(
+        "pad", [data], attributes, output, fmt, engine_settings, dtype
+    ):
+        return
     flags = explicit_flags(pads=pads, mode=mode, constant_value=constant_value, axes=axes)
     origin = extras.origin("Pad")
     resolved = resolve_call("Pad", (read_tensor(data, dtype=dtype),), flags, origin)

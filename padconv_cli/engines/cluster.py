@@ -3,7 +3,8 @@
 Rules: with ``--scheduler ADDRESS`` padconv connects to that running scheduler (its workers
 must see the input and output paths, e.g. on a shared file system); without it, a local
 cluster runs in this process (one worker, one thread per core, no dashboard) and is shut down
-when the work ends.
+when the work ends.  Its workers are threads of this process talking in-process, so it opens no
+network port.
 """
 
 from __future__ import annotations

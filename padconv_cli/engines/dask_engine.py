@@ -1,6 +1,8 @@
 """Running Pad or Conv on a dask cluster: open the input, build the blocks, write them.
 
-The blocks of the result are computed and written by the workers (each task writes its block
+Each block task reads the box of the input it needs straight from the ``.npy`` file or Zarr
+store (so no input chunk waits in memory for its consumers), and the blocks of the result are
+computed and written by the workers (each task writes its block
 into the ``.npy`` or Zarr target), so only small results travel back to the client; the
 client counts finished blocks for the progress bar and commits the target at the end.
 """
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.engines.cluster import dask_client, worker_threads
-from padconv_cli.engines.dask_io import block_output, open_dask_input
+from padconv_cli.engines.dask_io import block_output, open_block_input
 from padconv_cli.engines.dask_ops import block_bytes_for, conv_dask, output_nbytes, pad_dask
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 
@@ -83,7 +85,7 @@ def dask_pad(
     """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask."""
     with dask_client(scheduler) as client:
         block_bytes = block_bytes_for(memory_limit, worker_threads(client))
-        x = open_dask_input(source, block_bytes)
+        x = open_block_input(source)
         y = pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes)
         blocks = store(client, y, target, show_progress, "pad")
     return TiledResult(tuple(y.shape), blocks, True)
@@ -103,7 +105,7 @@ def dask_conv(
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask."""
     with dask_client(scheduler) as client:
         block_bytes = block_bytes_for(memory_limit, worker_threads(client))
-        x = open_dask_input(source, block_bytes)
+        x = open_block_input(source)
         y, exact = conv_dask(x, w, b, block_bytes=block_bytes, **attributes)
         blocks = store(client, y, target, show_progress, "conv")
     return TiledResult(tuple(y.shape), blocks, exact)

@@ -30,10 +30,15 @@ ZARR_MARKERS = ("zarr.json", ".zarray")
 
 
 def is_zarr_path(path: str) -> bool:
-    """A Zarr store: an existing folder holding ``zarr.json``/``.zarray``, or a ``.zarr`` name."""
-    if os.path.isdir(path):
-        return any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
-    return path.rstrip("/\\").lower().endswith(".zarr")
+    """A Zarr store: a name ending in ``.zarr``, or a folder holding ``zarr.json``/``.zarray``."""
+    if path.rstrip("/\\").lower().endswith(".zarr"):
+        return True
+    return has_zarr_metadata(path)
+
+
+def has_zarr_metadata(path: str) -> bool:
+    """True for a folder holding Zarr metadata (``zarr.json`` or ``.zarray``)."""
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
 
 
 def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> Any:
@@ -43,14 +48,21 @@ def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> A
     return normalize_chunks("auto", shape, limit=max(chunk_bytes, 1), dtype=dtype)
 
 
-def open_dask_input(path: str, chunk_bytes: int) -> Any:
-    """A dask array over the ``.npy`` file or Zarr store ``path`` (module docstring)."""
-    import dask.array as da
-
+def open_block_input(path: str) -> Any:
+    """The ``.npy`` file or Zarr store ``path`` as an array that dask tasks read boxes from:
+    an :class:`~padconv_cli.outofcore.npy_memmap.NpyInput` or a ``zarr.Array``."""
     if is_zarr_path(path):
         return _open_zarr(path)
-    source = open_npy_memmap(path)
-    chunks = input_chunks(source.shape, source.dtype, chunk_bytes)
+    return open_npy_memmap(path)
+
+
+def open_dask_input(path: str, chunk_bytes: int) -> Any:
+    """A dask array over the ``.npy`` file or Zarr store ``path``, in chunks of about
+    ``chunk_bytes``."""
+    import dask.array as da
+
+    source = open_block_input(path)
+    chunks = input_chunks(source.shape, np.dtype(source.dtype), chunk_bytes)
     return da.from_array(
         source,
         chunks=chunks,
@@ -61,8 +73,6 @@ def open_dask_input(path: str, chunk_bytes: int) -> Any:
 
 
 def _open_zarr(path: str) -> Any:
-    import dask.array as da
-
     require_dask(("zarr",))
     import zarr
 
@@ -75,7 +85,7 @@ def _open_zarr(path: str) -> Any:
         raise UnsupportedDtypeError(
             f"{path}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type"
         )
-    return da.from_zarr(store)
+    return store
 
 
 def _one_line(exc: BaseException) -> str:
@@ -135,8 +145,9 @@ class ZarrOutput:
 
 
 def _check_zarr_target(target: str) -> None:
-    """Only a missing path or an existing Zarr store may be replaced by a Zarr result."""
-    if os.path.exists(target) and not (os.path.isdir(target) and is_zarr_path(target)):
+    """Only a missing path, an empty folder or a Zarr store may be replaced by a Zarr result."""
+    empty_folder = os.path.isdir(target) and not os.listdir(target)
+    if os.path.exists(target) and not (empty_folder or has_zarr_metadata(target)):
         raise OutputError(
             f"{target}: exists and is not a Zarr store; refusing to replace it with one"
         )

@@ -2,10 +2,10 @@
 
 The output is cut into blocks by the same tiling as the out-of-core engine
 (:mod:`padconv_cli.outofcore`), with a per-block memory budget.  Each output block depends on
-the part of the input it reads, taken by slicing the dask input array — for Pad the hull of the
-block's piece windows, for Conv the block's stretch plus the halo ``(k - 1) * dilation`` —
-so dask gathers the halo from neighbouring chunks; the block is then computed by one task that
-runs padconv's kernel with the block's explicit pads and crops.  All of ONNX's semantics
+the part of the input it reads — for Pad the hull of the block's piece windows, for Conv the
+block's stretch plus the halo ``(k - 1) * dilation``: its task receives every input chunk that
+box touches (the halo comes from the neighbouring chunks), assembles the box, and runs
+padconv's kernel with the block's explicit pads and crops.  All of ONNX's semantics
 (negative pads, reflect/wrap longer than the axis, every auto_pad, strides, dilations,
 groups) are therefore the kernels' own, and results match the in-memory path bit for bit
 whenever the Conv tiling is exact (see :func:`padconv_cli.outofcore.tiled_conv.plan_conv_tiles`).
@@ -13,6 +13,7 @@ whenever the Conv tiling is exact (see :func:`padconv_cli.outofcore.tiled_conv.p
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -33,16 +34,95 @@ from padconv_cli.outofcore.tiled_conv import (
 from padconv_cli.outofcore.tiled_pad import pad_output_dtype, plan_pad_tiles, run_pieces
 
 
-def _assemble(blocks: dict[tuple[int, ...], Any], grid_shape: tuple[int, ...]) -> Any:
-    """``dask.array.block`` over blocks indexed by their grid position."""
-    import dask.array as da
+class ChunkGrid:
+    """The chunk keys of a dask array, and where each chunk starts."""
 
-    nested = np.empty(grid_shape, dtype=object)
-    for index, block in blocks.items():
-        nested[index] = block
-    if nested.ndim == 0:
-        return nested[()]
-    return da.block(nested.tolist())
+    def __init__(self, x: Any) -> None:
+        self.name = x.name
+        self.bounds = [np.cumsum((0, *sizes)) for sizes in x.chunks]
+        self.dtype = np.dtype(x.dtype)
+
+    def touching(self, box: tuple[slice, ...]) -> tuple[list[Any], list[tuple[int, ...]]]:
+        """The keys of the chunks that overlap ``box``, and their start offsets."""
+        per_axis = []
+        for s, bounds in zip(box, self.bounds, strict=True):
+            if s.start >= s.stop:
+                return [], []
+            first = int(np.searchsorted(bounds, s.start, side="right")) - 1
+            last = int(np.searchsorted(bounds, s.stop, side="left"))
+            per_axis.append(range(first, last))
+        indices = list(itertools.product(*per_axis))
+        starts = [tuple(int(self.bounds[a][i]) for a, i in enumerate(index)) for index in indices]
+        return [(self.name, *index) for index in indices], starts
+
+    def fetch_task(self, box: tuple[slice, ...]) -> tuple:
+        """A task giving the values in ``box`` from the chunks it overlaps."""
+        keys, starts = self.touching(box)
+        return (gather, keys, starts, box, self.dtype)
+
+
+class StorageSource:
+    """An array in storage (a ``.npy`` memory map reader, a Zarr array) that each block task
+    reads its own box from: no input chunk is held in memory between tasks."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self.dtype = np.dtype(array.dtype)
+
+    def fetch_task(self, box: tuple[slice, ...]) -> tuple:
+        """A task giving the values in ``box``."""
+        return (read_box, self.array, box)
+
+
+def read_box(array: Any, box: tuple[slice, ...]) -> np.ndarray:
+    """``array[box]`` as a C-contiguous numpy array."""
+    return np.ascontiguousarray(array[box])
+
+
+def block_source(x: Any) -> Any:
+    """How block tasks get their input: chunks of a dask array, or reads from storage."""
+    return ChunkGrid(x) if hasattr(x, "__dask_graph__") else StorageSource(x)
+
+
+def gather(
+    chunks: list[np.ndarray], starts: list[tuple[int, ...]], box: tuple[slice, ...], dtype: Any
+) -> np.ndarray:
+    """The input values in ``box``, copied from the chunks that overlap it."""
+    out = np.empty(tuple(s.stop - s.start for s in box), dtype=dtype)
+    for chunk, origin in zip(chunks, starts, strict=True):
+        source, target = [], []
+        for s, o, n in zip(box, origin, chunk.shape, strict=True):
+            low, high = max(s.start, o), min(s.stop, o + n)
+            source.append(slice(low - o, high - o))
+            target.append(slice(low - s.start, high - s.start))
+        out[tuple(target)] = chunk[tuple(source)]
+    return out
+
+
+def blocks_array(
+    label: str,
+    tasks: dict[tuple[int, ...], tuple],
+    chunks: tuple,
+    dtype: Any,
+    inputs: list[Any],
+    extra: dict[str, Any] | None = None,
+) -> Any:
+    """A dask array whose block ``index`` is computed by ``tasks[index]``.
+
+    A task is a tuple ``(function, arguments...)``; dask replaces the chunk keys in its list
+    arguments by the chunks.  ``inputs`` (dask arrays and the operator's parameters) name the
+    result; ``extra`` holds shared values (W, B) the tasks refer to by key.
+    """
+    import dask.array as da
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    name = f"padconv-{label}-{tokenize(*inputs, chunks)}"
+    graph = {(name, *index): task for index, task in tasks.items()}
+    graph.update(extra or {})
+    collections = [x for x in inputs if hasattr(x, "__dask_graph__")]
+    layers = HighLevelGraph.from_collections(name, graph, dependencies=collections)
+    return da.Array(layers, name, chunks=chunks, dtype=dtype)
 
 
 def _indexed_tiles(axis_ranges: list[list[Any]]) -> Any:
@@ -56,7 +136,7 @@ def _indexed_tiles(axis_ranges: list[list[Any]]) -> Any:
 
 def pad_block(
     hull: np.ndarray,
-    hull_start: tuple[int, ...],
+    hull_box: tuple[slice, ...],
     pieces: list[TilePiece],
     begins: tuple[int, ...],
     shape: tuple[int, ...],
@@ -64,7 +144,8 @@ def pad_block(
     mode: str,
     dtype: np.dtype,
 ) -> np.ndarray:
-    """One output block of Pad from the input hull that starts at ``hull_start``."""
+    """One output block of Pad from the input values ``hull`` in the box ``hull_box``."""
+    hull_start = tuple(s.start for s in hull_box)
     out = np.empty(shape, dtype=dtype)
 
     def read(box: tuple[slice, ...]) -> np.ndarray:
@@ -87,10 +168,11 @@ def pad_dask(
     *,
     block_bytes: int,
 ) -> Any:
-    """ONNX Pad of the dask array ``x``: a dask array of blocks of about ``block_bytes``."""
-    import dask
-    import dask.array as da
+    """ONNX Pad of ``x``: a dask array of blocks of about ``block_bytes``.
 
+    ``x`` is a dask array, or an array in storage read block by block (see
+    :func:`block_source`).
+    """
     element_kind(x.dtype)
     plan: PadPlan = plan_pad(x.shape, pads, axes, mode)
     value = None if constant_value is None else coerce_constant_value(constant_value, x.dtype)
@@ -98,36 +180,34 @@ def pad_dask(
     itemsize = max(x.dtype.itemsize, out_dtype.itemsize)
     axis_ranges = plan_pad_tiles(plan, itemsize, block_bytes)
     begins = crop_begins(plan)
-    blocks = {}
+    source = block_source(x)
+    tasks = {}
     for index, tile in _indexed_tiles(axis_ranges):
         shape = tuple(stop - start for start, stop in tile)
         pieces = tile_pieces(tile, plan)
-        if pieces:
-            hull = hull_box(pieces, plan)
-            task = dask.delayed(pad_block, pure=True)(
-                x[hull],
-                tuple(s.start for s in hull),
-                pieces,
-                begins,
-                shape,
-                value,
-                plan.mode,
-                out_dtype,
-            )
-        else:
-            task = dask.delayed(np.empty, pure=True)(shape, out_dtype)
-        blocks[index] = da.from_delayed(task, shape, dtype=out_dtype)
-    return _assemble(blocks, tuple(len(r) for r in axis_ranges))
+        hull = hull_box(pieces, plan) if pieces else tuple(slice(0, 0) for _ in tile)
+        fetch = source.fetch_task(hull)
+        tasks[index] = (pad_block, fetch, hull, pieces, begins, shape, value, plan.mode, out_dtype)
+    chunks = tuple(tuple(stop - start for start, stop in ranges) for ranges in axis_ranges)
+    return blocks_array("pad", tasks, chunks, out_dtype, [x, pads, constant_value, axes, mode])
 
 
 # --- Conv --------------------------------------------------------------------------------
 
 
 def conv_block(
-    block: np.ndarray, w: np.ndarray, b: np.ndarray | None, plan: ConvPlan, tile: TileInput
+    block: np.ndarray | None,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    plan: ConvPlan,
+    tile: TileInput,
+    dtype: np.dtype,
 ) -> np.ndarray:
-    """One output block of Conv from its input block (halo included)."""
-    return conv_on_tile(np.ascontiguousarray(block), w, b, plan, tile)
+    """One output block of Conv from its input block (halo included); a tile that reads only
+    padding (``block`` None) gets zeros."""
+    if block is None:
+        block = np.zeros(tile.zero_shape, dtype=dtype)
+    return conv_on_tile(block, w, b, plan, tile)
 
 
 def conv_dask(
@@ -138,13 +218,11 @@ def conv_dask(
     block_bytes: int,
     **attributes: Any,
 ) -> tuple[Any, bool]:
-    """ONNX Conv of the dask array ``x`` with ``w`` (and ``b``): a dask array of blocks.
+    """ONNX Conv of ``x`` (a dask array or an array in storage, see :func:`block_source`) with
+    ``w`` (and ``b``): a dask array of blocks.
 
     Returns the array and whether its tiling is exact (bit-identical to the in-memory kernel).
     """
-    import dask
-    import dask.array as da
-
     plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = block_bytes - fixed_bytes(w, b)
     if budget <= 0:
@@ -153,35 +231,25 @@ def conv_dask(
             f"({fixed_bytes(w, b)} bytes); raise --memory-limit"
         )
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget)
-    weights = dask.delayed(w, pure=True)
-    bias = None if b is None else dask.delayed(b, pure=True)
-    blocks = {}
+    source = block_source(x)
+    from dask.base import tokenize
+
+    w_key, b_key = f"padconv-w-{tokenize(w)}", f"padconv-b-{tokenize(b)}"
+    tasks = {}
     for index, (images, channels, *spatial) in _indexed_tiles(tiling.axis_ranges):
         tile = tile_input(plan, images, channels, tuple(spatial))
-        source = _conv_source(x, tile)
-        shape = _block_shape(images, channels, spatial)
-        task = dask.delayed(conv_block, pure=True)(source, weights, bias, plan, tile)
-        blocks[index] = da.from_delayed(task, shape, dtype=x.dtype)
-    grid_shape = tuple(len(r) for r in tiling.axis_ranges)
-    return _assemble(blocks, grid_shape), tiling.exact
+        fetch = None if tile.box is None else source.fetch_task(tile.box)
+        tasks[index] = (conv_block, fetch, w_key, b_key, plan, tile, source.dtype)
+    chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in tiling.axis_ranges)
+    y = blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], {w_key: w, b_key: b})
+    return y, tiling.exact
 
 
-def _conv_source(x: Any, tile: TileInput) -> Any:
-    import dask
-
-    if tile.box is None:
-        return dask.delayed(np.zeros, pure=True)(tile.zero_shape, x.dtype)
-    return x[tile.box]
-
-
-def _block_shape(
-    images: tuple[int, int], channels: ChannelTile, spatial: list[tuple[int, int]]
-) -> tuple[int, ...]:
-    return (
-        images[1] - images[0],
-        channels.m1 - channels.m0,
-        *(stop - start for start, stop in spatial),
-    )
+def _range_length(item: Any) -> int:
+    """Length of an axis range ``(start, stop)`` or a channel tile."""
+    if isinstance(item, ChannelTile):
+        return item.m1 - item.m0
+    return item[1] - item[0]
 
 
 def block_bytes_for(memory_limit: int, threads: int, ceiling: int = 512 * 2**20) -> int:

@@ -5,18 +5,20 @@ Every path computes, for a validated :class:`~padconv_cli.kernels.conv.ConvPlan`
 (float32, or float64 for float64 inputs):
 
 * pointwise: 1x1 kernel, stride 1, no pads -> one (batched) GEMM straight from X;
-* depthwise: one input channel per group and few outputs per group -> one multiply-add over the
-  whole output per kernel offset, no im2col;
+* depthwise: one input channel per group and few outputs per group -> a multiply and an add per
+  kernel offset over cache-sized blocks of channels, spread over the cores, no im2col;
 * im2col: everything else -> patches of the padded input are copied into a column matrix one
   block of output positions at a time and multiplied by W with one batched GEMM per block.
 
-Extra memory beyond X, W and Y is the padded copy of X plus at most about ``WORKSPACE_BYTES`` of
-column buffers, whatever the input size (a single output row never gets split, see
-:func:`_output_blocks`).
+Memory: besides X, W and Y (accumulator dtype, plus the final cast for float16/bfloat16), the
+im2col path holds the padded copy of X and a column buffer of at most ``WORKSPACE_BYTES``
+whatever the input size; the depthwise path holds, per worker, one block of about
+``DEPTHWISE_BLOCK_BYTES`` (at least one padded channel and two accumulator rows of one channel).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -43,14 +45,15 @@ PARALLEL_COPY_BYTES = 512 * 2**10
 DEPTHWISE_MAX_MULTIPLIER = 4
 """Largest M/group for which the shifted multiply-add path beats im2col + GEMM."""
 
-DEPTHWISE_BLOCK_BYTES = 256 * 2**10
-"""Target size of one depthwise accumulator block (kept cache-sized, one block per task)."""
+DEPTHWISE_BLOCK_BYTES = 2**20
+"""Target size of the two accumulator buffers of one depthwise block (one block per task)."""
 
 WIDE_MAX_OVERHEAD = 1.5
 """Largest ratio of padded to output row size for which stride-1 paths compute over whole
 padded rows (contiguous slices) and crop afterwards."""
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
 
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -101,24 +104,31 @@ def padded_shape(plan: ConvPlan) -> tuple[int, ...]:
     )
 
 
-def padded_input(x: np.ndarray, plan: ConvPlan, acc: np.dtype, slack: int = 0) -> np.ndarray:
-    """X zero-padded once into a fresh buffer of dtype ``acc``, flattened per channel.
+def padded_input(
+    x: np.ndarray,
+    plan: ConvPlan,
+    acc: np.dtype,
+    images: slice = slice(None),
+    channels: slice = slice(None),
+    slack: int = 0,
+) -> np.ndarray:
+    """``X[images, channels]`` zero-padded by the plan's pads into a fresh ``acc`` buffer.
 
-    Shape ``(N, C, prod(padded_shape) + slack)``; the ``slack`` trailing zeros let stride-1 paths
-    read whole padded rows past the last one. No copy is made when nothing needs to change.
+    Shape ``(images, channels, prod(padded_shape) + slack)``, flattened per channel; the
+    ``slack`` trailing zeros let stride-1 paths read whole padded rows past the last one. The
+    input is returned as it is (reshaped) when there is nothing to pad or cast.
     """
+    part = x[images, channels]
     spatial = padded_shape(plan)
     size = math.prod(spatial)
-    n, c = x.shape[:2]
-    if slack == 0 and not any(plan.pads) and x.dtype == acc:
-        return np.ascontiguousarray(x).reshape(n, c, size)
-    flat = np.zeros((n, c, size + slack), dtype=acc)
-    grid = flat[:, :, :size].reshape(n, c, *spatial)
+    if slack == 0 and not any(plan.pads) and part.dtype == acc:
+        return np.ascontiguousarray(part).reshape(*part.shape[:2], size)
+    flat = np.zeros((*part.shape[:2], size + slack), dtype=acc)
     interior = tuple(
         slice(begin, begin + length)
         for begin, length in zip(plan.pads_begin, plan.x_shape[2:], strict=True)
     )
-    grid[(slice(None), slice(None), *interior)] = x
+    flat[..., :size].reshape(*part.shape[:2], *spatial)[(Ellipsis, *interior)] = part
     return flat
 
 
@@ -161,15 +171,22 @@ def worker_count() -> int:
 
 def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     """Run independent numpy-heavy tasks on the cores (numpy releases the GIL in its loops)."""
-    global _pool
     if len(tasks) <= 1 or worker_count() == 1:
         for task in tasks:
             task()
         return
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="padconv")
-    for future in [_pool.submit(task) for task in tasks]:
+    pool = _thread_pool()
+    for future in [pool.submit(task) for task in tasks]:
         future.result()
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    """The module's worker threads, made anew in a forked child (threads do not survive fork)."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
+        _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="padconv")
+        _pool_pid = os.getpid()
+    return _pool
 
 
 # --- pointwise: one GEMM ------------------------------------------------------------------
@@ -201,97 +218,134 @@ def pointwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) 
 def depthwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
     """``Y[n, g, j] = sum_k W[g, j, k] * Xpad[n, g, shifted by k]`` for C/group == 1.
 
-    One multiply and one add over a block of output channels per kernel offset; blocks are
-    cache-sized and spread over the cores. Stride 1 reads whole padded rows (contiguous slices)
-    and crops; other strides read strided views.
+    Works on cache-sized blocks of channels spread over the cores; each block pads its own
+    channels (every input element is still copied once) and accumulates the kernel taps with
+    whole-block numpy operations, no im2col. Stride 1 reads whole padded rows (contiguous
+    windows) and crops at the end; other strides read strided windows.
     """
     wide = all(s == 1 for s in plan.strides) and wide_row_overhead(plan) <= WIDE_MAX_OVERHEAD
+    n, groups = plan.x_shape[0], plan.group
+    multiplier = plan.w_shape[0] // groups
+    taps = w.reshape(groups, multiplier, *plan.kernel_shape)
+    y_view = y.reshape(n, groups, multiplier, *plan.output_shape[2:])
     if wide:
-        _depthwise_wide(plan, x, w, y)
+        geometry = _WideRows(plan)
+        row_bytes = 2 * multiplier * geometry.length * y.itemsize
+
+        def block(images: slice, group_range: slice) -> None:
+            _depthwise_wide_block(plan, geometry, x, taps, y_view, images, group_range)
+
     else:
-        _depthwise_strided(plan, x, w, y)
+        row_bytes = 2 * multiplier * math.prod(plan.output_shape[2:]) * y.itemsize
+
+        def block(images: slice, group_range: slice) -> None:
+            _depthwise_strided_block(plan, x, taps, y_view, images, group_range)
+
+    blocks = _channel_blocks(n, groups, row_bytes)
+    run_tasks([functools.partial(block, images, group_range) for images, group_range in blocks])
 
 
 def _channel_blocks(n: int, groups: int, row_bytes: int) -> list[tuple[slice, slice]]:
-    """(image range, group range) blocks of about DEPTHWISE_BLOCK_BYTES: several whole images
-    when one image is small, else part of one image's groups."""
-    rows = max(1, DEPTHWISE_BLOCK_BYTES // max(1, row_bytes))
-    if rows >= groups:
-        images = rows // groups
+    """(image range, group range) blocks of at most about DEPTHWISE_BLOCK_BYTES, in a number
+    that shares evenly between the cores: several whole images per block when images are small,
+    else parts of one image's groups."""
+    per_image = groups * max(1, row_bytes)
+    if per_image <= DEPTHWISE_BLOCK_BYTES:
+        count = _balanced_count(n * per_image)
+        images = max(1, min(n, DEPTHWISE_BLOCK_BYTES // per_image, -(-n // count)))
         return [(slice(i, i + images), slice(0, groups)) for i in range(0, n, images)]
+    count = _balanced_count(per_image)
+    rows = max(1, -(-groups // count))
     return [(slice(i, i + 1), slice(g, g + rows)) for i in range(n) for g in range(0, groups, rows)]
 
 
-def _depthwise_wide(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
-    n, groups, m = plan.x_shape[0], plan.group, plan.w_shape[0]
-    multiplier = m // groups
-    spatial = padded_shape(plan)
+def _balanced_count(total_bytes: int) -> int:
+    """Number of blocks for ``total_bytes`` of work: enough to respect DEPTHWISE_BLOCK_BYTES,
+    rounded up to a multiple of the worker count."""
+    workers = worker_count()
+    count = max(1, -(-total_bytes // max(1, DEPTHWISE_BLOCK_BYTES)))
+    return -(-count // workers) * workers
+
+
+class _WideRows:
+    """Stride-1 geometry over whole padded rows.
+
+    With the padded input flattened per channel, output position ``o`` and kernel offset ``k``
+    read flat index ``sum_i (o_i + k_i * d_i) * row_stride_i``: every offset is one contiguous
+    window of ``length = out[0] * row_stride_0`` elements, whose results land on a padded-row
+    grid that is cropped to the output afterwards.
+    """
+
+    def __init__(self, plan: ConvPlan) -> None:
+        spatial = padded_shape(plan)
+        self.spatial = spatial
+        self.row_strides = flat_strides(spatial)
+        self.tap_steps = [d * st for d, st in zip(plan.dilations, self.row_strides, strict=True)]
+        self.length = plan.output_shape[2] * self.row_strides[0]
+        last = sum((k - 1) * t for k, t in zip(plan.kernel_shape, self.tap_steps, strict=True))
+        self.slack = max(0, last + self.length - math.prod(spatial))
+        out = plan.output_shape[2:]
+        self.grid = (out[0], *spatial[1:])
+        self.crop = (Ellipsis, *(slice(0, o) for o in out[1:]))
+
+
+def _depthwise_wide_block(
+    plan: ConvPlan,
+    geometry: _WideRows,
+    x: np.ndarray,
+    taps: np.ndarray,
+    y_view: np.ndarray,
+    images: slice,
+    group_range: slice,
+) -> None:
+    """Stride-1 depthwise block: multiply-accumulate contiguous windows, then crop."""
+    xp = padded_input(x, plan, y_view.dtype, images, group_range, geometry.slack)
+    kernel = plan.kernel_shape
+    weights = taps[group_range][..., None]  # (g, multiplier, *kernel, 1)
+    item = xp.itemsize
+    windows = np.lib.stride_tricks.as_strided(
+        xp,
+        shape=(*xp.shape[:2], 1, *kernel, geometry.length),
+        strides=(*xp.strides[:2], 0, *(t * item for t in geometry.tap_steps), item),
+        writeable=False,
+    )
+    total = np.empty((*xp.shape[:2], weights.shape[1], geometry.length), dtype=xp.dtype)
+    term = np.empty_like(total)
+    for index, offset in enumerate(kernel_offsets(kernel)):
+        position = (Ellipsis, *offset, slice(None))
+        if index == 0:
+            np.multiply(windows[position], weights[position], out=total)
+        else:
+            np.multiply(windows[position], weights[position], out=term)
+            total += term
+    rows = total.reshape(*total.shape[:3], *geometry.grid)
+    y_view[images, group_range] = rows[geometry.crop]
+
+
+def _depthwise_strided_block(
+    plan: ConvPlan,
+    x: np.ndarray,
+    taps: np.ndarray,
+    y_view: np.ndarray,
+    images: slice,
+    group_range: slice,
+) -> None:
+    """Depthwise block for any stride: multiply-accumulate strided windows into Y."""
+    xp = padded_input(x, plan, y_view.dtype, images, group_range)
+    xp = xp.reshape(*xp.shape[:2], 1, *padded_shape(plan))
     out = plan.output_shape[2:]
-    strides = flat_strides(spatial)
-    wide_len = out[0] * strides[0]
-    offsets = [
-        sum(k * d * st for k, d, st in zip(offset, plan.dilations, strides, strict=True))
-        for offset in kernel_offsets(plan.kernel_shape)
-    ]
-    slack = max(0, max(offsets) + wide_len - math.prod(spatial))
-    xp = padded_input(x, plan, y.dtype, slack)[:, :, None, :]  # (N, G, 1, S)
-    taps = w.reshape(groups, multiplier, len(offsets))
-    y_view = y.reshape(n, groups, multiplier, *out)
-    crop = (Ellipsis, *(slice(0, o) for o in out[1:]))
-
-    def block_task(images: slice, group_range: slice) -> Callable[[], None]:
-        def task() -> None:
-            src = xp[images, group_range]
-            shape = (src.shape[0], src.shape[1], multiplier, wide_len)
-            total = np.empty(shape, dtype=y.dtype)
-            term = np.empty(shape, dtype=y.dtype)
-            for index, start in enumerate(offsets):
-                weight = taps[group_range, :, index, None]
-                window = src[..., start : start + wide_len]
-                if index == 0:
-                    np.multiply(window, weight, out=total)
-                else:
-                    np.multiply(window, weight, out=term)
-                    total += term
-            rows = total.reshape(*shape[:3], out[0], *spatial[1:])
-            y_view[images, group_range] = rows[crop]
-
-        return task
-
-    row_bytes = multiplier * wide_len * y.itemsize
-    run_tasks([block_task(i, g) for i, g in _channel_blocks(n, groups, row_bytes)])
-
-
-def _depthwise_strided(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
-    n, groups, m = plan.x_shape[0], plan.group, plan.w_shape[0]
-    multiplier = m // groups
-    spatial = padded_shape(plan)
-    out = plan.output_shape[2:]
-    offsets = kernel_offsets(plan.kernel_shape)
-    xp = padded_input(x, plan, y.dtype).reshape(n, groups, 1, *spatial)
-    taps = w.reshape(groups, multiplier, len(offsets))
-    weight_axes = (None,) * len(out)
-    y_view = y.reshape(n, groups, multiplier, *out)
+    weights = taps[group_range][(Ellipsis, *((None,) * len(out)))]
+    total = y_view[images, group_range]
+    term = np.empty_like(total)
     zeros = (0,) * len(out)
-
-    def block_task(images: slice, group_range: slice) -> Callable[[], None]:
-        def task() -> None:
-            total = y_view[images, group_range]
-            term = np.empty_like(total)
-            for index, offset in enumerate(offsets):
-                taps_slices = tap_slices(plan, offset, zeros, out)
-                window = xp[(images, group_range, slice(None), *taps_slices)]
-                weight = taps[(group_range, slice(None), index, *weight_axes)]
-                if index == 0:
-                    np.multiply(window, weight, out=total)
-                else:
-                    np.multiply(window, weight, out=term)
-                    total += term
-
-        return task
-
-    row_bytes = multiplier * math.prod(out) * y.itemsize
-    run_tasks([block_task(i, g) for i, g in _channel_blocks(n, groups, row_bytes)])
+    for index, offset in enumerate(kernel_offsets(plan.kernel_shape)):
+        window = xp[(Ellipsis, *tap_slices(plan, offset, zeros, out))]
+        weight = weights[(slice(None), slice(None), *offset)]
+        if index == 0:
+            np.multiply(window, weight, out=total)
+        else:
+            np.multiply(window, weight, out=term)
+            total += term
 
 
 # --- im2col + GEMM ------------------------------------------------------------------------
@@ -304,8 +358,8 @@ def _output_blocks(
 
     Each box is ``(starts, lengths)``: single indices on the axes before some axis ``a``, a range
     on ``a`` and full extent after it, so it is one contiguous run of flat indices. ``a`` is the
-    first axis >= ``first_axis`` whose trailing extent fits the budget (a box never holds less
-    than one position, so the budget is exceeded only by one element along the last axis).
+    first axis >= ``first_axis`` whose trailing extent fits the budget (the last axis always
+    does, as ``budget >= 1``); the range on ``a`` is split into equal-sized steps.
     """
     rank = len(dims)
     axis = first_axis
@@ -313,6 +367,7 @@ def _output_blocks(
         axis += 1
     tail = list(dims[axis + 1 :])
     step = max(1, budget // max(1, math.prod(tail)))
+    step = -(-dims[axis] // -(-dims[axis] // step))  # same block count, evened out
     for prefix in itertools.product(*(range(d) for d in dims[:axis])):
         for start in range(0, dims[axis], step):
             length = min(step, dims[axis] - start)

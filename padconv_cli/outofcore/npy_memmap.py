@@ -74,7 +74,6 @@ class NpyInput:
         _check_bool_bytes(part, self.path)
         return part
 
-
     def __getitem__(self, box: tuple[slice, ...]) -> np.ndarray:
         """``read(box)``: lets dask read chunks of the file (``dask.array.from_array``)."""
         return self.read(box if isinstance(box, tuple) else (box,))

@@ -32,14 +32,28 @@ from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
 
+def kernel_workspace_bytes(
+    plan: ConvPlan, in_channels: int, out_channels: int, positions: int, acc: int
+) -> int:
+    """Upper bound of the Conv kernel's own buffers for a tile of ``positions`` outputs.
+
+    im2col and pointwise paths: a column buffer of ``min(C_t * prod(k) * P * a, WORKSPACE)``;
+    depthwise path: its per-tap products may be held together, ``M_t * prod(k) * P * a``.
+    """
+    taps = math.prod(plan.kernel_shape)
+    if choose_path(plan) is conv_paths.depthwise_path:
+        return out_channels * taps * positions * acc
+    return min(in_channels * taps * positions * acc, conv_paths.WORKSPACE_BYTES)
+
+
 def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
     """Upper bound of the bytes one tile ``(images, out channels, *out spatial)`` needs.
 
     With ``P = images * prod(out spatial)``, ``X_t = images * C_t * prod(span)`` (span per axis
     ``(o-1)*s + (k-1)*d + 1``), ``a`` the accumulator size (4, or 8 for float64):
     ``2*X_t*itemsize`` (mapped pages + copy) ``+ X_t*a`` (the kernel's padded copy)
-    ``+ min(C_t*prod(k)*P*a, WORKSPACE)`` (its column buffer) ``+ 2*M_t*P*(a + itemsize)``
-    (accumulator, product, cast result and mapped output pages).
+    ``+`` :func:`kernel_workspace_bytes` ``+ 2*M_t*P*(a + itemsize)`` (accumulator, product,
+    cast result and mapped output pages).
     """
     images, out_channels, *out_spatial = tile_shape
     x_channels, w_out = plan.x_shape[1], plan.w_shape[0]
@@ -53,11 +67,9 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
     acc = 8 if itemsize == 8 else 4
     window = images * in_channels * math.prod(spans)
     positions = images * math.prod(out_spatial)
-    columns = min(
-        in_channels * math.prod(plan.kernel_shape) * positions * acc, conv_paths.WORKSPACE_BYTES
-    )
+    workspace = kernel_workspace_bytes(plan, in_channels, out_channels, positions, acc)
     outputs = out_channels * positions
-    return 2 * window * itemsize + window * acc + columns + 2 * outputs * (acc + itemsize)
+    return 2 * window * itemsize + window * acc + workspace + 2 * outputs * (acc + itemsize)
 
 
 def fixed_bytes(w: np.ndarray, b: np.ndarray | None) -> int:

@@ -14,10 +14,12 @@ or such a dtype is involved.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio.files import open_regular_file, read_exact
+from padconv_cli.tensorio.files import open_regular_file, printable, read_exact
 from padconv_cli.tensorio.literal import parse_literal
 from padconv_cli.tensorio.npy import read_npy_file
 from padconv_cli.tensorio.npz import read_npz_file
@@ -43,13 +45,6 @@ __all__ = [
 ]
 
 
-def _read_pb(path: str) -> tuple[str | None, np.ndarray]:
-    from padconv_cli.tensorio.protobuf import read_pb_file
-
-    name, array = read_pb_file(path)
-    return name or None, array
-
-
 def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
     """An existing file without a tensor suffix: accepted when it starts like .npy or .npz."""
     stream, _size = open_regular_file(path)
@@ -60,19 +55,23 @@ def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
         return None, read_npy_file(path)
     if kind == "npz":
         return read_npz_file(path)
-    raise InputError(f"{path}: unknown tensor file format (expected a .npy, .npz or .pb file)")
+    raise InputError(
+        f"{printable(path)}: unknown tensor file format (expected a .npy, .npz or .pb file)"
+    )
 
 
 def _read_file(source: Source) -> tuple[str | None, np.ndarray]:
     kind = source.suffix_format
     if source.member is not None and kind != "npz":
-        raise InputError(f"{source.path}: a member name needs an .npz archive")
+        raise InputError(f"{printable(source.path)}: a member name needs an .npz archive")
     if kind == "npy":
         return None, read_npy_file(source.path)
     if kind == "npz":
         return read_npz_file(source.path, source.member)
     if kind == "pb":
-        return _read_pb(source.path)
+        from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
+
+        return read_pb_file(source.path)
     return _read_unknown_suffix(source.path)
 
 
@@ -90,7 +89,9 @@ def _check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> 
     return array
 
 
-def read_named_tensor(source: str, *, dtype: str | None = None) -> tuple[str | None, np.ndarray]:
+def read_named_tensor(
+    source: str | os.PathLike[str], *, dtype: str | None = None
+) -> tuple[str | None, np.ndarray]:
     """(name, array) of a tensor source; name is the TensorProto or .npz member name, or None.
 
     ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``), ``-`` for stdin (format
@@ -98,6 +99,7 @@ def read_named_tensor(source: str, *, dtype: str | None = None) -> tuple[str | N
     ``dtype`` (ONNX or numpy name) sets a literal's element type; for files and stdin it must
     match the stored type.
     """
+    source = os.fspath(source)  # pathlib paths are welcome too
     if not source.strip():
         raise InputError("empty tensor source (give a path, - for stdin, or a literal)")
     classified = classify_source(source)
@@ -108,10 +110,10 @@ def read_named_tensor(source: str, *, dtype: str | None = None) -> tuple[str | N
         label = "<stdin>"
     else:
         name, array = _read_file(classified)
-        label = classified.path
-    return name, _check_requested_dtype(array, dtype, label)
+        label = printable(classified.path)
+    return name or None, _check_requested_dtype(array, dtype, label)
 
 
-def read_tensor(source: str, *, dtype: str | None = None) -> np.ndarray:
+def read_tensor(source: str | os.PathLike[str], *, dtype: str | None = None) -> np.ndarray:
     """The array of a tensor source (see :func:`read_named_tensor` for what ``source`` can be)."""
     return read_named_tensor(source, dtype=dtype)[1]

@@ -20,10 +20,18 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from padconv_cli.errors import OutputError
-from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.files import one_line, printable
 
 
 def _current_umask() -> int:
+    """The process umask, read from /proc where possible (setting it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -31,27 +39,30 @@ def _current_umask() -> int:
 
 def _resolve_target(path: str) -> tuple[str, int | None]:
     """(real path to replace, mode to give it); refuses folders and special files."""
+    label = printable(path)
+    if path.endswith((os.sep, "/")):
+        raise OutputError(f"{label}: names a folder, not a file")
     real = os.path.realpath(path)
     try:
         info = os.stat(real)
     except FileNotFoundError:
         return real, 0o666 & ~_current_umask()
     except OSError as exc:
-        raise OutputError(f"{path}: cannot access ({one_line(exc.strerror or exc)})") from None
+        raise OutputError(f"{label}: cannot access ({one_line(exc.strerror or exc)})") from None
     if stat.S_ISDIR(info.st_mode):
-        raise OutputError(f"{path}: is a directory")
+        raise OutputError(f"{label}: is a directory")
     if not stat.S_ISREG(info.st_mode):
         raise OutputError(
-            f"{path}: exists and is not a regular file; write to - for stdout instead"
+            f"{label}: exists and is not a regular file; write to - for stdout instead"
         )
     return real, stat.S_IMODE(info.st_mode)
 
 
 def _check_folder(path: str, folder: str) -> None:
     if not os.path.isdir(folder):
-        raise OutputError(f"{path}: folder {folder} does not exist")
+        raise OutputError(f"{printable(path)}: folder {printable(folder)} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise OutputError(f"{path}: folder {folder} is not writable")
+        raise OutputError(f"{printable(path)}: folder {printable(folder)} is not writable")
 
 
 def _make_temp(path: str, real: str) -> tuple[int, str]:
@@ -61,7 +72,8 @@ def _make_temp(path: str, real: str) -> tuple[int, str]:
         return tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise OutputError(
-            f"{path}: cannot create a file in {folder} ({one_line(exc.strerror or exc)})"
+            f"{printable(path)}: cannot create a file in {printable(folder)} "
+            f"({one_line(exc.strerror or exc)})"
         ) from None
 
 
@@ -96,6 +108,8 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         if isinstance(exc, OSError):
-            raise OutputError(f"{path}: write failed ({one_line(exc.strerror or exc)})") from None
+            raise OutputError(
+                f"{printable(path)}: write failed ({one_line(exc.strerror or exc)})"
+            ) from None
         raise
     _fsync_folder(os.path.dirname(real) or ".")

@@ -9,6 +9,7 @@ swapped in between); ``O_NONBLOCK`` keeps that open from hanging on a FIFO.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from typing import BinaryIO
 
@@ -23,9 +24,21 @@ _KIND_NAMES = (
 )
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: object) -> str:
+    """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``).
+
+    File names, archive member names and external-data locations come from the user or from
+    the file itself; escaping them keeps every message on one line and the terminal safe.
+    """
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), str(text))
+
+
 def one_line(text: object, limit: int = 300) -> str:
-    """Collapse whitespace of a foreign error message to one line of at most ``limit`` chars."""
-    flat = " ".join(str(text).split())
+    """A foreign error message as one printable line of at most ``limit`` characters."""
+    flat = printable(" ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
@@ -55,7 +68,7 @@ def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, in
     Rule: the path must name an existing regular file (symlinks to one are fine); anything else
     is an :class:`InputError` naming ``label`` (default: the path).
     """
-    label = path if label is None else label
+    label = printable(path) if label is None else label
     _refuse_non_regular(label, _stat(path, label).st_mode)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:

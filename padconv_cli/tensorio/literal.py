@@ -30,7 +30,7 @@ from padconv_cli.dtypes import (
 from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line
 
-MAX_LITERAL_LENGTH = 10_000_000
+MAX_LITERAL_LENGTH = 1_000_000  # syntax trees cost ~100 bytes per element; use files beyond
 _NAMED_VALUES = {
     "true": True,
     "false": False,

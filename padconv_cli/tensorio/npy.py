@@ -25,7 +25,13 @@ import numpy as np
 
 from padconv_cli.dtypes import is_npy_native
 from padconv_cli.errors import InputError, UnsupportedDtypeError
-from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact, read_into
+from padconv_cli.tensorio.files import (
+    one_line,
+    open_regular_file,
+    printable,
+    read_exact,
+    read_into,
+)
 
 NPY_MAGIC = b"\x93NUMPY"
 MAGIC_LENGTH = 8  # prefix + major + minor version bytes
@@ -220,7 +226,7 @@ def read_npy_stream(stream: BinaryIO, total_size: int, label: str) -> np.ndarray
 
 def read_npy_file(path: str, label: str | None = None) -> np.ndarray:
     """Read an ``.npy`` file (see :func:`read_npy_stream` for the checks)."""
-    label = path if label is None else label
+    label = printable(path) if label is None else label
     stream, size = open_regular_file(path, label)
     with stream:
         return read_npy_stream(stream, size, label)

@@ -17,7 +17,7 @@ from typing import BinaryIO
 import numpy as np
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio.files import one_line, open_regular_file
+from padconv_cli.tensorio.files import one_line, open_regular_file, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -53,7 +53,7 @@ def _member_names(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
 def _pick_member(
     members: dict[str, zipfile.ZipInfo], member: str | None, label: str
 ) -> tuple[str, zipfile.ZipInfo]:
-    names = ", ".join(sorted(members)) or "(none)"
+    names = ", ".join(printable(name) for name in sorted(members)) or "(none)"
     if member is None:
         if len(members) == 1:
             return next(iter(members.items()))
@@ -120,7 +120,7 @@ def read_npz_stream(
     try:
         with zipfile.ZipFile(stream) as archive:
             name, info = _pick_member(_member_names(archive), member, label)
-            return name, _read_member(archive, info, archive_size, f"{label}:{name}")
+            return name, _read_member(archive, info, archive_size, f"{label}:{printable(name)}")
     except InputError:
         raise
     except _ZIP_ERRORS as exc:
@@ -129,9 +129,10 @@ def read_npz_stream(
 
 def read_npz_file(path: str, member: str | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) from the ``.npz`` file at ``path`` (see :func:`read_npz_stream`)."""
-    stream, size = open_regular_file(path)
+    label = printable(path)
+    stream, size = open_regular_file(path, label)
     with stream:
-        return read_npz_stream(stream, size, member, path)
+        return read_npz_stream(stream, size, member, label)
 
 
 def read_npz_bytes(data: bytes, member: str | None, label: str) -> tuple[str, np.ndarray]:

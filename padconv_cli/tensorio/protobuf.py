@@ -38,7 +38,13 @@ from padconv_cli.dtypes import (
     elem_type_info_of_dtype,
 )
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
-from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact, read_into
+from padconv_cli.tensorio.files import (
+    one_line,
+    open_regular_file,
+    printable,
+    read_exact,
+    read_into,
+)
 from padconv_cli.tensorio.npy import check_bool_bytes
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf refuses to parse or serialize messages of 2 GiB or more
@@ -215,6 +221,9 @@ def _check_typed_range(tensor: Any, info: ElemType, field: str, label: str) -> N
 def _external_entries(tensor: Any, label: str) -> dict[str, str]:
     entries: dict[str, str] = {}
     for entry in tensor.external_data:
+        # protobuf hands out bytes instead of str for string fields that are not valid UTF-8
+        if not isinstance(entry.key, str) or not isinstance(entry.value, str):
+            raise InputError(f"{label}: external_data entry is not valid UTF-8")
         if entry.key not in _EXTERNAL_KEYS:
             raise InputError(f"{label}: unknown external_data key {entry.key!r}")
         if entry.key in entries:
@@ -250,7 +259,7 @@ def _external_path(location: str, base_dir: str, label: str) -> str:
     path = os.path.realpath(os.path.join(folder, location))
     if os.path.commonpath([folder, path]) != folder:
         raise InputError(
-            f"{label}: external data location {location!r} leads outside {folder} "
+            f"{label}: external data location {location!r} leads outside {printable(folder)} "
             "(through a symlink)"
         )
     return path
@@ -265,7 +274,7 @@ def _load_external(
     path = _external_path(entries["location"], base_dir, label)
     offset = _external_int(entries, "offset", label) or 0
     length = _external_int(entries, "length", label)
-    where = f"{label}: external data {entries['location']}"
+    where = f"{label}: external data {printable(entries['location'])}"
     stream, size = open_regular_file(path, where)
     with stream:
         available = size - offset if offset <= size else -1
@@ -371,6 +380,12 @@ def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None) -> n
     return _to_array(tensor, label)
 
 
+def _tensor_name(tensor: Any) -> str:
+    """The tensor's name; protobuf returns bytes when it is not valid UTF-8."""
+    name = tensor.name
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+
+
 def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None) -> tuple[str, np.ndarray]:
     """(tensor name, array) of a serialized ``TensorProto``; see :func:`tensor_from_proto`."""
     if len(data) > PROTOBUF_LIMIT:
@@ -378,21 +393,22 @@ def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None) -> tuple
             f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; use .npy"
         )
     tensor = _parse(data, label)
-    return tensor.name, tensor_from_proto(tensor, label, base_dir)
+    return _tensor_name(tensor), tensor_from_proto(tensor, label, base_dir)
 
 
 def read_pb_file(path: str) -> tuple[str, np.ndarray]:
     """(tensor name, array) of a ``.pb`` file; its external data must stay in its folder."""
-    stream, size = open_regular_file(path)
+    label = printable(path)
+    stream, size = open_regular_file(path, label)
     with stream:
         if size > PROTOBUF_LIMIT:
             raise InputError(
-                f"{path}: {size} bytes is over the 2 GiB TensorProto limit; store large "
+                f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store large "
                 "tensors as .npy"
             )
         data = read_exact(stream, size)
     base_dir = os.path.dirname(os.path.abspath(path))
-    return read_pb_bytes(data, path, base_dir)
+    return read_pb_bytes(data, label, base_dir)
 
 
 # ----------------------------------------------------------------------------------- writing
@@ -424,12 +440,15 @@ def tensor_proto_bytes(array: np.ndarray, name: str | None = None, target: str =
     Rule: the message must stay under protobuf's 2 GiB limit, else :class:`OutputError`
     suggesting ``.npy``.
     """
-    if array.nbytes > PROTOBUF_LIMIT:
+    if np.asarray(array).nbytes > PROTOBUF_LIMIT:
         raise OutputError(
             f"{target}: {array.nbytes} bytes of data exceed the 2 GiB TensorProto limit; "
             "write .npy instead"
         )
-    tensor = _proto_of_array(np.asarray(array), name, target)
+    array = np.asarray(array)
+    if not array.dtype.isnative:  # onnx maps only native-order dtypes to element types
+        array = array.astype(array.dtype.newbyteorder("="))
+    tensor = _proto_of_array(array, name, target)
     size = tensor.ByteSize()
     if size > PROTOBUF_LIMIT:
         raise OutputError(

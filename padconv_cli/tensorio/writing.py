@@ -11,7 +11,7 @@ import numpy as np
 
 from padconv_cli.errors import OutputError
 from padconv_cli.tensorio.atomic import atomic_write
-from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.files import one_line, printable
 from padconv_cli.tensorio.npy import npy_ready_array, write_npy
 
 OUTPUT_FORMATS = ("npy", "pb")
@@ -25,6 +25,7 @@ def resolve_format(target: str, fmt: str | None) -> str:
     Rule: an unknown suffix without ``fmt`` is an :class:`OutputError` naming the suffix (so
     that ``out.npz`` or ``out.txt`` is not silently written as something else).
     """
+    target = printable(target)
     if fmt is not None:
         normalized = fmt.strip().lower().lstrip(".")
         if normalized not in OUTPUT_FORMATS:
@@ -77,17 +78,34 @@ def _check_writable(array: np.ndarray, fmt: str, target: str) -> None:
         npy_ready_array(np.asarray(array), target)
 
 
+class _WriteOnly:
+    """Hides a stream's file descriptor so numpy writes through ``write`` instead of ``tofile``.
+
+    ``ndarray.tofile`` reports a closed pipe as a bare ``OSError("N requested and M written")``;
+    through ``write`` it surfaces as ``BrokenPipeError``, which the CLI turns into a quiet exit.
+    """
+
+    def __init__(self, stream: BinaryIO):
+        self.write = stream.write
+
+
 def _write_stdout(array: np.ndarray, fmt: str, name: str | None) -> None:
     stream = sys.stdout.buffer
     try:
-        write_tensor_to_stream(array, stream, fmt, name=name)
+        write_tensor_to_stream(array, _WriteOnly(stream), fmt, name=name)
         stream.flush()
+    except BrokenPipeError:
+        raise  # the reader went away: not an error of ours (the CLI exits quietly)
     except OSError as exc:
         raise OutputError(f"<stdout>: write failed ({one_line(exc.strerror or exc)})") from None
 
 
 def write_tensor(
-    array: np.ndarray, target: str, *, fmt: str | None = None, name: str | None = None
+    array: np.ndarray,
+    target: str | os.PathLike[str],
+    *,
+    fmt: str | None = None,
+    name: str | None = None,
 ) -> None:
     """Write ``array`` to the file ``target`` (atomically) or to stdout when target is ``-``.
 
@@ -95,12 +113,14 @@ def write_tensor(
     ``.npy`` cannot hold bfloat16/float8/int4 ... (UnsupportedDtypeError naming ``.pb``);
     ``.pb`` is limited to 2 GiB (OutputError naming ``.npy``).  ``name`` names the TensorProto.
     """
+    target = os.fspath(target)
     resolved = resolve_format(target, fmt)
     if target == STDOUT_TARGET:
         _write_stdout(array, resolved, name)
         return
-    _check_writable(array, resolved, target)
+    label = printable(target)
+    _check_writable(array, resolved, label)
     atomic_write(
         target,
-        lambda stream: write_tensor_to_stream(array, stream, resolved, name=name, target=target),
+        lambda stream: write_tensor_to_stream(array, stream, resolved, name=name, target=label),
     )

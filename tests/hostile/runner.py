@@ -112,8 +112,14 @@ def run_padconv(args: Sequence[str], **options) -> ChildRun:
 
 
 def _fields_after_args(run: ChildRun) -> tuple:
-    return (run.returncode, run.stdout, run.stderr, run.wall_seconds, run.peak_rss_bytes,
-            run.timed_out)
+    return (
+        run.returncode,
+        run.stdout,
+        run.stderr,
+        run.wall_seconds,
+        run.peak_rss_bytes,
+        run.timed_out,
+    )
 
 
 def run_command(

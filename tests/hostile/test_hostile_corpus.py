@@ -5,6 +5,7 @@ and memory."""
 from __future__ import annotations
 
 import pickletools
+import re
 
 import pytest
 from hostile.cases import (
@@ -15,6 +16,10 @@ from hostile.cases import (
     SENTINEL_NAME,
     pickled_object_npy,
 )
+
+# Bytes a terminal acts on (newline, carriage return, bell, escape ...): a message quoting a
+# name taken from a hostile file must escape them.
+CONTROL_BYTES = re.compile(rb"[\x00-\x1f\x7f]")
 
 
 def _params():
@@ -52,6 +57,7 @@ def test_hostile_case_is_refused_cleanly(case_name, corpus_outcomes):
         assert any(w.lower() in line.lower() for w in case.any_of), (
             f"message should mention one of {case.any_of}: {detail}"
         )
+    assert not CONTROL_BYTES.search(run.stderr.rstrip(b"\n")), "raw control bytes: " + detail
     assert run.stdout == b"", detail
     assert not (outcome.root / SENTINEL_NAME).exists(), "a payload was executed: " + detail
     assert outcome.after == outcome.before, "files were created or changed: " + detail
