@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.emit import CONV_INPUT_NAMES, PAD_INPUT_NAMES
+from padconv_cli.units import human_bytes
 
 
 def plan_call(call: Any) -> Any:
@@ -237,16 +238,6 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str]) -> d
     info["onnx"] = {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
                     "reason": choice.reason}
     return info
-
-
-def human_bytes(count: int) -> str:
-    """``512 B``, ``1.5 KiB``, ``3.0 GiB`` (powers of 1024)."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"
 
 
 def _shape_text(entry: dict[str, Any]) -> str:

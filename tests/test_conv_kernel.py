@@ -389,6 +389,15 @@ def test_inputs_are_not_modified_and_non_contiguous_inputs_work():
     np.testing.assert_array_equal(W_view, before[1])
 
 
+@pytest.mark.parametrize("name", ["2d_groups_3", "2d_depthwise", "1d_pointwise"])
+def test_big_endian_inputs(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    Y = conv(X.astype(">f8"), W.astype(">f8"), B, **attrs)
+    np.testing.assert_allclose(Y, oracle_conv(X, W, B, **attrs), rtol=1e-12)
+    assert Y.dtype.name == "float64"
+
+
 # --- differential: onnxruntime ------------------------------------------------------------------
 
 ORT_DTYPES = {np.float32: 1, np.float64: 11, np.float16: 10}

@@ -103,7 +103,7 @@ def conv_command(
         strides=strides,
     )
     if plain_run(extras) and run_with_engine(
-        "conv", [x, w, b], attributes, output, fmt, engine_settings, dtype
+        "conv", [x, w, b], attributes, output, fmt, engine_settings, dtype, max_output_bytes
     ):
         return
     tensors = tuple(None if s is None else read_tensor(s, dtype=dtype) for s in (x, w, b))

@@ -121,6 +121,7 @@ def run_with_engine(
     fmt: str | None,
     settings: EngineSettings,
     dtype: str | None = None,
+    max_output_bytes: int | None = None,
 ) -> bool:
     """Run ``operator`` (``pad`` or ``conv``) through the tiled or dask engine.
 
@@ -135,7 +136,7 @@ def run_with_engine(
     data, *others = inputs
     _check_file_input(data, engine)
     _check_file_output(output, fmt, engine)
-    _check_result_fits_disk(operator, data, others, attributes, output)
+    _check_result_fits_disk(operator, data, others, attributes, output, max_output_bytes)
     show = not settings.quiet and _stderr_is_terminal()
     if operator == "pad":
         result = _run_pad(engine, data, output, attributes, settings, show)
@@ -229,8 +230,10 @@ def _check_result_fits_disk(
     others: Sequence[str | None],
     attributes: dict[str, Any],
     output: str | None,
+    max_output_bytes: int | None,
 ) -> None:
-    """Refuse an out-of-core result larger than the free disk space before planning tiles.
+    """Refuse, before planning tiles, an out-of-core result larger than an explicit
+    ``--max-output-bytes`` or than the free disk space where it goes.
 
     Runs the kernels' own attribute validation first, so a bad attribute is reported as such.
     """
@@ -240,6 +243,10 @@ def _check_result_fits_disk(
 
     source = open_npy_memmap(data)
     shape = _result_shape(operator, source.shape, others, attributes)
+    if max_output_bytes is not None:
+        from padconv_cli.cli.output import check_output_size
+
+        check_output_size(shape, source.dtype, max_output_bytes)
     check_disk_space(output, shape, source.dtype)
 
 

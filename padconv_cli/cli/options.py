@@ -152,7 +152,7 @@ def output_options(f: Callable) -> Callable:
         default=None,
         metavar="SIZE",
         help="Refuse, before computing, a result larger than this (e.g. 512M, 4G). "
-        "Default: half of the memory available.",
+        "Default: half of the memory available; for out-of-core engines, the free disk space.",
     )(f)
     f = click.option(
         "--format",

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from padconv_cli.errors import OutputTooLargeError
+from padconv_cli.units import human_bytes
 
 
 def stdout_is_terminal() -> bool:
@@ -49,15 +50,7 @@ def check_output_size(shape: tuple[int, ...], dtype: np.dtype, limit: int | None
     if needed > limit:
         raise OutputTooLargeError(
             f"the result {tuple(int(d) for d in shape)} of {np.dtype(dtype)} needs "
-            f"{_human_bytes(needed)}, over the limit of {_human_bytes(limit)} "
+            f"{human_bytes(needed)}, over the limit of {human_bytes(limit)} "
             "(raise it with --max-output-bytes)"
         )
 
-
-def _human_bytes(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if value < 1024 or unit == "EiB":
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"

@@ -90,7 +90,7 @@ def pad_command(
         require(pads, "Missing option '--pads' (or take it from a model with --from-model)")
     attributes = {"pads": pads, "constant_value": constant_value, "axes": axes, "mode": mode}
     if plain_run(extras) and run_with_engine(
-        "pad", [data], attributes, output, fmt, engine_settings, dtype
+        "pad", [data], attributes, output, fmt, engine_settings, dtype, max_output_bytes
     ):
         return
     flags = explicit_flags(pads=pads, mode=mode, constant_value=constant_value, axes=axes)

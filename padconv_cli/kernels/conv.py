@@ -180,8 +180,7 @@ def _float_inputs(
                 f"Conv takes float tensors ({', '.join(FLOAT_DTYPE_NAMES)}); got "
                 f"{_dtype_label(array.dtype)} {name} — convert it first, e.g. with --dtype float32"
             )
-    dtypes = {array.dtype for _, array in named}
-    if len(dtypes) > 1:
+    if len({array.dtype.name for _, array in named}) > 1:  # byte order may differ
         listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
         raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}")
     return named[0][1], named[1][1], named[2][1] if B is not None else None

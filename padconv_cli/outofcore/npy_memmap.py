@@ -28,6 +28,7 @@ import numpy as np
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line, open_regular_file
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
+from padconv_cli.units import human_bytes
 
 
 @dataclass(frozen=True)
@@ -249,5 +250,7 @@ def check_disk_space(target: str, shape: tuple[int, ...], dtype: np.dtype) -> No
         return
     if needed > free:
         raise OutputError(
-            f"{target}: the result needs {needed} bytes but only {free} bytes are free there"
+            f"{target}: the result {tuple(shape)} of {np.dtype(dtype)} needs "
+            f"{human_bytes(needed)}, more than the {human_bytes(free)} free on that disk "
+            "(out-of-core output; --max-output-bytes sets a lower limit)"
         )

@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 
 from padconv_cli.errors import OutputTooLargeError
+from padconv_cli.units import human_bytes
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -86,10 +87,7 @@ def choose_tile_shape(
         if best is not None:
             return tuple(tile)
     raise OutputTooLargeError(
-        f"--memory-limit: the smallest {what} needs {_mib(cost(tuple(tile)))} of working "
-        f"memory, more than the {_mib(budget)} available for tiles; raise --memory-limit"
+        f"--memory-limit: the smallest {what} needs {human_bytes(cost(tuple(tile)))} of working "
+        f"memory, more than the {human_bytes(budget)} available for tiles; raise --memory-limit"
     )
 
-
-def _mib(count: int) -> str:
-    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count} bytes"

@@ -1377,6 +1377,16 @@ NUMERIC_CHECKS = [
     ),
 ]
 
+# What each fuzzing regression input in regressions/ exposed when it was found.
+REGRESSION_NOTES: dict[str, str] = {
+    "file-pb-e7dd15b5cf8a6096.bin": "an external-data location that is not valid UTF-8 came "
+    "back from protobuf as bytes and raised TypeError (a traceback in the CLI)",
+    "file-pb-82e3828a8c0ee874.bin": "an external-data location holding a newline was quoted "
+    "raw: a two-line error message, cut to its first line by the CLI",
+    "npz-0407646590de1961.bin": "a zip member name holding a newline was quoted raw: a "
+    "two-line error message, cut to its first line by the CLI",
+}
+
 # Cases or checks that fail on the current tree: name -> reason.  The tests mark them
 # xfail(strict=True) so that a fix is noticed; the documentation lists them as known gaps.
 KNOWN_GAPS: dict[str, str] = {

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hostile.cases import KNOWN_GAPS
+from hostile.cases import KNOWN_GAPS, REGRESSION_NOTES
 
 from padconv_cli.errors import PadconvError
 from padconv_cli.tensorio import read_tensor
@@ -64,6 +64,7 @@ def test_regression_files_name_a_known_reader():
     files = sorted(REGRESSIONS.glob("*.bin"))
     assert files, "the fuzzing findings are kept here"
     assert {_target(path) for path in files} <= set(READERS)
+    assert {path.name for path in files} == set(REGRESSION_NOTES), "each file needs a note"
 
 
 @pytest.mark.parametrize("path", list(_params()))
