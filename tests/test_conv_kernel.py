@@ -398,6 +398,21 @@ def test_big_endian_inputs(name):
     assert Y.dtype.name == "float64"
 
 
+@pytest.mark.parametrize("name", ["2d_depthwise", "2d_depthwise_strided", "2d_groups_3",
+                                  "1d_pointwise", "3d_everything", "2d_strides_dilations"])
+def test_nan_and_inf_stay_inside_their_receptive_field(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    X[(0, 0, *(size // 2 for size in x_shape[2:]))] = np.nan
+    X[(-1, -1, *(size - 1 for size in x_shape[2:]))] = np.inf
+    Y = conv(X, W, B, **attrs)
+    expected = oracle_conv(X, W, B, **attrs)
+    np.testing.assert_array_equal(np.isnan(Y), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(Y), np.isinf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(Y[finite], expected[finite], rtol=1e-12)
+
+
 # --- differential: onnxruntime ------------------------------------------------------------------
 
 ORT_DTYPES = {np.float32: 1, np.float64: 11, np.float16: 10}

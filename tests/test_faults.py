@@ -190,6 +190,21 @@ def _temp_file_appears(folder: Path) -> bool:
 
 
 @known_gap
+def test_ctrl_c_while_writing_out_of_core(tmp_path):
+    save(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))
+    before = listing(tmp_path)
+    args = ["pad", "x.npy", "--pads", *["1"] * 4, "--engine", "tiled", "--memory-limit", "16M"]
+    process = _start([*args, "-o", "out.npy"], tmp_path)
+    assert _wait_for(lambda: _temp_file_appears(tmp_path), process, timeout=60), (
+        "the output was written before it could be interrupted"
+    )
+    code, stderr = _interrupt(process)
+    assert code == EXIT_INTERRUPTED, stderr
+    assert_interrupted_message(stderr)
+    assert listing(tmp_path) == before
+
+
+@known_gap
 def test_sigterm_while_writing_leaves_no_temp_file(tmp_path):
     save(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))  # 128 MiB to write
     before = listing(tmp_path)
@@ -293,20 +308,25 @@ def test_concurrent_writers_leave_one_complete_file(tmp_path):
 
 
 @known_gap
-def test_output_may_be_an_input(tmp_path):
+@pytest.mark.parametrize("engine", ["memory", "tiled"])
+def test_output_may_be_an_input(tmp_path, engine):
     x = np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)
     w = np.ones((1, 1, 2, 2), np.float32)
     save(tmp_path / "x.npy", x)
     save(tmp_path / "w.npy", w)
     spatial = ["0", "0", "1", "1"] * 2
-    padded = run_padconv(["pad", "x.npy", "--pads", *spatial, "-o", "x.npy"], cwd=tmp_path)
+    padded = run_padconv(
+        ["pad", "x.npy", "--pads", *spatial, "--engine", engine, "-o", "x.npy"], cwd=tmp_path
+    )
     assert padded.returncode == 0, padded.stderr
     x_padded = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
     np.testing.assert_array_equal(load(tmp_path / "x.npy"), x_padded)
-    convolved = run_padconv(["conv", "x.npy", "w.npy", "-o", "w.npy"], cwd=tmp_path)
+    convolved = run_padconv(
+        ["conv", "x.npy", "w.npy", "--engine", engine, "-o", "x.npy"], cwd=tmp_path
+    )
     assert convolved.returncode == 0, convolved.stderr
     windows = np.lib.stride_tricks.sliding_window_view(x_padded[0, 0], (2, 2))
-    np.testing.assert_array_equal(load(tmp_path / "w.npy")[0, 0], windows.sum(axis=(2, 3)))
+    np.testing.assert_array_equal(load(tmp_path / "x.npy")[0, 0], windows.sum(axis=(2, 3)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.npy", "x.npy"]
 
 

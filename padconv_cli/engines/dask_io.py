@@ -23,22 +23,9 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.engines.cluster import require_dask
+from padconv_cli.engines.zarr_paths import has_zarr_metadata, is_zarr_path
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
-
-ZARR_MARKERS = ("zarr.json", ".zarray")
-
-
-def is_zarr_path(path: str) -> bool:
-    """A Zarr store: a name ending in ``.zarr``, or a folder holding ``zarr.json``/``.zarray``."""
-    if path.rstrip("/\\").lower().endswith(".zarr"):
-        return True
-    return has_zarr_metadata(path)
-
-
-def has_zarr_metadata(path: str) -> bool:
-    """True for a folder holding Zarr metadata (``zarr.json`` or ``.zarray``)."""
-    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
 
 
 def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> Any:

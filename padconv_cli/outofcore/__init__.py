@@ -11,7 +11,15 @@ interpreter itself).
 
 from __future__ import annotations
 
-from padconv_cli.outofcore.tiled_conv import tiled_conv
-from padconv_cli.outofcore.tiled_pad import tiled_pad
+from typing import Any
 
 __all__ = ["tiled_conv", "tiled_pad"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the tiled kernels on first use: the CLI's start-up does not pay for them."""
+    if name in __all__:
+        import importlib
+
+        return getattr(importlib.import_module(f"padconv_cli.outofcore.{name}"), name)
+    raise AttributeError(f"module 'padconv_cli.outofcore' has no attribute {name!r}")

@@ -868,8 +868,8 @@ PAD_FLAG_CASES = [
     Case(
         "pad_output_absurd",
         "pad flags",
-        "pads 100000 on every side (149 GiB of float32)",
-        _pad("--pads", "100000", "100000", "100000", "100000"),
+        "pads 10^7 on every side (1.5 PB of float32: more than any memory or disk)",
+        _pad("--pads", *["10000000"] * 4),
         HAS_X,
         ABSURD,
         GIANT_UNITS,
@@ -1126,8 +1126,8 @@ CONV_FLAG_CASES = [
     Case(
         "conv_pads_absurd",
         "conv flags",
-        "pads 100000 on every side (447 GiB of float32)",
-        _conv("--pads", "100000", "100000", "100000", "100000"),
+        "pads 10^7 on every side (4.4 PB of float32: more than any memory or disk)",
+        _conv("--pads", *["10000000"] * 4),
         HAS_XWB,
         ABSURD,
         GIANT_UNITS,
@@ -1283,6 +1283,11 @@ FAULT_CHECKS = [
         "exit 130, one line, no traceback, no out.npy, no temp file",
     ),
     Check(
+        "test_ctrl_c_while_writing_out_of_core",
+        "SIGINT while the tiled (out-of-core) engine writes a 128 MiB result in 16 MiB tiles",
+        "exit 130, one line, no traceback, no out.npy, no temp file",
+    ),
+    Check(
         "test_sigterm_while_writing_leaves_no_temp_file",
         "SIGTERM (a CI timeout, `kill`) while a 128 MiB result is being written",
         "exit 143, no traceback, no out.npy, no temporary file left",
@@ -1316,7 +1321,8 @@ FAULT_CHECKS = [
     ),
     Check(
         "test_output_may_be_an_input",
-        "`padconv pad x.npy ... -o x.npy` and conv with `-o w.npy`",
+        "`padconv pad x.npy ... -o x.npy`, then conv with `-o x.npy`, with the memory and "
+        "the tiled (out-of-core) engine",
         "correct result replaces the input",
     ),
     Check(

@@ -19,6 +19,7 @@ OBSERVED_LIMIT = 400
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DEFAULT_LIMIT = re.compile(r"over the limit of [0-9.]+ [KMGTPE]?i?B")
+_FREE_SPACE = re.compile(r"\b[0-9][0-9.]* ?(?:[KMGTPE]i?B|B|bytes) (are )?free")
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,15 @@ def _escaped(match: re.Match) -> str:
 
 
 def normalized_message(line: str, outcome: CaseOutcome) -> str:
-    """The message with the case folder shown as ROOT, object addresses elided and the default
-    output limit (half the available memory, which differs per machine) shown as a name."""
+    """The message with the case folder shown as ROOT, object addresses elided, and the default
+    output limit (half the available memory) and the free disk space, which differ per machine
+    and run, shown as names."""
     for root in {str(outcome.root.resolve()), str(outcome.root)}:
         line = line.replace(root, "ROOT")
     line = _ADDRESS.sub(" at 0x…", line)
     if "--max-output-bytes" not in outcome.case.args:
         line = _DEFAULT_LIMIT.sub("over the limit of HALF_AVAILABLE_MEMORY", line)
-    return line
+    return _FREE_SPACE.sub(lambda match: f"FREE_SPACE {match[1] or ''}free", line)
 
 
 def run_case(case: Case, root: Path) -> CaseOutcome:

@@ -60,7 +60,7 @@ temporary file, and no `ROOT/PWNED`, which each executable payload would create)
 {WALL} s of wall time and {RSS} MiB of peak resident memory of the child
 (measured with `wait4`). "Observed" is the exit code and stderr (control
 characters shown as `\\xNN`, the case folder as `ROOT`, the default output limit, half the
-available memory, as `HALF_AVAILABLE_MEMORY`).
+available memory, as `HALF_AVAILABLE_MEMORY`, free disk space as `FREE_SPACE`).
 """
 
 FAULTS_INTRO = """\
