@@ -16,16 +16,16 @@ from padconv_cli.kernels.conv import conv, plan_conv
 from padconv_cli.kernels.pad import pad, plan_pad
 from padconv_cli.outofcore import tiled_conv, tiled_pad
 from padconv_cli.outofcore.conv_geometry import channel_tiles, input_span, spatial_window
-from padconv_cli.outofcore.npy_memmap import open_npy_memmap
-from padconv_cli.outofcore.pad_geometry import axis_pieces, region_bounds, tile_pieces
-from padconv_cli.outofcore.progress import TileProgress
-from padconv_cli.outofcore.tiled_conv import (
+from padconv_cli.outofcore.conv_tiles import (
     conv_on_tile,
     conv_tile_cost,
     plan_conv_tiles,
     tile_input,
 )
-from padconv_cli.outofcore.tiled_pad import pad_tile_cost, run_pieces
+from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+from padconv_cli.outofcore.pad_geometry import axis_pieces, region_bounds, tile_pieces
+from padconv_cli.outofcore.pad_tiles import pad_tile_cost, run_pieces
+from padconv_cli.outofcore.progress import TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range
 
 RNG = np.random.default_rng(20240601)

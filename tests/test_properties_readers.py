@@ -21,11 +21,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
+from hostile.cases import KNOWN_GAPS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from padconv_cli.errors import PadconvError
 from padconv_cli.tensorio import read_tensor
+
+
+def known_gap(function):
+    """xfail(strict=True) for a test listed in KNOWN_GAPS (tests/hostile/cases.py)."""
+    reason = KNOWN_GAPS.get(function.__name__)
+    return pytest.mark.xfail(strict=True, reason=reason)(function) if reason else function
+
 
 READER_SETTINGS = settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -197,8 +206,9 @@ def test_external_data_never_leaves_the_folder(location, absolute, offset, lengt
 
 
 @READER_SETTINGS
-@given(st.text(min_size=1, max_size=20))
+@given(st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=20))
 def test_npz_member_lookup_is_exact_or_an_error(name):
+    """(NUL bytes in a source have their own test below.)"""
     with folder() as where:
         archive = where / "x.npz"
         np.savez(archive, a=np.arange(3), b=np.ones(2))
@@ -222,3 +232,11 @@ def test_external_data_inside_the_folder_is_read():
         np.testing.assert_array_equal(read_tensor(str(work / "t.pb")), np.arange(6))
         (work / "t.pb").write_bytes(_external_pb("data.bin", "24", "24"))
         np.testing.assert_array_equal(read_tensor(str(work / "t.pb")), np.arange(6, 12))
+
+
+@known_gap
+@pytest.mark.parametrize("source", ["x\x00.npy", "x.npz:/\x00", "/tmp/\x00/x.pb", "\x00"])
+def test_source_with_a_nul_byte_is_an_input_error(source):
+    """A NUL cannot come from a command line, but the library takes any string."""
+    with pytest.raises(PadconvError):
+        read_tensor(source)

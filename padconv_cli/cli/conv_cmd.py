@@ -20,7 +20,7 @@ from padconv_cli.cli.model_options import (
     prepare,
     require,
 )
-from padconv_cli.cli.options import dtype_option, int_list_option, output_options
+from padconv_cli.cli.options import Int64Type, dtype_option, int_list_option, output_options
 from padconv_cli.cli.output import check_output_size, emit_result
 
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -48,7 +48,7 @@ Examples:
 @int_list_option("--dilations", default=None, help="Dilation per spatial axis (default 1).")
 @click.option(
     "--group",
-    type=int,
+    type=Int64Type(),
     default=1,
     show_default=True,
     help="Number of groups input and output channels are split into.",

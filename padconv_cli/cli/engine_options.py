@@ -303,7 +303,7 @@ def _run_pad(
         attributes.get("mode", "constant"),
     )
     if engine == "tiled":
-        from padconv_cli.outofcore.tiled_pad import tiled_pad
+        from padconv_cli.outofcore.pad_tiles import tiled_pad
 
         return tiled_pad(data, output, *arguments, memory_limit=settings.limit, show_progress=show)
     from padconv_cli.engines.dask_engine import dask_pad
@@ -331,7 +331,7 @@ def _run_conv(
     if w is None:
         raise InputError("conv: W is required")
     if engine == "tiled":
-        from padconv_cli.outofcore.tiled_conv import tiled_conv
+        from padconv_cli.outofcore.conv_tiles import tiled_conv
 
         return tiled_conv(
             data, w, b, output, memory_limit=settings.limit, show_progress=show, **attributes

@@ -1,8 +1,9 @@
 """The ``padconv`` command group: lazy command loading and the mapping of errors to exit codes.
 
 Exit codes: 0 success, 1 a verification or comparison found a difference, 2 bad usage or bad
-input (one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 141 the
-reader of stdout went away (``padconv ... | head -c 10``).
+input (one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 143/129
+terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
+(``padconv ... | head -c 10``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,32 @@ ALIASES: dict[str, str] = {"inspect": "show"}
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C so temporary files are removed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def install_termination_handlers() -> None:
+    """Turn SIGTERM and SIGHUP into :class:`Terminated`, so ``finally`` blocks run."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            signal.signal(signum, _raise_terminated)
+
+
+class Interrupted(Exception):
+    """Ctrl-C, carried past click, which would print an empty line before aborting."""
+
+
 class StdoutClosed(Exception):
     """The reader of stdout went away; carried past click, which would exit 1 on EPIPE."""
 
@@ -54,6 +81,8 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:
             raise StdoutClosed() from None
+        except KeyboardInterrupt:
+            raise Interrupted() from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run with padconv's error mapping (see :func:`run_and_map_errors`), then exit."""
@@ -112,9 +141,12 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
         sys.stdout.flush()
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
         click.echo("padconv: interrupted", err=True)
         code = EXIT_INTERRUPTED
+    except Terminated as terminated:
+        click.echo("padconv: terminated", err=True)
+        code = 128 + terminated.signum
     except (BrokenPipeError, StdoutClosed):
         _silence_stdout()
         code = EXIT_BROKEN_PIPE
@@ -131,4 +163,5 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``padconv`` console script."""
+    install_termination_handlers()
     cli.main(args=argv, prog_name="padconv")

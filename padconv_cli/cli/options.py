@@ -65,6 +65,21 @@ class IntListType(click.ParamType):
         return tuple(int(v) for v in array.reshape(-1))
 
 
+class Int64Type(click.ParamType):
+    """One integer that must fit ONNX's int64 attributes."""
+
+    name = "INTEGER"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            self.fail(f"{value!r} is not an integer", param, ctx)
+        if not INT64_MIN <= number <= INT64_MAX:
+            self.fail(f"{value} does not fit in int64", param, ctx)
+        return number
+
+
 class IntListOption(click.Option):
     """An option that also swallows the integer words following its first value."""
 

@@ -23,15 +23,15 @@ from padconv_cli.errors import OutputTooLargeError
 from padconv_cli.kernels.conv import ConvPlan, plan_conv
 from padconv_cli.kernels.pad import PadPlan, coerce_constant_value, element_kind, plan_pad
 from padconv_cli.outofcore.conv_geometry import ChannelTile
-from padconv_cli.outofcore.pad_geometry import TilePiece, crop_begins, hull_box, tile_pieces
-from padconv_cli.outofcore.tiled_conv import (
+from padconv_cli.outofcore.conv_tiles import (
     TileInput,
     conv_on_tile,
     fixed_bytes,
     plan_conv_tiles,
     tile_input,
 )
-from padconv_cli.outofcore.tiled_pad import pad_output_dtype, plan_pad_tiles, run_pieces
+from padconv_cli.outofcore.pad_geometry import TilePiece, crop_begins, hull_box, tile_pieces
+from padconv_cli.outofcore.pad_tiles import pad_output_dtype, plan_pad_tiles, run_pieces
 
 
 class ChunkGrid:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["tiled_conv", "tiled_pad"]
+_MODULES = {"tiled_conv": "conv_tiles", "tiled_pad": "pad_tiles"}
 
 
 def __getattr__(name: str) -> Any:
@@ -21,5 +22,6 @@ def __getattr__(name: str) -> Any:
     if name in __all__:
         import importlib
 
-        return getattr(importlib.import_module(f"padconv_cli.outofcore.{name}"), name)
+        module = _MODULES[name]
+        return getattr(importlib.import_module(f"padconv_cli.outofcore.{module}"), name)
     raise AttributeError(f"module 'padconv_cli.outofcore' has no attribute {name!r}")

@@ -142,12 +142,16 @@ class NpyOutput:
 
     def _create(self) -> NpyHeader:
         try:
-            array = np.lib.format.open_memmap(
-                self._temp, mode="w+", dtype=self.dtype, shape=self.shape
-            )
+            return self._create_temp_file()
         except (OSError, ValueError) as exc:
             self.discard()
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
+        except BaseException:  # Ctrl-C between creating the file and owning it
+            self.discard()
+            raise
+
+    def _create_temp_file(self) -> NpyHeader:
+        array = np.lib.format.open_memmap(self._temp, mode="w+", dtype=self.dtype, shape=self.shape)
         offset = array.offset if isinstance(array, np.memmap) else _header_length(self._temp)
         del array
         return NpyHeader(self.shape, False, self.dtype, offset)

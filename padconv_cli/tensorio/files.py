@@ -60,6 +60,8 @@ def _stat(path: str, label: str) -> os.stat_result:
         raise InputError(f"{label}: no such file (a parent is not a folder)") from None
     except OSError as exc:
         raise InputError(f"{label}: cannot access ({one_line(exc.strerror or exc)})") from None
+    except ValueError:  # the path holds a NUL byte
+        raise InputError(f"{label}: not a valid path (it contains a NUL byte)") from None
 
 
 def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, int]:

@@ -875,6 +875,15 @@ PAD_FLAG_CASES = [
         GIANT_UNITS,
     ),
     Case(
+        "pad_output_absurd_to_stdout",
+        "pad flags",
+        "pads 100000 on every side (149 GiB), result to stdout: held in memory",
+        ("pad", "x.npy", "--pads", *["100000"] * 4, "-o", "-"),
+        HAS_X,
+        ABSURD,
+        GIANT_UNITS,
+    ),
+    Case(
         "pad_output_over_limit",
         "pad flags",
         "--max-output-bytes 100 for a 1.6 KiB result",
@@ -1288,6 +1297,12 @@ FAULT_CHECKS = [
         "exit 130, one line, no traceback, no out.npy, no temp file",
     ),
     Check(
+        "test_interrupt_while_creating_the_out_of_core_output",
+        "KeyboardInterrupt while the tiled engine creates its temporary result (header write "
+        "interrupted in-process)",
+        "the temporary file is removed",
+    ),
+    Check(
         "test_sigterm_while_writing_leaves_no_temp_file",
         "SIGTERM (a CI timeout, `kill`) while a 128 MiB result is being written",
         "exit 143, no traceback, no out.npy, no temporary file left",
@@ -1395,10 +1410,4 @@ REGRESSION_NOTES: dict[str, str] = {
 
 # Cases or checks that fail on the current tree: name -> reason.  The tests mark them
 # xfail(strict=True) so that a fix is noticed; the documentation lists them as known gaps.
-KNOWN_GAPS: dict[str, str] = {
-    "test_sigterm_while_writing_leaves_no_temp_file": (
-        "SIGTERM kills the interpreter without clean-up, leaving .out.npy.*.tmp behind; "
-        "the CLI should turn SIGTERM (and SIGHUP) into an exception so that atomic_write "
-        "removes its temporary file, then exit 143"
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}

@@ -6,6 +6,7 @@ The child's peak resident memory comes from ``os.wait4``'s resource usage of tha
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -108,18 +109,7 @@ def _read_report(path: str) -> int:
 def run_padconv(args: Sequence[str], **options) -> ChildRun:
     """Run the installed ``padconv ARGS`` (see :func:`run_command` for the options)."""
     run = run_command([*padconv_command(), *args], **options)
-    return ChildRun(tuple(args), *_fields_after_args(run))
-
-
-def _fields_after_args(run: ChildRun) -> tuple:
-    return (
-        run.returncode,
-        run.stdout,
-        run.stderr,
-        run.wall_seconds,
-        run.peak_rss_bytes,
-        run.timed_out,
-    )
+    return dataclasses.replace(run, args=tuple(args))
 
 
 def run_command(

@@ -56,6 +56,8 @@ def test_every_check_has_a_test_and_every_test_a_row(file_name, checks):
 
 def test_known_gaps_name_existing_things():
     names = {case.name for case in CASES} | {c.test for c in FAULT_CHECKS + NUMERIC_CHECKS}
+    names |= _test_functions("test_properties_readers.py")
+    names |= _test_functions("test_properties_kernels.py")
     regressions = {p.name for p in (Path(__file__).parent / "regressions").glob("*.bin")}
     assert set(KNOWN_GAPS) <= names | regressions
 
