@@ -194,7 +194,12 @@ ORACLE_CASES = {
     "2d_kernel_larger_than_input_with_pads": ((1, 1, 2, 2), (1, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
     "2d_pads_only_output": ((1, 1, 1, 1), (2, 1, 2, 2), {"pads": [3, 2, 3, 2],
                                                          "strides": [2, 2]}),
+    "2d_wide_rows": ((2, 3, 6, 12), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "2d_wide_rows_groups": ((1, 4, 5, 16), (6, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    "2d_wide_rows_dilated": ((1, 2, 7, 20), (2, 2, 2, 3), {"dilations": [2, 2],
+                                                           "pads": [0, 2, 1, 2]}),
     # 3-D
+    "3d_wide_rows": ((1, 2, 4, 5, 12), (3, 2, 2, 1, 3), {"pads": [0, 0, 1, 0, 0, 1]}),
     "3d_plain": ((1, 2, 4, 5, 4), (3, 2, 2, 3, 2), {}),
     "3d_everything": ((2, 4, 5, 6, 5), (4, 2, 2, 3, 2), {"group": 2, "strides": [1, 2, 2],
                                                           "dilations": [2, 1, 1],
@@ -276,7 +281,8 @@ def test_float64_keeps_precision_float32_would_lose():
 
 @pytest.mark.parametrize("cap", [1, 700, 5000, 40000])
 @pytest.mark.parametrize("name", ["2d_strides_dilations", "3d_everything", "1d_plain",
-                                  "2d_single_channel_many_outputs", "1d_pointwise"])
+                                  "2d_single_channel_many_outputs", "1d_pointwise",
+                                  "2d_wide_rows", "3d_wide_rows"])
 def test_small_workspace_gives_same_result(monkeypatch, name, cap):
     x_shape, w_shape, attrs = ORACLE_CASES[name]
     X, W, B = random_inputs(x_shape, w_shape, np.float64)
@@ -286,18 +292,6 @@ def test_small_workspace_gives_same_result(monkeypatch, name, cap):
     np.testing.assert_allclose(
         conv(X.astype(np.float16), W.astype(np.float16), B.astype(np.float16), **attrs),
         expected.astype(np.float16), rtol=5e-2, atol=5e-2)
-
-
-@pytest.mark.parametrize("name", ["2d_strides_dilations", "1d_pointwise_strided_padded",
-                                  "3d_everything", "2d_depthwise_multiplier_8"])
-def test_columns_filled_by_several_threads(monkeypatch, name):
-    """Offsets (or, for a 1x1 kernel, channels) are shared out between threads."""
-    monkeypatch.setattr(conv_paths, "PARALLEL_COPY_BYTES", 0)
-    monkeypatch.setattr(conv_paths, "worker_count", lambda: 3)
-    x_shape, w_shape, attrs = ORACLE_CASES[name]
-    X, W, B = random_inputs(x_shape, w_shape, np.float64)
-    np.testing.assert_allclose(conv(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
-                               rtol=1e-12)
 
 
 @pytest.mark.parametrize("min_columns", [1, 10**9])
@@ -566,7 +560,9 @@ def test_output_blocks_tile_the_index_space_in_contiguous_runs(dims, budget, fir
     first_axis = min(first_axis, len(dims) - 1)
     flat_starts = []
     covered = 0
-    for starts, lengths in conv_paths._output_blocks(dims, budget, first_axis):
+    axis, step = conv_paths.block_axis_and_step(dims, budget, first_axis)
+    assert axis >= first_axis
+    for starts, lengths in conv_paths.output_blocks(dims, axis, step):
         count = math.prod(lengths)
         assert 1 <= count <= budget
         assert all(length == 1 for length in lengths[:first_axis])

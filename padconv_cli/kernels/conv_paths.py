@@ -12,7 +12,8 @@ Every path computes, for a validated :class:`~padconv_cli.kernels.conv.ConvPlan`
 
 Memory: besides X, W and Y (accumulator dtype, plus the final cast for float16/bfloat16), the
 im2col path holds the padded copy of X and a column buffer of at most ``WORKSPACE_BYTES``
-whatever the input size; the depthwise path holds, per worker, one block of about
+whatever the input size (one of at most ``KEPT_BUFFER_BYTES`` stays allocated per calling thread
+for the next call); the depthwise path holds, per worker, one block of about
 ``DEPTHWISE_BLOCK_BYTES`` (at least one padded channel and two accumulator rows of one channel).
 """
 
@@ -22,6 +23,7 @@ import functools
 import itertools
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,21 +41,23 @@ positions are not made smaller than this (unless WORKSPACE_BYTES says so)."""
 GEMM_BLOCK_BYTES = 8 * 2**20
 """Preferred size of one im2col block: small enough to stay in cache for the GEMM."""
 
-PARALLEL_COPY_BYTES = 512 * 2**10
-"""Column blocks at least this big are filled by several threads."""
+KEPT_BUFFER_BYTES = 16 * 2**20
+"""Column buffers up to this size are reused from call to call (one per thread)."""
 
 DEPTHWISE_MAX_MULTIPLIER = 4
 """Largest M/group for which the shifted multiply-add path beats im2col + GEMM."""
 
-DEPTHWISE_BLOCK_BYTES = 2**20
+DEPTHWISE_BLOCK_BYTES = 4 * 2**20
 """Target size of the two accumulator buffers of one depthwise block (one block per task)."""
 
 WIDE_MAX_OVERHEAD = 1.5
-"""Largest ratio of padded to output row size for which stride-1 paths compute over whole
-padded rows (contiguous slices) and crop afterwards."""
+"""Largest ratio of padded to output row size for which the stride-1 depthwise path computes
+over whole padded rows (contiguous slices) and crops afterwards. (Tried for im2col too: its
+column copies are bound by memory bandwidth either way, and the wider GEMM cost more.)"""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
+_kept = threading.local()
 
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -351,36 +355,70 @@ def _depthwise_strided_block(
 # --- im2col + GEMM ------------------------------------------------------------------------
 
 
-def _output_blocks(
-    dims: Sequence[int], budget: int, first_axis: int
-) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Tile the index space ``dims`` in C order into boxes of at most ``budget`` positions.
+def block_axis_and_step(dims: Sequence[int], budget: int, first_axis: int) -> tuple[int, int]:
+    """Where to cut the index space ``dims`` into runs of at most ``budget`` positions.
 
-    Each box is ``(starts, lengths)``: single indices on the axes before some axis ``a``, a range
-    on ``a`` and full extent after it, so it is one contiguous run of flat indices. ``a`` is the
-    first axis >= ``first_axis`` whose trailing extent fits the budget (the last axis always
-    does, as ``budget >= 1``); the range on ``a`` is split into equal-sized steps.
+    The block axis ``a`` is the first axis >= ``first_axis`` whose trailing extent fits the
+    budget (the last axis always does, as ``budget >= 1``); ``step`` is the run length along
+    ``a``: ``budget // prod(dims[a+1:])``, then evened out so the runs have (nearly) equal size.
     """
-    rank = len(dims)
     axis = first_axis
-    while axis < rank - 1 and math.prod(dims[axis + 1 :]) > budget:
+    while axis < len(dims) - 1 and math.prod(dims[axis + 1 :]) > budget:
         axis += 1
+    step = max(1, budget // max(1, math.prod(dims[axis + 1 :])))
+    step = -(-dims[axis] // -(-dims[axis] // step))  # same number of runs, evened out
+    return axis, step
+
+
+def output_blocks(
+    dims: Sequence[int], axis: int, step: int
+) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Tile the index space ``dims`` in C order into boxes ``(starts, lengths)``.
+
+    Each box has single indices on the axes before ``axis``, a run of at most ``step`` indices
+    on ``axis`` and full extent after it, so it is one contiguous run of flat indices.
+    """
     tail = list(dims[axis + 1 :])
-    step = max(1, budget // max(1, math.prod(tail)))
-    step = -(-dims[axis] // -(-dims[axis] // step))  # same block count, evened out
     for prefix in itertools.product(*(range(d) for d in dims[:axis])):
         for start in range(0, dims[axis], step):
             length = min(step, dims[axis] - start)
             yield (*prefix, start, *([0] * len(tail))), (*([1] * len(prefix)), length, *tail)
 
 
+def _block_budget(plan: ConvPlan, itemsize: int) -> tuple[int, int]:
+    """``(budget, first_axis)``: output positions per im2col block and whether images may share
+    a block (``first_axis = 0``, only when one has fewer than MIN_GEMM_COLUMNS positions).
+
+    ``budget = block_bytes // ((C * prod(k) + M) * itemsize)`` with ``block_bytes =
+    min(WORKSPACE_BYTES, max(GEMM_BLOCK_BYTES, MIN_GEMM_COLUMNS * per_position))``.
+    """
+    n, m, *out = plan.output_shape
+    per_position = (plan.x_shape[1] * math.prod(plan.kernel_shape) + m) * itemsize
+    block_bytes = min(WORKSPACE_BYTES, max(GEMM_BLOCK_BYTES, MIN_GEMM_COLUMNS * per_position))
+    first_axis = 1 if math.prod(out) >= MIN_GEMM_COLUMNS or n == 1 else 0
+    return max(1, block_bytes // per_position), first_axis
+
+
+def im2col_block_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int]:
+    """How :func:`im2col_path` cuts the index space ``(N, *out_spatial)`` into GEMM blocks.
+
+    Returns ``(first_axis, axis, step)``: blocks are runs of ``step`` indices along ``axis``
+    with single indices before it and full extent after it (:func:`block_axis_and_step` with
+    the budget of :func:`_block_budget`). ``itemsize`` is the accumulator's (4, or 8).
+    """
+    n, _, *out = plan.output_shape
+    budget, first_axis = _block_budget(plan, itemsize)
+    axis, step = block_axis_and_step((n, *out), budget, first_axis)
+    return first_axis, axis, step
+
+
 def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
     """``Y[n, g] = W[g] (M/G x C/G*K) @ cols[g] (C/G*K x positions)``, block by block.
 
     ``cols[g, c*K + k, p] = Xpad[n, g*C/G + c, p*s + k*d]``; one batched matmul over the groups per
-    block of output positions. The column buffer holds at most WORKSPACE_BYTES (at least one
-    position), and about GEMM_BLOCK_BYTES when that is smaller, so that BLAS reads it from cache.
-    When images are small, several share a block (and one GEMM).
+    block of output positions (:func:`im2col_block_grid`). The column buffer holds at most
+    WORKSPACE_BYTES (at least one position), and about GEMM_BLOCK_BYTES when that is smaller,
+    so that BLAS reads it from cache. When images are small, several share a block (one GEMM).
     """
     n, c = plan.x_shape[:2]
     groups, m = plan.group, plan.w_shape[0]
@@ -393,13 +431,10 @@ def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> 
     w_matrix = w.reshape(groups, m // groups, (c // groups) * taps)
     y_flat = y.reshape(n, groups, m // groups, positions)
 
-    per_position = (c * taps + m) * y.itemsize
-    block_bytes = min(WORKSPACE_BYTES, max(GEMM_BLOCK_BYTES, MIN_GEMM_COLUMNS * per_position))
-    budget = max(1, block_bytes // per_position)
-    first_axis = 1 if positions >= MIN_GEMM_COLUMNS or n == 1 else 0
-    blocks = list(_output_blocks((n, *out), budget, first_axis))
+    _, axis, step = im2col_block_grid(plan, y.itemsize)
+    blocks = list(output_blocks((n, *out), axis, step))
     largest = max(math.prod(lengths) for _, lengths in blocks)
-    buffer = np.empty(c * taps * largest, dtype=y.dtype)
+    buffer = column_buffer(c * taps * largest, y.dtype)
     spatial_strides = flat_strides(out)
 
     for starts, lengths in blocks:
@@ -419,6 +454,18 @@ def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> 
             y_flat[images] = np.moveaxis(per_image, 2, 0)
 
 
+def column_buffer(size: int, dtype: np.dtype) -> np.ndarray:
+    """A 1-D scratch array of ``size`` elements, kept per thread between calls when it is at most
+    KEPT_BUFFER_BYTES (a fresh large allocation costs one page fault per 4 KiB on first use)."""
+    nbytes = size * np.dtype(dtype).itemsize
+    if nbytes > KEPT_BUFFER_BYTES:
+        return np.empty(size, dtype=dtype)
+    kept = getattr(_kept, "buffer", None)
+    if kept is None or kept.nbytes < nbytes:
+        kept = _kept.buffer = np.empty(nbytes, dtype=np.uint8)
+    return kept[:nbytes].view(dtype)
+
+
 def _fill_columns(
     plan: ConvPlan,
     cols: np.ndarray,
@@ -427,29 +474,11 @@ def _fill_columns(
     starts: Sequence[int],
     lengths: Sequence[int],
 ) -> None:
-    """``cols[:, :, k] = source[..., window of kernel offset k]``, split over the cores.
+    """``cols[:, :, k] = source[..., window of kernel offset k]`` for every kernel offset.
 
-    The copies are independent, so the offsets (or, for a single offset, the input channels) are
-    shared out between threads when the block is big enough to pay for the hand-off.
+    One copy per offset. (Splitting the copies over threads was measured not to pay here: the
+    copies are bound by memory bandwidth, and BLAS worker threads still spin after a GEMM.)
     """
-    windows = [
-        (slice(None), slice(None), slice(None), *tap_slices(plan, offset, starts, lengths))
-        for offset in offsets
-    ]
-
-    def copy(channels: slice, taps: range) -> Callable[[], None]:
-        def task() -> None:
-            for index in taps:
-                cols[:, channels, index] = source[windows[index]][:, channels]
-
-        return task
-
-    workers = worker_count() if cols.nbytes >= PARALLEL_COPY_BYTES else 1
-    channels = cols.shape[1]
-    if len(offsets) >= workers or channels < workers:
-        parts = np.array_split(np.arange(len(offsets)), workers)
-        tasks = [copy(slice(None), range(p[0], p[-1] + 1)) for p in parts if len(p)]
-    else:
-        parts = np.array_split(np.arange(channels), workers)
-        tasks = [copy(slice(p[0], p[-1] + 1), range(len(offsets))) for p in parts if len(p)]
-    run_tasks(tasks)
+    everything = (slice(None), slice(None), slice(None))
+    for index, offset in enumerate(offsets):
+        cols[:, :, index] = source[(*everything, *tap_slices(plan, offset, starts, lengths))]

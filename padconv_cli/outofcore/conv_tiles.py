@@ -92,25 +92,11 @@ class ConvTiling:
 
 
 def kernel_block_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int]:
-    """How the im2col kernel path cuts the index space ``(N, *out_spatial)`` into GEMM blocks.
-
-    Mirrors :func:`padconv_cli.kernels.conv_paths.im2col_path`: a budget of
-    ``WORKSPACE_BYTES // ((C * prod(k) + M) * acc)`` positions; images share a block when an
-    image has fewer than ``MIN_GEMM_COLUMNS`` positions (``first_axis = 0``); the block axis
-    ``a`` is the first axis from ``first_axis`` on whose trailing extent fits the budget, and
-    blocks are runs of ``step = budget // prod(trailing extent)`` indices along it.
-    Returns ``(first_axis, a, step)`` over the dims ``(N, *out_spatial)``.
-    """
-    images, out_channels, *out_spatial = plan.output_shape
-    dims = (images, *out_spatial)
-    acc = 8 if itemsize == 8 else 4
-    per_position = (plan.x_shape[1] * math.prod(plan.kernel_shape) + out_channels) * acc
-    budget = max(1, conv_paths.WORKSPACE_BYTES // per_position)
-    first_axis = 1 if math.prod(out_spatial) >= conv_paths.MIN_GEMM_COLUMNS or images == 1 else 0
-    axis = first_axis
-    while axis < len(dims) - 1 and math.prod(dims[axis + 1 :]) > budget:
-        axis += 1
-    return first_axis, axis, max(1, budget // max(1, math.prod(dims[axis + 1 :])))
+    """How the im2col kernel path cuts ``(N, *out_spatial)`` into GEMM blocks, for data of
+    ``itemsize`` bytes: ``(first_axis, axis, step)`` of
+    :func:`padconv_cli.kernels.conv_paths.im2col_block_grid` (float64 accumulates in 8 bytes,
+    everything else in 4)."""
+    return conv_paths.im2col_block_grid(plan, 8 if itemsize == 8 else 4)
 
 
 def _output_axis(dims_axis: int) -> int:
