@@ -16,7 +16,9 @@ def test_version(run_cli):
     assert result.stdout.strip() == f"padconv, version {__version__}"
 
 
-@pytest.mark.parametrize("command", [[], ["pad"], ["conv"], ["verify"]])
+@pytest.mark.parametrize(
+    "command", [[], ["pad"], ["conv"], ["verify"], ["show"], ["inspect"], ["compare"]]
+)
 @pytest.mark.parametrize("flag", ["-h", "--help"])
 def test_every_command_has_help_ending_in_examples(run_cli, command, flag):
     result = run_cli(*command, flag)
