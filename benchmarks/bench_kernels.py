@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from bench_cases import Case, ConvCase
-from bench_peers import PADCONV, Peer, PeerSkipped, Prepared, primary_peer
+from bench_peers import PADCONV, PADCONV_OUT, Peer, PeerSkipped, Prepared, primary_peer
 from bench_timing import CallTimeout, Contender, Timing, time_round_robin, timed_call
 
 # Conv results are float32 sums of K = C/group * prod(kernel) products of values in [-1, 1);
@@ -139,11 +139,28 @@ def _verify_against_padconv(case: Case, states: dict[str, PeerState]) -> None:
             _shout(case, state.note)
     primary = states.get(primary_peer(case))
     if primary is not None and primary.status == "mismatch":
-        ours.status, ours.note = "mismatch", primary.note
-        ours.max_abs_diff = primary.max_abs_diff
+        # padconv (out=) agreed with padconv, so it disagrees with the primary peer too.
+        for state in (ours, states.get(PADCONV_OUT)):
+            if state is not None and state.status == "ok":
+                state.status, state.note = "mismatch", primary.note
+                state.max_abs_diff = primary.max_abs_diff
 
 
 def _rows(case: Case, states: dict[str, PeerState]) -> list[dict[str, Any]]:
+    """The case's rows, then those of its `(out=)` variant when padconv (out=) was timed.
+
+    The variant shares every peer's timing with the case; its own padconv row is
+    padconv (out=), so its ratios compare the reused-output call with the same peers.
+    """
+    base = {name: state for name, state in states.items() if name != PADCONV_OUT}
+    rows = _case_rows(case, base)
+    if PADCONV_OUT in states:
+        variant = replace(case, name=f"{case.name}(out=)", label=f"{case.label} (out=)")
+        rows += _case_rows(variant, base | {PADCONV: states[PADCONV_OUT]})
+    return rows
+
+
+def _case_rows(case: Case, states: dict[str, PeerState]) -> list[dict[str, Any]]:
     """One row per peer: status, times, throughput and padconv/peer ratio."""
     ours = states.get(PADCONV)
     our_median = ours.timing.median if ours is not None and ours.timing is not None else None

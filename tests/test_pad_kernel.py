@@ -469,6 +469,155 @@ def test_allocation_failure_is_output_too_large():
 
 
 # --------------------------------------------------------------------------------------
+# out=: the result written into the caller's array
+# --------------------------------------------------------------------------------------
+
+
+def stale_array(dtype, shape, rng: np.random.Generator, order: str = "C") -> np.ndarray:
+    """An ``out`` candidate full of values left over from earlier work (none may survive)."""
+    out = np.empty(shape, dtype=dtype, order=order)
+    out[...] = make_data(dtype, shape, rng)
+    return out
+
+
+@pytest.mark.parametrize("dtype_name", sorted(DTYPES))
+@pytest.mark.parametrize("mode", MODES)
+def test_out_receives_the_result_and_is_returned(mode, dtype_name):
+    rng = rng_for("out", mode, dtype_name)
+    dtype = DTYPES[dtype_name]
+    data = make_data(dtype, SHAPES[3], rng)
+    pads = make_pads(SHAPES[3], rng)
+    constant = CONSTANTS[kind_of(dtype)] if mode == "constant" else None
+    out_dtype = "<U3" if dtype_name == "unicode" and mode == "constant" else None
+    expected = oracle(data, pads, constant, mode=mode, out_dtype=out_dtype)
+    out = stale_array(expected.dtype, expected.shape, rng)
+    assert pad(data, pads, constant, mode=mode, out=out) is out
+    assert_identical(out, expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("order", ["F", "strided"])
+@pytest.mark.parametrize("block_bytes", [64, 1 << 21])
+def test_out_need_not_be_c_contiguous(monkeypatch, mode, order, block_bytes):
+    """A Fortran-order or sliced ``out`` goes through the same blocks as a fresh array."""
+    monkeypatch.setattr(pad_module, "_BLOCK_BYTES", block_bytes)
+    rng = rng_for("out-layout", mode, order)
+    data = make_data(np.float32, (3, 4, 5, 3), rng)
+    pads = [0, 0, 2, 1, 0, 0, 1, 3]
+    expected = oracle(data, pads, np.float32(-2), mode=mode)
+    if order == "F":
+        out = stale_array(np.float32, expected.shape, rng, order="F")
+    else:
+        out = stale_array(np.float32, expected.shape + (2,), rng)[..., 1]
+    pad(data, pads, -2, mode=mode, out=out)
+    assert_identical(out, expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_out_of_big_endian_and_transposed_inputs(mode):
+    base = make_data(np.float32, (5, 4, 3), rng_for("out-inputs", mode))
+    for data in (base.astype(">f4"), base.transpose(2, 0, 1)):
+        expected = oracle(data, [1, 0, 2, 0, 3, 1], 0.0, mode=mode, out_dtype=data.dtype)
+        out = np.empty(expected.shape, data.dtype)
+        pad(data, [1, 0, 2, 0, 3, 1], mode=mode, out=out)
+        assert_identical(out, expected)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_out_can_be_reused_across_calls(mode):
+    rng = rng_for("reuse", mode)
+    first, second = make_data(np.int16, (4, 5), rng), make_data(np.int16, (4, 5), rng)
+    out = np.empty((7, 9), np.int16)
+    pad(first, [1, 2, 2, 2], 3, mode=mode, out=out)
+    pad(second, [1, 2, 2, 2], 3, mode=mode, out=out)
+    assert_identical(out, oracle(second, [1, 2, 2, 2], np.int16(3), mode=mode))
+
+
+def test_out_with_cropping_and_axes():
+    data = np.arange(24, dtype=np.int64).reshape(2, 3, 4)
+    out = np.full((2, 5, 4), -99, np.int64)
+    pad(data, [-1, 2, 1, 0], axes=[2, 1], mode="edge", out=out)
+    assert_identical(out, oracle(data, [-1, 2, 1, 0], axes=[2, 1], mode="edge"))
+
+
+def test_out_of_a_zero_dim_input_and_of_an_empty_output():
+    out = np.empty((), np.float64)
+    assert pad(np.array(2.5), [], out=out) is out and out[()] == 2.5
+    empty = np.empty((0, 6), np.float32)
+    assert pad(np.zeros((0, 3), np.float32), [0, 1, 0, 2], mode="edge", out=empty) is empty
+
+
+def test_out_of_object_strings():
+    data = np.array([["ab", "c"]], dtype=object)
+    out = np.full((1, 5), None, dtype=object)
+    pad(data, [0, 1, 0, 2], constant_value="-", out=out)
+    assert out.tolist() == [["-", "ab", "c", "-", "-"]]
+
+
+@pytest.mark.parametrize(
+    ("make_out", "message"),
+    [
+        (lambda: [[0.0] * 6] * 4, r"^out must be a numpy array; got list$"),
+        (
+            lambda: np.empty((4, 5), np.float32),
+            r"^out has shape \(4, 5\); the padded output has shape \(4, 6\)$",
+        ),
+        (
+            lambda: np.empty((4, 6), np.float64),
+            r"^out has dtype float64; the padded output has dtype float32$",
+        ),
+        (
+            lambda: np.empty((4, 6), ">f4"),
+            r"^out has dtype >f4; the padded output has dtype float32$",
+        ),
+        (
+            lambda: np.broadcast_to(np.float32(0), (4, 6)),
+            r"^out is read-only; the padded output needs a writable array$",
+        ),
+    ],
+)
+def test_out_refuses_arrays_that_do_not_fit(make_out, message):
+    data = np.ones((2, 3), np.float32)
+    with pytest.raises(AttributeValueError, match=message):
+        pad(data, [1, 1, 1, 2], out=make_out())
+
+
+def test_out_must_have_the_widened_unicode_dtype():
+    data = np.array(["a", "bb"])
+    with pytest.raises(AttributeValueError, match=r"out has dtype <U2; .* has dtype <U5$"):
+        pad(data, [1, 1], constant_value="hello", out=np.empty(4, "<U2"))
+    out = np.empty(4, "<U5")
+    pad(data, [1, 1], constant_value="hello", out=out)
+    assert out.tolist() == ["hello", "a", "bb", "hello"]
+
+
+@pytest.mark.parametrize(
+    "views",
+    [
+        lambda buf: (buf[:, 1:3], buf),  # data inside out
+        lambda buf: (buf, buf),  # the same array, zero pads
+        lambda buf: (buf[0:2], buf[1:3]),  # overlapping rows
+    ],
+)
+def test_out_sharing_memory_with_data_is_refused(views):
+    buf = np.arange(12, dtype=np.float64).reshape(3, 4)
+    data, out = views(buf)
+    pads = [(o - d) // 2 for o, d in zip(out.shape, data.shape, strict=True)]
+    pads = pads + [o - d - p for o, d, p in zip(out.shape, data.shape, pads, strict=True)]
+    before = buf.copy()
+    with pytest.raises(AttributeValueError, match=r"^out shares memory with data; "):
+        pad(data, pads, out=out)
+    assert_identical(buf, before)
+
+
+def test_out_beside_data_in_one_buffer_is_accepted():
+    buf = np.arange(16, dtype=np.float64).reshape(2, 8)
+    data, out = buf[0, :4], buf[1]
+    pad(data, [2, 2], mode="reflect", out=out)
+    assert out.tolist() == [2.0, 1.0, 0.0, 1.0, 2.0, 3.0, 2.0, 1.0]
+
+
+# --------------------------------------------------------------------------------------
 # Properties
 # --------------------------------------------------------------------------------------
 

@@ -14,15 +14,17 @@ Rules implemented here:
 * The output has the input's dtype; values are copied bit for bit.  A numpy ``<U`` array
   is widened when the constant string is longer than its items.
 
-The kernel allocates the output once, copies the cropped input into its centre once and then
-fills only the border, axis by axis, from parts of the output that are already final.
+The kernel allocates the output once (or writes into the caller's ``out``), copies the cropped
+input into its centre once and then fills only the border, axis by axis, from parts of the
+output that are already final.  Large outputs are handled in cache-sized blocks of the leading
+unpadded axes, so that a block's border is filled while its centre is still in cache.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -567,6 +569,8 @@ def pad(
     constant_value: Any = None,
     axes: Any = None,
     mode: str = "constant",
+    *,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ONNX Pad-25: crop the negative pads, then pad with ``mode`` (see the module docstring).
 
@@ -575,13 +579,22 @@ def pad(
     length: constant -> the constant outside ``[0, n)``; edge -> ``clip(j, 0, n-1)``;
     wrap -> ``j mod n``; reflect -> ``m = j mod 2(n-1)``, ``m if m < n else 2(n-1) - m``
     (``0`` when ``n == 1``).  ``constant_value`` is only used in constant mode but is
-    validated whenever it is given.  Returns a new array of ``data``'s dtype.
+    validated whenever it is given.
+
+    Returns a new array of ``data``'s dtype, or ``out`` when it is given (numpy's convention):
+    ``out`` must have exactly the output's shape and dtype, be writable and share no memory
+    with ``data``, else :class:`AttributeValueError`.  Reusing one ``out`` across calls saves
+    the page faults of fresh memory, which for a large output cost about as much as the copy.
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
     element_kind(array.dtype)
     plan = plan_pad(array.shape, pads, axes, mode)
     fill = _fill_value(constant_value, array.dtype, plan)
-    out = _allocate(plan.output_shape, _output_dtype(array.dtype, fill))
+    dtype = _output_dtype(array.dtype, fill)
+    if out is None:
+        out = _allocate(plan.output_shape, dtype)
+    else:
+        _check_out(out, plan.output_shape, dtype, array)
     sides = tuple((ax.pad_begin, ax.cropped_dim, ax.pad_end) for ax in plan.per_axis)
     _fill_in_blocks(out, array[plan.crop_slices], sides, plan.mode, fill)
     return out
@@ -605,87 +618,173 @@ def _allocate(shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
         ) from None
 
 
+def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray) -> None:
+    """``out`` must be a writable array of exactly the output's shape and dtype, apart from data."""
+    if not isinstance(out, np.ndarray):
+        raise AttributeValueError(f"out must be a numpy array; got {type(out).__name__}")
+    if out.shape != shape:
+        raise AttributeValueError(f"out has shape {out.shape}; the padded output has shape {shape}")
+    if out.dtype != dt:
+        raise AttributeValueError(f"out has dtype {out.dtype}; the padded output has dtype {dt}")
+    if not out.flags.writeable:
+        raise AttributeValueError("out is read-only; the padded output needs a writable array")
+    if _may_overlap(out, data):
+        raise AttributeValueError(
+            "out shares memory with data; the padded output needs an array of its own"
+        )
+
+
+# Bound on the work np.shares_memory may do to prove two strided arrays apart.
+_OVERLAP_WORK = 100_000
+
+
+def _may_overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when ``a`` and ``b`` share memory, or when that cannot be ruled out cheaply."""
+    try:
+        return bool(np.shares_memory(a, b, max_work=_OVERLAP_WORK))
+    except np.exceptions.TooHardError:
+        return True
+
+
+# One border step: ``(target, source)`` indices, source None for the constant.
+Step = tuple[tuple[Any, ...], tuple[Any, ...] | None]
+
+
 def _fill_in_blocks(
     out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...], mode: str, fill: Any
 ) -> None:
-    """Do the copy and the border fill block by block over leading axes that are not padded.
+    """Copy ``src`` into the centre of ``out`` and fill the border, one block at a time.
 
-    Such axes split the work into independent parts; a part of about ``_BLOCK_BYTES`` is
-    still in cache when its border is filled right after its centre was copied.
+    Blocks split the leading axes that are not padded; a block of about ``_BLOCK_BYTES`` is
+    still in cache when its border is filled right after its centre was copied.  The border
+    steps are worked out once and replayed on every block (the centre and region slices of
+    an unpadded axis cover a block's shorter range too).
     """
-    if out.nbytes <= _BLOCK_BYTES or not sides or sides[0][0] or sides[0][2]:
-        _fill_whole(out, src, sides, mode, fill)
-        return
-    bytes_per_index = out.strides[0]  # out is C-contiguous
-    if bytes_per_index > _BLOCK_BYTES and len(sides) > 1 and not any(_pad_of(sides[1])):
-        for index in range(out.shape[0]):
-            _fill_in_blocks(out[index], src[index], sides[1:], mode, fill)
-        return
-    step = max(1, _BLOCK_BYTES // bytes_per_index)
-    for start in range(0, out.shape[0], step):
-        block = slice(start, start + step)
-        _fill_whole(out[block], src[block], sides, mode, fill)
+    depth, count = _block_layout(out.shape, out.itemsize, sides)
+    inner = sides[depth:]
+    centre = tuple(slice(b, b + n) for b, n, _ in inner)
+    slab_steps, row_steps = _border_steps(inner, mode)
+    for out_block, src_block in _blocks(out, src, depth, count):
+        out_block[centre] = src_block
+        _replay(out_block, slab_steps, fill)
+        if row_steps:
+            _replay(_rows(out_block), row_steps, fill)
 
 
-def _pad_of(side: tuple[int, int, int]) -> tuple[int, int]:
-    return side[0], side[2]
+def _replay(array: np.ndarray, steps: list[Step], fill: Any) -> None:
+    """``array[target] = array[source]`` for each step, or the constant when source is None."""
+    for target, source in steps:
+        array[target] = fill if source is None else array[source]
 
 
-def _fill_whole(
-    out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...], mode: str, fill: Any
-) -> None:
-    """Copy ``src`` into the centre of ``out``, then fill the border one axis at a time.
+def _rows(block: np.ndarray) -> np.ndarray:
+    """The block as rows of its innermost axis: one 2-D view when the block is C-contiguous
+    (a column is then one strided loop), else the block itself."""
+    if block.ndim > 1 and block.flags.c_contiguous:
+        return block.reshape(-1, block.shape[-1])
+    return block
 
-    Axes go from last to first.  Axis ``k`` fills its border over the centre range of the
-    axes before it and the full range of the axes after it: those are final by then, so
-    corners come out right, and each border element is written exactly once.
+
+def _is_padded(side: tuple[int, int, int]) -> bool:
+    return side[0] > 0 or side[2] > 0
+
+
+def _block_layout(
+    shape: tuple[int, ...], itemsize: int, sides: tuple[tuple[int, int, int], ...]
+) -> tuple[int, int]:
+    """``(depth, count)``: a block takes one index of each of the first ``depth`` axes and
+    ``count`` indices of axis ``depth``; one block for a small output or a padded first axis.
+
+    Deeper axes are split only while one index is still larger than a block; the indices of
+    the split axis are shared out evenly among the fewest blocks of at most ``_BLOCK_BYTES``.
     """
-    out[tuple(slice(b, b + n) for b, n, _ in sides)] = src
-    for axis in reversed(range(len(sides))):
-        before, length, after = sides[axis]
-        if before == 0 and after == 0:
+    if not sides or math.prod(shape) * itemsize <= _BLOCK_BYTES or _is_padded(sides[0]):
+        return 0, max(shape[:1] + (1,))
+    depth = 0
+    while True:
+        bytes_per_index = math.prod(shape[depth + 1 :]) * itemsize
+        deeper = depth + 1 < len(sides) and not _is_padded(sides[depth + 1])
+        if bytes_per_index <= _BLOCK_BYTES or not deeper:
+            break
+        depth += 1
+    per_block = max(1, _BLOCK_BYTES // max(bytes_per_index, 1))
+    block_count = -(-shape[depth] // per_block)
+    return depth, max(1, -(-shape[depth] // block_count))
+
+
+def _blocks(
+    out: np.ndarray, src: np.ndarray, depth: int, count: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The ``(out, src)`` block pairs of a :func:`_block_layout`, in memory order."""
+    if out.ndim == 0:
+        yield out, src
+        return
+    for lead in np.ndindex(*out.shape[:depth]):
+        for start in range(0, out.shape[depth], count):
+            index = (*lead, slice(start, start + count))
+            yield out[index], src[index]
+
+
+def _border_steps(
+    sides: tuple[tuple[int, int, int], ...], mode: str
+) -> tuple[list[Step], list[Step]]:
+    """The ``(target, source)`` index pairs that fill the border once the centre is copied:
+    first those of the outer axes (indexing the block), then those of the innermost axis
+    (indexing :func:`_rows`).
+
+    ``array[target] = array[source]``, or the constant where ``source`` is None.  Axes go
+    from first to last.  Axis ``k`` fills its border over the full range of the axes before
+    it and the centre range of the axes after it: those are final by then, so corners come
+    out right, and each border element is written once.  The innermost axis comes last and
+    so spans every row, whose lines the outer axes' slabs have just brought into cache.
+    """
+    slab_steps: list[Step] = []
+    row_steps: list[Step] = []
+    last = len(sides) - 1
+    for axis, (before, length, after) in enumerate(sides):
+        if not (before or after):
             continue
-        region = out[_region_index(sides, axis)]
-        _FILLERS[mode](_AxisView(region, axis), before, length, after, fill)
+        if axis == last:
+            line = _AxisSteps((Ellipsis,), (), last > 0, row_steps)
+        else:
+            after_axes = tuple(slice(b, b + n) for b, n, _ in sides[axis + 1 :])
+            line = _AxisSteps((slice(None),) * axis, after_axes, False, slab_steps)
+        _FILLERS[mode](line, before, length, after)
+    return slab_steps, row_steps
 
 
-def _region_index(sides: tuple[tuple[int, int, int], ...], axis: int) -> tuple[slice, ...]:
-    centre = tuple(slice(b, b + n) for b, n, _ in sides[:axis])
-    return centre + (slice(None),) * (len(sides) - axis)
+class _AxisSteps:
+    """Records fills and copies along one axis, positions counted along that axis.
 
-
-class _AxisView:
-    """Fills and copies along one axis of an array, positions counted along that axis.
-
-    On the innermost axis a narrow stretch is handled one position (one column) at a time:
-    a numpy assignment of a few elements per row pays its per-row overhead for every row,
-    while a column is one long strided loop.
+    ``prefix`` and ``suffix`` index the axes before and after it.  On the innermost axis
+    (``by_column``) a narrow stretch is handled one position (one column) at a time: a numpy
+    assignment of a few elements per row pays its per-row overhead for every row, while a
+    column is one long strided loop.
     """
 
-    __slots__ = ("array", "prefix", "by_column")
+    __slots__ = ("prefix", "suffix", "by_column", "steps")
 
-    def __init__(self, array: np.ndarray, axis: int) -> None:
-        self.array = array
-        self.prefix = (slice(None),) * axis
-        self.by_column = axis == array.ndim - 1 and array.ndim > 1
+    def __init__(
+        self, prefix: tuple[Any, ...], suffix: tuple[Any, ...], by_column: bool, steps: list[Step]
+    ) -> None:
+        self.prefix = prefix
+        self.suffix = suffix
+        self.by_column = by_column
+        self.steps = steps
 
-    def fill(self, start: int, stop: int, value: Any) -> None:
-        """Positions ``start .. stop-1`` get ``value``."""
+    def fill(self, start: int, stop: int) -> None:
+        """Positions ``start .. stop-1`` get the constant."""
         if self._columnwise(stop - start, _FILL_COLUMNS):
-            for position in range(start, stop):
-                self.array[self.prefix + (position,)] = value
+            self.steps += [(self._at(position), None) for position in range(start, stop)]
         else:
-            self.array[self.prefix + (slice(start, stop),)] = value
+            self.steps.append((self._at(slice(start, stop)), None))
 
     def copy(self, start: int, stop: int, source: int, step: int) -> None:
         """Position ``start + i`` gets position ``source + i * step`` (step 1, -1 or 0)."""
-        if self._columnwise(stop - start, _COPY_COLUMNS):
-            for i in range(stop - start):
-                self.array[self.prefix + (start + i,)] = self.array[
-                    self.prefix + (source + i * step,)
-                ]
-            return
         count = stop - start
+        if self._columnwise(count, _COPY_COLUMNS):
+            self.steps += [(self._at(start + i), self._at(source + i * step)) for i in range(count)]
+            return
         if step == 0:
             chosen = slice(source, source + 1)
         elif step == 1:
@@ -693,28 +792,31 @@ class _AxisView:
         else:
             last = source - count
             chosen = slice(source, last if last >= 0 else None, -1)
-        self.array[self.prefix + (slice(start, stop),)] = self.array[self.prefix + (chosen,)]
+        self.steps.append((self._at(slice(start, stop)), self._at(chosen)))
+
+    def _at(self, position: int | slice) -> tuple[Any, ...]:
+        return (*self.prefix, position, *self.suffix)
 
     def _columnwise(self, count: int, limit: int) -> bool:
         return self.by_column and count <= limit
 
 
 # Widest stretches of the innermost axis copied / filled column by column.  Measured on
-# 8 x 128 rows in cache: an assignment of short rows costs about 20 ns per row whatever
-# their width (4-8 ns per row for a fill), one column about 3.5 ns per row.
-_COPY_COLUMNS = 5
-_FILL_COLUMNS = 3
+# 3520 rows of 160 float32 in cache: an assignment of a short stretch of each row costs
+# about 19 ns per row (8 ns for a fill) up to 8 elements wide, one column 1.3-1.8 ns per row.
+_COPY_COLUMNS = 8
+_FILL_COLUMNS = 6
 
 
-def _fill_constant(line: _AxisView, before: int, length: int, after: int, fill: Any) -> None:
+def _fill_constant(line: _AxisSteps, before: int, length: int, after: int) -> None:
     """Positions outside ``[before, before + length)`` get the constant."""
     if before:
-        line.fill(0, before, fill)
+        line.fill(0, before)
     if after:
-        line.fill(before + length, before + length + after, fill)
+        line.fill(before + length, before + length + after)
 
 
-def _fill_edge(line: _AxisView, before: int, length: int, after: int, fill: Any) -> None:
+def _fill_edge(line: _AxisSteps, before: int, length: int, after: int) -> None:
     """Position ``j`` (relative to the centre) gets ``clip(j, 0, n-1)``."""
     if before:
         line.copy(0, before, before, 0)
@@ -723,7 +825,7 @@ def _fill_edge(line: _AxisView, before: int, length: int, after: int, fill: Any)
         line.copy(last + 1, last + 1 + after, last, 0)
 
 
-def _fill_wrap(line: _AxisView, before: int, length: int, after: int, fill: Any) -> None:
+def _fill_wrap(line: _AxisSteps, before: int, length: int, after: int) -> None:
     """Position ``j`` gets ``j mod n``: copy already-filled whole periods outwards.
 
     The filled stretch ``[low, high)`` is ``n``-periodic, so a chunk next to it equals the
@@ -743,7 +845,7 @@ def _fill_wrap(line: _AxisView, before: int, length: int, after: int, fill: Any)
         high += size
 
 
-def _fill_reflect(line: _AxisView, before: int, length: int, after: int, fill: Any) -> None:
+def _fill_reflect(line: _AxisSteps, before: int, length: int, after: int) -> None:
     """Position ``j`` mirrors about the first and last centre elements (period ``2(n-1)``).
 
     The filled stretch ``[low, high)`` is mirrored about its end element; a mirrored chunk
@@ -751,7 +853,7 @@ def _fill_reflect(line: _AxisView, before: int, length: int, after: int, fill: A
     A one-element axis has period 0: every position repeats it, like numpy.pad.
     """
     if length == 1:
-        _fill_edge(line, before, length, after, fill)
+        _fill_edge(line, before, length, after)
         return
     half = length - 1
     low, high, total = before, before + length, before + length + after
@@ -765,7 +867,7 @@ def _fill_reflect(line: _AxisView, before: int, length: int, after: int, fill: A
         high += size
 
 
-_FILLERS: dict[str, Callable[[_AxisView, int, int, int, Any], None]] = {
+_FILLERS: dict[str, Callable[[_AxisSteps, int, int, int], None]] = {
     "constant": _fill_constant,
     "edge": _fill_edge,
     "wrap": _fill_wrap,
