@@ -1,4 +1,5 @@
-"""Timing primitives: per-call timeouts and round-robin repetition of several callables."""
+"""Timing primitives: per-call timeouts and repetition of several callables in blocks taken in
+turns."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIN_RUNS_BEFORE_BUDGET = 3
+ROUNDS = 3
+"""Number of turns each contender gets; its timed runs are spread evenly over them."""
 
 
 class CallTimeout(Exception):
@@ -84,33 +87,52 @@ def timed_call(run: Callable[[], Any], timeout_s: float | None) -> tuple[float, 
 def time_round_robin(
     contenders: dict[str, Contender], *, warmup: int, repeat: int, budget_s: float
 ) -> dict[str, Timing]:
-    """Time each contender `repeat` times, interleaving them call by call.
+    """Time each contender `repeat` times, in blocks of consecutive runs taken in turns.
 
-    Interleaving spreads load changes on a shared machine evenly over all contenders.  A
-    contender stops early when it reaches its max_repeat, times out, or has spent more than
-    `budget_s` in at least MIN_RUNS_BEFORE_BUDGET timed runs.  Garbage collection is paused
-    while timing.
+    There are ``min(ROUNDS, repeat)`` rounds; in each, every contender in turn gets `warmup`
+    untimed runs and then its share of the timed runs back to back (the shares add up to
+    `repeat`). Consecutive runs show each implementation as a user calling it repeatedly sees
+    it: alternating call by call lets one library's idle worker threads (onnxruntime spins
+    after a run, OpenBLAS yields) slow the other down. Taking turns per block still spreads
+    load changes on a shared machine over all contenders. A contender stops early when it
+    reaches its max_repeat, times out, or has spent more than `budget_s` in at least
+    MIN_RUNS_BEFORE_BUDGET timed runs; capped contenders (max_repeat set, the slow reference
+    implementations) get no warm-up runs. Garbage collection is paused while timing.
     """
     timings = {name: Timing() for name in contenders}
-    for _ in range(warmup):
-        for name, contender in contenders.items():
-            if contender.max_repeat is None:
-                _run_once(contender, timings[name], record=False)
     gc.collect()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for _ in range(repeat):
-            active = [name for name in contenders
-                      if _still_active(contenders[name], timings[name], budget_s)]
-            if not active:
-                break
-            for name in active:
-                _run_once(contenders[name], timings[name], record=True)
+        for runs in block_sizes(repeat, ROUNDS):
+            for name, contender in contenders.items():
+                _run_block(contender, timings[name], warmup=warmup, runs=runs, budget_s=budget_s)
     finally:
         if gc_was_enabled:
             gc.enable()
     return timings
+
+
+def block_sizes(repeat: int, rounds: int) -> list[int]:
+    """`repeat` split into ``min(rounds, repeat)`` nearly equal positive parts, larger first."""
+    count = max(1, min(rounds, repeat))
+    base, extra = divmod(max(0, repeat), count)
+    return [base + (1 if index < extra else 0) for index in range(count)]
+
+
+def _run_block(
+    contender: Contender, timing: Timing, *, warmup: int, runs: int, budget_s: float
+) -> None:
+    """`warmup` untimed runs (uncapped contenders only), then up to `runs` timed runs."""
+    if not _still_active(contender, timing, budget_s):
+        return
+    if contender.max_repeat is None:
+        for _ in range(warmup):
+            _run_once(contender, timing, record=False)
+    for _ in range(runs):
+        if not _still_active(contender, timing, budget_s):
+            return
+        _run_once(contender, timing, record=True)
 
 
 def _still_active(contender: Contender, timing: Timing, budget_s: float) -> bool:

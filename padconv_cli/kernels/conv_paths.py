@@ -19,6 +19,8 @@ for the next call); the depthwise path holds, per worker, one block of about
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import itertools
 import math
@@ -34,11 +36,11 @@ from padconv_cli.kernels.conv import ConvPlan
 WORKSPACE_BYTES = 64 * 2**20
 """Cap on the im2col column buffer; tests lower it to exercise chunking."""
 
-MIN_GEMM_COLUMNS = 2048
+MIN_GEMM_COLUMNS = 1024
 """Below this many output positions per image, several images share one GEMM; blocks of output
 positions are not made smaller than this (unless WORKSPACE_BYTES says so)."""
 
-GEMM_BLOCK_BYTES = 8 * 2**20
+GEMM_BLOCK_BYTES = 2 * 2**20
 """Preferred size of one im2col block: small enough to stay in cache for the GEMM."""
 
 KEPT_BUFFER_BYTES = 16 * 2**20
@@ -47,7 +49,7 @@ KEPT_BUFFER_BYTES = 16 * 2**20
 DEPTHWISE_MAX_MULTIPLIER = 4
 """Largest M/group for which the shifted multiply-add path beats im2col + GEMM."""
 
-DEPTHWISE_BLOCK_BYTES = 4 * 2**20
+DEPTHWISE_BLOCK_BYTES = 1 * 2**20
 """Target size of the two accumulator buffers of one depthwise block (one block per task)."""
 
 WIDE_MAX_OVERHEAD = 1.5
@@ -191,6 +193,79 @@ def _thread_pool() -> ThreadPoolExecutor:
         _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="padconv")
         _pool_pid = os.getpid()
     return _pool
+
+
+def run_gemm_tasks(tasks: Sequence[Callable[[], None]]) -> None:
+    """Run independent tasks that call BLAS: on padconv's workers with single-threaded BLAS
+    when OpenBLAS's thread count can be set, else one after the other on BLAS's own threads.
+
+    Own workers over many blocks keep both cores busy through the copies as well as the
+    products, and a core taken by another process only slows its current block, where BLAS's
+    threads wait for each other at every barrier.
+    """
+    with single_threaded_blas() as ours:
+        if ours:
+            run_tasks(tasks)
+        else:
+            for task in tasks:
+                task()
+
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_saved_threads = 0
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[bool]:
+    """Set OpenBLAS to one thread for the block (restored when the last concurrent user leaves);
+    yields whether it could (False when numpy's BLAS is not a known OpenBLAS, or with one core).
+
+    The thread count only changes how OpenBLAS splits the output between its threads, never a
+    sum's order, so results are the same either way.
+    """
+    global _blas_users, _blas_saved_threads
+    controls = _openblas_thread_controls()
+    if controls is None or worker_count() == 1:
+        yield False
+        return
+    get_threads, set_threads = controls
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_saved_threads = get_threads()
+            set_threads(1)
+        _blas_users += 1
+    try:
+        yield True
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                set_threads(_blas_saved_threads)
+
+
+@functools.cache
+def _openblas_thread_controls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get, set) of the thread count of the OpenBLAS numpy links, found among the loaded shared
+    libraries (Linux); None when there is none or it lacks the functions."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return None
+    for path in sorted(p for p in paths if p.startswith("/")):
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
+            getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
+            setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
+            if getter is not None and setter is not None:
+                getter.restype, getter.argtypes = ctypes.c_int, []
+                setter.restype, setter.argtypes = None, [ctypes.c_int]
+                return getter, setter
+    return None
 
 
 # --- pointwise: one GEMM ------------------------------------------------------------------
@@ -422,36 +497,53 @@ def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> 
     """
     n, c = plan.x_shape[:2]
     groups, m = plan.group, plan.w_shape[0]
-    offsets = kernel_offsets(plan.kernel_shape)
-    taps = len(offsets)
+    taps = math.prod(plan.kernel_shape)
     spatial = padded_shape(plan)
     out = plan.output_shape[2:]
-    positions = math.prod(out)
     xp = padded_input(x, plan, y.dtype).reshape(n, groups, c // groups, *spatial)
     w_matrix = w.reshape(groups, m // groups, (c // groups) * taps)
-    y_flat = y.reshape(n, groups, m // groups, positions)
+    y_flat = y.reshape(n, groups, m // groups, math.prod(out))
 
     _, axis, step = im2col_block_grid(plan, y.itemsize)
-    blocks = list(output_blocks((n, *out), axis, step))
-    largest = max(math.prod(lengths) for _, lengths in blocks)
-    buffer = column_buffer(c * taps * largest, y.dtype)
-    spatial_strides = flat_strides(out)
+    block = functools.partial(_im2col_block, plan, xp, w_matrix, y_flat)
+    run_gemm_tasks(
+        [functools.partial(block, starts, lengths)
+         for starts, lengths in output_blocks((n, *out), axis, step)]
+    )
 
-    for starts, lengths in blocks:
-        count = math.prod(lengths)
-        cols = buffer[: c * taps * count].reshape(groups, c // groups, taps, *lengths)
-        images = slice(starts[0], starts[0] + lengths[0])
-        # (G, C/G, images, *padded) view of the block's images
-        source = np.moveaxis(xp[images], 0, 2)
-        _fill_columns(plan, cols, source, offsets, starts[1:], lengths[1:])
-        matrix = cols.reshape(groups, (c // groups) * taps, count)
-        if lengths[0] == 1:
-            first = sum(s * st for s, st in zip(starts[1:], spatial_strides, strict=True))
-            np.matmul(w_matrix, matrix, out=y_flat[starts[0], :, :, first : first + count])
-        else:
-            product = np.matmul(w_matrix, matrix)
-            per_image = product.reshape(groups, m // groups, lengths[0], positions)
-            y_flat[images] = np.moveaxis(per_image, 2, 0)
+
+def _im2col_block(
+    plan: ConvPlan,
+    xp: np.ndarray,
+    w_matrix: np.ndarray,
+    y_flat: np.ndarray,
+    starts: tuple[int, ...],
+    lengths: tuple[int, ...],
+) -> None:
+    """One im2col block: copy its patches into this thread's column buffer, then one batched
+    GEMM over the groups into the block's (contiguous) output positions."""
+    groups, per_group, rows = w_matrix.shape
+    per_group_channels = rows // math.prod(plan.kernel_shape)
+    count = math.prod(lengths)
+    buffer = column_buffer(groups * rows * count, y_flat.dtype)
+    images = slice(starts[0], starts[0] + lengths[0])
+    cols = buffer.reshape(groups, per_group_channels, *plan.kernel_shape, *lengths)
+    np.copyto(cols, patch_view(plan, xp, starts, lengths))
+    matrix = buffer.reshape(groups, rows, count)
+    if groups == 1:
+        # np.dot runs concurrently on the workers at full speed; np.matmul was measured to burn
+        # about twice the CPU time when two threads call it at once
+        product = np.dot(w_matrix[0], matrix[0])[None]
+    else:
+        product = np.matmul(w_matrix, matrix)
+    if lengths[0] == 1:
+        first = sum(
+            s * st for s, st in zip(starts[1:], flat_strides(plan.output_shape[2:]), strict=True)
+        )
+        y_flat[starts[0], :, :, first : first + count] = product
+    else:
+        per_image = product.reshape(groups, per_group, lengths[0], y_flat.shape[-1])
+        y_flat[images] = np.moveaxis(per_image, 2, 0)
 
 
 def column_buffer(size: int, dtype: np.dtype) -> np.ndarray:
@@ -466,19 +558,25 @@ def column_buffer(size: int, dtype: np.dtype) -> np.ndarray:
     return kept[:nbytes].view(dtype)
 
 
-def _fill_columns(
-    plan: ConvPlan,
-    cols: np.ndarray,
-    source: np.ndarray,
-    offsets: Sequence[tuple[int, ...]],
-    starts: Sequence[int],
-    lengths: Sequence[int],
-) -> None:
-    """``cols[:, :, k] = source[..., window of kernel offset k]`` for every kernel offset.
-
-    One copy per offset. (Splitting the copies over threads was measured not to pay here: the
-    copies are bound by memory bandwidth, and BLAS worker threads still spin after a GEMM.)
-    """
-    everything = (slice(None), slice(None), slice(None))
-    for index, offset in enumerate(offsets):
-        cols[:, :, index] = source[(*everything, *tap_slices(plan, offset, starts, lengths))]
+def patch_view(
+    plan: ConvPlan, xp: np.ndarray, starts: Sequence[int], lengths: Sequence[int]
+) -> np.ndarray:
+    """Read-only view ``V[g, c, *k, n, *o] = xp[starts[0] + n, g, c, *((starts_i + o_i) * s_i
+    + k_i * d_i)]`` of the padded input ``xp`` (N, G, C/G, *padded, C-contiguous): the block's
+    column matrix as one strided view, so that filling it is a single copy."""
+    item = xp.itemsize
+    image_stride, group_stride, channel_stride, *row_strides = (st // item for st in xp.strides)
+    first = starts[0] * image_stride + sum(
+        start * s * row
+        for start, s, row in zip(starts[1:], plan.strides, row_strides, strict=True)
+    )
+    taps = [d * row for d, row in zip(plan.dilations, row_strides, strict=True)]
+    steps = [s * row for s, row in zip(plan.strides, row_strides, strict=True)]
+    return np.lib.stride_tricks.as_strided(
+        xp.reshape(-1)[first:],
+        shape=(*xp.shape[1:3], *plan.kernel_shape, *lengths),
+        strides=tuple(
+            e * item for e in (group_stride, channel_stride, *taps, image_stride, *steps)
+        ),
+        writeable=False,
+    )

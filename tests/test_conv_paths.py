@@ -1,0 +1,138 @@
+"""Conv compute-path internals: the im2col patch view, and BLAS threading around the workers."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels.conv import conv, plan_conv
+
+
+def patches_by_slicing(plan, xp, starts, lengths):
+    """Reference for patch_view: one strided slice of xp per kernel offset and image."""
+    groups, per_group = xp.shape[1:3]
+    result = np.empty((groups, per_group, *plan.kernel_shape, *lengths), dtype=xp.dtype)
+    for offset in conv_paths.kernel_offsets(plan.kernel_shape):
+        window = conv_paths.tap_slices(plan, offset, starts[1:], lengths[1:])
+        for index in range(lengths[0]):
+            result[(slice(None), slice(None), *offset, index)] = xp[(starts[0] + index, ...,
+                                                                     *window)]
+    return result
+
+
+@st.composite
+def conv_geometries(draw):
+    rank = draw(st.integers(1, 3))
+    kernel = [draw(st.integers(1, 3)) for _ in range(rank)]
+    strides = [draw(st.integers(1, 3)) for _ in range(rank)]
+    dilations = [draw(st.integers(1, 2)) for _ in range(rank)]
+    pads = [draw(st.integers(0, 2)) for _ in range(2 * rank)]
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
+    spatial = [draw(st.integers(extent, 9)) for extent in extents]
+    group = draw(st.sampled_from([1, 2]))
+    channels = group * draw(st.integers(1, 2))
+    images = draw(st.integers(1, 3))
+    return (images, channels, *spatial), (2 * group, channels // group, *kernel), dict(
+        pads=pads, strides=strides, dilations=dilations, group=group
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(conv_geometries(), st.data())
+def test_patch_view_equals_per_offset_slices(geometry, data):
+    x_shape, w_shape, attrs = geometry
+    plan = plan_conv(x_shape, w_shape, **attrs)
+    x = np.arange(math.prod(x_shape), dtype=np.float32).reshape(x_shape)
+    xp = conv_paths.padded_input(x, plan, np.dtype(np.float32)).reshape(
+        x_shape[0], plan.group, x_shape[1] // plan.group, *conv_paths.padded_shape(plan)
+    )
+    dims = (plan.output_shape[0], *plan.output_shape[2:])
+    budget = data.draw(st.integers(1, math.prod(dims)))
+    first_axis = data.draw(st.integers(0, 1))
+    axis, step = conv_paths.block_axis_and_step(dims, budget, first_axis)
+    for starts, lengths in conv_paths.output_blocks(dims, axis, step):
+        view = conv_paths.patch_view(plan, xp, starts, lengths)
+        np.testing.assert_array_equal(view, patches_by_slicing(plan, xp, starts, lengths))
+
+
+def blas_threads():
+    controls = conv_paths._openblas_thread_controls()
+    if controls is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS whose thread count can be set")
+    return controls
+
+
+def test_single_threaded_blas_sets_one_thread_and_restores_the_count():
+    get_threads, set_threads = blas_threads()
+    before = get_threads()
+    set_threads(2)
+    try:
+        with conv_paths.single_threaded_blas() as ours:
+            assert ours is (conv_paths.worker_count() > 1)
+            assert get_threads() == (1 if ours else 2)
+            with conv_paths.single_threaded_blas():
+                assert get_threads() == (1 if ours else 2)
+            assert get_threads() == (1 if ours else 2)
+        assert get_threads() == 2
+    finally:
+        set_threads(before)
+
+
+def test_concurrent_users_restore_the_count_only_when_the_last_leaves():
+    get_threads, set_threads = blas_threads()
+    if conv_paths.worker_count() == 1:
+        pytest.skip("one core: BLAS threading is left alone")
+    before = get_threads()
+    set_threads(2)
+    entered, release = threading.Event(), threading.Event()
+
+    def other_user():
+        with conv_paths.single_threaded_blas():
+            entered.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other_user)
+    try:
+        thread.start()
+        assert entered.wait(10)
+        with conv_paths.single_threaded_blas():
+            pass
+        assert get_threads() == 1  # the other user is still inside
+        release.set()
+        thread.join(10)
+        assert get_threads() == 2
+    finally:
+        release.set()
+        thread.join(10)
+        set_threads(before)
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs",
+    [
+        ((1, 8, 40, 40), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1])),
+        ((3, 4, 300), (8, 4, 5), dict(pads=[2, 2], dilations=[2])),
+        ((1, 4, 12, 12, 12), (6, 2, 3, 3, 3), dict(pads=[1] * 6, group=2, strides=[2, 1, 1])),
+    ],
+)
+def test_own_workers_give_the_same_bits_as_blas_threads(monkeypatch, x_shape, w_shape, attrs):
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-1, 1, x_shape).astype(np.float32)
+    w = rng.uniform(-1, 1, w_shape).astype(np.float32)
+    monkeypatch.setattr(conv_paths, "GEMM_BLOCK_BYTES", 64 * 1024)
+    monkeypatch.setattr(conv_paths, "MIN_GEMM_COLUMNS", 64)
+    plan = plan_conv(x_shape, w_shape, **attrs)
+    assert conv_paths.choose_path(plan) is conv_paths.im2col_path
+    dims = (plan.output_shape[0], *plan.output_shape[2:])
+    _, axis, step = conv_paths.im2col_block_grid(plan, 4)
+    assert len(list(conv_paths.output_blocks(dims, axis, step))) > 1  # several tasks
+    on_workers = conv(x, w, **attrs)
+    monkeypatch.setattr(conv_paths, "_openblas_thread_controls", lambda: None)
+    on_blas_threads = conv(x, w, **attrs)
+    np.testing.assert_array_equal(on_workers, on_blas_threads)
