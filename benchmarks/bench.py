@@ -63,7 +63,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=None, metavar="N",
                         help="Timed runs per case and peer (medians are reported).")
     parser.add_argument("--warmup", type=int, default=None, metavar="N",
-                        help="Untimed runs before timing (besides the verification run).")
+                        help="Untimed runs at the start of each block of timed runs (besides the "
+                        "verification run).")
     parser.add_argument("--quick", action="store_true", help="Fewer repetitions.")
     parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
     parser.add_argument("--write-docs", action="store_true",
@@ -164,10 +165,13 @@ def partial_run_warning(settings: dict[str, Any]) -> list[str]:
 def method_text(settings: dict[str, Any]) -> str:
     """What exactly is timed, and how."""
     return "\n".join([
-        f"- Kernel cases run in one process: {settings['warmup']} untimed warm-up run(s), then up "
-        f"to {settings['repeat']} timed runs per implementation, interleaved call by call so "
-        "that load changes hit every implementation alike; an implementation stops early after "
-        f"3 runs once it has used {settings['budget_s']:g} s. The median is reported.",
+        f"- Kernel cases run in one process: up to {settings['repeat']} timed runs per "
+        "implementation, in blocks of consecutive runs taken in turns over 3 rounds (each block "
+        f"starts with {settings['warmup']} untimed warm-up run(s)), so that load changes hit "
+        "every implementation alike without one library's idle worker threads slowing the "
+        "next; an implementation stops early after 3 runs once it has used "
+        f"{settings['budget_s']:g} s. The median over all timed runs is reported. Pad is also "
+        "timed as pad(x, out=buf) into a preallocated result, like the strided-copy floor.",
         "- Inputs are float32 drawn uniformly from [-1, 1) (seed 0); Conv has no bias.",
         "- Before timing, each peer's result is compared with padconv's: Pad must be bit-exact, "
         "Conv must satisfy allclose(rtol=1e-4, atol=2e-6 * C/group * prod(kernel)). A mismatch "

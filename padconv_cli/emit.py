@@ -6,7 +6,7 @@ Rules:
   the element type (read from the operator schemas of the installed onnx), ``axes``
   (Pad-18), ``mode="wrap"`` (Pad-19), a ``constant_value`` that a float32 ``value``
   attribute cannot hold exactly (Pad-11), ``auto_pad=SAME_*`` with a stride above 1 (Conv-11,
-  the first version that defines it as ``ceil(in / stride)``).
+  the first version that defines it as ``ceil(in / stride)``) when auto_pad is written.
 * The model's opset is that version, raised to :data:`MIN_RUNTIME_OPSET` (the oldest opset
   onnxruntime guarantees to load; Pad and Conv do not change between their version and it).
   The IR version is the oldest one that has this opset.
@@ -14,7 +14,9 @@ Rules:
   named in ``embedded`` (tensors taken from a model), which become initializers.  ``pads``,
   ``constant_value`` and ``axes`` are initializers (Pad-11+) or attributes (Pad-2).
   Conv's kernel_shape, strides, dilations and group are written resolved, as are its pads
-  (or ``auto_pad``), so no runtime default is relied upon.
+  (or ``auto_pad``), so no runtime default is relied upon.  With a dilation above 1 the pads
+  that ``auto_pad`` resolves to are written instead of ``auto_pad`` (``NOTSET``): the inputs
+  have fixed shapes, and onnxruntime cannot run SAME_* with dilations.
 * The model passes ``onnx.checker.check_model(model, full_check=True)``, which also runs
   strict shape inference against the declared output shape.
 """
@@ -28,10 +30,9 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import OutputError, UnsupportedDtypeError
+from padconv_cli.onnx_nodes import CONV_INPUT_NAMES, PAD_INPUT_NAMES
 
 MIN_RUNTIME_OPSET = 7
-PAD_INPUT_NAMES = ("data",)
-CONV_INPUT_NAMES = ("X", "W", "B")
 OUTPUT_NAMES = {"Pad": "output", "Conv": "Y"}
 PROTOBUF_LIMIT = 2**31 - 1
 
@@ -108,14 +109,23 @@ def pad_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     return VersionChoice("Pad", version, reason)
 
 
+def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
+    """True when the emitted Conv keeps ``auto_pad``: it is not NOTSET and no dilation is above
+    1 (otherwise the resolved pads are written, module rules)."""
+    return str(auto_pad or "NOTSET") != "NOTSET" and not any(d > 1 for d in dilations or ())
+
+
 def conv_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     """The oldest Conv version with the call's element type and auto_pad semantics."""
     from padconv_cli.onnx_nodes import CONV_VERSIONS
 
     needs = [(_first_version_for_type("Conv", CONV_VERSIONS, dtype), onnx_type_string(dtype))]
     strides = attributes.get("strides") or ()
-    if str(attributes.get("auto_pad", "NOTSET")).startswith("SAME") and any(
-        s > 1 for s in strides
+    auto_pad = attributes.get("auto_pad", "NOTSET")
+    if (
+        writes_auto_pad(auto_pad, attributes.get("dilations"))
+        and str(auto_pad).startswith("SAME")
+        and any(s > 1 for s in strides)
     ):
         needs.append((11, "auto_pad SAME with a stride above 1"))
     version, reason = max(needs, key=lambda need: need[0])
@@ -197,10 +207,10 @@ def _conv_parts(call: Any, plan: Any, embedded: Collection[str]) -> _GraphParts:
         "dilations": list(plan.dilations),
         "group": int(plan.group),
     }
-    if plan.auto_pad == "NOTSET":
-        attributes["pads"] = list(plan.pads)
-    else:
+    if writes_auto_pad(plan.auto_pad, plan.dilations):
         attributes["auto_pad"] = plan.auto_pad
+    else:
+        attributes["pads"] = list(plan.pads)
     parts = _GraphParts([], [], [], attributes)
     for name, array in zip(CONV_INPUT_NAMES, call.arrays, strict=False):
         if array is not None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.emit import CONV_INPUT_NAMES, PAD_INPUT_NAMES
+from padconv_cli.onnx_nodes import CONV_INPUT_NAMES, PAD_INPUT_NAMES
 from padconv_cli.units import human_bytes
 
 
@@ -35,7 +35,7 @@ def plan_call(call: Any) -> Any:
         attributes = call.attributes
         return plan_pad(
             np.shape(call.arrays[0]), attributes["pads"], attributes.get("axes"),
-            attributes.get("mode", "constant"),
+            attributes.get("mode", "constant"), dtype=np.asarray(call.arrays[0]).dtype,
         )
     from padconv_cli.kernels.conv import plan_conv
 

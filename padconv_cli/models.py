@@ -24,6 +24,7 @@ NOTSET and ``--auto-pad`` without ``--pads`` drops the model's pads.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ from padconv_cli.errors import AttributeValueError, InputError
 MODEL_OPS = ("Pad", "Conv")
 LISTED_NODES = 12
 PAD_FLAG_INPUTS = {1: "pads", 2: "constant_value", 3: "axes"}
+SHORTHAND_CONSTANTS = (
+    "value_float", "value_floats", "value_int", "value_ints", "value_string", "value_strings"
+)
 PAD_FLAGS = {"pads": "--pads", "constant_value": "--constant-value", "axes": "--axes"}
 
 
@@ -133,38 +137,52 @@ def model_opset(model: Any, path: str) -> int:
 
 def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.ndarray]:
     """A function converting ``tensor`` on first use (through tensorio's checks)."""
+
+    def convert() -> np.ndarray:
+        from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+        return tensor_from_proto(tensor, label, base_dir)
+
+    return _lazy(convert)
+
+
+def _lazy(compute: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """A loader running ``compute`` on first use only, so that a bad constant that no chosen
+    node reads cannot break the model for the others."""
     cache: list[np.ndarray] = []
 
     def load() -> np.ndarray:
         if not cache:
-            from padconv_cli.tensorio.protobuf import tensor_from_proto
-
-            cache.append(tensor_from_proto(tensor, label, base_dir))
+            cache.append(compute())
         return cache[0]
 
     return load
 
 
-def _fixed(value: np.ndarray) -> Callable[[], np.ndarray]:
-    return lambda: value
-
-
-def _constant_loader(node: Any, label: str, base_dir: str) -> Callable[[], np.ndarray] | None:
+def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.ndarray] | None:
     """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
-    from onnx import helper
-
+    label = f"{path}: Constant {node.output[0]!r}"
     for attribute in node.attribute:
         if attribute.name == "value":
             return _tensor_loader(attribute.t, label, base_dir)
-        if attribute.name in ("value_float", "value_floats", "value_int", "value_ints"):
-            kind = np.float32 if "float" in attribute.name else np.int64
-            return _fixed(np.array(helper.get_attribute_value(attribute), dtype=kind))
-        if attribute.name in ("value_string", "value_strings"):
-            texts = helper.get_attribute_value(attribute)
-            if isinstance(texts, bytes):
-                return _fixed(np.array(texts.decode("utf-8"), dtype=object))
-            return _fixed(np.array([t.decode("utf-8") for t in texts], dtype=object))
+        if attribute.name in SHORTHAND_CONSTANTS:
+            where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
+            return _lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
+
+
+def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
+    """The array of a Constant's value_* attribute: float32, int64 or strings (UTF-8 text)."""
+    from onnx import helper
+
+    from padconv_cli.onnx_nodes import decode_attribute_text
+
+    value = helper.get_attribute_value(attribute)
+    if "string" not in attribute.name:
+        return np.array(value, dtype=np.float32 if "float" in attribute.name else np.int64)
+    if isinstance(value, bytes):
+        return np.array(decode_attribute_text(value, where), dtype=object)
+    return np.array([decode_attribute_text(text, where) for text in value], dtype=object)
 
 
 def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable]:
@@ -176,7 +194,7 @@ def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable
     for node in graph.node:
         if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
             continue
-        loader = _constant_loader(node, f"{path}: Constant {node.output[0]!r}", base_dir)
+        loader = _constant_loader(node, path, base_dir)
         if loader is not None:
             constants[node.output[0]] = loader
     return constants
@@ -326,9 +344,9 @@ def _pad_slots(origin: ModelNode, data: np.ndarray | None, flags: Mapping[str, A
 
 
 def _conv_slots(origin: ModelNode, arrays: tuple, embedded: set[str]) -> list:
-    slots = []
-    from padconv_cli.emit import CONV_INPUT_NAMES
+    from padconv_cli.onnx_nodes import CONV_INPUT_NAMES
 
+    slots = []
     for index, (name, given) in enumerate(zip(CONV_INPUT_NAMES, arrays, strict=True)):
         remedy = f"give {name} on the command line"
         slots.append(_slot(origin, index, given, name, remedy, embedded, name))
@@ -340,7 +358,9 @@ def _model_call(origin: ModelNode, slots: list) -> Any:
     from padconv_cli.onnx_nodes import call_for_node
 
     try:
-        return call_for_node(origin.node, slots, opset=origin.opset)
+        return call_for_node(
+            origin.node, slots, opset=origin.opset, source=origin.path, label=origin.label
+        )
     except AttributeValueError as error:
         raise AttributeValueError(f"{origin.describe()}: {error}") from None
 
@@ -393,6 +413,9 @@ def resolve_call(
 
     if origin is None:
         return _plain_call(op_type, arrays, flags)
+    from padconv_cli.onnx_nodes import check_node_input_count
+
+    check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
     embedded: set[str] = set()
     if op_type == "Pad":
         slots = _pad_slots(origin, arrays[0], flags, embedded)

@@ -23,13 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.errors import AttributeValueError
+from padconv_cli.errors import AttributeValueError, InputError
 
 PAD_VERSIONS = (1, 2, 11, 13, 18, 19, 21, 23, 24, 25)
 CONV_VERSIONS = (1, 11, 22)
 OPERATOR_VERSIONS = {"Pad": PAD_VERSIONS, "Conv": CONV_VERSIONS}
 DEFAULT_DOMAINS = ("", "ai.onnx")
 CONV_ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+PAD_INPUT_NAMES = ("data",)  # the data inputs of padconv's own calls (the rest are attributes)
+CONV_INPUT_NAMES = ("X", "W", "B")
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,9 @@ def kernel_call(
             "(only Pad and Conv of the default ONNX domain)"
         )
     version = operator_version(op_type, opset)
-    attributes = {name: _plain(value) for name, value in attributes.items()}
+    attributes = {
+        name: _plain(value, f"{op_type}: attribute {name!r}") for name, value in attributes.items()
+    }
     if op_type == "Pad":
         return _pad_call(version, attributes, list(inputs))
     return _conv_call(version, attributes, list(inputs))
@@ -130,12 +134,23 @@ def run_node(
     return kernel_call(op_type, attributes, inputs, opset=opset).run()
 
 
-def _plain(value: Any) -> Any:
+def decode_attribute_text(raw: bytes, where: str) -> str:
+    """The text of an ONNX string (stored as UTF-8 bytes); ``where`` names it in the error.
+
+    Bytes that are not valid UTF-8 raise :class:`InputError` ``"<where> is not valid UTF-8"``.
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{where} is not valid UTF-8") from None
+
+
+def _plain(value: Any, where: str) -> Any:
     """Attribute values as the kernels take them: bytes -> str, lists -> tuples of ints/floats."""
     if isinstance(value, bytes):
-        return value.decode("utf-8")
+        return decode_attribute_text(value, where)
     if isinstance(value, (list, tuple)):
-        return tuple(_plain(v) for v in value)
+        return tuple(_plain(v, where) for v in value)
     return value
 
 
@@ -277,11 +292,48 @@ def _required_attribute(operator: str, attributes: Mapping[str, Any], name: str)
 # --- onnx objects ----------------------------------------------------------------------------
 
 
-def node_attributes(node: Any) -> dict[str, Any]:
-    """A NodeProto's attributes as a dict of Python values (ints, floats, str, tuples)."""
+def node_attributes(
+    node: Any, *, source: str = "model", label: str | None = None
+) -> dict[str, Any]:
+    """A NodeProto's attributes as a dict of Python values (ints, floats, str, tuples).
+
+    ``source`` (the model's path) and ``label`` (default: the node's name, else its op_type)
+    name the attribute in errors, e.g. text that is not UTF-8.
+    """
     from onnx import helper
 
-    return {attr.name: _plain(helper.get_attribute_value(attr)) for attr in node.attribute}
+    label = label or node.name or node.op_type
+    return {
+        attr.name: _plain(
+            helper.get_attribute_value(attr),
+            f"{source}: attribute {attr.name!r} of node {label!r}",
+        )
+        for attr in node.attribute
+    }
+
+
+def max_input_count(op_type: str, version: int) -> int:
+    """Most inputs a node may list: Pad-1/2: 1, Pad-11..13: 3, Pad-18+: 4, Conv: 3."""
+    if op_type == "Conv":
+        return 3
+    if version < 11:
+        return 1
+    return 4 if version >= 18 else 3
+
+
+def check_node_input_count(
+    node: Any, *, opset: int, source: str = "model", label: str | None = None
+) -> None:
+    """A node listing more inputs than its version defines (omitted "" slots included) is
+    refused with :class:`InputError`: extra inputs would otherwise be silently ignored."""
+    version = operator_version(node.op_type, opset)
+    most = max_input_count(node.op_type, version)
+    if len(node.input) > most:
+        label = label or node.name or node.op_type
+        raise InputError(
+            f"{source}: node {label!r} ({node.op_type}-{version}) lists {len(node.input)} "
+            f"inputs; {node.op_type}-{version} takes at most {most}"
+        )
 
 
 def default_opset(opset_imports: Sequence[Any]) -> int:
@@ -292,6 +344,19 @@ def default_opset(opset_imports: Sequence[Any]) -> int:
     raise AttributeValueError("model: no opset_import for the default ONNX domain")
 
 
-def call_for_node(node: Any, inputs: Sequence[np.ndarray | None], *, opset: int) -> KernelCall:
-    """``kernel_call`` for a NodeProto whose inputs are given as arrays (None where omitted)."""
-    return kernel_call(node.op_type, node_attributes(node), inputs, opset=opset, domain=node.domain)
+def call_for_node(
+    node: Any,
+    inputs: Sequence[np.ndarray | None],
+    *,
+    opset: int,
+    source: str = "model",
+    label: str | None = None,
+) -> KernelCall:
+    """``kernel_call`` for a NodeProto whose inputs are given as arrays (None where omitted).
+
+    ``source`` and ``label`` name the model and the node in :class:`InputError` messages.
+    """
+    if is_supported_op(node.op_type, node.domain):
+        check_node_input_count(node, opset=opset, source=source, label=label)
+    attributes = node_attributes(node, source=source, label=label)
+    return kernel_call(node.op_type, attributes, inputs, opset=opset, domain=node.domain)

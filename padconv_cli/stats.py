@@ -16,7 +16,7 @@ Rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,12 +207,17 @@ def _npz_members(path: str) -> list[str] | None:
     return [n for n in names if n and not n.endswith("/")]
 
 
-def named_tensors(source: str, *, dtype: str | None = None) -> Iterator[tuple[str, np.ndarray]]:
+def named_tensors(
+    source: str, *, dtype: str | None = None, notice: Callable[[str], None] | None = None
+) -> Iterator[tuple[str, np.ndarray]]:
     """(label, array) of every tensor a source holds, read one at a time.
 
-    ``.onnx`` models give every initializer (``model.onnx:W``), ``.npz`` archives without a
-    ``:NAME`` every member (``a.npz:x``); anything else is one tensor read by tensorio, labelled
-    with the source (and the TensorProto name when it has one).
+    ``.onnx`` models give every initializer of the main graph (``model.onnx:W``; Constant
+    nodes and subgraph initializers are not shown); for a model without any, ``notice``
+    (default: a line on stderr) receives ``"model.onnx: no initializers in the main graph"``.
+    ``.npz`` archives without a ``:NAME`` give every member (``a.npz:x``); anything else is one
+    tensor read by tensorio, labelled with the source (and the TensorProto name when it has
+    one).
     """
     import os
 
@@ -221,10 +226,7 @@ def named_tensors(source: str, *, dtype: str | None = None) -> Iterator[tuple[st
     classified = classify_source(source)
     suffix = os.path.splitext(classified.path)[1].lower() if classified.kind == "file" else ""
     if suffix == ".onnx":
-        from padconv_cli.models import model_initializers
-
-        for name, array in model_initializers(classified.path):
-            yield f"{classified.path}:{name}", array
+        yield from _model_tensors(classified.path, notice or _stderr_notice)
         return
     members = _npz_members(classified.path) if suffix == ".npz" and not classified.member else None
     if members and len(members) > 1:
@@ -232,6 +234,24 @@ def named_tensors(source: str, *, dtype: str | None = None) -> Iterator[tuple[st
             yield read_tensor_labelled(f"{classified.path}:{member}", dtype)
         return
     yield read_tensor_labelled(source, dtype)
+
+
+def _model_tensors(path: str, notice: Callable[[str], None]) -> Iterator[tuple[str, np.ndarray]]:
+    """(``path:name``, array) of the model's main-graph initializers; ``notice`` when none."""
+    from padconv_cli.models import model_initializers
+
+    empty = True
+    for name, array in model_initializers(path):
+        empty = False
+        yield f"{path}:{name}", array
+    if empty:
+        notice(f"{path}: no initializers in the main graph")
+
+
+def _stderr_notice(message: str) -> None:
+    import sys
+
+    print(message, file=sys.stderr)
 
 
 def read_tensor_labelled(source: str, dtype: str | None) -> tuple[str, np.ndarray]:

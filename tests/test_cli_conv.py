@@ -112,7 +112,10 @@ def test_integer_input_is_refused_with_advice(run_cli, tmp_path):
     assert "float" in result.stderr and result.stderr.count("\n") == 1
 
 
-def test_bias_of_wrong_shape(run_cli, xw):
-    result = run_cli("conv", str(xw[0]), str(xw[1]), "[0.5, 1.5]", "-o", "-")
+@pytest.mark.parametrize(("bias", "shape"), [("[0.5, 1.5]", "(2,)"), ("[[0.5]]", "(1, 1)")])
+def test_bias_of_wrong_shape(run_cli, xw, bias, shape):
+    result = run_cli("conv", str(xw[0]), str(xw[1]), bias, "-o", "-")
     assert result.exit_code == 2
-    assert "bias" in result.stderr.lower() or "B" in result.stderr
+    message = f"padconv: error: Conv bias B must have shape (M,) = (1,), got {shape}\n"
+    assert result.stderr == message
+    assert result.stdout_bytes == b""

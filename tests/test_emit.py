@@ -209,3 +209,34 @@ def test_any_valid_pad_emits_a_model_whose_inferred_shape_matches(shape, data, m
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     dims = inferred.graph.output[0].type.tensor_type.shape.dim
     assert [d.dim_value for d in dims] == list(plan.output_shape)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+@pytest.mark.parametrize(("strides", "version"), [((1, 1), 1), ((2, 1), 1)])
+def test_auto_pad_with_dilations_is_written_as_resolved_pads(auto_pad, strides, version):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 2)).astype(np.float32)
+    call = _conv_call(x, w, auto_pad=auto_pad, dilations=(2, 3), strides=strides)
+    plan = plan_call(call)
+    model = single_node_model(call, plan)
+    onnx.checker.check_model(model, full_check=True)
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in model.graph.node[0].attribute}
+    assert "auto_pad" not in attributes and attributes["pads"] == list(plan.pads)
+    assert operator_version(call).version == version  # no auto_pad written: Conv-1 suffices
+    expected = call.run()
+    (got,) = ReferenceEvaluator(model).run(None, {"X": x, "W": w})
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {"X": x, "W": w})
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_same_with_stride_and_no_dilation_keeps_auto_pad_and_conv11():
+    call = _conv_call(np.zeros((1, 1, 5, 5), np.float32), np.zeros((1, 1, 3, 3), np.float32),
+                      auto_pad="SAME_UPPER", strides=(2, 2), dilations=(1, 1))
+    model = single_node_model(call, plan_call(call))
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in model.graph.node[0].attribute}
+    assert attributes["auto_pad"] == b"SAME_UPPER" and "pads" not in attributes
+    assert operator_version(call).version == 11

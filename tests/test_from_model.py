@@ -321,3 +321,76 @@ def test_constant_node_value_tensor(run_cli, tmp_path, data_file):
     assert result.exit_code == 0, result.stderr
     expected = np.pad(DATA, ((0, 0), (0, 0), (1, 0), (0, 2)), mode="reflect")
     np.testing.assert_array_equal(_load(result), expected)
+
+
+def _bad_text_constant(name="s"):
+    return helper.make_node("Constant", [], [name], name=name, value_string=b"caf\xe9")
+
+
+def test_a_bad_constant_no_chosen_node_reads_does_not_break_the_model(run_cli, tmp_path,
+                                                                       data_file):
+    nodes = [
+        _bad_text_constant(),
+        helper.make_node("Identity", ["s"], ["t"]),
+        helper.make_node("Pad", ["x", "p"], ["y"], name="pd", mode="edge"),
+    ]
+    _model(nodes, opset=13, initializers=[_int64("p", [0, 0, 1, 0, 0, 0, 0, 1])],
+           path=tmp_path / "m.onnx")
+    result = run_cli("pad", data_file, "--from-model", str(tmp_path / "m.onnx"), "-o", "-")
+    assert result.exit_code == 0, result.stderr
+    np.testing.assert_array_equal(_load(result), np.pad(DATA, ((0, 0), (0, 0), (1, 0), (0, 1)),
+                                                        mode="edge"))
+
+
+@pytest.mark.parametrize("attribute", ["value_string", "value_strings"])
+def test_a_constant_that_is_not_utf8_is_an_input_error_when_read(tmp_path, attribute):
+    from padconv_cli.errors import InputError
+    from padconv_cli.models import find_node, resolve_call
+
+    constant = helper.make_node("Constant", [], ["s"], name="s")
+    raw = b"caf\xe9" if attribute == "value_string" else [b"ok", b"caf\xe9"]
+    constant.attribute.append(helper.make_attribute(attribute, raw))
+    nodes = [constant, helper.make_node("Pad", ["x", "p", "s"], ["y"], name="pd")]
+    path = tmp_path / "m.onnx"
+    _model(nodes, opset=13, initializers=[_int64("p", [0, 1, 0, 1])], path=path)
+    origin = find_node(str(path), "pd", "Pad")  # loading the model reads no constant
+    with pytest.raises(InputError) as error:
+        resolve_call("Pad", (np.array([["a"]], dtype=object),), {}, origin)
+    assert str(error.value) == f"{path}: attribute {attribute!r} of node 's' is not valid UTF-8"
+
+
+def test_a_string_attribute_that_is_not_utf8_is_exit_2(run_cli, tmp_path, data_file):
+    node = helper.make_node("Pad", ["x", "p"], ["y"], name="p")
+    node.attribute.append(helper.make_attribute("mode", b"\xff"))
+    _model([node], opset=13, initializers=[_int64("p", [0] * 8)], path=tmp_path / "m.onnx")
+    result = run_cli("pad", data_file, "--from-model", str(tmp_path / "m.onnx"), "-o", "-")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"{tmp_path / 'm.onnx'}: attribute 'mode' of node 'p' is not valid UTF-8" in (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("op_type", "opset", "inputs", "most"),
+    [
+        ("Pad", 13, ["x", "p", "v", "a", "extra"], 3),
+        ("Pad", 13, ["x", "p", "", "a"], 3),
+        ("Pad", 18, ["x", "p", "v", "a", ""], 4),
+        ("Conv", 11, ["x", "w", "b", "extra"], 3),
+    ],
+)
+def test_more_node_inputs_than_the_version_takes_are_refused(run_cli, tmp_path, data_file,
+                                                             op_type, opset, inputs, most):
+    node = helper.make_node(op_type, inputs, ["y"], name="n")
+    initializers = [_int64("p", [0] * 8), _float("v", 1.0), _int64("a", [0]), _float("w", W),
+                    _float("b", B), _float("extra", 0.0)]
+    _model([node], opset=opset, initializers=initializers, path=tmp_path / "m.onnx")
+    result = run_cli(op_type.lower(), data_file, "--from-model", str(tmp_path / "m.onnx"),
+                     "-o", "-")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.stderr
+    operator = f"{op_type}-{opset}"  # each opset here is the operator's own version
+    assert f"node 'n' ({operator}) lists {len(inputs)} inputs; {operator} takes at most {most}" in (
+        result.stderr
+    )

@@ -6,11 +6,16 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from padconv_cli.errors import AttributeValueError
+from padconv_cli import emit, explain
+from padconv_cli.errors import AttributeValueError, InputError
 from padconv_cli.onnx_nodes import (
+    CONV_INPUT_NAMES,
+    PAD_INPUT_NAMES,
     call_for_node,
+    decode_attribute_text,
     default_opset,
     kernel_call,
+    max_input_count,
     node_attributes,
     operator_version,
     run_node,
@@ -191,3 +196,63 @@ def test_node_protos_are_read_through_onnx():
 def test_default_opset_is_required():
     with pytest.raises(AttributeValueError, match="opset_import"):
         default_opset([helper.make_opsetid("ai.onnx.ml", 3)])
+
+
+def test_decode_attribute_text_names_where_the_bad_bytes_are():
+    assert decode_attribute_text("réflect".encode(), "here") == "réflect"
+    with pytest.raises(InputError) as error:
+        decode_attribute_text(b"\xff", "m.onnx: attribute 'mode' of node 'p'")
+    assert str(error.value) == "m.onnx: attribute 'mode' of node 'p' is not valid UTF-8"
+
+
+@pytest.mark.parametrize("name", ["mode", "auto_pad"])
+def test_string_attribute_that_is_not_utf8_is_an_input_error(name):
+    op_type = "Pad" if name == "mode" else "Conv"
+    node = helper.make_node(op_type, ["x"], ["y"], name="p")
+    node.attribute.append(helper.make_attribute(name, b"\xff\xfe"))
+    message = f"m.onnx: attribute '{name}' of node 'p' is not valid UTF-8"
+    with pytest.raises(InputError) as error:
+        node_attributes(node, source="m.onnx")
+    assert str(error.value) == message
+    with pytest.raises(InputError, match="not valid UTF-8"):
+        call_for_node(node, [DATA], opset=2, source="m.onnx")
+    with pytest.raises(InputError, match=f"{op_type}: attribute '{name}' is not valid UTF-8"):
+        kernel_call(op_type, {name: b"\xff"}, [DATA], opset=2)
+
+
+@pytest.mark.parametrize(
+    ("op_type", "opset", "most"),
+    [("Pad", 1, 1), ("Pad", 2, 1), ("Pad", 11, 3), ("Pad", 13, 3), ("Pad", 17, 3),
+     ("Pad", 18, 4), ("Pad", 25, 4), ("Conv", 1, 3), ("Conv", 22, 3)],
+)
+def test_more_inputs_than_the_version_defines_are_refused(op_type, opset, most):
+    import onnx.defs
+
+    assert max_input_count(op_type, operator_version(op_type, opset)) == most
+    assert onnx.defs.get_schema(op_type, opset).max_input == most
+    extra = [f"i{k}" for k in range(most + 1)]
+    for inputs in (extra, extra[:-1] + [""]):  # an extra slot counts even when left empty
+        node = helper.make_node(op_type, inputs, ["y"], name="p")
+        with pytest.raises(InputError) as error:
+            call_for_node(node, [DATA] + [PADS] * most, opset=opset, source="m.onnx")
+        assert str(error.value) == (
+            f"m.onnx: node 'p' ({op_type}-{operator_version(op_type, opset)}) lists {most + 1} "
+            f"inputs; {op_type}-{operator_version(op_type, opset)} takes at most {most}"
+        )
+
+
+def test_input_names_live_in_onnx_nodes():
+    assert PAD_INPUT_NAMES == ("data",) and CONV_INPUT_NAMES == ("X", "W", "B")
+    assert emit.CONV_INPUT_NAMES is CONV_INPUT_NAMES
+    assert explain.CONV_INPUT_NAMES is CONV_INPUT_NAMES
+
+
+def test_models_does_not_depend_on_emit():
+    import ast
+    import inspect
+
+    from padconv_cli import models
+
+    tree = ast.parse(inspect.getsource(models))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "padconv_cli.onnx_nodes" in imported and "padconv_cli.emit" not in imported

@@ -14,7 +14,6 @@ from padconv_cli.cli.engine_options import (
     resolve_engine,
     run_with_engine,
 )
-from padconv_cli.cli.main import cli
 from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.kernels.conv import conv
 from padconv_cli.kernels.pad import pad
@@ -178,14 +177,6 @@ def test_run_with_engine_refuses_missing_input(tmp_path):
         )
 
 
-def _commands_are_wired() -> bool:
-    command = cli.get_command(click.Context(cli), "pad")
-    return command is not None and any(
-        p.name == "engine_settings" or p.name == "engine" for p in command.params
-    )
-
-
-@pytest.mark.skipif(not _commands_are_wired(), reason="pad/conv not wired to --engine yet")
 def test_real_pad_command_runs_tiled(tmp_path, run_cli):
     data = RNG.standard_normal((16, 40)).astype(np.float32)
     np.save(tmp_path / "x.npy", data)

@@ -922,3 +922,46 @@ def test_coerce_refuses_unsupported_dtype():
 def test_coerce_keeps_same_type_scalars_exactly():
     value = np.array([0x7FC00123], np.uint32).view(np.float32)[0]
     assert coerce_constant_value(value, np.float32).view(np.uint32) == 0x7FC00123
+
+
+def test_element_types_are_exactly_pad25s():
+    import onnx.defs
+
+    from padconv_cli.dtypes import ONNX_TYPE_NAMES, parse_dtype
+    from padconv_cli.emit import onnx_type_string
+
+    (constraint,) = [c for c in onnx.defs.get_schema("Pad", 25).type_constraints
+                     if c.type_param_str == "T"]
+    allowed = set(constraint.allowed_type_strs)
+    assert {onnx_type_string(parse_dtype(n)) for n in pad_module.PAD_ELEMENT_TYPES} == allowed
+    for name in ONNX_TYPE_NAMES:  # every type padconv can read: accepted iff Pad-25 lists it
+        dtype = parse_dtype(name)
+        if onnx_type_string(dtype) in allowed:
+            assert pad(np.zeros(2, dtype), [1, 0]).shape == (3,)
+        else:
+            with pytest.raises(UnsupportedDtypeError):
+                pad(np.zeros(2, dtype), [1, 0])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"),
+    [(ml_dtypes.float6_e2m3fn, "float6e2m3"), (ml_dtypes.float6_e3m2fn, "float6e3m2"),
+     (ml_dtypes.float8_e4m3b11fnuz, "float8_e4m3b11fnuz"), (np.longdouble, "float128"),
+     (ml_dtypes.int1, "int1")],
+)
+def test_types_outside_pad25_are_refused_by_plan_and_run(dtype, name):
+    from padconv_cli.explain import plan_call
+    from padconv_cli.models import resolve_call
+
+    data = np.zeros((2, 2), dtype)
+    expected = (f"Pad does not support the element type {name}; Pad-25 takes "
+                f"{pad_module.PAD_ELEMENT_TYPES_TEXT}")
+    for refused in (
+        lambda: pad(data, [1, 1, 0, 0]),
+        lambda: plan_pad(data.shape, [1, 1, 0, 0], dtype=data.dtype),
+        lambda: plan_call(resolve_call("Pad", (data,), {"pads": (1, 1, 0, 0)}).call),  # --explain
+    ):
+        with pytest.raises(UnsupportedDtypeError) as error:
+            refused()
+        assert str(error.value) == expected
+    assert "float4e2m1" in expected and "string" in expected

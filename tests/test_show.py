@@ -188,3 +188,25 @@ def test_chunked_moments_equal_numpy(array):
     assert result.mean == pytest.approx(finite.mean(), rel=1e-9, abs=1e-6)
     assert result.std == pytest.approx(finite.std(), rel=1e-7, abs=1e-6)
     assert sum(result.histogram.counts) == finite.size
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_model_without_initializers_says_so(run_cli, tmp_path, as_json):
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["x"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+    )
+    onnx.save(onnx.helper.make_model(graph), str(tmp_path / "m.onnx"))
+    result = run_cli("show", str(tmp_path / "m.onnx"), *(["--json"] if as_json else []))
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == f"{tmp_path}/m.onnx: no initializers in the main graph\n"
+    assert (_strict_json(result.stdout) == []) if as_json else (result.stdout == "")
+
+
+def test_named_tensors_reports_an_empty_model_to_its_notice(tmp_path):
+    graph = onnx.helper.make_graph([], "g", [], [])
+    onnx.save(onnx.helper.make_model(graph), str(tmp_path / "m.onnx"))
+    notices = []
+    assert list(stats.named_tensors(str(tmp_path / "m.onnx"), notice=notices.append)) == []
+    assert notices == [f"{tmp_path}/m.onnx: no initializers in the main graph"]

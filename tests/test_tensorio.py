@@ -663,9 +663,9 @@ def test_target_with_trailing_slash_is_refused(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_target_is_a_fifo_is_refused(tmp_path):
+def test_target_fifo_without_a_reader_is_refused_not_waited_on(tmp_path):
     os.mkfifo(tmp_path / "pipe.npy")
-    with pytest.raises(OutputError, match="not a regular file"):
+    with pytest.raises(OutputError, match="FIFO that nobody reads"):
         write_tensor(np.arange(3), str(tmp_path / "pipe.npy"))
     assert stat.S_ISFIFO(os.stat(tmp_path / "pipe.npy").st_mode)
 

@@ -286,3 +286,29 @@ def test_bad_case_folders_are_input_errors(tmp_path, layout, message):
         (folder / "test_data_set_0").mkdir()
     with pytest.raises(InputError, match=message):
         cases_from_user_dir(str(folder))
+
+
+@pytest.mark.parametrize(
+    ("node", "attribute"),
+    [
+        (helper.make_node("Constant", [], ["v"], name="c", value_string=b"\xff"), "value_string"),
+        (helper.make_node("Constant", [], ["v"], name="c", value_strings=[b"a", b"\xc3"]),
+         "value_strings"),
+        (helper.make_node("Pad", ["x", "p"], ["y"], name="c", mode=b"\xfe"), "mode"),
+    ],
+)
+def test_model_text_that_is_not_utf8_is_an_input_error(node, attribute):
+    from padconv_cli.verification.onnx_suite import case_from_model
+
+    nodes = [node] if node.op_type == "Pad" else [node, helper.make_node("Pad", ["x", "p", "v"],
+                                                                         ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.STRING, [1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.STRING, None)],
+        initializer=[numpy_helper.from_array(np.array([1, 1], np.int64), "p")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(InputError) as error:
+        case_from_model(model, [np.array(["a"], dtype=object)], [np.array(["", "a", ""], object)],
+                        name="t", source="dir", location="suite/t")
+    assert str(error.value) == f"suite/t: attribute {attribute!r} of node 'c' is not valid UTF-8"

@@ -218,9 +218,10 @@ def test_tolerance_flags_can_make_a_mismatch_pass(run_cli, corrupted_dir):
     assert run_cli("verify", str(corrupted_dir), "--atol", "0.9").exit_code == 1
 
 
-def test_unsupported_only_exits_0_and_is_counted(run_cli, unsupported_dir):
+def test_unsupported_only_exits_1_and_is_counted(run_cli, unsupported_dir):
     result = run_cli("verify", str(unsupported_dir))
-    assert result.exit_code == 0
+    assert result.exit_code == 1
+    assert "nothing was verified" in result.stderr
     assert result.stdout.rstrip().endswith("0 passed, 0 failed, 1 unsupported")
     assert "UNSUPPORTED test_pad_then_relu" in result.stdout
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 
 import click
 
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option
+from padconv_cli.cli.options import dtype_option, tolerance_options
 
 EXIT_DIFFERENT = 1
 
@@ -21,31 +20,15 @@ Examples:
 """
 
 
-def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and (math.isnan(value) or value < 0):
-        raise click.BadParameter(f"{value} is not a tolerance (needs a number >= 0)")
-    return value
-
-
-@click.command("compare", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.command(
+    "compare",
+    context_settings=CONTEXT_SETTINGS,
+    epilog=EXAMPLES,
+    short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.",
+)
 @click.argument("expected", metavar="A", shell_complete=complete_path)
 @click.argument("actual", metavar="B", shell_complete=complete_path)
-@click.option(
-    "--rtol",
-    type=float,
-    default=None,
-    callback=_tolerance,
-    help="Relative tolerance (default per dtype, as padconv verify: float32 1e-5, float64 1e-9, "
-    "float16 1e-3, bfloat16 1e-2, integers 0).",
-)
-@click.option(
-    "--atol",
-    type=float,
-    default=None,
-    callback=_tolerance,
-    help="Absolute tolerance (default per dtype, as padconv verify: float32 1e-6, float64 "
-    "1e-11, float16 1e-3, bfloat16 1e-2, integers 0).",
-)
+@tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @dtype_option
 def compare_command(

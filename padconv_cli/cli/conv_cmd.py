@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.engine_options import (
-    EngineSettings,
-    engine_options,
-    plain_run,
-    run_with_engine,
-)
+from padconv_cli.cli.engine_options import EngineSettings, engine_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
+    OutputRequest,
     complete_path,
-    explicit_flags,
-    finish,
     model_options,
-    prepare,
     require,
+    run_operator,
 )
 from padconv_cli.cli.options import Int64Type, dtype_option, int_list_option, output_options
-from padconv_cli.cli.output import check_output_size, emit_result
 
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -33,7 +26,12 @@ Examples:
 """
 
 
-@click.command("conv", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.command(
+    "conv",
+    context_settings=CONTEXT_SETTINGS,
+    epilog=EXAMPLES,
+    short_help="ONNX Conv: convolve X with W, plus optional bias B.",
+)
 @click.argument("x", metavar="X", shell_complete=complete_path)
 @click.argument("w", metavar="[W]", required=False, shell_complete=complete_path)
 @click.argument("b", metavar="[B]", required=False, shell_complete=complete_path)
@@ -89,11 +87,10 @@ def conv_command(
     With --from-model, W, B and the attributes come from a Conv node of a model (any opset);
     tensors and flags given here override them.
     """
-    from padconv_cli.models import resolve_call
-    from padconv_cli.tensorio import read_tensor
-
     if extras.from_model is None:
         require(w, "Missing argument 'W' (or take it from a model with --from-model)")
+    if [x, w, b].count("-") > 1:
+        raise click.UsageError("only one of X, W, B can be - (stdin)")
     attributes = dict(
         auto_pad=auto_pad,
         dilations=dilations,
@@ -102,17 +99,5 @@ def conv_command(
         pads=pads,
         strides=strides,
     )
-    if plain_run(extras) and run_with_engine(
-        "conv", [x, w, b], attributes, output, fmt, engine_settings, dtype, max_output_bytes
-    ):
-        return
-    tensors = tuple(None if s is None else read_tensor(s, dtype=dtype) for s in (x, w, b))
-    flags = explicit_flags(**attributes)
-    resolved = resolve_call("Conv", tensors, flags, extras.origin("Conv"))
-    plan = prepare(resolved, extras)
-    if plan is None:
-        return
-    check_output_size(plan.output_shape, resolved.call.arrays[0].dtype, max_output_bytes)
-    result = resolved.call.run()
-    emit_result(result, output, fmt)
-    finish(resolved, plan, result, extras, output, fmt)
+    request = OutputRequest(output, fmt, max_output_bytes, dtype)
+    run_operator("Conv", (x, w, b), attributes, request, extras, engine_settings)

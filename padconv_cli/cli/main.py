@@ -1,7 +1,8 @@
 """The ``padconv`` command group: lazy command loading and the mapping of errors to exit codes.
 
-Exit codes: 0 success, 1 a verification or comparison found a difference, 2 bad usage or bad
-input (one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 143/129
+Exit codes: 0 success (``padconv`` alone prints the help, like ``padconv --help``), 1 a
+verification or comparison found a difference, 2 bad usage, bad input or not enough memory
+(one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 143/129
 terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
 (``padconv ... | head -c 10``).
 """
@@ -20,6 +21,10 @@ from padconv_cli.errors import PadconvError
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+OUT_OF_MEMORY_MESSAGE = (
+    "out of memory while computing the result "
+    "(try --engine tiled with --memory-limit, or a smaller input)"
+)
 
 COMMANDS = {
     "pad": "padconv_cli.cli.pad_cmd:pad_command",
@@ -132,11 +137,25 @@ def _silence_stdout() -> None:
         pass
 
 
+def _is_no_args_help(error: click.ClickException) -> bool:
+    """True for click's "no arguments, show the help" signal (click 8.2+; absent before)."""
+    no_args_error = getattr(click.exceptions, "NoArgsIsHelpError", None)
+    return no_args_error is not None and isinstance(error, no_args_error)
+
+
+def _print_help(error: click.ClickException) -> int:
+    """Print the help of the context the error came from to stdout; exit status 0."""
+    ctx = error.ctx
+    click.echo(ctx.get_help(), color=ctx.color)
+    return 0
+
+
 def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
     """Run ``command`` and turn every way it can end into an exit code and at most one line.
 
-    PadconvError and click usage errors: one line on stderr, exit 2; Ctrl-C: 130; a closed
-    stdout pipe: 141, silently.
+    PadconvError and click usage errors: one line on stderr, exit 2; MemoryError: one line
+    suggesting the tiled engine, exit 2; no arguments at all: the help on stdout, exit 0 (a
+    request for help, not a mistake); Ctrl-C: 130; a closed stdout pipe: 141, silently.
     """
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
@@ -153,8 +172,13 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     except click.exceptions.Exit as exit_:
         code = exit_.exit_code
     except click.ClickException as error:
+        if _is_no_args_help(error) and getattr(error, "ctx", None) is not None:
+            return _print_help(error)
         click.echo(_usage_error_line(error), err=True)
         code = error.exit_code
+    except MemoryError:
+        click.echo(_error_line(OUT_OF_MEMORY_MESSAGE), err=True)
+        code = EXIT_USAGE
     except PadconvError as error:
         click.echo(_error_line(str(error)), err=True)
         code = EXIT_USAGE

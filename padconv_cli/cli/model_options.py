@@ -147,24 +147,94 @@ def _print_json(data: Any, err: bool = False) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str), err=err)
 
 
-def prepare(resolved: Any, extras: ExtraOptions) -> Any:
-    """Validate the call (the kernels' plan), write --emit-onnx, print --explain.
+@dataclass(frozen=True)
+class OutputRequest:
+    """Where and how the result of one run goes: -o, --format, --max-output-bytes, --dtype."""
 
-    Returns the plan, or None when --explain means nothing more is to be done.
+    output: str | None
+    fmt: str | None
+    max_output_bytes: int | None
+    dtype: str | None = None
+
+
+def run_operator(
+    op_type: str,
+    sources: tuple[str | None, ...],
+    attributes: dict[str, Any],
+    request: OutputRequest,
+    extras: ExtraOptions,
+    engine_settings: Any,
+) -> None:
+    """The pipeline ``pad`` and ``conv`` share, from the tensor sources to the written result.
+
+    Order (so that a refused run writes nothing): -o and --format must agree; a plain run
+    may go to the tiled or dask engine; otherwise read the inputs, resolve the call (flags
+    over --from-model), plan it, check the output size (unless --explain, which computes
+    nothing), then write --emit-onnx, then either print --explain or compute, emit the
+    result and run --check.
     """
+    from padconv_cli.cli.engine_options import plain_run, run_with_engine
+
+    _check_output_format(request)
+    if plain_run(extras) and run_with_engine(
+        op_type.lower(), list(sources), attributes, request.output, request.fmt,
+        engine_settings, request.dtype, request.max_output_bytes,
+    ):
+        return
+    resolved = _resolve(op_type, sources, attributes, request.dtype, extras)
     from padconv_cli.explain import plan_call
 
     plan = plan_call(resolved.call)
-    if extras.emit_onnx is not None:
-        from padconv_cli.emit import save_model, single_node_model
-
-        node_name = resolved.origin.node.name if resolved.origin is not None else None
-        model = single_node_model(
-            resolved.call, plan, embedded=resolved.embedded, node_name=node_name or None
-        )
-        save_model(model, extras.emit_onnx)
     if not extras.explain:
-        return plan
+        from padconv_cli.cli.output import check_output_size
+
+        check_output_size(plan.output_shape, resolved.call.arrays[0].dtype,
+                          request.max_output_bytes)
+    _emit_model(resolved, plan, extras)
+    if extras.explain:
+        _print_explanation(resolved, plan, extras)
+        return
+    from padconv_cli.cli.output import emit_result
+
+    result = resolved.call.run()
+    emit_result(result, request.output, request.fmt)
+    finish(resolved, plan, result, extras, request.output, request.fmt)
+
+
+def _check_output_format(request: OutputRequest) -> None:
+    """Refuse an -o suffix that contradicts --format before anything runs."""
+    if request.output is not None and request.fmt is not None:
+        from padconv_cli.tensorio.files import printable
+        from padconv_cli.tensorio.writing import check_suffix_agrees
+
+        check_suffix_agrees(printable(request.output), request.fmt)
+
+
+def _resolve(op_type: str, sources: tuple[str | None, ...], attributes: dict[str, Any],
+             dtype: str | None, extras: ExtraOptions) -> Any:
+    """Read the tensors and merge the explicit flags over the --from-model node."""
+    from padconv_cli.models import resolve_call
+    from padconv_cli.tensorio import read_tensor
+
+    tensors = tuple(None if s is None else read_tensor(s, dtype=dtype) for s in sources)
+    return resolve_call(op_type, tensors, explicit_flags(**attributes), extras.origin(op_type))
+
+
+def _emit_model(resolved: Any, plan: Any, extras: ExtraOptions) -> None:
+    """``--emit-onnx``: write the equivalent single-node model."""
+    if extras.emit_onnx is None:
+        return
+    from padconv_cli.emit import save_model, single_node_model
+
+    node_name = resolved.origin.node.name if resolved.origin is not None else None
+    model = single_node_model(
+        resolved.call, plan, embedded=resolved.embedded, node_name=node_name or None
+    )
+    save_model(model, extras.emit_onnx)
+
+
+def _print_explanation(resolved: Any, plan: Any, extras: ExtraOptions) -> None:
+    """``--explain``: the resolved call as text or, with --json, as JSON."""
     from padconv_cli.explain import explanation, format_explanation
 
     info = explanation(resolved, plan, _flag_names())
@@ -172,7 +242,6 @@ def prepare(resolved: Any, extras: ExtraOptions) -> Any:
         _print_json(info)
     else:
         click.echo(format_explanation(info))
-    return None
 
 
 def _flag_names() -> set[str]:

@@ -8,6 +8,7 @@ tensor file (``--pads @pads.npy``).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -131,8 +132,12 @@ class SizeType(click.ParamType):
             self.fail(str(error), param, ctx)
 
 
-def available_memory_bytes() -> int:
-    """MemAvailable from /proc/meminfo (Linux); 8 GiB where it cannot be read."""
+FALLBACK_MEMORY_BYTES = 8 * 2**30
+CGROUP_FOLDER = "/sys/fs/cgroup"
+
+
+def _meminfo_available() -> int | None:
+    """MemAvailable from /proc/meminfo in bytes (Linux), None where it cannot be read."""
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:
@@ -140,7 +145,61 @@ def available_memory_bytes() -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return 8 * 2**30
+    return None
+
+
+def _read_first_word(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as file:
+            return file.read().split()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _cgroup_headroom(folder: str = CGROUP_FOLDER) -> int | None:
+    """cgroup v2 ``memory.max - memory.current`` in bytes; None without a limit ("max")."""
+    limit = _read_first_word(f"{folder}/memory.max")
+    if limit is None or not limit.isdigit():
+        return None
+    current = _read_first_word(f"{folder}/memory.current")
+    used = int(current) if current is not None and current.isdigit() else 0
+    return max(int(limit) - used, 0)
+
+
+def _virtual_size_bytes() -> int:
+    """VmSize of this process from /proc/self/status in bytes; 0 where it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _address_space_headroom() -> int | None:
+    """RLIMIT_AS (``ulimit -v``) minus the current VmSize in bytes; None when unlimited."""
+    try:
+        import resource
+    except ImportError:  # not on every platform
+        return None
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    return max(soft - _virtual_size_bytes(), 0)
+
+
+def available_memory_bytes() -> int:
+    """The memory this process can still allocate, in bytes.
+
+    Rule: the minimum of the known bounds: MemAvailable (/proc/meminfo), the cgroup v2 limit
+    minus its usage (memory.max - memory.current, unless "max") and the address-space limit
+    RLIMIT_AS minus the current VmSize; 8 GiB when none of them can be read.
+    """
+    bounds = [_meminfo_available(), _cgroup_headroom(), _address_space_headroom()]
+    known = [bound for bound in bounds if bound is not None]
+    return min(known) if known else FALLBACK_MEMORY_BYTES
 
 
 def default_max_output_bytes() -> int:
@@ -190,3 +249,54 @@ def output_options(f: Callable) -> Callable:
 def env_flag(name: str) -> bool:
     """True when the environment variable is set to a non-empty value (NO_COLOR convention)."""
     return bool(os.environ.get(name))
+
+
+TOLERANCE_FALLBACK_TEXT = "other floats their epsilon, integers 0"
+
+
+def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Accept no value or a number >= 0 (NaN is refused too)."""
+    if value is not None and (math.isnan(value) or value < 0):
+        raise click.BadParameter(f"{value} is not a tolerance (needs a number >= 0)")
+    return value
+
+
+def _short_number(value: float) -> str:
+    """``1e-09`` written as ``1e-9``."""
+    return re.sub(r"e([+-])0(\d)", r"e\1\2", f"{value:g}")
+
+
+def default_tolerance_text(position: int) -> str:
+    """The per-dtype defaults of rtol (``position`` 0) or atol (1), from the comparison table."""
+    from padconv_cli.verification.compare import DEFAULT_TOLERANCES
+
+    shown = ", ".join(
+        f"{name} {_short_number(pair[position])}" for name, pair in DEFAULT_TOLERANCES.items()
+    )
+    return f"{shown}, {TOLERANCE_FALLBACK_TEXT}"
+
+
+class ToleranceOption(click.Option):
+    """``--rtol``/``--atol``: the per-dtype defaults are read into the help only when shown,
+    so that loading the command does not import the comparison module."""
+
+    def __init__(self, *args: Any, lead: str, position: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lead, self.position = lead, position
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = f"{self.lead} (default per dtype: {default_tolerance_text(self.position)})."
+        return super().get_help_record(ctx)
+
+
+def tolerance_options(f: Callable) -> Callable:
+    """``--rtol`` and ``--atol`` (numbers >= 0; default: by the expected tensor's dtype)."""
+    for name, lead, position in (
+        ("--atol", "Absolute tolerance", 1),
+        ("--rtol", "Relative tolerance", 0),
+    ):
+        f = click.option(
+            name, cls=ToleranceOption, type=float, default=None, callback=_tolerance,
+            lead=lead, position=position,
+        )(f)
+    return f

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.engine_options import (
-    EngineSettings,
-    engine_options,
-    plain_run,
-    run_with_engine,
-)
+from padconv_cli.cli.engine_options import EngineSettings, engine_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
+    OutputRequest,
     complete_path,
-    explicit_flags,
-    finish,
     model_options,
-    prepare,
     require,
+    run_operator,
 )
 from padconv_cli.cli.options import dtype_option, int_list_option, output_options
-from padconv_cli.cli.output import check_output_size, emit_result
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -34,7 +27,12 @@ Examples:
 """
 
 
-@click.command("pad", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.command(
+    "pad",
+    context_settings=CONTEXT_SETTINGS,
+    epilog=EXAMPLES,
+    short_help="ONNX Pad: pad or crop DATA (constant, reflect, edge, wrap).",
+)
 @click.argument("data", metavar="DATA", shell_complete=complete_path)
 @int_list_option(
     "--pads",
@@ -83,23 +81,8 @@ def pad_command(
     With --from-model the attributes come from a Pad node of a model (any opset); flags
     given here override them.
     """
-    from padconv_cli.models import resolve_call
-    from padconv_cli.tensorio import read_tensor
-
     if extras.from_model is None:
         require(pads, "Missing option '--pads' (or take it from a model with --from-model)")
     attributes = {"pads": pads, "constant_value": constant_value, "axes": axes, "mode": mode}
-    if plain_run(extras) and run_with_engine(
-        "pad", [data], attributes, output, fmt, engine_settings, dtype, max_output_bytes
-    ):
-        return
-    flags = explicit_flags(pads=pads, mode=mode, constant_value=constant_value, axes=axes)
-    origin = extras.origin("Pad")
-    resolved = resolve_call("Pad", (read_tensor(data, dtype=dtype),), flags, origin)
-    plan = prepare(resolved, extras)
-    if plan is None:
-        return
-    check_output_size(plan.output_shape, resolved.call.arrays[0].dtype, max_output_bytes)
-    result = resolved.call.run()
-    emit_result(result, output, fmt)
-    finish(resolved, plan, result, extras, output, fmt)
+    request = OutputRequest(output, fmt, max_output_bytes, dtype)
+    run_operator("Pad", (data,), attributes, request, extras, engine_settings)

@@ -13,7 +13,7 @@ from padconv_cli.cli.options import dtype_option
 
 EXAMPLES = """\b
 Examples:
-  padconv show samples/pad_data.npy
+  padconv show samples/pad_constant_data.npy
   padconv show weights.npz model.onnx --histogram --bins 20
   padconv pad x.npy --pads 1 1 1 1 | padconv show - --json
 """
@@ -25,7 +25,12 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
     return value
 
 
-@click.command("show", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.command(
+    "show",
+    context_settings=CONTEXT_SETTINGS,
+    epilog=EXAMPLES,
+    short_help="Show dtype, shape and statistics of tensors in files.",
+)
 @click.argument(
     "sources", metavar="FILE...", nargs=-1, required=True, shell_complete=complete_path
 )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-import os
 import sys
 
 import click
 
 from padconv_cli.cli.main import CONTEXT_SETTINGS
+from padconv_cli.cli.options import env_flag, tolerance_options
 
 EXIT_FAILED = 1
 
@@ -20,13 +19,12 @@ Examples:
 """
 
 
-def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and (math.isnan(value) or value < 0):
-        raise click.BadParameter(f"{value} is not a tolerance (needs a number >= 0)")
-    return value
-
-
-@click.command("verify", context_settings=CONTEXT_SETTINGS, epilog=EXAMPLES)
+@click.command(
+    "verify",
+    context_settings=CONTEXT_SETTINGS,
+    epilog=EXAMPLES,
+    short_help="Run Pad and Conv cases (built-in, ONNX suite, or DIRs) and compare.",
+)
 @click.argument("dirs", metavar="[DIR]...", nargs=-1)
 @click.option(
     "--onnx-suite",
@@ -55,22 +53,7 @@ def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) 
     default=None,
     help="Also write the results as JUnit XML to FILE (atomically).",
 )
-@click.option(
-    "--rtol",
-    type=float,
-    default=None,
-    callback=_tolerance,
-    help="Relative tolerance for every case (default per dtype: float64 1e-9, float32 1e-5, "
-    "float16 1e-3, bfloat16 1e-2, other floats their epsilon, integers 0).",
-)
-@click.option(
-    "--atol",
-    type=float,
-    default=None,
-    callback=_tolerance,
-    help="Absolute tolerance for every case (default per dtype: float64 1e-11, float32 1e-6, "
-    "float16 1e-3, bfloat16 1e-2, other floats their epsilon, integers 0).",
-)
+@tolerance_options
 @click.option(
     "--no-color",
     is_flag=True,
@@ -103,7 +86,9 @@ def verify_command(
         |actual - expected| <= atol + rtol * |expected|
     NaN equals NaN only where both have NaN; +-inf must match exactly.
 
-    Exit status: 0 all selected cases passed, 1 a case failed, 2 bad usage.
+    \b
+    Exit status: 0 every case that ran passed and at least one ran; 1 a case failed, or
+    nothing was verified (every selected case unsupported); 2 bad usage.
     """
     from padconv_cli.errors import InputError
     from padconv_cli.verification.cases import matches
@@ -130,9 +115,23 @@ def verify_command(
         _print_rich(results)
     else:
         _print_plain(results)
-    if any(result.status == FAILED for result in results):
-        sys.stdout.flush()
+    sys.stdout.flush()
+    if not _ran_any(results):
+        click.echo(
+            f"padconv verify: nothing was verified: none of the {len(results)} selected cases "
+            "ran (all unsupported)",
+            err=True,
+        )
         click.get_current_context().exit(EXIT_FAILED)
+    if any(result.status == FAILED for result in results):
+        click.get_current_context().exit(EXIT_FAILED)
+
+
+def _ran_any(results: list) -> bool:
+    """True when at least one case was compared (passed + failed > 0)."""
+    from padconv_cli.verification.runner import FAILED, PASSED
+
+    return any(result.status in (PASSED, FAILED) for result in results)
 
 
 def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
@@ -152,7 +151,7 @@ def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
 
 def _use_rich(no_color: bool) -> bool:
     """Rich output only on a terminal, without --no-color and without NO_COLOR."""
-    if no_color or os.environ.get("NO_COLOR"):
+    if no_color or env_flag("NO_COLOR"):
         return False
     stream = click.get_text_stream("stdout")
     return bool(getattr(stream, "isatty", lambda: False)())

@@ -49,13 +49,15 @@ def dask_client(scheduler: str | None) -> Iterator[Any]:
     require_dask()
     from distributed import Client, LocalCluster
 
+    from padconv_cli.tensorio.files import one_line
+
     if scheduler:
         try:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT_SECONDS)
         except (OSError, TimeoutError, ValueError) as exc:
             raise PadconvError(
                 f"--scheduler {scheduler}: cannot connect to a dask scheduler "
-                f"({' '.join(str(exc).split())[:200]})"
+                f"({one_line(exc, 200)})"
             ) from None
         with client:
             yield client

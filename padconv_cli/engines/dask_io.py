@@ -26,6 +26,7 @@ from padconv_cli.engines.cluster import require_dask
 from padconv_cli.engines.zarr_paths import has_zarr_metadata, is_zarr_path
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.tensorio.files import one_line
 
 
 def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> Any:
@@ -43,22 +44,6 @@ def open_block_input(path: str) -> Any:
     return open_npy_memmap(path)
 
 
-def open_dask_input(path: str, chunk_bytes: int) -> Any:
-    """A dask array over the ``.npy`` file or Zarr store ``path``, in chunks of about
-    ``chunk_bytes``."""
-    import dask.array as da
-
-    source = open_block_input(path)
-    chunks = input_chunks(source.shape, np.dtype(source.dtype), chunk_bytes)
-    return da.from_array(
-        source,
-        chunks=chunks,
-        lock=False,
-        asarray=True,
-        meta=np.empty((0,) * len(source.shape), source.dtype),
-    )
-
-
 def _open_zarr(path: str) -> Any:
     require_dask(("zarr",))
     import zarr
@@ -66,17 +51,13 @@ def _open_zarr(path: str) -> Any:
     try:
         store = zarr.open_array(path, mode="r")
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
-        raise InputError(f"{path}: not a readable Zarr array ({_one_line(exc)})") from None
+        raise InputError(f"{path}: not a readable Zarr array ({one_line(exc, 200)})") from None
     dtype = np.dtype(store.dtype)
     if dtype.hasobject or dtype.kind not in "biufc":
         raise UnsupportedDtypeError(
             f"{path}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type"
         )
     return store
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]
 
 
 class ZarrOutput:
@@ -105,7 +86,9 @@ class ZarrOutput:
             )
         except (OSError, ValueError, TypeError) as exc:
             self.discard()
-            raise OutputError(f"{target}: cannot create a Zarr store ({_one_line(exc)})") from None
+            raise OutputError(
+                f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
+            ) from None
 
     def __setitem__(self, box: tuple[slice, ...], values: np.ndarray) -> None:
         import zarr

@@ -178,7 +178,7 @@ def _float_inputs(
         if array.dtype.name not in FLOAT_DTYPE_NAMES:
             raise UnsupportedDtypeError(
                 f"Conv takes float tensors ({', '.join(FLOAT_DTYPE_NAMES)}); got "
-                f"{_dtype_label(array.dtype)} {name} — convert it first, e.g. with --dtype float32"
+                f"{_dtype_label(array.dtype)} {name}; convert the tensor to a float type first"
             )
     if len({array.dtype.name for _, array in named}) > 1:  # byte order may differ
         listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)

@@ -44,6 +44,17 @@ __all__ = [
 ]
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
+# Pad-25's type constraint T, in padconv's ONNX-style names (padconv_cli.dtypes.dtype_name).
+PAD_ELEMENT_TYPES = (
+    "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
+    "bfloat16", "float16", "float32", "float64", "string", "bool", "complex64", "complex128",
+    "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+    "float4e2m1", "float8e8m0", "uint2", "int2",
+)
+PAD_ELEMENT_TYPES_TEXT = (
+    "(u)int2/4/8/16/32/64, float16/32/64, bfloat16, float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz/e8m0, "
+    "float4e2m1, complex64/128, bool, string"
+)
 
 # Output bytes handled per block: small enough to stay in cache (L2/L3) while the border
 # of the block is filled right after its centre was copied, large enough that the dozen
@@ -130,6 +141,8 @@ def plan_pad(
     pads: Any,
     axes: Any = None,
     mode: str = "constant",
+    *,
+    dtype: Any = None,
 ) -> PadPlan:
     """Validate Pad's attributes against an input shape and give the output shape.
 
@@ -137,8 +150,11 @@ def plan_pad(
     ``b_i`` elements before and ``e_i`` after (negative: removed).  Raises
     :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis, a crop
     larger than the axis, or (reflect/edge/wrap) an axis with non-zero pads that is empty
-    after cropping.
+    after cropping.  When ``dtype`` is given, it must be one of Pad-25's element types
+    (:func:`element_kind`), as :func:`pad` requires of its data.
     """
+    if dtype is not None:
+        element_kind(dtype)
     input_shape = _as_int_tuple(shape, "shape")
     mode = _checked_mode(mode)
     rank = len(input_shape)
@@ -257,10 +273,12 @@ def element_kind(dtype: Any) -> str:
     """Classify a numpy dtype for Pad: ``bool``, ``int``, ``float``, ``complex`` or ``string``.
 
     Strings are numpy object arrays (as onnx gives them) or ``<U`` arrays; the ml_dtypes
-    types (bfloat16, float8, float4, int4, ...) count as float or int.  Anything else
-    raises :class:`UnsupportedDtypeError`.
+    types (bfloat16, float8, float4, int4, ...) count as float or int.  A type outside
+    Pad-25's constraint T (:data:`PAD_ELEMENT_TYPES`; e.g. float6e2m3, float128) or of no
+    kind above raises :class:`UnsupportedDtypeError`.
     """
     dt = np.dtype(dtype)
+    _check_pad_element_type(dt)
     if dt.kind == "b":
         return "bool"
     if dt.kind in "iu":
@@ -277,6 +295,18 @@ def element_kind(dtype: Any) -> str:
         f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
         f"ints, floats (incl. bfloat16/float8), bool, complex and strings"
     )
+
+
+def _check_pad_element_type(dt: np.dtype) -> None:
+    """The ONNX name of ``dt`` must be in Pad-25's type list."""
+    from padconv_cli.dtypes import dtype_name
+
+    name = dtype_name(dt)
+    if name not in PAD_ELEMENT_TYPES:
+        raise UnsupportedDtypeError(
+            f"Pad does not support the element type {name}; Pad-25 takes "
+            f"{PAD_ELEMENT_TYPES_TEXT}"
+        )
 
 
 def _ml_dtypes_kind(dt: np.dtype) -> str | None:
@@ -355,7 +385,12 @@ def _clipped(text: str, limit: int = 40) -> str:
 def _is_real_number(value: Any) -> bool:
     if isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
         return True
-    return isinstance(value, np.generic) and element_kind(value.dtype) in ("int", "float")
+    if not isinstance(value, np.generic):
+        return False
+    try:
+        return element_kind(value.dtype) in ("int", "float")
+    except UnsupportedDtypeError:  # an ml_dtypes scalar Pad does not take (float6...)
+        return _ml_dtypes_kind(value.dtype) is not None
 
 
 def _coerce_bool(value: Any, dt: np.dtype) -> np.bool_:

@@ -7,12 +7,14 @@ an existing target is left untouched.
 
 Permissions: an existing target keeps its mode; a new file gets ``0o666 & ~umask`` like any file
 created by ``open`` (``mkstemp`` alone would leave it ``0o600``).  A symlink target is followed:
-the file it points to is replaced, the link stays.
+the file it points to is replaced, the link stays.  An existing character device or FIFO
+(``-o /dev/null``) is written straight through; other special files are refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -37,25 +39,79 @@ def _current_umask() -> int:
     return mask
 
 
-def _resolve_target(path: str) -> tuple[str, int | None]:
-    """(real path to replace, mode to give it); refuses folders and special files."""
+def _stat_target(path: str) -> os.stat_result | None:
+    """The target's status, following symlinks; None when it does not exist yet."""
     label = printable(path)
     if path.endswith((os.sep, "/")):
         raise OutputError(f"{label}: names a folder, not a file")
-    real = os.path.realpath(path)
     try:
-        info = os.stat(real)
+        return os.stat(path)
     except FileNotFoundError:
-        return real, 0o666 & ~_current_umask()
+        return None
     except OSError as exc:
         raise OutputError(f"{label}: cannot access ({one_line(exc.strerror or exc)})") from None
+
+
+def is_stream_device(mode: int) -> bool:
+    """True for a character device (``/dev/null``, a terminal) or a FIFO: written in place."""
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _resolve_target(path: str, info: os.stat_result | None) -> tuple[str, int | None]:
+    """(real path to replace, mode to give it); refuses folders and special files.
+
+    Messages name ``path`` as given, never where a link leads (``/dev/stdout`` resolves into
+    ``/proc``, which would only confuse).
+    """
+    label = printable(path)
+    real = os.path.realpath(path)
+    if info is None:
+        if real.startswith("/proc/"):
+            raise OutputError(f"{label}: cannot create a file there; write to - instead")
+        return real, 0o666 & ~_current_umask()
     if stat.S_ISDIR(info.st_mode):
         raise OutputError(f"{label}: is a directory")
     if not stat.S_ISREG(info.st_mode):
         raise OutputError(
-            f"{label}: exists and is not a regular file; write to - for stdout instead"
+            f"{label}: exists and is not a regular file, a character device or a FIFO; "
+            "write to - for stdout instead"
         )
     return real, stat.S_IMODE(info.st_mode)
+
+
+class _WriteOnly:
+    """Exposes only ``write``: pipes and terminals have no file position, which numpy's
+    ``tofile`` fast path asks for."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.write = stream.write
+
+
+def _open_for_writing_now(path: str) -> BinaryIO:
+    """Open without blocking: a FIFO that nobody reads is an error (ENXIO), not a hang."""
+    fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
+    """Write straight into an existing character device or FIFO (no temporary file)."""
+    try:
+        with _open_for_writing_now(path) as stream:
+            write(_WriteOnly(stream))
+            stream.flush()
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        if exc.errno == errno.ENXIO:
+            raise OutputError(f"{printable(path)}: is a FIFO that nobody reads") from None
+        raise OutputError(
+            f"{printable(path)}: write failed ({one_line(exc.strerror or exc)})"
+        ) from None
 
 
 def _check_folder(path: str, folder: str) -> None:
@@ -93,8 +149,14 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
     Rule: either ``path`` ends up holding exactly what ``write`` produced, or it is unchanged and
     no temporary file remains; OS failures become :class:`OutputError`, other exceptions (for
     example a dtype the format cannot hold) propagate unchanged after the clean-up.
+    An existing character device or FIFO (``/dev/null``, a named pipe) cannot be replaced by
+    a rename and has no partial state to protect: it is written straight through.
     """
-    real, mode = _resolve_target(path)
+    info = _stat_target(path)
+    if info is not None and is_stream_device(info.st_mode):
+        _write_through(path, write)
+        return
+    real, mode = _resolve_target(path, info)
     fd, temp = _make_temp(path, real)
     try:
         with os.fdopen(fd, "wb") as stream:

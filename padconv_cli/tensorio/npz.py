@@ -50,6 +50,16 @@ def _member_names(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
     return members
 
 
+STDIN_LABEL = "<stdin>"
+
+
+def _pick_hint(label: str) -> str:
+    """How to name one member on the command line (stdin is ``-``, which needs ``--``)."""
+    if label == STDIN_LABEL:
+        return "pick one with -:NAME (after --, e.g. padconv pad --pads 1 1 -- -:NAME)"
+    return f"pick one with {label}:NAME"
+
+
 def _pick_member(
     members: dict[str, zipfile.ZipInfo], member: str | None, label: str
 ) -> tuple[str, zipfile.ZipInfo]:
@@ -61,7 +71,7 @@ def _pick_member(
             raise InputError(f"{label}: archive holds no arrays")
         raise InputError(
             f"{label}: ambiguous, the archive holds {len(members)} arrays ({names}); "
-            f"pick one with {label}:NAME"
+            f"{_pick_hint(label)}"
         )
     if member not in members and member.endswith(".npy"):
         member = member[:-4]

