@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -28,3 +29,29 @@ def run_cli():
         return CliResult(result.exit_code, result.stdout, result.stderr, result.stdout_bytes)
 
     return run
+
+
+@pytest.fixture
+def unsupported_dir(tmp_path):
+    """An ONNX backend-test case whose model computes Pad then Relu (unsupported by verify)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    folder = tmp_path / "test_pad_then_relu"
+    (folder / "test_data_set_0").mkdir(parents=True)
+    nodes = [
+        helper.make_node("Pad", ["x"], ["p"], pads=[0, 1, 0, 1]),
+        helper.make_node("Relu", ["p"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 2)])
+    onnx.save(model, str(folder / "model.onnx"))
+    for name, array in (("input_0", np.ones((2, 2))), ("output_0", np.ones((2, 4)))):
+        tensor = numpy_helper.from_array(array.astype(np.float32), name)
+        (folder / "test_data_set_0" / f"{name}.pb").write_bytes(tensor.SerializeToString())
+    return folder

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
 
 from padconv_cli.cli import options
 from padconv_cli.errors import InputError, OutputError
@@ -129,29 +128,6 @@ def test_both_commands_use_the_shared_pipeline():
 
 
 # 3. verify exits 1 when nothing was verified ----------------------------------------------
-
-
-@pytest.fixture
-def unsupported_dir(tmp_path) -> Path:
-    """A case whose model computes Pad then Relu (reported unsupported)."""
-    folder = tmp_path / "test_pad_relu"
-    (folder / "test_data_set_0").mkdir(parents=True)
-    nodes = [
-        helper.make_node("Pad", ["x"], ["p"], pads=[0, 1, 0, 1]),
-        helper.make_node("Relu", ["p"], ["y"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 2])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 2)])
-    onnx.save(model, str(folder / "model.onnx"))
-    for name, array in (("input_0", np.ones((2, 2))), ("output_0", np.ones((2, 4)))):
-        tensor = numpy_helper.from_array(array.astype(np.float32), name)
-        (folder / "test_data_set_0" / f"{name}.pb").write_bytes(tensor.SerializeToString())
-    return folder
 
 
 @pytest.mark.parametrize("extra", [(), ("--json",)])

@@ -175,9 +175,9 @@ def _external_pb(location: str, offset: str | None, length: str | None) -> bytes
 
 
 def _lay_out_confinement_folders(root: Path) -> Path:
-    """root/secret.bin (outside), root/work/{data.bin, sub/, link.bin -> ../secret.bin,
-    uplink -> ..}; returns root/work."""
-    work = root / "work"
+    """root/secret.bin (outside), root/case/{data.bin, sub/, link.bin -> ../secret.bin,
+    uplink -> ..}; returns root/case."""
+    work = root / "case"
     (work / "sub").mkdir(parents=True)
     (root / "secret.bin").write_bytes(SECRET)
     (work / "data.bin").write_bytes(np.arange(12, dtype=np.float32).tobytes())

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from padconv_cli.tensorio import read_tensor
 from padconv_cli.verification.cases import builtin_cases
@@ -48,29 +48,6 @@ def corrupted_dir(tmp_path) -> Path:
     array = numpy_helper.to_array(tensor).copy()
     array[1, 2, 3, 4] += 1.0
     output.write_bytes(numpy_helper.from_array(array, tensor.name).SerializeToString())
-    return folder
-
-
-@pytest.fixture
-def unsupported_dir(tmp_path) -> Path:
-    """A case whose model computes Pad then Relu."""
-    folder = tmp_path / "test_pad_then_relu"
-    (folder / "test_data_set_0").mkdir(parents=True)
-    nodes = [
-        helper.make_node("Pad", ["x"], ["p"], pads=[0, 1, 0, 1]),
-        helper.make_node("Relu", ["p"], ["y"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 2])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 2)])
-    onnx.save(model, str(folder / "model.onnx"))
-    for name, array in (("input_0", np.ones((2, 2))), ("output_0", np.ones((2, 4)))):
-        tensor = numpy_helper.from_array(array.astype(np.float32), name)
-        (folder / "test_data_set_0" / f"{name}.pb").write_bytes(tensor.SerializeToString())
     return folder
 
 

@@ -5,7 +5,7 @@ Nothing here is a committed binary: every file is produced by a builder from a f
 code, so the corpus is readable and reviewable.  The folder layout of a case is::
 
     ROOT/            files that must stay out of reach (secret.bin) and the PWNED sentinel
-    ROOT/work/       the inputs; the command runs here and is asked to write out.npy
+    ROOT/case/       the inputs; the command runs here and is asked to write out.npy
 
 Every case must end with exit code 2, exactly one stderr line without a traceback, no new or
 changed file in ROOT (in particular no out.npy and no PWNED), below the peak-memory bound
@@ -58,7 +58,7 @@ class Case:
 
 def work_dir(root: Path) -> Path:
     """The folder the command runs in."""
-    return root / "work"
+    return root / "case"
 
 
 def sentinel_path(root: Path) -> Path:
@@ -152,7 +152,7 @@ def npz_image(members: dict[str, bytes]) -> bytes:
 
 
 def files(**contents: bytes | Callable[[Path], bytes]) -> Builder:
-    """A builder writing each ``name=bytes`` (or ``name=f(root) -> bytes``) into work/.
+    """A builder writing each ``name=bytes`` (or ``name=f(root) -> bytes``) into case/.
 
     A double underscore in a keyword stands for a dot: ``x__npy`` is ``x.npy``.
     """
@@ -212,7 +212,7 @@ def nothing(root: Path) -> None:
 
 
 def prepare(case: Case, root: Path) -> None:
-    """Lay out the case's folder: the secret outside work/, then the case's own files."""
+    """Lay out the case's folder: the secret outside case/, then the case's own files."""
     work_dir(root).mkdir(parents=True)
     (root / "secret.bin").write_bytes(SECRET_BYTES)
     case.build(root)

@@ -53,7 +53,7 @@ HOSTILE_INTRO = f"""\
 ## Hostile inputs and flags
 
 Each case is built by code in `tests/hostile/cases.py` (no committed binaries) in a fresh
-folder `ROOT/work`, next to a `ROOT/secret.bin` that must stay out of reach, and the installed
+folder `ROOT/case`, next to a `ROOT/secret.bin` that must stay out of reach, and the installed
 `padconv` runs there as a child process asked to write `out.npy`. Every case must end with
 exit code 2, exactly one line on stderr starting `padconv` with no traceback, nothing on
 stdout, no file created or changed anywhere under `ROOT` (in particular no `out.npy`, no
