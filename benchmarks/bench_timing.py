@@ -14,8 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIN_RUNS_BEFORE_BUDGET = 3
-ROUNDS = 3
+ROUNDS = 5
 """Number of turns each contender gets; its timed runs are spread evenly over them."""
+SETTLE_S = 0.3
+"""Pause after each block of runs: long enough for the worker threads a library leaves
+spinning after a call (onnxruntime's pool, OpenBLAS's threads) to go to sleep, so that they do
+not take a core from the next contender."""
 
 
 class CallTimeout(Exception):
@@ -92,9 +96,10 @@ def time_round_robin(
     There are ``min(ROUNDS, repeat)`` rounds; in each, every contender in turn gets `warmup`
     untimed runs and then its share of the timed runs back to back (the shares add up to
     `repeat`). Consecutive runs show each implementation as a user calling it repeatedly sees
-    it: alternating call by call lets one library's idle worker threads (onnxruntime spins
-    after a run, OpenBLAS yields) slow the other down. Taking turns per block still spreads
-    load changes on a shared machine over all contenders. A contender stops early when it
+    it: alternating call by call lets one library's idle worker threads (onnxruntime and
+    OpenBLAS spin for a while after a call) slow the other down; for the same reason each block
+    is followed by a pause of SETTLE_S. Taking turns per block still spreads load changes on a
+    shared machine over all contenders. A contender stops early when it
     reaches its max_repeat, times out, or has spent more than `budget_s` in at least
     MIN_RUNS_BEFORE_BUDGET timed runs; capped contenders (max_repeat set, the slow reference
     implementations) get no warm-up runs. Garbage collection is paused while timing.
@@ -107,6 +112,7 @@ def time_round_robin(
         for runs in block_sizes(repeat, ROUNDS):
             for name, contender in contenders.items():
                 _run_block(contender, timings[name], warmup=warmup, runs=runs, budget_s=budget_s)
+                time.sleep(SETTLE_S)
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels import conv_paths, workers
 from padconv_cli.kernels.conv import conv, plan_conv
 
 # --- a slow oracle written straight from the spec ---------------------------------------------
@@ -603,7 +603,7 @@ def test_output_blocks_tile_the_index_space_in_contiguous_runs(dims, budget, fir
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_worker_threads_are_recreated_in_a_forked_child(monkeypatch):
     monkeypatch.setattr(conv_paths, "DEPTHWISE_BLOCK_BYTES", 1)  # many blocks: threads used
-    monkeypatch.setattr(conv_paths, "worker_count", lambda: 2)
+    monkeypatch.setattr(workers, "worker_count", lambda: 2)
     x_shape, w_shape, attrs = ORACLE_CASES["2d_depthwise"]
     X, W, B = random_inputs(x_shape, w_shape, np.float64)
     expected = conv(X, W, B, **attrs)  # the parent's pool now exists

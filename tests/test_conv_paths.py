@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels import conv_paths, workers
 from padconv_cli.kernels.conv import conv, plan_conv
 
 
@@ -61,8 +61,26 @@ def test_patch_view_equals_per_offset_slices(geometry, data):
         np.testing.assert_array_equal(view, patches_by_slicing(plan, xp, starts, lengths))
 
 
+@settings(max_examples=60, deadline=None)
+@given(conv_geometries(), st.integers(0, 5), st.integers(1, 3))
+def test_padded_input_equals_np_pad_on_a_dirty_scratch_buffer(geometry, slack, part_count):
+    x_shape, w_shape, attrs = geometry
+    attrs = {**attrs, "pads": [p + 1 for p in attrs["pads"]]}  # always something to pad
+    plan = plan_conv(x_shape, w_shape, **attrs)
+    x = np.random.default_rng(0).uniform(-1, 1, x_shape).astype(np.float32)
+    workers.scratch(10_000, np.dtype(np.float32), "padded")[:] = np.nan  # stale contents
+    step = -(-x_shape[1] // part_count)
+    parts = [(slice(None), slice(c, c + step)) for c in range(0, x_shape[1], step)]
+    got = conv_paths.padded_input(x, plan, np.dtype(np.float32), slack, parts)
+    rank = len(x_shape) - 2
+    width = [(0, 0), (0, 0)] + [(plan.pads[i], plan.pads[i + rank]) for i in range(rank)]
+    expected = np.pad(x, width).reshape(*x_shape[:2], -1)
+    expected = np.concatenate([expected, np.zeros((*x_shape[:2], slack), np.float32)], axis=-1)
+    np.testing.assert_array_equal(got, expected)
+
+
 def blas_threads():
-    controls = conv_paths._openblas_thread_controls()
+    controls = workers.openblas_thread_controls()
     if controls is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS whose thread count can be set")
     return controls
@@ -73,10 +91,10 @@ def test_single_threaded_blas_sets_one_thread_and_restores_the_count():
     before = get_threads()
     set_threads(2)
     try:
-        with conv_paths.single_threaded_blas() as ours:
-            assert ours is (conv_paths.worker_count() > 1)
+        with workers.single_threaded_blas() as ours:
+            assert ours is (workers.worker_count() > 1)
             assert get_threads() == (1 if ours else 2)
-            with conv_paths.single_threaded_blas():
+            with workers.single_threaded_blas():
                 assert get_threads() == (1 if ours else 2)
             assert get_threads() == (1 if ours else 2)
         assert get_threads() == 2
@@ -86,14 +104,14 @@ def test_single_threaded_blas_sets_one_thread_and_restores_the_count():
 
 def test_concurrent_users_restore_the_count_only_when_the_last_leaves():
     get_threads, set_threads = blas_threads()
-    if conv_paths.worker_count() == 1:
+    if workers.worker_count() == 1:
         pytest.skip("one core: BLAS threading is left alone")
     before = get_threads()
     set_threads(2)
     entered, release = threading.Event(), threading.Event()
 
     def other_user():
-        with conv_paths.single_threaded_blas():
+        with workers.single_threaded_blas():
             entered.set()
             release.wait(10)
 
@@ -101,7 +119,7 @@ def test_concurrent_users_restore_the_count_only_when_the_last_leaves():
     try:
         thread.start()
         assert entered.wait(10)
-        with conv_paths.single_threaded_blas():
+        with workers.single_threaded_blas():
             pass
         assert get_threads() == 1  # the other user is still inside
         release.set()
@@ -133,6 +151,6 @@ def test_own_workers_give_the_same_bits_as_blas_threads(monkeypatch, x_shape, w_
     _, axis, step = conv_paths.im2col_block_grid(plan, 4)
     assert len(list(conv_paths.output_blocks(dims, axis, step))) > 1  # several tasks
     on_workers = conv(x, w, **attrs)
-    monkeypatch.setattr(conv_paths, "_openblas_thread_controls", lambda: None)
+    monkeypatch.setattr(workers, "openblas_thread_controls", lambda: None)
     on_blas_threads = conv(x, w, **attrs)
     np.testing.assert_array_equal(on_workers, on_blas_threads)

@@ -11,27 +11,25 @@ Every path computes, for a validated :class:`~padconv_cli.kernels.conv.ConvPlan`
   block of output positions at a time and multiplied by W with one batched GEMM per block.
 
 Memory: besides X, W and Y (accumulator dtype, plus the final cast for float16/bfloat16), the
-im2col path holds the padded copy of X and a column buffer of at most ``WORKSPACE_BYTES``
-whatever the input size (one of at most ``KEPT_BUFFER_BYTES`` stays allocated per calling thread
-for the next call); the depthwise path holds, per worker, one block of about
-``DEPTHWISE_BLOCK_BYTES`` (at least one padded channel and two accumulator rows of one channel).
+im2col path holds the padded copy of X and, per worker, a column buffer of at most
+``WORKSPACE_BYTES`` whatever the input size; the depthwise path holds, per worker, one block of
+about ``DEPTHWISE_BLOCK_BYTES`` (at least one padded channel and two accumulator rows of one
+channel). These are :func:`~padconv_cli.kernels.workers.scratch` buffers, kept per thread for
+the next call when they are small, so that repeated calls do not pay fresh page faults.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
 import itertools
 import math
-import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from padconv_cli.kernels import workers
 from padconv_cli.kernels.conv import ConvPlan
+from padconv_cli.kernels.workers import run_tasks, scratch, single_threaded_blas
 
 WORKSPACE_BYTES = 64 * 2**20
 """Cap on the im2col column buffer; tests lower it to exercise chunking."""
@@ -43,24 +41,18 @@ positions are not made smaller than this (unless WORKSPACE_BYTES says so)."""
 GEMM_BLOCK_BYTES = 2 * 2**20
 """Preferred size of one im2col block: small enough to stay in cache for the GEMM."""
 
-KEPT_BUFFER_BYTES = 16 * 2**20
-"""Column buffers up to this size are reused from call to call (one per thread)."""
-
 DEPTHWISE_MAX_MULTIPLIER = 4
 """Largest M/group for which the shifted multiply-add path beats im2col + GEMM."""
 
-DEPTHWISE_BLOCK_BYTES = 1 * 2**20
-"""Target size of the two accumulator buffers of one depthwise block (one block per task)."""
+DEPTHWISE_BLOCK_BYTES = 4 * 2**20
+"""Target size of the two accumulator buffers of one depthwise block (one block per task).
+Measured on 2 cores: 1 MiB blocks took about twice as long, as each numpy call is then short
+enough for the workers to spend their time handing the GIL to each other."""
 
 WIDE_MAX_OVERHEAD = 1.5
 """Largest ratio of padded to output row size for which the stride-1 depthwise path computes
 over whole padded rows (contiguous slices) and crops afterwards. (Tried for im2col too: its
 column copies are bound by memory bandwidth either way, and the wider GEMM cost more.)"""
-
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = -1
-_kept = threading.local()
-
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum."""
@@ -114,28 +106,54 @@ def padded_input(
     x: np.ndarray,
     plan: ConvPlan,
     acc: np.dtype,
-    images: slice = slice(None),
-    channels: slice = slice(None),
     slack: int = 0,
+    parts: Sequence[tuple[slice, slice]] = ((slice(None), slice(None)),),
 ) -> np.ndarray:
-    """``X[images, channels]`` zero-padded by the plan's pads into a fresh ``acc`` buffer.
+    """X (the plan's input, or some of its images and channels) zero-padded by the plan's pads
+    into an ``acc`` buffer of shape ``(N, C, prod(padded_shape) + slack)``, flattened per channel.
 
-    Shape ``(images, channels, prod(padded_shape) + slack)``, flattened per channel; the
-    ``slack`` trailing zeros let stride-1 paths read whole padded rows past the last one. The
-    input is returned as it is (reshaped) when there is nothing to pad or cast.
+    The ``slack`` trailing zeros let stride-1 paths read whole padded rows past the last one.
+    ``parts`` (image range, channel range) cover X and are filled as tasks on the cores. X is
+    returned as it is (reshaped) when there is nothing to pad or cast. The buffer is this
+    thread's "padded" :func:`~padconv_cli.kernels.workers.scratch`: valid until its next call.
     """
-    part = x[images, channels]
-    spatial = padded_shape(plan)
-    size = math.prod(spatial)
-    if slack == 0 and not any(plan.pads) and part.dtype == acc:
-        return np.ascontiguousarray(part).reshape(*part.shape[:2], size)
-    flat = np.zeros((*part.shape[:2], size + slack), dtype=acc)
+    n, c = x.shape[:2]
+    size = math.prod(padded_shape(plan))
+    if slack == 0 and not any(plan.pads) and x.dtype == acc:
+        return np.ascontiguousarray(x).reshape(n, c, size)
+    flat = scratch(n * c * (size + slack), acc, "padded").reshape(n, c, size + slack)
+    run_tasks(
+        [functools.partial(_fill_padded, plan, x, flat, images, channels)
+         for images, channels in parts]
+    )
+    return flat
+
+
+def _fill_padded(
+    plan: ConvPlan, x: np.ndarray, flat: np.ndarray, images: slice, channels: slice
+) -> None:
+    """``flat[images, channels]`` = those channels of X inside zeros (the pads and the slack)."""
+    size = math.prod(padded_shape(plan))
+    part = flat[images, channels]
+    grid = part[..., :size].reshape(*part.shape[:2], *padded_shape(plan))
     interior = tuple(
         slice(begin, begin + length)
         for begin, length in zip(plan.pads_begin, plan.x_shape[2:], strict=True)
     )
-    flat[..., :size].reshape(*part.shape[:2], *spatial)[(Ellipsis, *interior)] = part
-    return flat
+    _zero_border(grid, interior)
+    part[..., size:] = 0
+    grid[(Ellipsis, *interior)] = x[images, channels]
+
+
+def _zero_border(grid: np.ndarray, interior: tuple[slice, ...]) -> None:
+    """Zero every element of ``grid`` (leading axes, then the spatial axes) outside ``interior``:
+    per spatial axis, the slabs before and after the interior range, inside the interior of the
+    axes before it."""
+    lead = grid.ndim - len(interior)
+    for axis, inside in enumerate(interior):
+        before = (slice(None),) * lead + interior[:axis]
+        grid[(*before, slice(0, inside.start))] = 0
+        grid[(*before, slice(inside.stop, None))] = 0
 
 
 def kernel_offsets(kernel_shape: Sequence[int]) -> list[tuple[int, ...]]:
@@ -168,33 +186,6 @@ def flat_strides(shape: Sequence[int]) -> list[int]:
     return [math.prod(shape[i + 1 :]) for i in range(len(shape))]
 
 
-def worker_count() -> int:
-    """Cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
-def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run independent numpy-heavy tasks on the cores (numpy releases the GIL in its loops)."""
-    if len(tasks) <= 1 or worker_count() == 1:
-        for task in tasks:
-            task()
-        return
-    pool = _thread_pool()
-    for future in [pool.submit(task) for task in tasks]:
-        future.result()
-
-
-def _thread_pool() -> ThreadPoolExecutor:
-    """The module's worker threads, made anew in a forked child (threads do not survive fork)."""
-    global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():
-        _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="padconv")
-        _pool_pid = os.getpid()
-    return _pool
-
-
 def run_gemm_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     """Run independent tasks that call BLAS: on padconv's workers with single-threaded BLAS
     when OpenBLAS's thread count can be set, else one after the other on BLAS's own threads.
@@ -210,62 +201,6 @@ def run_gemm_tasks(tasks: Sequence[Callable[[], None]]) -> None:
             for task in tasks:
                 task()
 
-
-_blas_lock = threading.Lock()
-_blas_users = 0
-_blas_saved_threads = 0
-
-
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[bool]:
-    """Set OpenBLAS to one thread for the block (restored when the last concurrent user leaves);
-    yields whether it could (False when numpy's BLAS is not a known OpenBLAS, or with one core).
-
-    The thread count only changes how OpenBLAS splits the output between its threads, never a
-    sum's order, so results are the same either way.
-    """
-    global _blas_users, _blas_saved_threads
-    controls = _openblas_thread_controls()
-    if controls is None or worker_count() == 1:
-        yield False
-        return
-    get_threads, set_threads = controls
-    with _blas_lock:
-        if _blas_users == 0:
-            _blas_saved_threads = get_threads()
-            set_threads(1)
-        _blas_users += 1
-    try:
-        yield True
-    finally:
-        with _blas_lock:
-            _blas_users -= 1
-            if _blas_users == 0:
-                set_threads(_blas_saved_threads)
-
-
-@functools.cache
-def _openblas_thread_controls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """(get, set) of the thread count of the OpenBLAS numpy links, found among the loaded shared
-    libraries (Linux); None when there is none or it lacks the functions."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
-    except OSError:
-        return None
-    for path in sorted(p for p in paths if p.startswith("/")):
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
-            getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
-            setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
-            if getter is not None and setter is not None:
-                getter.restype, getter.argtypes = ctypes.c_int, []
-                setter.restype, setter.argtypes = None, [ctypes.c_int]
-                return getter, setter
-    return None
 
 
 # --- pointwise: one GEMM ------------------------------------------------------------------
@@ -297,10 +232,10 @@ def pointwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) 
 def depthwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
     """``Y[n, g, j] = sum_k W[g, j, k] * Xpad[n, g, shifted by k]`` for C/group == 1.
 
-    Works on cache-sized blocks of channels spread over the cores; each block pads its own
-    channels (every input element is still copied once) and accumulates the kernel taps with
-    whole-block numpy operations, no im2col. Stride 1 reads whole padded rows (contiguous
-    windows) and crops at the end; other strides read strided windows.
+    X is padded once, in blocks of channels spread over the cores; then each block
+    accumulates the kernel taps with whole-block numpy operations, no im2col. Stride 1 reads
+    whole padded rows (contiguous windows) and crops at the end; other strides read strided
+    windows.
     """
     wide = all(s == 1 for s in plan.strides) and wide_row_overhead(plan) <= WIDE_MAX_OVERHEAD
     n, groups = plan.x_shape[0], plan.group
@@ -309,18 +244,20 @@ def depthwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) 
     y_view = y.reshape(n, groups, multiplier, *plan.output_shape[2:])
     if wide:
         geometry = _WideRows(plan)
-        row_bytes = 2 * multiplier * geometry.length * y.itemsize
+        blocks = _channel_blocks(n, groups, 2 * multiplier * geometry.length * y.itemsize)
 
         def block(images: slice, group_range: slice) -> None:
-            _depthwise_wide_block(plan, geometry, x, taps, y_view, images, group_range)
+            xp = padded_input(x[images, group_range], plan, y.dtype, geometry.slack)
+            _depthwise_wide_block(geometry, xp, taps, y_view, images, group_range)
 
     else:
         row_bytes = 2 * multiplier * math.prod(plan.output_shape[2:]) * y.itemsize
+        blocks = _channel_blocks(n, groups, row_bytes)
 
         def block(images: slice, group_range: slice) -> None:
-            _depthwise_strided_block(plan, x, taps, y_view, images, group_range)
+            xp = padded_input(x[images, group_range], plan, y.dtype)
+            _depthwise_strided_block(plan, xp, taps, y_view, images, group_range)
 
-    blocks = _channel_blocks(n, groups, row_bytes)
     run_tasks([functools.partial(block, images, group_range) for images, group_range in blocks])
 
 
@@ -341,9 +278,9 @@ def _channel_blocks(n: int, groups: int, row_bytes: int) -> list[tuple[slice, sl
 def _balanced_count(total_bytes: int) -> int:
     """Number of blocks for ``total_bytes`` of work: enough to respect DEPTHWISE_BLOCK_BYTES,
     rounded up to a multiple of the worker count."""
-    workers = worker_count()
+    cores = workers.worker_count()
     count = max(1, -(-total_bytes // max(1, DEPTHWISE_BLOCK_BYTES)))
-    return -(-count // workers) * workers
+    return -(-count // cores) * cores
 
 
 class _WideRows:
@@ -369,56 +306,55 @@ class _WideRows:
 
 
 def _depthwise_wide_block(
-    plan: ConvPlan,
     geometry: _WideRows,
-    x: np.ndarray,
+    padded: np.ndarray,
     taps: np.ndarray,
     y_view: np.ndarray,
     images: slice,
     group_range: slice,
 ) -> None:
-    """Stride-1 depthwise block: multiply-accumulate contiguous windows, then crop."""
-    xp = padded_input(x, plan, y_view.dtype, images, group_range, geometry.slack)
-    kernel = plan.kernel_shape
-    weights = taps[group_range][..., None]  # (g, multiplier, *kernel, 1)
-    item = xp.itemsize
-    windows = np.lib.stride_tricks.as_strided(
-        xp,
-        shape=(*xp.shape[:2], 1, *kernel, geometry.length),
-        strides=(*xp.strides[:2], 0, *(t * item for t in geometry.tap_steps), item),
-        writeable=False,
-    )
-    total = np.empty((*xp.shape[:2], weights.shape[1], geometry.length), dtype=xp.dtype)
-    term = np.empty_like(total)
-    for index, offset in enumerate(kernel_offsets(kernel)):
-        position = (Ellipsis, *offset, slice(None))
+    """Stride-1 depthwise block: multiply-accumulate contiguous windows, then crop.
+
+    With the block's padded channels as rows, kernel offset ``k`` reads the plain slice
+    ``rows[:, start_k : start_k + length]`` (``start_k = sum_i k_i * tap_step_i``).
+    """
+    channels = padded.shape[0] * padded.shape[1]
+    rows = padded.reshape(channels, 1, padded.shape[2])
+    weights = taps[group_range]
+    multiplier = weights.shape[1]
+    shape = (channels, multiplier, geometry.length)
+    total = scratch(math.prod(shape), padded.dtype, "total").reshape(shape)
+    term = scratch(total.size, padded.dtype, "term").reshape(shape)
+    for index, offset in enumerate(kernel_offsets(taps.shape[2:])):
+        start = sum(k * t for k, t in zip(offset, geometry.tap_steps, strict=True))
+        window = rows[:, :, start : start + geometry.length]
+        weight = np.tile(weights[(Ellipsis, *offset)], (padded.shape[0], 1))[..., None]
         if index == 0:
-            np.multiply(windows[position], weights[position], out=total)
+            np.multiply(window, weight, out=total)
         else:
-            np.multiply(windows[position], weights[position], out=term)
+            np.multiply(window, weight, out=term)
             total += term
-    rows = total.reshape(*total.shape[:3], *geometry.grid)
-    y_view[images, group_range] = rows[geometry.crop]
+    grid = total.reshape(*padded.shape[:2], multiplier, *geometry.grid)
+    y_view[images, group_range] = grid[geometry.crop]
 
 
 def _depthwise_strided_block(
     plan: ConvPlan,
-    x: np.ndarray,
+    padded: np.ndarray,
     taps: np.ndarray,
     y_view: np.ndarray,
     images: slice,
     group_range: slice,
 ) -> None:
     """Depthwise block for any stride: multiply-accumulate strided windows into Y."""
-    xp = padded_input(x, plan, y_view.dtype, images, group_range)
-    xp = xp.reshape(*xp.shape[:2], 1, *padded_shape(plan))
+    part = padded.reshape(*padded.shape[:2], 1, *padded_shape(plan))
     out = plan.output_shape[2:]
     weights = taps[group_range][(Ellipsis, *((None,) * len(out)))]
     total = y_view[images, group_range]
-    term = np.empty_like(total)
+    term = scratch(total.size, total.dtype, "term").reshape(total.shape)
     zeros = (0,) * len(out)
     for index, offset in enumerate(kernel_offsets(plan.kernel_shape)):
-        window = xp[(Ellipsis, *tap_slices(plan, offset, zeros, out))]
+        window = part[(Ellipsis, *tap_slices(plan, offset, zeros, out))]
         weight = weights[(slice(None), slice(None), *offset)]
         if index == 0:
             np.multiply(window, weight, out=total)
@@ -500,7 +436,11 @@ def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> 
     taps = math.prod(plan.kernel_shape)
     spatial = padded_shape(plan)
     out = plan.output_shape[2:]
-    xp = padded_input(x, plan, y.dtype).reshape(n, groups, c // groups, *spatial)
+    parts = [(slice(i, i + 1), slice(None)) for i in range(n)] if n > 1 else None
+    if parts is None:
+        half = -(-c // 2)
+        parts = [(slice(None), slice(0, half)), (slice(None), slice(half, None))]
+    xp = padded_input(x, plan, y.dtype, 0, parts).reshape(n, groups, c // groups, *spatial)
     w_matrix = w.reshape(groups, m // groups, (c // groups) * taps)
     y_flat = y.reshape(n, groups, m // groups, math.prod(out))
 
@@ -525,37 +465,22 @@ def _im2col_block(
     groups, per_group, rows = w_matrix.shape
     per_group_channels = rows // math.prod(plan.kernel_shape)
     count = math.prod(lengths)
-    buffer = column_buffer(groups * rows * count, y_flat.dtype)
+    buffer = scratch(groups * rows * count, y_flat.dtype, "columns")
     images = slice(starts[0], starts[0] + lengths[0])
     cols = buffer.reshape(groups, per_group_channels, *plan.kernel_shape, *lengths)
     np.copyto(cols, patch_view(plan, xp, starts, lengths))
     matrix = buffer.reshape(groups, rows, count)
-    if groups == 1:
-        # np.dot runs concurrently on the workers at full speed; np.matmul was measured to burn
-        # about twice the CPU time when two threads call it at once
-        product = np.dot(w_matrix[0], matrix[0])[None]
-    else:
-        product = np.matmul(w_matrix, matrix)
     if lengths[0] == 1:
         first = sum(
             s * st for s, st in zip(starts[1:], flat_strides(plan.output_shape[2:]), strict=True)
         )
-        y_flat[starts[0], :, :, first : first + count] = product
+        np.matmul(w_matrix, matrix, out=y_flat[starts[0], :, :, first : first + count])
     else:
+        product = scratch(groups * per_group * count, y_flat.dtype, "product")
+        product = product.reshape(groups, per_group, count)
+        np.matmul(w_matrix, matrix, out=product)
         per_image = product.reshape(groups, per_group, lengths[0], y_flat.shape[-1])
         y_flat[images] = np.moveaxis(per_image, 2, 0)
-
-
-def column_buffer(size: int, dtype: np.dtype) -> np.ndarray:
-    """A 1-D scratch array of ``size`` elements, kept per thread between calls when it is at most
-    KEPT_BUFFER_BYTES (a fresh large allocation costs one page fault per 4 KiB on first use)."""
-    nbytes = size * np.dtype(dtype).itemsize
-    if nbytes > KEPT_BUFFER_BYTES:
-        return np.empty(size, dtype=dtype)
-    kept = getattr(_kept, "buffer", None)
-    if kept is None or kept.nbytes < nbytes:
-        kept = _kept.buffer = np.empty(nbytes, dtype=np.uint8)
-    return kept[:nbytes].view(dtype)
 
 
 def patch_view(

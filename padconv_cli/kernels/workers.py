@@ -1,0 +1,141 @@
+"""Worker threads, BLAS thread control and kept scratch buffers shared by the kernels.
+
+numpy releases the GIL inside its copy and arithmetic loops, so independent blocks of one
+operator can run on all the cores from a plain thread pool. Scratch buffers are kept per
+thread between calls: on Linux a fresh large allocation costs a page fault per 4 KiB on first
+touch, which for a few-millisecond kernel is a large share of its time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # imported when first needed: kept off the CLI's start-up path
+    from concurrent.futures import ThreadPoolExecutor
+
+KEPT_BUFFER_BYTES = 16 * 2**20
+"""Scratch buffers up to this size are kept from call to call (one per thread and slot)."""
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+_kept = threading.local()
+
+
+def worker_count() -> int:
+    """Cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
+    """Run independent numpy-heavy tasks on the cores (numpy releases the GIL in its loops).
+
+    Tasks are run in order on the calling thread when there is one task or one core; an
+    exception in any task is raised here after the others have finished.
+    """
+    if len(tasks) <= 1 or worker_count() == 1:
+        for task in tasks:
+            task()
+        return
+    pool = _thread_pool()
+    futures = [pool.submit(task) for task in tasks]
+    for future in futures:
+        future.exception()
+    for future in futures:
+        future.result()
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    """The module's worker threads, made anew in a forked child (threads do not survive fork)."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
+        from concurrent.futures import ThreadPoolExecutor
+
+        _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="padconv")
+        _pool_pid = os.getpid()
+    return _pool
+
+
+def scratch(size: int, dtype: np.dtype, slot: str) -> np.ndarray:
+    """A 1-D uninitialised array of ``size`` elements for temporary use inside one call.
+
+    Arrays of at most KEPT_BUFFER_BYTES come from a buffer kept per thread and ``slot`` (two
+    live scratch arrays of one thread need different slots); larger ones are allocated fresh.
+    """
+    nbytes = size * np.dtype(dtype).itemsize
+    if nbytes > KEPT_BUFFER_BYTES:
+        return np.empty(size, dtype=dtype)
+    buffers = getattr(_kept, "buffers", None)
+    if buffers is None:
+        buffers = _kept.buffers = {}
+    kept = buffers.get(slot)
+    if kept is None or kept.nbytes < nbytes:
+        kept = buffers[slot] = np.empty(nbytes, dtype=np.uint8)
+    return kept[:nbytes].view(dtype)
+
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_saved_threads = 0
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Iterator[bool]:
+    """Set OpenBLAS to one thread for the block (restored when the last concurrent user leaves);
+    yields whether it could (False when numpy's BLAS is not a known OpenBLAS, or with one core).
+
+    The thread count only changes how OpenBLAS splits the output between its threads, never a
+    sum's order, so results are the same either way.
+    """
+    global _blas_users, _blas_saved_threads
+    controls = openblas_thread_controls()
+    if controls is None or worker_count() == 1:
+        yield False
+        return
+    get_threads, set_threads = controls
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_saved_threads = get_threads()
+            set_threads(1)
+        _blas_users += 1
+    try:
+        yield True
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                set_threads(_blas_saved_threads)
+
+
+@functools.cache
+def openblas_thread_controls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get, set) of the thread count of the OpenBLAS numpy links, found among the loaded shared
+    libraries (Linux); None when there is none or it lacks the functions."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return None
+    for path in sorted(p for p in paths if p.startswith("/")):
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
+            getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
+            setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
+            if getter is not None and setter is not None:
+                getter.restype, getter.argtypes = ctypes.c_int, []
+                setter.restype, setter.argtypes = None, [ctypes.c_int]
+                return getter, setter
+    return None
