@@ -20,6 +20,10 @@ SETTLE_S = 0.3
 """Pause after each block of runs: long enough for the worker threads a library leaves
 spinning after a call (onnxruntime's pool, OpenBLAS's threads) to go to sleep, so that they do
 not take a core from the next contender."""
+WARMUP_S = 0.15
+"""Least time spent in untimed runs at the start of each block (uncapped contenders): after the
+pause, the cores need some tens of milliseconds of work to run at full speed again (measured on
+the 2-core CI machine: about 20 calls of a 2 ms conv)."""
 
 
 class CallTimeout(Exception):
@@ -129,12 +133,18 @@ def block_sizes(repeat: int, rounds: int) -> list[int]:
 def _run_block(
     contender: Contender, timing: Timing, *, warmup: int, runs: int, budget_s: float
 ) -> None:
-    """`warmup` untimed runs (uncapped contenders only), then up to `runs` timed runs."""
+    """At least `warmup` untimed runs, and more until WARMUP_S has passed (uncapped contenders
+    only), then up to `runs` timed runs."""
     if not _still_active(contender, timing, budget_s):
         return
     if contender.max_repeat is None:
-        for _ in range(warmup):
+        started = time.perf_counter()
+        done = 0
+        while done < warmup or time.perf_counter() - started < WARMUP_S:
             _run_once(contender, timing, record=False)
+            done += 1
+            if timing.timed_out_after is not None:
+                return
     for _ in range(runs):
         if not _still_active(contender, timing, budget_s):
             return

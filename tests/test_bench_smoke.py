@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import bench  # noqa: E402
 import bench_peers  # noqa: E402
+import bench_timing  # noqa: E402
 from bench_cases import ConvCase, PadCase  # noqa: E402
 from bench_kernels import ROW_KEYS, TimingSettings, measure_case  # noqa: E402
 from bench_report import all_tables, markdown  # noqa: E402
@@ -28,6 +29,13 @@ TINY_CONVS = [
 ]
 TINY_PADS = [PadCase(f"pad/tiny-{mode}", "tiny", (1, 2, 5, 4), (0, 0, 2, 1, 0, 0, 1, 3), mode)
              for mode in ("constant", "wrap")]
+
+
+@pytest.fixture(autouse=True)
+def no_pauses(monkeypatch):
+    """The smoke tests check the harness's logic, not timings: no settling pauses."""
+    monkeypatch.setattr(bench_timing, "SETTLE_S", 0.0)
+    monkeypatch.setattr(bench_timing, "WARMUP_S", 0.0)
 
 
 def tiny_peers(kernels=None) -> list[bench_peers.Peer]:
@@ -115,3 +123,13 @@ def test_round_robin_honours_timeout_and_repeat_cap():
     assert timings["slow"].timed_out_after == 0.05 and timings["slow"].times == []
     assert len(timings["capped"].times) == 2
     assert len(timings["free"].times) == 4
+
+
+def test_warm_up_runs_last_at_least_warmup_s(monkeypatch):
+    monkeypatch.setattr(bench_timing, "WARMUP_S", 0.02)
+    calls = []
+    timings = time_round_robin(
+        {"counted": Contender(lambda: calls.append(1))}, warmup=1, repeat=1, budget_s=10.0
+    )
+    assert len(timings["counted"].times) == 1
+    assert len(calls) > 2  # the warm-up went on past its one required run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -43,16 +44,28 @@ def test_scratch_is_per_thread():
     assert not np.shares_memory(mine, theirs[0])
 
 
-def test_run_tasks_runs_every_task_and_raises_the_first_failure_after_all_finished():
+def test_run_tasks_runs_every_task_once():
+    done = []
+    lock = threading.Lock()
+
+    def record(index: int) -> None:
+        with lock:
+            done.append(index)
+
+    workers.run_tasks([lambda i=i: record(i) for i in range(50)])
+    assert sorted(done) == list(range(50))
+
+
+def test_run_tasks_raises_a_task_failure_once_the_running_tasks_finished():
     done = []
 
-    def ok(index: int) -> None:
-        done.append(index)
+    def slow() -> None:
+        time.sleep(0.05)
+        done.append("slow")
 
     def fail() -> None:
         raise ValueError("task failed")
 
-    tasks = [lambda: ok(0), fail, lambda: ok(2), lambda: ok(3)]
     with pytest.raises(ValueError, match="task failed"):
-        workers.run_tasks(tasks)
-    assert sorted(done) == [0, 2, 3]
+        workers.run_tasks([slow, fail])
+    assert done == ["slow"]

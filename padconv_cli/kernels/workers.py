@@ -38,28 +38,51 @@ def worker_count() -> int:
 def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     """Run independent numpy-heavy tasks on the cores (numpy releases the GIL in its loops).
 
-    Tasks are run in order on the calling thread when there is one task or one core; an
-    exception in any task is raised here after the others have finished.
+    The calling thread and ``worker_count() - 1`` pool threads take the tasks in order from
+    one shared queue, so a call wakes as few threads as possible. The first exception raised
+    by a task is raised here, once every thread has stopped (a failure skips the tasks not
+    yet started).
     """
     if len(tasks) <= 1 or worker_count() == 1:
         for task in tasks:
             task()
         return
-    pool = _thread_pool()
-    futures = [pool.submit(task) for task in tasks]
-    for future in futures:
-        future.exception()
-    for future in futures:
-        future.result()
+    pending = iter(tasks)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        while True:
+            with lock:
+                task = None if errors else next(pending, None)
+            if task is None:
+                return
+            try:
+                task()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+                with lock:
+                    errors.append(exc)
+
+    helpers = [_thread_pool().submit(drain) for _ in range(min(worker_count(), len(tasks)) - 1)]
+    try:
+        drain()
+    finally:
+        for helper in helpers:
+            helper.result()
+    if errors:
+        raise errors[0]
 
 
 def _thread_pool() -> ThreadPoolExecutor:
-    """The module's worker threads, made anew in a forked child (threads do not survive fork)."""
+    """The module's helper threads (one fewer than the cores), made anew in a forked child
+    (threads do not survive fork)."""
     global _pool, _pool_pid
     if _pool is None or _pool_pid != os.getpid():
         from concurrent.futures import ThreadPoolExecutor
 
-        _pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="padconv")
+        _pool = ThreadPoolExecutor(
+            max_workers=max(1, worker_count() - 1), thread_name_prefix="padconv"
+        )
         _pool_pid = os.getpid()
     return _pool
 
