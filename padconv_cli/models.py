@@ -23,7 +23,6 @@ NOTSET and ``--auto-pad`` without ``--pads`` drops the model's pads.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -295,6 +294,8 @@ def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: st
             _node_list(nodes, op_type)
         )
     labels = [n.label for n in nodes if n.op_type == op_type]
+    import difflib  # only for this error message
+
     close = difflib.get_close_matches(name, labels, n=3)
     guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return f"{guess} {op_type} nodes: {_node_list(nodes, op_type)}"

@@ -367,6 +367,21 @@ def test_blocked_fill_matches_oracle(monkeypatch, mode, shape, pads, block_bytes
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype_name", ["float32", "int8", "complex128", "bool", "object"])
+@pytest.mark.parametrize("block_bytes", [1, 64, 200])
+def test_blocks_shared_among_the_cores_match_oracle(monkeypatch, mode, dtype_name, block_bytes):
+    """With no size threshold, every output's blocks are split among the cores."""
+    monkeypatch.setattr(pad_module, "_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(pad_module, "_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr("padconv_cli.kernels.workers.worker_count", lambda: 3)
+    data = make_data(np.dtype(dtype_name), (5, 4, 3, 2), rng_for("cores", mode, dtype_name))
+    pads = [0, 1, 2, 0, 3, 1, 0, 2]
+    constant = {"float32": -1.5, "int8": 7, "complex128": 1 + 2j, "bool": True, "object": "x"}
+    value = constant[dtype_name]
+    assert_identical(pad(data, pads, value, mode=mode), oracle(data, pads, value, mode=mode))
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("columns", [0, 100])
 @pytest.mark.parametrize("pads", [[0, 1, 2, 0, 7, 5], [0, -1, 6, 1, 2, -2], [1, 0, 9, 0, 1, 11]])
 def test_row_and_column_paths_of_the_last_axis(monkeypatch, mode, columns, pads):

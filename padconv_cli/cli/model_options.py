@@ -9,7 +9,6 @@ hands them to the command as one :class:`ExtraOptions` argument named ``extras``
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -144,6 +143,8 @@ def require(value: Any, message: str) -> None:
 
 
 def _print_json(data: Any, err: bool = False) -> None:
+    import json
+
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str), err=err)
 
 

@@ -49,6 +49,9 @@ DEPTHWISE_BLOCK_BYTES = 4 * 2**20
 Measured on 2 cores: 1 MiB blocks took about twice as long, as each numpy call is then short
 enough for the workers to spend their time handing the GIL to each other."""
 
+PARALLEL_PAD_BYTES = 2**20
+"""Inputs from this size on are padded by all the cores."""
+
 WIDE_MAX_OVERHEAD = 1.5
 """Largest ratio of padded to output row size for which the stride-1 depthwise path computes
 over whole padded rows (contiguous slices) and crops afterwards. (Tried for im2col too: its
@@ -129,6 +132,19 @@ def padded_input(
     return flat
 
 
+def padding_parts(x: np.ndarray) -> list[tuple[slice, slice]]:
+    """(image range, channel range) parts for :func:`padded_input`: one per image, or two halves
+    of the channels of a single image, when X has at least PARALLEL_PAD_BYTES (below that,
+    handing work to another thread costs more than it saves); else all of X as one part."""
+    n, c = x.shape[:2]
+    if x.nbytes < PARALLEL_PAD_BYTES or n * c < 2:
+        return [(slice(None), slice(None))]
+    if n > 1:
+        return [(slice(i, i + 1), slice(None)) for i in range(n)]
+    half = -(-c // 2)
+    return [(slice(None), slice(0, half)), (slice(None), slice(half, None))]
+
+
 def _fill_padded(
     plan: ConvPlan, x: np.ndarray, flat: np.ndarray, images: slice, channels: slice
 ) -> None:
@@ -192,8 +208,13 @@ def run_gemm_tasks(tasks: Sequence[Callable[[], None]]) -> None:
 
     Own workers over many blocks keep both cores busy through the copies as well as the
     products, and a core taken by another process only slows its current block, where BLAS's
-    threads wait for each other at every barrier.
+    threads wait for each other at every barrier. A single task runs as it is, on BLAS's own
+    threads.
     """
+    if len(tasks) <= 1 or workers.worker_count() == 1:
+        for task in tasks:
+            task()
+        return
     with single_threaded_blas() as ours:
         if ours:
             run_tasks(tasks)
@@ -436,11 +457,9 @@ def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> 
     taps = math.prod(plan.kernel_shape)
     spatial = padded_shape(plan)
     out = plan.output_shape[2:]
-    parts = [(slice(i, i + 1), slice(None)) for i in range(n)] if n > 1 else None
-    if parts is None:
-        half = -(-c // 2)
-        parts = [(slice(None), slice(0, half)), (slice(None), slice(half, None))]
-    xp = padded_input(x, plan, y.dtype, 0, parts).reshape(n, groups, c // groups, *spatial)
+    xp = padded_input(x, plan, y.dtype, 0, padding_parts(x)).reshape(
+        n, groups, c // groups, *spatial
+    )
     w_matrix = w.reshape(groups, m // groups, (c // groups) * taps)
     y_flat = y.reshape(n, groups, m // groups, math.prod(out))
 

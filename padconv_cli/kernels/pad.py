@@ -22,11 +22,11 @@ unpadded axes, so that a block's border is filled while its centre is still in c
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,8 @@ PAD_ELEMENT_TYPES_TEXT = (
 # of the block is filled right after its centre was copied, large enough that the dozen
 # numpy calls per block cost little next to the copy.
 _BLOCK_BYTES = 1 << 21
+# Outputs from this size on are filled by all the cores.
+_PARALLEL_BYTES = 1 << 23
 
 
 # --------------------------------------------------------------------------------------
@@ -440,6 +442,8 @@ def _integral_text(text: str, dt: np.dtype) -> int:
         return int(stripped)
     except ValueError:
         pass
+    from decimal import Decimal, InvalidOperation  # only for text such as "1e3" or "2.0"
+
     try:
         number = Decimal(stripped)
     except InvalidOperation:
@@ -693,17 +697,41 @@ def _fill_in_blocks(
     Blocks split the leading axes that are not padded; a block of about ``_BLOCK_BYTES`` is
     still in cache when its border is filled right after its centre was copied.  The border
     steps are worked out once and replayed on every block (the centre and region slices of
-    an unpadded axis cover a block's shorter range too).
+    an unpadded axis cover a block's shorter range too).  Large outputs share the blocks out in
+    contiguous runs among the cores (numpy copies release the GIL).
     """
     depth, count = _block_layout(out.shape, out.itemsize, sides)
     inner = sides[depth:]
     centre = tuple(slice(b, b + n) for b, n, _ in inner)
     slab_steps, row_steps = _border_steps(inner, mode)
-    for out_block, src_block in _blocks(out, src, depth, count):
-        out_block[centre] = src_block
-        _replay(out_block, slab_steps, fill)
-        if row_steps:
-            _replay(_rows(out_block), row_steps, fill)
+
+    def fill_blocks(pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        for out_block, src_block in pairs:
+            out_block[centre] = src_block
+            _replay(out_block, slab_steps, fill)
+            if row_steps:
+                _replay(_rows(out_block), row_steps, fill)
+
+    pairs = list(_blocks(out, src, depth, count))
+    runs = _parallel_runs(len(pairs), out)
+    if len(runs) == 1:
+        fill_blocks(pairs)
+        return
+    from padconv_cli.kernels.workers import run_tasks
+
+    run_tasks([functools.partial(fill_blocks, pairs[run]) for run in runs])
+
+
+def _parallel_runs(block_count: int, out: np.ndarray) -> list[slice]:
+    """Contiguous runs of blocks, one per core, for outputs of at least ``_PARALLEL_BYTES``
+    whose copies release the GIL (not object arrays); else one run of all the blocks."""
+    parts = 1
+    if out.nbytes >= _PARALLEL_BYTES and not out.dtype.hasobject:
+        from padconv_cli.kernels.workers import worker_count
+
+        parts = max(1, min(worker_count(), block_count))
+    step = max(1, -(-block_count // parts))
+    return [slice(first, first + step) for first in range(0, max(block_count, 1), step)]
 
 
 def _replay(array: np.ndarray, steps: list[Step], fill: Any) -> None:
