@@ -30,6 +30,7 @@ from bench_peers import ORT_INTER_OP_THREADS, ORT_INTRA_OP_THREADS, default_peer
 from bench_process import measure_peak_rss, measure_startup
 from bench_report import all_tables, markdown, print_tables
 from bench_targets import evaluate_targets
+from bench_timing import ROUNDS, SETTLE_S, WARMUP_S
 
 DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 SEED = 0
@@ -166,10 +167,13 @@ def method_text(settings: dict[str, Any]) -> str:
     """What exactly is timed, and how."""
     return "\n".join([
         f"- Kernel cases run in one process: up to {settings['repeat']} timed runs per "
-        "implementation, in blocks of consecutive runs taken in turns over 3 rounds (each block "
-        f"starts with {settings['warmup']} untimed warm-up run(s)), so that load changes hit "
-        "every implementation alike without one library's idle worker threads slowing the "
-        "next; an implementation stops early after 3 runs once it has used "
+        f"implementation, in blocks of consecutive runs taken in turns over {ROUNDS} rounds, so "
+        "that load changes hit every implementation alike. Each block starts with at least "
+        f"{settings['warmup']} untimed warm-up run(s) lasting at least {WARMUP_S * 1000:g} ms "
+        f"(the cores need some work to reach full speed) and is followed by a {SETTLE_S * 1000:g}"
+        " ms pause, so that the worker threads a library leaves spinning after its calls "
+        "(onnxruntime's pool, OpenBLAS's threads) do not take a core from the next one; "
+        "an implementation stops early after 3 runs once it has used "
         f"{settings['budget_s']:g} s. The median over all timed runs is reported. Pad is also "
         "timed as pad(x, out=buf) into a preallocated result, like the strided-copy floor.",
         "- Inputs are float32 drawn uniformly from [-1, 1) (seed 0); Conv has no bias.",

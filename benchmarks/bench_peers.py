@@ -258,8 +258,11 @@ def _torch_conv(torch: Any, functional: Any, case: ConvCase, inputs: dict) -> Pr
 
 
 def _torch_pad(torch: Any, functional: Any, case: PadCase, inputs: dict) -> Prepared:
-    """F.pad takes (begin, end) pairs starting from the last axis."""
-    width = case.numpy_pad_width()
+    """F.pad takes (begin, end) pairs starting from the last axis; its non-constant modes pad
+    only the trailing axes, so the unpadded leading axes are left out."""
+    width = list(case.numpy_pad_width())
+    while len(width) > 1 and width[0] == (0, 0):
+        width.pop(0)
     torch_pads = [amount for pair in reversed(width) for amount in pair]
     x, mode = torch.from_numpy(inputs["data"]), TORCH_PAD_MODES[case.mode]
 
