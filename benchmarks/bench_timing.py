@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIN_RUNS_BEFORE_BUDGET = 3
-ROUNDS = 5
+ROUNDS = 15
 """Number of turns each contender gets; its timed runs are spread evenly over them."""
 SETTLE_S = 0.3
 """Pause after each block of runs: long enough for the worker threads a library leaves
