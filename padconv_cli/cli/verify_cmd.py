@@ -153,8 +153,9 @@ def _use_rich(no_color: bool) -> bool:
     """Rich output only on a terminal, without --no-color and without NO_COLOR."""
     if no_color or env_flag("NO_COLOR"):
         return False
-    stream = click.get_text_stream("stdout")
-    return bool(getattr(stream, "isatty", lambda: False)())
+    from padconv_cli.cli.output import stdout_is_terminal
+
+    return stdout_is_terminal()
 
 
 def _print_list(cases: list, as_json: bool) -> None:
