@@ -373,7 +373,7 @@ def test_blocks_shared_among_the_cores_match_oracle(monkeypatch, mode, dtype_nam
     """With no size threshold, every output's blocks are split among the cores."""
     monkeypatch.setattr(pad_module, "_PARALLEL_BYTES", 0)
     monkeypatch.setattr(pad_module, "_BLOCK_BYTES", block_bytes)
-    monkeypatch.setattr("padconv_cli.kernels.workers.worker_count", lambda: 3)
+    monkeypatch.setattr(pad_module, "worker_count", lambda: 3)
     data = make_data(np.dtype(dtype_name), (5, 4, 3, 2), rng_for("cores", mode, dtype_name))
     pads = [0, 1, 2, 0, 3, 1, 0, 2]
     constant = {"float32": -1.5, "int8": 7, "complex128": 1 + 2j, "bool": True, "object": "x"}

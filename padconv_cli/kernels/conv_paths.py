@@ -223,7 +223,6 @@ def run_gemm_tasks(tasks: Sequence[Callable[[], None]]) -> None:
                 task()
 
 
-
 # --- pointwise: one GEMM ------------------------------------------------------------------
 
 
@@ -253,10 +252,10 @@ def pointwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) 
 def depthwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
     """``Y[n, g, j] = sum_k W[g, j, k] * Xpad[n, g, shifted by k]`` for C/group == 1.
 
-    X is padded once, in blocks of channels spread over the cores; then each block
-    accumulates the kernel taps with whole-block numpy operations, no im2col. Stride 1 reads
-    whole padded rows (contiguous windows) and crops at the end; other strides read strided
-    windows.
+    Works on blocks of channels spread over the cores; each block pads its own channels into
+    its thread's scratch buffer (every input element is still copied once) and accumulates the
+    kernel taps with whole-block numpy operations, no im2col. Stride 1 reads whole padded rows
+    (contiguous windows) and crops at the end; other strides read strided windows.
     """
     wide = all(s == 1 for s in plan.strides) and wide_row_overhead(plan) <= WIDE_MAX_OVERHEAD
     n, groups = plan.x_shape[0], plan.group

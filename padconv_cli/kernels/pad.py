@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, OutputTooLargeError, UnsupportedDtypeError
+from padconv_cli.kernels.workers import run_tasks, worker_count
 
 __all__ = [
     "PAD_MODES",
@@ -714,11 +715,6 @@ def _fill_in_blocks(
 
     pairs = list(_blocks(out, src, depth, count))
     runs = _parallel_runs(len(pairs), out)
-    if len(runs) == 1:
-        fill_blocks(pairs)
-        return
-    from padconv_cli.kernels.workers import run_tasks
-
     run_tasks([functools.partial(fill_blocks, pairs[run]) for run in runs])
 
 
@@ -727,8 +723,6 @@ def _parallel_runs(block_count: int, out: np.ndarray) -> list[slice]:
     whose copies release the GIL (not object arrays); else one run of all the blocks."""
     parts = 1
     if out.nbytes >= _PARALLEL_BYTES and not out.dtype.hasobject:
-        from padconv_cli.kernels.workers import worker_count
-
         parts = max(1, min(worker_count(), block_count))
     step = max(1, -(-block_count // parts))
     return [slice(first, first + step) for first in range(0, max(block_count, 1), step)]
