@@ -69,3 +69,23 @@ def test_run_tasks_raises_a_task_failure_once_the_running_tasks_finished():
     with pytest.raises(ValueError, match="task failed"):
         workers.run_tasks([slow, fail])
     assert done == ["slow"]
+
+
+def test_tasks_that_run_tasks_of_their_own_finish():
+    done = []
+    lock = threading.Lock()
+
+    def inner(index: int) -> None:
+        with lock:
+            done.append(index)
+
+    def outer(first: int) -> None:
+        workers.run_tasks([lambda i=i: inner(i) for i in range(first, first + 3)])
+
+    runner = threading.Thread(
+        target=workers.run_tasks, args=([lambda f=f: outer(f) for f in (0, 3, 6, 9)],)
+    )
+    runner.start()
+    runner.join(30)
+    assert not runner.is_alive()
+    assert sorted(done) == list(range(12))

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported when first needed: kept off the CLI's start-up pat
 KEPT_BUFFER_BYTES = 16 * 2**20
 """Scratch buffers up to this size are kept from call to call (one per thread and slot)."""
 
+_HELPER_PREFIX = "padconv-helper"
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
 _kept = threading.local()
@@ -43,7 +44,7 @@ def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     by a task is raised here, once every thread has stopped (a failure skips the tasks not
     yet started).
     """
-    if len(tasks) <= 1 or worker_count() == 1:
+    if len(tasks) <= 1 or worker_count() == 1 or _on_helper_thread():
         for task in tasks:
             task()
         return
@@ -66,11 +67,21 @@ def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     helpers = [_thread_pool().submit(drain) for _ in range(min(worker_count(), len(tasks)) - 1)]
     try:
         drain()
+    except BaseException as exc:  # e.g. Ctrl-C between two tasks: the helpers stop too
+        with lock:
+            errors.append(exc)
+        raise
     finally:
         for helper in helpers:
             helper.result()
     if errors:
         raise errors[0]
+
+
+def _on_helper_thread() -> bool:
+    """Whether this is one of the pool's helper threads: a task that runs tasks of its own runs
+    them itself, as waiting for the pool from inside the pool could wait for ever."""
+    return threading.current_thread().name.startswith(_HELPER_PREFIX)
 
 
 def _thread_pool() -> ThreadPoolExecutor:
@@ -81,7 +92,7 @@ def _thread_pool() -> ThreadPoolExecutor:
         from concurrent.futures import ThreadPoolExecutor
 
         _pool = ThreadPoolExecutor(
-            max_workers=max(1, worker_count() - 1), thread_name_prefix="padconv"
+            max_workers=max(1, worker_count() - 1), thread_name_prefix=_HELPER_PREFIX
         )
         _pool_pid = os.getpid()
     return _pool
