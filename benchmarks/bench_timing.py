@@ -97,15 +97,15 @@ def time_round_robin(
 ) -> dict[str, Timing]:
     """Time each contender `repeat` times, in blocks of consecutive runs taken in turns.
 
-    There are ``min(ROUNDS, repeat)`` rounds; in each, every contender in turn gets `warmup`
-    untimed runs and then its share of the timed runs back to back (the shares add up to
-    `repeat`). Consecutive runs show each implementation as a user calling it repeatedly sees
-    it: alternating call by call lets one library's idle worker threads (onnxruntime and
-    OpenBLAS spin for a while after a call) slow the other down; for the same reason each block
-    is followed by a pause of SETTLE_S. Taking turns per block still spreads load changes on a
-    shared machine over all contenders. A contender stops early when it
-    reaches its max_repeat, times out, or has spent more than `budget_s` in at least
-    MIN_RUNS_BEFORE_BUDGET timed runs; capped contenders (max_repeat set, the slow reference
+    There are ``min(ROUNDS, repeat)`` rounds; in each, every contender in turn gets at least
+    `warmup` untimed runs lasting at least WARMUP_S and then its share of the timed runs back
+    to back (the shares add up to `repeat`). Consecutive runs show each implementation as a
+    user calling it repeatedly sees it: alternating call by call lets one library's idle worker
+    threads (onnxruntime and OpenBLAS spin for a while after a call) slow the other down; for
+    the same reason each block is followed by a pause of SETTLE_S. Taking turns per block
+    still spreads load changes on a shared machine over all contenders. A contender stops
+    early when it reaches its max_repeat, times out, or has spent more than `budget_s` in at
+    least MIN_RUNS_BEFORE_BUDGET timed runs; capped contenders (max_repeat set, the slow reference
     implementations) get no warm-up runs. Garbage collection is paused while timing.
     """
     timings = {name: Timing() for name in contenders}
@@ -115,8 +115,11 @@ def time_round_robin(
     try:
         for runs in block_sizes(repeat, ROUNDS):
             for name, contender in contenders.items():
-                _run_block(contender, timings[name], warmup=warmup, runs=runs, budget_s=budget_s)
-                time.sleep(SETTLE_S)
+                ran = _run_block(
+                    contender, timings[name], warmup=warmup, runs=runs, budget_s=budget_s
+                )
+                if ran:
+                    time.sleep(SETTLE_S)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -132,11 +135,11 @@ def block_sizes(repeat: int, rounds: int) -> list[int]:
 
 def _run_block(
     contender: Contender, timing: Timing, *, warmup: int, runs: int, budget_s: float
-) -> None:
+) -> bool:
     """At least `warmup` untimed runs, and more until WARMUP_S has passed (uncapped contenders
-    only), then up to `runs` timed runs."""
+    only), then up to `runs` timed runs; False when the contender had finished already."""
     if not _still_active(contender, timing, budget_s):
-        return
+        return False
     if contender.max_repeat is None:
         started = time.perf_counter()
         done = 0
@@ -144,11 +147,12 @@ def _run_block(
             _run_once(contender, timing, record=False)
             done += 1
             if timing.timed_out_after is not None:
-                return
+                return True
     for _ in range(runs):
         if not _still_active(contender, timing, budget_s):
-            return
+            break
         _run_once(contender, timing, record=True)
+    return True
 
 
 def _still_active(contender: Contender, timing: Timing, budget_s: float) -> bool:

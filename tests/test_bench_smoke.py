@@ -133,3 +133,12 @@ def test_warm_up_runs_last_at_least_warmup_s(monkeypatch):
     )
     assert len(timings["counted"].times) == 1
     assert len(calls) > 2  # the warm-up went on past its one required run
+
+
+def test_settling_pause_follows_only_blocks_that_ran(monkeypatch):
+    pauses = []
+    monkeypatch.setattr(bench_timing.time, "sleep", pauses.append)
+    contenders = {"capped": Contender(lambda: None, max_repeat=1), "free": Contender(lambda: None)}
+    timings = time_round_robin(contenders, warmup=0, repeat=3, budget_s=10.0)
+    assert len(timings["capped"].times) == 1 and len(timings["free"].times) == 3
+    assert len(pauses) == 4  # round 1: both contenders; rounds 2 and 3: "free" only
