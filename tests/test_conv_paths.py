@@ -154,3 +154,25 @@ def test_own_workers_give_the_same_bits_as_blas_threads(monkeypatch, x_shape, w_
     monkeypatch.setattr(workers, "openblas_thread_controls", lambda: None)
     on_blas_threads = conv(x, w, **attrs)
     np.testing.assert_array_equal(on_workers, on_blas_threads)
+
+
+def test_a_single_gemm_task_leaves_blas_threading_alone(monkeypatch):
+    def fail():
+        raise AssertionError("BLAS thread count looked up for a single task")
+
+    monkeypatch.setattr(workers, "openblas_thread_controls", fail)
+    ran = []
+    conv_paths.run_gemm_tasks([lambda: ran.append(1)])
+    assert ran == [1]
+
+
+@pytest.mark.parametrize(
+    "shape, expected",
+    [
+        ((1, 4, 8, 8), [(slice(None), slice(None))]),  # small: one part, no hand-over
+        ((1, 64, 64, 64), [(slice(None), slice(0, 32)), (slice(None), slice(32, None))]),
+        ((2, 64, 64, 64), [(slice(0, 1), slice(None)), (slice(1, 2), slice(None))]),
+    ],
+)
+def test_padding_parts_split_only_large_inputs(shape, expected):
+    assert conv_paths.padding_parts(np.zeros(shape, np.float32)) == expected

@@ -149,9 +149,10 @@ def _fill_padded(
     plan: ConvPlan, x: np.ndarray, flat: np.ndarray, images: slice, channels: slice
 ) -> None:
     """``flat[images, channels]`` = those channels of X inside zeros (the pads and the slack)."""
-    size = math.prod(padded_shape(plan))
+    spatial = padded_shape(plan)
+    size = math.prod(spatial)
     part = flat[images, channels]
-    grid = part[..., :size].reshape(*part.shape[:2], *padded_shape(plan))
+    grid = part[..., :size].reshape(*part.shape[:2], *spatial)
     interior = tuple(
         slice(begin, begin + length)
         for begin, length in zip(plan.pads_begin, plan.x_shape[2:], strict=True)
