@@ -89,3 +89,57 @@ def test_tasks_that_run_tasks_of_their_own_finish():
     runner.join(30)
     assert not runner.is_alive()
     assert sorted(done) == list(range(12))
+
+
+def test_ctrl_c_while_waiting_for_a_helper_still_waits_for_it(monkeypatch):
+    if workers.worker_count() == 1:
+        pytest.skip("one core: no helper threads")
+    started = threading.Event()
+    finished = []
+
+    def slow() -> None:  # one thread takes it while the other waits in fast()
+        started.set()
+        time.sleep(0.2)
+        finished.append("slow")
+
+    def fast() -> None:
+        assert started.wait(10)
+
+    interrupts = iter([KeyboardInterrupt()])
+    real_wait = threading.Event.wait
+
+    def interrupted_wait(self, timeout=None):  # Ctrl-C in the wait for the helpers (no timeout)
+        if timeout is None and threading.current_thread() is threading.main_thread():
+            exc = next(interrupts, None)
+            if exc is not None:
+                raise exc
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(threading.Event, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        workers.run_tasks([fast, slow])
+    assert finished == ["slow"]  # the interrupted wait went on until the helper was done
+
+
+def test_helpers_are_daemon_threads():
+    workers.run_tasks([lambda: None, lambda: None])
+    helpers = [t for t in threading.enumerate() if t.name.startswith("padconv-helper")]
+    assert helpers and all(t.daemon for t in helpers)
+
+
+def test_ctrl_c_wins_over_a_task_failure():
+    if workers.worker_count() == 1:
+        pytest.skip("one core: the first failure stops the run")
+    failed = threading.Event()
+
+    def fail() -> None:
+        failed.set()
+        raise ValueError("task failed")
+
+    def interrupt() -> None:  # raised after the other thread's failure was recorded
+        assert failed.wait(10)
+        time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        workers.run_tasks([interrupt, fail])

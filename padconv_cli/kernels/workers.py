@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # imported when first needed: kept off the CLI's start-up path
-    from concurrent.futures import ThreadPoolExecutor
+    from queue import SimpleQueue
 
 KEPT_BUFFER_BYTES = 16 * 2**20
 """Scratch buffers up to this size are kept from call to call (one per thread and slot)."""
 
 _HELPER_PREFIX = "padconv-helper"
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = -1
+_Job = tuple[Callable[[], None], threading.Event]
+_jobs: SimpleQueue[_Job] | None = None
+_jobs_pid = -1
 _kept = threading.local()
 
 
@@ -41,8 +42,8 @@ def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
 
     The calling thread and ``worker_count() - 1`` pool threads take the tasks in order from
     one shared queue, so a call wakes as few threads as possible. The first exception raised
-    by a task is raised here, once every thread has stopped (a failure skips the tasks not
-    yet started).
+    by a task (or a Ctrl-C) is raised here, once every thread has stopped (a failure skips the
+    tasks not yet started).
     """
     if len(tasks) <= 1 or worker_count() == 1 or _on_helper_thread():
         for task in tasks:
@@ -64,18 +65,38 @@ def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
                 with lock:
                     errors.append(exc)
 
-    helpers = [_thread_pool().submit(drain) for _ in range(min(worker_count(), len(tasks)) - 1)]
-    try:
-        drain()
-    except BaseException as exc:  # e.g. Ctrl-C between two tasks: the helpers stop too
+    def stop(exc: BaseException) -> None:
         with lock:
             errors.append(exc)
-        raise
-    finally:
-        for helper in helpers:
-            helper.result()
-    if errors:
-        raise errors[0]
+
+    jobs = _helper_jobs()
+    helpers: list[threading.Event] = []
+    try:
+        for _ in range(min(worker_count(), len(tasks)) - 1):
+            done = threading.Event()
+            jobs.put((drain, done))
+            helpers.append(done)
+        drain()
+    except BaseException as exc:  # e.g. Ctrl-C between two tasks: the helpers stop too
+        stop(exc)
+    _wait_for_helpers(helpers, stop)
+    if errors:  # Ctrl-C first, then the first failure
+        raise next((e for e in errors if not isinstance(e, Exception)), errors[0])
+
+
+def _wait_for_helpers(
+    helpers: list[threading.Event], stop: Callable[[BaseException], None]
+) -> None:
+    """Wait until every helper has returned, even through Ctrl-C (recorded with ``stop``, which
+    makes the helpers take no new task): the caller must not go on (restore BLAS's threads,
+    reuse a scratch buffer) while a helper is still inside a task."""
+    for done in helpers:
+        while True:
+            try:
+                done.wait()
+                break
+            except BaseException as exc:  # noqa: BLE001 - recorded, raised by run_tasks
+                stop(exc)
 
 
 def _on_helper_thread() -> bool:
@@ -84,18 +105,34 @@ def _on_helper_thread() -> bool:
     return threading.current_thread().name.startswith(_HELPER_PREFIX)
 
 
-def _thread_pool() -> ThreadPoolExecutor:
-    """The module's helper threads (one fewer than the cores), made anew in a forked child
-    (threads do not survive fork)."""
-    global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():
-        from concurrent.futures import ThreadPoolExecutor
+def _helper_jobs() -> SimpleQueue[_Job]:
+    """The queue the helper threads (one fewer than the cores) take jobs from; the threads are
+    started on first use, and anew in a forked child (threads do not survive fork).
 
-        _pool = ThreadPoolExecutor(
-            max_workers=max(1, worker_count() - 1), thread_name_prefix=_HELPER_PREFIX
-        )
-        _pool_pid = os.getpid()
-    return _pool
+    They are daemon threads: an interpreter exiting on Ctrl-C, however early, never waits for
+    them (a pool's worker interrupted while it starts could otherwise hold the exit for ever).
+    """
+    global _jobs, _jobs_pid
+    if _jobs is None or _jobs_pid != os.getpid():
+        from queue import SimpleQueue
+
+        jobs: SimpleQueue[_Job] = SimpleQueue()
+        for index in range(max(1, worker_count() - 1)):
+            threading.Thread(
+                target=_serve, args=(jobs,), name=f"{_HELPER_PREFIX}-{index}", daemon=True
+            ).start()
+        _jobs, _jobs_pid = jobs, os.getpid()
+    return _jobs
+
+
+def _serve(jobs: SimpleQueue[_Job]) -> None:
+    """A helper thread: run each job, then set its event."""
+    while True:
+        job, done = jobs.get()
+        try:
+            job()
+        finally:
+            done.set()
 
 
 def scratch(size: int, dtype: np.dtype, slot: str) -> np.ndarray:
@@ -126,8 +163,10 @@ def single_threaded_blas() -> Iterator[bool]:
     """Set OpenBLAS to one thread for the block (restored when the last concurrent user leaves);
     yields whether it could (False when numpy's BLAS is not a known OpenBLAS, or with one core).
 
-    The thread count only changes how OpenBLAS splits the output between its threads, never a
-    sum's order, so results are the same either way.
+    The thread count changes how OpenBLAS cuts the matrices among its threads, and with the cut
+    which kernel variant sums an element, so a product's last bits may differ between thread
+    counts (measured on 64x576 @ 576x3136). Paths that must repeat their sums bit for bit run
+    their products in here.
     """
     global _blas_users, _blas_saved_threads
     controls = openblas_thread_controls()
@@ -151,25 +190,20 @@ def single_threaded_blas() -> Iterator[bool]:
 
 @functools.cache
 def openblas_thread_controls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """(get, set) of the thread count of the OpenBLAS numpy links, found among the loaded shared
-    libraries (Linux); None when there is none or it lacks the functions."""
+    """(get, set) of the thread count of the OpenBLAS numpy links
+    (:func:`~padconv_cli.kernels.blas.openblas_library`); None when there is none."""
     import ctypes
 
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as maps:
-            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
-    except OSError:
+    from padconv_cli.kernels.blas import openblas_library
+
+    found = openblas_library()
+    if found is None:
         return None
-    for path in sorted(p for p in paths if p.startswith("/")):
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
-            getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
-            setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
-            if getter is not None and setter is not None:
-                getter.restype, getter.argtypes = ctypes.c_int, []
-                setter.restype, setter.argtypes = None, [ctypes.c_int]
-                return getter, setter
-    return None
+    library, prefix, _, suffix = found
+    getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
+    setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
+    if getter is None or setter is None:
+        return None
+    getter.restype, getter.argtypes = ctypes.c_int, []
+    setter.restype, setter.argtypes = None, [ctypes.c_int]
+    return getter, setter
