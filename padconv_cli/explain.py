@@ -13,7 +13,8 @@ Memory: the inputs, the output, and the working memory of the kernel.  Pad needs
 besides its output.  Conv may need, at most: an accumulator copy of the output (when the
 element type is not float32/float64, sums are kept in float32), a float copy of W in the
 accumulator type, the zero-padded copy of X (every path except 1x1 stride-1 unpadded kernels),
-and the im2col column buffer of at most ``conv_paths.WORKSPACE_BYTES``.
+and the im2col column buffer of at most ``conv_paths.WORKSPACE_BYTES`` or, on the shifted path,
+one block of accumulators per core.
 """
 
 from __future__ import annotations
@@ -150,8 +151,11 @@ def conv_working_bytes(plan: Any, dtype: np.dtype) -> int:
         return working
     padded = (plan.x_shape[0], plan.x_shape[1], *conv_paths.padded_shape(plan))
     working += _bytes(padded, accumulator)
-    if conv_paths.choose_path(plan) is conv_paths.im2col_path:
+    path = conv_paths.choose_path(plan)
+    if path is conv_paths.im2col_path:
         working += _im2col_bytes(plan, accumulator)
+    elif path is conv_paths.shifted_path:
+        working += conv_paths.shifted_scratch_bytes(plan, np.dtype(accumulator).itemsize)
     return working
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from padconv_cli.kernels import conv_paths, workers
-from padconv_cli.kernels.conv import conv, plan_conv
+from padconv_cli.kernels.conv import plan_conv
 
 
 def patches_by_slicing(plan, xp, starts, lengths):
@@ -131,39 +131,20 @@ def test_concurrent_users_restore_the_count_only_when_the_last_leaves():
         set_threads(before)
 
 
-@pytest.mark.parametrize(
-    "x_shape, w_shape, attrs",
-    [
-        ((1, 8, 40, 40), (16, 8, 3, 3), dict(pads=[1, 1, 1, 1])),
-        ((3, 4, 300), (8, 4, 5), dict(pads=[2, 2], dilations=[2])),
-        ((1, 4, 12, 12, 12), (6, 2, 3, 3, 3), dict(pads=[1] * 6, group=2, strides=[2, 1, 1])),
-    ],
-)
-def test_own_workers_give_the_same_bits_as_blas_threads(monkeypatch, x_shape, w_shape, attrs):
-    rng = np.random.default_rng(7)
-    x = rng.uniform(-1, 1, x_shape).astype(np.float32)
-    w = rng.uniform(-1, 1, w_shape).astype(np.float32)
-    monkeypatch.setattr(conv_paths, "GEMM_BLOCK_BYTES", 64 * 1024)
-    monkeypatch.setattr(conv_paths, "MIN_GEMM_COLUMNS", 64)
-    plan = plan_conv(x_shape, w_shape, **attrs)
-    assert conv_paths.choose_path(plan) is conv_paths.im2col_path
-    dims = (plan.output_shape[0], *plan.output_shape[2:])
-    _, axis, step = conv_paths.im2col_block_grid(plan, 4)
-    assert len(list(conv_paths.output_blocks(dims, axis, step))) > 1  # several tasks
-    on_workers = conv(x, w, **attrs)
-    monkeypatch.setattr(workers, "openblas_thread_controls", lambda: None)
-    on_blas_threads = conv(x, w, **attrs)
-    np.testing.assert_array_equal(on_workers, on_blas_threads)
-
-
-def test_a_single_gemm_task_leaves_blas_threading_alone(monkeypatch):
-    def fail():
-        raise AssertionError("BLAS thread count looked up for a single task")
-
-    monkeypatch.setattr(workers, "openblas_thread_controls", fail)
-    ran = []
-    conv_paths.run_gemm_tasks([lambda: ran.append(1)])
-    assert ran == [1]
+@pytest.mark.parametrize("task_count", [1, 3])
+def test_gemm_tasks_run_with_single_threaded_blas(task_count):
+    get_threads, set_threads = blas_threads()
+    if workers.worker_count() == 1:
+        pytest.skip("one core: BLAS threading is left alone")
+    before = get_threads()
+    set_threads(2)
+    seen = []
+    try:
+        conv_paths.run_gemm_tasks([lambda: seen.append(get_threads())] * task_count)
+        assert seen == [1] * task_count  # a single task too: BLAS's bits follow its threads
+        assert get_threads() == 2
+    finally:
+        set_threads(before)
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from padconv_cli.kernels import workers
+from padconv_cli.kernels import blas, workers
 from padconv_cli.kernels.conv import ConvPlan
 from padconv_cli.kernels.workers import run_tasks, scratch, single_threaded_blas
 
@@ -51,6 +51,13 @@ enough for the workers to spend their time handing the GIL to each other."""
 
 PARALLEL_PAD_BYTES = 2**20
 """Inputs from this size on are padded by all the cores."""
+
+SHIFTED_MIN_CHANNELS = 32
+"""Fewest input channels per group for which one GEMM per kernel tap (inner dimension C/G)
+beats im2col's single GEMM over C/G * prod(kernel) rows."""
+
+SHIFTED_BLOCK_BYTES = 2**20
+"""Target size of the output block that the shifted path's tap GEMMs accumulate into."""
 
 WIDE_MAX_OVERHEAD = 1.5
 """Largest ratio of padded to output row size for which the stride-1 depthwise path computes
@@ -82,6 +89,8 @@ def choose_path(plan: ConvPlan) -> Callable[[ConvPlan, np.ndarray, np.ndarray, n
     multiplier = plan.w_shape[0] // plan.group
     if channels_per_group == 1 and multiplier <= DEPTHWISE_MAX_MULTIPLIER:
         return depthwise_path
+    if is_shifted(plan):
+        return shifted_path
     return im2col_path
 
 
@@ -204,24 +213,16 @@ def flat_strides(shape: Sequence[int]) -> list[int]:
 
 
 def run_gemm_tasks(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run independent tasks that call BLAS: on padconv's workers with single-threaded BLAS
-    when OpenBLAS's thread count can be set, else one after the other on BLAS's own threads.
+    """Run independent tasks that call BLAS on padconv's workers, with BLAS single-threaded.
 
     Own workers over many blocks keep both cores busy through the copies as well as the
     products, and a core taken by another process only slows its current block, where BLAS's
-    threads wait for each other at every barrier. A single task runs as it is, on BLAS's own
-    threads.
+    threads wait for each other at every barrier. BLAS stays single-threaded even for a single
+    task: its result depends on its thread count, and a tile of the tiled engine must repeat
+    the whole tensor's sums bit for bit.
     """
-    if len(tasks) <= 1 or workers.worker_count() == 1:
-        for task in tasks:
-            task()
-        return
-    with single_threaded_blas() as ours:
-        if ours:
-            run_tasks(tasks)
-        else:
-            for task in tasks:
-                task()
+    with single_threaded_blas():
+        run_tasks(tasks)
 
 
 # --- pointwise: one GEMM ------------------------------------------------------------------
@@ -322,8 +323,10 @@ class _WideRows:
         last = sum((k - 1) * t for k, t in zip(plan.kernel_shape, self.tap_steps, strict=True))
         self.slack = max(0, last + self.length - math.prod(spatial))
         out = plan.output_shape[2:]
+        self.out = out
         self.grid = (out[0], *spatial[1:])
         self.crop = (Ellipsis, *(slice(0, o) for o in out[1:]))
+        self.crop_free = tuple(out[1:]) == tuple(spatial[1:])
 
 
 def _depthwise_wide_block(
@@ -382,6 +385,108 @@ def _depthwise_strided_block(
         else:
             np.multiply(window, weight, out=term)
             total += term
+
+
+# --- shifted: one GEMM per kernel tap, read in place from the padded rows ----------------
+
+
+def is_shifted(plan: ConvPlan) -> bool:
+    """Stride 1; at least SHIFTED_MIN_CHANNELS input channels per group (half that for 1-D
+    convs, whose windows are whole rows with nothing to crop); at least MIN_GEMM_COLUMNS output
+    positions per image on the padded-row grid; and a BLAS that can accumulate products in
+    place (:func:`padconv_cli.kernels.blas.has_direct_gemm`)."""
+    minimum = SHIFTED_MIN_CHANNELS // 2 if plan.spatial_rank == 1 else SHIFTED_MIN_CHANNELS
+    return (
+        all(s == 1 for s in plan.strides)
+        and plan.w_shape[1] >= minimum
+        and plan.output_shape[2] * math.prod(padded_shape(plan)[1:]) >= MIN_GEMM_COLUMNS
+        and blas.has_direct_gemm(np.dtype(np.float32))
+    )
+
+
+def shifted_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
+    """``Ywide[n, g] = sum_k W[g, :, :, k] (M/G x C/G) @ rows[n, g, :, start_k : start_k + L]``.
+
+    With stride 1 and the padded input flattened per channel (:class:`_WideRows`), kernel tap
+    ``k`` reads one contiguous window of every channel, so each tap is a GEMM whose right-hand
+    matrix is a strided view of the padded input, accumulated into the output by BLAS: no
+    im2col copy. The sums run over the taps in C order, each tap's product over the C/G
+    channels. Outputs are computed over whole padded rows in blocks of rows
+    (:func:`shifted_block_rows`), then cropped into Y (written in place when there is nothing
+    to crop). The blocks run on padconv's workers with single-threaded BLAS whatever their
+    number: BLAS's result for an element depends on how its threads split the matrix.
+    """
+    geometry = _WideRows(plan)
+    n, c = plan.x_shape[:2]
+    groups, m = plan.group, plan.w_shape[0]
+    taps = kernel_offsets(plan.kernel_shape)
+    w_taps = np.ascontiguousarray(
+        np.moveaxis(w.reshape(groups, m // groups, c // groups, len(taps)), -1, 0)
+    )
+    starts = [sum(k * t for k, t in zip(o, geometry.tap_steps, strict=True)) for o in taps]
+    xp = padded_input(x, plan, y.dtype, geometry.slack, padding_parts(x))
+    y_flat = y.reshape(n, groups, m // groups, -1)
+    rows = shifted_block_rows(plan, y.itemsize)
+    out0 = plan.output_shape[2]
+    block = functools.partial(_shifted_block, geometry, xp, w_taps, starts, y_flat)
+    run_gemm_tasks(
+        [functools.partial(block, image, group, first, min(out0, first + rows))
+         for image in range(n) for group in range(groups) for first in range(0, out0, rows)]
+    )
+
+
+def shifted_block_rows(plan: ConvPlan, itemsize: int) -> int:
+    """Output rows (first spatial axis) per block of :func:`shifted_path`.
+
+    A block's ``M/G * rows * prod(padded[1:])`` accumulators stay near SHIFTED_BLOCK_BYTES, and
+    each image and group is cut into at least ``cores / G`` blocks, so that every core gets
+    one even for a single image. The rows depend on neither the batch size nor the data, so
+    that a run on some of the images repeats the same matrix products.
+    """
+    m, out0 = plan.output_shape[1:3]
+    row_bytes = (m // plan.group) * math.prod(padded_shape(plan)[1:]) * itemsize
+    count = max(
+        -(-out0 // max(1, SHIFTED_BLOCK_BYTES // row_bytes)),
+        -(-workers.worker_count() // plan.group),
+    )
+    return max(1, -(-out0 // count))
+
+
+def shifted_scratch_bytes(plan: ConvPlan, itemsize: int) -> int:
+    """Upper bound of the shifted path's block buffers: one block per core."""
+    m = plan.output_shape[1] // plan.group
+    rows = shifted_block_rows(plan, itemsize)
+    block = m * rows * math.prod(padded_shape(plan)[1:]) * itemsize
+    return workers.worker_count() * block
+
+
+def _shifted_block(
+    geometry: _WideRows,
+    xp: np.ndarray,
+    w_taps: np.ndarray,
+    starts: Sequence[int],
+    y_flat: np.ndarray,
+    image: int,
+    group: int,
+    first: int,
+    stop: int,
+) -> None:
+    """Output rows ``first:stop`` of one image and group: the sum over the taps of one GEMM
+    each (:func:`~padconv_cli.kernels.blas.sum_of_products`), then the crop into Y."""
+    per_group_out, per_group_in = w_taps.shape[2:]
+    row = geometry.row_strides[0]
+    count = (stop - first) * row
+    source = xp[image, group * per_group_in : (group + 1) * per_group_in]
+    if geometry.crop_free:
+        target = y_flat[image, group, :, first * row : stop * row]
+    else:
+        target = scratch(per_group_out * count, y_flat.dtype, "product")
+        target = target.reshape(per_group_out, count)
+    blas.sum_of_products(w_taps[:, group], source, [s + first * row for s in starts], target)
+    if not geometry.crop_free:
+        grid = target.reshape(per_group_out, stop - first, *geometry.spatial[1:])
+        out = y_flat[image, group].reshape(per_group_out, -1, *geometry.out[1:])
+        out[:, first:stop] = grid[geometry.crop]
 
 
 # --- im2col + GEMM ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import OutputTooLargeError
-from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels import conv_paths, workers
 from padconv_cli.kernels.conv import ConvPlan, conv, plan_conv
 from padconv_cli.kernels.conv_paths import accumulator_dtype, choose_path
 from padconv_cli.outofcore.conv_geometry import (
@@ -33,17 +33,29 @@ from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, t
 
 
 def kernel_workspace_bytes(
-    plan: ConvPlan, in_channels: int, out_channels: int, positions: int, acc: int
+    plan: ConvPlan, tile_shape: tuple[int, ...], in_channels: int, spans: list[int], acc: int
 ) -> int:
-    """Upper bound of the Conv kernel's own buffers for a tile of ``positions`` outputs.
+    """Upper bound of the Conv kernel's own buffers for a tile ``(images, M_t, *out_spatial)``
+    of ``P = images * prod(out_spatial)`` outputs (``spans``: its padded input extent per axis).
 
     im2col and pointwise paths: a column buffer of ``min(C_t * prod(k) * P * a, WORKSPACE)``;
-    depthwise path: its per-tap products may be held together, ``M_t * prod(k) * P * a``.
+    depthwise path: its per-tap products may be held together, ``M_t * prod(k) * P * a``;
+    shifted path: one block of rows of padded-row accumulators per core,
+    ``cores * M_t * rows * prod(spans[1:]) * a`` with ``rows`` at most the tile's and the
+    whole tensor's block rows; a tile small enough to go to im2col is covered too.
     """
+    images, out_channels, *out_spatial = tile_shape
     taps = math.prod(plan.kernel_shape)
-    if choose_path(plan) is conv_paths.depthwise_path:
+    positions = images * math.prod(out_spatial)
+    path = choose_path(plan)
+    if path is conv_paths.depthwise_path:
         return out_channels * taps * positions * acc
-    return min(in_channels * taps * positions * acc, conv_paths.WORKSPACE_BYTES)
+    im2col = min(in_channels * taps * positions * acc, conv_paths.WORKSPACE_BYTES)
+    if path is not conv_paths.shifted_path:
+        return im2col
+    rows = min(out_spatial[0], conv_paths.shifted_block_rows(plan, acc))
+    shifted = workers.worker_count() * out_channels * rows * math.prod(spans[1:]) * acc
+    return max(im2col, shifted)
 
 
 def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
@@ -67,7 +79,7 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
     acc = 8 if itemsize == 8 else 4
     window = images * in_channels * math.prod(spans)
     positions = images * math.prod(out_spatial)
-    workspace = kernel_workspace_bytes(plan, in_channels, out_channels, positions, acc)
+    workspace = kernel_workspace_bytes(plan, tile_shape, in_channels, spans, acc)
     outputs = out_channels * positions
     return 2 * window * itemsize + window * acc + workspace + 2 * outputs * (acc + itemsize)
 
@@ -115,6 +127,7 @@ def exact_tile_rule(plan: ConvPlan, itemsize: int) -> tuple[list[int], dict[int,
       any tile, channels included;
     * pointwise path, or a 1x1 stride-1 kernel (a tile without pads would turn pointwise):
       whole images only;
+    * shifted path: whole images only (its blocks of rows follow the image's geometry);
     * im2col path: all channels; along the block axis ``a`` of :func:`kernel_block_grid`
       whole blocks (multiples of ``step``), the axes after ``a`` whole.
 
