@@ -232,3 +232,27 @@ def test_sum_of_products_refuses_mixed_dtypes_and_read_only_targets():
     target.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         blas.sum_of_products(a, source, [0], target)
+
+
+@needs_direct_gemm
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs",
+    [
+        ((2, 32, 40, 36), (16, 32, 3, 3), {"pads": [2, 1, 0, 1]}),
+        ((1, 64, 12, 12, 12), (8, 32, 3, 3, 3), {"group": 2, "pads": [1] * 6}),
+        ((1, 32, 30, 40), (8, 32, 5, 3), {"dilations": [2, 1], "pads": [9, 0, 9, 2]}),
+        ((2, 16, 1500), (8, 16, 9), {"pads": [4, 4]}),
+    ],
+)
+def test_padding_row_blocks_one_by_one_gives_the_same_bits(monkeypatch, x_shape, w_shape, attrs):
+    # large inputs are padded block by block (no padded copy of X): same values, same products
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=4)
+    assert takes_shifted_path(x_shape, w_shape, attrs)
+    monkeypatch.setattr(conv_paths, "SHIFTED_LOCAL_PAD_BYTES", 2**62)
+    whole_copy = conv(X, W, B, **attrs)
+    monkeypatch.setattr(conv_paths, "SHIFTED_LOCAL_PAD_BYTES", 0)
+    monkeypatch.setattr(conv_paths, "SHIFTED_BLOCK_BYTES", 20_000)  # several blocks per image
+    block_by_block = conv(X, W, B, **attrs)
+    monkeypatch.setattr(conv_paths, "SHIFTED_LOCAL_PAD_BYTES", 2**62)
+    assert conv(X, W, B, **attrs).tobytes() == block_by_block.tobytes()
+    np.testing.assert_allclose(block_by_block, whole_copy, rtol=1e-4, atol=1e-4)

@@ -20,6 +20,7 @@ the next call when they are small, so that repeated calls do not pay fresh page 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -58,6 +59,11 @@ beats im2col's single GEMM over C/G * prod(kernel) rows."""
 
 SHIFTED_BLOCK_BYTES = 2**20
 """Target size of the output block that the shifted path's tap GEMMs accumulate into."""
+
+SHIFTED_LOCAL_PAD_BYTES = 4 * 2**20
+"""Inputs from this size on are padded block by block on the shifted path (no padded copy of
+X). Below it one padded copy costs less: blocks padding their own rows at the same time spend
+their time handing the GIL to each other (measured: 13% slower on the dilated benchmark)."""
 
 WIDE_MAX_OVERHEAD = 1.5
 """Largest ratio of padded to output row size for which the stride-1 depthwise path computes
@@ -322,6 +328,14 @@ class _WideRows:
         self.length = plan.output_shape[2] * self.row_strides[0]
         last = sum((k - 1) * t for k, t in zip(plan.kernel_shape, self.tap_steps, strict=True))
         self.slack = max(0, last + self.length - math.prod(spatial))
+        self.tap_starts = [
+            sum(k * t for k, t in zip(offset, self.tap_steps, strict=True))
+            for offset in kernel_offsets(plan.kernel_shape)
+        ]
+        # a block of rows reads its padded rows plus the reach of the taps of the other axes
+        self.row_slack = sum(
+            (k - 1) * t for k, t in zip(plan.kernel_shape[1:], self.tap_steps[1:], strict=True)
+        )
         out = plan.output_shape[2:]
         self.out = out
         self.grid = (out[0], *spatial[1:])
@@ -412,23 +426,26 @@ def shifted_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     matrix is a strided view of the padded input, accumulated into the output by BLAS: no
     im2col copy. The sums run over the taps in C order, each tap's product over the C/G
     channels. Outputs are computed over whole padded rows in blocks of rows
-    (:func:`shifted_block_rows`), then cropped into Y (written in place when there is nothing
-    to crop). The blocks run on padconv's workers with single-threaded BLAS whatever their
-    number: BLAS's result for an element depends on how its threads split the matrix.
+    (:func:`shifted_block_rows`) and cropped into Y (written in place when there is nothing to
+    crop). Inputs of SHIFTED_LOCAL_PAD_BYTES and more are not padded as a whole: each block
+    pads the input rows it reads into its thread's scratch buffer, on all the cores, right
+    before their use, and no padded copy of X is held. The blocks run on
+    padconv's workers with single-threaded BLAS whatever their number: BLAS's result for an
+    element depends on how its threads split the matrix.
     """
-    geometry = _WideRows(plan)
     n, c = plan.x_shape[:2]
     groups, m = plan.group, plan.w_shape[0]
     taps = kernel_offsets(plan.kernel_shape)
     w_taps = np.ascontiguousarray(
         np.moveaxis(w.reshape(groups, m // groups, c // groups, len(taps)), -1, 0)
     )
-    starts = [sum(k * t for k, t in zip(o, geometry.tap_steps, strict=True)) for o in taps]
-    xp = padded_input(x, plan, y.dtype, geometry.slack, padding_parts(x))
-    y_flat = y.reshape(n, groups, m // groups, -1)
+    geometry = _WideRows(plan)
+    xp = None
+    if x.nbytes < SHIFTED_LOCAL_PAD_BYTES:
+        xp = padded_input(x, plan, y.dtype, geometry.slack, padding_parts(x))
     rows = shifted_block_rows(plan, y.itemsize)
     out0 = plan.output_shape[2]
-    block = functools.partial(_shifted_block, geometry, xp, w_taps, starts, y_flat)
+    block = functools.partial(_shifted_block, plan, geometry, x, xp, w_taps, y)
     run_gemm_tasks(
         [functools.partial(block, image, group, first, min(out0, first + rows))
          for image in range(n) for group in range(groups) for first in range(0, out0, rows)]
@@ -461,32 +478,58 @@ def shifted_scratch_bytes(plan: ConvPlan, itemsize: int) -> int:
 
 
 def _shifted_block(
+    plan: ConvPlan,
     geometry: _WideRows,
-    xp: np.ndarray,
+    x: np.ndarray,
+    xp: np.ndarray | None,
     w_taps: np.ndarray,
-    starts: Sequence[int],
-    y_flat: np.ndarray,
+    y: np.ndarray,
     image: int,
     group: int,
     first: int,
     stop: int,
 ) -> None:
-    """Output rows ``first:stop`` of one image and group: the sum over the taps of one GEMM
+    """Output rows ``first:stop`` of one image and group: the input rows they read (from the
+    padded input ``xp``, or padded here when it is None), the sum over the taps of one GEMM
     each (:func:`~padconv_cli.kernels.blas.sum_of_products`), then the crop into Y."""
     per_group_out, per_group_in = w_taps.shape[2:]
     row = geometry.row_strides[0]
     count = (stop - first) * row
-    source = xp[image, group * per_group_in : (group + 1) * per_group_in]
-    if geometry.crop_free:
-        target = y_flat[image, group, :, first * row : stop * row]
+    channels = slice(group * per_group_in, (group + 1) * per_group_in)
+    if xp is None:
+        source = _padded_rows(plan, geometry, x[image, channels], first, stop, y.dtype)
     else:
-        target = scratch(per_group_out * count, y_flat.dtype, "product")
+        source = xp[image, channels, first * row :]
+    y_rows = y.reshape(y.shape[0], plan.group, per_group_out, -1)[image, group]
+    if geometry.crop_free:
+        target = y_rows[:, first * row : stop * row]
+    else:
+        target = scratch(per_group_out * count, y.dtype, "product")
         target = target.reshape(per_group_out, count)
-    blas.sum_of_products(w_taps[:, group], source, [s + first * row for s in starts], target)
+    blas.sum_of_products(w_taps[:, group], source, geometry.tap_starts, target)
     if not geometry.crop_free:
         grid = target.reshape(per_group_out, stop - first, *geometry.spatial[1:])
-        out = y_flat[image, group].reshape(per_group_out, -1, *geometry.out[1:])
+        out = y_rows.reshape(per_group_out, -1, *geometry.out[1:])
         out[:, first:stop] = grid[geometry.crop]
+
+
+def _padded_rows(
+    plan: ConvPlan, geometry: _WideRows, x_image: np.ndarray, first: int, stop: int,
+    acc: np.dtype,
+) -> np.ndarray:
+    """The padded rows ``first : stop + (k0-1)*d0`` (first spatial axis) of one image's
+    channels ``x_image`` (C, *spatial), flattened per channel with the slack that the last
+    taps' windows read past them: :func:`padded_input` of the input rows they hold, with the
+    pads that fall inside them."""
+    reach = (plan.kernel_shape[0] - 1) * plan.dilations[0]
+    begin, size = plan.pads_begin[0], plan.x_shape[2]
+    top, bottom = first - begin, stop + reach - begin  # input rows, padding outside [0, size)
+    low, high = max(0, top), max(0, min(size, bottom))
+    low = min(low, high)
+    part = x_image[None, :, low:high]
+    pads = (low - top, *plan.pads_begin[1:], bottom - high, *plan.pads_end[1:])
+    rows_plan = dataclasses.replace(plan, x_shape=part.shape, pads=pads)
+    return padded_input(part, rows_plan, acc, geometry.row_slack)[0]
 
 
 # --- im2col + GEMM ------------------------------------------------------------------------
