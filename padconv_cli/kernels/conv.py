@@ -148,20 +148,53 @@ def conv(
     (float64 for float64 inputs) and rounded once to the input dtype.
     """
     x, w, b = _float_inputs(X, W, B)
-    plan = plan_conv(
-        x.shape,
-        w.shape,
-        None if b is None else b.shape,
-        auto_pad=auto_pad,
-        dilations=dilations,
-        group=group,
-        kernel_shape=kernel_shape,
-        pads=pads,
-        strides=strides,
-    )
+    attributes = {
+        "auto_pad": auto_pad, "dilations": dilations, "group": group,
+        "kernel_shape": kernel_shape, "pads": pads, "strides": strides,
+    }
+    plan = _remembered_plan(x.shape, w.shape, None if b is None else b.shape, attributes)
     from padconv_cli.kernels.conv_paths import convolve
 
     return convolve(plan, x, w, b)
+
+
+# --- plans of recent calls -----------------------------------------------------------------
+
+_PLANS: dict[object, ConvPlan] = {}
+_REMEMBERED_PLANS = 64
+
+
+def _remembered_plan(
+    x_shape: tuple[int, ...],
+    w_shape: tuple[int, ...],
+    b_shape: tuple[int, ...] | None,
+    attributes: dict[str, object],
+) -> ConvPlan:
+    """:func:`plan_conv`, remembered for the last calls with the same shapes and attributes.
+
+    Attributes are told apart by type as well as value (``1``, ``1.0`` and ``True`` are
+    different keys, as plan_conv accepts only the first); attributes that cannot be hashed
+    (numpy arrays) are planned afresh. A call that fails validation is never remembered.
+    """
+    try:
+        key = (x_shape, w_shape, b_shape, _typed(tuple(attributes.values())))
+        plan = _PLANS.get(key)
+    except TypeError:
+        return plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
+    if plan is None:
+        plan = plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
+        if len(_PLANS) >= _REMEMBERED_PLANS:
+            _PLANS.pop(next(iter(_PLANS)), None)
+        _PLANS[key] = plan
+    return plan
+
+
+def _typed(value: object) -> object:
+    """``value`` as a hashable key that keeps every element's type: ``(type, value)``, with
+    lists and tuples turned into tuples of typed elements."""
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(_typed(item) for item in value)
+    return type(value), value
 
 
 # --- element types -------------------------------------------------------------------------
@@ -175,15 +208,26 @@ def _float_inputs(
     if B is not None:
         named.append(("B", np.asarray(B)))
     for name, array in named:
-        if array.dtype.name not in FLOAT_DTYPE_NAMES:
+        if _dtype_name(array.dtype) not in FLOAT_DTYPE_NAMES:
             raise UnsupportedDtypeError(
                 f"Conv takes float tensors ({', '.join(FLOAT_DTYPE_NAMES)}); got "
                 f"{_dtype_label(array.dtype)} {name}; convert the tensor to a float type first"
             )
-    if len({array.dtype.name for _, array in named}) > 1:  # byte order may differ
+    if len({_dtype_name(array.dtype) for _, array in named}) > 1:  # byte order may differ
         listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
         raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}")
     return named[0][1], named[1][1], named[2][1] if B is not None else None
+
+
+_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name``, remembered (numpy computes it in Python on every access)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
 
 
 def _dtype_label(dtype: np.dtype) -> str:

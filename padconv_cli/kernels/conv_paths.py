@@ -84,7 +84,8 @@ def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
 
 def accumulator_dtype(dtype: np.dtype) -> np.dtype:
     """float64 inputs accumulate in float64, every other float type in float32."""
-    return np.dtype(np.float64) if dtype.name == "float64" else np.dtype(np.float32)
+    is_double = dtype.kind == "f" and dtype.itemsize == 8
+    return np.dtype(np.float64) if is_double else np.dtype(np.float32)
 
 
 def choose_path(plan: ConvPlan) -> Callable[[ConvPlan, np.ndarray, np.ndarray, np.ndarray], None]:
