@@ -395,6 +395,11 @@ def test_big_endian_inputs(name):
 @pytest.mark.parametrize("name", ["2d_depthwise", "2d_depthwise_strided", "2d_groups_3",
                                   "1d_pointwise", "3d_everything", "2d_strides_dilations"])
 def test_nan_and_inf_stay_inside_their_receptive_field(name):
+    check_nan_and_inf_stay_inside_their_receptive_field(name)
+
+
+def check_nan_and_inf_stay_inside_their_receptive_field(name):
+    """A NaN and an Inf in X reach exactly the outputs the oracle says, the rest is exact."""
     x_shape, w_shape, attrs = ORACLE_CASES[name]
     X, W, B = random_inputs(x_shape, w_shape, np.float64)
     X[(0, 0, *(size // 2 for size in x_shape[2:]))] = np.nan
