@@ -255,3 +255,17 @@ def test_padding_row_blocks_one_by_one_gives_the_same_bits(monkeypatch, x_shape,
     monkeypatch.setattr(conv_paths, "SHIFTED_LOCAL_PAD_BYTES", 2**62)
     assert conv(X, W, B, **attrs).tobytes() == block_by_block.tobytes()
     np.testing.assert_allclose(block_by_block, whole_copy, rtol=1e-4, atol=1e-4)
+
+
+def test_sum_of_products_reads_other_byte_orders_through_numpy():
+    a = RNG.standard_normal((2, 3, 4)).astype(">f4")
+    source = RNG.standard_normal((4, 30)).astype(">f4")
+    c = np.empty((3, 20), ">f4")
+    blas.sum_of_products(a, source, [0, 9], c)
+    np.testing.assert_allclose(c, windows_reference(a, source, [0, 9], 20), rtol=1e-5, atol=1e-5)
+
+
+def test_sum_of_products_refuses_a_target_inside_a_factor():
+    source = np.ones((3, 40), np.float32)
+    with pytest.raises(ValueError, match="overlaps"):
+        blas.sum_of_products(np.ones((1, 3, 3), np.float32), source, [0], source[:, 20:])

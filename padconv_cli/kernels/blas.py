@@ -111,14 +111,17 @@ def _checked_direct(
     a: np.ndarray, b: np.ndarray, c: np.ndarray
 ) -> tuple[Callable[..., None], tuple[int, int, int]] | None:
     """The direct BLAS function and the leading dimensions of ``a[t]``, ``b`` and ``c``, or None
-    when numpy must do the work (no direct BLAS, or a layout BLAS cannot read). Raises on
-    mismatched dtypes or a read-only C."""
+    when numpy must do the work (no direct BLAS, or a layout, alignment or byte order BLAS
+    cannot read). Raises on mismatched dtypes, a read-only C or a C that overlaps A or B."""
     if not a.dtype == b.dtype == c.dtype:
         raise ValueError(f"sum_of_products: mixed dtypes {a.dtype}, {b.dtype}, {c.dtype}")
     if not c.flags.writeable:
         raise ValueError("sum_of_products: C is read-only")
+    if np.may_share_memory(c, a) or np.may_share_memory(c, b):
+        raise ValueError("sum_of_products: C overlaps a factor")
     function = _direct_gemm(c.dtype.name)
-    if function is None or a.ndim != 3 or a.strides[0] % a.itemsize:
+    blas_readable = all(m.flags.aligned and m.dtype.isnative for m in (a, b, c))
+    if function is None or not blas_readable or a.ndim != 3 or a.strides[0] % a.itemsize:
         return None
     leading = (_leading_dimension(a[0]), _leading_dimension(b), _leading_dimension(c))
     if None in leading:

@@ -430,9 +430,9 @@ def shifted_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     (:func:`shifted_block_rows`) and cropped into Y (written in place when there is nothing to
     crop). Inputs of SHIFTED_LOCAL_PAD_BYTES and more are not padded as a whole: each block
     pads the input rows it reads into its thread's scratch buffer, on all the cores, right
-    before their use, and no padded copy of X is held. The blocks run on
-    padconv's workers with single-threaded BLAS whatever their number: BLAS's result for an
-    element depends on how its threads split the matrix.
+    before their use, and no padded copy of X is held. The blocks run on padconv's workers
+    with single-threaded BLAS whatever their number: BLAS's result for an element depends on
+    how its threads split the matrix.
     """
     n, c = plan.x_shape[:2]
     groups, m = plan.group, plan.w_shape[0]
