@@ -9,6 +9,7 @@ from test_conv_kernel import (
     check_nan_and_inf_stay_inside_their_receptive_field,
     oracle_conv,
     random_inputs,
+    run_onnxruntime,
 )
 
 from padconv_cli.kernels import blas, conv_paths
@@ -117,6 +118,14 @@ def test_shifted_path_at_real_sizes_matches_float64(x_shape, w_shape, attrs):
     got = conv(X, W, B, **attrs)
     expected = conv(X.astype(np.float64), W.astype(np.float64), B.astype(np.float64), **attrs)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@needs_direct_gemm
+@pytest.mark.parametrize("x_shape, w_shape, attrs", REAL_CASES)
+def test_shifted_path_at_real_sizes_matches_onnxruntime(x_shape, w_shape, attrs):
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=6)
+    np.testing.assert_allclose(conv(X, W, B, **attrs), run_onnxruntime(X, W, B, attrs),
+                               rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize(
