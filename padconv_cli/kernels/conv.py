@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -161,6 +162,7 @@ def conv(
 # --- plans of recent calls -----------------------------------------------------------------
 
 _PLANS: dict[object, ConvPlan] = {}
+_PLANS_LOCK = threading.Lock()
 _REMEMBERED_PLANS = 64
 
 
@@ -183,9 +185,10 @@ def _remembered_plan(
         return plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
     if plan is None:
         plan = plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
-        if len(_PLANS) >= _REMEMBERED_PLANS:
-            _PLANS.pop(next(iter(_PLANS)), None)
-        _PLANS[key] = plan
+        with _PLANS_LOCK:  # conv may be called from several threads
+            if len(_PLANS) >= _REMEMBERED_PLANS:
+                _PLANS.pop(next(iter(_PLANS)), None)
+            _PLANS[key] = plan
     return plan
 
 
