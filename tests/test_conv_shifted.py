@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from test_conv_kernel import (
@@ -278,3 +279,17 @@ def test_sum_of_products_refuses_a_target_inside_a_factor():
     source = np.ones((3, 40), np.float32)
     with pytest.raises(ValueError, match="overlaps"):
         blas.sum_of_products(np.ones((1, 3, 3), np.float32), source, [0], source[:, 20:])
+
+
+@needs_direct_gemm
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("local_padding", [False, True])
+def test_16_bit_inputs_are_the_float32_sum_rounded_once(monkeypatch, dtype, local_padding):
+    if local_padding:
+        monkeypatch.setattr(conv_paths, "SHIFTED_LOCAL_PAD_BYTES", 0)
+    x_shape, w_shape, attrs = REAL_CASES[0]
+    X, W, B = random_inputs(x_shape, w_shape, dtype, seed=8)
+    got = conv(X, W, B, **attrs)
+    wide = conv(X.astype(np.float32), W.astype(np.float32), B.astype(np.float32), **attrs)
+    assert got.dtype == dtype
+    assert got.tobytes() == wide.astype(dtype).tobytes()
