@@ -293,3 +293,22 @@ def test_16_bit_inputs_are_the_float32_sum_rounded_once(monkeypatch, dtype, loca
     wide = conv(X.astype(np.float32), W.astype(np.float32), B.astype(np.float32), **attrs)
     assert got.dtype == dtype
     assert got.tobytes() == wide.astype(dtype).tobytes()
+
+
+def test_shifted_scratch_is_one_block_of_rows_per_core():
+    plan = plan_conv((1, 64, 56, 56), (32, 64, 3, 3), pads=[1, 1, 1, 1])
+    rows = conv_paths.shifted_block_rows(plan, 4)
+    cores = conv_paths.workers.worker_count()
+    assert conv_paths.shifted_scratch_bytes(plan, 4) == cores * 32 * rows * 58 * 4
+    # a tile of 8 output channels over 5 output rows (7 padded rows of 20 columns)
+    tile = conv_paths.shifted_scratch_bytes(plan, 4, 8, [7, 20])
+    assert tile == cores * 8 * min(5, rows) * 20 * 4
+
+
+def test_explain_counts_the_shifted_blocks():
+    from padconv_cli.explain import conv_working_bytes
+
+    plan = plan_conv((1, 64, 56, 56), (32, 64, 3, 3), pads=[1, 1, 1, 1])
+    padded = 64 * 58 * 58 * 4
+    assert conv_working_bytes(plan, np.dtype(np.float32)) == (
+        padded + conv_paths.shifted_scratch_bytes(plan, 4))

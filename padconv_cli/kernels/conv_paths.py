@@ -470,12 +470,21 @@ def shifted_block_rows(plan: ConvPlan, itemsize: int) -> int:
     return max(1, -(-out0 // count))
 
 
-def shifted_scratch_bytes(plan: ConvPlan, itemsize: int) -> int:
-    """Upper bound of the shifted path's block buffers: one block per core."""
-    m = plan.output_shape[1] // plan.group
-    rows = shifted_block_rows(plan, itemsize)
-    block = m * rows * math.prod(padded_shape(plan)[1:]) * itemsize
-    return workers.worker_count() * block
+def shifted_scratch_bytes(
+    plan: ConvPlan,
+    itemsize: int,
+    out_channels: int | None = None,
+    extents: Sequence[int] | None = None,
+) -> int:
+    """Upper bound of the shifted path's block buffers, one block per core:
+    ``cores * M_b * rows * prod(extents[1:]) * itemsize``, with ``M_b = M/G`` (or the
+    ``out_channels`` of a tile), ``extents`` the padded input's (or a tile's) and ``rows`` the
+    block rows of :func:`shifted_block_rows`, at most ``extents``' output rows."""
+    m = plan.output_shape[1] // plan.group if out_channels is None else out_channels
+    extents = padded_shape(plan) if extents is None else extents
+    reach = (plan.kernel_shape[0] - 1) * plan.dilations[0]
+    rows = min(extents[0] - reach, shifted_block_rows(plan, itemsize))
+    return workers.worker_count() * m * max(1, rows) * math.prod(extents[1:]) * itemsize
 
 
 def _shifted_block(

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import OutputTooLargeError
-from padconv_cli.kernels import conv_paths, workers
+from padconv_cli.kernels import conv_paths
 from padconv_cli.kernels.conv import ConvPlan, conv, plan_conv
 from padconv_cli.kernels.conv_paths import accumulator_dtype, choose_path
 from padconv_cli.outofcore.conv_geometry import (
@@ -40,9 +40,9 @@ def kernel_workspace_bytes(
 
     im2col and pointwise paths: a column buffer of ``min(C_t * prod(k) * P * a, WORKSPACE)``;
     depthwise path: its per-tap products may be held together, ``M_t * prod(k) * P * a``;
-    shifted path: one block of rows of padded-row accumulators per core,
-    ``cores * M_t * rows * prod(spans[1:]) * a`` with ``rows`` at most the tile's and the
-    whole tensor's block rows; a tile small enough to go to im2col is covered too.
+    shifted path: one block of rows of padded-row accumulators per core
+    (:func:`padconv_cli.kernels.conv_paths.shifted_scratch_bytes` with the tile's channels and
+    spans); a tile small enough to go to im2col is covered too.
     """
     images, out_channels, *out_spatial = tile_shape
     taps = math.prod(plan.kernel_shape)
@@ -53,9 +53,7 @@ def kernel_workspace_bytes(
     im2col = min(in_channels * taps * positions * acc, conv_paths.WORKSPACE_BYTES)
     if path is not conv_paths.shifted_path:
         return im2col
-    rows = min(out_spatial[0], conv_paths.shifted_block_rows(plan, acc))
-    shifted = workers.worker_count() * out_channels * rows * math.prod(spans[1:]) * acc
-    return max(im2col, shifted)
+    return max(im2col, conv_paths.shifted_scratch_bytes(plan, acc, out_channels, spans))
 
 
 def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
