@@ -30,6 +30,7 @@ import numpy as np
 
 from padconv_cli.kernels import blas, workers
 from padconv_cli.kernels.conv import ConvPlan
+from padconv_cli.kernels.recycled import new_array
 from padconv_cli.kernels.workers import run_tasks, scratch, single_threaded_blas
 
 WORKSPACE_BYTES = 64 * 2**20
@@ -73,7 +74,7 @@ column copies are bound by memory bandwidth either way, and the wider GEMM cost 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum."""
     acc = accumulator_dtype(x.dtype)
-    y = np.empty(plan.output_shape, dtype=acc)
+    y = new_array(plan.output_shape, acc)
     if y.size:
         path = choose_path(plan)
         path(plan, x, w.astype(acc, copy=False), y)
