@@ -80,7 +80,11 @@ def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
         path(plan, x, w.astype(acc, copy=False), y)
     if b is not None:
         y += b.astype(acc).reshape((-1,) + (1,) * plan.spatial_rank)
-    return y.astype(x.dtype, copy=False)
+    if y.dtype == x.dtype:
+        return y
+    result = new_array(y.shape, x.dtype)
+    np.copyto(result, y, casting="unsafe")  # rounded once, as astype would
+    return result
 
 
 def accumulator_dtype(dtype: np.dtype) -> np.dtype:
