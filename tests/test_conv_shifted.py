@@ -295,6 +295,26 @@ def test_16_bit_inputs_are_the_float32_sum_rounded_once(monkeypatch, dtype, loca
     assert got.tobytes() == wide.astype(dtype).tobytes()
 
 
+@pytest.mark.parametrize("cores", [1, 2, 3, 4])
+@pytest.mark.parametrize(
+    "x_shape, w_shape, group",
+    [((1, 64, 100, 100), (64, 64, 3, 3), 1), ((1, 32, 150, 150), (32, 32, 3, 3), 1),
+     ((1, 64, 56, 56), (64, 64, 3, 3), 1), ((2, 64, 90, 90), (64, 32, 3, 3), 2)],
+)
+def test_shifted_blocks_share_evenly_between_the_cores(monkeypatch, cores, x_shape, w_shape,
+                                                       group):
+    # an odd number of blocks on two cores leaves one core idle for a whole block at the end
+    monkeypatch.setattr(conv_paths.workers, "worker_count", lambda: cores)
+    plan = plan_conv(x_shape, w_shape, pads=[1, 1, 1, 1], group=group)
+    out0 = plan.output_shape[2]
+    rows = conv_paths.shifted_block_rows(plan, 4)
+    blocks = -(-out0 // rows)
+    share = max(1, cores // group)
+    assert blocks % share == 0
+    per_block = (plan.output_shape[1] // group) * rows * (x_shape[3] + 2) * 4
+    assert per_block <= conv_paths.SHIFTED_BLOCK_BYTES or rows == 1
+
+
 def test_shifted_scratch_is_one_block_of_rows_per_core():
     plan = plan_conv((1, 64, 56, 56), (32, 64, 3, 3), pads=[1, 1, 1, 1])
     rows = conv_paths.shifted_block_rows(plan, 4)

@@ -462,16 +462,16 @@ def shifted_block_rows(plan: ConvPlan, itemsize: int) -> int:
     """Output rows (first spatial axis) per block of :func:`shifted_path`.
 
     A block's ``M/G * rows * prod(padded[1:])`` accumulators stay near SHIFTED_BLOCK_BYTES, and
-    each image and group is cut into at least ``cores / G`` blocks, so that every core gets
-    one even for a single image. The rows depend on neither the batch size nor the data, so
-    that a run on some of the images repeats the same matrix products.
+    each image and group is cut into a multiple of ``cores / G`` blocks (at least one such
+    multiple), so that the cores share even a single image evenly. The rows depend on neither
+    the batch size nor the data, so that a run on some of the images repeats the same matrix
+    products.
     """
     m, out0 = plan.output_shape[1:3]
     row_bytes = (m // plan.group) * math.prod(padded_shape(plan)[1:]) * itemsize
-    count = max(
-        -(-out0 // max(1, SHIFTED_BLOCK_BYTES // row_bytes)),
-        -(-workers.worker_count() // plan.group),
-    )
+    share = max(1, workers.worker_count() // plan.group)
+    count = -(-out0 // max(1, SHIFTED_BLOCK_BYTES // row_bytes))
+    count = -(-count // share) * share
     return max(1, -(-out0 // count))
 
 
