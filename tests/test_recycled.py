@@ -151,3 +151,20 @@ def test_conv_into_recycled_memory_is_repeatable(dtype: str) -> None:
     del first
     for _ in range(2):
         np.testing.assert_array_equal(padconv_cli.conv(x, w, pads=[1, 1, 1, 1]), expected)
+
+
+def test_negative_dimensions_are_refused_like_np_empty() -> None:
+    with pytest.raises(ValueError, match="negative"):
+        recycled.new_array((-1, -(2**40)), np.dtype(np.float32))
+
+
+def test_a_numpy_that_unwraps_the_memoryview_gets_plain_arrays(monkeypatch) -> None:
+    # if flat's base were the raw array, views would skip flat and free the buffer too early
+    def unwrapping_frombuffer(buffer, dtype):
+        return np.asarray(buffer.obj).view(dtype)
+
+    monkeypatch.setattr(recycled.np, "frombuffer", unwrapping_frombuffer)
+    array = recycled.new_array((64, 64), np.dtype(np.float32))
+    assert array.flags.owndata
+    del array
+    assert recycled.kept_bytes() == 0

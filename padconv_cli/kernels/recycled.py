@@ -6,12 +6,16 @@ kernel zeroes every page of it on first touch: for a Pad, whose work is one pass
 output, that is a third of the call. :func:`new_array` hands out such large results from
 buffers freed by earlier results instead, as onnxruntime's arena does.
 
-A result is a view of a per-result array over a kept raw buffer: every view of the result
-keeps that array alive, and only when the last of them is gone does the buffer come back
-here. Memory still referenced by the caller is therefore never handed out
-again. At most RECYCLE_KEEP_BYTES of free buffers are kept; a request that no free buffer
-fits exactly frees them all first, so that a run of differently sized results holds no more
-memory than plain allocations would.
+A result is a view of a per-result array ``flat`` over a kept raw buffer: every array made
+from the result (views, subclass views, arrays over its buffer) keeps ``flat`` alive, and only
+when the last of them is gone does the buffer come back here, so memory the caller can still
+reach through arrays is never handed out again. (Code that digs past those arrays through
+``.base`` to the memoryview or the raw buffer, and keeps only that, gets no such promise.)
+
+At most about RECYCLE_KEEP_BYTES of free buffers are kept, and they stay resident while
+idle until :func:`release`. A request that no free buffer fits exactly frees them all first,
+so that a run of differently sized results needs no more memory at its peak than plain
+allocations would.
 """
 
 from __future__ import annotations
@@ -40,16 +44,18 @@ def new_array(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < RECYCLE_MIN_BYTES or dtype.hasobject:
+    if nbytes < RECYCLE_MIN_BYTES or dtype.hasobject or any(size < 0 for size in shape):
         return np.empty(shape, dtype=dtype)
     raw = _take(nbytes)
     if raw is None:
         release()
         raw = np.empty(nbytes, dtype=np.uint8)
-    # Through a memoryview, ``flat``'s base is not an array, so every view of the result has
-    # ``flat`` as its base (numpy collapses a chain of views down to the first array whose base
-    # is not an array, or that owns its data) and ``flat`` dies with the last of them.
+    # Through a memoryview, ``flat``'s base is not an array, so numpy's collapsing of chains of
+    # views (down to the first array whose base is not an array of the same type, or that owns
+    # its data) stops at ``flat``: everything made from the result keeps it alive.
     flat = np.frombuffer(memoryview(raw), dtype=dtype)
+    if isinstance(flat.base, np.ndarray):  # a numpy that unwraps the memoryview: don't recycle
+        return np.empty(shape, dtype=dtype)
     weakref.finalize(flat, _give_back, raw).atexit = False
     return flat.reshape(shape)
 
