@@ -8,7 +8,6 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -317,13 +316,16 @@ def test_output_to_dev_stdout_in_a_pipe():
 def test_output_to_a_fifo_is_written_through(run_cli, data_file, tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    received = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
-    reader.start()
-    result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "-o", str(fifo))
-    reader.join(timeout=30)
+    # the read end is open before padconv starts (a reader thread might not be there yet, and
+    # a FIFO nobody reads is refused); the small result fits in the pipe's buffer
+    read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "-o", str(fifo))
+        received = os.read(read_end, 1 << 16)
+    finally:
+        os.close(read_end)
     assert result.exit_code == 0, result.stderr
-    assert np.load(io.BytesIO(received[0])).shape == (4, 5)
+    assert np.load(io.BytesIO(received)).shape == (4, 5)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "x.npy"]
 
 
