@@ -366,13 +366,15 @@ def _depthwise_wide_block(
     rows = padded.reshape(channels, 1, padded.shape[2])
     weights = taps[group_range]
     multiplier = weights.shape[1]
+    # (channels, multiplier, taps): every tap's weight per row, made once per block (the tap
+    # loop runs while the other cores' blocks wait for the GIL between their numpy calls)
+    weights = np.tile(weights.reshape(*weights.shape[:2], -1), (padded.shape[0], 1, 1))
     shape = (channels, multiplier, geometry.length)
     total = scratch(math.prod(shape), padded.dtype, "total").reshape(shape)
     term = scratch(total.size, padded.dtype, "term").reshape(shape)
-    for index, offset in enumerate(kernel_offsets(taps.shape[2:])):
-        start = sum(k * t for k, t in zip(offset, geometry.tap_steps, strict=True))
+    for index, start in enumerate(geometry.tap_starts):
         window = rows[:, :, start : start + geometry.length]
-        weight = np.tile(weights[(Ellipsis, *offset)], (padded.shape[0], 1))[..., None]
+        weight = weights[:, :, index, None]
         if index == 0:
             np.multiply(window, weight, out=total)
         else:
