@@ -82,8 +82,8 @@ def test_memory_still_referenced_is_never_handed_out(keeper) -> None:
 
 
 def test_a_request_of_another_size_frees_the_kept_buffers() -> None:
-    del_me = recycled.new_array((64, 64), np.dtype(np.float32))
-    del del_me
+    dropped = recycled.new_array((64, 64), np.dtype(np.float32))
+    del dropped
     assert recycled.kept_bytes() > 0
     other = recycled.new_array((65, 64), np.dtype(np.float32))
     assert recycled.kept_bytes() == 0
