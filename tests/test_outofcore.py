@@ -166,11 +166,12 @@ CONV_CASES = [
     ((2, 8, 80, 70), (16, 8, 3, 3), 1, {"strides": [2, 1], "pads": [1, 1, 1, 1]}),
     ((2, 32, 34, 30), (8, 32, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # shifted path
     ((3, 16, 1100), (8, 16, 5), 1, {"pads": [2, 2]}),  # shifted path, 1-D
+    ((1, 8, 12, 18, 18), (16, 8, 3, 3, 3), 1, {"pads": [1] * 6}),  # im2col over whole rows
 ]
 
 
 @pytest.mark.parametrize("x_shape, w_shape, group, attrs", CONV_CASES)
-@pytest.mark.parametrize("workspace", [2048, 65536])
+@pytest.mark.parametrize("workspace", [2048, 65536, 2**20])  # 1 MiB: whole-row im2col blocks
 def test_exact_conv_tiles_are_bit_identical(monkeypatch, x_shape, w_shape, group, attrs, workspace):
     monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", workspace)
     x = RNG.standard_normal(x_shape).astype(np.float32)

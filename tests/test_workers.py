@@ -143,3 +143,44 @@ def test_ctrl_c_wins_over_a_task_failure():
 
     with pytest.raises(KeyboardInterrupt):
         workers.run_tasks([interrupt, fail])
+
+
+def test_run_stages_finishes_every_task_of_a_stage_before_the_next_starts():
+    log = []
+    lock = threading.Lock()
+
+    def task(stage: int, index: int) -> None:
+        with lock:
+            log.append(("start", stage, index))
+        time.sleep(0.002 * (index % 3))
+        with lock:
+            log.append(("end", stage, index))
+
+    stages = [[lambda s=s, i=i: task(s, i) for i in range(5)] for s in range(3)]
+    workers.run_stages([stages[0], [], stages[1], stages[2]])
+    ended = sorted(e[1:] for e in log if e[0] == "end")
+    assert ended == [(s, i) for s in range(3) for i in range(5)]
+    for stage in (1, 2):
+        first_start = min(n for n, e in enumerate(log) if e[:2] == ("start", stage))
+        last_end = max(n for n, e in enumerate(log) if e[:2] == ("end", stage - 1))
+        assert last_end < first_start
+
+
+def test_a_failure_in_a_stage_skips_the_later_stages():
+    ran = []
+
+    def fail() -> None:
+        time.sleep(0.01)
+        raise ValueError("stage failed")
+
+    with pytest.raises(ValueError, match="stage failed"):
+        workers.run_stages(
+            [[fail, lambda: ran.append("sibling")], [lambda: ran.append("late")] * 4]
+        )
+    assert "late" not in ran
+
+
+def test_run_stages_with_one_task_per_stage_runs_them_in_order_here():
+    seen = []
+    workers.run_stages([[lambda: seen.append(threading.current_thread())]] * 3)
+    assert seen == [threading.current_thread()] * 3

@@ -7,8 +7,11 @@ Every path computes, for a validated :class:`~padconv_cli.kernels.conv.ConvPlan`
 * pointwise: 1x1 kernel, stride 1, no pads -> one (batched) GEMM straight from X;
 * depthwise: one input channel per group and few outputs per group -> a multiply and an add per
   kernel offset over cache-sized blocks of channels, spread over the cores, no im2col;
+* shifted: stride 1 with enough channels -> one GEMM per kernel tap, read in place from the
+  padded rows and accumulated by BLAS, no im2col;
 * im2col: everything else -> patches of the padded input are copied into a column matrix one
-  block of output positions at a time and multiplied by W with one batched GEMM per block.
+  block of output positions at a time and multiplied by W with one batched GEMM per block
+  (stride-1 blocks of whole rows copy contiguous windows of whole padded rows, then crop).
 
 Memory: besides X, W and Y (accumulator dtype, plus the final cast for float16/bfloat16), the
 im2col path holds the padded copy of X and, per worker, a column buffer of at most
@@ -31,7 +34,7 @@ import numpy as np
 from padconv_cli.kernels import blas, workers
 from padconv_cli.kernels.conv import ConvPlan
 from padconv_cli.kernels.recycled import new_array
-from padconv_cli.kernels.workers import run_tasks, scratch, single_threaded_blas
+from padconv_cli.kernels.workers import run_stages, run_tasks, scratch, single_threaded_blas
 
 WORKSPACE_BYTES = 64 * 2**20
 """Cap on the im2col column buffer; tests lower it to exercise chunking."""
@@ -60,6 +63,10 @@ beats im2col's single GEMM over C/G * prod(kernel) rows."""
 
 SHIFTED_BLOCK_BYTES = 2**20
 """Target size of the output block that the shifted path's tap GEMMs accumulate into."""
+
+SHIFTED_PARALLEL_PAD_BYTES = 256 * 2**10
+"""Inputs from this size on are padded by all the cores on the shifted path, whose helpers
+are woken for its blocks anyway (PARALLEL_PAD_BYTES is for a padding that wakes them itself)."""
 
 SHIFTED_LOCAL_PAD_BYTES = 4 * 2**20
 """Inputs from this size on are padded block by block on the shifted path (no padded copy of
@@ -141,24 +148,41 @@ def padded_input(
     returned as it is (reshaped) when there is nothing to pad or cast. The buffer is this
     thread's "padded" :func:`~padconv_cli.kernels.workers.scratch`: valid until its next call.
     """
-    n, c = x.shape[:2]
-    size = math.prod(padded_shape(plan))
+    flat = padded_buffer(x, plan, acc, slack)
+    if flat is not None:
+        run_tasks(padding_tasks(plan, x, flat, parts))
+        return flat
+    return np.ascontiguousarray(x).reshape(*x.shape[:2], math.prod(padded_shape(plan)))
+
+
+def padded_buffer(
+    x: np.ndarray, plan: ConvPlan, acc: np.dtype, slack: int = 0
+) -> np.ndarray | None:
+    """This thread's "padded" scratch of shape ``(N, C, prod(padded_shape) + slack)`` for
+    :func:`padded_input`, not yet filled; None when X needs no padding, slack or cast."""
     if slack == 0 and not any(plan.pads) and x.dtype == acc:
-        return np.ascontiguousarray(x).reshape(n, c, size)
-    flat = scratch(n * c * (size + slack), acc, "padded").reshape(n, c, size + slack)
-    run_tasks(
-        [functools.partial(_fill_padded, plan, x, flat, images, channels)
-         for images, channels in parts]
-    )
-    return flat
-
-
-def padding_parts(x: np.ndarray) -> list[tuple[slice, slice]]:
-    """(image range, channel range) parts for :func:`padded_input`: one per image, or two halves
-    of the channels of a single image, when X has at least PARALLEL_PAD_BYTES (below that,
-    handing work to another thread costs more than it saves); else all of X as one part."""
+        return None
     n, c = x.shape[:2]
-    if x.nbytes < PARALLEL_PAD_BYTES or n * c < 2:
+    size = math.prod(padded_shape(plan)) + slack
+    return scratch(n * c * size, acc, "padded").reshape(n, c, size)
+
+
+def padding_tasks(
+    plan: ConvPlan, x: np.ndarray, flat: np.ndarray, parts: Sequence[tuple[slice, slice]]
+) -> list[Callable[[], None]]:
+    """One task per (image range, channel range) part, each filling its part of
+    :func:`padded_buffer` ``flat`` with X inside zeros."""
+    return [functools.partial(_fill_padded, plan, x, flat, images, channels)
+            for images, channels in parts]
+
+
+def padding_parts(x: np.ndarray, min_bytes: int | None = None) -> list[tuple[slice, slice]]:
+    """(image range, channel range) parts for :func:`padded_input`: one per image, or two halves
+    of the channels of a single image, when X has at least ``min_bytes`` (PARALLEL_PAD_BYTES
+    unless given: below that, handing work to another thread costs more than it saves); else
+    all of X as one part."""
+    n, c = x.shape[:2]
+    if x.nbytes < (PARALLEL_PAD_BYTES if min_bytes is None else min_bytes) or n * c < 2:
         return [(slice(None), slice(None))]
     if n > 1:
         return [(slice(i, i + 1), slice(None)) for i in range(n)]
@@ -435,7 +459,11 @@ def shifted_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     im2col copy. The sums run over the taps in C order, each tap's product over the C/G
     channels. Outputs are computed over whole padded rows in blocks of rows
     (:func:`shifted_block_rows`) and cropped into Y (written in place when there is nothing to
-    crop). Inputs of SHIFTED_LOCAL_PAD_BYTES and more are not padded as a whole: each block
+    crop). Smaller inputs are padded as a whole first, in parts on all the cores when they have
+    SHIFTED_PARALLEL_PAD_BYTES or more (one :func:`~padconv_cli.kernels.workers.run_stages`
+    call: the helpers wake once for the padding and the blocks); the geometry and the blocks
+    are worked out once per plan. Inputs of SHIFTED_LOCAL_PAD_BYTES and more are not padded
+    as a whole: each block
     pads the input rows it reads into its thread's scratch buffer, on all the cores, right
     before their use, and no padded copy of X is held. The blocks run on padconv's workers
     with single-threaded BLAS whatever their number: BLAS's result for an element depends on
@@ -443,21 +471,38 @@ def shifted_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     """
     n, c = plan.x_shape[:2]
     groups, m = plan.group, plan.w_shape[0]
-    taps = kernel_offsets(plan.kernel_shape)
+    geometry, blocks = _shifted_schedule(
+        plan, y.itemsize, workers.worker_count(), SHIFTED_BLOCK_BYTES
+    )
     w_taps = np.ascontiguousarray(
-        np.moveaxis(w.reshape(groups, m // groups, c // groups, len(taps)), -1, 0)
+        w.reshape(groups, m // groups, c // groups, len(geometry.tap_starts)).transpose(3, 0, 1, 2)
     )
-    geometry = _WideRows(plan)
-    xp = None
+    xp, padding = None, []
     if x.nbytes < SHIFTED_LOCAL_PAD_BYTES:
-        xp = padded_input(x, plan, y.dtype, geometry.slack, padding_parts(x))
-    rows = shifted_block_rows(plan, y.itemsize)
-    out0 = plan.output_shape[2]
+        xp = padded_buffer(x, plan, y.dtype, geometry.slack)
+        if xp is None:
+            xp = np.ascontiguousarray(x).reshape(n, c, -1)
+        else:
+            padding = padding_tasks(plan, x, xp, padding_parts(x, SHIFTED_PARALLEL_PAD_BYTES))
     block = functools.partial(_shifted_block, plan, geometry, x, xp, w_taps, y)
-    run_gemm_tasks(
-        [functools.partial(block, image, group, first, min(out0, first + rows))
-         for image in range(n) for group in range(groups) for first in range(0, out0, rows)]
+    with single_threaded_blas():  # see run_gemm_tasks
+        run_stages([padding, [functools.partial(block, *where) for where in blocks]])
+
+
+@functools.lru_cache(maxsize=64)
+def _shifted_schedule(
+    plan: ConvPlan, itemsize: int, cores: int, block_bytes: int
+) -> tuple[_WideRows, tuple[tuple[int, int, int, int], ...]]:
+    """The shifted path's geometry and its blocks ``(image, group, first row, stop row)``,
+    worked out once per plan: ``cores`` and ``block_bytes`` (the current worker_count() and
+    SHIFTED_BLOCK_BYTES, which :func:`shifted_block_rows` reads) are part of the key."""
+    n, out0 = plan.output_shape[0], plan.output_shape[2]
+    rows = shifted_block_rows(plan, itemsize)
+    blocks = tuple(
+        (image, group, first, min(out0, first + rows))
+        for image in range(n) for group in range(plan.group) for first in range(0, out0, rows)
     )
+    return wide_rows(plan), blocks
 
 
 def shifted_block_rows(plan: ConvPlan, itemsize: int) -> int:
@@ -590,10 +635,16 @@ def _block_budget(plan: ConvPlan, itemsize: int) -> tuple[int, int]:
     min(WORKSPACE_BYTES, max(GEMM_BLOCK_BYTES, MIN_GEMM_COLUMNS * per_position))``.
     """
     n, m, *out = plan.output_shape
-    per_position = (plan.x_shape[1] * math.prod(plan.kernel_shape) + m) * itemsize
+    per_position = _position_bytes(plan, itemsize)
     block_bytes = min(WORKSPACE_BYTES, max(GEMM_BLOCK_BYTES, MIN_GEMM_COLUMNS * per_position))
     first_axis = 1 if math.prod(out) >= MIN_GEMM_COLUMNS or n == 1 else 0
     return max(1, block_bytes // per_position), first_axis
+
+
+def _position_bytes(plan: ConvPlan, itemsize: int) -> int:
+    """Bytes an im2col block holds per output position: its column and its output,
+    ``(C * prod(k) + M) * itemsize``."""
+    return (plan.x_shape[1] * math.prod(plan.kernel_shape) + plan.output_shape[1]) * itemsize
 
 
 def im2col_block_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int]:
@@ -603,10 +654,27 @@ def im2col_block_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int]:
     with single indices before it and full extent after it (:func:`block_axis_and_step` with
     the budget of :func:`_block_budget`). ``itemsize`` is the accumulator's (4, or 8).
     """
+    return _im2col_grid(plan, itemsize)[:3]
+
+
+def _im2col_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int, bool]:
+    """:func:`im2col_block_grid` and whether the blocks are copied over whole padded rows
+    (:func:`_wide_im2col_block`): stride 1, at least 2 spatial axes, padded rows at most
+    WIDE_MAX_OVERHEAD times the output rows, blocks of whole rows of one image (block axis 1),
+    and the same blocks still within WORKSPACE_BYTES with each row counted at its padded size
+    (GEMM_BLOCK_BYTES, a preference for cache, may be passed by that overhead)."""
     n, _, *out = plan.output_shape
     budget, first_axis = _block_budget(plan, itemsize)
     axis, step = block_axis_and_step((n, *out), budget, first_axis)
-    return first_axis, axis, step
+    wide = (
+        axis == 1
+        and plan.spatial_rank >= 2
+        and all(s == 1 for s in plan.strides)
+        and wide_row_overhead(plan) <= WIDE_MAX_OVERHEAD
+        and step * math.prod(padded_shape(plan)[1:]) * _position_bytes(plan, itemsize)
+        <= WORKSPACE_BYTES
+    )
+    return first_axis, axis, step, wide
 
 
 def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:
@@ -616,24 +684,71 @@ def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> 
     block of output positions (:func:`im2col_block_grid`). The column buffer holds at most
     WORKSPACE_BYTES (at least one position), and about GEMM_BLOCK_BYTES when that is smaller,
     so that BLAS reads it from cache. When images are small, several share a block (one GEMM).
+    Stride-1 blocks of whole rows are copied along whole padded rows (:func:`_im2col_grid`).
     """
     n, c = plan.x_shape[:2]
     groups, m = plan.group, plan.w_shape[0]
     taps = math.prod(plan.kernel_shape)
-    spatial = padded_shape(plan)
     out = plan.output_shape[2:]
-    xp = padded_input(x, plan, y.dtype, 0, padding_parts(x)).reshape(
-        n, groups, c // groups, *spatial
-    )
     w_matrix = w.reshape(groups, m // groups, (c // groups) * taps)
-    y_flat = y.reshape(n, groups, m // groups, math.prod(out))
-
-    _, axis, step = im2col_block_grid(plan, y.itemsize)
-    block = functools.partial(_im2col_block, plan, xp, w_matrix, y_flat)
+    _, axis, step, wide = _im2col_grid(plan, y.itemsize)
+    if wide:
+        geometry = wide_rows(plan)
+        xp = padded_input(x, plan, y.dtype, geometry.slack, padding_parts(x))
+        block = functools.partial(_wide_im2col_block, plan, geometry, xp, w_matrix, y)
+    else:
+        xp = padded_input(x, plan, y.dtype, 0, padding_parts(x)).reshape(
+            n, groups, c // groups, *padded_shape(plan)
+        )
+        y_flat = y.reshape(n, groups, m // groups, math.prod(out))
+        block = functools.partial(_im2col_block, plan, xp, w_matrix, y_flat)
     run_gemm_tasks(
         [functools.partial(block, starts, lengths)
          for starts, lengths in output_blocks((n, *out), axis, step)]
     )
+
+
+@functools.lru_cache(maxsize=64)
+def wide_rows(plan: ConvPlan) -> _WideRows:
+    """:class:`_WideRows` of the plan, worked out once."""
+    return _WideRows(plan)
+
+
+def _wide_im2col_block(
+    plan: ConvPlan,
+    geometry: _WideRows,
+    xp: np.ndarray,
+    w_matrix: np.ndarray,
+    y: np.ndarray,
+    starts: tuple[int, ...],
+    lengths: tuple[int, ...],
+) -> None:
+    """One im2col block over whole padded rows: kernel tap ``k`` of channel ``c`` is the
+    contiguous window ``xp[n, c, first*row + start_k :][:count]`` (:class:`_WideRows`), so the
+    column copy runs along whole rows; the product lands on the padded-row grid and is cropped
+    into Y."""
+    image, first, rows = starts[0], starts[1], lengths[1]
+    groups, per_group, k_rows = w_matrix.shape
+    count = rows * geometry.row_strides[0]
+    buffer = scratch(groups * k_rows * count, y.dtype, "columns")
+    channels = xp.shape[1] // groups
+    cols = buffer.reshape(groups, channels, *plan.kernel_shape, count)
+    source = xp[image].reshape(-1)[first * geometry.row_strides[0] :]
+    item = xp.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        source,
+        shape=cols.shape,
+        strides=(channels * xp.strides[1], xp.strides[1], *(t * item for t in geometry.tap_steps),
+                 item),
+        writeable=False,
+    )
+    np.copyto(cols, view)
+    product = scratch(groups * per_group * count, y.dtype, "product")
+    product = product.reshape(groups, per_group, count)
+    np.matmul(w_matrix, buffer.reshape(groups, k_rows, count), out=product)
+    grid = product.reshape(groups, per_group, rows, *geometry.spatial[1:])
+    out = y.reshape(y.shape[0], groups, per_group, *y.shape[2:])[image, :, :, first : first + rows]
+    out[...] = grid[geometry.crop]
 
 
 def _im2col_block(
