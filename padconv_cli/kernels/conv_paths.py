@@ -481,7 +481,7 @@ def shifted_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     if x.nbytes < SHIFTED_LOCAL_PAD_BYTES:
         xp = padded_buffer(x, plan, y.dtype, geometry.slack)
         if xp is None:
-            xp = np.ascontiguousarray(x).reshape(n, c, -1)
+            xp = np.ascontiguousarray(x).reshape(n, c, math.prod(padded_shape(plan)))
         else:
             padding = padding_tasks(plan, x, xp, padding_parts(x, SHIFTED_PARALLEL_PAD_BYTES))
     block = functools.partial(_shifted_block, plan, geometry, x, xp, w_taps, y)
