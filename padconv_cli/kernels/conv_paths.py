@@ -152,6 +152,11 @@ def padded_input(
     if flat is not None:
         run_tasks(padding_tasks(plan, x, flat, parts))
         return flat
+    return unpadded_rows(x, plan)
+
+
+def unpadded_rows(x: np.ndarray, plan: ConvPlan) -> np.ndarray:
+    """X flattened per channel, ``(N, C, prod(spatial))``, for a plan with nothing to pad."""
     return np.ascontiguousarray(x).reshape(*x.shape[:2], math.prod(padded_shape(plan)))
 
 
@@ -301,7 +306,7 @@ def depthwise_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) 
     taps = w.reshape(groups, multiplier, *plan.kernel_shape)
     y_view = y.reshape(n, groups, multiplier, *plan.output_shape[2:])
     if wide:
-        geometry = _WideRows(plan)
+        geometry = wide_rows(plan)
         blocks = _channel_blocks(n, groups, 2 * multiplier * geometry.length * y.itemsize)
 
         def block(images: slice, group_range: slice) -> None:
@@ -481,7 +486,7 @@ def shifted_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) ->
     if x.nbytes < SHIFTED_LOCAL_PAD_BYTES:
         xp = padded_buffer(x, plan, y.dtype, geometry.slack)
         if xp is None:
-            xp = np.ascontiguousarray(x).reshape(n, c, math.prod(padded_shape(plan)))
+            xp = unpadded_rows(x, plan)
         else:
             padding = padding_tasks(plan, x, xp, padding_parts(x, SHIFTED_PARALLEL_PAD_BYTES))
     block = functools.partial(_shifted_block, plan, geometry, x, xp, w_taps, y)
