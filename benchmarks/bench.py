@@ -29,6 +29,7 @@ from bench_machine import describe_machine, load_average, machine_lines
 from bench_peers import ORT_INTER_OP_THREADS, ORT_INTRA_OP_THREADS, default_peers
 from bench_process import measure_peak_rss, measure_startup
 from bench_report import all_tables, markdown, print_tables
+from bench_roofline import measure_gemm_peak, roofline_rows
 from bench_targets import evaluate_targets
 from bench_timing import ROUNDS, SETTLE_S, WARMUP_S
 
@@ -100,6 +101,11 @@ def run_benchmarks(patterns: list[str], settings: RunSettings,
     for index, case in enumerate(cases, 1):
         progress(f"[{index}/{len(cases)}] {case.name}: {case.describe()}")
         kernel_rows += measure_case(case, peers, timing, rng)
+    roofline = None
+    if any(row["kind"] == "conv" for row in kernel_rows):
+        progress("machine/gemm-peak: float32 2048x2048 @ 2048x2048 on numpy's BLAS")
+        peak = measure_gemm_peak()
+        roofline = peak | {"rows": roofline_rows(kernel_rows, peak["gflops"])}
     startup_rows: list[dict[str, Any]] = []
     if matches("cli/startup", patterns):
         progress("cli/startup: padconv pad / padconv conv vs python -c 'import numpy'")
@@ -112,7 +118,8 @@ def run_benchmarks(patterns: list[str], settings: RunSettings,
         "kernels": kernel_rows,
         "startup": startup_rows,
         "peak_rss": rss_row,
-        "targets": evaluate_targets(kernel_rows, startup_rows, rss_row),
+        "roofline": roofline,
+        "targets": evaluate_targets(kernel_rows, startup_rows, rss_row, roofline),
     }
 
 
@@ -193,6 +200,10 @@ def method_text(settings: dict[str, Any]) -> str:
         "how much of a gap to the floor is the cost of fresh output memory).",
         "- GFLOP/s = 2*N*M*C/group*prod(kernel)*prod(output spatial) / time; "
         "GB/s = (input bytes + output bytes) / time.",
+        "- GEMM peak: the best of 10 float32 2048x2048 matrix products on numpy's BLAS (all "
+        "its threads), measured in the same run after the kernel cases. A Conv case of F "
+        "FLOP takes at least F / peak on this machine, so no implementation can be more than "
+        "t(onnx.reference) * peak / F times faster than the reference on it (roofline table).",
         f"- Whole process: the `padconv` command on small .npy files, output to a file in a temp "
         f"dir, {settings['startup_runs']} runs interleaved with `python -c \"import numpy\"` after "
         "one discarded round; peak resident set from getrusage(RUSAGE_CHILDREN) of a probe "

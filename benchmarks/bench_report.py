@@ -145,6 +145,41 @@ def memory_table(rss_row: dict[str, Any] | None) -> Table | None:
     return table
 
 
+def roofline_table(roofline: dict[str, Any] | None) -> Table | None:
+    """Per Conv case: the time it takes at the machine's GEMM peak, the share of that peak
+    padconv and onnxruntime reach, and their speed-ups over onnx.reference beside the most
+    any implementation could reach."""
+    if not roofline or not roofline["rows"]:
+        return None
+    table = Table(
+        "Roofline (Conv)",
+        ["Case", "GFLOP", "At the GEMM peak", "padconv (share of peak)",
+         "onnxruntime (share of peak)", "onnx.reference",
+         "x faster than onnx.reference: padconv / onnxruntime / at the peak"],
+        legend=(f"GEMM peak measured in this run: {roofline['gflops']:.0f} GFLOP/s (best float32 "
+                f"{roofline['size']}x{roofline['size']} product of {roofline['runs']}). "
+                "Share of peak = time at the peak / time taken; at the peak = onnx.reference "
+                "time / time at the peak, the most any implementation could reach here."),
+    )
+    for row in roofline["rows"]:
+        table.rows.append([
+            row["label"], f"{row['gflop']:.3f}", format_ms(row["time_at_peak_s"]),
+            _percent(row["padconv_share"]), _percent(row["ort_share"]),
+            format_ms(row["reference_s"]),
+            " / ".join(_times(row[key]) for key in ("padconv_speedup", "ort_speedup",
+                                                     "most_speedup")),
+        ])
+    return table
+
+
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{share * 100:.0f}%"
+
+
+def _times(factor: float | None) -> str:
+    return "-" if factor is None else f"{factor:.1f}x"
+
+
 def targets_table(targets: list[dict[str, str]]) -> Table:
     """Each target with its verdict and the measured value behind it."""
     table = Table("Targets", ["Target", "Verdict", "Measured"])
@@ -156,6 +191,7 @@ def all_tables(result: dict[str, Any]) -> list[Table]:
     """Every table of a benchmark result, in display order."""
     tables = [
         kernel_table(result["kernels"], "conv"),
+        roofline_table(result.get("roofline")),
         kernel_table(result["kernels"], "pad"),
         startup_table(result["startup"]),
         memory_table(result["peak_rss"]),

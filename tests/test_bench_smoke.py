@@ -13,6 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import bench  # noqa: E402
 import bench_peers  # noqa: E402
+import bench_report  # noqa: E402
+import bench_roofline  # noqa: E402
+import bench_targets  # noqa: E402
 import bench_timing  # noqa: E402
 from bench_cases import ConvCase, PadCase  # noqa: E402
 from bench_kernels import ROW_KEYS, TimingSettings, measure_case  # noqa: E402
@@ -142,3 +145,47 @@ def test_settling_pause_follows_only_blocks_that_ran(monkeypatch):
     timings = time_round_robin(contenders, warmup=0, repeat=3, budget_s=10.0)
     assert len(timings["capped"].times) == 1 and len(timings["free"].times) == 3
     assert len(pauses) == 4  # round 1: both contenders; rounds 2 and 3: "free" only
+
+
+def _conv_row(case: str, peer: str, median_s: float | None, status: str = "ok") -> dict:
+    """A measured row of a 2 GFLOP Conv case; padconv's own median is 20 ms."""
+    return {"case": case, "kind": "conv", "label": case, "peer": peer, "status": status,
+            "median_s": median_s, "throughput": 2.0 / median_s if median_s else None,
+            "ratio": 0.02 / median_s if median_s else None, "ratio_bound": "", "note": ""}
+
+
+def test_roofline_bounds_the_speed_up_over_the_reference():
+    rows = [_conv_row("conv/a", "padconv", 0.02), _conv_row("conv/a", "onnxruntime", 0.01),
+            _conv_row("conv/a", "onnx.reference", 0.5),
+            _conv_row("conv/b", "padconv", 0.02), _conv_row("conv/b", "onnx.reference", 40.0),
+            _conv_row("conv/b", "onnxruntime", None, status="error")]
+    lines = bench_roofline.roofline_rows(rows, peak_gflops=200.0)  # 2 GFLOP each: 10 ms
+    by_case = {line["case"]: line for line in lines}
+    a, b = by_case["conv/a"], by_case["conv/b"]
+    assert a["gflop"] == pytest.approx(2.0) and a["time_at_peak_s"] == pytest.approx(0.01)
+    assert a["padconv_share"] == pytest.approx(0.5) and a["ort_share"] == pytest.approx(1.0)
+    assert a["padconv_speedup"] == pytest.approx(25.0) and a["most_speedup"] == pytest.approx(50)
+    assert b["ort_share"] is None and b["ort_speedup"] is None
+    assert b["most_speedup"] == pytest.approx(4000.0)
+    assert b["padconv_speedup"] == pytest.approx(2000.0)
+    assert bench_roofline.unreachable_cases(lines, 50.0) == {}
+    assert bench_roofline.unreachable_cases(lines, 51.0) == {"conv/a": pytest.approx(50.0)}
+    roofline = {"gflops": 200.0, "size": 8, "runs": 1, "rows": lines}
+    target = bench_targets.conv_vs_reference_target(rows, roofline)
+    assert target["status"] == MISSED
+    assert "slowest 25.0x (conv/a)" in target["measured"]
+    assert "peak" not in target["measured"]  # 50x is within reach of conv/a at that peak
+    text = markdown(bench_report.roofline_table(roofline))
+    assert "## Roofline (Conv)" in text and "| conv/a | 2.000 | 10.0 ms | 50% | 100% |" in text
+
+
+def test_roofline_names_the_cases_no_implementation_can_speed_up_enough():
+    rows = [_conv_row("conv/a", "padconv", 0.02), _conv_row("conv/a", "onnx.reference", 0.3)]
+    roofline = {"gflops": 200.0, "rows": bench_roofline.roofline_rows(rows, 200.0)}
+    measured = bench_targets.conv_vs_reference_target(rows, roofline)["measured"]
+    assert measured.endswith("peak of 200 GFLOP/s on 1 of 1 cases (conv/a at most 30.0x)")
+
+
+def test_gemm_peak_is_measured_in_gflops():
+    peak = bench_roofline.measure_gemm_peak(size=64, runs=2, warmup_s=0.0)
+    assert peak["gflops"] > 0 and peak["size"] == 64 and peak["runs"] == 2
