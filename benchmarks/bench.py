@@ -206,8 +206,9 @@ def method_text(settings: dict[str, Any]) -> str:
         "t(onnx.reference) * peak / F times faster than the reference on it (roofline table).",
         f"- Whole process: the `padconv` command on small .npy files, output to a file in a temp "
         f"dir, {settings['startup_runs']} runs interleaved with `python -c \"import numpy\"` after "
-        "one discarded round; peak resident set from getrusage(RUSAGE_CHILDREN) of a probe "
-        f"process, median of {settings['rss_runs']} run(s).",
+        "one discarded round (which may write the bytecode caches, as an install does); peak "
+        "resident set from getrusage(RUSAGE_CHILDREN) of a probe process, median of "
+        f"{settings['rss_runs']} run(s).",
     ])
 
 

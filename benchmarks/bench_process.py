@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import shutil
 import statistics
@@ -118,10 +119,12 @@ def prepare_startup_runs(workdir: Path, rng: np.random.Generator) -> list[CliRun
     ]
 
 
-def run_command(argv: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def run_command(
+    argv: list[str], env: dict[str, str] | None = None
+) -> tuple[float, subprocess.CompletedProcess]:
     """(wall seconds, completed process) of one command, output captured."""
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
     return time.perf_counter() - start, done
 
 
@@ -147,11 +150,16 @@ def measure_startup(runs: int, rng: np.random.Generator) -> list[dict[str, Any]]
 
 
 def _first_round_failures(commands: dict[str, list[str]], cli_runs: list[CliRun]) -> dict:
-    """Run every command once (discarded warm-up) and collect why any of them failed."""
+    """Run every command once (discarded warm-up) and collect why any of them failed.
+
+    This round may write the bytecode caches of what the commands import, as installing a
+    package does: with PYTHONDONTWRITEBYTECODE set and a stale cache (a source edited in an
+    editable install), every timed run would compile those modules again."""
     checks = {run.label: run.check for run in cli_runs}
     failures = {}
+    writing_bytecode = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for label, argv in commands.items():
-        _, done = run_command(argv)
+        _, done = run_command(argv, writing_bytecode)
         if done.returncode != 0:
             failures[label] = f"exit {done.returncode}: {_last_line(done.stderr)}"
         elif label in checks and (reason := checks[label]()):
