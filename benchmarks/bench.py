@@ -29,7 +29,7 @@ from bench_machine import describe_machine, load_average, machine_lines
 from bench_peers import ORT_INTER_OP_THREADS, ORT_INTRA_OP_THREADS, default_peers
 from bench_process import measure_peak_rss, measure_startup
 from bench_report import all_tables, markdown, print_tables
-from bench_roofline import measure_gemm_peak, roofline_rows
+from bench_roofline import PEAK_RUNS, PEAK_SIZE, measure_gemm_peak, roofline_rows
 from bench_targets import evaluate_targets
 from bench_timing import ROUNDS, SETTLE_S, WARMUP_S
 
@@ -103,7 +103,7 @@ def run_benchmarks(patterns: list[str], settings: RunSettings,
         kernel_rows += measure_case(case, peers, timing, rng)
     roofline = None
     if any(row["kind"] == "conv" for row in kernel_rows):
-        progress("machine/gemm-peak: float32 2048x2048 @ 2048x2048 on numpy's BLAS")
+        progress(f"machine/gemm-peak: float32 {PEAK_SIZE}x{PEAK_SIZE} products on numpy's BLAS")
         peak = measure_gemm_peak()
         roofline = peak | {"rows": roofline_rows(kernel_rows, peak["gflops"])}
     startup_rows: list[dict[str, Any]] = []
@@ -200,10 +200,12 @@ def method_text(settings: dict[str, Any]) -> str:
         "how much of a gap to the floor is the cost of fresh output memory).",
         "- GFLOP/s = 2*N*M*C/group*prod(kernel)*prod(output spatial) / time; "
         "GB/s = (input bytes + output bytes) / time.",
-        "- GEMM peak: the best of 10 float32 2048x2048 matrix products on numpy's BLAS (all "
-        "its threads), measured in the same run after the kernel cases. A Conv case of F "
-        "FLOP takes at least F / peak on this machine, so no implementation can be more than "
-        "t(onnx.reference) * peak / F times faster than the reference on it (roofline table).",
+        f"- GEMM peak: the best of {PEAK_RUNS} float32 {PEAK_SIZE}x{PEAK_SIZE} matrix products "
+        "on numpy's BLAS (all its threads), measured in the same run after the kernel cases. "
+        "A convolution doing the direct count of F FLOP takes at least F / peak on this "
+        "machine, so it cannot be more than t(onnx.reference) * peak / F times faster than "
+        "the reference (roofline table; a fast algorithm such as Winograd's does fewer "
+        "operations on some kernels, a 1x1 conv is one matrix product).",
         f"- Whole process: the `padconv` command on small .npy files, output to a file in a temp "
         f"dir, {settings['startup_runs']} runs interleaved with `python -c \"import numpy\"` after "
         "one discarded round (which may write the bytecode caches, as an install does); peak "

@@ -122,7 +122,8 @@ def prepare_startup_runs(workdir: Path, rng: np.random.Generator) -> list[CliRun
 def run_command(
     argv: list[str], env: dict[str, str] | None = None
 ) -> tuple[float, subprocess.CompletedProcess]:
-    """(wall seconds, completed process) of one command, output captured."""
+    """(wall seconds, completed process) of one command, output captured; ``env`` replaces the
+    environment (None: this process's)."""
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     return time.perf_counter() - start, done

@@ -147,8 +147,8 @@ def memory_table(rss_row: dict[str, Any] | None) -> Table | None:
 
 def roofline_table(roofline: dict[str, Any] | None) -> Table | None:
     """Per Conv case: the time it takes at the machine's GEMM peak, the share of that peak
-    padconv and onnxruntime reach, and their speed-ups over onnx.reference beside the most
-    any implementation could reach."""
+    padconv and onnxruntime reach, and their speed-ups over onnx.reference beside the most a
+    direct convolution could reach ('>' marks lower bounds, from a reference that timed out)."""
     if not roofline or not roofline["rows"]:
         return None
     table = Table(
@@ -158,16 +158,19 @@ def roofline_table(roofline: dict[str, Any] | None) -> Table | None:
          "x faster than onnx.reference: padconv / onnxruntime / at the peak"],
         legend=(f"GEMM peak measured in this run: {roofline['gflops']:.0f} GFLOP/s (best float32 "
                 f"{roofline['size']}x{roofline['size']} product of {roofline['runs']}). "
-                "Share of peak = time at the peak / time taken; at the peak = onnx.reference "
-                "time / time at the peak, the most any implementation could reach here."),
+                "Share of peak = time at the peak / time taken (above 100%: fewer operations "
+                "than the direct count, or a peak measured low); at the peak = onnx.reference "
+                "time / time at the peak, the most a convolution doing the direct count of "
+                "operations could reach here."),
     )
     for row in roofline["rows"]:
+        bound = ">" if row["reference_bound"] else ""
         table.rows.append([
             row["label"], f"{row['gflop']:.3f}", format_ms(row["time_at_peak_s"]),
             _percent(row["padconv_share"]), _percent(row["ort_share"]),
-            format_ms(row["reference_s"]),
-            " / ".join(_times(row[key]) for key in ("padconv_speedup", "ort_speedup",
-                                                     "most_speedup")),
+            bound + format_ms(row["reference_s"]),
+            " / ".join(_times(row[key], bound) for key in ("padconv_speedup", "ort_speedup",
+                                                            "most_speedup")),
         ])
     return table
 
@@ -176,8 +179,8 @@ def _percent(share: float | None) -> str:
     return "-" if share is None else f"{share * 100:.0f}%"
 
 
-def _times(factor: float | None) -> str:
-    return "-" if factor is None else f"{factor:.1f}x"
+def _times(factor: float | None, bound: str = "") -> str:
+    return "-" if factor is None else f"{bound}{factor:.1f}x"
 
 
 def targets_table(targets: list[dict[str, str]]) -> Table:

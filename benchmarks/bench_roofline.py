@@ -1,12 +1,12 @@
-"""The machine's float32 GEMM peak, measured in the run, and what it allows each Conv case.
+"""numpy's best float32 GEMM rate, measured in the run, and what it allows each Conv case.
 
-A Conv case of F floating-point operations takes at least ``F / peak`` seconds on a machine
-whose best dense matrix product runs at ``peak`` FLOP/s, whatever the implementation. So no
-implementation can be more than ``t_reference * peak / F`` times faster than the ONNX reference
-evaluator on it: the roofline table puts that bound beside the measured speed-ups.
+A convolution that does the direct count of F floating-point operations takes at least
+``F / peak`` seconds on a machine whose best dense matrix product runs at ``peak`` FLOP/s. So
+such an implementation cannot be more than ``t_reference * peak / F`` times faster than the ONNX
+reference evaluator: the roofline table puts that bound beside the measured speed-ups. (A fast
+algorithm such as Winograd's does fewer operations than F on some kernels; a 1x1 convolution
+is one matrix product, with nothing to save.)
 """
-
-from __future__ import annotations
 
 import time
 from typing import Any
@@ -41,46 +41,62 @@ def measure_gemm_peak(size: int = PEAK_SIZE, runs: int = PEAK_RUNS,
 
 def roofline_rows(kernel_rows: list[dict[str, Any]], peak_gflops: float) -> list[dict[str, Any]]:
     """Per Conv case: its GFLOP, the time it takes at the peak (``F / peak``), the share of the
-    peak padconv and onnxruntime reach (``time at peak / their time``), the speed-ups over
-    onnx.reference they reach and the most any implementation could (``t_reference / time at
-    peak``). Cells that were not measured are None."""
+    peak padconv and onnxruntime reach (``time at peak / their time``), their speed-ups over
+    onnx.reference and the most a direct convolution could reach at the peak (``t_reference /
+    time at peak``). When the reference timed out, its time and the speed-ups are lower bounds
+    (``reference_bound``). Cells that were not measured are None."""
     conv_rows = [row for row in kernel_rows if row["kind"] == "conv"]
     rows = []
     for case in dict.fromkeys(row["case"] for row in conv_rows):
         by_peer = {row["peer"]: row for row in conv_rows if row["case"] == case}
-        ours = by_peer.get(PADCONV)
-        if ours is None or not ours["median_s"] or not ours["throughput"]:
+        gflop = _case_gflop(by_peer)
+        if gflop is None:
             continue
-        gflop = ours["throughput"] * ours["median_s"]
         at_peak = gflop / peak_gflops
-        reference = _time_of(by_peer.get(REFERENCE))
+        reference, reference_bound = _reference_time(by_peer.get(REFERENCE))
+        ours, theirs = by_peer.get(PADCONV), by_peer.get(ORT)
         rows.append({
-            "case": case, "label": ours["label"], "gflop": gflop, "time_at_peak_s": at_peak,
-            "padconv_share": at_peak / ours["median_s"],
-            "ort_share": _share(at_peak, by_peer.get(ORT)),
-            "reference_s": reference,
-            "padconv_speedup": reference / ours["median_s"] if reference else None,
-            "ort_speedup": _speedup(reference, by_peer.get(ORT)),
-            "most_speedup": reference / at_peak if reference else None,
+            "case": case, "label": next(iter(by_peer.values()))["label"], "gflop": gflop,
+            "time_at_peak_s": at_peak,
+            "padconv_share": _ratio(at_peak, _time_of(ours)),
+            "ort_share": _ratio(at_peak, _time_of(theirs)),
+            "reference_s": reference, "reference_bound": reference_bound,
+            "padconv_speedup": _ratio(reference, _time_of(ours)),
+            "ort_speedup": _ratio(reference, _time_of(theirs)),
+            "most_speedup": _ratio(reference, at_peak),
         })
     return rows
 
 
 def unreachable_cases(rows: list[dict[str, Any]], speedup: float) -> dict[str, float]:
-    """{case: most speed-up at the peak} for the cases where even that is below ``speedup``."""
+    """{case: most speed-up at the peak} for the cases where even that is below ``speedup``
+    (a lower bound, from a reference that timed out, proves nothing and is left out)."""
     return {row["case"]: row["most_speedup"] for row in rows
-            if row["most_speedup"] is not None and row["most_speedup"] < speedup}
+            if row["most_speedup"] is not None and not row["reference_bound"]
+            and row["most_speedup"] < speedup}
+
+
+def _case_gflop(by_peer: dict[str, dict[str, Any]]) -> float | None:
+    """The case's GFLOP (throughput * time) from padconv's row, else from any timed peer."""
+    timed = [row for row in (by_peer.get(PADCONV), *by_peer.values()) if _time_of(row)]
+    for row in timed:
+        if row["throughput"]:
+            return row["throughput"] * row["median_s"]
+    return None
+
+
+def _reference_time(row: dict[str, Any] | None) -> tuple[float | None, bool]:
+    """(seconds, whether a lower bound): the median, or the time-out when the reference ran
+    out of time; (None, False) when it has no time."""
+    if row and row["status"] == "timeout" and row.get("timed_out_after_s"):
+        return row["timed_out_after_s"], True
+    return _time_of(row), False
 
 
 def _time_of(row: dict[str, Any] | None) -> float | None:
+    """The median of a row that ran and agreed with padconv, else None."""
     return row["median_s"] if row and row["status"] == "ok" and row["median_s"] else None
 
 
-def _share(at_peak: float, row: dict[str, Any] | None) -> float | None:
-    time_taken = _time_of(row)
-    return at_peak / time_taken if time_taken else None
-
-
-def _speedup(reference: float | None, row: dict[str, Any] | None) -> float | None:
-    time_taken = _time_of(row)
-    return reference / time_taken if reference and time_taken else None
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator and denominator else None

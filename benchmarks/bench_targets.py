@@ -83,12 +83,13 @@ def conv_vs_ort_targets(rows: list[dict]) -> list[dict[str, str]]:
     ]
 
 
-def conv_vs_reference_target(rows: list[dict], roofline: dict[str, Any] | None = None
-                              ) -> dict[str, str]:
+def conv_vs_reference_target(
+    rows: list[dict], roofline: dict[str, Any] | None = None
+) -> dict[str, str]:
     """Every Conv case at least 50x faster than onnx.reference (reference time / padconv time).
 
     ``roofline`` (``{"gflops": peak, "rows": roofline rows}``, see bench_roofline) adds the cases
-    where no implementation could reach the target at the machine's measured GEMM peak."""
+    where a direct convolution could not reach the target at the measured GEMM peak."""
     name = f"Conv: each case >= {REFERENCE_MIN_SPEEDUP:g}x faster than onnx.reference"
     ratios, missing = ratios_against(rows, "conv", REFERENCE)
     if missing or not ratios:
@@ -104,16 +105,17 @@ def conv_vs_reference_target(rows: list[dict], roofline: dict[str, Any] | None =
     return _target(name, NOT_MEASURED if bound else MISSED, shown)
 
 
-def _beyond_peak_text(roofline: dict[str, Any] | None, cases: int) -> str:
-    """'; beyond the measured GEMM peak ... on k of n cases (...)', or '' when none is."""
+def _beyond_peak_text(roofline: dict[str, Any] | None, case_count: int) -> str:
+    """'; beyond a direct convolution at the measured GEMM peak ... on k of n cases (...)', or
+    '' when no case is."""
     if not roofline:
         return ""
     beyond = unreachable_cases(roofline["rows"], REFERENCE_MIN_SPEEDUP)
     if not beyond:
         return ""
     listed = ", ".join(f"{case} at most {most:.1f}x" for case, most in beyond.items())
-    return (f"; unreachable for any implementation at the measured GEMM peak of "
-            f"{roofline['gflops']:.0f} GFLOP/s on {len(beyond)} of {cases} cases ({listed})")
+    return (f"; beyond a direct convolution at the measured GEMM peak of "
+            f"{roofline['gflops']:.0f} GFLOP/s on {len(beyond)} of {case_count} cases ({listed})")
 
 
 def pad_targets(rows: list[dict]) -> list[dict[str, str]]:

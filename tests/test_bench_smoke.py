@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import bench  # noqa: E402
 import bench_peers  # noqa: E402
+import bench_process  # noqa: E402
 import bench_report  # noqa: E402
 import bench_roofline  # noqa: E402
 import bench_targets  # noqa: E402
@@ -147,15 +149,17 @@ def test_settling_pause_follows_only_blocks_that_ran(monkeypatch):
     assert len(pauses) == 4  # round 1: both contenders; rounds 2 and 3: "free" only
 
 
-def _conv_row(case: str, peer: str, median_s: float | None, status: str = "ok") -> dict:
-    """A measured row of a 2 GFLOP Conv case; padconv's own median is 20 ms."""
+def _conv_row(case: str, peer: str, median_s: float | None, status: str = "ok",
+              gflop: float = 2.0, timed_out_after_s: float | None = None) -> dict:
+    """A measured row of a Conv case of ``gflop`` GFLOP; padconv's own median is 20 ms."""
     return {"case": case, "kind": "conv", "label": case, "peer": peer, "status": status,
-            "median_s": median_s, "throughput": 2.0 / median_s if median_s else None,
-            "ratio": 0.02 / median_s if median_s else None, "ratio_bound": "", "note": ""}
+            "median_s": median_s, "throughput": gflop / median_s if median_s else None,
+            "ratio": 0.02 / median_s if median_s else None, "ratio_bound": "", "note": "",
+            "timed_out_after_s": timed_out_after_s}
 
 
 def test_roofline_bounds_the_speed_up_over_the_reference():
-    rows = [_conv_row("conv/a", "padconv", 0.02), _conv_row("conv/a", "onnxruntime", 0.01),
+    rows = [_conv_row("conv/a", "padconv", 0.02), _conv_row("conv/a", "onnxruntime", 0.008),
             _conv_row("conv/a", "onnx.reference", 0.5),
             _conv_row("conv/b", "padconv", 0.02), _conv_row("conv/b", "onnx.reference", 40.0),
             _conv_row("conv/b", "onnxruntime", None, status="error")]
@@ -163,8 +167,10 @@ def test_roofline_bounds_the_speed_up_over_the_reference():
     by_case = {line["case"]: line for line in lines}
     a, b = by_case["conv/a"], by_case["conv/b"]
     assert a["gflop"] == pytest.approx(2.0) and a["time_at_peak_s"] == pytest.approx(0.01)
-    assert a["padconv_share"] == pytest.approx(0.5) and a["ort_share"] == pytest.approx(1.0)
-    assert a["padconv_speedup"] == pytest.approx(25.0) and a["most_speedup"] == pytest.approx(50)
+    assert a["padconv_share"] == pytest.approx(0.5) and a["ort_share"] == pytest.approx(1.25)
+    assert a["padconv_speedup"] == pytest.approx(25.0)
+    assert a["ort_speedup"] == pytest.approx(62.5)
+    assert a["most_speedup"] == pytest.approx(50.0) and not a["reference_bound"]
     assert b["ort_share"] is None and b["ort_speedup"] is None
     assert b["most_speedup"] == pytest.approx(4000.0)
     assert b["padconv_speedup"] == pytest.approx(2000.0)
@@ -176,16 +182,65 @@ def test_roofline_bounds_the_speed_up_over_the_reference():
     assert "slowest 25.0x (conv/a)" in target["measured"]
     assert "peak" not in target["measured"]  # 50x is within reach of conv/a at that peak
     text = markdown(bench_report.roofline_table(roofline))
-    assert "## Roofline (Conv)" in text and "| conv/a | 2.000 | 10.0 ms | 50% | 100% |" in text
+    assert "## Roofline (Conv)" in text
+    assert "| conv/a | 2.000 | 10.0 ms | 50% | 125% | 500 ms | 25.0x / 62.5x / 50.0x |" in text
 
 
-def test_roofline_names_the_cases_no_implementation_can_speed_up_enough():
+def test_roofline_of_cases_padconv_or_the_reference_did_not_time():
+    rows = [
+        # padconv disagreed: the case's 3 GFLOP come from onnxruntime's row
+        _conv_row("conv/c", "padconv", None, status="mismatch"),
+        _conv_row("conv/c", "onnxruntime", 0.01, gflop=3.0),
+        _conv_row("conv/c", "onnx.reference", 0.6, gflop=3.0),
+        # the reference ran out of time: its time and the speed-ups are lower bounds
+        _conv_row("conv/d", "padconv", 0.02),
+        _conv_row("conv/d", "onnx.reference", None, status="timeout", timed_out_after_s=0.3),
+        # no reference at all
+        _conv_row("conv/e", "padconv", 0.02),
+    ]
+    lines = {line["case"]: line for line in bench_roofline.roofline_rows(rows, 100.0)}
+    c, d, e = lines["conv/c"], lines["conv/d"], lines["conv/e"]
+    assert c["gflop"] == pytest.approx(3.0) and c["time_at_peak_s"] == pytest.approx(0.03)
+    assert c["padconv_share"] is None and c["padconv_speedup"] is None
+    assert c["ort_share"] == pytest.approx(3.0) and c["most_speedup"] == pytest.approx(20.0)
+    assert d["reference_bound"] and d["reference_s"] == pytest.approx(0.3)
+    assert d["padconv_speedup"] == pytest.approx(15.0) and d["most_speedup"] == pytest.approx(15)
+    assert e["reference_s"] is None and e["most_speedup"] is None
+    # a bound proves nothing and a missing reference bounds nothing: only conv/c is listed
+    assert bench_roofline.unreachable_cases(list(lines.values()), 50.0) == {
+        "conv/c": pytest.approx(20.0)}
+    text = markdown(bench_report.roofline_table({"gflops": 100.0, "size": 8, "runs": 1,
+                                                 "rows": list(lines.values())}))
+    assert "| conv/d | 2.000 | 20.0 ms | 100% | - | >300 ms | >15.0x / - / >15.0x |" in text
+    assert "| conv/e | 2.000 | 20.0 ms | 100% | - | - | - / - / - |" in text
+
+
+def test_roofline_names_the_cases_no_direct_convolution_can_speed_up_enough():
     rows = [_conv_row("conv/a", "padconv", 0.02), _conv_row("conv/a", "onnx.reference", 0.3)]
     roofline = {"gflops": 200.0, "rows": bench_roofline.roofline_rows(rows, 200.0)}
     measured = bench_targets.conv_vs_reference_target(rows, roofline)["measured"]
     assert measured.endswith("peak of 200 GFLOP/s on 1 of 1 cases (conv/a at most 30.0x)")
 
 
-def test_gemm_peak_is_measured_in_gflops():
-    peak = bench_roofline.measure_gemm_peak(size=64, runs=2, warmup_s=0.0)
-    assert peak["gflops"] > 0 and peak["size"] == 64 and peak["runs"] == 2
+def test_gemm_peak_is_the_best_run_of_two_n_cubed_operations(monkeypatch):
+    # clock readings: warm-up start and check, then (start, end) of each of three products
+    readings = iter([0.0, 0.0, 1.0, 1.5, 2.0, 2.25, 3.0, 4.0])
+    monkeypatch.setattr(bench_roofline.time, "perf_counter", lambda: next(readings))
+    peak = bench_roofline.measure_gemm_peak(size=64, runs=3, warmup_s=0.0)
+    assert peak["gflops"] == pytest.approx(2 * 64**3 / 0.25 / 1e9)
+    assert peak["size"] == 64 and peak["runs"] == 3
+
+
+def test_start_up_warm_up_round_may_write_bytecode_caches(monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    environments = []
+
+    def fake_run(argv, env=None):
+        environments.append(env)
+        return 0.01, subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(bench_process, "run_command", fake_run)
+    bench_process.measure_startup(2, np.random.default_rng(0))
+    warm_up, timed = environments[:3], environments[3:]
+    assert all("PYTHONDONTWRITEBYTECODE" not in env and "PATH" in env for env in warm_up)
+    assert timed and all(env is None for env in timed)
