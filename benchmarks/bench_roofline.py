@@ -8,6 +8,8 @@ algorithm such as Winograd's does fewer operations than F on some kernels; a 1x1
 is one matrix product, with nothing to save.)
 """
 
+from __future__ import annotations
+
 import time
 from typing import Any
 
