@@ -1,8 +1,5 @@
-"""What is measured: the cases, the float64 Conv oracle and its error bound, and the peers.
-
-A peer's `prepare(case, inputs)` does all that is not timed (models, sessions, buffers) and
-returns a call doing exactly the timed work.
-"""
+"""What is measured: the cases, the float64 Conv oracle and its error bound, and the peers
+(a peer's `prepare(case, inputs)` does all that is not timed and returns the timed call)."""
 
 import fnmatch
 import math
@@ -70,22 +67,18 @@ class Case:
         return 4 * (math.prod(self.x_shape) + math.prod(self.output_shape()))
 
     def describe(self) -> str:
-        """'X 1x64x56x56, W 64x64x3x3, pads 1, group 4': shapes and attributes given."""
-        dims = [f"{n} {'x'.join(map(str, s))}" for n, s in (("X", self.x_shape),
-                                                            ("W", self.w_shape)) if s]
+        """'X 1x64x56x56, W 64x64x3x3, pads 1, group 4': the shapes and attributes given."""
+        x, w = ("x".join(map(str, shape)) for shape in (self.x_shape, self.w_shape))
         if self.kind == "pad":
-            return f"{dims[0]}, pads [{','.join(map(str, self.pads))}]"
-        attrs = [f"{k} {v[0] if len(set(v)) == 1 else v}" if k != "group" else f"group {v}"
-                 for k, v in self.attributes().items() if v != 1]
-        return ", ".join(dims + attrs)
+            return f"X {x}, pads [{','.join(map(str, self.pads))}]"
+        return ", ".join([f"X {x}", f"W {w}"] + [
+            f"{k} {v if k == 'group' else v[0] if len(set(v)) == 1 else v}"
+            for k, v in self.attributes().items() if v != 1])
 
-    def shrunk(self, factor: int = 8) -> "Case":
-        """The --quick size: spatial sizes / factor, never below the kernel (or the pads)."""
-        pads, _, dils = self.resolved()
-        least = ([(k - 1) * d + 1 for k, d in zip(self.w_shape[2:], dils, strict=True)]
-                 if self.w_shape else [b + e + 1 for b, e in self.width()[2:]])
-        small = [max(m, s // factor) for s, m in zip(self.x_shape[2:], least, strict=True)]
-        return replace(self, x_shape=(*self.x_shape[:2], *small))
+    def shrunk(self) -> "Case":
+        """The --quick size: spatial sizes / 8, at least 9 (more than any kernel or pad here)."""
+        return replace(self, x_shape=(*self.x_shape[:2], *(max(9, d // 8) for d in
+                                                           self.x_shape[2:])))
 
     def make_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """X and W (Conv) or data (Pad), uniform on [-1, 1), float32."""
@@ -115,9 +108,8 @@ KERNEL_CASES = CONV_CASES + PAD_CASES
 # Whole processes: the `padconv` command from .npy files to a .npy file.
 STARTUP = (Case("cli/startup", "padconv pad", (1, 3, 8, 8), pads=(0, 0, 1, 1) * 2,
                 mode="reflect"), conv("cli/startup", "padconv conv", (1, 3, 8, 8), (4, 3, 3, 3), 1))
-RSS_CONV = conv("cli/peak-rss", "padconv conv", (1, 64, 512, 512), (64, 64, 3, 3), 1)
-LARGE_CONV = conv("cli/large", "padconv --engine tiled", (1, 16, 1024, 4096), (16, 16, 3, 3), 1)
-PROCESS_CASES = ("cli/startup", "cli/large", "cli/peak-rss")
+LARGE_CONV = conv("cli/large", "large", (1, 16, 1024, 4096), (16, 16, 3, 3), 1)  # 256 MiB
+PROCESS_CASES = ("cli/startup", "cli/large")
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:
@@ -143,16 +135,9 @@ def conv64(case: Case, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return y.reshape(n, m, *out)
 
 
-def conv_reference(case: Case, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(y64, sum |x| * |w| over each receptive field): the oracle and its bound's scale."""
-    x, w = inputs["X"], inputs["W"]
-    return conv64(case, x, w), conv64(case, np.abs(x), np.abs(w))
-
-
-def conv_error_ratio(case: Case, y: np.ndarray, reference: tuple[np.ndarray, np.ndarray]) -> float:
-    """max |y - y64| / (n * eps32 * sum |x| * |w|): at most 1 for a float32 result summed in any
-    order (inf when y has another shape or dtype, or a nan)."""
-    y64, scale = reference
+def conv_error_ratio(case: Case, y: np.ndarray, y64: np.ndarray, scale: np.ndarray) -> float:
+    """max |y - y64| / (n * eps32 * sum |x| * |w|) (scale = conv64(|x|, |w|)): at most 1 for a
+    float32 result summed in any order (inf for another shape or dtype, or a nan)."""
     if y.shape != y64.shape or y.dtype != np.float32:
         return math.inf
     bound = np.maximum(case.reduction_size() * EPS32 * scale, np.finfo(np.float64).tiny)
@@ -161,13 +146,13 @@ def conv_error_ratio(case: Case, y: np.ndarray, reference: tuple[np.ndarray, np.
 
 
 class PeerSkipped(Exception):
-    """This peer cannot run this case (not installed, no such mode); the message says why."""
+    """This peer cannot run this case; the message says why (so does a failed import)."""
 
 
 @dataclass(frozen=True)
 class Peer:
     """An implementation and the case kinds it runs; a `floor` writes no border (not verified);
-    a `capped` one is a slow reference (a few calls, each under a time limit)."""
+    a `capped` one is a slow reference (no warm-up, a few calls)."""
 
     name: str
     kinds: tuple[str, ...]
@@ -203,32 +188,27 @@ def one_node_model(case: Case, inputs: dict) -> bytes:
     return model.SerializeToString()
 
 
-def _onnxruntime(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
-    try:
+def _onnx(case: Case, inputs: dict, reference: bool = False) -> Callable[[], np.ndarray]:
+    """onnxruntime (CPU provider, THREADS intra-op threads), or onnx.reference, on the model."""
+    model = one_node_model(case, inputs)
+    if reference:
+        from onnx.reference import ReferenceEvaluator
+
+        session = ReferenceEvaluator(model)
+    else:
         import onnxruntime as ort
-    except ImportError as exc:
-        raise PeerSkipped("onnxruntime not installed") from exc
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
-    session = ort.InferenceSession(one_node_model(case, inputs), options,
-                                   providers=["CPUExecutionProvider"])
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     return lambda: session.run(None, inputs)[0]
-
-
-def _reference(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
-    from onnx.reference import ReferenceEvaluator
-
-    evaluator = ReferenceEvaluator(one_node_model(case, inputs))
-    return lambda: evaluator.run(None, inputs)[0]
 
 
 def _torch(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
     """F.conv{1,2,3}d (symmetric pads) or F.pad (edge = replicate, wrap = circular)."""
-    try:
-        import torch
-        import torch.nn.functional as F  # noqa: N812
-    except ImportError as exc:
-        raise PeerSkipped("torch not installed") from exc
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
     torch.set_num_threads(THREADS)
     tensors = [torch.from_numpy(a) for a in inputs.values()]
     if case.kind == "pad":
@@ -251,14 +231,12 @@ def _torch(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
     return run
 
 
-def _copy_floor(case: Case, inputs: dict, allocate: bool = False) -> Callable[[], np.ndarray]:
-    """`out[interior] = x`, into a buffer made once (`allocate`: made in every call)."""
-    data, shape = inputs["data"], case.output_shape()
+def _copy_floor(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
+    """`out[interior] = x` into a buffer made once: the floor of Pad (it writes no border)."""
+    data, out = inputs["data"], np.empty(case.output_shape(), np.float32)
     inside = tuple(slice(b, b + d) for (b, _), d in zip(case.width(), data.shape, strict=True))
-    kept = np.empty(shape, np.float32)
 
     def run() -> np.ndarray:
-        out = np.empty(shape, np.float32) if allocate else kept
         out[inside] = data
         return out
 
@@ -267,14 +245,13 @@ def _copy_floor(case: Case, inputs: dict, allocate: bool = False) -> Callable[[]
 
 PADCONV, PADCONV_OUT, ORT, TORCH, REFERENCE = (
     "padconv", "padconv (out=)", "onnxruntime", "torch", "onnx.reference")
-NUMPY_PAD, COPY, ALLOC_COPY = "numpy.pad", "strided copy", "empty + copy"
+NUMPY_PAD, COPY = "numpy.pad", "strided copy"
 PEERS = (
     Peer(PADCONV, ("conv", "pad"), _padconv),
     Peer(PADCONV_OUT, ("pad",), lambda c, i: _padconv(c, i, out=True)),
-    Peer(ORT, ("conv", "pad"), _onnxruntime),
+    Peer(ORT, ("conv", "pad"), _onnx),
     Peer(TORCH, ("conv", "pad"), _torch),
     Peer(NUMPY_PAD, ("pad",), lambda c, i: lambda: np.pad(i["data"], c.width(), mode=c.mode)),
     Peer(COPY, ("pad",), _copy_floor, floor=True),
-    Peer(ALLOC_COPY, ("pad",), lambda c, i: _copy_floor(c, i, allocate=True), floor=True),
-    Peer(REFERENCE, ("conv", "pad"), _reference, capped=True),
+    Peer(REFERENCE, ("conv", "pad"), lambda c, i: _onnx(c, i, reference=True), capped=True),
 )

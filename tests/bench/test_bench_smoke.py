@@ -22,7 +22,7 @@ VERDICTS = {"MET", "MISSED", "NOT MEASURED"}
 def test_quick_run_verifies_times_and_reports(tmp_path):
     docs = tmp_path / "benchmarks.md"
     argv = [sys.executable, str(BENCHMARKS / "bench.py"), "--quick", "--json", "--cases",
-            "conv/dilated", "--cases", "pad/reflect", "--cases", "cli/startup",
+            "conv/dilated", "--cases", "pad/reflect", "--cases", "cli/",
             "--write-docs", str(docs)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -36,13 +36,16 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
         assert rows[key]["runs"] >= 1 and rows[key]["median_s"] > 0
     assert 0 <= rows["conv/dilated", "padconv"]["error_ratio"] <= 1
     assert rows["conv/dilated", "torch"]["status"] in ("ok", "skipped")
-    startup = result["startup"]["rows"]
-    assert [row["note"] for row in startup] == ["", "", ""]
-    assert all(row["median_s"] > 0 and row["peak_bytes"] > 2**20 for row in startup)
+    processes = result["startup"]["rows"] + result["large"]["rows"]
+    assert [row["note"] for row in processes] == [""] * 7
+    assert all(row["median_s"] > 0 and row["peak_bytes"] > 2**20 for row in processes)
+    assert 0 <= result["large"]["agreement"] <= 1
     assert {t["status"] for t in result["targets"]} <= VERDICTS
     text = docs.read_text()
-    for title in ("Conv (float32)", "Roofline (Conv)", "Pad (float32)", "Start-up", "Targets"):
+    for title in ("Conv (float32)", "Roofline (Conv)", "Pad (float32)", "Large tensors",
+                  "Start-up", "Targets"):
         assert f"## {title}" in text
+    assert text.startswith(bench.DOCS.read_text().split(bench.MARKER)[0])
     assert "partial run" in text and "noisy shared host" in text
 
 
