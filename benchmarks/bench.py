@@ -68,11 +68,12 @@ def docs_text(result: dict[str, Any], command: str) -> str:
     and every table of this run."""
     m, s = result["machine"], result["settings"]
     partial = " **A partial run.**" if s["quick"] or s["cases"] else ""
+    noisy = float(m["load_average"].split()[0]) >= 1
     return "\n".join([
         DOCS.read_text().split(MARKER)[0] + MARKER + "\n", f"## The run of {result['date']}\n",
-        f"`{command}`.{partial} **A noisy shared host:** other jobs shared the cores during "
-        "the run, so absolute times are inflated and ratios move between runs; compare "
-        "implementations within one run only.\n",
+        f"`{command}`.{partial}" + (" **A noisy shared host:** other jobs shared the cores "
+        "during the run, so absolute times are inflated and ratios move between runs; compare "
+        "implementations within one run only." if noisy else "") + "\n",
         f"- CPU: {m['cpu']}, {m['cores']} usable cores; load average (1, 5, 15 min) "
         f"{m['load_average']} at the start, {m['load_average_end']} at the end",
         f"- Python {m['python']} on {m['platform']}; numpy's BLAS: {m['numpy_blas']}",
@@ -97,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         command = shlex.join(["python", "benchmarks/bench.py", *(argv or sys.argv[1:])])
         args.write_docs.write_text(docs_text(result, command))
     wrong = [r for r in result["kernels"] if r["status"] == "mismatch"]
-    wrong += [r for r in (result.get("startup") or {"rows": []})["rows"] if "wrong" in r["note"]]
-    return 1 if wrong or ((result.get("large") or {}).get("agreement") or 0) > 1 else 0
+    wrong += [r for r in result.get("startup", {}).get("rows", []) if "wrong" in r["note"]]
+    return 1 if wrong or (result.get("large", {}).get("agreement") or 0) > 1 else 0
 
 
 if __name__ == "__main__":

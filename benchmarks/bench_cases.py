@@ -1,5 +1,7 @@
-"""What is measured: the cases, the float64 Conv oracle and its error bound, and the peers
-(a peer's `prepare(case, inputs)` does all that is not timed and returns the timed call)."""
+"""What is measured: the cases, the float64 Conv oracle and its error bound, and the peers.
+
+A peer's `prepare(case, inputs)` does all that is not timed and returns the call to time.
+"""
 
 import fnmatch
 import math
@@ -14,8 +16,8 @@ THREADS = 2  # of onnxruntime (intra-op) and torch
 
 @dataclass(frozen=True)
 class Case:
-    """One float32 call: Conv when `w_shape` is given (spatial pads, no bias), else Pad (pads
-    of every axis, begins then ends, and `mode`)."""
+    """One float32 call: Conv when `w_shape` is given (pads of the spatial axes, no bias), else
+    Pad (pads of every axis, begins then ends, and `mode`)."""
 
     name: str
     label: str
@@ -37,7 +39,7 @@ class Case:
         return self.pads or (0,) * 2 * r, self.strides or (1,) * r, self.dilations or (1,) * r
 
     def attributes(self) -> dict[str, object]:
-        """The Conv attributes given, as the ONNX node and padconv.conv take them."""
+        """The Conv attributes given, as the ONNX node and padconv's conv take them."""
         given = {k: list(getattr(self, k)) for k in ("pads", "strides", "dilations")}
         return {k: v for k, v in given.items() if v} | {"group": self.group}
 
@@ -61,7 +63,7 @@ class Case:
         return math.prod(self.w_shape[1:])
 
     def work(self) -> int:
-        """Conv FLOP: 2 * n * prod(output shape); Pad bytes moved: 4 * (input + output size)."""
+        """Conv: 2 * n * prod(output shape) FLOP; Pad: 4 * (input + output size) bytes moved."""
         if self.kind == "conv":
             return 2 * self.reduction_size() * math.prod(self.output_shape())
         return 4 * (math.prod(self.x_shape) + math.prod(self.output_shape()))
@@ -71,14 +73,14 @@ class Case:
         x, w = ("x".join(map(str, shape)) for shape in (self.x_shape, self.w_shape))
         if self.kind == "pad":
             return f"X {x}, pads [{','.join(map(str, self.pads))}]"
-        return ", ".join([f"X {x}", f"W {w}"] + [
-            f"{k} {v if k == 'group' else v[0] if len(set(v)) == 1 else v}"
-            for k, v in self.attributes().items() if v != 1])
+        attrs = [f"{k} {v if k == 'group' else v[0] if len(set(v)) == 1 else v}"
+                 for k, v in self.attributes().items() if v != 1]
+        return ", ".join([f"X {x}", f"W {w}", *attrs])
 
     def shrunk(self) -> "Case":
         """The --quick size: spatial sizes / 8, at least 9 (more than any kernel or pad here)."""
-        return replace(self, x_shape=(*self.x_shape[:2], *(max(9, d // 8) for d in
-                                                           self.x_shape[2:])))
+        return replace(self, x_shape=(*self.x_shape[:2], *(max(9, d // 8)
+                                                           for d in self.x_shape[2:])))
 
     def make_inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """X and W (Conv) or data (Pad), uniform on [-1, 1), float32."""
@@ -105,7 +107,7 @@ PAD_CASES = tuple(Case(f"pad/{mode}", f"Pad {mode}", (8, 64, 128, 128),
                        pads=(0, 0, 3, 3, 0, 0, 3, 3), mode=mode)
                   for mode in ("constant", "reflect", "edge", "wrap"))
 KERNEL_CASES = CONV_CASES + PAD_CASES
-# Whole processes: the `padconv` command from .npy files to a .npy file.
+# Whole processes, the `padconv` command from .npy files to a .npy file.
 STARTUP = (Case("cli/startup", "padconv pad", (1, 3, 8, 8), pads=(0, 0, 1, 1) * 2,
                 mode="reflect"), conv("cli/startup", "padconv conv", (1, 3, 8, 8), (4, 3, 3, 3), 1))
 LARGE_CONV = conv("cli/large", "large", (1, 16, 1024, 4096), (16, 16, 3, 3), 1)  # 256 MiB
@@ -136,8 +138,8 @@ def conv64(case: Case, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def conv_error_ratio(case: Case, y: np.ndarray, y64: np.ndarray, scale: np.ndarray) -> float:
-    """max |y - y64| / (n * eps32 * sum |x| * |w|) (scale = conv64(|x|, |w|)): at most 1 for a
-    float32 result summed in any order (inf for another shape or dtype, or a nan)."""
+    """max |y - y64| / (n * eps32 * scale), scale = conv64(|x|, |w|): at most 1 for a float32
+    result summed in any order (inf for another shape or dtype, or a nan)."""
     if y.shape != y64.shape or y.dtype != np.float32:
         return math.inf
     bound = np.maximum(case.reduction_size() * EPS32 * scale, np.finfo(np.float64).tiny)
@@ -151,8 +153,8 @@ class PeerSkipped(Exception):
 
 @dataclass(frozen=True)
 class Peer:
-    """An implementation and the case kinds it runs; a `floor` writes no border (not verified);
-    a `capped` one is a slow reference (no warm-up, a few calls)."""
+    """An implementation and the case kinds it runs; a `floor` writes no border (it is not
+    verified); a `capped` one is a slow reference (no warm-up, a few calls)."""
 
     name: str
     kinds: tuple[str, ...]
@@ -215,8 +217,8 @@ def _torch(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
         width = case.width()
         while width[0] == (0, 0):  # F.pad's modes pad trailing axes only
             width.pop(0)
-        fn, kwargs = F.pad, {"pad": [v for pair in reversed(width) for v in pair], "mode": {
-            "edge": "replicate", "wrap": "circular"}.get(case.mode, case.mode)}
+        mode = {"edge": "replicate", "wrap": "circular"}.get(case.mode, case.mode)
+        fn, kwargs = F.pad, {"pad": [v for pair in reversed(width) for v in pair], "mode": mode}
     else:
         (pads, strides, dils), r = case.resolved(), len(case.x_shape) - 2
         if pads[:r] != pads[r:]:
@@ -243,9 +245,8 @@ def _copy_floor(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
     return run
 
 
-PADCONV, PADCONV_OUT, ORT, TORCH, REFERENCE = (
-    "padconv", "padconv (out=)", "onnxruntime", "torch", "onnx.reference")
-NUMPY_PAD, COPY = "numpy.pad", "strided copy"
+PADCONV, PADCONV_OUT, NUMPY_PAD, COPY = "padconv", "padconv (out=)", "numpy.pad", "strided copy"
+ORT, TORCH, REFERENCE = "onnxruntime", "torch", "onnx.reference"
 PEERS = (
     Peer(PADCONV, ("conv", "pad"), _padconv),
     Peer(PADCONV_OUT, ("pad",), lambda c, i: _padconv(c, i, out=True)),

@@ -1,5 +1,5 @@
-"""How it is measured: kernel calls timed in turns in one process, whole `padconv` processes,
-the GEMM peak and the machine."""
+"""How it is measured: kernel calls verified then timed in turns in one process, whole
+`padconv` processes (wall time and peak RSS), the GEMM peak and the machine."""
 
 import gc
 import json
@@ -23,23 +23,18 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Settings:
-    """Every knob of a run. A contender gets `rounds` turns in a row; a turn is untimed warm-up
-    (>= `warmup` calls and `warmup_s` seconds: the cores need some work to reach full speed),
-    its share of `repeat` timed calls, then a `settle_s` pause so that the threads a library
-    leaves spinning (onnxruntime's, OpenBLAS's) do not take a core from the next. A contender
-    stops after 3 calls once it has spent `budget_s`; a capped one (onnx.reference) gets no
-    warm-up and at most `reference_repeat` calls."""
+    """Every knob of a run; docs/benchmarks.md ("How") says what each does."""
 
-    warmup: int = 2
-    repeat: int = 15
-    rounds: int = 15
-    warmup_s: float = 0.15
-    settle_s: float = 0.3
-    budget_s: float = 6.0
-    reference_repeat: int = 3
-    process_runs: int = 10  # start-up runs per command
-    large_runs: int = 3  # large-tensor and peak-RSS runs per command
-    quick: bool = False
+    warmup: int = 2  # untimed calls at least, per turn
+    repeat: int = 15  # timed calls per implementation and case
+    rounds: int = 15  # turns per implementation
+    warmup_s: float = 0.15  # untimed seconds at least, per turn
+    settle_s: float = 0.3  # pause after each turn
+    budget_s: float = 6.0  # an implementation stops after 3 calls once it spent this
+    reference_repeat: int = 3  # calls of onnx.reference
+    process_runs: int = 10  # rounds of the start-up commands
+    large_runs: int = 3  # rounds of the large-tensor commands
+    quick: bool = False  # sizes / 8 (Case.shrunk)
 
 
 FULL = Settings()
@@ -70,8 +65,8 @@ def time_in_turns(calls: dict[str, tuple[Callable, bool]], s: Settings) -> dict[
         for i in range(rounds):
             for name, (call, capped) in ((k, v) for k, v in calls.items() if active(k, v[1])):
                 started, warm = time.perf_counter(), 0
-                while not capped and (warm < s.warmup or time.perf_counter() - started
-                                      < s.warmup_s):
+                while not capped and (warm < s.warmup
+                                      or time.perf_counter() - started < s.warmup_s):
                     call()
                     warm += 1
                 for _ in range(s.repeat // rounds + (i < s.repeat % rounds)):
@@ -91,13 +86,13 @@ def expected(case: bc.Case, inputs: dict) -> Any:
 
 
 def verify(case: bc.Case, want: Any, got: Any) -> tuple[str, float | None, str]:
-    """(status, error ratio, note): Conv within the dot-product bound (ratio <= 1), Pad bit for
-    bit equal to numpy.pad."""
+    """(status, error ratio, note): Conv within the dot-product bound (error ratio <= 1), Pad
+    bit for bit equal to numpy.pad."""
     got = np.asarray(got)
     if case.kind == "conv":
         ratio = bc.conv_error_ratio(case, got, *want)
-        return "ok" if ratio <= 1 else "mismatch", ratio, f"error {ratio:.3g}x the bound" * (
-            ratio > 1)
+        return ("ok", ratio, "") if ratio <= 1 else ("mismatch", ratio,
+                                                     f"error {ratio:.3g}x the bound")
     same = got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
     return ("ok", None, "") if same else ("mismatch", None, "differs from numpy.pad")
 
@@ -135,15 +130,15 @@ def cli_argv(case: bc.Case, paths: list[Path], out: Path, *flags: str) -> list[s
     """`padconv pad|conv INPUTS --attribute v... FLAGS -o OUT` (the script beside this Python,
     else `python -m padconv_cli`)."""
     script = Path(sys.executable).with_name("padconv")
-    prog = [str(script)] if script.exists() else [sys.executable, "-m", "padconv_cli"]
-    argv = [*prog, case.kind, *map(str, paths)]
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "padconv_cli"]
+    argv += [case.kind, *map(str, paths)]
     attrs = case.attributes() if case.kind == "conv" else {"pads": case.pads, "mode": [case.mode]}
     for key, value in attrs.items():
         argv += [f"--{key}", *map(str, value)] if value != 1 else []
     return [*argv, *flags, "-o", str(out)]
 
 
-# What a user would write instead of `padconv conv --engine tiled` (argv: X.npy W.npy Y.npy).
+# What a user would write instead of `padconv conv` on LARGE_CONV (argv: X.npy W.npy Y.npy).
 ORT_SCRIPT = """\
 import sys, numpy as np, onnx, onnxruntime as ort
 from onnx import helper, TensorProto
@@ -156,34 +151,34 @@ o = ort.SessionOptions(); o.intra_op_num_threads = 2
 s = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
 np.save(sys.argv[3], s.run(None, {"X": x, "W": w})[0])
 """
-BASELINE = {'python -c "import numpy"': [sys.executable, "-c", "import numpy"]}
-
-
 # Runs argv as its only child; prints [wall seconds, the child's peak RSS (KiB on Linux), exit
-# code, stderr tail]. A child of this small process, not of the benchmark: a child's ru_maxrss
-# starts from its parent's size at fork.
+# code, last stderr line]. A child of this small process, not of the benchmark: a child's
+# ru_maxrss starts from its parent's size at fork.
 PROBE = """import json, resource, subprocess, sys, time
 start = time.perf_counter()
 done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 print(json.dumps([time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
                   .ru_maxrss, done.returncode, (done.stderr.strip() or "?").splitlines()[-1]]))"""
+BASELINE = {'python -c "import numpy"': [sys.executable, "-c", "import numpy"]}
 
 
-def run_process(argv: list[str]) -> tuple[float, int, str]:
+def run_process(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
     """(wall seconds, peak resident set in bytes, '' or why it failed) of one process."""
-    probe = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True)
+    probe = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True,
+                           text=True, env=env)
     wall, kib, code, tail = json.loads(probe.stdout)
     return wall, 1024 * kib, f"exit {code}: {tail[:200]}" if code else ""
 
 
 def interleaved(commands: dict[str, list[str]], runs: int) -> list[dict[str, Any]]:
     """Median wall time and peak RSS of each command over `runs` rounds in turns, after one
-    discarded round."""
-    failed = {label: run_process(argv)[2] for label, argv in commands.items()}
+    discarded round (which may write bytecode caches, as an install does)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    failed = {label: run_process(argv, env)[2] for label, argv in commands.items()}
     done: dict[str, list] = {label: [] for label in commands}
     for _ in range(runs):
         for label, argv in commands.items():
-            done[label] += [run_process(argv)] if not failed[label] else []
+            done[label] += [] if failed[label] else [run_process(argv)]
     return [{"label": label, "note": failed[label], "runs": len(d),
              "command": shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a else a
                                    for a in commands[label]),
@@ -214,8 +209,8 @@ def _on_disk(case: bc.Case, folder: str, rng: np.random.Generator) -> tuple[dict
 
 
 def measure_startup(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
-    """Small `padconv pad` and `padconv conv` runs in turns with `python -c "import numpy"`;
-    their outputs verified like the kernel cases."""
+    """Small `padconv pad` and `padconv conv` runs in turns with `python -c "import numpy"`,
+    their outputs verified like the kernel cases'."""
     with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
         commands, checks = dict(BASELINE), {}
         for case in bc.STARTUP:
@@ -232,24 +227,24 @@ def measure_startup(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def measure_large(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
-    """`padconv conv` on LARGE_CONV, tiled and in memory, against ORT_SCRIPT and `python -c
-    "import numpy"`, as whole processes; outputs must agree within twice the dot-product bound
-    (agreement <= 1)."""
+    """`padconv conv` on LARGE_CONV, tiled and in memory, in turns with ORT_SCRIPT and `python
+    -c "import numpy"`; each output must agree with the script's within twice the bound."""
     case = bc.LARGE_CONV.shrunk() if s.quick else bc.LARGE_CONV
     with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
         inputs, paths = _on_disk(case, tmp, rng)
         out = {name: Path(tmp) / f"y_{name}.npy" for name in ("tiled", "memory", "ort")}
-        rows = interleaved(BASELINE | {
-            f"padconv {engine}": cli_argv(case, paths, out[engine], "--engine", engine, "-q")
-            for engine in ("tiled", "memory")} | {"onnxruntime script": [
-                sys.executable, "-c", ORT_SCRIPT, *map(str, paths), str(out["ort"])]}, s.large_runs)
-        agreement = None if any(row["note"] for row in rows) else max(conv_pair_ratio(
-            case, inputs["X"], inputs["W"], out[engine], out["ort"]) for engine in ("tiled",
-                                                                                   "memory"))
-    tensors = 4 * sum(math.prod(shape) for shape in (case.x_shape, case.w_shape,
-                                                     case.output_shape()))
+        commands = BASELINE | {f"padconv {engine}": cli_argv(case, paths, out[engine], "-q",
+                                                             "--engine", engine)
+                               for engine in ("tiled", "memory")}
+        commands["onnxruntime script"] = [sys.executable, "-c", ORT_SCRIPT, *map(str, paths),
+                                          str(out["ort"])]
+        rows = interleaved(commands, s.large_runs)
+        agreement = None if any(row["note"] for row in rows) else max(
+            conv_pair_ratio(case, inputs["X"], inputs["W"], out[e], out["ort"])
+            for e in ("tiled", "memory"))
+    shapes = (case.x_shape, case.w_shape, case.output_shape())
     return {"describe": case.describe(), "rows": rows, "agreement": agreement,
-            "tensor_bytes": tensors}
+            "tensor_bytes": 4 * sum(math.prod(shape) for shape in shapes)}
 
 
 def gemm_peak(size: int, runs: int) -> dict[str, float]:
@@ -265,8 +260,8 @@ def gemm_peak(size: int, runs: int) -> dict[str, float]:
 
 def describe_machine() -> dict[str, Any]:
     """CPU, usable cores, load average, Python, package versions and numpy's BLAS."""
-    cpu = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text(
-    ).splitlines() if line.startswith("model name")), platform.processor())
+    cpu = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text()
+                .splitlines() if line.startswith("model name")), platform.processor())
     versions = {}
     for name in ("numpy", "onnx", "onnxruntime", "torch", "padconv_cli"):
         try:
