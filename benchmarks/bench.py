@@ -25,7 +25,7 @@ from typing import Any
 import bench_measure as bm
 import numpy as np
 from bench_cases import KERNEL_CASES, PEERS, PROCESS_CASES, matches
-from bench_report import all_tables, evaluate_targets, markdown, plain
+from bench_report import all_tables, evaluate_targets, markdown
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 MARKER = "<!-- Everything below is written by `python benchmarks/bench.py --write-docs`. -->"
@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
               "machine": bm.describe_machine(), "settings": asdict(s) | {"cases": args.cases}}
     result |= run(args.cases, s)
     result["machine"]["load_average_end"] = bm.load_average()
-    print(json.dumps(result, indent=1) if args.json else "\n".join(map(plain, all_tables(result))))
+    tables = "\n".join(map(markdown, all_tables(result)))
+    print(json.dumps(result, indent=1) if args.json else tables)
     if args.write_docs:
         command = shlex.join(["python", "benchmarks/bench.py", *(argv or sys.argv[1:])])
         args.write_docs.write_text(docs_text(result, command))

@@ -53,24 +53,24 @@ def time_in_turns(calls: dict[str, tuple[Callable, bool]], s: Settings) -> dict[
     collection off meanwhile)."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     rounds = max(1, min(s.rounds, s.repeat))
-
-    def active(name: str, capped: bool) -> bool:
-        done = times[name]
-        return len(done) < s.reference_repeat if capped else len(done) < 3 or sum(
-            done) < s.budget_s
-
     gc.collect()
     gc.disable()
     try:
         for i in range(rounds):
-            for name, (call, capped) in ((k, v) for k, v in calls.items() if active(k, v[1])):
+            for name, (call, capped) in calls.items():
+                done, share = times[name], s.repeat // rounds + (i < s.repeat % rounds)
+                if capped:
+                    share = min(share, s.reference_repeat - len(done))
+                elif len(done) >= 3 and sum(done) >= s.budget_s:
+                    share = 0
+                if share <= 0:
+                    continue
                 started, warm = time.perf_counter(), 0
                 while not capped and (warm < s.warmup
                                       or time.perf_counter() - started < s.warmup_s):
                     call()
                     warm += 1
-                for _ in range(s.repeat // rounds + (i < s.repeat % rounds)):
-                    times[name] += [timed(call)[0]] if active(name, capped) else []
+                done += [timed(call)[0] for _ in range(share)]
                 time.sleep(s.settle_s)
     finally:
         gc.enable()
@@ -180,6 +180,7 @@ def interleaved(commands: dict[str, list[str]], runs: int) -> list[dict[str, Any
         for label, argv in commands.items():
             done[label] += [] if failed[label] else [run_process(argv)]
     return [{"label": label, "note": failed[label], "runs": len(d),
+             "status": "error" if failed[label] else "ok",
              "command": shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a else a
                                    for a in commands[label]),
              "median_s": statistics.median(r[0] for r in d) if d else None,
@@ -222,7 +223,7 @@ def measure_startup(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
         for row in rows[1:]:
             case, want, out = checks[row["label"]]
             if not row["note"] and (why := verify(case, want, np.load(out))[2]):
-                row["note"] = f"wrong output: {why}"
+                row.update(note=f"wrong output: {why}", status="mismatch")
     return {"rows": rows}
 
 

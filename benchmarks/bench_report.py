@@ -32,13 +32,6 @@ def ratio(peers: dict[str, dict], peer: str, ours: str = PADCONV) -> float | Non
     return mine["median_s"] / theirs["median_s"] if both else None
 
 
-def elapsed_ratio(row: dict, base: dict) -> float | None:
-    """Whole processes: row median / base median; inf when row failed."""
-    if row["note"]:
-        return math.inf
-    return row["median_s"] / base["median_s"] if base["median_s"] and row["median_s"] else None
-
-
 def worst(values: Any, every: bool = False) -> float | None:
     """The largest value given; None if there is none (`every`: if any is None)."""
     values = list(values)
@@ -92,12 +85,12 @@ def process_targets(large: dict | None, startup: dict | None) -> list[dict[str, 
     tiled = over = allowed = None
     if large:
         base, ours, memory, script = large["rows"]
-        wrong = ours["note"] or (large["agreement"] or 0) > 1
-        tiled = math.inf if wrong else elapsed_ratio(ours, script)
+        wrong = (large["agreement"] or 0) > 1
+        tiled = math.inf if wrong else ratio({"a": ours, "b": script}, "b", "a")
         over = math.inf if memory["note"] else (memory["peak_bytes"] - base["peak_bytes"]) / MIB
         allowed = large["tensor_bytes"] / MIB + 100
-    starts = [elapsed_ratio(row, startup["rows"][0]) for row in startup["rows"][1:]] if (
-        startup) else []
+    rows = {row["label"]: row for row in startup["rows"]} if startup else {}
+    starts = [ratio(rows, next(iter(rows)), label) for label in list(rows)[1:]]
     return [
         target("Large tensors: padconv --engine tiled / the onnxruntime script <= 1.0", tiled,
                1.0),
@@ -175,14 +168,13 @@ def process_table(title: str, part: dict | None, legend: str, base: int = 0) -> 
     """Whole-process commands: median wall time, peak RSS, and time / that of row `base`."""
     if not part:
         return None
-    rows = part["rows"]
-    table = Table(title, ["Command", "Median", "Peak RSS", "Runs", f"vs {rows[base]['label']}"],
-                  legend)
-    for row in rows:
+    rows, vs = {row["label"]: row for row in part["rows"]}, part["rows"][base]["label"]
+    table = Table(title, ["Command", "Median", "Peak RSS", "Runs", f"vs {vs}"], legend)
+    for label, row in rows.items():
         median = f"failed {table.note(row['note'])}" if row["note"] else ms(row["median_s"])
         peak = f"{row['peak_bytes'] / MIB:.0f} MiB" if row["peak_bytes"] else "-"
         table.rows.append([row["command"], median, peak, str(row["runs"]),
-                           times(elapsed_ratio(row, rows[base]))])
+                           times(ratio(rows, vs, label))])
     return table
 
 
@@ -205,20 +197,12 @@ def all_tables(result: dict[str, Any]) -> list[Table]:
 
 
 def markdown(table: Table) -> str:
-    """The table as a Markdown section."""
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-    out = [f"## {table.title}", ""] + ([table.legend, ""] if table.legend else [])
-    out += [line(table.headers), "|" + "---|" * len(table.headers), *map(line, table.rows)]
-    out += [""] + [f"{i}. {text}" for i, text in enumerate(table.notes, 1)] if table.notes else []
-    return "\n".join(out) + "\n"
-
-
-def plain(table: Table) -> str:
-    """The table as aligned plain text."""
-    widths = [max(map(len, column)) for column in zip(table.headers, *table.rows, strict=True)]
-    lines = [table.title, "-" * len(table.title)] + ([table.legend] if table.legend else [])
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-              for r in (table.headers, *table.rows)]
-    return "\n".join(lines + [f"[{i}] {t}" for i, t in enumerate(table.notes, 1)]) + "\n"
+    """The table as a Markdown section, its columns aligned so that it reads as plain text."""
+    cells = [[c.replace("|", "\\|") for c in row] for row in (table.headers, *table.rows)]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+             for row in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    notes = [f"{i}. {text}" for i, text in enumerate(table.notes, 1)]
+    return "\n".join([f"## {table.title}\n", *([table.legend, ""] if table.legend else []),
+                      *lines, *([""] + notes if notes else [])]) + "\n"
