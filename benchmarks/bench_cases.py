@@ -242,6 +242,7 @@ def _copy_floor(case: Case, inputs: dict) -> Callable[[], None]:
 
 PADCONV, PADCONV_OUT, NUMPY_PAD, COPY = "padconv", "padconv (out=)", "numpy.pad", "strided copy"
 ORT, TORCH, REFERENCE = "onnxruntime", "torch", "onnx.reference"
+INTERPRETER, ORT_SCRIPT = 'python -c "import numpy"', "onnxruntime script"  # whole processes
 PEERS = (
     Peer(PADCONV, ("conv", "pad"), _padconv),
     Peer(PADCONV_OUT, ("pad",), lambda c, i: _padconv(c, i, out=True)),

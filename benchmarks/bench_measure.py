@@ -1,5 +1,5 @@
 """How it is measured: kernel calls verified then timed in turns in one process, whole
-`padconv` processes (wall time and peak RSS), the GEMM peak and the machine."""
+`padconv` processes (wall time and peak RSS), and the machine."""
 
 import gc
 import json
@@ -159,7 +159,7 @@ start = time.perf_counter()
 done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 print(json.dumps([time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
                   .ru_maxrss, done.returncode, (done.stderr.strip() or "?").splitlines()[-1]]))"""
-BASELINE = {'python -c "import numpy"': [sys.executable, "-c", "import numpy"]}
+BASELINE = {bc.INTERPRETER: [sys.executable, "-c", "import numpy"]}
 
 
 def run_process(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
@@ -170,7 +170,7 @@ def run_process(argv: list[str], env: dict | None = None) -> tuple[float, int, s
     return wall, 1024 * kib, f"exit {code}: {tail[:200]}" if code else ""
 
 
-def interleaved(commands: dict[str, list[str]], runs: int) -> list[dict[str, Any]]:
+def interleaved(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str, Any]]:
     """Median wall time and peak RSS of each command over `runs` rounds in turns, after one
     discarded round (which may write bytecode caches, as an install does)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -179,13 +179,13 @@ def interleaved(commands: dict[str, list[str]], runs: int) -> list[dict[str, Any
     for _ in range(runs):
         for label, argv in commands.items():
             done[label] += [] if failed[label] else [run_process(argv)]
-    return [{"label": label, "note": failed[label], "runs": len(d),
-             "status": "error" if failed[label] else "ok",
-             "command": shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a else a
-                                   for a in commands[label]),
-             "median_s": statistics.median(r[0] for r in d) if d else None,
-             "peak_bytes": statistics.median(r[1] for r in d) if d else None}
-            for label, d in done.items()]
+    return {label: {"note": failed[label], "runs": len(d),
+                    "status": "error" if failed[label] else "ok",
+                    "command": shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a
+                                          else a for a in commands[label]),
+                    "median_s": statistics.median(r[0] for r in d) if d else None,
+                    "peak_bytes": statistics.median(r[1] for r in d) if d else None}
+            for label, d in done.items()}
 
 
 def conv_pair_ratio(case: bc.Case, x: np.ndarray, w: np.ndarray, a: Path, b: Path) -> float:
@@ -220,8 +220,8 @@ def measure_startup(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
             commands[case.label] = cli_argv(case, paths, out)
             checks[case.label] = (case, expected(case, inputs), out)
         rows = interleaved(commands, s.process_runs)
-        for row in rows[1:]:
-            case, want, out = checks[row["label"]]
+        for label, (case, want, out) in checks.items():
+            row = rows[label]
             if not row["note"] and (why := verify(case, want, np.load(out))[2]):
                 row.update(note=f"wrong output: {why}", status="mismatch")
     return {"rows": rows}
@@ -237,26 +237,15 @@ def measure_large(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
         commands = BASELINE | {f"padconv {engine}": cli_argv(case, paths, out[engine], "-q",
                                                              "--engine", engine)
                                for engine in ("tiled", "memory")}
-        commands["onnxruntime script"] = [sys.executable, "-c", ORT_SCRIPT, *map(str, paths),
-                                          str(out["ort"])]
+        commands[bc.ORT_SCRIPT] = [sys.executable, "-c", ORT_SCRIPT, *map(str, paths),
+                                   str(out["ort"])]
         rows = interleaved(commands, s.large_runs)
-        agreement = None if any(row["note"] for row in rows) else max(
+        agreement = None if any(row["note"] for row in rows.values()) else max(
             conv_pair_ratio(case, inputs["X"], inputs["W"], out[e], out["ort"])
             for e in ("tiled", "memory"))
     shapes = (case.x_shape, case.w_shape, case.output_shape())
     return {"describe": case.describe(), "rows": rows, "agreement": agreement,
             "tensor_bytes": 4 * sum(math.prod(shape) for shape in shapes)}
-
-
-def gemm_peak(size: int, runs: int) -> dict[str, float]:
-    """Best GFLOP/s of a float32 size x size product (2 * size**3 FLOP) on numpy's BLAS after
-    0.3 s of warm-up: no convolution doing the direct count of FLOP runs faster."""
-    a = np.random.default_rng(0).uniform(-1, 1, (size, size)).astype(np.float32)
-    out, started = np.empty_like(a), time.perf_counter()
-    while time.perf_counter() - started < 0.3:
-        np.matmul(a, a, out=out)
-    best = min(timed(lambda: np.matmul(a, a, out=out))[0] for _ in range(runs))
-    return {"gflops": 2 * size**3 / best / 1e9, "size": size}
 
 
 def describe_machine() -> dict[str, Any]:

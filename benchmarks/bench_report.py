@@ -5,12 +5,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench_cases import COPY, NUMPY_PAD, ORT, PADCONV, PADCONV_OUT, REFERENCE, TORCH
+import bench_cases as bc
 
 MIB = 2**20
 FAILED = ("mismatch", "error")
-PEER_COLUMNS = {"conv": (ORT, TORCH, REFERENCE),
-                "pad": (PADCONV_OUT, NUMPY_PAD, COPY, ORT, TORCH, REFERENCE)}
+PEER_COLUMNS = {"conv": (bc.ORT, bc.TORCH, bc.REFERENCE),
+                "pad": (bc.PADCONV_OUT, bc.NUMPY_PAD, bc.COPY, bc.ORT, bc.TORCH, bc.REFERENCE)}
 
 
 def by_case(rows: list[dict], kind: str) -> dict[str, dict[str, dict]]:
@@ -22,7 +22,7 @@ def by_case(rows: list[dict], kind: str) -> dict[str, dict[str, dict]]:
     return cases
 
 
-def ratio(peers: dict[str, dict], peer: str, ours: str = PADCONV) -> float | None:
+def ratio(peers: dict[str, dict], peer: str, ours: str = bc.PADCONV) -> float | None:
     """padconv median / peer median (below 1: padconv is faster); inf when padconv's result was
     wrong or it failed; None when either has no time."""
     mine, theirs = peers.get(ours, {}), peers.get(peer, {})
@@ -41,7 +41,7 @@ def worst(values: Any, every: bool = False) -> float | None:
 
 def vs_faster_peer(peers: dict[str, dict]) -> float | None:
     """padconv / the faster of onnxruntime and torch on this case."""
-    return worst(ratio(peers, p) for p in (ORT, TORCH))
+    return worst(ratio(peers, p) for p in (bc.ORT, bc.TORCH))
 
 
 def target(name: str, value: float | None, limit: float, detail: str = "") -> dict[str, str]:
@@ -59,21 +59,21 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
     geo = worst(best.values(), every=True) and math.exp(
         sum(map(math.log, best.values())) / len(best))
     depthwise = conv.get("conv/depthwise", {})
-    errors = [math.inf if peers[PADCONV]["status"] in FAILED else peers[PADCONV]["error_ratio"]
-              for peers in conv.values()]
+    ours = [peers[bc.PADCONV] for peers in conv.values()]
+    errors = [math.inf if row["status"] in FAILED else row["error_ratio"] for row in ours]
     targets = [
         target("Conv: padconv / faster peer, geometric mean <= 1.0", geo, 1.0,
                f" over {len(best)} cases"),
         target("Conv: padconv / faster peer <= 1.25 on every case", best.get(slowest), 1.25,
                f" at worst ({slowest})"),
         target("Conv: depthwise <= 1.0 against onnxruntime and against torch",
-               worst([ratio(depthwise, ORT), ratio(depthwise, TORCH)], every=True), 1.0),
+               worst([ratio(depthwise, bc.ORT), ratio(depthwise, bc.TORCH)], every=True), 1.0),
         target("Conv: every padconv result within the dot-product error bound",
                worst(errors, every=True), 1.0, " of the bound at worst"),
     ]
-    for peer, limit in ((COPY, 1.3), (NUMPY_PAD, 1.0), (ORT, 1.0)):
+    for peer, limit in ((bc.COPY, 1.3), (bc.NUMPY_PAD, 1.0), (bc.ORT, 1.0)):
         found = [ratio(peers, peer, ours) for peers in pad.values()
-                 for ours in (PADCONV, PADCONV_OUT)]
+                 for ours in (bc.PADCONV, bc.PADCONV_OUT)]
         targets.append(target(f"Pad: every mode, new array or out=, / {peer} <= {limit}",
                               worst(found, every=True), limit, " at worst"))
     return targets + process_targets(result.get("large"), result.get("startup"))
@@ -84,13 +84,13 @@ def process_targets(large: dict | None, startup: dict | None) -> list[dict[str, 
     RSS <= input + output + weights + 100 MiB over the interpreter; start-up within 1.5x."""
     tiled = over = allowed = None
     if large:
-        base, ours, memory, script = large["rows"]
-        wrong = (large["agreement"] or 0) > 1
-        tiled = math.inf if wrong else ratio({"a": ours, "b": script}, "b", "a")
+        rows, wrong = large["rows"], (large["agreement"] or 0) > 1
+        tiled = math.inf if wrong else ratio(rows, bc.ORT_SCRIPT, "padconv tiled")
+        memory, base = rows["padconv memory"], rows[bc.INTERPRETER]
         over = math.inf if memory["note"] else (memory["peak_bytes"] - base["peak_bytes"]) / MIB
         allowed = large["tensor_bytes"] / MIB + 100
-    rows = {row["label"]: row for row in startup["rows"]} if startup else {}
-    starts = [ratio(rows, next(iter(rows)), label) for label in list(rows)[1:]]
+    starts = [ratio(startup["rows"], bc.INTERPRETER, label) for label in startup["rows"]
+              if label != bc.INTERPRETER] if startup else []
     return [
         target("Large tensors: padconv --engine tiled / the onnxruntime script <= 1.0", tiled,
                1.0),
@@ -135,40 +135,35 @@ def cell(table: Table, peers: dict[str, dict], peer: str) -> str:
     row = peers.get(peer)
     if row is None or row["status"] != "ok":
         return "n/a" if row is None else f"{row['status']} {table.note(peer + ': ' + row['note'])}"
-    return ms(row["median_s"]) + ("" if peer == PADCONV else f" ({times(ratio(peers, peer))})")
+    return ms(row["median_s"]) + ("" if peer == bc.PADCONV else f" ({times(ratio(peers, peer))})")
 
 
-def kernel_table(rows: list[dict], kind: str, peak: dict | None = None) -> Table | None:
-    """One line per case: padconv, its rate, each peer; Conv adds padconv's share of the GEMM
-    peak, padconv / the faster peer, and the worst error / bound of padconv, onnxruntime and
-    torch."""
+def kernel_table(rows: list[dict], kind: str) -> Table | None:
+    """One line per case: padconv, its rate, each peer; Conv adds padconv / the faster peer and
+    the worst error / bound of padconv, onnxruntime and torch."""
     conv = kind == "conv"
-    extra = ["share of GEMM peak", "vs faster peer", "error / bound: padconv, ort, torch"]
+    extra = ["vs faster peer", "error / bound: padconv, ort, torch"]
     legend = "Peer cells: median time (padconv time / peer time: below 1, padconv is faster)."
-    if peak:
-        legend += (f" GEMM peak: {peak['gflops']:.0f} GFLOP/s, the best float32 {peak['size']}"
-                   "-square product on numpy's BLAS (the most a direct convolution can reach).")
     table = Table(f"{kind.capitalize()} (float32)", ["Case", "Shapes", "padconv", "GFLOP/s"
                   if conv else "GB/s", *PEER_COLUMNS[kind], *(extra if conv else [])], legend)
     for peers in by_case(rows, kind).values():
-        ours = peers[PADCONV]
-        line = [ours["label"], ours["describe"], cell(table, peers, PADCONV),
+        ours = peers[bc.PADCONV]
+        line = [ours["label"], ours["describe"], cell(table, peers, bc.PADCONV),
                 f"{ours['rate']:.1f}" if ours["rate"] else "-",
                 *(cell(table, peers, p) for p in PEER_COLUMNS[kind])]
         if conv:
-            errors = [peers.get(p, {}).get("error_ratio") for p in (PADCONV, ORT, TORCH)]
-            line += [f"{ours['rate'] / peak['gflops']:.0%}" if peak and ours["rate"] else "-",
-                     times(vs_faster_peer(peers)),
+            errors = [peers.get(p, {}).get("error_ratio") for p in (bc.PADCONV, bc.ORT, bc.TORCH)]
+            line += [times(vs_faster_peer(peers)),
                      ", ".join("-" if e is None else f"{e:.2g}" for e in errors)]
         table.rows.append(line)
     return table if table.rows else None
 
 
-def process_table(title: str, part: dict | None, legend: str, base: int = 0) -> Table | None:
-    """Whole-process commands: median wall time, peak RSS, and time / that of row `base`."""
+def process_table(title: str, part: dict | None, legend: str, vs: str) -> Table | None:
+    """Whole-process commands: median wall time, peak RSS, and time / that of command `vs`."""
     if not part:
         return None
-    rows, vs = {row["label"]: row for row in part["rows"]}, part["rows"][base]["label"]
+    rows = part["rows"]
     table = Table(title, ["Command", "Median", "Peak RSS", "Runs", f"vs {vs}"], legend)
     for label, row in rows.items():
         median = f"failed {table.note(row['note'])}" if row["note"] else ms(row["median_s"])
@@ -182,14 +177,14 @@ def all_tables(result: dict[str, Any]) -> list[Table]:
     """Every table of a result, in display order."""
     large = result.get("large")
     tables = [
-        kernel_table(result["kernels"], "conv", result.get("gemm_peak")),
+        kernel_table(result["kernels"], "conv"),
         kernel_table(result["kernels"], "pad"),
         process_table("Large tensors (whole processes)", large, large and (
             f"{large['describe']}, .npy in and out; input + output + weights: "
             f"{large['tensor_bytes'] / MIB:.0f} MiB. The outputs differ by at most "
-            f"{times(large['agreement'])} of twice the dot-product bound (at most 1)."), base=3),
+            f"{times(large['agreement'])} of twice the bound (at most 1)."), bc.ORT_SCRIPT),
         process_table("Start-up (whole processes)", result.get("startup"),
-                      "Small .npy files in, a .npy file out."),
+                      "Small .npy files in, a .npy file out.", bc.INTERPRETER),
         Table("Targets", ["Target", "Verdict", "Measured"],
               rows=[[t["target"], t["status"], t["measured"]] for t in result["targets"]]),
     ]

@@ -36,7 +36,7 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
         assert rows[key]["runs"] >= 1 and rows[key]["median_s"] > 0
     assert 0 <= rows["conv/dilated", "padconv"]["error_ratio"] <= 1
     assert rows["conv/dilated", "torch"]["status"] in ("ok", "skipped")
-    processes = result["startup"]["rows"] + result["large"]["rows"]
+    processes = [*result["startup"]["rows"].values(), *result["large"]["rows"].values()]
     assert [row["note"] for row in processes] == [""] * 7
     assert all(row["median_s"] > 0 and row["peak_bytes"] > 2**20 for row in processes)
     assert 0 <= result["large"]["agreement"] <= 1
