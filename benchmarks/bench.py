@@ -34,7 +34,8 @@ MARKER = "<!-- Everything below is written by `python benchmarks/bench.py --writ
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The flags of the usage above."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", action="append", default=[], metavar="PATTERN",
                         help="only cases whose name contains PATTERN or matches it as a glob "
                         "('pad/*'); repeatable")
