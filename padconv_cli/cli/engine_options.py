@@ -40,6 +40,7 @@ class EngineSettings:
     memory_limit: int | None = None
     scheduler: str | None = None
     quiet: bool = False
+    verbose: bool = False
 
     @property
     def limit(self) -> int:
@@ -53,8 +54,8 @@ def default_memory_limit() -> int:
 
 
 def engine_options(f: Callable) -> Callable:
-    """Add ``--engine``, ``--memory-limit``, ``--scheduler`` and ``--quiet``; the command gets
-    them as one ``engine_settings`` (:class:`EngineSettings`) argument."""
+    """Add ``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``;
+    the command gets them as one ``engine_settings`` (:class:`EngineSettings`) argument."""
 
     @functools.wraps(f)
     def with_settings(*args: Any, **kwargs: Any) -> Any:
@@ -63,6 +64,7 @@ def engine_options(f: Callable) -> Callable:
             memory_limit=kwargs.pop("memory_limit"),
             scheduler=kwargs.pop("scheduler"),
             quiet=kwargs.pop("quiet"),
+            verbose=kwargs.pop("verbose"),
         )
         return f(*args, engine_settings=settings, **kwargs)
 
@@ -103,6 +105,12 @@ _OPTIONS = (
         is_flag=True,
         default=False,
         help="No progress bar (it shows on a terminal for work longer than a second).",
+    ),
+    click.option(
+        "--verbose",
+        is_flag=True,
+        default=False,
+        help="Let the dask engine's own log lines and warnings through to stderr.",
     ),
 )
 
@@ -308,14 +316,7 @@ def _run_pad(
         return tiled_pad(data, output, *arguments, memory_limit=settings.limit, show_progress=show)
     from padconv_cli.engines.dask_engine import dask_pad
 
-    return dask_pad(
-        data,
-        output,
-        *arguments,
-        memory_limit=settings.limit,
-        scheduler=settings.scheduler,
-        show_progress=show,
-    )
+    return dask_pad(data, output, *arguments, **_dask_settings(settings, show))
 
 
 def _run_conv(
@@ -338,16 +339,19 @@ def _run_conv(
         )
     from padconv_cli.engines.dask_engine import dask_conv
 
-    return dask_conv(
-        data,
-        w,
-        b,
-        output,
-        memory_limit=settings.limit,
-        scheduler=settings.scheduler,
-        show_progress=show,
-        **attributes,
-    )
+    return dask_conv(data, w, b, output, **_dask_settings(settings, show), **attributes)
+
+
+def _dask_settings(settings: EngineSettings, show: bool) -> dict[str, Any]:
+    """Keyword arguments of the dask engine: ``--memory-limit`` caps each worker's budget
+    (workers without a memory limit get it, or its default)."""
+    return {
+        "memory_limit": settings.memory_limit,
+        "fallback_limit": settings.limit,
+        "scheduler": settings.scheduler,
+        "show_progress": show,
+        "verbose": settings.verbose,
+    }
 
 
 def _stderr_is_terminal() -> bool:

@@ -80,8 +80,12 @@ def read_box(array: Any, box: tuple[slice, ...]) -> np.ndarray:
 
 
 def block_source(x: Any) -> Any:
-    """How block tasks get their input: chunks of a dask array, or reads from storage."""
-    return ChunkGrid(x) if hasattr(x, "__dask_graph__") else StorageSource(x)
+    """How block tasks get their input: chunks of a dask array, reads from a file or store
+    opened by :func:`padconv_cli.engines.dask_io.open_block_input` (which check that the
+    worker reads the client's data), or reads from any other array in storage."""
+    if hasattr(x, "__dask_graph__"):
+        return ChunkGrid(x)
+    return x if hasattr(x, "fetch_task") else StorageSource(x)
 
 
 def gather(
