@@ -145,7 +145,7 @@ def run_with_engine(
     _check_file_input(data, engine)
     _check_file_output(output, fmt, engine)
     _check_result_fits_disk(operator, data, others, attributes, output, max_output_bytes)
-    show = not settings.quiet and _stderr_is_terminal()
+    show = progress_display(settings.quiet, _stderr_is_terminal())
     if operator == "pad":
         result = _run_pad(engine, data, output, attributes, settings, show)
     else:
@@ -159,6 +159,14 @@ def run_with_engine(
             err=True,
         )
     return True
+
+
+def progress_display(quiet: bool, terminal: bool) -> bool | str:
+    """How the tiled and dask engines report progress: nothing with ``--quiet``, a bar on a
+    terminal, else one line if the run is long (see :mod:`padconv_cli.outofcore.progress`)."""
+    if quiet:
+        return False
+    return True if terminal else "line"
 
 
 def resolve_engine(
@@ -302,7 +310,7 @@ def _run_pad(
     output: str,
     attributes: dict[str, Any],
     settings: EngineSettings,
-    show: bool,
+    show: bool | str,
 ) -> Any:
     arguments = (
         attributes["pads"],
@@ -326,7 +334,7 @@ def _run_conv(
     output: str,
     attributes: dict[str, Any],
     settings: EngineSettings,
-    show: bool,
+    show: bool | str,
 ) -> Any:
     w, b = (weights + [None, None])[:2]
     if w is None:
@@ -342,7 +350,7 @@ def _run_conv(
     return dask_conv(data, w, b, output, **_dask_settings(settings, show), **attributes)
 
 
-def _dask_settings(settings: EngineSettings, show: bool) -> dict[str, Any]:
+def _dask_settings(settings: EngineSettings, show: bool | str) -> dict[str, Any]:
     """Keyword arguments of the dask engine: ``--memory-limit`` caps each worker's budget
     (workers without a memory limit get it, or its default)."""
     return {

@@ -60,7 +60,7 @@ def store(
     client: Any,
     array: Any,
     target: str,
-    show_progress: bool,
+    show_progress: bool | str,
     label: str,
     inputs: list[Any] | None = None,
     scheduler: str | None = None,
@@ -86,7 +86,9 @@ def store(
         return blocks
 
 
-def _compute_blocks(client: Any, array: Any, out: Any, show_progress: bool, label: str) -> int:
+def _compute_blocks(
+    client: Any, array: Any, out: Any, show_progress: bool | str, label: str
+) -> int:
     import dask
     from distributed import as_completed
 
@@ -132,7 +134,7 @@ def dask_pad(
     *,
     memory_limit: int | None,
     scheduler: str | None = None,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
     verbose: bool = False,
     fallback_limit: int | None = None,
 ) -> TiledResult:
@@ -159,7 +161,7 @@ def dask_conv(
     *,
     memory_limit: int | None,
     scheduler: str | None = None,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
     verbose: bool = False,
     fallback_limit: int | None = None,
     **attributes: Any,

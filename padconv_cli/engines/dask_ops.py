@@ -237,7 +237,7 @@ def conv_dask(
             f"--memory-limit: a block budget of {block_bytes} bytes does not hold W and B "
             f"({fixed_bytes(w, b)} bytes); raise --memory-limit"
         )
-    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget)
+    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     source = block_source(x)
     from dask.base import tokenize
 

@@ -73,7 +73,7 @@ def tiled_pad(
     mode: str = "constant",
     *,
     memory_limit: int,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
 ) -> TiledResult:
     """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` tile by tile.
 
