@@ -2,8 +2,9 @@
 
 Exit codes: 0 success (``padconv`` alone prints the help, like ``padconv --help``), 1 a
 verification or comparison found a difference, 2 bad usage, bad input or not enough memory
-(one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 143/129
-terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
+(one line on stderr, no traceback, nothing written), 3 a runtime failure of the engine (the
+dask scheduler was lost, a worker died: one line, nothing written), 130 interrupted (Ctrl-C),
+143/129 terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
 (``padconv ... | head -c 10``).
 """
 
@@ -181,7 +182,7 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         code = EXIT_USAGE
     except PadconvError as error:
         click.echo(_error_line(str(error)), err=True)
-        code = EXIT_USAGE
+        code = getattr(error, "exit_code", EXIT_USAGE)
     return code if isinstance(code, int) else 0
 
 
