@@ -251,11 +251,10 @@ def _matches(name: str, node: ModelNode, labels: dict[int, str]) -> bool:
 
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
-    """``a, b, c (+9 more)``: the first LISTED_NODES labels of one operator type."""
-    labels = [n.label for n in nodes if n.op_type == op_type]
-    shown = ", ".join(labels[:LISTED_NODES])
-    more = f" (+{len(labels) - LISTED_NODES} more)" if len(labels) > LISTED_NODES else ""
-    return f"{shown}{more}"
+    """``a, b, c ... and 9 more``: the first LISTED_NODES labels of one operator type."""
+    from padconv_cli.messages import bounded_list
+
+    return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
 def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
@@ -281,7 +280,9 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
     if len(chosen) == 1:
         return chosen[0]
     if len(chosen) > 1:
-        handles = ", ".join(labels[id(n)] for n in chosen)
+        from padconv_cli.messages import bounded_list
+
+        handles = bounded_list(labels[id(n)] for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
     raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, labels, op_type)}")
 

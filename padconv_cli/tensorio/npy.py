@@ -25,6 +25,7 @@ import numpy as np
 
 from padconv_cli.dtypes import is_npy_native
 from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
     one_line,
     open_regular_file,
@@ -128,7 +129,8 @@ def _check_shape(shape: tuple, label: str) -> tuple[int, ...]:
     for dim in shape:
         if type(dim) is not int or dim < 0:
             raise InputError(
-                f"{label}: .npy header shape {shape!r} has a dimension that is not an integer >= 0"
+                f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} has a dimension "
+                "that is not an integer >= 0"
             )
     return shape
 
@@ -162,7 +164,8 @@ def _check_declared_size(header: NpyHeader, total_size: int, label: str) -> None
     available = total_size - header.data_offset
     if header.data_bytes > available:
         raise InputError(
-            f"{label}: header declares shape {header.shape} of {header.dtype} = "
+            f"{label}: header declares shape {bounded_sequence(header.shape)} of "
+            f"{header.dtype} = "
             f"{header.data_bytes} bytes but only {max(available, 0)} bytes follow "
             "(truncated or forged)"
         )
@@ -173,7 +176,8 @@ def _allocate(header: NpyHeader, label: str) -> np.ndarray:
         return np.empty(header.element_count, dtype=header.dtype)
     except (MemoryError, ValueError) as exc:
         raise InputError(
-            f"{label}: cannot allocate shape {header.shape} of {header.dtype} "
+            f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
+            f"{header.dtype} "
             f"({one_line(exc, 120)})"
         ) from None
 

@@ -38,6 +38,7 @@ from padconv_cli.dtypes import (
     elem_type_info_of_dtype,
 )
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
     one_line,
     open_regular_file,
@@ -143,7 +144,9 @@ def _check_dims(tensor: Any, label: str) -> int:
     """Element count: the product of the dimensions, each of which must be >= 0."""
     dims = list(tensor.dims)
     if any(dim < 0 for dim in dims):
-        raise InputError(f"{label}: TensorProto dims {dims} has a negative dimension")
+        raise InputError(
+            f"{label}: TensorProto dims {bounded_sequence(dims)} has a negative dimension"
+        )
     if tensor.HasField("segment"):
         raise InputError(f"{label}: TensorProto segments are not supported")
     return math.prod(dims)
@@ -192,7 +195,8 @@ def _check_amount(tensor: Any, info: ElemType, field: str, count: int, label: st
         actual, unit = len(getattr(tensor, field)), "entries"
     if actual != expected:
         raise InputError(
-            f"{label}: TensorProto dims {dims} of {info.name} need {expected} {unit} of "
+            f"{label}: TensorProto dims {bounded_sequence(dims)} of {info.name} need "
+            f"{expected} {unit} of "
             f"{field} but it holds {actual}"
         )
 
@@ -286,7 +290,8 @@ def _load_external(
         expected = info.raw_byte_count(count)
         if actual != expected:
             raise InputError(
-                f"{where}: dims {list(tensor.dims)} of {info.name} need {expected} bytes "
+                f"{where}: dims {bounded_sequence(tensor.dims)} of {info.name} need "
+                f"{expected} bytes "
                 f"but {actual} are given"
             )
         stream.seek(offset)

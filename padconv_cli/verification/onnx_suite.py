@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, PadconvError
+from padconv_cli.messages import bounded_list
 from padconv_cli.verification.cases import Case
 
 NODE_SOURCE = "onnx-node"
@@ -84,7 +85,7 @@ def case_from_model(
     feeds = _feeds(model.graph, inputs, location)
     missing = [n for n in node.input if n and n not in feeds and n not in known]
     if missing:
-        raise InputError(f"{location}: no value for node input(s) {', '.join(missing)}")
+        raise InputError(f"{location}: no value for node input(s) {bounded_list(missing)}")
     base.inputs = [None if not n else feeds.get(n, known.get(n)) for n in node.input]
     base.attributes = node_attributes(node, source=location)
     base.expected = list(outputs)
@@ -98,7 +99,7 @@ def _single_operator_node(graph: Any) -> tuple[Any, str]:
     from padconv_cli.onnx_nodes import is_supported_op
 
     computing = [n for n in graph.node if not _is_constant_node(n)]
-    kinds = ", ".join(n.op_type for n in computing) or "none"
+    kinds = bounded_list((n.op_type for n in computing), empty="none")
     if len(computing) == 1 and is_supported_op(computing[0].op_type, computing[0].domain):
         return computing[0], ""
     return None, (
@@ -163,7 +164,7 @@ def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
     if len(inputs) != len(names):
         raise InputError(
             f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph input(s) "
-            f"{', '.join(names) or '(none)'}"
+            f"{bounded_list(names)}"
         )
     arrays = [_as_array(value) for value in inputs]
     return dict(zip(names, arrays, strict=True))
