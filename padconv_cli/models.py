@@ -162,20 +162,30 @@ def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.nda
     """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
     label = f"{path}: Constant {node.output[0]!r}"
     for attribute in node.attribute:
+        where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         if attribute.name == "value":
-            return _tensor_loader(attribute.t, label, base_dir)
+            return _lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
         if attribute.name in SHORTHAND_CONSTANTS:
-            where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
             return _lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
+
+
+def _tensor_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
+    """The array of a Constant's ``value`` attribute, which must be typed TENSOR."""
+    from padconv_cli.onnx_nodes import check_attribute_type
+    from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+    check_attribute_type(attribute, "Constant", where)
+    return tensor_from_proto(attribute.t, label, base_dir)
 
 
 def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
     """The array of a Constant's value_* attribute: float32, int64 or strings (UTF-8 text)."""
     from onnx import helper
 
-    from padconv_cli.onnx_nodes import decode_attribute_text
+    from padconv_cli.onnx_nodes import check_attribute_type, decode_attribute_text
 
+    check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if "string" not in attribute.name:
         return np.array(value, dtype=np.float32 if "float" in attribute.name else np.int64)

@@ -117,6 +117,8 @@ def _constant_values(graph: Any, base_dir: str | None, location: str) -> dict[st
     values = {tensor.name: _tensor_to_array(tensor, base_dir) for tensor in graph.initializer}
     for node in graph.node:
         if _is_constant_node(node):
+            if not node.output:
+                raise InputError(f"{location}: a Constant node has no output")
             values[node.output[0]] = _constant_node_value(node, base_dir, location)
     return values
 
@@ -127,7 +129,11 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
 
     if len(node.attribute) != 1:
         raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
+    from padconv_cli.onnx_nodes import check_attribute_type
+
     attribute = node.attribute[0]
+    where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
+    check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if attribute.name == "value":
         return _tensor_to_array(value, base_dir)
@@ -136,7 +142,6 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
     if attribute.name in ("value_int", "value_ints"):
         return np.array(value, dtype=np.int64)
     if attribute.name in ("value_string", "value_strings"):
-        where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         return np.array(_decoded(value, where), dtype=object)
     raise InputError(f"Constant node {node.output[0]!r}: attribute {attribute.name} unsupported")
 
