@@ -105,12 +105,14 @@ def load_model(path: str) -> Any:
     from onnx import ModelProto
 
     from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
+    from padconv_cli.tensorio.policy import check_input_size
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
         if size > PROTOBUF_LIMIT:
             raise InputError(f"{path}: {size} bytes is over protobuf's 2 GiB model limit")
+        check_input_size(size, path)
         data = read_exact(stream, size)
     model = ModelProto()
     try:

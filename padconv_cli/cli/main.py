@@ -156,6 +156,13 @@ def _print_help(error: click.ClickException) -> int:
     return 0
 
 
+def _input_flag_hint(error: PadconvError, line: str) -> str:
+    """The line naming ``--max-input-bytes``/``--allow-hardlinks`` when the error is theirs."""
+    from padconv_cli.cli.input_options import flag_hint
+
+    return flag_hint(error, line)
+
+
 def _ignore_further_interrupts() -> None:
     """After the first Ctrl-C has been caught, a second one must not interrupt the report."""
     import signal
@@ -195,7 +202,7 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         click.echo(_error_line(OUT_OF_MEMORY_MESSAGE), err=True)
         code = EXIT_USAGE
     except PadconvError as error:
-        click.echo(_error_line(str(error)), err=True)
+        click.echo(_input_flag_hint(error, _error_line(str(error))), err=True)
         code = EXIT_USAGE
     return code if isinstance(code, int) else 0
 

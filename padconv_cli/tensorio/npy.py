@@ -160,7 +160,16 @@ def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
     )
 
 
-def _check_declared_size(header: NpyHeader, total_size: int, label: str) -> None:
+def _check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
+    from padconv_cli.tensorio.policy import check_input_size
+
+    check_input_size(
+        header.data_bytes, label,
+        f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
+        f"{header.data_bytes} bytes",
+    )
+    if total_size is None:  # a stream (stdin): a short body is found while reading it
+        return
     available = total_size - header.data_offset
     if header.data_bytes > available:
         raise InputError(
@@ -209,11 +218,12 @@ def check_bool_bytes(array: np.ndarray, label: str) -> None:
         raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
 
 
-def read_npy_stream(stream: BinaryIO, total_size: int, label: str) -> np.ndarray:
+def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str) -> np.ndarray:
     """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
 
-    Rule: the declared size product(shape) * itemsize must fit in total_size - header length,
-    checked before allocation; trailing bytes after the data are ignored, as numpy does.
+    Rule: the declared size product(shape) * itemsize must fit in total_size - header length
+    (``None``: a stream of unknown length, the body must then arrive in full) and in the input
+    limit, checked before allocation; trailing bytes after the data are ignored, as numpy does.
     """
     header = read_npy_header(stream, label)
     _check_declared_size(header, total_size, label)

@@ -47,6 +47,7 @@ from padconv_cli.tensorio.files import (
     read_into,
 )
 from padconv_cli.tensorio.npy import check_bool_bytes
+from padconv_cli.tensorio.policy import check_input_size, check_single_link
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf refuses to parse or serialize messages of 2 GiB or more
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
@@ -281,6 +282,7 @@ def _load_external(
     where = f"{label}: external data {printable(entries['location'])}"
     stream, size = open_regular_file(path, where)
     with stream:
+        check_single_link(stream.fileno(), where)
         available = size - offset if offset <= size else -1
         if available < 0 or (length is not None and length > available):
             raise InputError(
@@ -294,6 +296,7 @@ def _load_external(
                 f"{expected} bytes "
                 f"but {actual} are given"
             )
+        check_input_size(expected, where)
         stream.seek(offset)
         data = bytearray(expected)
         if read_into(stream, memoryview(data)) != expected:
@@ -411,6 +414,7 @@ def read_pb_file(path: str) -> tuple[str, np.ndarray]:
                 f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store large "
                 "tensors as .npy"
             )
+        check_input_size(size, label)
         data = read_exact(stream, size)
     base_dir = os.path.dirname(os.path.abspath(path))
     return read_pb_bytes(data, label, base_dir)
