@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,12 +105,14 @@ def load_model(path: str) -> Any:
     from onnx import ModelProto
 
     from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
+    from padconv_cli.tensorio.policy import check_input_size
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
         if size > PROTOBUF_LIMIT:
             raise InputError(f"{path}: {size} bytes is over protobuf's 2 GiB model limit")
+        check_input_size(size, path)
         data = read_exact(stream, size)
     model = ModelProto()
     try:
@@ -162,20 +165,30 @@ def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.nda
     """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
     label = f"{path}: Constant {node.output[0]!r}"
     for attribute in node.attribute:
+        where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         if attribute.name == "value":
-            return _tensor_loader(attribute.t, label, base_dir)
+            return _lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
         if attribute.name in SHORTHAND_CONSTANTS:
-            where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
             return _lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
+
+
+def _tensor_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
+    """The array of a Constant's ``value`` attribute, which must be typed TENSOR."""
+    from padconv_cli.onnx_nodes import check_attribute_type
+    from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+    check_attribute_type(attribute, "Constant", where)
+    return tensor_from_proto(attribute.t, label, base_dir)
 
 
 def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
     """The array of a Constant's value_* attribute: float32, int64 or strings (UTF-8 text)."""
     from onnx import helper
 
-    from padconv_cli.onnx_nodes import decode_attribute_text
+    from padconv_cli.onnx_nodes import check_attribute_type, decode_attribute_text
 
+    check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if "string" not in attribute.name:
         return np.array(value, dtype=np.float32 if "float" in attribute.name else np.int64)
@@ -210,12 +223,23 @@ def _subgraphs(node: Any) -> Iterator[Any]:
 
 
 def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str):
-    """(node, visible constants) for every node, subgraphs included, in graph order."""
-    visible = {**outer, **_graph_constants(graph, path, base_dir)}
+    """(node, visible constants) for every node, subgraphs included, in graph order.
+
+    A subgraph sees its own constants over those of the graphs around it: a ChainMap layer,
+    not a copy, so that reading a model stays linear in its size however many subgraphs it
+    has (a copy per subgraph was quadratic: 40k Constant + 40k If nodes took minutes).
+    """
+    own = _graph_constants(graph, path, base_dir)
+    visible = ChainMap(own, *_layers(outer)) if own else outer
     for node in graph.node:
         yield node, visible
         for subgraph in _subgraphs(node):
             yield from _walk(subgraph, visible, path, base_dir)
+
+
+def _layers(mapping: Mapping[str, Callable]) -> list[Mapping[str, Callable]]:
+    """The maps of a ChainMap (flattened, so that lookups do not nest), or the mapping itself."""
+    return list(mapping.maps) if isinstance(mapping, ChainMap) else [mapping]
 
 
 def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelNode]:
@@ -251,11 +275,10 @@ def _matches(name: str, node: ModelNode, labels: dict[int, str]) -> bool:
 
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
-    """``a, b, c (+9 more)``: the first LISTED_NODES labels of one operator type."""
-    labels = [n.label for n in nodes if n.op_type == op_type]
-    shown = ", ".join(labels[:LISTED_NODES])
-    more = f" (+{len(labels) - LISTED_NODES} more)" if len(labels) > LISTED_NODES else ""
-    return f"{shown}{more}"
+    """``a, b, c ... and 9 more``: the first LISTED_NODES labels of one operator type."""
+    from padconv_cli.messages import bounded_list
+
+    return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
 def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
@@ -281,7 +304,9 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
     if len(chosen) == 1:
         return chosen[0]
     if len(chosen) > 1:
-        handles = ", ".join(labels[id(n)] for n in chosen)
+        from padconv_cli.messages import bounded_list
+
+        handles = bounded_list(labels[id(n)] for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
     raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, labels, op_type)}")
 

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
 from padconv_cli.cli.options import dtype_option, tolerance_options
@@ -31,6 +32,7 @@ Examples:
 @tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @dtype_option
+@input_options
 def compare_command(
     expected: str,
     actual: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
@@ -64,6 +65,7 @@ Examples:
 @output_options
 @model_options
 @engine_options
+@input_options
 def conv_command(
     x: str,
     w: str,
