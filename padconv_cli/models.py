@@ -12,7 +12,9 @@ node of that type, from 0; the only handle of an unnamed node), or by the name o
 
 Constant inputs: initializers and outputs of ``Constant`` nodes, of the node's own graph and
 of the graphs around it (before IR 4 an initializer may also be a graph input; its stored value
-is used).  Everything else is computed at run time and must come from the command line.
+is used), and values computed from those alone (``Identity`` of an initializer, ``Cast`` of a
+``Constant``...), folded by onnx.reference on that sub-graph (:mod:`padconv_cli.folding`).
+Everything else is computed at run time and must come from the command line.
 
 Merging (:func:`resolve_call`): the node's attributes and constant inputs are translated by
 :mod:`padconv_cli.onnx_nodes` (any opset, Pad-2 attribute style included) into kernel
@@ -199,6 +201,20 @@ def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable
     return constants
 
 
+def has_subgraph(node: Any) -> bool:
+    """True when one of the node's attributes is a graph (If, Loop, Scan bodies)."""
+    return any(True for _ in _subgraphs(node))
+
+
+def _folded(graph: Any, visible: dict[str, Callable], runtime: set[str], opsets: Any,
+            path: str) -> dict[str, Callable]:
+    """Loaders of the values ``graph`` computes from stored values only (see folding)."""
+    from padconv_cli.folding import fold_loader, fold_specs
+
+    specs = fold_specs(graph, visible, runtime)
+    return {name: fold_loader(spec, visible, opsets, path) for name, spec in specs.items()}
+
+
 def _subgraphs(node: Any) -> Iterator[Any]:
     from onnx import AttributeProto
 
@@ -209,13 +225,19 @@ def _subgraphs(node: Any) -> Iterator[Any]:
             yield from attribute.graphs
 
 
-def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str):
-    """(node, visible constants) for every node, subgraphs included, in graph order."""
+def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
+          opsets: Any = (), outer_runtime: frozenset[str] = frozenset()):
+    """(node, visible constants) for every node, subgraphs included, in graph order.
+
+    Visible constants: the stored values of this graph and the graphs around it, then the
+    values folded from them (:mod:`padconv_cli.folding`; never from a graph input)."""
+    runtime = set(outer_runtime) | {value.name for value in graph.input}
     visible = {**outer, **_graph_constants(graph, path, base_dir)}
+    visible.update(_folded(graph, visible, runtime, opsets, path))
     for node in graph.node:
         yield node, visible
         for subgraph in _subgraphs(node):
-            yield from _walk(subgraph, visible, path, base_dir)
+            yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
 
 
 def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelNode]:
@@ -225,7 +247,7 @@ def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelN
     base_dir = os.path.dirname(os.path.abspath(path))
     counters: dict[str, int] = {}
     nodes = []
-    for node, constants in _walk(model.graph, {}, path, base_dir):
+    for node, constants in _walk(model.graph, {}, path, base_dir, model.opset_import):
         if node.op_type not in op_types or node.domain not in ("", "ai.onnx"):
             continue
         index = counters.get(node.op_type, 0)
@@ -396,7 +418,7 @@ def _coerced(call: Any) -> Any:
 
     attributes = dict(call.attributes)
     attributes["constant_value"] = coerce_constant_value(text, np.asarray(call.arrays[0]).dtype)
-    return KernelCall(call.op_type, call.version, call.arrays, attributes)
+    return KernelCall(call.op_type, call.version, call.arrays, attributes, call.notes)
 
 
 def resolve_call(
@@ -429,7 +451,10 @@ def resolve_call(
     from_model = _given_by_model(attributes)
     overridden = tuple(sorted(name for name in flags if name in from_model))
     attributes.update(flags)
-    call = _coerced(KernelCall(op_type, model_call.version, model_call.arrays, attributes))
+    notes = tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
+    if attributes.get("mode") != "wrap":  # --mode replaced the off-spec wrap
+        notes = ()
+    call = _coerced(KernelCall(op_type, model_call.version, model_call.arrays, attributes, notes))
     given = frozenset(from_model | set(flags))
     return ResolvedCall(call, given, frozenset(embedded), origin, overridden)
 

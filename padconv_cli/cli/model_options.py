@@ -183,6 +183,9 @@ def run_operator(
     ):
         return
     resolved = _resolve(op_type, sources, attributes, request.dtype, extras)
+    if not extras.explain:  # --explain shows the notes in its own output
+        for note in resolved.call.notes:
+            click.echo(f"padconv: note: {note}", err=True)
     from padconv_cli.explain import plan_call
 
     plan = plan_call(resolved.call)
