@@ -473,6 +473,49 @@ def _plain_call(op_type: str, arrays: tuple, flags: Mapping[str, Any]) -> Resolv
     return ResolvedCall(_coerced(call), frozenset(flags))
 
 
+def stored_values(path: str) -> dict[str, Callable[[], np.ndarray]]:
+    """Name -> loader of every tensor the model stores: initializers and Constant outputs of
+    every graph (subgraphs included, main graph first), and the values folded from them."""
+    model = load_model(path)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    values: dict[str, Callable[[], np.ndarray]] = {}
+    seen: set[int] = set()
+    for _node, visible in _walk(model.graph, {}, path, base_dir, model.opset_import):
+        if id(visible) not in seen:
+            seen.add(id(visible))
+            for name, loader in visible.items():
+                values.setdefault(name, loader)
+    if not seen:  # a graph without nodes: its initializers only
+        values = _graph_constants(model.graph, path, base_dir)
+    return values
+
+
+def stored_tensor(path: str, name: str) -> np.ndarray:
+    """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``).
+
+    An unknown name is an :class:`InputError` naming the model, with close matches.
+    """
+    values = stored_values(path)
+    loader = values.get(name)
+    if loader is None:
+        raise InputError(f"{path}: no stored tensor {name!r}{_stored_hint(name, list(values))}",
+                         source=path)
+    return loader()
+
+
+def _stored_hint(name: str, names: list[str]) -> str:
+    """``; did you mean 'a'? stored tensors: a, b (+3 more)`` for an unknown stored name."""
+    import difflib  # only for this error message
+
+    if not names:
+        return " (the model stores no tensors)"
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    shown = ", ".join(names[:LISTED_NODES])
+    more = f" (+{len(names) - LISTED_NODES} more)" if len(names) > LISTED_NODES else ""
+    return f"{guess} stored tensors: {shown}{more}"
+
+
 def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
     """(name, array) of every initializer of the model's main graph, converted one at a time
     (external data under the same rules as the nodes' inputs)."""

@@ -43,7 +43,7 @@ def compare_command(
 
     Shapes and dtypes must be equal; integers, bools and strings exactly; floats must satisfy
     |B - A| <= atol + rtol * |A| (A is the reference), NaN matching only NaN. A and B are files
-    (.npy, .npz[:NAME], .pb), - for stdin (one of them), or inline literals.
+    (.npy, .npz[:NAME], .pb, MODEL.onnx:NAME), - for stdin (one of them), or inline literals.
     """
     from padconv_cli.tensorio import read_tensor
     from padconv_cli.verification.compare import compare_arrays
