@@ -289,8 +289,7 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
     nodes = model_nodes(path)
     candidates = [n for n in nodes if n.op_type == op_type]
     if not candidates:
-        others = ", ".join(sorted({n.op_type for n in nodes})) or "none"
-        raise InputError(f"{path}: the model has no {op_type} node (Pad/Conv nodes: {others})")
+        raise InputError(f"{path}: the model has no {op_type} node{_other_op_hint(nodes)}")
     if name is None:
         if len(candidates) == 1:
             return candidates[0]
@@ -306,6 +305,29 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
         handles = ", ".join(labels[id(n)] for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
     raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, labels, op_type)}")
+
+
+def _other_op_hint(nodes: list[ModelNode]) -> str:
+    """`` (Pad/Conv nodes: none)`` or ``; its Conv nodes (a, b) are for `padconv conv```."""
+    others = sorted({n.op_type for n in nodes})
+    if not others:
+        return " (Pad/Conv nodes: none)"
+    return "; " + "; ".join(
+        f"its {op} nodes ({_node_list(nodes, op)}) are for `padconv {op.lower()}`"
+        for op in others
+    )
+
+
+def with_node_context(origin: ModelNode | None, error: Exception) -> Exception:
+    """``error`` with the model and the node named in front (same type, param and source),
+    for errors about a node's values raised where the node is not known."""
+    from padconv_cli.errors import PadconvError
+
+    if origin is None or not isinstance(error, PadconvError) or origin.path in str(error):
+        return error
+    renamed = type(error)(f"{origin.describe()}: {error}", param=error.param,
+                          source=error.source or origin.path)
+    return renamed
 
 
 def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: str) -> str:
