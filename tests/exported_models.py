@@ -112,3 +112,59 @@ def reference_outputs(model, feeds) -> dict[str, np.ndarray]:
     names = [o for node in model.graph.node for o in node.output]
     values = ReferenceEvaluator(model).run(names, feeds)
     return dict(zip(names, values, strict=True))
+
+
+def if_model(dtype=np.float32, opset=17):
+    """cond, x[1,2,6,6] -> If(cond): then Conv 'then_conv' (outer W), else Pad 'else_pad'."""
+    w = weights((3, 2, 3, 3), dtype, 6)
+    conv_node = helper.make_node("Conv", ["x", "w"], ["t"], name="then_conv",
+                                 pads=[1, 1, 1, 1])
+    then_graph = helper.make_graph([conv_node], "then", [],
+                                   [helper.make_tensor_value_info("t", elem_type(dtype), None)])
+    pads = numpy_helper.from_array(np.array([0, 1, 0, 0, 0, 0, 0, 0], np.int64), "else_pads")
+    pad_node = helper.make_node("Pad", ["x", "else_pads"], ["e"], name="else_pad")
+    else_graph = helper.make_graph([pad_node], "else", [],
+                                   [helper.make_tensor_value_info("e", elem_type(dtype), None)],
+                                   [pads])
+    nodes = [helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_graph,
+                              else_branch=else_graph)]
+    return make(nodes, [("cond", np.bool_, []), ("x", dtype, [1, 2, 6, 6])],
+                [("y", dtype, None)], [numpy_helper.from_array(w, "w")], opset=opset)
+
+
+def loop_model(dtype=np.float32, opset=17, trips=2):
+    """x[1,2,5,5] -> Loop(trips) whose body applies Conv 'body_conv' (1x1, 2->2) to the
+    carried value."""
+    w = weights((2, 2, 1, 1), dtype, 7)
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Conv", ["carried", "w"], ["next"], name="body_conv")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("carried", elem_type(dtype), None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("next", elem_type(dtype), None)],
+    )
+    trip = numpy_helper.from_array(np.array(trips, np.int64), "trips")
+    keep_going = numpy_helper.from_array(np.array(True), "keep_going")
+    nodes = [helper.make_node("Loop", ["trips", "keep_going", "x"], ["y"], name="loop",
+                              body=body)]
+    return make(nodes, [("x", dtype, [1, 2, 5, 5])], [("y", dtype, None)],
+                [trip, keep_going, numpy_helper.from_array(w, "w")], opset=opset)
+
+
+def symbolic_batch_model(dtype=np.float32, opset=17):
+    """x[batch,2,5,5] -> Pad (edge, attribute pads before opset 11) -> Conv 3x3."""
+    w = weights((4, 2, 3, 3), dtype, 8)
+    if opset < 11:
+        pad = helper.make_node("Pad", ["x"], ["p"], name="pad", mode="edge",
+                               pads=[0, 0, 1, 1, 0, 0, 1, 1])
+        inits = []
+    else:
+        pad = helper.make_node("Pad", ["x", "pads"], ["p"], name="pad", mode="edge")
+        inits = [numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
+    conv_node = helper.make_node("Conv", ["p", "w"], ["y"], name="conv")
+    return make([pad, conv_node], [("x", dtype, ["batch", 2, 5, 5])],
+                [("y", dtype, ["batch", 4, 5, 5])], inits + [numpy_helper.from_array(w, "w")],
+                opset=opset)

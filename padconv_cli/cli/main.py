@@ -32,6 +32,7 @@ COMMANDS = {
     "verify": "padconv_cli.cli.verify_cmd:verify_command",
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
+    "audit": "padconv_cli.cli.audit_cmd:audit_command",
 }
 ALIASES: dict[str, str] = {"inspect": "show"}
 

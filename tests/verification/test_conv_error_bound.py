@@ -56,10 +56,25 @@ def test_the_bound_is_c_n_eps_times_the_magnitude_sums(group):
     np.testing.assert_allclose(bound, expected, rtol=1e-12, atol=0)
 
 
-def test_sixteen_bit_types_are_accumulated_in_float32():
-    for dtype in (np.float16, ml_dtypes.bfloat16, np.float32):
-        assert accumulation_eps(dtype) == np.finfo(np.float32).eps
-    assert accumulation_eps(np.float64) == np.finfo(np.float64).eps
+def test_eps_is_the_element_types_own():
+    """The spec does not fix the accumulation type: 16-bit sums may be kept in 16 bits."""
+    assert accumulation_eps(np.float16) == 2.0**-10
+    assert accumulation_eps(ml_dtypes.bfloat16) == 2.0**-7
+    assert accumulation_eps(np.float32) == 2.0**-23
+    assert accumulation_eps(np.float64) == 2.0**-52
+
+
+def test_float16_sums_kept_in_float16_pass():
+    """A float16 Conv summed in float16 (allowed by the spec) is within the bound."""
+    x, w = _cancelling_case(np.float16, channels=16)
+    ours = conv(x, w, pads=[1, 1, 1, 1])
+    patches = np.lib.stride_tricks.sliding_window_view(
+        np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+    half = np.zeros(ours.shape, np.float16)
+    for channel in range(16):  # one float16 rounding per channel
+        half += np.einsum("nhwij,mij->nmhw", patches[:, channel].astype(np.float32),
+                          w[:, channel].astype(np.float32)).astype(np.float16)
+    assert compare_arrays(half, ours, bound=conv_error_bound(x, w, pads=[1, 1, 1, 1])).passed
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
