@@ -16,7 +16,6 @@ EXIT_DIFFERENT = 1
 
 EXAMPLES = """\b
 Examples:
-  padconv compare expected.npy actual.npy
   padconv compare y_ref.pb y.npy --rtol 1e-4 --atol 1e-6 --json
   padconv conv x.npy w.npy | padconv compare y_ref.npy - && echo same
   padconv compare y_ort.npy y.npy --conv-x x.npy --from-model m.onnx --node conv1
