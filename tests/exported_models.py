@@ -168,3 +168,28 @@ def symbolic_batch_model(dtype=np.float32, opset=17):
     return make([pad, conv_node], [("x", dtype, ["batch", 2, 5, 5])],
                 [("y", dtype, ["batch", 4, 5, 5])], inits + [numpy_helper.from_array(w, "w")],
                 opset=opset)
+
+
+def demo_model(opset=18):
+    """The README's audit example: x[batch,3,16,16] -> Pad (Cast-ed pads) -> Conv (bias
+    through Identity) -> Relu -> Pad wrap (opset 18) -> Conv SAME_UPPER dilations 2."""
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int32), "pads32")
+    wrap = numpy_helper.from_array(np.array([0, 0, 2, 2, 0, 0, 2, 2], np.int64), "wrap_pads")
+    w1, b1 = weights((16, 3, 3, 3), np.float32, 11), weights((16,), np.float32, 12)
+    w2 = weights((8, 16, 3, 3), np.float32, 13)
+    nodes = [
+        helper.make_node("Constant", [], ["c_pads"], value=pads),
+        helper.make_node("Cast", ["c_pads"], ["pads"], to=TensorProto.INT64),
+        helper.make_node("Pad", ["x", "pads"], ["p"], name="/pad/Pad"),
+        helper.make_node("Identity", ["conv1.bias"], ["b1"]),
+        helper.make_node("Conv", ["p", "conv1.weight", "b1"], ["h"], name="/conv1/Conv",
+                         kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Pad", ["r", "wrap_pads"], ["q"], name="/circular/Pad", mode="wrap"),
+        helper.make_node("Conv", ["q", "conv2.weight"], ["y"], name="/dilated/Conv",
+                         auto_pad="SAME_UPPER", dilations=[2, 2], kernel_shape=[3, 3]),
+    ]
+    inits = [numpy_helper.from_array(a, n) for n, a in (
+        ("conv1.weight", w1), ("conv1.bias", b1), ("conv2.weight", w2))] + [wrap]
+    return make(nodes, [("x", np.float32, ["batch", 3, 16, 16])],
+                [("y", np.float32, ["batch", 8, 20, 20])], inits, opset=opset)

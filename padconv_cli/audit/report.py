@@ -1,10 +1,10 @@
 """Rendering an :class:`~padconv_cli.audit.judge.AuditReport`: a table that fits 80 columns,
 one JSON object, JUnit XML.
 
-Table: one row per node (label, operator, output type and shape, largest absolute and
-relative difference from the runtime, result), then indented lines with the input shapes and
-key attributes and, for a node that is not ``ok``, why and which side is right.  Long labels
-are shortened in the middle; other long lines are wrapped.
+Table: one row per node (label, operator, output shape, largest absolute and relative
+difference from the runtime, result), then indented lines with the element type, the input
+shapes and key attributes and, for a node that is not ``ok``, why and which side is right.
+Long labels are shortened in the middle; other long lines are wrapped.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 from padconv_cli.audit.judge import NOT_REACHED, OK, AuditReport, NodeAudit
 
 WIDTH = 80
-COLUMNS = (("NODE", 21), ("OP", 8), ("OUTPUT", 19), ("MAX |D|", 8), ("MAX REL", 8),
-           ("RESULT", 11))
+COLUMNS = (("NODE", 20), ("OP", 8), ("OUTPUT", 18), ("MAX |D|", 7), ("MAX REL", 7),
+           ("RESULT", 15))
 
 
 def _short(text: str, width: int) -> str:
@@ -55,7 +55,7 @@ def _cells(values: tuple[str, ...]) -> str:
 
 
 def _row(node: NodeAudit) -> str:
-    output = "-" if node.status == NOT_REACHED else f"{node.dtype}{_dims(node.output_shape)}"
+    output = "-" if node.status == NOT_REACHED else _dims(node.output_shape)
     result = node.status.upper() if node.failed else node.status
     return _cells((node.label, node.operator, output, _number(node.max_abs),
                    _number(node.max_rel), result))
@@ -65,7 +65,8 @@ def _detail_lines(node: NodeAudit) -> list[str]:
     lines = []
     words = []
     if node.input_shapes:
-        words.append("in " + " ".join(_dims(shape) for shape in node.input_shapes))
+        inputs = " ".join(_dims(shape) for shape in node.input_shapes)
+        words.append(f"{node.dtype or 'inputs'} {inputs}".strip())
     if node.attributes:
         words.append(node.attributes)
     if words:
