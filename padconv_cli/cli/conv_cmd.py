@@ -85,7 +85,8 @@ def conv_command(
 ) -> None:
     """Convolve X (N x C x D1 x ... x Dn) with W (M x C/group x k1 x ... x kn), plus bias B (M).
 
-    Each input is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    Each input is a .npy, .npz[:NAME] or .pb file, MODEL.onnx:NAME (a stored tensor), - for
+    stdin, or an inline literal.
     With --from-model, W, B and the attributes come from a Conv node of a model (any opset);
     tensors and flags given here override them.
     """

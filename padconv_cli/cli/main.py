@@ -33,6 +33,7 @@ COMMANDS = {
     "verify": "padconv_cli.cli.verify_cmd:verify_command",
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
+    "audit": "padconv_cli.cli.audit_cmd:audit_command",
 }
 ALIASES: dict[str, str] = {"inspect": "show"}
 
@@ -105,9 +106,10 @@ class LazyGroup(click.Group):
 def cli() -> None:
     """Apply the ONNX Pad and Conv operators to tensors in files, exactly as the spec says.
 
-    Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, - (stdin) or
-    inline literals such as '[[1, 2], [3, 4]]'. Results go to -o FILE (.npy or .pb), to
-    stdout as .npy bytes when piped, or are pretty-printed on a terminal.
+    Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, a model's
+    stored tensors (MODEL.onnx:NAME), - (stdin) or inline literals such as '[[1, 2], [3, 4]]'.
+    Results go to -o FILE (.npy or .pb), to stdout as .npy bytes when piped, or are
+    pretty-printed on a terminal.
 
     \b
     Examples:

@@ -79,7 +79,8 @@ def pad_command(
 ) -> None:
     """Pad (or crop, with negative pads) DATA as ONNX Pad does.
 
-    DATA is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    DATA is a .npy, .npz[:NAME] or .pb file, MODEL.onnx:NAME (a stored tensor), - for stdin,
+    or an inline literal.
     With --from-model the attributes come from a Pad node of a model (any opset); flags
     given here override them.
     """
