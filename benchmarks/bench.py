@@ -7,10 +7,10 @@ reported as skipped):
     python benchmarks/bench.py --quick          # sizes / 8, a few runs: checks it in seconds
     python benchmarks/bench.py --cases 'conv/*' --cases cli/large    # some cases (--list)
     python benchmarks/bench.py --json           # every measured row, machine-readable
-    python benchmarks/bench.py --write-docs     # also regenerate docs/benchmarks.md
+    python benchmarks/bench.py --write-docs     # also rewrite docs/benchmarks.md's results
 
-Exit status 1 when any result was wrong. docs/benchmarks.md says what is measured and how;
-its part below MARKER is what --write-docs writes.
+Exit status 1 when any result was wrong or a command failed. docs/benchmarks.md says what is
+measured and how; --write-docs [PATH] rewrites its part below the marker line (into PATH).
 """
 
 import argparse
