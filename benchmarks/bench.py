@@ -75,12 +75,15 @@ def docs_text(result: dict[str, Any], command: str) -> str:
     and every table of this run."""
     m, s = result["machine"], result["settings"]
     partial = " **A partial run.**" if s["quick"] or s["cases"] else ""
-    noisy = float(m["load_average"].split()[0]) >= 1
+    load = float(m["load_average"].split()[0])
     return "\n".join([
         DOCS.read_text().split(MARKER)[0] + MARKER + "\n", f"## The run of {result['date']}\n",
-        f"`{command}`.{partial}" + (" **A noisy shared host:** other jobs shared the cores "
-        "during the run, so absolute times are inflated and ratios move between runs; compare "
-        "implementations within one run only." if noisy else "") + "\n",
+        f"`{command}`.{partial}" + (
+            f" **A noisy shared host:** the load average was {load:.1f} on {m['cores']} cores "
+            "when the run started. Other jobs shared the cores, so times are inflated and "
+            "ratios unreliable, most for code whose threads spin-wait (OpenBLAS's, under padconv"
+            " and numpy): rerun on a quiet machine before drawing conclusions." if load >= 1
+            else "") + "\n",
         f"- CPU: {m['cpu']}, {m['cores']} usable cores; load average (1, 5, 15 min) "
         f"{m['load_average']} at the start, {m['load_average_end']} at the end",
         f"- Python {m['python']} on {m['platform']}; numpy's BLAS: {m['numpy_blas']}",
