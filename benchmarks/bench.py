@@ -3,7 +3,7 @@
 Usage, from a checkout (after `pip install -e '.[bench]'`; a peer that is not installed is
 reported as skipped):
 
-    python benchmarks/bench.py                  # everything, as tables (about 10 minutes)
+    python benchmarks/bench.py                  # everything, as tables (about 12 minutes)
     python benchmarks/bench.py --quick          # sizes / 8, a few runs: checks it in seconds
     python benchmarks/bench.py --cases 'conv/*' --cases cli/large    # some cases (--list)
     python benchmarks/bench.py --json           # every measured row, machine-readable
