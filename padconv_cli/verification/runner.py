@@ -27,6 +27,7 @@ class CaseResult:
     comparison: Comparison | None = None
     error: str = ""
     seconds: float = 0.0
+    actual: np.ndarray | None = None
 
     @property
     def reason(self) -> str:
@@ -57,6 +58,7 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
         result.error = f"kernel crashed: {type(exc).__name__}: {exc}"
     else:
         result.output_shape, result.output_dtype = tuple(actual.shape), _dtype_text(actual.dtype)
+        result.actual = actual
         result.comparison = compare_arrays(case.expected[0], actual, rtol=rtol, atol=atol)
         result.status = PASSED if result.comparison.passed else FAILED
     result.seconds = time.perf_counter() - started
