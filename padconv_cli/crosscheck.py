@@ -161,7 +161,7 @@ def _run_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any
     try:
         import onnxruntime
     except ImportError:
-        return "unavailable", "onnxruntime is not installed"
+        return "unavailable", "onnxruntime is not installed (pip install 'padconv[check]')"
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 4  # its own error log would duplicate our report on stderr
     try:
@@ -190,7 +190,9 @@ def _comparable(array: np.ndarray) -> np.ndarray:
 def _judge(peer: str, status: str, output: Any, result: np.ndarray, known: str | None,
            rtol: float | None, atol: float | None) -> PeerResult:
     if status != "ran":
-        return PeerResult(peer, status, str(output), known)
+        # a deviation is a note about what the peer did: none for a peer that never ran
+        ran = status == "refused"
+        return PeerResult(peer, status, str(output), known if ran else None)
     from padconv_cli.verification.compare import compare_arrays
 
     comparison = compare_arrays(_comparable(output), _comparable(result), rtol=rtol, atol=atol)
