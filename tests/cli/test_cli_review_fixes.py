@@ -19,7 +19,7 @@ from padconv_cli.errors import InputError, OutputError
 from padconv_cli.tensorio import read_tensor
 from padconv_cli.tensorio.writing import resolve_format
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OOM_LINE = (
     "padconv pad: error: out of memory while computing the result "
     "(try --engine tiled with --memory-limit, or a smaller input)\n"

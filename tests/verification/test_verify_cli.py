@@ -18,7 +18,7 @@ from padconv_cli.verification.cases import builtin_cases
 from padconv_cli.verification.onnx_suite import onnx_data_root
 from padconv_cli.verification.samples import cli_arguments, has_command, sample_arrays
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
 BUILTIN = builtin_cases()
 SAMPLE_CASES = [case for case in BUILTIN if has_command(case)]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from test_conv_kernel import (
     ORACLE_CASES,
+    assert_conv_within_bound,
     check_nan_and_inf_stay_inside_their_receptive_field,
     oracle_conv,
     random_inputs,
@@ -53,8 +54,7 @@ def test_shifted_path_matches_oracle(shifted_everywhere, name, dtype):
     expected = oracle_conv(X, W, B, **attrs)
     if takes_shifted_path(x_shape, w_shape, attrs):
         got = conv(X, W, B, **attrs)
-        tolerance = 1e-12 if dtype == np.float64 else 2e-5
-        np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance * 10)
+        assert_conv_within_bound(got, X, W, B, expected=expected, **attrs)
     else:  # pointwise or depthwise: another path's business
         assert conv_paths.choose_path(plan_conv(x_shape, w_shape, **attrs)) in (
             conv_paths.pointwise_path, conv_paths.depthwise_path)
@@ -76,8 +76,7 @@ def test_shifted_blocks_of_rows(shifted_everywhere, monkeypatch, name, block_byt
     monkeypatch.setattr(conv_paths, "SHIFTED_BLOCK_BYTES", block_bytes)
     x_shape, w_shape, attrs = ORACLE_CASES[name]
     X, W, B = random_inputs(x_shape, w_shape, np.float64)
-    np.testing.assert_allclose(conv(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
-                               rtol=1e-12, atol=1e-11)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, **attrs)
 
 
 @needs_direct_gemm
@@ -116,17 +115,15 @@ REAL_CASES = [
 def test_shifted_path_at_real_sizes_matches_float64(x_shape, w_shape, attrs):
     assert takes_shifted_path(x_shape, w_shape, attrs)
     X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=5)
-    got = conv(X, W, B, **attrs)
-    expected = conv(X.astype(np.float64), W.astype(np.float64), B.astype(np.float64), **attrs)
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, reference=conv, **attrs)
 
 
 @needs_direct_gemm
 @pytest.mark.parametrize("x_shape, w_shape, attrs", REAL_CASES)
 def test_shifted_path_at_real_sizes_matches_onnxruntime(x_shape, w_shape, attrs):
     X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=6)
-    np.testing.assert_allclose(conv(X, W, B, **attrs), run_onnxruntime(X, W, B, attrs),
-                               rtol=1e-4, atol=1e-4)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, reference=conv, slack=2,
+                             expected=run_onnxruntime(X, W, B, attrs), **attrs)
 
 
 @pytest.mark.parametrize(
@@ -264,7 +261,8 @@ def test_padding_row_blocks_one_by_one_gives_the_same_bits(monkeypatch, x_shape,
     block_by_block = conv(X, W, B, **attrs)
     monkeypatch.setattr(conv_paths, "SHIFTED_LOCAL_PAD_BYTES", 2**62)
     assert conv(X, W, B, **attrs).tobytes() == block_by_block.tobytes()
-    np.testing.assert_allclose(block_by_block, whole_copy, rtol=1e-4, atol=1e-4)
+    assert_conv_within_bound(block_by_block, X, W, B, reference=conv, slack=2,
+                             expected=whole_copy, **attrs)
 
 
 def test_sum_of_products_reads_other_byte_orders_through_numpy():
