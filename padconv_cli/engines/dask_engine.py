@@ -1,7 +1,8 @@
 """Running Pad or Conv on a dask cluster: open the input, build the blocks, write them.
 
-Each block task reads the box of the input it needs straight from the ``.npy`` file or Zarr
-store (so no input chunk waits in memory for its consumers), and the blocks of the result are
+Each block task reads the box of the input it needs straight from the ``.npy`` file; from a
+Zarr store whose chunks fit a block, each chunk is read once and the blocks follow the chunk
+grid, taking their halo as small crops of the neighbouring chunks.  The blocks of the result are
 computed and written by the workers (each task writes its block
 into the ``.npy`` or Zarr target), so only small results travel back to the client; the
 client counts finished blocks for the progress bar and commits the target at the end.
@@ -148,7 +149,8 @@ def dask_pad(
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
-        y = pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes)
+        y = pad_dask(x.chunked(block_bytes), pads, constant_value, axes, mode,
+                     block_bytes=block_bytes)
         blocks = store(client, y, target, show_progress, "pad", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, True)
 
@@ -172,6 +174,6 @@ def dask_conv(
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
-        y, exact = conv_dask(x, w, b, block_bytes=block_bytes, **attributes)
+        y, exact = conv_dask(x.chunked(block_bytes), w, b, block_bytes=block_bytes, **attributes)
         blocks = store(client, y, target, show_progress, "conv", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, exact)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -35,7 +36,7 @@ from padconv_cli.engines.shared_files import (
     zarr_fingerprint,
 )
 from padconv_cli.engines.zarr_paths import has_zarr_metadata, is_zarr_path
-from padconv_cli.engines.zarr_store import keys_touching, stored_chunk_keys
+from padconv_cli.engines.zarr_store import keys_touching, object_shape, stored_chunk_keys
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.tensorio.files import one_line
@@ -70,6 +71,10 @@ class NpySource:
     def __dask_tokenize__(self) -> Any:
         return self.fingerprint
 
+    def chunked(self, block_bytes: int) -> Any:
+        """Blocks read their own boxes of a ``.npy`` file (no chunk grid to follow)."""
+        return self
+
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
         """A task giving the values in ``box`` (after the worker confirmed the file)."""
         return (read_npy_box, self.array, self.fingerprint, box)
@@ -101,6 +106,30 @@ class ZarrSource:
         """A task giving the values in ``box``."""
         keys = [key for key in keys_touching(self.array, box) if key in self.stored]
         return (read_zarr_box, self.array, self.fingerprint, box, keys)
+
+    def chunked(self, block_bytes: int) -> Any:
+        """A dask array with one read task per stored object (chunk, or shard) when one fits
+        ``block_bytes``: each is then read and decompressed once, and blocks aligned with it
+        get their halo as small crops of the neighbours (see
+        :class:`padconv_cli.engines.dask_ops.ChunkGrid`); else this source, whose blocks read
+        their own boxes."""
+        import dask.array as da
+        from dask.array.core import normalize_chunks
+        from dask.base import tokenize
+
+        grid = object_shape(self.array)
+        if math.prod(grid) * self.dtype.itemsize > block_bytes or not math.prod(self.shape):
+            return self
+        chunks = normalize_chunks(grid, self.shape)
+        name = f"padconv-read-{tokenize(self.fingerprint, chunks)}"
+        starts = [np.cumsum((0, *sizes)) for sizes in chunks]
+        graph = {}
+        for index in np.ndindex(*(len(sizes) for sizes in chunks)):
+            box = tuple(
+                slice(int(axis[i]), int(axis[i + 1])) for axis, i in zip(starts, index, strict=True)
+            )
+            graph[(name, *index)] = self.fetch_task(box)
+        return da.Array(graph, name, chunks=chunks, dtype=self.dtype)
 
 
 def read_zarr_box(
