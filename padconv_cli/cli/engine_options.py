@@ -53,6 +53,13 @@ def default_memory_limit() -> int:
     return available_memory_bytes() // 2
 
 
+def quiet_requested() -> bool:
+    """True when the global ``-q`` was given before the command name."""
+    from padconv_cli.cli.style import SETTINGS
+
+    return bool(SETTINGS["quiet"])
+
+
 def engine_options(f: Callable) -> Callable:
     """Add ``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``;
     the command gets them as one ``engine_settings`` (:class:`EngineSettings`) argument."""
@@ -63,7 +70,7 @@ def engine_options(f: Callable) -> Callable:
             engine=kwargs.pop("engine"),
             memory_limit=kwargs.pop("memory_limit"),
             scheduler=kwargs.pop("scheduler"),
-            quiet=kwargs.pop("quiet"),
+            quiet=kwargs.pop("quiet") or quiet_requested(),
             verbose=kwargs.pop("verbose"),
         )
         return f(*args, engine_settings=settings, **kwargs)

@@ -102,7 +102,6 @@ class TileProgress:
         )
 
     def _start_bar(self) -> None:
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -112,6 +111,8 @@ class TileProgress:
             TransferSpeedColumn,
         )
 
+        from padconv_cli.cli.style import rich_console
+
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -119,7 +120,7 @@ class TileProgress:
             DownloadColumn(binary_units=True),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
-            console=Console(stderr=True),
+            console=rich_console(err=True),
             transient=True,
         )
         self._progress.start()
