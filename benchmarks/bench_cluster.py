@@ -17,6 +17,7 @@ Results are compared with the float64 oracle: ``|y - y64| <= 2 * 9 * eps * sum(|
 per element (the dot-product error bound of a 9-term sum).  The table goes to stdout as
 Markdown; ``--json`` writes the figures too.
 
+    pip install -e '.[dask,bench]'
     python benchmarks/bench_cluster.py --size 8192 --chunk 2048 --workers 2
 """
 

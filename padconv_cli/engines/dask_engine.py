@@ -24,7 +24,8 @@ import numpy as np
 from padconv_cli.engines.cluster import block_budget, dask_client, runtime_failure, worker_limits
 from padconv_cli.engines.dask_io import block_output, open_block_input
 from padconv_cli.engines.dask_ops import conv_dask, output_nbytes, pad_dask
-from padconv_cli.engines.shared_files import absolute, confirm_on_workers
+from padconv_cli.engines.locations import check_url
+from padconv_cli.engines.shared_files import absolute, confirm_on_workers, is_url
 from padconv_cli.errors import PadconvError
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 
@@ -117,6 +118,15 @@ def _cancel_quietly(client: Any, futures: list[Any]) -> None:
         client.cancel(futures, asynchronous=False)
 
 
+def _paths(source: str, target: str) -> tuple[str, str]:
+    """Both paths absolute on the client; URLs checked by
+    :func:`padconv_cli.engines.locations.check_url`."""
+    for path, param in ((source, "data"), (target, "output")):
+        if is_url(path):
+            check_url(path, param)
+    return absolute(source), absolute(target)
+
+
 def _block_bytes(client: Any, memory_limit: int | None, fallback: int | None) -> int:
     if fallback is None:
         from padconv_cli.cli.options import available_memory_bytes
@@ -145,7 +155,7 @@ def dask_pad(
     memory limits, ``memory_limit`` (a per-worker cap, None: none) and ``fallback_limit``
     (for workers without a limit; default half the available memory).
     """
-    source, target = absolute(source), absolute(target)
+    source, target = _paths(source, target)
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
@@ -170,7 +180,7 @@ def dask_conv(
 ) -> TiledResult:
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
     (blocks sized as for :func:`dask_pad`)."""
-    source, target = absolute(source), absolute(target)
+    source, target = _paths(source, target)
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
