@@ -15,7 +15,8 @@ processes on 127.0.0.1, one thread each) and timed with ``time.perf_counter`` (b
 
 Results are compared with the float64 oracle: ``|y - y64| <= 2 * 9 * eps * sum(|x| * |w|)``
 per element (the dot-product error bound of a 9-term sum).  The table goes to stdout as
-Markdown; ``--json`` writes the figures too.
+Markdown (``--update-readme README.md`` also puts it between the README's markers);
+``--json`` writes the figures too.
 
     pip install -e '.[dask,bench]'
     python benchmarks/bench_cluster.py --size 8192 --chunk 2048 --workers 2
@@ -195,6 +196,19 @@ def markdown(args: argparse.Namespace, figures: dict) -> str:
     return "\n".join(lines)
 
 
+BEGIN, END = "<!-- bench_cluster: begin -->", "<!-- bench_cluster: end -->"
+
+
+def update_readme(path: Path, table: str) -> None:
+    """Replace the text between the README's ``bench_cluster`` markers with ``table``."""
+    text = path.read_text(encoding="utf-8")
+    head, found, rest = text.partition(BEGIN)
+    _, found_end, tail = rest.partition(END)
+    if not (found and found_end):
+        raise SystemExit(f"{path}: no {BEGIN} ... {END} markers")
+    path.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -205,9 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--folder", default=None, help="where the inputs go (default: TMPDIR)")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--update-readme", default=None, metavar="README",
+                        help="put the table between the bench_cluster markers of this file")
     args = parser.parse_args(argv)
     figures = measure(args)
-    print(markdown(args, figures))
+    table = markdown(args, figures)
+    print(table)
+    if args.update_readme:
+        update_readme(Path(args.update_readme), table)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "figures": figures}, indent=1))
     return 0 if all(f["within_bound"] for f in figures.values()) else 1
