@@ -6,7 +6,9 @@ opset. Each version's way of passing arguments is mapped onto the one kernel sig
 * Pad-1: attributes ``paddings``, ``value``, ``mode``.
 * Pad-2..10: attributes ``pads``, ``value``, ``mode``.
 * Pad-11+: inputs ``data, pads[, constant_value]``, attribute ``mode``; Pad-18+ adds the input
-  ``axes``; Pad-19+ adds ``mode="wrap"``.
+  ``axes``; Pad-19+ adds ``mode="wrap"``.  Exporters write ``wrap`` at older opsets (PyTorch's
+  dynamo exporter at opset 18), and onnxruntime and onnx.reference run it: such a node is
+  computed as Pad-19 does, with a note saying the model is off-spec.
 * Conv-1/11/22: inputs ``X, W[, B]``, attributes auto_pad, dilations, group, kernel_shape, pads,
   strides.
 
@@ -42,6 +44,7 @@ class KernelCall:
     version: int
     arrays: tuple[np.ndarray | None, ...]
     attributes: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # one-line remarks for the user (an off-spec node computed)
 
     @property
     def operator(self) -> str:
@@ -161,23 +164,25 @@ def _pad_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelC
     """Pad of any version -> ``pad(data, pads, constant_value, axes, mode)``."""
     operator = f"Pad-{version}"
     mode = _pad_mode(operator, version, attributes.get("mode", "constant"))
+    notes = _wrap_note(operator, version, mode)
     if version < 11:
         pads_name = "paddings" if version == 1 else "pads"
         _check_attribute_names(operator, attributes, ("mode", pads_name, "value"))
         _check_input_count(operator, inputs, 1, 1)
         pads = _required_attribute(operator, attributes, pads_name)
         value = attributes.get("value")  # absent: the kernel's default 0, as Pad-1/2 define
-        return _pad_kernel_call(version, inputs[0], pads, value, None, mode)
+        return _pad_kernel_call(version, inputs[0], pads, value, None, mode, notes)
     _check_attribute_names(operator, attributes, ("mode",))
     _check_input_count(operator, inputs, 2, 4 if version >= 18 else 3)
     data, pads_tensor, constant_tensor, axes_tensor = (inputs + [None, None])[:4]
     pads = _int_vector(operator, "pads", pads_tensor, required=True)
     axes = _int_vector(operator, "axes", axes_tensor, required=False)
     value = _constant_value(operator, constant_tensor, data)
-    return _pad_kernel_call(version, data, pads, value, axes, mode)
+    return _pad_kernel_call(version, data, pads, value, axes, mode, notes)
 
 
-def _pad_kernel_call(version: int, data, pads, value, axes, mode: str) -> KernelCall:
+def _pad_kernel_call(version: int, data, pads, value, axes, mode: str,
+                     notes: tuple[str, ...] = ()) -> KernelCall:
     """KernelCall with the attribute names of ``padconv_cli.kernels.pad.pad``."""
     if data is None:
         raise AttributeValueError(f"Pad-{version}: input 'data' is missing")
@@ -187,15 +192,23 @@ def _pad_kernel_call(version: int, data, pads, value, axes, mode: str) -> Kernel
         "constant_value": value,
         "axes": axes,
     }
-    return KernelCall("Pad", version, (data,), attributes)
+    return KernelCall("Pad", version, (data,), attributes, notes)
 
 
 def _pad_mode(operator: str, version: int, mode: Any) -> str:
-    """The mode string; 'wrap' exists only from Pad-19 (other values: the kernel decides)."""
-    mode = str(mode)
-    if mode == "wrap" and version < 19:
-        raise AttributeValueError(f"{operator}: mode 'wrap' needs Pad-19 or later (opset >= 19)")
-    return mode
+    """The mode string (the kernel validates it); ``wrap`` before Pad-19 is accepted."""
+    return str(mode)
+
+
+def _wrap_note(operator: str, version: int, mode: str) -> tuple[str, ...]:
+    """The note for ``wrap`` before Pad-19: defined only from Pad-19 (opset 19), computed as
+    Pad-19 does (what onnxruntime and onnx.reference run)."""
+    if mode != "wrap" or version >= 19:
+        return ()
+    return (
+        f"mode 'wrap' needs Pad-19 (opset 19), this node is {operator}: the model is "
+        "off-spec; computed as Pad-19 does, as onnxruntime does",
+    )
 
 
 def _int_vector(

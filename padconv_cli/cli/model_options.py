@@ -184,9 +184,17 @@ def run_operator(
     ):
         return
     resolved = _resolve(op_type, sources, attributes, request.dtype, extras)
+    if not extras.explain:  # --explain shows the notes in its own output
+        for note in resolved.call.notes:
+            click.echo(f"padconv: note: {note}", err=True)
+    from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
     from padconv_cli.explain import plan_call
+    from padconv_cli.models import with_node_context
 
-    plan = plan_call(resolved.call)
+    try:
+        plan = plan_call(resolved.call)
+    except (AttributeValueError, UnsupportedDtypeError) as error:
+        raise with_node_context(resolved.origin, error) from None
     if not extras.explain:
         from padconv_cli.cli.output import check_output_size
 

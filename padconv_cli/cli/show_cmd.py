@@ -70,6 +70,7 @@ def show_command(
     initializer), - for stdin, or an inline literal. Statistics are over the finite values;
     complex tensors are summarised by |x|.
     """
+    from padconv_cli.cli.style import output_width
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
     descriptions = []
@@ -77,7 +78,7 @@ def show_command(
         for label, array in named_tensors(source, dtype=dtype):
             descriptions.append(
                 describe_tensor(label, array, bins=bins if histogram else None,
-                                edge_items=edge_items)
+                                edge_items=edge_items, width=output_width())
             )
             if not as_json:
                 click.echo(format_description(descriptions[-1]))

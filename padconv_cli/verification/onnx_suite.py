@@ -10,7 +10,7 @@ becomes an *unsupported* case (reported, never run).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -26,22 +26,11 @@ DIR_SOURCE = "dir"
 MODEL_FILE = "model.onnx"
 DATA_SET_PREFIX = "test_data_set_"
 
-# Conformance folders of the installed onnx package: (sub-folder, glob patterns, excluded globs).
-SUITE_FOLDERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("node", ("test_pad*", "test_conv*", "test_*pad*"), ("test_convtranspose*",)),
-    (
-        "pytorch-converted",
-        (
-            "test_Conv*",
-            "test_ConstantPad2d",
-            "test_ReflectionPad2d",
-            "test_ReplicationPad2d",
-            "test_ZeroPad2d",
-        ),
-        ("test_ConvTranspose*",),
-    ),
-    ("pytorch-operator", ("test_operator_conv", "test_operator_pad"), ()),
-)
+# Conformance folders of the installed onnx package, in the order they are reported; a folder
+# not listed here is scanned after them. Cases are picked by the model's node, not by name.
+SUITE_ORDER = ("node", "pytorch-converted", "pytorch-operator", "simple")
+OPERATORS = ("Pad", "Conv")
+DEFAULT_DOMAINS = ("", "ai.onnx")
 # Modules of onnx.backend.test.case.node whose import generates the Pad and Conv node cases.
 NODE_CASE_MODULES = ("pad", "conv")
 
@@ -266,25 +255,56 @@ def onnx_data_root() -> Path:
 
 
 def suite_dirs(root: Path | None = None) -> list[tuple[str, Path]]:
-    """(source, folder) of every selected conformance folder present on disk."""
+    """(source, folder) of every conformance folder whose model is one Pad or Conv node.
+
+    Rule: a folder is picked by the op type of its model's node (see
+    :func:`is_single_operator_model`), whatever its name, so that other operators whose names
+    mention pad or conv (AveragePool with pads, ConvInteger, DeformConv, attention with
+    padded keys) are not listed, at any onnx version.
+    """
     root = onnx_data_root() if root is None else root
+    if not root.is_dir():
+        return []
+    subs = sorted(
+        (p for p in root.iterdir() if p.is_dir()),
+        key=lambda p: (SUITE_ORDER.index(p.name) if p.name in SUITE_ORDER else len(SUITE_ORDER),
+                       p.name),
+    )
     found = []
-    for sub, patterns, excluded in SUITE_FOLDERS:
-        folder = root / sub
-        if not folder.is_dir():
-            continue
+    for folder in subs:
         for child in sorted(folder.iterdir()):
-            if _selected(child.name, patterns, excluded) and is_case_dir(child):
-                found.append((sub if sub != "node" else NODE_SOURCE, child))
+            if is_case_dir(child) and _model_file_is_single_operator(child / MODEL_FILE):
+                found.append((folder.name if folder.name != "node" else NODE_SOURCE, child))
     return found
 
 
-def _selected(name: str, patterns: Iterable[str], excluded: Iterable[str]) -> bool:
-    from fnmatch import fnmatchcase
+def _model_file_is_single_operator(path: Path) -> bool:
+    """True when the model file at ``path`` is one Pad or Conv node (a cheap byte test first:
+    the op type's name must appear in the file)."""
+    import onnx
 
-    if any(fnmatchcase(name.lower(), p.lower()) for p in excluded):
+    try:
+        payload = path.read_bytes()
+    except OSError:
         return False
-    return any(fnmatchcase(name, p) for p in patterns)
+    if not any(op.encode() in payload for op in OPERATORS):
+        return False
+    try:
+        model = onnx.ModelProto.FromString(payload)
+    except Exception:  # a corrupt model is not a Pad or Conv case
+        return False
+    return is_single_operator_model(model)
+
+
+def is_single_operator_model(model: Any) -> bool:
+    """Exactly one node other than Constant nodes, of op type Pad or Conv in the default
+    (domain-less) operator set, at any opset."""
+    nodes = [node for node in model.graph.node if node.op_type != "Constant"]
+    return (
+        len(nodes) == 1
+        and nodes[0].op_type in OPERATORS
+        and nodes[0].domain in DEFAULT_DOMAINS
+    )
 
 
 def suite_cases() -> list[Case]:
@@ -338,9 +358,4 @@ def _onnx_node_test_cases() -> tuple[Any, ...]:
                 importlib.import_module(f"{package_name}.{module}")
         else:
             collected = package.collect_testcases()
-    return tuple(case for case in collected if _is_single_pad_or_conv(case.model))
-
-
-def _is_single_pad_or_conv(model: Any) -> bool:
-    nodes = model.graph.node
-    return len(nodes) == 1 and nodes[0].op_type in ("Pad", "Conv") and nodes[0].domain == ""
+    return tuple(case for case in collected if is_single_operator_model(case.model))
