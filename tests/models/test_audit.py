@@ -47,8 +47,18 @@ def test_float16_models(tmp_path, runtime):
     assert report.passed and {n.dtype for n in report.nodes} == {"float16"}
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_every_conv_of_a_resnet18_shaped_model(tmp_path, dtype):
+    path = em.save(em.resnet18_like(width=8, size=32, dtype=dtype), tmp_path / "m.onnx")
+    report = audit_model(path, dims={"batch": 2}, runtime="onnxruntime")
+    assert len(report.nodes) == 20 and set(_statuses(report).values()) == {"ok"}
+    assert all(node.bound_use is not None and node.bound_use <= 1 for node in report.nodes)
+
+
 def test_patterns_exporters_write(tmp_path):
-    for name, model in {"cast": em.cast_pads_model(), "wrap": em.wrap_model(opset=18)}.items():
+    patterns = {"cast": em.cast_pads_model(), "chain": em.torch_pad_chain_model(),
+                "wrap": em.wrap_model(opset=18)}
+    for name, model in patterns.items():
         report = audit_model(em.save(model, tmp_path / f"{name}.onnx"))
         assert _statuses(report) == {"/pad/Pad": "ok"}, name
     assert "off-spec" in report.nodes[0].notes[0]
