@@ -100,13 +100,13 @@ def _spec(name: str, producers: Mapping[str, Any], leaves: set[str]) -> FoldSpec
 def fold_loader(spec: FoldSpec, loaders: Mapping[str, Callable[[], np.ndarray]],
                 opsets: Any, path: str) -> Callable[[], np.ndarray]:
     """A function computing ``spec``'s value on first use (module rules)."""
-    from padconv_cli.models import _lazy
+    from padconv_cli.models import lazy
 
     def compute() -> np.ndarray:
         feeds = {leaf: loaders[leaf]() for leaf in spec.leaves}
         return evaluate(spec, feeds, opsets, path)
 
-    return _lazy(compute)
+    return lazy(compute)
 
 
 def _sub_model(spec: FoldSpec, feeds: Mapping[str, np.ndarray], opsets: Any,

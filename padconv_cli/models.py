@@ -144,10 +144,10 @@ def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.nd
 
         return tensor_from_proto(tensor, label, base_dir)
 
-    return _lazy(convert)
+    return lazy(convert)
 
 
-def _lazy(compute: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+def lazy(compute: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
     """A loader running ``compute`` on first use only, so that a bad constant that no chosen
     node reads cannot break the model for the others."""
     cache: list[np.ndarray] = []
@@ -168,7 +168,7 @@ def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.nda
             return _tensor_loader(attribute.t, label, base_dir)
         if attribute.name in SHORTHAND_CONSTANTS:
             where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
-            return _lazy(functools.partial(_shorthand_value, attribute, where))
+            return lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
 
 
@@ -226,7 +226,7 @@ def _subgraphs(node: Any) -> Iterator[Any]:
 
 
 def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
-          opsets: Any = (), outer_runtime: frozenset[str] = frozenset()):
+          opsets: Any, outer_runtime: frozenset[str] = frozenset()):
     """(node, visible constants) for every node, subgraphs included, in graph order.
 
     Visible constants: the stored values of this graph and the graphs around it, then the

@@ -161,3 +161,17 @@ def test_the_cli_exit_codes(run_cli, tmp_path):
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
     bad_dim = run_cli("audit", path, "--dim", "batch")
     assert bad_dim.exit_code == 2 and "NAME=VALUE" in bad_dim.stderr
+
+
+def test_an_input_that_is_not_a_tensor_is_refused(tmp_path):
+    seq = em.helper.make_tensor_sequence_value_info("s", em.TensorProto.FLOAT, None)
+    node = em.helper.make_node("SequenceAt", ["s", "i"], ["x"])
+    pad = em.helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")
+    graph = em.helper.make_graph(
+        [node, pad], "g", [seq], [em.helper.make_tensor_value_info("y", 1, None)],
+        [em.numpy_helper.from_array(np.array(0, np.int64), "i"),
+         em.numpy_helper.from_array(np.zeros(2, np.int64), "pads")])
+    model = em.helper.make_model(graph, opset_imports=[em.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(InputError, match="'s' is not a typed tensor"):
+        audit_model(em.save(model, tmp_path / "m.onnx"))
