@@ -163,7 +163,7 @@ def _run_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any
     try:
         import onnxruntime
     except ImportError:
-        return "unavailable", "onnxruntime is not installed"
+        return "unavailable", "onnxruntime is not installed (pip install 'padconv[check]')"
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 4  # its own error log would duplicate our report on stderr
     try:
@@ -193,7 +193,9 @@ def _judge(peer: str, status: str, output: Any, result: np.ndarray, known: str |
            rtol: float | None, atol: float | None, bound: np.ndarray | None = None
            ) -> PeerResult:
     if status != "ran":
-        return PeerResult(peer, status, str(output), known)
+        # a deviation is a note about what the peer did: none for a peer that never ran
+        ran = status == "refused"
+        return PeerResult(peer, status, str(output), known if ran else None)
     from padconv_cli.verification.compare import compare_arrays
 
     output = _comparable(output)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,12 +107,14 @@ def load_model(path: str) -> Any:
     from onnx import ModelProto
 
     from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
+    from padconv_cli.tensorio.policy import check_input_size
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
         if size > PROTOBUF_LIMIT:
             raise InputError(f"{path}: {size} bytes is over protobuf's 2 GiB model limit")
+        check_input_size(size, path)
         data = read_exact(stream, size)
     model = ModelProto()
     try:
@@ -164,20 +167,30 @@ def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.nda
     """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
     label = f"{path}: Constant {node.output[0]!r}"
     for attribute in node.attribute:
+        where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         if attribute.name == "value":
-            return _tensor_loader(attribute.t, label, base_dir)
+            return lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
         if attribute.name in SHORTHAND_CONSTANTS:
-            where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
             return lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
+
+
+def _tensor_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
+    """The array of a Constant's ``value`` attribute, which must be typed TENSOR."""
+    from padconv_cli.onnx_nodes import check_attribute_type
+    from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+    check_attribute_type(attribute, "Constant", where)
+    return tensor_from_proto(attribute.t, label, base_dir)
 
 
 def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
     """The array of a Constant's value_* attribute: float32, int64 or strings (UTF-8 text)."""
     from onnx import helper
 
-    from padconv_cli.onnx_nodes import decode_attribute_text
+    from padconv_cli.onnx_nodes import check_attribute_type, decode_attribute_text
 
+    check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if "string" not in attribute.name:
         return np.array(value, dtype=np.float32 if "float" in attribute.name else np.int64)
@@ -211,8 +224,8 @@ def _folded(graph: Any, visible: dict[str, Callable], runtime: set[str], opsets:
     """Loaders of the values ``graph`` computes from stored values only (see folding)."""
     from padconv_cli.folding import fold_loader, fold_specs
 
-    specs = fold_specs(graph, visible, runtime)
-    return {name: fold_loader(spec, visible, opsets, path) for name, spec in specs.items()}
+    found = fold_specs(graph, visible, runtime)
+    return {name: fold_loader(found, name, visible, opsets, path) for name in found.producers}
 
 
 def _subgraphs(node: Any) -> Iterator[Any]:
@@ -230,14 +243,25 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
     """(node, visible constants) for every node, subgraphs included, in graph order.
 
     Visible constants: the stored values of this graph and the graphs around it, then the
-    values folded from them (:mod:`padconv_cli.folding`; never from a graph input)."""
+    values folded from them (:mod:`padconv_cli.folding`; never from a graph input).  A subgraph
+    sees its own constants over those of the graphs around it: a ChainMap layer, not a copy, so
+    that reading a model stays linear in its size however many subgraphs it has (a copy per
+    subgraph was quadratic: 40k Constant + 40k If nodes took minutes).
+    """
     runtime = set(outer_runtime) | {value.name for value in graph.input}
-    visible = {**outer, **_graph_constants(graph, path, base_dir)}
-    visible.update(_folded(graph, visible, runtime, opsets, path))
+    own = dict(_graph_constants(graph, path, base_dir))
+    layered = ChainMap(own, *_layers(outer))
+    own.update(_folded(graph, layered, runtime, opsets, path))
+    visible = layered if own else outer
     for node in graph.node:
         yield node, visible
         for subgraph in _subgraphs(node):
             yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
+
+
+def _layers(mapping: Mapping[str, Callable]) -> list[Mapping[str, Callable]]:
+    """The maps of a ChainMap (flattened, so that lookups do not nest), or the mapping itself."""
+    return list(mapping.maps) if isinstance(mapping, ChainMap) else [mapping]
 
 
 def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelNode]:
@@ -273,11 +297,10 @@ def _matches(name: str, node: ModelNode, labels: dict[int, str]) -> bool:
 
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
-    """``a, b, c (+9 more)``: the first LISTED_NODES labels of one operator type."""
-    labels = [n.label for n in nodes if n.op_type == op_type]
-    shown = ", ".join(labels[:LISTED_NODES])
-    more = f" (+{len(labels) - LISTED_NODES} more)" if len(labels) > LISTED_NODES else ""
-    return f"{shown}{more}"
+    """``a, b, c ... and 9 more``: the first LISTED_NODES labels of one operator type."""
+    from padconv_cli.messages import bounded_list
+
+    return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
 def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
@@ -302,7 +325,9 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
     if len(chosen) == 1:
         return chosen[0]
     if len(chosen) > 1:
-        handles = ", ".join(labels[id(n)] for n in chosen)
+        from padconv_cli.messages import bounded_list
+
+        handles = bounded_list(labels[id(n)] for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
     raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, labels, op_type)}")
 
@@ -503,9 +528,10 @@ def stored_values(path: str) -> dict[str, Callable[[], np.ndarray]]:
     values: dict[str, Callable[[], np.ndarray]] = {}
     seen: set[int] = set()
     for _node, visible in _walk(model.graph, {}, path, base_dir, model.opset_import):
-        if id(visible) not in seen:
-            seen.add(id(visible))
-            for name, loader in visible.items():
+        own = visible.maps[0] if isinstance(visible, ChainMap) else visible
+        if id(own) not in seen:  # each graph's own layer once: linear in the model's size
+            seen.add(id(own))
+            for name, loader in own.items():
                 values.setdefault(name, loader)
     if not seen:  # a graph without nodes: its initializers only
         values = _graph_constants(model.graph, path, base_dir)

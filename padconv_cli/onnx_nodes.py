@@ -305,6 +305,48 @@ def _required_attribute(operator: str, attributes: Mapping[str, Any], name: str)
 # --- onnx objects ----------------------------------------------------------------------------
 
 
+# AttributeProto.AttributeType numbers (onnx.proto) and the type each attribute must have.
+ATTRIBUTE_TYPE_NAMES = (
+    "UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS",
+    "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS",
+)
+_FLOAT, _INT, _STRING, _TENSOR, _FLOATS, _INTS, _STRINGS, _SPARSE = 1, 2, 3, 4, 6, 7, 8, 11
+ATTRIBUTE_TYPES = {
+    "Conv": {"auto_pad": _STRING, "dilations": _INTS, "group": _INT, "kernel_shape": _INTS,
+             "pads": _INTS, "strides": _INTS},
+    "Pad": {"mode": _STRING, "pads": _INTS, "paddings": _INTS, "value": _FLOAT},
+    "Constant": {"value": _TENSOR, "value_float": _FLOAT, "value_floats": _FLOATS,
+                 "value_int": _INT, "value_ints": _INTS, "value_string": _STRING,
+                 "value_strings": _STRINGS, "sparse_value": _SPARSE},
+}
+
+
+def attribute_type_name(number: int) -> str:
+    """``INTS`` for 7; ``type 99`` for a number onnx.proto does not define."""
+    if 0 <= number < len(ATTRIBUTE_TYPE_NAMES):
+        return ATTRIBUTE_TYPE_NAMES[number]
+    return f"type {number}"
+
+
+def check_attribute_type(attribute: Any, op_type: str, where: str) -> None:
+    """Refuse a malformed attribute (:class:`InputError` starting with ``where``).
+
+    Rule: its type is never UNDEFINED (nor a number onnx.proto lacks), and for an attribute
+    the operator defines it is exactly the defined type (``group`` INT, ``pads`` INTS,
+    ``value_ints`` INTS, a Constant's ``value`` TENSOR ...): onnx would otherwise hand back
+    the value of another field, or the default for UNDEFINED.
+    """
+    kind = attribute.type
+    if kind == 0 or not 0 < kind < len(ATTRIBUTE_TYPE_NAMES):
+        raise InputError(f"{where} has {attribute_type_name(kind)} as its type (malformed)")
+    expected = ATTRIBUTE_TYPES.get(op_type, {}).get(attribute.name)
+    if expected is not None and kind != expected:
+        raise InputError(
+            f"{where} is typed {attribute_type_name(kind)}; {op_type} defines it as "
+            f"{attribute_type_name(expected)}"
+        )
+
+
 def node_attributes(
     node: Any, *, source: str = "model", label: str | None = None
 ) -> dict[str, Any]:
@@ -316,13 +358,12 @@ def node_attributes(
     from onnx import helper
 
     label = label or node.name or node.op_type
-    return {
-        attr.name: _plain(
-            helper.get_attribute_value(attr),
-            f"{source}: attribute {attr.name!r} of node {label!r}",
-        )
-        for attr in node.attribute
-    }
+    attributes = {}
+    for attr in node.attribute:
+        where = f"{source}: attribute {attr.name!r} of node {label!r}"
+        check_attribute_type(attr, node.op_type, where)
+        attributes[attr.name] = _plain(helper.get_attribute_value(attr), where)
+    return attributes
 
 
 def max_input_count(op_type: str, version: int) -> int:

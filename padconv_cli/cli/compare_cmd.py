@@ -7,6 +7,7 @@ import json
 import click
 
 from padconv_cli.cli.conv_cmd import AUTO_PAD_VALUES
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
 from padconv_cli.cli.options import Int64Type, dtype_option, int_list_option, tolerance_options
@@ -33,6 +34,7 @@ Examples:
 @tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @dtype_option
+@input_options
 @click.option("--conv-x", metavar="X", default=None, shell_complete=complete_path,
               help="A and B are Conv outputs of this X: allow each element the dot-product "
               "error bound c*n*eps*sum(|x|*|w|) too (needs W: --conv-w or --from-model).")

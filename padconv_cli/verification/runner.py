@@ -27,6 +27,7 @@ class CaseResult:
     comparison: Comparison | None = None
     error: str = ""
     seconds: float = 0.0
+    actual: np.ndarray | None = None
 
     @property
     def reason(self) -> str:
@@ -58,6 +59,7 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
         result.error = f"kernel crashed: {type(exc).__name__}: {exc}"
     else:
         result.output_shape, result.output_dtype = tuple(actual.shape), _dtype_text(actual.dtype)
+        result.actual = actual
         bound = _conv_bound(call, actual)
         result.comparison = compare_arrays(case.expected[0], actual, rtol=rtol, atol=atol,
                                            bound=bound)
