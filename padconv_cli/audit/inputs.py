@@ -43,13 +43,17 @@ class DeclaredInput:
         return "[" + ", ".join("?" if d is None else str(d) for d in self.dims) + "]"
 
 
-def declared_inputs(model: Any) -> list[DeclaredInput]:
-    """The model's inputs in graph order (graph inputs that are not initializers)."""
+def declared_inputs(model: Any, path: str = "model") -> list[DeclaredInput]:
+    """The model's inputs in graph order (graph inputs that are not initializers); an input
+    that is not a typed tensor (a sequence, a map) is an :class:`InputError`."""
     stored = {tensor.name for tensor in model.graph.initializer}
     inputs = []
     for value in model.graph.input:
         if value.name in stored:
             continue
+        if value.type.WhichOneof("value") != "tensor_type" or not value.type.tensor_type.elem_type:
+            raise InputError(f"{path}: input {value.name!r} is not a typed tensor; audit feeds "
+                             "tensor inputs only", source=path)
         tensor_type = value.type.tensor_type
         dims = None
         if tensor_type.HasField("shape"):
@@ -156,7 +160,7 @@ def model_feeds(model: Any, given: Sequence[str], dims: Mapping[str, int], seed:
     """(input name -> array, input name -> where it came from) for every model input."""
     from padconv_cli.tensorio import read_tensor
 
-    declared = declared_inputs(model)
+    declared = declared_inputs(model, path)
     names = [d.name for d in declared]
     sources = _split_given(given, names, path)
     rng = np.random.default_rng(seed)

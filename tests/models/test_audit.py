@@ -47,8 +47,18 @@ def test_float16_models(tmp_path, runtime):
     assert report.passed and {n.dtype for n in report.nodes} == {"float16"}
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_every_conv_of_a_resnet18_shaped_model(tmp_path, dtype):
+    path = em.save(em.resnet18_like(width=8, size=32, dtype=dtype), tmp_path / "m.onnx")
+    report = audit_model(path, dims={"batch": 2}, runtime="onnxruntime")
+    assert len(report.nodes) == 20 and set(_statuses(report).values()) == {"ok"}
+    assert all(node.bound_use is not None and node.bound_use <= 1 for node in report.nodes)
+
+
 def test_patterns_exporters_write(tmp_path):
-    for name, model in {"cast": em.cast_pads_model(), "wrap": em.wrap_model(opset=18)}.items():
+    patterns = {"cast": em.cast_pads_model(), "chain": em.torch_pad_chain_model(),
+                "wrap": em.wrap_model(opset=18)}
+    for name, model in patterns.items():
         report = audit_model(em.save(model, tmp_path / f"{name}.onnx"))
         assert _statuses(report) == {"/pad/Pad": "ok"}, name
     assert "off-spec" in report.nodes[0].notes[0]
@@ -151,3 +161,17 @@ def test_the_cli_exit_codes(run_cli, tmp_path):
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
     bad_dim = run_cli("audit", path, "--dim", "batch")
     assert bad_dim.exit_code == 2 and "NAME=VALUE" in bad_dim.stderr
+
+
+def test_an_input_that_is_not_a_tensor_is_refused(tmp_path):
+    seq = em.helper.make_tensor_sequence_value_info("s", em.TensorProto.FLOAT, None)
+    node = em.helper.make_node("SequenceAt", ["s", "i"], ["x"])
+    pad = em.helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")
+    graph = em.helper.make_graph(
+        [node, pad], "g", [seq], [em.helper.make_tensor_value_info("y", 1, None)],
+        [em.numpy_helper.from_array(np.array(0, np.int64), "i"),
+         em.numpy_helper.from_array(np.zeros(2, np.int64), "pads")])
+    model = em.helper.make_model(graph, opset_imports=[em.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(InputError, match="'s' is not a typed tensor"):
+        audit_model(em.save(model, tmp_path / "m.onnx"))

@@ -50,6 +50,15 @@ def test_cast_pads_and_value_are_folded(run_cli, tmp_path, x2):
     np.testing.assert_array_equal(result, expected)
 
 
+def test_torch_order_pads_through_reshape_slice_transpose_are_folded(run_cli, tmp_path, x2):
+    x = em.weights((1, 2, 8, 8), seed=9)
+    np.save(tmp_path / "x8.npy", x)
+    path = em.save(em.torch_pad_chain_model(), tmp_path / "m.onnx")
+    result = _load(run_cli("pad", str(tmp_path / "x8.npy"), "--from-model", path, "-o", "-"))
+    expected = np.pad(x, ((0, 0), (0, 0), (3, 4), (1, 2)), mode="reflect")
+    np.testing.assert_array_equal(result, expected)
+
+
 def test_wrap_at_opset_18_is_computed_as_pad19_with_one_note(run_cli, tmp_path, x2):
     path = em.save(em.wrap_model(opset=18), tmp_path / "m.onnx")
     result = run_cli("pad", x2, "--from-model", path, "-o", str(tmp_path / "y.npy"))
