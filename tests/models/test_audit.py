@@ -119,6 +119,7 @@ def test_symbolic_dims_need_a_value(tmp_path):
         (["x=W"], "holds float64, input 'x' is float32"),
         (["x=S"], r"shape \[1, 2\] does not fit input 'x' \[batch, 2, 5, 5\]"),
         (["X", "X"], "one input too many"),
+        (["xx=X"], r"no input 'xx'; did you mean 'x'\? \(inputs: x\)"),
     ],
 )
 def test_given_inputs_are_checked(tmp_path, words, message):
