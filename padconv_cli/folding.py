@@ -4,7 +4,8 @@ Exporters route stored values through nodes: PyTorch's legacy exporter feeds Con
 through ``Identity`` of an initializer, pads reach Pad nodes through ``Cast`` of a
 ``Constant``.  Rule: a node output is *foldable* when the node is of the default domain, has
 at least one input, no subgraph attribute, is not random, and every input it names is stored
-(an initializer or a ``Constant`` output that is not also a graph input) or foldable itself.
+(an initializer, also one listed as a graph input with it as default, or a ``Constant``
+output) or foldable itself; a graph input without an initializer never is.
 Its value is the output of ``onnx.reference`` run on exactly that sub-graph, the stored leaves
 fed as inputs after the same checks as any stored tensor (external data inside the model's
 folder, sizes matching the shapes).

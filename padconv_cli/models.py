@@ -248,7 +248,7 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
     that reading a model stays linear in its size however many subgraphs it has (a copy per
     subgraph was quadratic: 40k Constant + 40k If nodes took minutes).
     """
-    runtime = set(outer_runtime) | {value.name for value in graph.input}
+    runtime = set(outer_runtime) | _runtime_inputs(graph)
     own = dict(_graph_constants(graph, path, base_dir))
     layered = ChainMap(own, *_layers(outer))
     own.update(_folded(graph, layered, runtime, opsets, path))
@@ -257,6 +257,13 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
         yield node, visible
         for subgraph in _subgraphs(node):
             yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
+
+
+def _runtime_inputs(graph: Any) -> set[str]:
+    """The graph inputs only a caller can give: those without an initializer.  An initializer
+    that is also a graph input (required before IR 4, a default the caller may replace from
+    IR 4 on) counts as stored, as it does for a node's own inputs."""
+    return {value.name for value in graph.input} - {t.name for t in graph.initializer}
 
 
 def _layers(mapping: Mapping[str, Callable]) -> list[Mapping[str, Callable]]:

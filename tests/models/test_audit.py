@@ -119,6 +119,7 @@ def test_symbolic_dims_need_a_value(tmp_path):
         (["x=W"], "holds float64, input 'x' is float32"),
         (["x=S"], r"shape \[1, 2\] does not fit input 'x' \[batch, 2, 5, 5\]"),
         (["X", "X"], "one input too many"),
+        (["xx=X"], r"no input 'xx'; did you mean 'x'\? \(inputs: x\)"),
     ],
 )
 def test_given_inputs_are_checked(tmp_path, words, message):
@@ -175,3 +176,17 @@ def test_an_input_that_is_not_a_tensor_is_refused(tmp_path):
     model.ir_version = 8
     with pytest.raises(InputError, match="'s' is not a typed tensor"):
         audit_model(em.save(model, tmp_path / "m.onnx"))
+
+
+def test_a_node_padconv_refuses_is_a_failure_naming_the_rule(tmp_path):
+    """Repeated Pad axes: onnxruntime adds the pads up, the spec leaves it undefined and
+    padconv refuses; the node could not be checked, so the audit fails."""
+    model = em.make(
+        [em.helper.make_node("Pad", ["x", "pads", "", "axes"], ["y"], name="twice")],
+        [("x", np.float32, [2, 3])], [("y", np.float32, None)],
+        [em.numpy_helper.from_array(np.array([1, 1, 0, 0], np.int64), "pads"),
+         em.numpy_helper.from_array(np.array([0, -2], np.int64), "axes")], opset=18)
+    report = audit_model(em.save(model, tmp_path / "m.onnx"), runtime="onnxruntime")
+    node = report.nodes[0]
+    assert node.status == "padconv refused" and "repeats axis 0" in node.detail
+    assert not report.passed
