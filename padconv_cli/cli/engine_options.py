@@ -26,8 +26,9 @@ from typing import Any
 
 import click
 
-from padconv_cli.cli.options import SizeType, available_memory_bytes
+from padconv_cli.cli.options import SizeType
 from padconv_cli.errors import InputError, OutputError
+from padconv_cli.resources import default_memory_limit
 
 ENGINES = ("auto", "memory", "tiled", "dask")
 
@@ -45,11 +46,6 @@ class EngineSettings:
     def limit(self) -> int:
         """``--memory-limit``, or half of the memory available now."""
         return self.memory_limit if self.memory_limit is not None else default_memory_limit()
-
-
-def default_memory_limit() -> int:
-    """Half of MemAvailable: room for the page cache and for other programs."""
-    return available_memory_bytes() // 2
 
 
 def engine_options(f: Callable) -> Callable:
@@ -175,6 +171,11 @@ def resolve_engine(
     return "tiled" if needed is not None and needed > settings.limit else "memory"
 
 
+def tiled_possible(data: str | None, output: str | None, fmt: str | None) -> bool:
+    """True when the tiled engine could take the call: a ``.npy`` input and ``.npy`` output."""
+    return _is_npy_file(data) and _is_npy_target(output, fmt)
+
+
 def _is_zarr(path: str) -> bool:
     from padconv_cli.engines.zarr_paths import is_zarr_path
 
@@ -203,9 +204,23 @@ def _in_memory_bytes(
     try:
         source = open_npy_memmap(data)
         shape = _result_shape(operator, source.shape, others, attributes)
+        working = _working_bytes(operator, source, others, attributes)
     except PadconvError:
         return None
-    return source.nbytes + math.prod(shape) * source.dtype.itemsize
+    return source.nbytes + math.prod(shape) * source.dtype.itemsize + working
+
+
+def _working_bytes(
+    operator: str, source: Any, others: Sequence[str | None], attributes: dict[str, Any]
+) -> int:
+    """Working memory of the in-memory kernel (Conv: its compute path's formula)."""
+    if operator == "pad":
+        return 0
+    from padconv_cli.kernels.conv import plan_conv
+    from padconv_cli.kernels.conv_paths import working_bytes
+
+    plan = plan_conv(source.shape, _w_shape(others), None, **attributes)
+    return working_bytes(plan, source.dtype)
 
 
 def _result_shape(
@@ -237,33 +252,51 @@ def _check_result_fits_disk(
 
     Runs the kernels' own attribute validation first, so a bad attribute is reported as such.
     """
-    if output is None or not _is_npy_file(data):
+    if output is None or not (_is_npy_file(data) or _is_zarr(data)):
         return
-    from padconv_cli.outofcore.npy_memmap import check_disk_space, open_npy_memmap
+    import numpy as np
 
-    source = open_npy_memmap(data)
+    from padconv_cli.outofcore.npy_memmap import check_disk_space
+    from padconv_cli.resources import Limits, Needs, check_call
+
+    source = _declared_input(data)
     shape = _result_shape(operator, source.shape, others, attributes)
-    if max_output_bytes is not None:
-        from padconv_cli.cli.output import check_output_size
+    dtype = np.dtype(source.dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    needs = Needs(0, nbytes, 0, tuple(shape), dtype.name, dtype.itemsize)
+    check_call(needs, Limits(max_output_bytes), in_memory=False)
+    check_disk_space(output, shape, dtype)
 
-        check_output_size(shape, source.dtype, max_output_bytes)
-    check_disk_space(output, shape, source.dtype)
+
+def _declared_input(data: str) -> Any:
+    """The ``.npy`` file or Zarr store ``data`` opened for its declared shape and dtype only
+    (nothing is read)."""
+    if _is_zarr(data):
+        from padconv_cli.engines.dask_io import open_block_input
+
+        return open_block_input(data)
+    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+
+    return open_npy_memmap(data)
 
 
 def _conv_output_shape(
     x_shape: tuple[int, ...], others: Sequence[str | None], attributes: dict[str, Any]
 ) -> tuple[int, ...]:
     from padconv_cli.kernels.conv import plan_conv
+
+    return plan_conv(x_shape, _w_shape(others), None, **attributes).output_shape
+
+
+def _w_shape(others: Sequence[str | None]) -> tuple[int, ...]:
     from padconv_cli.outofcore.npy_memmap import open_npy_memmap
 
     w_source = others[0] if others else None
     if not _is_npy_file(w_source):
         from padconv_cli.tensorio import read_tensor
 
-        w_shape = read_tensor(w_source).shape
-    else:
-        w_shape = open_npy_memmap(w_source).shape
-    return plan_conv(x_shape, w_shape, None, **attributes).output_shape
+        return read_tensor(w_source).shape
+    return open_npy_memmap(w_source).shape
 
 
 def _check_file_input(data: str | None, engine: str) -> None:

@@ -121,6 +121,19 @@ def _error_line(message: str, command: str = "padconv") -> str:
     return f"{command}: error: {first}"
 
 
+def rendered_message(error: PadconvError) -> str:
+    """The library's message with its parameter name (``error.param``, e.g. ``memory_limit``)
+    written as the flag that sets it (``--memory-limit``)."""
+    message = str(error)
+    param = getattr(error, "param", None)
+    if not param or not param.isidentifier():
+        return message
+    import re
+
+    flag = "--" + param.replace("_", "-")
+    return re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w-])", flag, message)
+
+
 def _usage_error_line(error: click.ClickException) -> str:
     ctx = getattr(error, "ctx", None)
     command = ctx.command_path if ctx is not None else "padconv"
@@ -180,7 +193,7 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         click.echo(_error_line(OUT_OF_MEMORY_MESSAGE), err=True)
         code = EXIT_USAGE
     except PadconvError as error:
-        click.echo(_error_line(str(error)), err=True)
+        click.echo(_error_line(rendered_message(error)), err=True)
         code = EXIT_USAGE
     return code if isinstance(code, int) else 0
 

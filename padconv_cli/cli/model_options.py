@@ -187,10 +187,7 @@ def run_operator(
 
     plan = plan_call(resolved.call)
     if not extras.explain:
-        from padconv_cli.cli.output import check_output_size
-
-        check_output_size(plan.output_shape, resolved.call.arrays[0].dtype,
-                          request.max_output_bytes)
+        _check_resources(resolved, plan, sources, request, engine_settings)
     _emit_model(resolved, plan, extras)
     if extras.explain:
         _print_explanation(resolved, plan, extras)
@@ -200,6 +197,20 @@ def run_operator(
     result = resolved.call.run()
     emit_result(result, request.output, request.fmt)
     finish(resolved, plan, result, extras, request.output, request.fmt)
+
+
+def _check_resources(resolved: Any, plan: Any, sources: tuple[str | None, ...],
+                     request: OutputRequest, engine_settings: Any) -> None:
+    """The resource gate (:mod:`padconv_cli.resources`) of an in-memory run, before the
+    output is allocated."""
+    from padconv_cli.cli.engine_options import tiled_possible
+    from padconv_cli.needs import call_needs, written_format
+    from padconv_cli.resources import Limits, check_call
+
+    needs = call_needs(resolved.call, plan, written_format(request.output, request.fmt))
+    limits = Limits(request.max_output_bytes, engine_settings.memory_limit)
+    tiled = resolved.origin is None and tiled_possible(sources[0], request.output, request.fmt)
+    check_call(needs, limits, tiled_possible=tiled)
 
 
 def _check_output_format(request: OutputRequest) -> None:

@@ -43,6 +43,8 @@ __all__ = [
     "PadPlan",
     "coerce_constant_value",
     "element_kind",
+    "fill_value",
+    "output_dtype",
     "pad",
     "plan_pad",
 ]
@@ -594,8 +596,9 @@ def _default_constant(dt: np.dtype) -> Any:
     return np.zeros((), dtype=dt)[()]
 
 
-def _output_dtype(dt: np.dtype, fill: Any) -> np.dtype:
-    """The input dtype, except that a ``<U`` dtype grows to hold a longer constant string."""
+def output_dtype(dt: np.dtype, fill: Any) -> np.dtype:
+    """The result's dtype: the input dtype, except that a ``<U`` dtype grows to hold a longer
+    constant string (``fill``, from :func:`fill_value`)."""
     if dt.kind != "U" or not isinstance(fill, str) or len(fill) <= dt.itemsize // 4:
         return dt
     return np.dtype((np.str_, len(fill))).newbyteorder(dt.byteorder)
@@ -634,8 +637,8 @@ def pad(
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
     element_kind(array.dtype)
     plan = plan_pad(array.shape, pads, axes, mode)
-    fill = _fill_value(constant_value, array.dtype, plan)
-    dtype = _output_dtype(array.dtype, fill)
+    fill = fill_value(constant_value, array.dtype, plan)
+    dtype = output_dtype(array.dtype, fill)
     if out is None:
         out = _allocate(plan.output_shape, dtype)
     else:
@@ -645,7 +648,10 @@ def pad(
     return out
 
 
-def _fill_value(constant_value: Any, dt: np.dtype, plan: PadPlan) -> Any:
+def fill_value(constant_value: Any, dt: np.dtype, plan: PadPlan) -> Any:
+    """The element written into new border cells: ``constant_value`` coerced to ``dt``
+    (validated whenever given), else the ONNX default (0, "" or False); None when the plan
+    adds no constant border (other modes, or nothing padded)."""
     value = None if constant_value is None else coerce_constant_value(constant_value, dt)
     if plan.mode != "constant" or not plan.adds_elements:
         return None

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.kernels.pad import PadPlan, coerce_constant_value, element_kind, pad, plan_pad
+from padconv_cli.kernels.pad import (
+    PadPlan,
+    coerce_constant_value,
+    element_kind,
+    fill_value,
+    output_dtype,
+    pad,
+    plan_pad,
+)
 from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.outofcore.pad_geometry import TilePiece, axis_extremes, crop_begins, tile_pieces
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
@@ -43,10 +51,9 @@ def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> 
 
 
 def pad_output_dtype(dtype: np.dtype, value: Any, plan: PadPlan) -> np.dtype:
-    """The dtype the kernel gives the result (a ``<U`` type may widen for a long constant)."""
-    if plan.mode != "constant" or not plan.adds_elements or dtype.kind != "U":
-        return dtype
-    return pad(np.empty((0,), dtype=dtype), [1, 0], value).dtype
+    """The dtype the kernel gives the result (a ``<U`` type may widen for a long constant):
+    :func:`padconv_cli.kernels.pad.output_dtype` of the plan's fill value."""
+    return output_dtype(dtype, fill_value(value, dtype, plan))
 
 
 def plan_pad_tiles(plan: PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
