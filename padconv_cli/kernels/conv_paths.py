@@ -1,6 +1,6 @@
 """Conv compute paths: numpy data movement around BLAS matrix products.
 
-Every path computes, for a validated :class:`~padconv_cli.kernels.conv.ConvPlan`,
+Every path computes, for a validated :class:`~padconv_cli.kernels.conv_plan.ConvPlan`,
 ``Y[n, m, o] = sum_{c, k} W[m, c, k] * Xpad[n, g*C/G + c, o*s + k*d]`` in the accumulator dtype
 (float32, or float64 for float64 inputs):
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from padconv_cli.kernels import blas, workers
-from padconv_cli.kernels.conv import ConvPlan
+from padconv_cli.kernels.conv_plan import ConvPlan
 from padconv_cli.kernels.recycled import new_array
 from padconv_cli.kernels.workers import run_stages, run_tasks, scratch, single_threaded_blas
 
