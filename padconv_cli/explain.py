@@ -29,19 +29,11 @@ from padconv_cli.units import human_bytes
 
 
 def plan_call(call: Any) -> Any:
-    """Validate a KernelCall against its input shapes: ``plan_pad`` or ``plan_conv``."""
-    if call.op_type == "Pad":
-        from padconv_cli.kernels.pad import plan_pad
+    """Validate a KernelCall against its input shapes: its operator's planner
+    (:func:`padconv_cli.operators.plan_call`)."""
+    from padconv_cli.operators import plan_call as planned
 
-        attributes = call.attributes
-        return plan_pad(
-            np.shape(call.arrays[0]), attributes["pads"], attributes.get("axes"),
-            attributes.get("mode", "constant"), dtype=np.asarray(call.arrays[0]).dtype,
-        )
-    from padconv_cli.kernels.conv import plan_conv
-
-    shapes = [None if a is None else np.shape(a) for a in call.arrays]
-    return plan_conv(*shapes, **call.attributes)
+    return planned(call)
 
 
 def _bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
@@ -214,6 +206,8 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str]) -> d
     info.update(body)
     info["onnx"] = {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
                     "reason": choice.reason}
+    if call.notes:
+        info["notes"] = list(call.notes)
     return info
 
 
@@ -245,4 +239,5 @@ def format_explanation(info: dict[str, Any]) -> str:
     )
     onnx = info["onnx"]
     lines.append(f"  ONNX: {onnx['operator']} at opset {onnx['opset']} ({onnx['reason']})")
+    lines.extend(f"  note: {note}" for note in info.get("notes", ()))
     return "\n".join(lines)

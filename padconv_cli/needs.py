@@ -51,7 +51,7 @@ def pad_written_bytes(data: np.ndarray, plan: Any, dtype: np.dtype, fill: Any, f
     count = math.prod(plan.output_shape)
     if dtype.kind != "O":
         return count * dtype.itemsize
-    longest, total = _string_lengths(data)
+    longest, total = _string_lengths(np.asarray(data))
     fill_length = len(fill) if isinstance(fill, (str, bytes)) else 0
     if fmt != "pb":
         return count * UTF32 * max(longest, fill_length, 1)
@@ -63,6 +63,12 @@ def pad_written_bytes(data: np.ndarray, plan: Any, dtype: np.dtype, fill: Any, f
     return UTF8_MAX * text + PB_FRAMING * count
 
 
+def _nbytes(value: Any) -> int:
+    """Bytes of an input as held (a memory-mapped or declared input is not read)."""
+    nbytes = getattr(value, "nbytes", None)
+    return int(nbytes) if nbytes is not None else int(np.asarray(value).nbytes)
+
+
 def pad_needs(data: np.ndarray, plan: Any, dtype: np.dtype, fill: Any, fmt: str) -> Needs:
     """:class:`~padconv_cli.resources.Needs` of ``pad(data)`` with ``plan`` (module docstring)."""
     from padconv_cli.dtypes import dtype_name
@@ -70,7 +76,7 @@ def pad_needs(data: np.ndarray, plan: Any, dtype: np.dtype, fill: Any, fmt: str)
     output = pad_written_bytes(data, plan, dtype, fill, fmt)
     count = math.prod(plan.output_shape)
     working = count * POINTER_BYTES if dtype.kind == "O" else 0
-    return Needs(int(data.nbytes), output, working, tuple(plan.output_shape),
+    return Needs(_nbytes(data), output, working, tuple(plan.output_shape),
                  dtype_name(dtype), dtype.itemsize)
 
 
@@ -79,18 +85,16 @@ def conv_needs(arrays: tuple[Any, ...], plan: Any, dtype: np.dtype) -> Needs:
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.kernels.conv_paths import working_bytes
 
-    inputs = sum(int(np.asarray(a).nbytes) for a in arrays if a is not None)
+    inputs = sum(_nbytes(a) for a in arrays if a is not None)
     output = math.prod(plan.output_shape) * dtype.itemsize
     return Needs(inputs, output, working_bytes(plan, dtype), tuple(plan.output_shape),
                  dtype_name(dtype), dtype.itemsize)
 
 
 def call_needs(call: Any, plan: Any, fmt: str = "npy") -> Needs:
-    """The needs of a KernelCall planned as ``plan``, written in ``fmt``."""
-    data = np.asarray(call.arrays[0])
-    if call.op_type == "Pad":
-        from padconv_cli.kernels.pad import fill_value, output_dtype
+    """The needs of a KernelCall planned as ``plan``, written in ``fmt`` (by the operator
+    table's ``needs``)."""
+    from padconv_cli.operators import dtype_of, operator
 
-        fill = fill_value(call.attributes.get("constant_value"), data.dtype, plan)
-        return pad_needs(data, plan, output_dtype(data.dtype, fill), fill, fmt)
-    return conv_needs(call.arrays, plan, data.dtype)
+    return operator(call.op_type).needs(call.arrays, plan, dtype_of(call.arrays[0]),
+                                        call.attributes, fmt)

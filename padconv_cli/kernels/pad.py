@@ -5,8 +5,9 @@ Rules implemented here:
 * ``pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` over ``axes`` (all axes when
   ``axes`` is None); axes may be negative (``[-r, r-1]``); a repeated axis is refused.
 * A negative pad removes elements.  Each axis is cropped first, then padded (onnxruntime's
-  order), so ``out_dim = dim - crop_begin - crop_end + pad_begin + pad_end``; cropping more
-  elements than the axis has is refused.
+  order), so ``out_dim = dim - crop_begin - crop_end + pad_begin + pad_end``.  The shape rule
+  is ONNX's ``out_dim = dim + begin + end >= 0``: a crop longer than the axis keeps nothing
+  of it and eats into the other side's padding (output index ``i`` reads input ``i - begin``).
 * Modes: ``constant`` (default value 0, ``""`` for strings, ``False`` for bool), ``reflect``,
   ``edge`` and ``wrap``.  ``reflect`` and ``wrap`` repeat periodically when a pad is longer
   than the axis (as ``numpy.pad`` does); ``reflect`` of a one-element axis repeats it.

@@ -108,10 +108,11 @@ def plan_pad(
 
     ``pads`` has ``2 * len(axes)`` integers ``[b_1..b_k, e_1..e_k]``; axis ``axes[i]`` gets
     ``b_i`` elements before and ``e_i`` after (negative: removed).  Raises
-    :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis, a crop
-    larger than the axis, or (reflect/edge/wrap) an axis with non-zero pads that is empty
-    after cropping.  When ``dtype`` is given, it must be one of Pad-25's element types
-    (:func:`element_kind`), as :func:`pad` requires of its data.
+    :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis,
+    pads making an axis negative (``dim + begin + end < 0``), or (reflect/edge/wrap) an
+    axis with non-zero pads that is empty after cropping.  When ``dtype`` is given, it must
+    be one of Pad-25's element types (:func:`element_kind`), as :func:`pad` requires of its
+    data.
     """
     return make_pad_plan(shape, pads, axes, mode, dtype=dtype)
 
@@ -216,16 +217,29 @@ def _check_pad_count(pads: tuple[int, ...], n_axes: int, all_axes: bool, rank: i
 
 
 def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
-    """Split the signed pads of one axis into crops and pads, and check the result."""
+    """Split the signed pads of one axis into crops and pads, and check the result.
+
+    Shape rule (ONNX shape inference and onnxruntime): ``out_dim = dim + begin + end`` must be
+    >= 0.  Output index ``i`` holds input index ``i - begin`` when that lies in ``[0, dim)``,
+    else padding.  So a crop larger than the axis (net length still >= 0) keeps no input
+    element: in constant mode the whole output axis is the constant; the other modes need an
+    element to reflect, repeat or wrap and refuse it.
+    """
     if dim < 0:
         raise AttributeValueError(f"shape[{axis}]={dim} is negative")
-    ax = AxisPad(dim, max(-begin, 0), max(-end, 0), max(begin, 0), max(end, 0))
-    if ax.cropped_dim < 0:
-        removed = ax.crop_begin + ax.crop_end
+    out_dim = dim + begin + end
+    if out_dim < 0:
         raise AttributeValueError(
-            f"axis {axis} (dim {dim}, pads {begin}/{end}) would lose {removed} elements, "
-            f"more than it has (Pad crops before it pads)"
+            f"axis {axis} (dim {dim}, pads {begin}/{end}) would have "
+            f"dim + begin + end = {out_dim} elements; Pad needs >= 0"
         )
+    crop_begin = min(max(-begin, 0), dim)
+    crop_end = min(max(-end, 0), dim - crop_begin)
+    if crop_begin + crop_end < dim:
+        ax = AxisPad(dim, crop_begin, crop_end, max(begin, 0), max(end, 0))
+    else:  # nothing of the input is kept: the output axis is all padding
+        pad_begin = min(max(begin, 0), out_dim)
+        ax = AxisPad(dim, crop_begin, crop_end, pad_begin, out_dim - pad_begin)
     # An axis the pads touch must keep an element to reflect, repeat or wrap; an axis that
     # is empty and has zero pads is left alone.
     if mode != "constant" and ax.cropped_dim == 0 and (begin or end):
@@ -235,5 +249,3 @@ def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
             f"{mode} needs at least one element"
         )
     return ax
-
-

@@ -144,23 +144,26 @@ def exact_tile_rule(plan: ConvPlan, itemsize: int) -> tuple[list[int], dict[int,
     return order, {quantum_axis: step} if step > 1 else {}
 
 
-def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int) -> ConvTiling:
+def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 0) -> ConvTiling:
     """A tile grid whose tiles each fit ``budget`` bytes, bit-identical when possible.
 
     First the tiling of :func:`exact_tile_rule`; when its smallest tile does not fit, any tile
     shape (images first, then the output spatial axes in order, output channels last), whose
-    sums may then differ from the whole-tensor kernel's in the last bits.
+    sums may then differ from the whole-tensor kernel's in the last bits.  ``overhead``
+    (bytes held besides the tiles: W, B) only enters the message of a refused limit.
     """
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
     order, quanta = exact_tile_rule(plan, itemsize)
     exact = True
     try:
-        shape = choose_tile_shape(plan.output_shape, cost, budget, order, "Conv tile", quanta)
+        shape = choose_tile_shape(
+            plan.output_shape, cost, budget, order, "Conv tile", quanta, overhead
+        )
     except OutputTooLargeError:
         exact = False
         spatial_axes = list(range(2, len(plan.output_shape)))
         shape = choose_tile_shape(
-            plan.output_shape, cost, budget, [0, *spatial_axes, 1], "Conv tile"
+            plan.output_shape, cost, budget, [0, *spatial_axes, 1], "Conv tile", None, overhead
         )
     images, out_channels, *spatial = shape
     ranges = [
@@ -241,7 +244,8 @@ def tiled_conv(
     target: str,
     *,
     memory_limit: int,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
+    plan: ConvPlan | None = None,
     **attributes: Any,
 ) -> TiledResult:
     """Convolve the ``.npy`` file ``source`` with ``w`` (and bias ``b``) into ``target``.
@@ -249,17 +253,19 @@ def tiled_conv(
     ``attributes`` are Conv's (auto_pad, dilations, group, kernel_shape, pads, strides).
     Same semantics and errors as :func:`padconv_cli.kernels.conv.conv`; ``memory_limit`` bounds
     the bytes in flight (W and B included).  Returns the output shape, the tile count and
-    whether the tiling was bit-identical (see :func:`plan_conv_tiles`).
+    whether the tiling was bit-identical (see :func:`plan_conv_tiles`).  ``plan``: the call's
+    plan when the caller made it already (:func:`plan_conv` of the same shapes and attributes).
     """
     x = open_npy_memmap(source) if isinstance(source, str) else source
-    plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
+    if plan is None:
+        plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = memory_limit - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(
             f"--memory-limit {memory_limit} bytes does not even hold W and B "
             f"({fixed_bytes(w, b)} bytes with W's accumulator copy); raise --memory-limit"
         )
-    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget)
+    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     axis_ranges = tiling.axis_ranges
     check_disk_space(target, plan.output_shape, x.dtype)
     total = math.prod(plan.output_shape) * x.dtype.itemsize

@@ -68,17 +68,18 @@ available memory, as `HALF_AVAILABLE_MEMORY`, free disk space as `FREE_SPACE`).
 FAULTS_INTRO = """\
 ## Faults and signals
 
-Run by `tests/test_faults.py` against the installed `padconv`.
+Run by `tests/hostile/test_faults.py` against the installed `padconv`.
 """
 
 NUMERICS_INTRO = """\
 ## Numerics
 
-Run by `tests/test_properties_numerics.py` on the kernels. Algebraic properties (pad then crop
-is the identity; conv is linear in X and in W; a one-hot kernel is a shifted crop) are checked
-on random shapes and attributes by `tests/test_properties_kernels.py`, and the readers'
+Run by `tests/kernels/test_properties_numerics.py` on the kernels. Algebraic properties
+(pad then crop is the identity; conv is linear in X and in W; a one-hot kernel is a shifted
+crop) are checked on random shapes and attributes by
+`tests/kernels/test_properties_kernels.py`, and the readers'
 contract (any bytes: an array or a one-line `PadconvError`; external data never leaves its
-folder) by `tests/test_properties_readers.py`.
+folder) by `tests/io/test_properties_readers.py`.
 """
 
 FUZZ_INTRO = """\

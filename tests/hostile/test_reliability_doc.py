@@ -44,7 +44,8 @@ def test_doc_has_an_observation_for_every_case():
 
 @pytest.mark.parametrize(
     ("file_name", "checks"),
-    [("test_faults.py", FAULT_CHECKS), ("test_properties_numerics.py", NUMERIC_CHECKS)],
+    [("hostile/test_faults.py", FAULT_CHECKS),
+     ("kernels/test_properties_numerics.py", NUMERIC_CHECKS)],
 )
 def test_every_check_has_a_test_and_every_test_a_row(file_name, checks):
     documented = {check.test for check in checks}
@@ -56,8 +57,8 @@ def test_every_check_has_a_test_and_every_test_a_row(file_name, checks):
 
 def test_known_gaps_name_existing_things():
     names = {case.name for case in CASES} | {c.test for c in FAULT_CHECKS + NUMERIC_CHECKS}
-    names |= _test_functions("test_properties_readers.py")
-    names |= _test_functions("test_properties_kernels.py")
+    names |= _test_functions("io/test_properties_readers.py")
+    names |= _test_functions("kernels/test_properties_kernels.py")
     regressions = {p.name for p in (Path(__file__).parent / "regressions").glob("*.bin")}
     assert set(KNOWN_GAPS) <= names | regressions
 

@@ -7,6 +7,7 @@ what was needed and the flag that changes it, nothing written, and a peak under 
 
 from __future__ import annotations
 
+import re
 import resource
 import sys
 from pathlib import Path
@@ -41,7 +42,7 @@ def _refused(run, folder: Path, flag: str | None, written: str | None = None) ->
     assert run.returncode == 2, run.stderr_text
     assert len(run.stderr_lines) == 1, run.stderr_text
     line = run.stderr_lines[0]
-    assert line.startswith("padconv: error: ")
+    assert re.match(r"padconv( \w+)?: error: ", line), line
     assert "Traceback" not in run.stderr_text
     if flag is not None:
         assert flag in line

@@ -1,0 +1,359 @@
+"""Out-of-core Pad and Conv: tile arithmetic, bit-identity with the in-memory kernels, .npy I/O."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracles import assert_conv_within_bound
+
+from padconv_cli.errors import InputError, OutputTooLargeError, UnsupportedDtypeError
+from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels.conv import conv, plan_conv
+from padconv_cli.kernels.pad import pad, plan_pad
+from padconv_cli.outofcore import tiled_conv, tiled_pad
+from padconv_cli.outofcore.conv_geometry import channel_tiles, input_span, spatial_window
+from padconv_cli.outofcore.conv_tiles import (
+    conv_on_tile,
+    conv_tile_cost,
+    plan_conv_tiles,
+    tile_input,
+)
+from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+from padconv_cli.outofcore.pad_geometry import axis_pieces, region_bounds, tile_pieces
+from padconv_cli.outofcore.pad_tiles import pad_tile_cost, run_pieces
+from padconv_cli.outofcore.progress import TileProgress
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range
+
+RNG = np.random.default_rng(20240601)
+MODES = ("constant", "edge", "reflect", "wrap")
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+# --- tile arithmetic ----------------------------------------------------------------------
+
+
+def test_region_bounds_cut_at_zero_and_n():
+    assert region_bounds(-3, 12, 10) == [(-3, 0), (0, 10), (10, 12)]
+    assert region_bounds(2, 5, 10) == [(2, 5)]
+    assert region_bounds(-5, -2, 10) == [(-5, -2)]
+
+
+def test_reflect_piece_reads_from_the_mirror_source():
+    axis = plan_pad((10,), [4, 0], mode="reflect").per_axis[0]
+    (piece,) = axis_pieces(0, 2, axis, "reflect")  # outputs 0, 1 = x[4], x[3]
+    assert piece.window == (0, 5) and (piece.before, piece.after, piece.crop) == (4, 0, 0)
+
+
+def test_wrap_piece_beyond_one_period_reads_the_whole_axis():
+    axis = plan_pad((3,), [7, 0], mode="wrap").per_axis[0]
+    pieces = axis_pieces(0, 2, axis, "wrap")
+    assert pieces[0].window == (0, 3) and pieces[0].before == 7
+
+
+def test_conv_span_is_stride_times_tile_plus_halo():
+    # outputs [2, 5) with stride 2, kernel 3, dilation 2, pad 1: (5-1)*2 - 1 + (3-1)*2 + 1
+    assert input_span(2, 5, 2, 2, 3, 1) == (3, 12)
+    window = spatial_window(0, 2, 4, 1, 1, 3, 2)
+    assert window.window == (0, 2) and (window.before, window.after) == (2, 0)
+    assert spatial_window(0, 1, 4, 1, 1, 1, 3).all_padding
+
+
+@pytest.mark.parametrize(
+    "out_channels, in_channels, group, tile, expected",
+    [
+        (6, 4, 1, 4, [(0, 4, 0, 4, 1), (4, 6, 0, 4, 1)]),
+        (6, 4, 2, 3, [(0, 3, 0, 2, 1), (3, 6, 2, 4, 1)]),
+        (8, 4, 4, 4, [(0, 4, 0, 2, 2), (4, 8, 2, 4, 2)]),
+        (6, 2, 2, 2, [(0, 2, 0, 1, 1), (2, 3, 0, 1, 1), (3, 5, 1, 2, 1), (5, 6, 1, 2, 1)]),
+    ],
+)
+def test_channel_tiles_never_straddle_a_group(out_channels, in_channels, group, tile, expected):
+    tiles = channel_tiles(out_channels, in_channels, group, tile)
+    assert [(t.m0, t.m1, t.c0, t.c1, t.group) for t in tiles] == expected
+
+
+def test_tile_shape_splits_leading_axes_first_and_respects_quanta():
+    def cost(shape):
+        return math.prod(shape)
+
+    assert choose_tile_shape((4, 5, 6), cost, 10**6) == (4, 5, 6)
+    assert choose_tile_shape((4, 5, 6), cost, 60) == (2, 5, 6)
+    assert choose_tile_shape((4, 5, 6), cost, 20) == (1, 3, 6)
+    assert choose_tile_shape((4, 10, 6), cost, 40, order=[0, 1], quanta={1: 3}) == (1, 6, 6)
+    with pytest.raises(OutputTooLargeError, match="--memory-limit"):
+        choose_tile_shape((4, 5, 6), cost, 5, order=[0, 1])
+
+
+# --- Pad: tiles assembled from pieces equal the kernel ------------------------------------
+
+
+def assemble_pad(data, pads, value, axes, mode, tile_shape):
+    """The tiled algorithm on an in-memory array: every tile from its pieces."""
+    plan = plan_pad(data.shape, pads, axes, mode)
+    begins = tuple(axis.crop_begin for axis in plan.per_axis)
+    out = np.empty(plan.output_shape, dtype=data.dtype)
+    ranges = [split_range(n, t) for n, t in zip(plan.output_shape, tile_shape, strict=True)]
+    for tile in grid(ranges):
+        origin = [start for start, _ in tile]
+
+        def write(box, values, origin=origin):
+            out[tuple(slice(s.start + o, s.stop + o) for s, o in zip(box, origin, strict=True))] = (
+                values
+            )
+
+        run_pieces(tile_pieces(tile, plan), begins, lambda box: data[box], write, value, mode)
+    return out
+
+
+@st.composite
+def pad_cases(draw):
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 6)) for _ in range(rank))
+    mode = draw(st.sampled_from(MODES))
+    begins = [draw(st.integers(-((d - 1) // 2), 9)) for d in shape]
+    ends = [draw(st.integers(-((d - 1) // 2), 9)) for d in shape]
+    out_shape = [d + b + e for d, b, e in zip(shape, begins, ends, strict=True)]
+    tile = tuple(draw(st.integers(1, max(1, n))) for n in out_shape)
+    return shape, begins + ends, mode, tile
+
+
+@settings(max_examples=80, deadline=None)
+@given(pad_cases())
+def test_tiled_pad_pieces_are_bit_identical_to_the_kernel(case):
+    shape, pads, mode, tile = case
+    data = RNG.standard_normal(shape).astype(np.float32)
+    value = np.float32(2.5) if mode == "constant" else None
+    expected = pad(data, pads, value, None, mode)
+    assert same_bits(assemble_pad(data, pads, value, None, mode, tile), expected)
+
+
+# --- Conv: tiles computed with their halo equal the kernel --------------------------------
+
+
+def assemble_conv(x, w, b, attrs, budget):
+    plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attrs)
+    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget)
+    out = np.empty(plan.output_shape, dtype=x.dtype)
+    for images, channels, *spatial in grid(tiling.axis_ranges):
+        tile = tile_input(plan, images, channels, tuple(spatial))
+        block = np.zeros(tile.zero_shape, x.dtype) if tile.box is None else x[tile.box]
+        box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
+        out[box] = conv_on_tile(np.ascontiguousarray(block), w, b, plan, tile)
+    return out, tiling
+
+
+CONV_CASES = [
+    # (x shape, w shape, group, attributes)
+    ((2, 4, 13, 11), (6, 4, 3, 3), 1, {}),
+    ((2, 4, 13, 11), (6, 4, 3, 2), 1, {"pads": [1, 0, 2, 3]}),
+    ((1, 4, 20, 17), (6, 2, 3, 3), 2, {"strides": [2, 3], "dilations": [2, 1]}),
+    ((1, 4, 20, 17), (8, 1, 3, 3), 4, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((2, 3, 15, 9), (5, 3, 2, 3), 1, {"auto_pad": "SAME_LOWER", "dilations": [3, 1]}),
+    ((2, 3, 15, 9), (5, 3, 2, 3), 1, {"auto_pad": "VALID", "strides": [3, 1]}),
+    ((1, 2, 9, 9), (3, 2, 1, 1), 1, {"pads": [5, 6, 7, 8], "strides": [4, 4]}),
+    ((3, 2, 40), (4, 1, 5), 2, {"pads": [3, 1], "dilations": [2]}),
+    ((1, 2, 7, 8, 9), (3, 2, 3, 2, 2), 1, {"pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 2]}),
+    ((2, 6, 30, 20), (6, 1, 3, 3), 6, {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 30, 20), (6, 4, 1, 1), 1, {}),
+    # big enough for BLAS's sums to depend on the shape of the products (and their threads)
+    ((2, 8, 80, 70), (16, 8, 3, 3), 1, {"strides": [2, 1], "pads": [1, 1, 1, 1]}),
+    ((2, 32, 34, 30), (8, 32, 3, 3), 1, {"pads": [1, 1, 1, 1]}),  # shifted path
+    ((3, 16, 1100), (8, 16, 5), 1, {"pads": [2, 2]}),  # shifted path, 1-D
+    ((1, 8, 12, 18, 18), (16, 8, 3, 3, 3), 1, {"pads": [1] * 6}),  # im2col over whole rows
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, group, attrs", CONV_CASES)
+@pytest.mark.parametrize("workspace", [2048, 65536, 2**20])  # 1 MiB: whole-row im2col blocks
+def test_exact_conv_tiles_are_bit_identical(monkeypatch, x_shape, w_shape, group, attrs, workspace):
+    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", workspace)
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    b = RNG.standard_normal(w_shape[0]).astype(np.float32)
+    expected = conv(x, w, b, group=group, **attrs)
+    plan = plan_conv(x.shape, w.shape, b.shape, group=group, **attrs)
+    whole = conv_tile_cost(plan.output_shape, plan=plan, itemsize=4)
+    exact_splits = 0
+    for budget in (whole, whole * 11 // 20, whole // 3, whole // 5, whole // 10, whole // 40):
+        got, tiling = assemble_conv(x, w, b, dict(attrs, group=group), budget)
+        tiles = math.prod(len(r) for r in tiling.axis_ranges)
+        assert tiles > 1 or budget == whole
+        if tiling.exact:
+            exact_splits += tiles > 1
+            assert same_bits(got, expected), budget
+        else:  # other sums, in another order: both within the dot-product bound
+            assert_conv_within_bound(got, x, w, b, expected=expected, slack=2, reference=conv,
+                                     **dict(attrs, group=group))
+    one_image_1x1 = x_shape[0] == 1 and all(k == 1 for k in w_shape[2:])
+    if workspace == 2048 and not one_image_1x1:
+        # many kernel blocks: some split must keep the kernel's block layout (a 1x1 kernel
+        # keeps whole images, so one image cannot be split exactly)
+        assert exact_splits > 0
+
+
+def test_exact_tiling_is_reported_when_a_kernel_block_does_not_fit(monkeypatch):
+    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", 1 << 20)
+    x = RNG.standard_normal((1, 4, 64, 64)).astype(np.float32)
+    w = RNG.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    got, tiling = assemble_conv(x, w, None, {"pads": [1, 1, 1, 1]}, 60_000)
+    assert not tiling.exact
+    assert_conv_within_bound(got, x, w, expected=conv(x, w, pads=[1, 1, 1, 1]), slack=2,
+                             reference=conv, pads=[1, 1, 1, 1])
+
+
+# --- through .npy files -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "pads",
+    [[1, 2, 3, 0, 4, 5], [0, -1, 2, 1, 0, -2], [0, 9, 15, 0, 13, 20], [-1, 0, -2, 2, -3, 1]],
+)
+def test_tiled_pad_file_matches_in_memory_file(tmp_path, mode, pads):
+    data = RNG.integers(-100, 100, size=(3, 5, 7)).astype(np.int16)
+    np.save(tmp_path / "x.npy", data)
+    value = "7" if mode == "constant" else None
+    expected = pad(data, pads, None if value is None else np.int16(7), None, mode)
+    plan = plan_pad(data.shape, pads, mode=mode)
+    limit = pad_tile_cost(plan.output_shape, plan, 2) // 3
+    result = tiled_pad(
+        str(tmp_path / "x.npy"),
+        str(tmp_path / "y.npy"),
+        pads,
+        value,
+        None,
+        mode,
+        memory_limit=limit,
+    )
+    assert result.tiles > 1
+    assert same_bits(np.load(tmp_path / "y.npy"), expected)
+
+
+def test_tiled_pad_with_axes_fortran_order_and_big_endian_input(tmp_path):
+    data = np.asfortranarray(RNG.standard_normal((4, 6, 5))).astype(">f8")
+    np.save(tmp_path / "x.npy", data)
+    tiled_pad(
+        str(tmp_path / "x.npy"),
+        str(tmp_path / "y.npy"),
+        [2, -1, 3, 1],
+        None,
+        [2, -3],
+        "reflect",
+        memory_limit=4000,
+    )
+    expected = pad(data.astype("<f8"), [2, -1, 3, 1], None, [2, -3], "reflect")
+    assert same_bits(np.load(tmp_path / "y.npy"), expected)
+
+
+def test_tiled_conv_file_is_bit_identical(tmp_path, monkeypatch):
+    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", 8192)
+    x = RNG.standard_normal((2, 3, 40, 30)).astype(np.float32)
+    w = RNG.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(5).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = tiled_conv(
+        str(tmp_path / "x.npy"),
+        w,
+        b,
+        str(tmp_path / "y.npy"),
+        memory_limit=40_000,
+        auto_pad="SAME_UPPER",
+        strides=[2, 1],
+    )
+    assert result.exact and result.tiles > 1
+    expected = conv(x, w, b, auto_pad="SAME_UPPER", strides=[2, 1])
+    assert same_bits(np.load(tmp_path / "y.npy"), expected)
+    # the file is byte for byte what the in-memory writer produces
+    np.save(tmp_path / "z.npy", expected)
+    assert (tmp_path / "y.npy").read_bytes() == (tmp_path / "z.npy").read_bytes()
+
+
+def test_tiled_conv_float16_and_kernel_errors(tmp_path):
+    x = RNG.standard_normal((1, 2, 9, 9)).astype(np.float16)
+    w = RNG.standard_normal((2, 2, 3, 3)).astype(np.float16)
+    np.save(tmp_path / "x.npy", x)
+    tiled_conv(str(tmp_path / "x.npy"), w, None, str(tmp_path / "y.npy"), memory_limit=10**7)
+    assert same_bits(np.load(tmp_path / "y.npy"), conv(x, w))
+    with pytest.raises(UnsupportedDtypeError):
+        tiled_conv(
+            str(tmp_path / "x.npy"),
+            w.astype(np.float32),
+            None,
+            str(tmp_path / "z.npy"),
+            memory_limit=10**7,
+        )
+    assert not (tmp_path / "z.npy").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_limit_too_small_for_weights_is_refused(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((1, 2, 5, 5), np.float32))
+    w = np.zeros((64, 2, 3, 3), np.float32)
+    with pytest.raises(OutputTooLargeError, match="--memory-limit"):
+        tiled_conv(str(tmp_path / "x.npy"), w, None, str(tmp_path / "y.npy"), memory_limit=1000)
+
+
+def test_tiled_pad_of_empty_and_scalar_tensors(tmp_path):
+    for data, pads in ((np.zeros((0, 3), np.float32), [1, 0, 2, 1]), (np.float64(4.0), [])):
+        np.save(tmp_path / "x.npy", data)
+        tiled_pad(str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), pads, memory_limit=10**6)
+        assert same_bits(np.load(tmp_path / "y.npy"), pad(np.asarray(data), pads))
+
+
+# --- .npy memory maps: the same header checks as tensorio ---------------------------------
+
+
+def test_forged_header_is_refused_before_mapping(tmp_path):
+    path = tmp_path / "forged.npy"
+    np.save(path, np.zeros((4, 4), np.float32))
+    raw = path.read_bytes().replace(b"(4, 4)", b"(9999, 4)")
+    path.write_bytes(raw)
+    with pytest.raises(InputError, match="declares shape"):
+        open_npy_memmap(str(path))
+
+
+def test_object_npy_is_refused(tmp_path):
+    path = tmp_path / "objects.npy"
+    np.save(path, np.array(["a", 1], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="pickle"):
+        open_npy_memmap(str(path))
+
+
+def test_bool_bytes_are_checked(tmp_path):
+    path = tmp_path / "b.npy"
+    np.save(path, np.array([True, False, True]))
+    raw = bytearray(path.read_bytes())
+    raw[-1] = 7
+    path.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="bool"):
+        open_npy_memmap(str(path)).read((slice(None),))
+
+
+# --- progress ------------------------------------------------------------------------------
+
+
+def test_progress_bar_draws_tiles_and_is_silent_when_disabled(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    monkeypatch.setattr("padconv_cli.outofcore.progress.SHOW_AFTER_SECONDS", 0.0)
+    screen = io.StringIO()
+    monkeypatch.setattr(
+        "rich.console.Console", lambda **_: Console(file=screen, force_terminal=True, width=120)
+    )
+    with TileProgress(4, 4096, True, "pad") as progress:
+        for _ in range(4):
+            progress.advance(1024)
+    assert "4/4 tiles" in screen.getvalue()
+    quiet = TileProgress(4, 4096, False, "pad")
+    quiet.advance(1024)
+    assert quiet._progress is None and quiet.tiles_done == 1

@@ -1,0 +1,548 @@
+"""Conv kernel: spec examples, a direct-loop oracle, dtypes, chunking, onnxruntime, properties."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracles import (  # noqa: F401  (re-exported for the other conv test files)
+    assert_conv_within_bound,
+    oracle_conv,
+    random_inputs,
+    resolve_pads,
+)
+
+from padconv_cli.kernels import conv_paths, workers
+from padconv_cli.kernels.conv import conv, plan_conv
+
+# --- the seven examples of the operator documentation -------------------------------------------
+
+GRID_5x5 = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+GRID_7x5 = np.arange(35, dtype=np.float32).reshape(1, 1, 7, 5)
+ONES_3x3 = np.ones((1, 1, 3, 3), dtype=np.float32)
+
+SPEC_EXAMPLES = {
+    "basic_conv_with_padding": (
+        GRID_5x5, ONES_3x3, None, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+        [[12, 21, 27, 33, 24], [33, 54, 63, 72, 51], [63, 99, 108, 117, 81],
+         [93, 144, 153, 162, 111], [72, 111, 117, 123, 84]],
+    ),
+    "basic_conv_without_padding": (
+        GRID_5x5, ONES_3x3, None, {"kernel_shape": [3, 3]},
+        [[54, 63, 72], [99, 108, 117], [144, 153, 162]],
+    ),
+    "conv_with_autopad_same": (
+        np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), ONES_3x3,
+        np.array([0.5], dtype=np.float32), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER"},
+        [[10.5, 18.5, 24.5, 18.5], [27.5, 45.5, 54.5, 39.5], [51.5, 81.5, 90.5, 63.5],
+         [42.5, 66.5, 72.5, 50.5]],
+    ),
+    "conv_with_strides_and_asymmetric_padding": (
+        GRID_7x5, ONES_3x3, None,
+        {"kernel_shape": [3, 3], "pads": [1, 0, 1, 0], "strides": [2, 2]},
+        [[21, 33], [99, 117], [189, 207], [171, 183]],
+    ),
+    "conv_with_strides_no_padding": (
+        GRID_7x5, ONES_3x3, None, {"kernel_shape": [3, 3], "strides": [2, 2]},
+        [[54, 72], [144, 162], [234, 252]],
+    ),
+    "conv_with_strides_padding": (
+        GRID_7x5, ONES_3x3, None,
+        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]},
+        [[12, 27, 24], [63, 108, 81], [123, 198, 141], [112, 177, 124]],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPEC_EXAMPLES))
+def test_spec_example(name):
+    X, W, B, attrs, expected = SPEC_EXAMPLES[name]
+    Y = conv(X, W, B, **attrs)
+    assert Y.dtype == np.float32
+    np.testing.assert_array_equal(Y, np.array(expected, dtype=np.float32)[None, None])
+
+
+def test_spec_example_fp16_bit_for_bit():
+    X = (np.arange(16, dtype=np.float16) * np.float16(0.5)).reshape(1, 1, 4, 4)
+    W = np.full((1, 1, 3, 3), 0.25, dtype=np.float16)
+    B = np.array([0.5], dtype=np.float16)
+    expected = np.array(
+        [[1.75, 2.75, 3.5, 2.75], [3.875, 6.125, 7.25, 5.375], [6.875, 10.625, 11.75, 8.375],
+         [5.75, 8.75, 9.5, 6.75]], dtype=np.float16)[None, None]
+    Y = conv(X, W, B, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    assert Y.dtype == np.float16
+    assert Y.tobytes() == expected.tobytes()
+
+
+# --- against the oracle -------------------------------------------------------------------------
+
+ORACLE_CASES = {
+    # 1-D
+    "1d_plain": ((2, 3, 11), (4, 3, 3), {}),
+    "1d_stride_dilation_asym": ((2, 3, 13), (4, 3, 3), {"strides": [2], "dilations": [2],
+                                                         "pads": [2, 1]}),
+    "1d_groups": ((1, 4, 9), (6, 2, 2), {"group": 2, "pads": [0, 3]}),
+    "1d_depthwise_multiplier": ((2, 3, 10), (6, 1, 3), {"group": 3, "pads": [1, 1]}),
+    "1d_depthwise_strided": ((1, 3, 10), (3, 1, 4), {"group": 3, "strides": [3],
+                                                     "pads": [2, 0]}),
+    "1d_same_lower_stride": ((1, 2, 10), (3, 2, 4), {"auto_pad": "SAME_LOWER",
+                                                     "strides": [3]}),
+    "1d_pointwise": ((3, 4, 7), (5, 4, 1), {}),
+    "1d_pointwise_strided_padded": ((1, 4, 7), (5, 4, 1), {"strides": [2], "pads": [1, 2]}),
+    # 2-D
+    "2d_asym_pads": ((1, 2, 6, 5), (3, 2, 3, 2), {"pads": [1, 0, 2, 1]}),
+    "2d_strides_dilations": ((2, 2, 9, 8), (3, 2, 3, 2), {"strides": [2, 3],
+                                                          "dilations": [2, 1],
+                                                          "pads": [1, 2, 0, 1]}),
+    "2d_groups_3": ((1, 6, 5, 5), (6, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    "2d_depthwise": ((2, 4, 6, 6), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    "2d_depthwise_multiplier_3": ((1, 2, 5, 6), (6, 1, 2, 3), {"group": 2,
+                                                               "dilations": [2, 1]}),
+    "2d_depthwise_multiplier_8": ((1, 2, 5, 5), (16, 1, 3, 3), {"group": 2,
+                                                                "pads": [1, 1, 1, 1]}),
+    "2d_depthwise_strided": ((1, 3, 7, 7), (3, 1, 3, 3), {"group": 3, "strides": [2, 2],
+                                                          "pads": [1, 0, 0, 1]}),
+    "2d_single_channel_many_outputs": ((2, 1, 5, 5), (7, 1, 2, 2), {}),
+    "2d_same_upper": ((1, 2, 5, 6), (2, 2, 3, 4), {"auto_pad": "SAME_UPPER"}),
+    "2d_same_lower": ((1, 2, 5, 6), (2, 2, 3, 4), {"auto_pad": "SAME_LOWER"}),
+    "2d_same_upper_strided": ((1, 2, 7, 6), (2, 2, 3, 3), {"auto_pad": "SAME_UPPER",
+                                                           "strides": [2, 3]}),
+    "2d_same_lower_dilated": ((1, 2, 7, 6), (2, 2, 3, 2), {"auto_pad": "SAME_LOWER",
+                                                           "dilations": [2, 3]}),
+    "2d_same_upper_dilated_strided": ((1, 1, 8, 7), (2, 1, 2, 3),
+                                      {"auto_pad": "SAME_UPPER", "dilations": [3, 2],
+                                       "strides": [2, 2]}),
+    "2d_valid": ((1, 2, 6, 7), (2, 2, 3, 2), {"auto_pad": "VALID", "strides": [2, 2]}),
+    "2d_pointwise_groups": ((2, 4, 3, 4), (6, 2, 1, 1), {"group": 2}),
+    "2d_kernel_larger_than_input_with_pads": ((1, 1, 2, 2), (1, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "2d_pads_only_output": ((1, 1, 1, 1), (2, 1, 2, 2), {"pads": [3, 2, 3, 2],
+                                                         "strides": [2, 2]}),
+    "2d_wide_rows": ((2, 3, 6, 12), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "2d_wide_rows_groups": ((1, 4, 5, 16), (6, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    "2d_wide_rows_dilated": ((1, 2, 7, 20), (2, 2, 2, 3), {"dilations": [2, 2],
+                                                           "pads": [0, 2, 1, 2]}),
+    # 3-D
+    "3d_wide_rows": ((1, 2, 4, 5, 12), (3, 2, 2, 1, 3), {"pads": [0, 0, 1, 0, 0, 1]}),
+    "3d_plain": ((1, 2, 4, 5, 4), (3, 2, 2, 3, 2), {}),
+    "3d_everything": ((2, 4, 5, 6, 5), (4, 2, 2, 3, 2), {"group": 2, "strides": [1, 2, 2],
+                                                          "dilations": [2, 1, 1],
+                                                          "pads": [1, 0, 1, 0, 2, 1]}),
+    "3d_depthwise": ((1, 3, 4, 4, 4), (3, 1, 3, 3, 3), {"group": 3, "pads": [1] * 6}),
+    "3d_same_lower": ((1, 1, 5, 4, 3), (2, 1, 2, 3, 2), {"auto_pad": "SAME_LOWER"}),
+    "3d_valid": ((1, 2, 4, 5, 4), (1, 2, 3, 3, 3), {"auto_pad": "VALID"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORACLE_CASES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_oracle(name, dtype):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    Y = conv(X, W, B, **attrs)
+    expected = oracle_conv(X, W, B, **attrs)
+    assert Y.dtype == dtype
+    assert Y.shape == expected.shape == plan_conv(X.shape, W.shape, **attrs).output_shape
+    assert_conv_within_bound(Y, X, W, B, expected=expected, **attrs)
+
+
+@pytest.mark.parametrize("name", ["1d_plain", "2d_groups_3", "3d_everything", "2d_depthwise"])
+def test_without_bias(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, _ = random_inputs(x_shape, w_shape, np.float64)
+    assert_conv_within_bound(conv(X, W, **attrs), X, W, **attrs)
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("1d_pointwise", conv_paths.pointwise_path),
+        ("2d_pointwise_groups", conv_paths.pointwise_path),
+        ("2d_depthwise", conv_paths.depthwise_path),
+        ("2d_depthwise_strided", conv_paths.depthwise_path),
+        ("2d_depthwise_multiplier_8", conv_paths.im2col_path),
+        ("1d_pointwise_strided_padded", conv_paths.im2col_path),
+        ("3d_everything", conv_paths.im2col_path),
+    ],
+)
+def test_oracle_cases_cover_every_path(name, path):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    assert conv_paths.choose_path(plan_conv(x_shape, w_shape, **attrs)) is path
+
+
+# --- element types ------------------------------------------------------------------------------
+
+LOW_PRECISION = [np.float16, ml_dtypes.bfloat16]
+
+
+@pytest.mark.parametrize("name", ["1d_groups", "2d_strides_dilations", "2d_depthwise",
+                                  "1d_pointwise", "3d_plain"])
+@pytest.mark.parametrize("dtype", LOW_PRECISION)
+def test_low_precision_rounds_the_float32_sum_once(name, dtype):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    Y = conv(X, W, B, **attrs)
+    assert Y.dtype == np.dtype(dtype)
+    exact = oracle_conv(X.astype(np.float64), W.astype(np.float64), B.astype(np.float64),
+                        **attrs)
+    # one rounding of a float32 sum: the float32 bound plus one rounding to the output type
+    assert_conv_within_bound(Y, X, W, B, expected=exact, **attrs)
+    from_float32 = conv(X.astype(np.float32), W.astype(np.float32), B.astype(np.float32),
+                        **attrs)
+    assert Y.tobytes() == from_float32.astype(dtype).tobytes()
+
+
+def test_float64_keeps_precision_float32_would_lose():
+    X = np.array([[[1e8, 1.0, -1e8]]])
+    W = np.ones((1, 1, 3))
+    assert conv(X, W)[0, 0, 0] == 1.0
+    assert conv(X.astype(np.float32), W.astype(np.float32)).dtype == np.float32
+
+
+# --- chunking, memory, empty batches ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cap", [1, 700, 5000, 40000])
+@pytest.mark.parametrize("name", ["2d_strides_dilations", "3d_everything", "1d_plain",
+                                  "2d_single_channel_many_outputs", "1d_pointwise",
+                                  "2d_wide_rows", "3d_wide_rows"])
+def test_small_workspace_gives_same_result(monkeypatch, name, cap):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    expected = oracle_conv(X, W, B, **attrs)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, expected=expected, **attrs)
+    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", cap)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, expected=expected, **attrs)
+    half = [X.astype(np.float16), W.astype(np.float16), B.astype(np.float16)]
+    assert_conv_within_bound(conv(*half, **attrs), *half, **attrs)
+
+
+@pytest.mark.parametrize("min_columns", [1, 10**9])
+def test_images_sharing_one_gemm(monkeypatch, min_columns):
+    monkeypatch.setattr(conv_paths, "MIN_GEMM_COLUMNS", min_columns)
+    X, W, B = random_inputs((5, 4, 6, 5), (6, 2, 3, 2), np.float64)
+    attrs = {"group": 2, "pads": [1, 0, 1, 1], "strides": [1, 2]}
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, **attrs)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 200, 10**9])
+@pytest.mark.parametrize("name", ["2d_depthwise", "2d_depthwise_strided",
+                                  "2d_depthwise_multiplier_3", "3d_depthwise",
+                                  "1d_depthwise_multiplier"])
+def test_depthwise_blocks(monkeypatch, name, block_bytes):
+    monkeypatch.setattr(conv_paths, "DEPTHWISE_BLOCK_BYTES", block_bytes)
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, **attrs)
+
+
+def test_wide_rows_not_used_when_padding_dwarfs_the_output(monkeypatch):
+    calls = []
+    monkeypatch.setattr(conv_paths, "_depthwise_strided_block",
+                        lambda *args: calls.append(args) or None)
+    plan = plan_conv((1, 2, 3, 2), (2, 1, 1, 3), group=2, pads=[0, 4, 0, 4], dilations=[1, 4])
+    assert conv_paths.wide_row_overhead(plan) > conv_paths.WIDE_MAX_OVERHEAD
+    conv(np.ones((1, 2, 3, 2), np.float32), np.ones((2, 1, 1, 3), np.float32), group=2,
+         pads=[0, 4, 0, 4], dilations=[1, 4])
+    assert len(calls) == 1
+
+
+def test_wide_overhead_case_still_correct():
+    X, W, B = random_inputs((1, 2, 3, 2), (2, 1, 1, 3), np.float64)
+    attrs = {"group": 2, "pads": [0, 4, 0, 4], "dilations": [1, 4]}
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, **attrs)
+
+
+def test_workspace_memory_is_bounded(monkeypatch):
+    """The column matrix would be 9x the input; with a small cap the peak stays near Y + Xpad."""
+    cap = 64 * 1024
+    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", cap)
+    X, W, _ = random_inputs((1, 16, 64, 64), (16, 16, 3, 3), np.float32)
+    output_bytes = padded_bytes = X.nbytes * 66 * 66 // (64 * 64)
+    tracemalloc.start()
+    try:
+        conv(X, W, pads=[1, 1, 1, 1])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    full_columns = 9 * X.nbytes
+    assert peak <= output_bytes + padded_bytes + 2 * cap + 64 * 1024
+    assert peak < full_columns / 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "attrs"),
+    [((0, 3, 5, 5), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+     ((0, 4, 6), (4, 1, 3), {"group": 4}),
+     ((0, 4, 6), (8, 4, 1), {})],
+)
+def test_empty_batch(x_shape, w_shape, attrs, dtype):
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    Y = conv(X, W, B, **attrs)
+    assert Y.dtype == dtype
+    assert Y.shape == (0, w_shape[0], *plan_conv(x_shape, w_shape, **attrs).output_shape[2:])
+
+
+def test_zero_input_channels_gives_the_bias():
+    X = np.zeros((2, 0, 4), np.float32)
+    W = np.zeros((3, 0, 2), np.float32)
+    B = np.array([1, 2, 3], np.float32)
+    np.testing.assert_array_equal(conv(X, W, B), np.broadcast_to(B[None, :, None], (2, 3, 3)))
+
+
+def test_inputs_are_not_modified_and_non_contiguous_inputs_work():
+    X, W, B = random_inputs((2, 4, 9, 7), (6, 4, 3, 3), np.float64)
+    X_t = np.asfortranarray(X)
+    W_view = np.concatenate([W, W], axis=0)[::2]
+    before = (X_t.copy(), W_view.copy())
+    attrs = {"pads": [1, 1, 0, 0]}
+    assert_conv_within_bound(conv(X_t, W_view, B, **attrs), X, W_view, B, **attrs)
+    np.testing.assert_array_equal(X_t, before[0])
+    np.testing.assert_array_equal(W_view, before[1])
+
+
+@pytest.mark.parametrize("name", ["2d_groups_3", "2d_depthwise", "1d_pointwise"])
+def test_big_endian_inputs(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    Y = conv(X.astype(">f8"), W.astype(">f8"), B, **attrs)
+    assert_conv_within_bound(Y, X, W, B, **attrs)
+    assert Y.dtype.name == "float64"
+
+
+@pytest.mark.parametrize("name", ["2d_depthwise", "2d_depthwise_strided", "2d_groups_3",
+                                  "1d_pointwise", "3d_everything", "2d_strides_dilations"])
+def test_nan_and_inf_stay_inside_their_receptive_field(name):
+    check_nan_and_inf_stay_inside_their_receptive_field(name)
+
+
+def check_nan_and_inf_stay_inside_their_receptive_field(name):
+    """A NaN and an Inf in X reach exactly the outputs the oracle says, the rest is exact."""
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    X[(0, 0, *(size // 2 for size in x_shape[2:]))] = np.nan
+    X[(-1, -1, *(size - 1 for size in x_shape[2:]))] = np.inf
+    Y = conv(X, W, B, **attrs)
+    expected = oracle_conv(X, W, B, **attrs)
+    np.testing.assert_array_equal(np.isnan(Y), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(Y), np.isinf(expected))
+    assert_conv_within_bound(Y, X, W, B, expected=expected, **attrs)
+
+
+# --- differential: onnxruntime ------------------------------------------------------------------
+
+ORT_DTYPES = {np.float32: 1, np.float64: 11, np.float16: 10}
+
+
+def run_onnxruntime(X, W, B, attrs):
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    elem = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
+            np.dtype(np.float16): TensorProto.FLOAT16}[X.dtype]
+    names = ["X", "W"] + (["B"] if B is not None else [])
+    node = helper.make_node("Conv", names, ["Y"], **attrs)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info(n, elem, None) for n in names],
+        [helper.make_tensor_value_info("Y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model.ir_version = 10
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        pytest.skip(f"onnxruntime has no CPU Conv for {X.dtype}: {str(exc)[:120]}")
+    feeds = dict(zip(names, [X, W, B][: len(names)], strict=True))
+    return session.run(None, feeds)[0]
+
+
+ORT_CASES = sorted(
+    name for name, (_, w_shape, attrs) in ORACLE_CASES.items()
+    # onnxruntime refuses SAME_* together with dilations (the spec formulas allow them)
+    if not (attrs.get("auto_pad", "").startswith("SAME") and "dilations" in attrs)
+)
+
+
+@pytest.mark.parametrize("name", ORT_CASES)
+def test_matches_onnxruntime_float32(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=1)
+    # both sides are float32 sums in their own order: each within the bound of the exact value
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, expected=run_onnxruntime(
+        X, W, B, attrs), slack=2, **attrs)
+
+
+@pytest.mark.parametrize("name", ["2d_strides_dilations", "1d_depthwise_multiplier"])
+def test_matches_onnxruntime_float16(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float16, seed=2)
+    expected = run_onnxruntime(X, W, B, attrs)
+    np.testing.assert_allclose(conv(X, W, B, **attrs).astype(np.float64), expected,
+                               rtol=5e-3, atol=5e-3)
+
+
+def run_onnx_reference(X, W, B, attrs):
+    """A one-node Conv-22 model run by onnx's reference evaluator (onnxruntime has no float64
+    Conv on CPU)."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    names = ["X", "W"] + (["B"] if B is not None else [])
+    node = helper.make_node("Conv", names, ["Y"], **attrs)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info(n, TensorProto.DOUBLE, None) for n in names],
+        [helper.make_tensor_value_info("Y", TensorProto.DOUBLE, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    feeds = dict(zip(names, [X, W, B][: len(names)], strict=True))
+    return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("name", ["2d_strides_dilations", "1d_depthwise_multiplier",
+                                  "2d_groups_3", "3d_everything"])
+def test_matches_onnx_reference_float64(name):
+    x_shape, w_shape, attrs = ORACLE_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64, seed=2)
+    expected = run_onnx_reference(X, W, B, attrs)
+    assert expected.dtype == np.float64
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, expected=expected, slack=2, **attrs)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "attrs"),
+    [((2, 16, 20, 20), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+     ((1, 3, 33, 31), (8, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+     ((1, 32, 15, 15), (32, 1, 3, 3), {"group": 32, "pads": [1, 1, 1, 1]}),
+     ((1, 32, 14, 14), (64, 32, 1, 1), {}),
+     ((2, 8, 500), (16, 8, 9), {"pads": [4, 4]}),
+     ((1, 4, 9, 10, 11), (8, 4, 3, 3, 3), {"pads": [1] * 6}),
+     ((1, 8, 24, 24), (8, 8, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]})],
+)
+def test_benchmark_shapes_scaled_down_match_onnxruntime(x_shape, w_shape, attrs):
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=3)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, expected=run_onnxruntime(
+        X, W, B, attrs), slack=2, **attrs)
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+
+@st.composite
+def conv_problems(draw):
+    """A random valid Conv: rank 1-3, groups, strides, dilations, pads or auto_pad."""
+    rank = draw(st.integers(1, 3))
+    group = draw(st.integers(1, 3))
+    c_group = draw(st.integers(1, 2))
+    m = group * draw(st.integers(1, 2))
+    kernel = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    dilations = draw(st.lists(st.integers(1, 2), min_size=rank, max_size=rank))
+    strides = draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    auto_pad = draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    spatial = [
+        (k - 1) * d + 1 + draw(st.integers(0, 4)) for k, d in zip(kernel, dilations, strict=True)
+    ]
+    attrs = {"group": group, "strides": strides, "dilations": dilations, "auto_pad": auto_pad}
+    if auto_pad == "NOTSET":
+        attrs["pads"] = draw(st.lists(st.integers(0, 2), min_size=2 * rank, max_size=2 * rank))
+    n = draw(st.integers(1, 2))
+    return (n, group * c_group, *spatial), (m, c_group, *kernel), attrs
+
+
+PROPERTY_SETTINGS = settings(max_examples=40, deadline=None,
+                             suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY_SETTINGS
+@given(conv_problems(), st.integers(0, 2**32 - 1))
+def test_property_matches_oracle(problem, seed):
+    x_shape, w_shape, attrs = problem
+    X, W, B = random_inputs(x_shape, w_shape, np.float64, seed=seed)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, **attrs)
+
+
+@PROPERTY_SETTINGS
+@given(conv_problems(), st.integers(0, 2**32 - 1), st.floats(-3, 3), st.floats(-3, 3))
+def test_property_linear_in_x_and_in_w(problem, seed, a, b):
+    x_shape, w_shape, attrs = problem
+    X1, W1, _ = random_inputs(x_shape, w_shape, np.float64, seed=seed)
+    X2, W2, _ = random_inputs(x_shape, w_shape, np.float64, seed=seed + 1)
+    np.testing.assert_allclose(conv(a * X1 + b * X2, W1, **attrs),
+                               a * conv(X1, W1, **attrs) + b * conv(X2, W1, **attrs),
+                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(conv(X1, a * W1 + b * W2, **attrs),
+                               a * conv(X1, W1, **attrs) + b * conv(X1, W2, **attrs),
+                               rtol=1e-9, atol=1e-9)
+
+
+@PROPERTY_SETTINGS
+@given(conv_problems(), st.data())
+def test_property_one_hot_kernel_is_a_shifted_crop(problem, data):
+    """A kernel with one 1 at offset k copies Xpad[n, c, o*s + k*d] (identity over channels)."""
+    x_shape, w_shape, attrs = problem
+    channels, kernel = x_shape[1], w_shape[2:]
+    offset = tuple(data.draw(st.integers(0, k - 1)) for k in kernel)
+    W = np.zeros((channels, 1, *kernel))
+    W[(slice(None), 0, *offset)] = 1.0
+    attrs = {**attrs, "group": channels}
+    X = np.random.default_rng(7).standard_normal(x_shape)
+    Y = conv(X, W, **attrs)
+    begins, ends = resolve_pads(x_shape[2:], kernel, attrs["strides"], attrs["dilations"],
+                                attrs["auto_pad"], attrs.get("pads"))
+    padded = np.pad(X, [(0, 0), (0, 0), *zip(begins, ends, strict=True)])
+    crop = tuple(
+        slice(k * d, k * d + (o - 1) * s + 1, s)
+        for k, d, s, o in zip(
+            offset, attrs["dilations"], attrs["strides"], Y.shape[2:], strict=True
+        )
+    )
+    np.testing.assert_array_equal(Y, padded[(slice(None), slice(None), *crop)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(1, 300),
+       st.integers(0, 3))
+def test_output_blocks_tile_the_index_space_in_contiguous_runs(dims, budget, first_axis):
+    first_axis = min(first_axis, len(dims) - 1)
+    flat_starts = []
+    covered = 0
+    axis, step = conv_paths.block_axis_and_step(dims, budget, first_axis)
+    assert axis >= first_axis
+    for starts, lengths in conv_paths.output_blocks(dims, axis, step):
+        count = math.prod(lengths)
+        assert 1 <= count <= budget
+        assert all(length == 1 for length in lengths[:first_axis])
+        block = np.zeros(dims, dtype=bool)
+        block[tuple(slice(s, s + n) for s, n in zip(starts, lengths, strict=True))] = True
+        flat = np.flatnonzero(block)
+        assert flat[-1] - flat[0] + 1 == count == flat.size  # one contiguous run
+        flat_starts.append(flat[0])
+        covered += count
+    assert covered == math.prod(dims)
+    assert flat_starts == sorted(flat_starts)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_worker_threads_are_recreated_in_a_forked_child(monkeypatch):
+    monkeypatch.setattr(conv_paths, "DEPTHWISE_BLOCK_BYTES", 1)  # many blocks: threads used
+    monkeypatch.setattr(workers, "worker_count", lambda: 2)
+    x_shape, w_shape, attrs = ORACLE_CASES["2d_depthwise"]
+    X, W, B = random_inputs(x_shape, w_shape, np.float64)
+    expected = conv(X, W, B, **attrs)  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 2
+        try:
+            signal.alarm(30)
+            code = 0 if np.array_equal(conv(X, W, B, **attrs), expected) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
