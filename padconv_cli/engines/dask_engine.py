@@ -148,6 +148,7 @@ def dask_pad(
     show_progress: bool | str = False,
     verbose: bool = False,
     fallback_limit: int | None = None,
+    plan: Any = None,
 ) -> TiledResult:
     """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask.
 
@@ -160,7 +161,7 @@ def dask_pad(
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
         y = pad_dask(x.chunked(block_bytes), pads, constant_value, axes, mode,
-                     block_bytes=block_bytes)
+                     block_bytes=block_bytes, plan=plan)
         blocks = store(client, y, target, show_progress, "pad", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, True)
 
@@ -176,6 +177,7 @@ def dask_conv(
     show_progress: bool | str = False,
     verbose: bool = False,
     fallback_limit: int | None = None,
+    plan: Any = None,
     **attributes: Any,
 ) -> TiledResult:
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
@@ -184,6 +186,7 @@ def dask_conv(
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
-        y, exact = conv_dask(x.chunked(block_bytes), w, b, block_bytes=block_bytes, **attributes)
+        y, exact = conv_dask(x.chunked(block_bytes), w, b, block_bytes=block_bytes, plan=plan,
+                             **attributes)
         blocks = store(client, y, target, show_progress, "conv", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, exact)

@@ -249,14 +249,16 @@ def pad_dask(
     mode: str = "constant",
     *,
     block_bytes: int,
+    plan: PadPlan | None = None,
 ) -> Any:
     """ONNX Pad of ``x``: a dask array of blocks of about ``block_bytes``.
 
     ``x`` is a dask array, or an array in storage read block by block (see
-    :func:`block_source`).
+    :func:`block_source`); ``plan``: the call's plan when the caller made it already.
     """
     element_kind(x.dtype)
-    plan: PadPlan = plan_pad(x.shape, pads, axes, mode)
+    if plan is None:
+        plan = plan_pad(x.shape, pads, axes, mode)
     value = None if constant_value is None else coerce_constant_value(constant_value, x.dtype)
     out_dtype = pad_output_dtype(np.dtype(x.dtype), value, plan)
     itemsize = max(x.dtype.itemsize, out_dtype.itemsize)
@@ -301,14 +303,17 @@ def conv_dask(
     b: np.ndarray | None,
     *,
     block_bytes: int,
+    plan: ConvPlan | None = None,
     **attributes: Any,
 ) -> tuple[Any, bool]:
     """ONNX Conv of ``x`` (a dask array or an array in storage, see :func:`block_source`) with
     ``w`` (and ``b``): a dask array of blocks.
 
     Returns the array and whether its tiling is exact (bit-identical to the in-memory kernel).
+    ``plan``: the call's plan when the caller made it already.
     """
-    plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
+    if plan is None:
+        plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = block_bytes - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(
