@@ -52,7 +52,7 @@ def start_conv(cluster: Cluster, folder, target: str) -> subprocess.Popen:
     command = [
         sys.executable, "-m", "padconv_cli", "conv", str(folder / "x.npy"), str(folder / "w.npy"),
         "--pads", "1,1,1,1", "--engine", "dask", "--scheduler", cluster.address,
-        "--memory-limit", "96K", "-o", target,
+        "--memory-limit", "96K", "--quiet", "-o", target,
     ]
     return subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
