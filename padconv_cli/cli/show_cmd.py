@@ -15,7 +15,7 @@ EXAMPLES = """\b
 Examples:
   padconv show samples/pad_constant_data.npy
   padconv show weights.npz model.onnx --histogram --bins 20
-  padconv pad x.npy --pads 1 1 1 1 | padconv show - --json
+  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv show - --json
 """
 
 
