@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from padconv_cli.errors import OutputTooLargeError
+from padconv_cli.errors import OutputError, OutputTooLargeError
 from padconv_cli.units import human_bytes
 
 
@@ -32,7 +32,21 @@ def emit_result(array: np.ndarray, output: str | None, fmt: str | None) -> None:
 
         print_tensor(array)
         return
+    refuse_binary_to_terminal(output, fmt)
     write_tensor(array, output or "-", fmt=fmt or ("npy" if output in (None, "-") else None))
+
+
+def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
+    """Refuse to write tensor bytes to stdout when it is a terminal (as gzip does), unless
+    ``--force-binary`` was given: they would only garble the screen."""
+    from padconv_cli.cli.style import SETTINGS
+
+    if output not in (None, "-") or not stdout_is_terminal() or SETTINGS.get("force_binary"):
+        return
+    raise OutputError(
+        f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "
+        "(> y.npy), pipe it, give -o FILE, or add --force-binary"
+    )
 
 
 def check_output_size(shape: tuple[int, ...], dtype: np.dtype, limit: int | None) -> None:

@@ -16,12 +16,14 @@ from typing import Any, TextIO
 import click
 
 DEFAULT_WIDTH = 80
-SETTINGS: dict[str, Any] = {"no_color": False, "quiet": False, "verbose": 0, "context": None}
+SETTINGS: dict[str, Any] = {
+    "no_color": False, "quiet": False, "verbose": 0, "context": None, "force_binary": False,
+}
 
 
 def reset_settings() -> None:
     """Forget the global flags of an earlier run (one process may run several commands)."""
-    SETTINGS.update(no_color=False, quiet=False, verbose=0, context=None)
+    SETTINGS.update(no_color=False, quiet=False, verbose=0, context=None, force_binary=False)
 
 
 def _stream(err: bool) -> TextIO:
