@@ -94,7 +94,8 @@ def read_named_tensor(
 ) -> tuple[str | None, np.ndarray]:
     """(name, array) of a tensor source; name is the TensorProto or .npz member name, or None.
 
-    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``), ``-`` for stdin (format
+    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``, a Zarr store when zarr
+    is installed), ``-`` for stdin (format
     sniffed from the first bytes; ``-:name`` picks an .npz member), or an inline literal.
     ``dtype`` (ONNX or numpy name) sets a literal's element type; for files and stdin it must
     match the stored type.
@@ -102,6 +103,13 @@ def read_named_tensor(
     source = os.fspath(source)  # pathlib paths are welcome too
     if not source.strip():
         raise InputError("empty tensor source (give a path, - for stdin, or a literal)")
+    from padconv_cli.engines.zarr_paths import has_zarr_metadata
+
+    if has_zarr_metadata(source):
+        from padconv_cli.tensorio.zarr_store import read_zarr
+
+        label = printable(source)
+        return None, _check_requested_dtype(read_zarr(source, label), dtype, label)
     classified = classify_source(source)
     if classified.kind == "literal":
         return None, parse_literal(source, dtype)
