@@ -300,9 +300,9 @@ def _model_tensors(path: str, notice: Callable[[str], None]) -> Iterator[tuple[s
 
 
 def _stderr_notice(message: str) -> None:
-    import sys
+    import click
 
-    print(message, file=sys.stderr)
+    click.echo(message, err=True)
 
 
 def read_tensor_labelled(source: str, dtype: str | None) -> tuple[str, np.ndarray]:

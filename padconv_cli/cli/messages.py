@@ -124,7 +124,12 @@ def render_library_error(error: Exception, ctx: click.Context | None) -> str:
 
 
 def render_usage_error(error: click.ClickException) -> str:
-    """click's message in padconv's words: ``--pads: 'x' is not an integer``."""
+    """click's message in padconv's words, the same for every click version:
+    ``--pads: 'x' is not an integer``, ``No such option '--bogus'``."""
+    if isinstance(error, click.NoSuchOption):
+        close = ", ".join(error.possibilities or [])
+        hint = f"; did you mean {close}?" if close else ""
+        return f"No such option {error.option_name!r}{hint}"
     if isinstance(error, click.BadParameter) and error.param is not None:
         label = error.param_hint or _label(error.param)
         if isinstance(label, (list, tuple)):
