@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
@@ -72,6 +73,7 @@ Examples:
 @output_options
 @model_options
 @engine_options
+@input_options
 def conv_command(
     x: str,
     w: str,
@@ -91,7 +93,8 @@ def conv_command(
 ) -> None:
     """Convolve X (N x C x D1 x ... x Dn) with W (M x C/group x k1 x ... x kn), plus bias B (M).
 
-    Each input is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    Each input is a .npy, .npz[:NAME] or .pb file, MODEL.onnx:NAME (a stored tensor), - for
+    stdin, or an inline literal.
     With --from-model, W, B and the attributes come from a Conv node of a model (any opset);
     tensors and flags given here override them.
     """

@@ -2,8 +2,9 @@
 
 Exit codes: 0 success (``padconv`` alone prints the help, like ``padconv --help``), 1 a
 verification or comparison found a difference, 2 bad usage, bad input or not enough memory
-(one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 143/129
-terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
+(one line on stderr, no traceback, nothing written), 3 a runtime failure of the engine (the
+dask scheduler was lost, a worker died: one line, nothing written), 130 interrupted (Ctrl-C),
+143/129 terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
 (``padconv ... | head -c 10``).
 """
 
@@ -33,6 +34,7 @@ COMMANDS = {
     "verify": "padconv_cli.cli.verify_cmd:verify_command",
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
+    "audit": "padconv_cli.cli.audit_cmd:audit_command",
 }
 ALIASES: dict[str, str] = {"inspect": "show"}
 
@@ -129,9 +131,10 @@ def _with_global_options(command: click.Command) -> click.Command:
 def cli() -> None:
     """Apply the ONNX Pad and Conv operators to tensors in files, exactly as the spec says.
 
-    Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, - (stdin) or
-    inline literals such as '[[1, 2], [3, 4]]'. Results go to -o FILE (.npy or .pb), to
-    stdout as .npy bytes when piped, or are pretty-printed on a terminal.
+    Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, a model's
+    stored tensors (MODEL.onnx:NAME), - (stdin) or inline literals such as '[[1, 2], [3, 4]]'.
+    Results go to -o FILE (.npy or .pb), to stdout as .npy bytes when piped, or are
+    pretty-printed on a terminal.
 
     \b
     Examples:
@@ -203,6 +206,12 @@ def _silence_stdout() -> None:
         pass
 
 
+def _flush_stdout() -> None:
+    """Flush stdout, when there is one (``padconv ... -o FILE >&-`` has none)."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
 def _is_no_args_help(error: click.ClickException) -> bool:
     """True for click's "no arguments, show the help" signal (click 8.2+; absent before)."""
     no_args_error = getattr(click.exceptions, "NoArgsIsHelpError", None)
@@ -216,6 +225,21 @@ def _print_help(error: click.ClickException) -> int:
     return 0
 
 
+def _input_flag_hint(error: PadconvError, line: str) -> str:
+    """The line naming ``--max-input-bytes``/``--allow-hardlinks`` when the error is theirs."""
+    from padconv_cli.cli.input_options import flag_hint
+
+    return flag_hint(error, line)
+
+
+def _ignore_further_interrupts() -> None:
+    """After the first Ctrl-C has been caught, a second one must not interrupt the report."""
+    import signal
+
+    if threading_is_main():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
     """Run ``command`` and turn every way it can end into an exit code and at most one line.
 
@@ -226,8 +250,9 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     _reset_settings()
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
-        sys.stdout.flush()
+        _flush_stdout()
     except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
+        _ignore_further_interrupts()
         click.echo("padconv: interrupted", err=True)
         code = EXIT_INTERRUPTED
     except Terminated as terminated:
@@ -247,12 +272,66 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         click.echo(_error_line(OUT_OF_MEMORY_MESSAGE, _command_path()), err=True)
         code = EXIT_USAGE
     except PadconvError as error:
-        click.echo(_library_error_line(error), err=True)
-        code = EXIT_USAGE
+        click.echo(_input_flag_hint(error, _library_error_line(error)), err=True)
+        code = getattr(error, "exit_code", EXIT_USAGE)
     return code if isinstance(code, int) else 0
 
 
+def plug_closed_standard_streams() -> None:
+    """Open /dev/null on a closed fd 0, 1 or 2 (``padconv ... >&-``).
+
+    Python then has ``sys.stdout`` None (writing a result there is refused with one line), and
+    the next file padconv opens cannot land on descriptor 1 and receive stray writes.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            except OSError:
+                return
+
+
+def _swap_interrupt_handler(handler) -> None:
+    """Install ``handler`` for SIGINT with the signal held back meanwhile (none is lost)."""
+    import signal
+
+    if threading_is_main():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            signal.signal(signal.SIGINT, handler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def threading_is_main() -> bool:
+    """True in the main thread (the only one that may set signal handlers)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def run_interruptible(argv: list[str] | None) -> int:
+    """Run the command with Ctrl-C unwinding it (``finally`` blocks remove temporary files),
+    then, for the interpreter's exit, go back to "one line, exit 130 at once"."""
+    import signal
+
+    from padconv_cli.cli.entry import exit_interrupted
+
+    _swap_interrupt_handler(signal.default_int_handler)
+    try:
+        return cli.main(args=argv, prog_name="padconv", standalone_mode=False)
+    except KeyboardInterrupt:  # between two handlers of run_and_map_errors
+        _swap_interrupt_handler(signal.SIG_IGN)
+        click.echo("padconv: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    finally:
+        _swap_interrupt_handler(exit_interrupted)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``padconv`` console script."""
+    """Entry point of the ``padconv`` console script (see :mod:`padconv_cli.cli.entry`)."""
+    plug_closed_standard_streams()
     install_termination_handlers()
-    cli.main(args=argv, prog_name="padconv")
+    sys.exit(run_interruptible(argv))

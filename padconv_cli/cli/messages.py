@@ -79,7 +79,11 @@ def _argument_files(ctx: click.Context | None, message: str) -> str:
 
 
 def _with_label(message: str, name: str, label: str) -> str:
-    """``pads has 2 values`` -> ``--pads has 2 values``; else prefix ``--pads: ``."""
+    """``pads has 2 values`` -> ``--pads has 2 values``; a distinctive name (``max_input_bytes``)
+    is replaced wherever it stands; else prefix ``--pads: ``."""
+    anywhere = rf"(?<![\w-]){re.escape(name)}\b"
+    if "_" in name and re.search(anywhere, message):
+        return re.sub(anywhere, lambda m: label, message)
     pattern = rf"^((?:\w+ attribute )?){re.escape(name)}\b"
     if re.match(pattern, message):
         return re.sub(pattern, lambda m: label, message, count=1)

@@ -148,13 +148,38 @@ def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
     return click.option(*param_decls, cls=IntListOption, **kwargs)
 
 
+MAX_SIZE = 2**63 - 1
+
+
 def parse_size(text: str) -> int:
-    """Parse a byte count such as ``1000000``, ``512M``, ``4GiB`` or ``1.5G`` (powers of 1024)."""
+    """Parse a byte count such as ``1000000``, ``512M``, ``4GiB`` or ``1.5G`` (powers of 1024).
+
+    Rule: the number times its unit, rounded down, computed exactly; it must not exceed
+    2^63 - 1 bytes (8 EiB), else ValueError (400 nines is a mistake, not a limit).
+    """
     match = _SIZE.fullmatch(text.strip())
     if not match:
         raise ValueError(f"{text!r} is not a size (examples: 1000000, 512M, 4G)")
     number, unit = match.groups()
-    return int(float(number) * _SIZE_UNITS[(unit or "")[:1].lower()])
+    return _exact_size(number, _SIZE_UNITS[(unit or "")[:1].lower()], text)
+
+
+def _exact_size(number: str, unit: int, text: str) -> int:
+    """floor(number * unit) for a decimal ``number``, refused above :data:`MAX_SIZE`."""
+    whole, _, fraction = number.partition(".")
+    fraction = fraction[:64]  # exact: n / 2^40 never needs more than 40 decimals
+    if len(whole.lstrip("0")) > 20:  # far beyond 2^63 whatever the unit: do not compute it
+        raise ValueError(f"{_short(text)} is too large (at most 8 EiB)")
+    size = (int(whole + fraction) * unit) // 10 ** len(fraction)
+    if size > MAX_SIZE:
+        raise ValueError(f"{_short(text)} is too large (at most 8 EiB)")
+    return size
+
+
+def _short(text: str) -> str:
+    """``text`` quoted, cut to 40 characters for a message."""
+    text = text.strip()
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 class SizeType(click.ParamType):

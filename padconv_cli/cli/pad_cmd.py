@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
@@ -88,6 +89,7 @@ def note_ignored_constant(constant_value: str | None, mode: str) -> None:
 @output_options
 @model_options
 @engine_options
+@input_options
 def pad_command(
     data: str,
     pads: tuple[int, ...] | None,
@@ -103,7 +105,8 @@ def pad_command(
 ) -> None:
     """Pad (or crop, with negative pads) DATA as ONNX Pad does.
 
-    DATA is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    DATA is a .npy, .npz[:NAME] or .pb file, MODEL.onnx:NAME (a stored tensor), - for stdin,
+    or an inline literal.
     With --from-model the attributes come from a Pad node of a model (any opset); flags
     given here override them.
     """

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
 from padconv_cli.cli.options import dtype_option
@@ -54,6 +55,7 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per tensor.")
 @dtype_option
+@input_options
 def show_command(
     sources: tuple[str, ...],
     histogram: bool,

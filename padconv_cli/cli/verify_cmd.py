@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.options import env_flag, tolerance_options
 
@@ -60,6 +61,7 @@ Examples:
     is_flag=True,
     help="Plain text output (also when NO_COLOR is set or stdout is not a terminal).",
 )
+@input_options
 def verify_command(
     dirs: tuple[str, ...],
     onnx_suite: bool,

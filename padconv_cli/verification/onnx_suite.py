@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, PadconvError
+from padconv_cli.messages import bounded_list
 from padconv_cli.verification.cases import Case
 
 NODE_SOURCE = "onnx-node"
@@ -73,7 +74,7 @@ def case_from_model(
     feeds = _feeds(model.graph, inputs, location)
     missing = [n for n in node.input if n and n not in feeds and n not in known]
     if missing:
-        raise InputError(f"{location}: no value for node input(s) {', '.join(missing)}")
+        raise InputError(f"{location}: no value for node input(s) {bounded_list(missing)}")
     base.inputs = [None if not n else feeds.get(n, known.get(n)) for n in node.input]
     base.attributes = node_attributes(node, source=location)
     base.expected = list(outputs)
@@ -87,7 +88,7 @@ def _single_operator_node(graph: Any) -> tuple[Any, str]:
     from padconv_cli.onnx_nodes import is_supported_op
 
     computing = [n for n in graph.node if not _is_constant_node(n)]
-    kinds = ", ".join(n.op_type for n in computing) or "none"
+    kinds = bounded_list((n.op_type for n in computing), empty="none")
     if len(computing) == 1 and is_supported_op(computing[0].op_type, computing[0].domain):
         return computing[0], ""
     return None, (
@@ -105,6 +106,8 @@ def _constant_values(graph: Any, base_dir: str | None, location: str) -> dict[st
     values = {tensor.name: _tensor_to_array(tensor, base_dir) for tensor in graph.initializer}
     for node in graph.node:
         if _is_constant_node(node):
+            if not node.output:
+                raise InputError(f"{location}: a Constant node has no output")
             values[node.output[0]] = _constant_node_value(node, base_dir, location)
     return values
 
@@ -115,7 +118,11 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
 
     if len(node.attribute) != 1:
         raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
+    from padconv_cli.onnx_nodes import check_attribute_type
+
     attribute = node.attribute[0]
+    where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
+    check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if attribute.name == "value":
         return _tensor_to_array(value, base_dir)
@@ -124,7 +131,6 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
     if attribute.name in ("value_int", "value_ints"):
         return np.array(value, dtype=np.int64)
     if attribute.name in ("value_string", "value_strings"):
-        where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         return np.array(_decoded(value, where), dtype=object)
     raise InputError(f"Constant node {node.output[0]!r}: attribute {attribute.name} unsupported")
 
@@ -152,7 +158,7 @@ def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
     if len(inputs) != len(names):
         raise InputError(
             f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph input(s) "
-            f"{', '.join(names) or '(none)'}"
+            f"{bounded_list(names)}"
         )
     arrays = [_as_array(value) for value in inputs]
     return dict(zip(names, arrays, strict=True))

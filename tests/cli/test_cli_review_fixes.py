@@ -15,6 +15,7 @@ import onnx
 import pytest
 
 from padconv_cli.cli import options
+from padconv_cli.cli.main import ALIASES, COMMANDS
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.tensorio import read_tensor
 from padconv_cli.tensorio.writing import resolve_format
@@ -268,7 +269,7 @@ def test_zarr_errors_use_the_shared_one_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(zarr, "open_array", broken)
     with pytest.raises(InputError) as excinfo:
-        dask_io._open_zarr(str(tmp_path / "a.zarr"))
+        dask_io.open_zarr_input(str(tmp_path / "a.zarr"))
     assert "bad metadata\\x01here" in str(excinfo.value)
     assert not hasattr(dask_io, "_one_line")
     assert not hasattr(dask_io, "open_dask_input")
@@ -288,7 +289,7 @@ def test_show_examples_name_existing_samples(run_cli):
 def test_group_help_shows_whole_short_helps(run_cli):
     text = run_cli("--help").stdout
     commands = text.split("Commands:")[1].strip().splitlines()
-    assert len(commands) == 6  # five commands and the alias inspect
+    assert len(commands) == len(COMMANDS) + len(ALIASES)
     for line in commands:
         assert not line.rstrip().endswith("..."), line
 

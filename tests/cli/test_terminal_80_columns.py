@@ -62,7 +62,8 @@ def test_onnx_suite_fits_80_columns():
 
 
 @pytest.mark.parametrize(
-    "command", [(), ("pad",), ("conv",), ("show",), ("inspect",), ("compare",), ("verify",)]
+    "command",
+    [(), ("pad",), ("conv",), ("show",), ("inspect",), ("compare",), ("verify",), ("audit",)],
 )
 def test_every_help_fits_80_columns(command):
     run = run_in_terminal(*command, "--help", env=NO_COLOR)
