@@ -6,8 +6,7 @@ import sys
 
 import numpy as np
 
-from padconv_cli.errors import OutputError, OutputTooLargeError
-from padconv_cli.units import human_bytes
+from padconv_cli.errors import OutputError
 
 
 def stdout_is_terminal() -> bool:
@@ -47,24 +46,3 @@ def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
         f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "
         "(> y.npy), pipe it, give -o FILE, or add --force-binary"
     )
-
-
-def check_output_size(shape: tuple[int, ...], dtype: np.dtype, limit: int | None) -> None:
-    """Refuse a result whose ``prod(shape) * itemsize`` exceeds ``limit`` bytes, before allocating.
-
-    With no limit given the default is half of the memory available now.
-    """
-    from padconv_cli.cli.options import default_max_output_bytes
-
-    limit = default_max_output_bytes() if limit is None else limit
-    itemsize = max(np.dtype(dtype).itemsize, 1)
-    needed = itemsize
-    for dim in shape:
-        needed *= int(dim)
-    if needed > limit:
-        raise OutputTooLargeError(
-            f"the result {tuple(int(d) for d in shape)} of {np.dtype(dtype)} needs "
-            f"{human_bytes(needed)}, over the limit of {human_bytes(limit)} "
-            "(raise it with --max-output-bytes)"
-        )
-
