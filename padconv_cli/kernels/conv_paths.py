@@ -79,14 +79,27 @@ over whole padded rows (contiguous slices) and crops afterwards. (Tried for im2c
 column copies are bound by memory bandwidth either way, and the wider GEMM cost more.)"""
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-    """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum."""
+    """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum.
+
+    The sums run in the native core (:mod:`padconv_cli.kernels.native`) in the accumulator
+    dtype, ``+ B[m]`` after each sum; float16/bfloat16 inputs are cast to float32 first and the
+    float32 result is rounded once to the input dtype.
+    """
+    from padconv_cli.kernels import native
+
     acc = accumulator_dtype(x.dtype)
     y = new_array(plan.output_shape, acc)
     if y.size:
-        path = choose_path(plan)
-        path(plan, x, w.astype(acc, copy=False), y)
-    if b is not None:
-        y += b.astype(acc).reshape((-1,) + (1,) * plan.spatial_rank)
+        native.conv_into(
+            np.ascontiguousarray(x, dtype=acc),
+            np.ascontiguousarray(w, dtype=acc),
+            None if b is None else np.ascontiguousarray(b, dtype=acc),
+            y,
+            strides=plan.strides,
+            dilations=plan.dilations,
+            pads_begin=plan.pads_begin,
+            group=plan.group,
+        )
     if y.dtype == x.dtype:
         return y
     result = new_array(y.shape, x.dtype)

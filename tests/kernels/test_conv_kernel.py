@@ -242,17 +242,6 @@ def test_depthwise_blocks(monkeypatch, name, block_bytes):
     assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, **attrs)
 
 
-def test_wide_rows_not_used_when_padding_dwarfs_the_output(monkeypatch):
-    calls = []
-    monkeypatch.setattr(conv_paths, "_depthwise_strided_block",
-                        lambda *args: calls.append(args) or None)
-    plan = plan_conv((1, 2, 3, 2), (2, 1, 1, 3), group=2, pads=[0, 4, 0, 4], dilations=[1, 4])
-    assert conv_paths.wide_row_overhead(plan) > conv_paths.WIDE_MAX_OVERHEAD
-    conv(np.ones((1, 2, 3, 2), np.float32), np.ones((2, 1, 1, 3), np.float32), group=2,
-         pads=[0, 4, 0, 4], dilations=[1, 4])
-    assert len(calls) == 1
-
-
 def test_wide_overhead_case_still_correct():
     X, W, B = random_inputs((1, 2, 3, 2), (2, 1, 1, 3), np.float64)
     attrs = {"group": 2, "pads": [0, 4, 0, 4], "dilations": [1, 4]}
