@@ -9,7 +9,7 @@ The names are resolved lazily so that ``padconv --help`` does not pay for kernel
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 
 __version__ = "0.1.0"
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from padconv_cli.tensorio import read_tensor, write_tensor
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'padconv_cli' has no attribute {name!r}")

@@ -5,7 +5,9 @@ input).  Each peer ends in one status:
 
 * ``agree`` / ``disagree``: it ran; its output compared with padconv's by the rule of
   :func:`padconv_cli.verification.compare.compare_arrays` (the peer's output is the expected
-  side, so relative errors are relative to it);
+  side, so relative errors are relative to it); for Conv each element may also differ by the
+  dot-product error bound ``c * n * eps * sum(|x| * |w|)`` of
+  :mod:`padconv_cli.verification.conv_bound`;
 * ``refused``: it rejected the inputs while running (padconv accepted them);
 * ``unsupported``: it cannot load the model (no kernel for the type, opset too new);
 * ``unavailable``: not installed.
@@ -161,7 +163,7 @@ def _run_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any
     try:
         import onnxruntime
     except ImportError:
-        return "unavailable", "onnxruntime is not installed"
+        return "unavailable", "onnxruntime is not installed (pip install 'padconv[check]')"
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 4  # its own error log would duplicate our report on stderr
     try:
@@ -188,12 +190,17 @@ def _comparable(array: np.ndarray) -> np.ndarray:
 
 
 def _judge(peer: str, status: str, output: Any, result: np.ndarray, known: str | None,
-           rtol: float | None, atol: float | None) -> PeerResult:
+           rtol: float | None, atol: float | None, bound: np.ndarray | None = None
+           ) -> PeerResult:
     if status != "ran":
-        return PeerResult(peer, status, str(output), known)
+        # a deviation is a note about what the peer did: none for a peer that never ran
+        ran = status == "refused"
+        return PeerResult(peer, status, str(output), known if ran else None)
     from padconv_cli.verification.compare import compare_arrays
 
-    comparison = compare_arrays(_comparable(output), _comparable(result), rtol=rtol, atol=atol)
+    output = _comparable(output)
+    usable = bound if bound is not None and np.shape(output) == np.shape(bound) else None
+    comparison = compare_arrays(output, _comparable(result), rtol=rtol, atol=atol, bound=usable)
     verdict = "agree" if comparison.passed else "disagree"
     return PeerResult(
         peer, verdict, comparison.reason, known, comparison.max_abs, comparison.max_rel,
@@ -213,14 +220,16 @@ def crosscheck(
     """Run ``call`` (a KernelCall validated as ``plan``) through each peer and compare with
     padconv's ``result`` (module docstring)."""
     from padconv_cli.emit import single_node_model
+    from padconv_cli.verification.conv_bound import call_error_bound
 
     model = single_node_model(call, plan)
     feeds = _feeds(model, call)
+    bound = call_error_bound(call)
     report = CheckReport()
     for peer in peers:
         status, output = PEERS[peer](model, feeds)
         known = known_deviation(peer, call, plan)
-        report.peers.append(_judge(peer, status, output, result, known, rtol, atol))
+        report.peers.append(_judge(peer, status, output, result, known, rtol, atol, bound))
     return report
 
 

@@ -42,3 +42,11 @@ class OutputError(PadconvError):
 
 class OutputTooLargeError(PadconvError):
     """The result would need more memory than the configured limit allows."""
+
+
+class RuntimeFailure(PadconvError):
+    """The work could not finish for a reason outside the input: the dask scheduler went
+    away, a worker died or ran out of memory.  The CLI prints one line saying what to change
+    and exits with :attr:`exit_code` (3), writing nothing."""
+
+    exit_code = 3

@@ -241,6 +241,8 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str]) -> d
     info.update(body)
     info["onnx"] = {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
                     "reason": choice.reason}
+    if call.notes:
+        info["notes"] = list(call.notes)
     return info
 
 
@@ -272,4 +274,5 @@ def format_explanation(info: dict[str, Any]) -> str:
     )
     onnx = info["onnx"]
     lines.append(f"  ONNX: {onnx['operator']} at opset {onnx['opset']} ({onnx['reason']})")
+    lines.extend(f"  note: {note}" for note in info.get("notes", ()))
     return "\n".join(lines)

@@ -12,7 +12,9 @@ node of that type, from 0; the only handle of an unnamed node), or by the name o
 
 Constant inputs: initializers and outputs of ``Constant`` nodes, of the node's own graph and
 of the graphs around it (before IR 4 an initializer may also be a graph input; its stored value
-is used).  Everything else is computed at run time and must come from the command line.
+is used), and values computed from those alone (``Identity`` of an initializer, ``Cast`` of a
+``Constant``...), folded by onnx.reference on that sub-graph (:mod:`padconv_cli.folding`).
+Everything else is computed at run time and must come from the command line.
 
 Merging (:func:`resolve_call`): the node's attributes and constant inputs are translated by
 :mod:`padconv_cli.onnx_nodes` (any opset, Pad-2 attribute style included) into kernel
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,12 +107,14 @@ def load_model(path: str) -> Any:
     from onnx import ModelProto
 
     from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
+    from padconv_cli.tensorio.policy import check_input_size
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
         if size > PROTOBUF_LIMIT:
             raise InputError(f"{path}: {size} bytes is over protobuf's 2 GiB model limit")
+        check_input_size(size, path)
         data = read_exact(stream, size)
     model = ModelProto()
     try:
@@ -162,20 +167,30 @@ def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.nda
     """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
     label = f"{path}: Constant {node.output[0]!r}"
     for attribute in node.attribute:
+        where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         if attribute.name == "value":
-            return _tensor_loader(attribute.t, label, base_dir)
+            return _lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
         if attribute.name in SHORTHAND_CONSTANTS:
-            where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
             return _lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
+
+
+def _tensor_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
+    """The array of a Constant's ``value`` attribute, which must be typed TENSOR."""
+    from padconv_cli.onnx_nodes import check_attribute_type
+    from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+    check_attribute_type(attribute, "Constant", where)
+    return tensor_from_proto(attribute.t, label, base_dir)
 
 
 def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
     """The array of a Constant's value_* attribute: float32, int64 or strings (UTF-8 text)."""
     from onnx import helper
 
-    from padconv_cli.onnx_nodes import decode_attribute_text
+    from padconv_cli.onnx_nodes import check_attribute_type, decode_attribute_text
 
+    check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if "string" not in attribute.name:
         return np.array(value, dtype=np.float32 if "float" in attribute.name else np.int64)
@@ -199,6 +214,20 @@ def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable
     return constants
 
 
+def has_subgraph(node: Any) -> bool:
+    """True when one of the node's attributes is a graph (If, Loop, Scan bodies)."""
+    return any(True for _ in _subgraphs(node))
+
+
+def _folded(graph: Any, visible: dict[str, Callable], runtime: set[str], opsets: Any,
+            path: str) -> dict[str, Callable]:
+    """Loaders of the values ``graph`` computes from stored values only (see folding)."""
+    from padconv_cli.folding import fold_loader, fold_specs
+
+    specs = fold_specs(graph, visible, runtime)
+    return {name: fold_loader(spec, visible, opsets, path) for name, spec in specs.items()}
+
+
 def _subgraphs(node: Any) -> Iterator[Any]:
     from onnx import AttributeProto
 
@@ -209,13 +238,30 @@ def _subgraphs(node: Any) -> Iterator[Any]:
             yield from attribute.graphs
 
 
-def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str):
-    """(node, visible constants) for every node, subgraphs included, in graph order."""
-    visible = {**outer, **_graph_constants(graph, path, base_dir)}
+def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
+          opsets: Any = (), outer_runtime: frozenset[str] = frozenset()):
+    """(node, visible constants) for every node, subgraphs included, in graph order.
+
+    Visible constants: the stored values of this graph and the graphs around it, then the
+    values folded from them (:mod:`padconv_cli.folding`; never from a graph input).  A subgraph
+    sees its own constants over those of the graphs around it: a ChainMap layer, not a copy, so
+    that reading a model stays linear in its size however many subgraphs it has (a copy per
+    subgraph was quadratic: 40k Constant + 40k If nodes took minutes).
+    """
+    runtime = set(outer_runtime) | {value.name for value in graph.input}
+    own = dict(_graph_constants(graph, path, base_dir))
+    layered = ChainMap(own, *_layers(outer))
+    own.update(_folded(graph, layered, runtime, opsets, path))
+    visible = layered if own else outer
     for node in graph.node:
         yield node, visible
         for subgraph in _subgraphs(node):
-            yield from _walk(subgraph, visible, path, base_dir)
+            yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
+
+
+def _layers(mapping: Mapping[str, Callable]) -> list[Mapping[str, Callable]]:
+    """The maps of a ChainMap (flattened, so that lookups do not nest), or the mapping itself."""
+    return list(mapping.maps) if isinstance(mapping, ChainMap) else [mapping]
 
 
 def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelNode]:
@@ -225,7 +271,7 @@ def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelN
     base_dir = os.path.dirname(os.path.abspath(path))
     counters: dict[str, int] = {}
     nodes = []
-    for node, constants in _walk(model.graph, {}, path, base_dir):
+    for node, constants in _walk(model.graph, {}, path, base_dir, model.opset_import):
         if node.op_type not in op_types or node.domain not in ("", "ai.onnx"):
             continue
         index = counters.get(node.op_type, 0)
@@ -251,11 +297,10 @@ def _matches(name: str, node: ModelNode, labels: dict[int, str]) -> bool:
 
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
-    """``a, b, c (+9 more)``: the first LISTED_NODES labels of one operator type."""
-    labels = [n.label for n in nodes if n.op_type == op_type]
-    shown = ", ".join(labels[:LISTED_NODES])
-    more = f" (+{len(labels) - LISTED_NODES} more)" if len(labels) > LISTED_NODES else ""
-    return f"{shown}{more}"
+    """``a, b, c ... and 9 more``: the first LISTED_NODES labels of one operator type."""
+    from padconv_cli.messages import bounded_list
+
+    return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
 def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
@@ -267,8 +312,7 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
     nodes = model_nodes(path)
     candidates = [n for n in nodes if n.op_type == op_type]
     if not candidates:
-        others = ", ".join(sorted({n.op_type for n in nodes})) or "none"
-        raise InputError(f"{path}: the model has no {op_type} node (Pad/Conv nodes: {others})")
+        raise InputError(f"{path}: the model has no {op_type} node{_other_op_hint(nodes)}")
     if name is None:
         if len(candidates) == 1:
             return candidates[0]
@@ -281,9 +325,34 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
     if len(chosen) == 1:
         return chosen[0]
     if len(chosen) > 1:
-        handles = ", ".join(labels[id(n)] for n in chosen)
+        from padconv_cli.messages import bounded_list
+
+        handles = bounded_list(labels[id(n)] for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
     raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, labels, op_type)}")
+
+
+def _other_op_hint(nodes: list[ModelNode]) -> str:
+    """`` (Pad/Conv nodes: none)`` or ``; its Conv nodes (a, b) are for `padconv conv```."""
+    others = sorted({n.op_type for n in nodes})
+    if not others:
+        return " (Pad/Conv nodes: none)"
+    return "; " + "; ".join(
+        f"its {op} nodes ({_node_list(nodes, op)}) are for `padconv {op.lower()}`"
+        for op in others
+    )
+
+
+def with_node_context(origin: ModelNode | None, error: Exception) -> Exception:
+    """``error`` with the model and the node named in front (same type, param and source),
+    for errors about a node's values raised where the node is not known."""
+    from padconv_cli.errors import PadconvError
+
+    if origin is None or not isinstance(error, PadconvError) or origin.path in str(error):
+        return error
+    renamed = type(error)(f"{origin.describe()}: {error}", param=error.param,
+                          source=error.source or origin.path)
+    return renamed
 
 
 def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: str) -> str:
@@ -396,7 +465,7 @@ def _coerced(call: Any) -> Any:
 
     attributes = dict(call.attributes)
     attributes["constant_value"] = coerce_constant_value(text, np.asarray(call.arrays[0]).dtype)
-    return KernelCall(call.op_type, call.version, call.arrays, attributes)
+    return KernelCall(call.op_type, call.version, call.arrays, attributes, call.notes)
 
 
 def resolve_call(
@@ -429,7 +498,10 @@ def resolve_call(
     from_model = _given_by_model(attributes)
     overridden = tuple(sorted(name for name in flags if name in from_model))
     attributes.update(flags)
-    call = _coerced(KernelCall(op_type, model_call.version, model_call.arrays, attributes))
+    notes = tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
+    if attributes.get("mode") != "wrap":  # --mode replaced the off-spec wrap
+        notes = ()
+    call = _coerced(KernelCall(op_type, model_call.version, model_call.arrays, attributes, notes))
     given = frozenset(from_model | set(flags))
     return ResolvedCall(call, given, frozenset(embedded), origin, overridden)
 
@@ -446,6 +518,49 @@ def _plain_call(op_type: str, arrays: tuple, flags: Mapping[str, Any]) -> Resolv
     attributes.update(flags)
     call = KernelCall(op_type, OPERATOR_VERSIONS[op_type][-1], tuple(arrays), attributes)
     return ResolvedCall(_coerced(call), frozenset(flags))
+
+
+def stored_values(path: str) -> dict[str, Callable[[], np.ndarray]]:
+    """Name -> loader of every tensor the model stores: initializers and Constant outputs of
+    every graph (subgraphs included, main graph first), and the values folded from them."""
+    model = load_model(path)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    values: dict[str, Callable[[], np.ndarray]] = {}
+    seen: set[int] = set()
+    for _node, visible in _walk(model.graph, {}, path, base_dir, model.opset_import):
+        if id(visible) not in seen:
+            seen.add(id(visible))
+            for name, loader in visible.items():
+                values.setdefault(name, loader)
+    if not seen:  # a graph without nodes: its initializers only
+        values = _graph_constants(model.graph, path, base_dir)
+    return values
+
+
+def stored_tensor(path: str, name: str) -> np.ndarray:
+    """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``).
+
+    An unknown name is an :class:`InputError` naming the model, with close matches.
+    """
+    values = stored_values(path)
+    loader = values.get(name)
+    if loader is None:
+        raise InputError(f"{path}: no stored tensor {name!r}{_stored_hint(name, list(values))}",
+                         source=path)
+    return loader()
+
+
+def _stored_hint(name: str, names: list[str]) -> str:
+    """``; did you mean 'a'? stored tensors: a, b (+3 more)`` for an unknown stored name."""
+    import difflib  # only for this error message
+
+    if not names:
+        return " (the model stores no tensors)"
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    shown = ", ".join(names[:LISTED_NODES])
+    more = f" (+{len(names) - LISTED_NODES} more)" if len(names) > LISTED_NODES else ""
+    return f"{guess} stored tensors: {shown}{more}"
 
 
 def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:

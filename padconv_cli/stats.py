@@ -8,6 +8,10 @@ Rules:
 * Integers keep exact ``min``/``max`` (Python ints, also for uint64 beyond 2**53); ``mean`` and
   ``std`` are float64.  Booleans count as 0/1.  Complex tensors are summarised by their
   magnitudes ``|x|``.  Strings have no numeric statistics.
+* ``median`` and the percentiles ``p90``/``p95``/``p99`` are over the finite elements too, by
+  linear interpolation between the two nearest ranks (numpy's default method); they need one
+  copy of the finite values (float32 for 8- and 16-bit floats, ``|x|`` for complex).
+  ``argmin``/``argmax`` are the index of the first finite minimum / maximum in C order.
 * The data are visited in chunks of :data:`CHUNK_ELEMENTS`, converted to float64 one chunk at a
   time, and the chunk moments are merged with Chan's formula
   ``M2 = M2_a + M2_b + delta^2 * n_a * n_b / n`` — so a large tensor never gets a float64 copy.
@@ -78,6 +82,10 @@ class TensorStats:
     std: float | None = None
     histogram: Histogram | None = None
     notes: list[str] = field(default_factory=list)
+    percentiles: dict[str, float] = field(default_factory=dict)
+    argmin: tuple[int, ...] | None = None
+    argmax: tuple[int, ...] | None = None
+    flat_extremes: list[int] = field(default_factory=lambda: [0, 0])
 
 
 def value_kind(dtype: np.dtype) -> str:
@@ -111,12 +119,6 @@ def _as_real(chunk: np.ndarray, kind: str) -> np.ndarray:
     return chunk.astype(np.float64)
 
 
-def _exact_extreme(chunk: np.ndarray, pick) -> int:
-    """Exact min or max of an integer or bool chunk as a Python int (int4/int2 via int64)."""
-    values = chunk if chunk.dtype.kind in "iu" else chunk.astype(np.int64)
-    return int(pick(values))
-
-
 def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
     """Statistics of ``array`` by the rules of the module docstring; a histogram of ``bins``
     equal-width bins over ``[min, max]`` of the finite elements when ``bins`` is given."""
@@ -136,18 +138,65 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
     if kind == "complex":
         stats.notes.append("complex: statistics of the magnitudes |x|")
     moments = Moments()
-    for chunk in _chunks(array):
-        _accumulate(stats, moments, chunk, kind)
+    for index, chunk in enumerate(_chunks(array)):
+        _accumulate(stats, moments, chunk, kind, index * CHUNK_ELEMENTS)
     if moments.count:
         stats.mean = moments.mean
         stats.std = moments.std
+        stats.argmin, stats.argmax = (
+            tuple(int(i) for i in np.unravel_index(flat, array.shape))
+            for flat in stats.flat_extremes
+        )
+        stats.percentiles = percentiles(array, kind)
     if bins is not None and moments.count:
         stats.histogram = _histogram(array, kind, stats, bins)
     return stats
 
 
-def _accumulate(stats: TensorStats, moments: Moments, chunk: np.ndarray, kind: str) -> None:
-    """Fold one chunk into the counts, the extremes and the moments."""
+PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
+
+
+def _finite_values(array: np.ndarray, kind: str) -> np.ndarray:
+    """The finite elements as a flat array numpy can rank (see the module rules)."""
+    flat = array.reshape(-1)
+    if kind == "complex":
+        values = np.abs(flat)
+    elif kind == "bool":
+        return flat.astype(np.uint8)
+    elif kind == "int":
+        return flat if flat.dtype.kind in "iu" else flat.astype(np.int64)
+    elif flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
+        values = flat.astype(np.float32)
+    else:
+        values = flat
+    return values[np.isfinite(values)]
+
+
+def percentiles(array: np.ndarray, kind: str) -> dict[str, float]:
+    """``median``, ``p90``, ``p95``, ``p99`` of the finite elements (linear interpolation)."""
+    values = _finite_values(array, kind)
+    if values.size == 0:
+        return {}
+    points = np.percentile(values, list(PERCENTILES.values()))
+    return {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
+
+
+def _chunk_extremes(chunk: np.ndarray, real: np.ndarray, finite_mask: np.ndarray,
+                    kind: str) -> tuple[Any, int, Any, int]:
+    """(min, its index, max, its index) of the finite elements of a chunk (first occurrence)."""
+    if kind in ("int", "bool"):
+        values = chunk if chunk.dtype.kind in "iu" else chunk.astype(np.int64)
+        low_at, high_at = int(np.argmin(values)), int(np.argmax(values))
+        return int(values[low_at]), low_at, int(values[high_at]), high_at
+    low_at = int(np.argmin(np.where(finite_mask, real, np.inf)))
+    high_at = int(np.argmax(np.where(finite_mask, real, -np.inf)))
+    return float(real[low_at]), low_at, float(real[high_at]), high_at
+
+
+def _accumulate(stats: TensorStats, moments: Moments, chunk: np.ndarray, kind: str,
+                offset: int = 0) -> None:
+    """Fold one chunk (starting at flat index ``offset``) into the counts, the extremes with
+    their indices and the moments."""
     real = _as_real(chunk, kind)
     finite_mask = np.isfinite(real)
     stats.nan += int(np.count_nonzero(np.isnan(real)))
@@ -157,14 +206,13 @@ def _accumulate(stats: TensorStats, moments: Moments, chunk: np.ndarray, kind: s
     stats.finite += int(finite.size)
     if finite.size == 0:
         return
-    if kind in ("int", "bool"):
-        low, high = _exact_extreme(chunk, np.min), _exact_extreme(chunk, np.max)
-    else:
-        low, high = float(finite.min()), float(finite.max())
+    low, low_at, high, high_at = _chunk_extremes(chunk, real, finite_mask, kind)
     if kind == "bool":
         low, high = bool(low), bool(high)
-    stats.minimum = low if stats.minimum is None else min(stats.minimum, low)
-    stats.maximum = high if stats.maximum is None else max(stats.maximum, high)
+    if stats.minimum is None or low < stats.minimum:
+        stats.minimum, stats.flat_extremes[0] = low, offset + low_at
+    if stats.maximum is None or high > stats.maximum:
+        stats.maximum, stats.flat_extremes[1] = high, offset + high_at
     mean = float(finite.mean())
     moments.merge(int(finite.size), mean, float(np.sum((finite - mean) ** 2)))
 
@@ -183,11 +231,14 @@ def _histogram(array: np.ndarray, kind: str, stats: TensorStats, bins: int) -> H
     return Histogram([float(e) for e in edges], [int(c) for c in counts])
 
 
-def preview_text(array: np.ndarray, edge_items: int = DEFAULT_EDGE_ITEMS) -> str:
-    """numpy's text form of the values; above PREVIEW_THRESHOLD elements only the first and
-    last ``edge_items`` of every axis are shown, around ``...``."""
+def preview_text(array: np.ndarray, edge_items: int = DEFAULT_EDGE_ITEMS,
+                 width: int = 76) -> str:
+    """numpy's text form of the values in lines of at most ``width`` characters; above
+    PREVIEW_THRESHOLD elements only the first and last ``edge_items`` of every axis are shown,
+    around ``...``."""
     return np.array2string(
-        array, threshold=PREVIEW_THRESHOLD, edgeitems=max(int(edge_items), 1), max_line_width=100
+        array, threshold=PREVIEW_THRESHOLD, edgeitems=max(int(edge_items), 1),
+        max_line_width=max(width, 20),
     )
 
 
@@ -264,7 +315,8 @@ def read_tensor_labelled(source: str, dtype: str | None) -> tuple[str, np.ndarra
 
 
 def describe_tensor(
-    label: str, array: np.ndarray, *, bins: int | None = None, edge_items: int = 3
+    label: str, array: np.ndarray, *, bins: int | None = None, edge_items: int = 3,
+    width: int = 80,
 ) -> dict[str, Any]:
     """Everything ``padconv show`` prints about one tensor, as a dict (no arrays inside)."""
     stats = tensor_stats(array, bins=bins)
@@ -284,12 +336,16 @@ def describe_tensor(
         "neginf": stats.neginf,
         "notes": stats.notes,
     }
+    if stats.percentiles:
+        description.update(stats.percentiles)
+        description["argmin"] = list(stats.argmin or ())
+        description["argmax"] = list(stats.argmax or ())
     if stats.histogram is not None:
         description["histogram"] = {
             "edges": stats.histogram.edges, "counts": stats.histogram.counts
         }
     if edge_items > 0:
-        description["preview"] = preview_text(array, edge_items)
+        description["preview"] = preview_text(array, edge_items, width - 4)
     return description
 
 
@@ -350,6 +406,13 @@ def format_description(description: dict[str, Any]) -> str:
         lines.append(
             f"  finite {description['finite']}  NaN {description['nan']}  "
             f"+Inf {description['posinf']}  -Inf {description['neginf']}"
+        )
+    if "median" in description:
+        lines.append(
+            "  " + "  ".join(f"{name} {_number(description[name])}" for name in PERCENTILES)
+        )
+        lines.append(
+            f"  min at {description['argmin']}  max at {description['argmax']}"
         )
     lines.extend(f"  ({note})" for note in description["notes"])
     if "histogram" in description:

@@ -6,17 +6,20 @@ import json
 
 import click
 
+from padconv_cli.cli.conv_cmd import AUTO_PAD_VALUES
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option, tolerance_options
+from padconv_cli.cli.options import Int64Type, dtype_option, int_list_option, tolerance_options
+from padconv_cli.errors import PadconvError
 
 EXIT_DIFFERENT = 1
 
 EXAMPLES = """\b
 Examples:
-  padconv compare expected.npy actual.npy
   padconv compare y_ref.pb y.npy --rtol 1e-4 --atol 1e-6 --json
   padconv conv x.npy w.npy | padconv compare y_ref.npy - && echo same
+  padconv compare y_ort.npy y.npy --conv-x x.npy --from-model m.onnx --node conv1
 """
 
 
@@ -31,6 +34,25 @@ Examples:
 @tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @dtype_option
+@input_options
+@click.option("--conv-x", metavar="X", default=None, shell_complete=complete_path,
+              help="A and B are Conv outputs of this X: allow each element the dot-product "
+              "error bound c*n*eps*sum(|x|*|w|) too (needs W: --conv-w or --from-model).")
+@click.option("--conv-w", metavar="W", default=None, shell_complete=complete_path,
+              help="The W of that Conv.")
+@click.option("--conv-b", metavar="B", default=None, shell_complete=complete_path,
+              help="The bias B of that Conv, if it has one.")
+@click.option("--auto-pad", type=click.Choice(AUTO_PAD_VALUES), default=None,
+              help="auto_pad of that Conv (as padconv conv).")
+@int_list_option("--dilations", default=None, help="dilations of that Conv.")
+@click.option("--group", type=Int64Type(), default=None, help="group of that Conv.")
+@int_list_option("--kernel-shape", default=None, help="kernel_shape of that Conv.")
+@int_list_option("--pads", default=None, help="pads of that Conv.")
+@int_list_option("--strides", default=None, help="strides of that Conv.")
+@click.option("--from-model", metavar="MODEL.onnx", default=None, shell_complete=complete_path,
+              help="Take that Conv's W, B and attributes from a Conv node of this model.")
+@click.option("--node", metavar="NAME", default=None,
+              help="The Conv node of --from-model (name, Conv#k or output name).")
 def compare_command(
     expected: str,
     actual: str,
@@ -38,21 +60,28 @@ def compare_command(
     atol: float | None,
     as_json: bool,
     dtype: str | None,
+    **conv_options,
 ) -> None:
     """Compare tensor B with tensor A by padconv verify's rule; exit 0 if they match, 1 if not.
 
     Shapes and dtypes must be equal; integers, bools and strings exactly; floats must satisfy
     |B - A| <= atol + rtol * |A| (A is the reference), NaN matching only NaN. A and B are files
-    (.npy, .npz[:NAME], .pb), - for stdin (one of them), or inline literals.
+    (.npy, .npz[:NAME], .pb, MODEL.onnx:NAME), - for stdin (one of them), or inline literals.
+    With --conv-x (and W from --conv-w or --from-model), A and B are taken as outputs of that
+    Conv and each element may also differ by c*n*eps*sum(|x|*|w|) over its receptive field.
     """
     from padconv_cli.tensorio import read_tensor
     from padconv_cli.verification.compare import compare_arrays
 
     if expected == "-" and actual == "-":
         raise click.UsageError("only one of A and B can be - (stdin)")
+    sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
+    if sources.count("-") > 1:
+        raise click.UsageError("only one of A, B and the Conv inputs can be - (stdin)")
     reference = read_tensor(expected, dtype=dtype)
     candidate = read_tensor(actual, dtype=dtype)
-    comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol)
+    bound = _conv_bound(conv_options, reference.shape, dtype)
+    comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     if as_json:
         record = _record(comparison, (expected, reference), (actual, candidate))
         click.echo(json.dumps(record, indent=2, ensure_ascii=False))
@@ -60,6 +89,44 @@ def compare_command(
         click.echo("\n".join(_lines(comparison, (expected, reference), (actual, candidate))))
     if not comparison.passed:
         raise click.exceptions.Exit(EXIT_DIFFERENT)
+
+
+_CONV_ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
+    """The Conv error bound of the --conv-*/--from-model options (None without --conv-x)."""
+    given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
+    if options["conv_x"] is None:
+        if given:
+            raise click.UsageError(f"{given[0]} describes the Conv of --conv-x; give --conv-x")
+        return None
+    if options["conv_w"] is None and options["from_model"] is None:
+        raise click.UsageError("--conv-x needs the Conv's W: --conv-w W or --from-model")
+    if options["node"] is not None and options["from_model"] is None:
+        raise click.UsageError("--node needs --from-model MODEL.onnx")
+    from padconv_cli.explain import plan_call
+    from padconv_cli.models import find_node, resolve_call, with_node_context
+    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.verification.conv_bound import call_error_bound
+
+    arrays = tuple(None if options[k] is None else read_tensor(options[k], dtype=dtype)
+                   for k in ("conv_x", "conv_w", "conv_b"))
+    flags = {k: options[k] for k in _CONV_ATTRIBUTES if options[k] is not None}
+    origin = None
+    if options["from_model"] is not None:
+        origin = find_node(options["from_model"], options["node"], "Conv")
+    resolved = resolve_call("Conv", arrays, flags, origin)
+    try:
+        plan = plan_call(resolved.call)
+    except PadconvError as error:
+        raise with_node_context(origin, error) from None
+    if tuple(plan.output_shape) != tuple(shape):
+        raise click.UsageError(
+            f"the Conv of --conv-x gives shape {list(plan.output_shape)}, A has shape "
+            f"{list(shape)}"
+        )
+    return call_error_bound(resolved.call)
 
 
 def _tensor_text(source: str, array) -> str:
@@ -74,7 +141,8 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     from padconv_cli.verification.report import format_error, tolerance_hint
 
     verdict = "PASS" if comparison.passed else "FAIL"
-    lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g})"]
+    bound = ", + c*n*eps*sum(|x|*|w|)" if comparison.bounded else ""
+    lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})"]
     lines.append(f"  A {_tensor_text(*first)}")
     lines.append(f"  B {_tensor_text(*second)}")
     if comparison.max_abs is not None:
@@ -110,6 +178,7 @@ def _record(comparison, first: tuple, second: tuple) -> dict:
         "b": tensor(*second),
         "rtol": comparison.rtol,
         "atol": comparison.atol,
+        "conv_bound": comparison.bounded,
         "max_abs": comparison.max_abs,
         "max_rel": comparison.max_rel,
         "mismatch_count": comparison.mismatch_count,

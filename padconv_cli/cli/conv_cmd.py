@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
@@ -14,15 +15,23 @@ from padconv_cli.cli.model_options import (
     require,
     run_operator,
 )
-from padconv_cli.cli.options import Int64Type, dtype_option, int_list_option, output_options
+from padconv_cli.cli.options import (
+    ChoiceWithSuggestion,
+    Int64Type,
+    dtype_option,
+    int_list_option,
+    output_options,
+)
 
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 EXAMPLES = """\b
 Examples:
-  padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy --kernel-shape 3 3 --pads 1 1 1 1
-  padconv conv x.npy --from-model model.onnx --node conv1 --auto-pad SAME_UPPER --explain
-  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv conv - w.npy -o y.npy --check
+  padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy \\
+      --pads 1 1 1 1
+  padconv conv x.npy --from-model model.onnx --node conv1 \\
+      --auto-pad SAME_UPPER --explain
+  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv conv - w.npy --check
 """
 
 
@@ -37,7 +46,7 @@ Examples:
 @click.argument("b", metavar="[B]", required=False, shell_complete=complete_path)
 @click.option(
     "--auto-pad",
-    type=click.Choice(AUTO_PAD_VALUES),
+    type=ChoiceWithSuggestion(AUTO_PAD_VALUES),
     default="NOTSET",
     show_default=True,
     help="SAME_UPPER/SAME_LOWER: output = ceil(input / stride), odd padding at the end/begin; "
@@ -64,6 +73,7 @@ Examples:
 @output_options
 @model_options
 @engine_options
+@input_options
 def conv_command(
     x: str,
     w: str,
@@ -83,7 +93,8 @@ def conv_command(
 ) -> None:
     """Convolve X (N x C x D1 x ... x Dn) with W (M x C/group x k1 x ... x kn), plus bias B (M).
 
-    Each input is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    Each input is a .npy, .npz[:NAME] or .pb file, MODEL.onnx:NAME (a stored tensor), - for
+    stdin, or an inline literal.
     With --from-model, W, B and the attributes come from a Conv node of a model (any opset);
     tensors and flags given here override them.
     """

@@ -40,6 +40,7 @@ class EngineSettings:
     memory_limit: int | None = None
     scheduler: str | None = None
     quiet: bool = False
+    verbose: bool = False
 
     @property
     def limit(self) -> int:
@@ -52,9 +53,16 @@ def default_memory_limit() -> int:
     return available_memory_bytes() // 2
 
 
+def quiet_requested() -> bool:
+    """True when the global ``-q`` was given before the command name."""
+    from padconv_cli.cli.style import SETTINGS
+
+    return bool(SETTINGS["quiet"])
+
+
 def engine_options(f: Callable) -> Callable:
-    """Add ``--engine``, ``--memory-limit``, ``--scheduler`` and ``--quiet``; the command gets
-    them as one ``engine_settings`` (:class:`EngineSettings`) argument."""
+    """Add ``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``;
+    the command gets them as one ``engine_settings`` (:class:`EngineSettings`) argument."""
 
     @functools.wraps(f)
     def with_settings(*args: Any, **kwargs: Any) -> Any:
@@ -62,7 +70,8 @@ def engine_options(f: Callable) -> Callable:
             engine=kwargs.pop("engine"),
             memory_limit=kwargs.pop("memory_limit"),
             scheduler=kwargs.pop("scheduler"),
-            quiet=kwargs.pop("quiet"),
+            quiet=kwargs.pop("quiet") or quiet_requested(),
+            verbose=kwargs.pop("verbose"),
         )
         return f(*args, engine_settings=settings, **kwargs)
 
@@ -104,6 +113,12 @@ _OPTIONS = (
         default=False,
         help="No progress bar (it shows on a terminal for work longer than a second).",
     ),
+    click.option(
+        "--verbose",
+        is_flag=True,
+        default=False,
+        help="Let the dask engine's own log lines and warnings through to stderr.",
+    ),
 )
 
 
@@ -137,7 +152,7 @@ def run_with_engine(
     _check_file_input(data, engine)
     _check_file_output(output, fmt, engine)
     _check_result_fits_disk(operator, data, others, attributes, output, max_output_bytes)
-    show = not settings.quiet and _stderr_is_terminal()
+    show = progress_display(settings.quiet, _stderr_is_terminal())
     if operator == "pad":
         result = _run_pad(engine, data, output, attributes, settings, show)
     else:
@@ -151,6 +166,14 @@ def run_with_engine(
             err=True,
         )
     return True
+
+
+def progress_display(quiet: bool, terminal: bool) -> bool | str:
+    """How the tiled and dask engines report progress: nothing with ``--quiet``, a bar on a
+    terminal, else one line if the run is long (see :mod:`padconv_cli.outofcore.progress`)."""
+    if quiet:
+        return False
+    return True if terminal else "line"
 
 
 def resolve_engine(
@@ -294,7 +317,7 @@ def _run_pad(
     output: str,
     attributes: dict[str, Any],
     settings: EngineSettings,
-    show: bool,
+    show: bool | str,
 ) -> Any:
     arguments = (
         attributes["pads"],
@@ -308,14 +331,7 @@ def _run_pad(
         return tiled_pad(data, output, *arguments, memory_limit=settings.limit, show_progress=show)
     from padconv_cli.engines.dask_engine import dask_pad
 
-    return dask_pad(
-        data,
-        output,
-        *arguments,
-        memory_limit=settings.limit,
-        scheduler=settings.scheduler,
-        show_progress=show,
-    )
+    return dask_pad(data, output, *arguments, **_dask_settings(settings, show))
 
 
 def _run_conv(
@@ -325,7 +341,7 @@ def _run_conv(
     output: str,
     attributes: dict[str, Any],
     settings: EngineSettings,
-    show: bool,
+    show: bool | str,
 ) -> Any:
     w, b = (weights + [None, None])[:2]
     if w is None:
@@ -338,16 +354,19 @@ def _run_conv(
         )
     from padconv_cli.engines.dask_engine import dask_conv
 
-    return dask_conv(
-        data,
-        w,
-        b,
-        output,
-        memory_limit=settings.limit,
-        scheduler=settings.scheduler,
-        show_progress=show,
-        **attributes,
-    )
+    return dask_conv(data, w, b, output, **_dask_settings(settings, show), **attributes)
+
+
+def _dask_settings(settings: EngineSettings, show: bool | str) -> dict[str, Any]:
+    """Keyword arguments of the dask engine: ``--memory-limit`` caps each worker's budget
+    (workers without a memory limit get it, or its default)."""
+    return {
+        "memory_limit": settings.memory_limit,
+        "fallback_limit": settings.limit,
+        "scheduler": settings.scheduler,
+        "show_progress": show,
+        "verbose": settings.verbose,
+    }
 
 
 def _stderr_is_terminal() -> bool:

@@ -2,8 +2,9 @@
 
 Exit codes: 0 success (``padconv`` alone prints the help, like ``padconv --help``), 1 a
 verification or comparison found a difference, 2 bad usage, bad input or not enough memory
-(one line on stderr, no traceback, nothing written), 130 interrupted (Ctrl-C), 143/129
-terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
+(one line on stderr, no traceback, nothing written), 3 a runtime failure of the engine (the
+dask scheduler was lost, a worker died: one line, nothing written), 130 interrupted (Ctrl-C),
+143/129 terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
 (``padconv ... | head -c 10``).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 
 import click
@@ -32,6 +34,7 @@ COMMANDS = {
     "verify": "padconv_cli.cli.verify_cmd:verify_command",
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
+    "audit": "padconv_cli.cli.audit_cmd:audit_command",
 }
 ALIASES: dict[str, str] = {"inspect": "show"}
 
@@ -79,7 +82,24 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attribute = target.split(":")
-        return getattr(importlib.import_module(module_name), attribute)
+        return _with_global_options(getattr(importlib.import_module(module_name), attribute))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list, with each alias named next to its command."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            aliases = [alias for alias, target in ALIASES.items() if target == name]
+            short = command.get_short_help_str(formatter.width - 6 - max(map(len, COMMANDS)))
+            if aliases:
+                rows.append((name, short))
+                rows += [(alias, f"Same as '{name}'.") for alias in aliases]
+            else:
+                rows.append((name, short))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -99,21 +119,34 @@ class LazyGroup(click.Group):
         return code
 
 
+def _with_global_options(command: click.Command) -> click.Command:
+    """The command with the global flags (--no-color, -v, -q) added where it lacks them."""
+    from padconv_cli.cli.style import add_global_options
+
+    return add_global_options(command)
+
+
 @click.group("padconv", cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "-V", "--version", prog_name="padconv")
 def cli() -> None:
     """Apply the ONNX Pad and Conv operators to tensors in files, exactly as the spec says.
 
-    Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, - (stdin) or
-    inline literals such as '[[1, 2], [3, 4]]'. Results go to -o FILE (.npy or .pb), to
-    stdout as .npy bytes when piped, or are pretty-printed on a terminal.
+    Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, a model's
+    stored tensors (MODEL.onnx:NAME), - (stdin) or inline literals such as '[[1, 2], [3, 4]]'.
+    Results go to -o FILE (.npy or .pb), to stdout as .npy bytes when piped, or are
+    pretty-printed on a terminal.
 
     \b
     Examples:
+      padconv verify
       padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect
-      padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy --pads 1 1 1 1
-      padconv verify --onnx-suite
+      padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy \\
+          --pads 1 1 1 1
+      padconv show samples/pad_nan_data.npy
     """
+
+
+cli.params.extend(_with_global_options(click.Command("_")).params)
 
 
 def _error_line(message: str, command: str = "padconv") -> str:
@@ -122,10 +155,46 @@ def _error_line(message: str, command: str = "padconv") -> str:
 
 
 def _usage_error_line(error: click.ClickException) -> str:
+    from padconv_cli.cli.messages import render_usage_error
+
     ctx = getattr(error, "ctx", None)
-    command = ctx.command_path if ctx is not None else "padconv"
+    command = ctx.command_path if ctx is not None else _command_path()
     hint = f" (see '{command} --help')" if ctx is not None else ""
-    return _error_line(error.format_message(), command) + hint
+    return _error_line(_extra_argument_message(error) or render_usage_error(error), command) + hint
+
+
+def _command_path() -> str:
+    """``padconv CMD`` of the command that ran last (``padconv`` before any command)."""
+    from padconv_cli.cli.style import SETTINGS
+
+    ctx = SETTINGS["context"]
+    return ctx.command_path if ctx is not None else "padconv"
+
+
+def _extra_argument_message(error: click.ClickException) -> str | None:
+    """``--pads 0 1 x``: click sees ``x`` as an extra argument; say it is not an integer."""
+    from padconv_cli.cli.options import list_option_tail
+
+    ctx = getattr(error, "ctx", None)
+    match = re.match(r"Got unexpected extra arguments? \(([^\s)]+)", error.format_message())
+    if ctx is None or match is None:
+        return None
+    flag = list_option_tail(ctx, match.group(1))
+    return f"{flag}: {match.group(1)!r} is not an integer" if flag else None
+
+
+def _library_error_line(error: PadconvError) -> str:
+    """A library error as ``padconv CMD: error: ...`` with flags and files named."""
+    from padconv_cli.cli.messages import render_library_error
+    from padconv_cli.cli.style import SETTINGS
+
+    return _error_line(render_library_error(error, SETTINGS["context"]), _command_path())
+
+
+def _reset_settings() -> None:
+    from padconv_cli.cli.style import reset_settings
+
+    reset_settings()
 
 
 def _silence_stdout() -> None:
@@ -135,6 +204,12 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
+
+
+def _flush_stdout() -> None:
+    """Flush stdout, when there is one (``padconv ... -o FILE >&-`` has none)."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
 
 
 def _is_no_args_help(error: click.ClickException) -> bool:
@@ -150,6 +225,21 @@ def _print_help(error: click.ClickException) -> int:
     return 0
 
 
+def _input_flag_hint(error: PadconvError, line: str) -> str:
+    """The line naming ``--max-input-bytes``/``--allow-hardlinks`` when the error is theirs."""
+    from padconv_cli.cli.input_options import flag_hint
+
+    return flag_hint(error, line)
+
+
+def _ignore_further_interrupts() -> None:
+    """After the first Ctrl-C has been caught, a second one must not interrupt the report."""
+    import signal
+
+    if threading_is_main():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
     """Run ``command`` and turn every way it can end into an exit code and at most one line.
 
@@ -157,10 +247,12 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     suggesting the tiled engine, exit 2; no arguments at all: the help on stdout, exit 0 (a
     request for help, not a mistake); Ctrl-C: 130; a closed stdout pipe: 141, silently.
     """
+    _reset_settings()
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
-        sys.stdout.flush()
+        _flush_stdout()
     except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
+        _ignore_further_interrupts()
         click.echo("padconv: interrupted", err=True)
         code = EXIT_INTERRUPTED
     except Terminated as terminated:
@@ -177,15 +269,69 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         click.echo(_usage_error_line(error), err=True)
         code = error.exit_code
     except MemoryError:
-        click.echo(_error_line(OUT_OF_MEMORY_MESSAGE), err=True)
+        click.echo(_error_line(OUT_OF_MEMORY_MESSAGE, _command_path()), err=True)
         code = EXIT_USAGE
     except PadconvError as error:
-        click.echo(_error_line(str(error)), err=True)
-        code = EXIT_USAGE
+        click.echo(_input_flag_hint(error, _library_error_line(error)), err=True)
+        code = getattr(error, "exit_code", EXIT_USAGE)
     return code if isinstance(code, int) else 0
 
 
+def plug_closed_standard_streams() -> None:
+    """Open /dev/null on a closed fd 0, 1 or 2 (``padconv ... >&-``).
+
+    Python then has ``sys.stdout`` None (writing a result there is refused with one line), and
+    the next file padconv opens cannot land on descriptor 1 and receive stray writes.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            except OSError:
+                return
+
+
+def _swap_interrupt_handler(handler) -> None:
+    """Install ``handler`` for SIGINT with the signal held back meanwhile (none is lost)."""
+    import signal
+
+    if threading_is_main():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            signal.signal(signal.SIGINT, handler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def threading_is_main() -> bool:
+    """True in the main thread (the only one that may set signal handlers)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def run_interruptible(argv: list[str] | None) -> int:
+    """Run the command with Ctrl-C unwinding it (``finally`` blocks remove temporary files),
+    then, for the interpreter's exit, go back to "one line, exit 130 at once"."""
+    import signal
+
+    from padconv_cli.cli.entry import exit_interrupted
+
+    _swap_interrupt_handler(signal.default_int_handler)
+    try:
+        return cli.main(args=argv, prog_name="padconv", standalone_mode=False)
+    except KeyboardInterrupt:  # between two handlers of run_and_map_errors
+        _swap_interrupt_handler(signal.SIG_IGN)
+        click.echo("padconv: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    finally:
+        _swap_interrupt_handler(exit_interrupted)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``padconv`` console script."""
+    """Entry point of the ``padconv`` console script (see :mod:`padconv_cli.cli.entry`)."""
+    plug_closed_standard_streams()
     install_termination_handlers()
-    cli.main(args=argv, prog_name="padconv")
+    sys.exit(run_interruptible(argv))

@@ -176,6 +176,7 @@ def run_operator(
     """
     from padconv_cli.cli.engine_options import plain_run, run_with_engine
 
+    _check_output_targets(request.output, extras.emit_onnx)
     _check_output_format(request)
     if plain_run(extras) and run_with_engine(
         op_type.lower(), list(sources), attributes, request.output, request.fmt,
@@ -183,9 +184,17 @@ def run_operator(
     ):
         return
     resolved = _resolve(op_type, sources, attributes, request.dtype, extras)
+    if not extras.explain:  # --explain shows the notes in its own output
+        for note in resolved.call.notes:
+            click.echo(f"padconv: note: {note}", err=True)
+    from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
     from padconv_cli.explain import plan_call
+    from padconv_cli.models import with_node_context
 
-    plan = plan_call(resolved.call)
+    try:
+        plan = plan_call(resolved.call)
+    except (AttributeValueError, UnsupportedDtypeError) as error:
+        raise with_node_context(resolved.origin, error) from None
     if not extras.explain:
         from padconv_cli.cli.output import check_output_size
 
@@ -200,6 +209,36 @@ def run_operator(
     result = resolved.call.run()
     emit_result(result, request.output, request.fmt)
     finish(resolved, plan, result, extras, request.output, request.fmt)
+
+
+def _same_file(first: str, second: str) -> bool:
+    """True when two output paths name one file (same real path, or one existing inode)."""
+    import os
+
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except (OSError, ValueError):
+        return False
+
+
+def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
+    """Refuse an empty ``-o``/``--emit-onnx`` path and both naming the same file.
+
+    Rule: ``-o ''`` is a usage error (not stdout: that is ``-o -``); ``--emit-onnx`` must name
+    a file other than ``-o``'s, else one of the two results would silently replace the other.
+    """
+    for flag, value in (("-o/--output", output), ("--emit-onnx", emit_onnx)):
+        if value is not None and not value.strip():
+            raise click.UsageError(f"{flag} is empty; give a file path (or - for stdout)"
+                                   if flag == "-o/--output" else f"{flag} is empty; give a path")
+    if output not in (None, "-") and emit_onnx is not None and _same_file(output, emit_onnx):
+        from padconv_cli.tensorio.files import printable
+
+        raise click.UsageError(
+            f"-o and --emit-onnx both name {printable(output)}; give two different files"
+        )
 
 
 def _check_output_format(request: OutputRequest) -> None:

@@ -18,6 +18,11 @@ import click
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _INT_WORD = re.compile(r"[+-]?\d+(,[+-]?\d+)*,?")
+# words that look like a number of some kind: taken into the list so that the error is
+# "'1.5' is not an integer" rather than "unexpected extra argument"
+_NUMBER = r"[+-]?(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)"
+_NUMBER_WORD = re.compile(rf"{_NUMBER}(,{_NUMBER})*,?")
+LIST_TAILS_KEY = "padconv.list_option_tails"
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -66,6 +71,25 @@ class IntListType(click.ParamType):
         return tuple(int(v) for v in array.reshape(-1))
 
 
+class ChoiceWithSuggestion(click.Choice):
+    """A choice accepted in any case (``Reflect``, ``same_upper``); a typo gets the closest
+    choice as a suggestion (``'reflct' is not a choice; did you mean 'reflect'?``)."""
+
+    def __init__(self, choices: Any) -> None:
+        super().__init__(choices, case_sensitive=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        lowered = {str(choice).lower(): choice for choice in self.choices}
+        if isinstance(value, str) and value.lower() in lowered:
+            return lowered[value.lower()]
+        from padconv_cli.cli.messages import suggestion
+
+        close = suggestion(str(value), self.choices)
+        listing = ", ".join(str(choice) for choice in self.choices)
+        hint = f"; did you mean {close!r}?" if close else ""
+        self.fail(f"{str(value)!r} is not one of {listing}{hint}", param, ctx)
+
+
 class Int64Type(click.ParamType):
     """One integer that must fit ONNX's int64 attributes."""
 
@@ -89,17 +113,32 @@ class IntListOption(click.Option):
         for opt in self.opts:
             parser_option = parser._long_opt.get(opt) or parser._short_opt.get(opt)
             if parser_option is not None:
-                parser_option.process = _greedy(parser_option.process)
+                parser_option.process = _greedy(parser_option.process, self.opts[0])
 
 
-def _greedy(process: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+def _greedy(process: Callable[[Any, Any], None], flag: str) -> Callable[[Any, Any], None]:
     def process_with_following_ints(value: Any, state: Any) -> None:
         words = [value]
-        while state.rargs and _INT_WORD.fullmatch(state.rargs[0]):
+        while state.rargs and _NUMBER_WORD.fullmatch(state.rargs[0]):
             words.append(state.rargs.pop(0))
+        if state.rargs and not state.rargs[0].startswith("-"):
+            _remember_tail(state.rargs[0], flag)
         process(" ".join(words), state)
 
     return process_with_following_ints
+
+
+def _remember_tail(word: str, flag: str) -> None:
+    """Note the word right after a list option's values: if click finds it to be an extra
+    argument, the error names the option (``--pads: 'x' is not an integer``)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta.setdefault(LIST_TAILS_KEY, {}).setdefault(word, flag)
+
+
+def list_option_tail(ctx: click.Context, word: str) -> str | None:
+    """The list option ``word`` followed, when it did (see :func:`_remember_tail`)."""
+    return ctx.meta.get(LIST_TAILS_KEY, {}).get(word)
 
 
 def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
@@ -109,13 +148,38 @@ def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
     return click.option(*param_decls, cls=IntListOption, **kwargs)
 
 
+MAX_SIZE = 2**63 - 1
+
+
 def parse_size(text: str) -> int:
-    """Parse a byte count such as ``1000000``, ``512M``, ``4GiB`` or ``1.5G`` (powers of 1024)."""
+    """Parse a byte count such as ``1000000``, ``512M``, ``4GiB`` or ``1.5G`` (powers of 1024).
+
+    Rule: the number times its unit, rounded down, computed exactly; it must not exceed
+    2^63 - 1 bytes (8 EiB), else ValueError (400 nines is a mistake, not a limit).
+    """
     match = _SIZE.fullmatch(text.strip())
     if not match:
         raise ValueError(f"{text!r} is not a size (examples: 1000000, 512M, 4G)")
     number, unit = match.groups()
-    return int(float(number) * _SIZE_UNITS[(unit or "")[:1].lower()])
+    return _exact_size(number, _SIZE_UNITS[(unit or "")[:1].lower()], text)
+
+
+def _exact_size(number: str, unit: int, text: str) -> int:
+    """floor(number * unit) for a decimal ``number``, refused above :data:`MAX_SIZE`."""
+    whole, _, fraction = number.partition(".")
+    fraction = fraction[:64]  # exact: n / 2^40 never needs more than 40 decimals
+    if len(whole.lstrip("0")) > 20:  # far beyond 2^63 whatever the unit: do not compute it
+        raise ValueError(f"{_short(text)} is too large (at most 8 EiB)")
+    size = (int(whole + fraction) * unit) // 10 ** len(fraction)
+    if size > MAX_SIZE:
+        raise ValueError(f"{_short(text)} is too large (at most 8 EiB)")
+    return size
+
+
+def _short(text: str) -> str:
+    """``text`` quoted, cut to 40 characters for a message."""
+    text = text.strip()
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 class SizeType(click.ParamType):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import (
     ExtraOptions,
@@ -14,15 +15,22 @@ from padconv_cli.cli.model_options import (
     require,
     run_operator,
 )
-from padconv_cli.cli.options import dtype_option, int_list_option, output_options
+from padconv_cli.cli.options import (
+    ChoiceWithSuggestion,
+    dtype_option,
+    int_list_option,
+    output_options,
+)
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 EXAMPLES = """\b
 Examples:
   padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0
-  padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect -o padded.npy
-  padconv pad '[[1, 2], [3, 4]]' --dtype int8 --pads 1 -1 --axes 1 --constant-value 7
+  padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect \\
+      -o padded.npy
+  padconv pad '[[1, 2], [3, 4]]' --dtype int8 --pads 1 -1 --axes 1 \\
+      --constant-value 7
   padconv pad x.npy --from-model model.onnx --node pad1 --explain
 """
 
@@ -42,7 +50,7 @@ Examples:
 )
 @click.option(
     "--mode",
-    type=click.Choice(PAD_MODES),
+    type=ChoiceWithSuggestion(PAD_MODES),
     default="constant",
     show_default=True,
     help="How new elements are filled.",
@@ -62,6 +70,7 @@ Examples:
 @output_options
 @model_options
 @engine_options
+@input_options
 def pad_command(
     data: str,
     pads: tuple[int, ...] | None,
@@ -77,7 +86,8 @@ def pad_command(
 ) -> None:
     """Pad (or crop, with negative pads) DATA as ONNX Pad does.
 
-    DATA is a .npy, .npz[:NAME] or .pb file, - for stdin, or an inline literal.
+    DATA is a .npy, .npz[:NAME] or .pb file, MODEL.onnx:NAME (a stored tensor), - for stdin,
+    or an inline literal.
     With --from-model the attributes come from a Pad node of a model (any opset); flags
     given here override them.
     """

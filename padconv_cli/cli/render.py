@@ -17,18 +17,20 @@ def tensor_header(array: np.ndarray, name: str | None = None) -> str:
     return f"{prefix}{dtype_name(array.dtype)}[{shape}] ({array.size} elements)"
 
 
-def format_values(array: np.ndarray) -> str:
-    """numpy's own text form, elided with ``...`` past PREVIEW_THRESHOLD elements."""
+def format_values(array: np.ndarray, width: int = 80) -> str:
+    """numpy's own text form in lines of at most ``width`` characters, elided with ``...``
+    past PREVIEW_THRESHOLD elements."""
     return np.array2string(
-        array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS, max_line_width=100
+        array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS, max_line_width=width
     )
 
 
 def print_tensor(array: np.ndarray, name: str | None = None) -> None:
     """Show a tensor on the terminal: the header in bold, then the (possibly elided) values."""
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(highlight=False)
+    from padconv_cli.cli.style import output_width, rich_console
+
+    console = rich_console()
     console.print(Text(tensor_header(array, name), style="bold"))
-    console.print(Text(format_values(array)))
+    console.print(Text(format_values(array, output_width())))

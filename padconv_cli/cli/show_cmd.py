@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
 from padconv_cli.cli.options import dtype_option
@@ -54,6 +55,7 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per tensor.")
 @dtype_option
+@input_options
 def show_command(
     sources: tuple[str, ...],
     histogram: bool,
@@ -68,6 +70,7 @@ def show_command(
     initializer), - for stdin, or an inline literal. Statistics are over the finite values;
     complex tensors are summarised by |x|.
     """
+    from padconv_cli.cli.style import output_width
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
     descriptions = []
@@ -75,7 +78,7 @@ def show_command(
         for label, array in named_tensors(source, dtype=dtype):
             descriptions.append(
                 describe_tensor(label, array, bins=bins if histogram else None,
-                                edge_items=edge_items)
+                                edge_items=edge_items, width=output_width())
             )
             if not as_json:
                 click.echo(format_description(descriptions[-1]))

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.options import env_flag, tolerance_options
 
@@ -13,7 +14,8 @@ EXIT_FAILED = 1
 
 EXAMPLES = """\b
 Examples:
-  padconv verify                               # the built-in Pad and Conv examples
+  padconv verify                   # the built-in Pad and Conv examples
+  padconv verify -k pad_doc_reflect    # one case, side by side
   padconv verify --onnx-suite -k 'test_Conv*' --junit-xml report.xml
   padconv verify my_cases/test_my_pad --atol 1e-4 --json
 """
@@ -59,6 +61,7 @@ Examples:
     is_flag=True,
     help="Plain text output (also when NO_COLOR is set or stdout is not a terminal).",
 )
+@input_options
 def verify_command(
     dirs: tuple[str, ...],
     onnx_suite: bool,
@@ -80,15 +83,20 @@ def verify_command(
     Every case goes through the same code as 'padconv pad' and 'padconv conv'. A model with
     other computing nodes is reported as unsupported (neither passed nor failed).
 
+    One line per case (result, name, operator, output, max abs; more columns on wide
+    terminals); details of every case that did not pass, of every case with -v; a single
+    selected case is also shown side by side (inputs, expected, actual, difference).
+
     \b
-    Comparison rule: shapes and dtypes must match exactly; integers, bools and strings must
-    be equal; for floats every element needs
+    Comparison rule: shapes and dtypes must match exactly; integers, bools
+    and strings must be equal; for floats every element needs
         |actual - expected| <= atol + rtol * |expected|
     NaN equals NaN only where both have NaN; +-inf must match exactly.
 
     \b
-    Exit status: 0 every case that ran passed and at least one ran; 1 a case failed, or
-    nothing was verified (every selected case unsupported); 2 bad usage.
+    Exit status: 0 every case that ran passed and at least one ran; 1 a case
+    failed, or nothing was verified (every selected case unsupported); 2 bad
+    usage.
     """
     from padconv_cli.errors import InputError
     from padconv_cli.verification.cases import matches
@@ -111,10 +119,12 @@ def verify_command(
         write_atomically(junit_xml, render_junit(results))
     if as_json:
         _print_json(results)
-    elif _use_rich(no_color):
-        _print_rich(results)
     else:
-        _print_plain(results)
+        from padconv_cli.cli.style import SETTINGS
+
+        side = len(selected) == 1 and not SETTINGS["quiet"]
+        _print_results(results, _use_colour(no_color), SETTINGS["verbose"], SETTINGS["quiet"],
+                       side_by_side=side)
     sys.stdout.flush()
     if not _ran_any(results):
         click.echo(
@@ -149,13 +159,22 @@ def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
     return collected + dir_cases
 
 
-def _use_rich(no_color: bool) -> bool:
-    """Rich output only on a terminal, without --no-color and without NO_COLOR."""
+STATUS_COLOURS = {"passed": "green", "failed": "red", "unsupported": "yellow"}
+
+
+def _status_style(word: str, status: str) -> str:
+    from padconv_cli.cli.style import styled
+
+    return styled(word, fg=STATUS_COLOURS[status], bold=status == "failed")
+
+
+def _use_colour(no_color: bool) -> bool:
+    """Colour only on a terminal, without --no-color and without NO_COLOR."""
     if no_color or env_flag("NO_COLOR"):
         return False
-    from padconv_cli.cli.output import stdout_is_terminal
+    from padconv_cli.cli.style import color_enabled
 
-    return stdout_is_terminal()
+    return color_enabled()
 
 
 def _print_list(cases: list, as_json: bool) -> None:
@@ -173,6 +192,16 @@ def _print_list(cases: list, as_json: bool) -> None:
     click.echo(f"{len(cases)} cases")
 
 
+def _print_side_by_side(case, result) -> None:
+    """The one selected case in full: command, inputs, attributes, expected, actual, difference."""
+    from padconv_cli.cli.style import output_width
+    from padconv_cli.verification.report import side_by_side
+
+    click.echo("")
+    for line in side_by_side(case, result, output_width()):
+        click.echo(line)
+
+
 def _print_json(results: list) -> None:
     from padconv_cli.verification.report import json_lines
 
@@ -180,38 +209,40 @@ def _print_json(results: list) -> None:
         click.echo(line)
 
 
-def _print_plain(results: list) -> None:
-    from padconv_cli.verification.report import failure_details, plain_table
-    from padconv_cli.verification.runner import PASSED, summary_line
+def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
+                   side_by_side: bool = False) -> None:
+    """One line per case fitted to the width, then the details of every case that did not pass
+    (of every case with -v), the side-by-side view of a single case that ran, then the summary
+    line (always last, for CI logs). -q keeps only what did not pass."""
+    from padconv_cli.cli.style import output_width
+    from padconv_cli.verification.report import (
+        case_table,
+        failure_details,
+        verbose_details,
+        wrap_lines,
+    )
+    from padconv_cli.verification.runner import FAILED, PASSED, UNSUPPORTED, summary_line
 
-    for line in plain_table(results):
-        click.echo(line)
-    for result in results:
+    width = output_width()
+    shown = [r for r in results if r.status != PASSED] if quiet else results
+    if shown:
+        for line in case_table(shown, width, _status_style if colour else None):
+            click.echo(line)
+    for result in shown:
+        details = []
         if result.status != PASSED:
+            details = failure_details(result)
+        if verbose:
+            details = (details or [result.case.name]) + verbose_details(result)[1:]
+        if details:
             click.echo("")
-            for line in failure_details(result):
+            for line in wrap_lines(details, width):
                 click.echo(line)
+    if side_by_side and results[0].status != UNSUPPORTED:
+        _print_side_by_side(results[0].case, results[0])
     click.echo("")
-    click.echo(summary_line(results))
-
-
-def _print_rich(results: list) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-
-    from padconv_cli.verification.report import failure_details, rich_table
-    from padconv_cli.verification.runner import FAILED, PASSED, summary_line
-
-    console = Console(highlight=False)
-    console.print(rich_table(results))
-    for result in results:
-        if result.status != PASSED:
-            style = "red" if result.status == FAILED else "yellow"
-            console.print()
-            lines = failure_details(result)
-            console.print(f"[{style}]{escape(lines[0])}[/]")
-            for line in lines[1:]:
-                console.print(escape(line))
     failed = any(result.status == FAILED for result in results)
-    console.print()
-    console.print(f"[{'bold red' if failed else 'bold green'}]{summary_line(results)}[/]")
+    summary = summary_line(results)
+    if colour:
+        summary = click.style(summary, fg="red" if failed else "green", bold=True)
+    click.echo(summary)

@@ -5,17 +5,33 @@ must see the input and output paths, e.g. on a shared file system); without it, 
 cluster runs in this process (one worker, one thread per core, no dashboard) and is shut down
 when the work ends.  Its workers are threads of this process talking in-process, so it opens no
 network port.
+
+Messages: distributed's own log lines and warnings (``Couldn't gather ... rescheduling``,
+reconnection attempts) reach stderr only with ``--verbose``; a lost scheduler or a dead
+worker becomes one :class:`~padconv_cli.errors.RuntimeFailure` line (exit code 3).
+
+Block sizes (:func:`block_budget`): each worker's memory budget is half of the memory limit
+the scheduler reports for it (distributed spills to disk at 60 % of that limit and pauses
+the worker at 80 %), or ``--memory-limit`` when that is given and smaller; a worker without
+a limit (``--memory-limit 0`` on ``dask worker``, or padconv's local cluster) gets
+``--memory-limit`` (default: half the memory available to the client).  A block gets that
+budget divided by two blocks in flight (one computed, one written) per worker thread; the
+smallest over the workers, at most 512 MiB.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from padconv_cli.errors import PadconvError
+from padconv_cli.errors import PadconvError, RuntimeFailure
 
 CONNECT_TIMEOUT_SECONDS = 10
+BLOCK_CEILING_BYTES = 512 * 2**20
+QUIET_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
 DASK_EXTRA_HINT = "install the optional packages with: pip install 'padconv[dask]'"
 
 
@@ -44,9 +60,41 @@ def core_count() -> int:
 
 
 @contextlib.contextmanager
-def dask_client(scheduler: str | None) -> Iterator[Any]:
+def quiet_distributed(verbose: bool) -> Iterator[None]:
+    """Hide distributed's log lines and warnings unless ``verbose`` (module docstring)."""
+    if verbose:
+        yield
+        return
+    import distributed  # noqa: F401  (configures its loggers on import; quiet them after)
+
+    names = [
+        name
+        for name in list(logging.root.manager.loggerDict)
+        if name.split(".")[0] in QUIET_LOGGERS
+    ]
+    loggers = [logging.getLogger(name) for name in sorted({*QUIET_LOGGERS, *names})]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, verbose: bool = False) -> Iterator[Any]:
     """A ``distributed.Client`` for the block computations (module docstring)."""
     require_dask()
+    with quiet_distributed(verbose), _client(scheduler) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def _client(scheduler: str | None) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     from padconv_cli.tensorio.files import one_line
@@ -59,8 +107,10 @@ def dask_client(scheduler: str | None) -> Iterator[Any]:
                 f"--scheduler {scheduler}: cannot connect to a dask scheduler "
                 f"({one_line(exc, 200)})"
             ) from None
-        with client:
+        try:
             yield client
+        finally:
+            _close_quietly(client)
         return
     with (
         LocalCluster(
@@ -79,3 +129,56 @@ def worker_threads(client: Any) -> int:
     """Total threads of the cluster's workers (at least 1)."""
     info = client.scheduler_info()
     return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
+
+
+def _close_quietly(client: Any) -> None:
+    """Close the client without waiting long for a scheduler that is gone."""
+    with contextlib.suppress(Exception):
+        client.close(timeout=2)
+
+
+def worker_limits(client: Any) -> list[tuple[int, int]]:
+    """``(memory_limit, threads)`` of each worker as the scheduler reports them (0: none)."""
+    info = client.scheduler_info()
+    return [
+        (int(w.get("memory_limit") or 0), max(1, int(w.get("nthreads") or 1)))
+        for w in info.get("workers", {}).values()
+    ]
+
+
+def block_budget(
+    workers: list[tuple[int, int]],
+    memory_limit: int | None,
+    fallback: int,
+    ceiling: int = BLOCK_CEILING_BYTES,
+) -> int:
+    """Bytes of one block by the rule of the module docstring: ``min`` over the workers of
+    ``budget / (2 * threads)``, with ``budget = min(limit / 2, memory_limit)`` (``limit`` the
+    worker's reported memory limit; ``memory_limit``, else ``fallback``, when it has none)."""
+    per_worker = []
+    for limit, threads in workers or [(0, 1)]:
+        caps = [cap for cap in (limit // 2 if limit > 0 else None, memory_limit) if cap]
+        budget = min(caps) if caps else fallback
+        per_worker.append(budget // (2 * threads))
+    return max(1, min(min(per_worker), ceiling))
+
+
+def runtime_failure(exc: BaseException, scheduler: str | None) -> RuntimeFailure | None:
+    """The one-line :class:`RuntimeFailure` for a failure of the cluster (None for others)."""
+    from padconv_cli.tensorio.files import one_line
+
+    name = type(exc).__name__
+    where = f"the dask scheduler {scheduler}" if scheduler else "the local dask cluster"
+    if name == "KilledWorker":
+        return RuntimeFailure(
+            "a dask worker died while computing a block (KilledWorker: it ran out of memory or "
+            "was stopped); give the workers more memory (dask worker --memory-limit) or lower "
+            "--memory-limit so that blocks are smaller"
+        )
+    lost = ("CommClosedError", "CancelledError", "FutureCancelledError", "TimeoutError")
+    if name in lost or isinstance(exc, OSError):
+        return RuntimeFailure(
+            f"lost the connection to {where} while computing ({name}: {one_line(exc, 120)}); "
+            "nothing was written; check that the scheduler runs and rerun"
+        )
+    return None

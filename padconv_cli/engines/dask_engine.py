@@ -5,6 +5,11 @@ store (so no input chunk waits in memory for its consumers), and the blocks of t
 computed and written by the workers (each task writes its block
 into the ``.npy`` or Zarr target), so only small results travel back to the client; the
 client counts finished blocks for the progress bar and commits the target at the end.
+
+Before the first block, every worker confirms that it reads the client's input and sees the
+client's temporary output (:mod:`padconv_cli.engines.shared_files`); paths are made absolute
+on the client.  A lost scheduler or a dead worker ends the run with one
+:class:`~padconv_cli.errors.RuntimeFailure` line and no output.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.engines.cluster import dask_client, worker_threads
+from padconv_cli.engines.cluster import block_budget, dask_client, runtime_failure, worker_limits
 from padconv_cli.engines.dask_io import block_output, open_block_input
-from padconv_cli.engines.dask_ops import block_bytes_for, conv_dask, output_nbytes, pad_dask
+from padconv_cli.engines.dask_ops import conv_dask, output_nbytes, pad_dask
+from padconv_cli.engines.shared_files import absolute, confirm_on_workers
+from padconv_cli.errors import PadconvError
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 
 
@@ -49,25 +56,72 @@ def _boxes(chunks: tuple[tuple[int, ...], ...]) -> Any:
     return itertools.product(*per_axis)
 
 
-def store(client: Any, array: Any, target: str, show_progress: bool, label: str) -> int:
-    """Compute every block of ``array`` on the cluster and write it into ``target``."""
-    import dask
-    from distributed import as_completed
-
+def store(
+    client: Any,
+    array: Any,
+    target: str,
+    show_progress: bool | str,
+    label: str,
+    inputs: list[Any] | None = None,
+    scheduler: str | None = None,
+) -> int:
+    """Compute every block of ``array`` on the cluster and write it into ``target``, once
+    every worker confirmed the ``inputs`` (fingerprints) and the temporary output."""
     array = regular_chunks(array)
     chunk_shape = tuple(sizes[0] if sizes else 0 for sizes in array.chunks)
     with block_output(target, array.shape, array.dtype, chunk_shape) as out:
         if math.prod(array.shape) == 0:
             return 0
-        delayed_blocks = array.to_delayed().ravel()
-        tasks = [
-            dask.delayed(store_block, pure=False)(block, out, box)
-            for block, box in zip(delayed_blocks, _boxes(array.chunks), strict=True)
-        ]
+        try:
+            confirm_on_workers(client, inputs or [], [out])
+            blocks = _compute_blocks(client, array, out, show_progress, label)
+        except PadconvError:
+            raise
+        except Exception as exc:
+            failure = runtime_failure(exc, scheduler)
+            if failure is None:
+                raise
+            raise failure from None
+        out.check_complete(blocks)
+        return blocks
+
+
+def _compute_blocks(
+    client: Any, array: Any, out: Any, show_progress: bool | str, label: str
+) -> int:
+    import dask
+    from distributed import as_completed
+
+    delayed_blocks = array.to_delayed().ravel()
+    tasks = [
+        dask.delayed(store_block, pure=False)(block, out, box)
+        for block, box in zip(delayed_blocks, _boxes(array.chunks), strict=True)
+    ]
+    futures = client.compute(tasks)
+    try:
         with TileProgress(len(tasks), output_nbytes(array), show_progress, label) as progress:
-            for future in as_completed(client.compute(tasks)):
+            for future in as_completed(futures):
                 progress.advance(future.result())
-        return len(tasks)
+    except BaseException:
+        _cancel_quietly(client, futures)
+        raise
+    return len(tasks)
+
+
+def _cancel_quietly(client: Any, futures: list[Any]) -> None:
+    """Ask the scheduler to drop the remaining blocks (a lost scheduler cannot be asked)."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        client.cancel(futures, asynchronous=False)
+
+
+def _block_bytes(client: Any, memory_limit: int | None, fallback: int | None) -> int:
+    if fallback is None:
+        from padconv_cli.cli.options import available_memory_bytes
+
+        fallback = available_memory_bytes() // 2
+    return block_budget(worker_limits(client), memory_limit, fallback)
 
 
 def dask_pad(
@@ -78,16 +132,24 @@ def dask_pad(
     axes: Any = None,
     mode: str = "constant",
     *,
-    memory_limit: int,
+    memory_limit: int | None,
     scheduler: str | None = None,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
+    verbose: bool = False,
+    fallback_limit: int | None = None,
 ) -> TiledResult:
-    """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask."""
-    with dask_client(scheduler) as client:
-        block_bytes = block_bytes_for(memory_limit, worker_threads(client))
+    """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask.
+
+    Blocks are sized by :func:`padconv_cli.engines.cluster.block_budget` from the workers'
+    memory limits, ``memory_limit`` (a per-worker cap, None: none) and ``fallback_limit``
+    (for workers without a limit; default half the available memory).
+    """
+    source, target = absolute(source), absolute(target)
+    with dask_client(scheduler, verbose) as client:
+        block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
         y = pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes)
-        blocks = store(client, y, target, show_progress, "pad")
+        blocks = store(client, y, target, show_progress, "pad", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, True)
 
 
@@ -97,15 +159,19 @@ def dask_conv(
     b: np.ndarray | None,
     target: str,
     *,
-    memory_limit: int,
+    memory_limit: int | None,
     scheduler: str | None = None,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
+    verbose: bool = False,
+    fallback_limit: int | None = None,
     **attributes: Any,
 ) -> TiledResult:
-    """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask."""
-    with dask_client(scheduler) as client:
-        block_bytes = block_bytes_for(memory_limit, worker_threads(client))
+    """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
+    (blocks sized as for :func:`dask_pad`)."""
+    source, target = absolute(source), absolute(target)
+    with dask_client(scheduler, verbose) as client:
+        block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
         y, exact = conv_dask(x, w, b, block_bytes=block_bytes, **attributes)
-        blocks = store(client, y, target, show_progress, "conv")
+        blocks = store(client, y, target, show_progress, "conv", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, exact)

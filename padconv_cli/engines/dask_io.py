@@ -14,8 +14,11 @@ is written.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import secrets
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +26,16 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.engines.cluster import require_dask
+from padconv_cli.engines.shared_files import (
+    Fingerprint,
+    absolute,
+    check_chunks,
+    ensure_confirmed,
+    npy_fingerprint,
+    zarr_fingerprint,
+)
 from padconv_cli.engines.zarr_paths import has_zarr_metadata, is_zarr_path
+from padconv_cli.engines.zarr_store import keys_touching, stored_chunk_keys
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.tensorio.files import one_line
@@ -37,14 +49,71 @@ def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> A
 
 
 def open_block_input(path: str) -> Any:
-    """The ``.npy`` file or Zarr store ``path`` as an array that dask tasks read boxes from:
-    an :class:`~padconv_cli.outofcore.npy_memmap.NpyInput` or a ``zarr.Array``."""
+    """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each dask
+    block task reads its own box from, with the input's fingerprint (see
+    :mod:`padconv_cli.engines.shared_files`)."""
+    path = absolute(path)
     if is_zarr_path(path):
-        return _open_zarr(path)
-    return open_npy_memmap(path)
+        return ZarrSource(path)
+    return NpySource(path)
 
 
-def _open_zarr(path: str) -> Any:
+class NpySource:
+    """A ``.npy`` file read box by box through short-lived memory maps on the workers."""
+
+    def __init__(self, path: str) -> None:
+        self.array = open_npy_memmap(path)
+        header = self.array.header
+        self.fingerprint = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
+        self.shape, self.dtype, self.ndim = self.array.shape, self.array.dtype, self.array.ndim
+
+    def __dask_tokenize__(self) -> Any:
+        return self.fingerprint
+
+    def fetch_task(self, box: tuple[slice, ...]) -> tuple:
+        """A task giving the values in ``box`` (after the worker confirmed the file)."""
+        return (read_npy_box, self.array, self.fingerprint, box)
+
+
+def read_npy_box(array: Any, expected: Fingerprint, box: tuple[slice, ...]) -> np.ndarray:
+    """``array[box]`` from the worker's view of the file, once it is confirmed to be the
+    client's."""
+    ensure_confirmed(expected)
+    return np.ascontiguousarray(array[box])
+
+
+class ZarrSource:
+    """A Zarr array read box by box on the workers; each task names the stored chunks of its
+    box, which the worker must find (a missing one is an error, never the fill value)."""
+
+    def __init__(self, path: str) -> None:
+        self.array = open_zarr_input(path)
+        self.path = path
+        self.fingerprint = zarr_fingerprint(self.array, path)
+        self.stored = stored_chunk_keys(self.array)
+        self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
+        self.ndim = len(self.shape)
+
+    def __dask_tokenize__(self) -> Any:
+        return self.fingerprint
+
+    def fetch_task(self, box: tuple[slice, ...]) -> tuple:
+        """A task giving the values in ``box``."""
+        keys = [key for key in keys_touching(self.array, box) if key in self.stored]
+        return (read_zarr_box, self.array, self.fingerprint, box, keys)
+
+
+def read_zarr_box(
+    array: Any, expected: Fingerprint, box: tuple[slice, ...], keys: list[str]
+) -> np.ndarray:
+    """``array[box]`` once the worker confirmed the store and found each chunk in ``keys``."""
+    ensure_confirmed(expected)
+    check_chunks(array, expected.path, keys)
+    return np.ascontiguousarray(array[box])
+
+
+def open_zarr_input(path: str) -> Any:
+    """The Zarr array at ``path``, opened read-only; a numeric or bool element type."""
     require_dask(("zarr",))
     import zarr
 
@@ -60,8 +129,20 @@ def _open_zarr(path: str) -> Any:
     return store
 
 
+TEMP_TAG = ".padconv-"
+OWNER_FILE = "padconv-owner.json"
+
+
 class ZarrOutput:
-    """A Zarr store filled block by block, moved over its target by :meth:`commit`."""
+    """A Zarr store filled block by block, moved over its target by :meth:`commit`.
+
+    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target holds an owner file
+    (a random token, the client's host and process id).  A worker writes a block only while
+    that file is there, and removes the whole temporary store when the file is gone after its
+    write (the client gave the run up while the worker was still writing), so nothing partial
+    stays behind.  Creating a store first removes the temporary stores of earlier runs that
+    were given up: no owner file, or an owner process on this host that no longer runs.
+    """
 
     def __init__(
         self, target: str, shape: tuple[int, ...], dtype: np.dtype, chunks: tuple[int, ...]
@@ -70,18 +151,20 @@ class ZarrOutput:
         import zarr
 
         self.target = target
-        folder = os.path.dirname(os.path.abspath(target)) or "."
+        self.shown_path = target
+        folder = os.path.dirname(target) or "."
         _check_zarr_target(target)
+        remove_abandoned_stores(target)
+        self.token = secrets.token_hex(16)
         try:
-            self.temp = tempfile.mkdtemp(
-                prefix=f".{os.path.basename(target.rstrip('/'))}.", dir=folder
-            )
+            self.temp = tempfile.mkdtemp(prefix=_temp_prefix(target), dir=folder)
+            _write_owner(self.temp, self.token)
             zarr.create_array(
                 store=self.temp,
                 shape=shape,
                 chunks=tuple(max(1, c) for c in chunks),
                 dtype=dtype,
-                overwrite=True,
+                overwrite=False,
                 fill_value=None,
             )
         except (OSError, ValueError, TypeError) as exc:
@@ -90,18 +173,41 @@ class ZarrOutput:
                 f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
             ) from None
 
+    def probe(self) -> str | None:
+        """Why this process cannot write the client's temporary store (None when it can)."""
+        if _owner_token(self.temp) != self.token:
+            return f"does not see the client's temporary store {self.temp}"
+        return None
+
     def __setitem__(self, box: tuple[slice, ...], values: np.ndarray) -> None:
         import zarr
 
-        zarr.open_array(self.temp, mode="r+")[box] = values
+        if self.probe() is not None:
+            raise OutputError(f"{self.target}: the temporary store was removed (run given up)")
+        array = zarr.open_array(self.temp, mode="r+").with_config({"write_empty_chunks": True})
+        array[box] = values
+        if self.probe() is not None:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            raise OutputError(f"{self.target}: the temporary store was removed (run given up)")
+
+    def check_complete(self, blocks: int) -> None:
+        """Every block's chunk is in the client's view of the store (each block is one chunk,
+        written even when it holds only the fill value)."""
+        import zarr
+
+        stored = len(stored_chunk_keys(zarr.open_array(self.temp, mode="r")))
+        if stored != blocks:
+            raise OutputError(
+                f"{self.target}: {stored} of {blocks} blocks reached the client's store; "
+                "the workers must write to the same folder (a shared file system)"
+            )
 
     def commit(self) -> None:
         """Replace the target (an old Zarr store there is removed only after the move)."""
+        os.unlink(os.path.join(self.temp, OWNER_FILE))
         old = None
         if os.path.exists(self.target):
-            old = tempfile.mkdtemp(
-                prefix=".old.", dir=os.path.dirname(os.path.abspath(self.target))
-            )
+            old = tempfile.mkdtemp(prefix=".old.", dir=os.path.dirname(self.target))
             os.replace(self.target, os.path.join(old, "store"))
         os.replace(self.temp, self.target)
         if old is not None:
@@ -112,6 +218,66 @@ class ZarrOutput:
         temp = getattr(self, "temp", None)
         if temp:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def _temp_prefix(target: str) -> str:
+    return f".{os.path.basename(target.rstrip('/'))}{TEMP_TAG}"
+
+
+def _write_owner(folder: str, token: str) -> None:
+    owner = {"token": token, "host": socket.gethostname(), "pid": os.getpid()}
+    with open(os.path.join(folder, OWNER_FILE), "w", encoding="utf-8") as stream:
+        json.dump(owner, stream)
+
+
+def _read_owner(folder: str) -> dict | None:
+    try:
+        with open(os.path.join(folder, OWNER_FILE), encoding="utf-8") as stream:
+            owner = json.load(stream)
+    except (OSError, ValueError):
+        return None
+    return owner if isinstance(owner, dict) else None
+
+
+def _owner_token(folder: str) -> str | None:
+    owner = _read_owner(folder)
+    return None if owner is None else owner.get("token")
+
+
+def _process_runs(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_abandoned(folder: str) -> bool:
+    """A temporary store of a run that was given up: no owner file, or an owner process on
+    this host that no longer runs (a store owned on another host is left alone)."""
+    owner = _read_owner(folder)
+    if owner is None:
+        return True
+    return owner.get("host") == socket.gethostname() and not _process_runs(owner.get("pid"))
+
+
+def remove_abandoned_stores(target: str) -> list[str]:
+    """Remove the abandoned temporary stores of ``target`` (see :func:`is_abandoned`);
+    returns their paths."""
+    folder = os.path.dirname(target) or "."
+    prefix = _temp_prefix(target)
+    removed = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if name.startswith(prefix) and os.path.isdir(path) and is_abandoned(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
 
 
 def _check_zarr_target(target: str) -> None:
@@ -125,6 +291,29 @@ def _check_zarr_target(target: str) -> None:
 
 class NpyBlockOutput(NpyOutput):
     """An :class:`NpyOutput` that dask workers write through ``target[box] = values``."""
+
+    def check_complete(self, blocks: int) -> None:
+        """Nothing to count: a worker that does not see the temporary file cannot write."""
+
+    @property
+    def shown_path(self) -> str:
+        """The target, as refusals name it."""
+        return self.target
+
+    def probe(self) -> str | None:
+        """Why this process cannot write the client's temporary file (None when it can)."""
+        try:
+            size = os.stat(self._temp).st_size
+        except OSError:
+            return f"does not see the client's temporary file {self._temp}"
+        if size != self._expected_size:
+            return f"sees {self._temp} with {size} bytes, the client's has {self._expected_size}"
+        return None
+
+    def _create(self) -> Any:
+        header = super()._create()
+        self._expected_size = os.stat(self._temp).st_size
+        return header
 
     def __setitem__(self, box: tuple[slice, ...], values: np.ndarray) -> None:
         self.write(box, values)

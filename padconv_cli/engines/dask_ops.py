@@ -2,7 +2,7 @@
 
 The output is cut into blocks by the same tiling as the out-of-core engine
 (:mod:`padconv_cli.outofcore`), with a per-block memory budget.  Each output block depends on
-the part of the input it reads — for Pad the hull of the block's piece windows, for Conv the
+the part of the input it reads — for Pad the windows of the block's pieces, for Conv the
 block's stretch plus the halo ``(k - 1) * dilation``: its task receives every input chunk that
 box touches (the halo comes from the neighbouring chunks), assembles the box, and runs
 padconv's kernel with the block's explicit pads and crops.  All of ONNX's semantics
@@ -30,7 +30,7 @@ from padconv_cli.outofcore.conv_tiles import (
     plan_conv_tiles,
     tile_input,
 )
-from padconv_cli.outofcore.pad_geometry import TilePiece, crop_begins, hull_box, tile_pieces
+from padconv_cli.outofcore.pad_geometry import TilePiece, crop_begins, tile_pieces
 from padconv_cli.outofcore.pad_tiles import pad_output_dtype, plan_pad_tiles, run_pieces
 
 
@@ -80,8 +80,12 @@ def read_box(array: Any, box: tuple[slice, ...]) -> np.ndarray:
 
 
 def block_source(x: Any) -> Any:
-    """How block tasks get their input: chunks of a dask array, or reads from storage."""
-    return ChunkGrid(x) if hasattr(x, "__dask_graph__") else StorageSource(x)
+    """How block tasks get their input: chunks of a dask array, reads from a file or store
+    opened by :func:`padconv_cli.engines.dask_io.open_block_input` (which check that the
+    worker reads the client's data), or reads from any other array in storage."""
+    if hasattr(x, "__dask_graph__"):
+        return ChunkGrid(x)
+    return x if hasattr(x, "fetch_task") else StorageSource(x)
 
 
 def gather(
@@ -135,8 +139,7 @@ def _indexed_tiles(axis_ranges: list[list[Any]]) -> Any:
 
 
 def pad_block(
-    hull: np.ndarray,
-    hull_box: tuple[slice, ...],
+    windows: list[np.ndarray],
     pieces: list[TilePiece],
     begins: tuple[int, ...],
     shape: tuple[int, ...],
@@ -144,13 +147,18 @@ def pad_block(
     mode: str,
     dtype: np.dtype,
 ) -> np.ndarray:
-    """One output block of Pad from the input values ``hull`` in the box ``hull_box``."""
-    hull_start = tuple(s.start for s in hull_box)
+    """One output block of Pad from the input values of its pieces' windows (in order)."""
     out = np.empty(shape, dtype=dtype)
+    def key(box: tuple[slice, ...]) -> tuple[tuple[int, int], ...]:
+        return tuple((s.start, s.stop) for s in box)
+
+    by_box = {
+        key(piece.window_box(begins)): window
+        for piece, window in zip(pieces, windows, strict=True)
+    }
 
     def read(box: tuple[slice, ...]) -> np.ndarray:
-        local = tuple(slice(s.start - h, s.stop - h) for s, h in zip(box, hull_start, strict=True))
-        return np.ascontiguousarray(hull[local])
+        return by_box[key(box)]
 
     def write(box: tuple[slice, ...], values: np.ndarray) -> None:
         out[box] = values
@@ -185,9 +193,8 @@ def pad_dask(
     for index, tile in _indexed_tiles(axis_ranges):
         shape = tuple(stop - start for start, stop in tile)
         pieces = tile_pieces(tile, plan)
-        hull = hull_box(pieces, plan) if pieces else tuple(slice(0, 0) for _ in tile)
-        fetch = source.fetch_task(hull)
-        tasks[index] = (pad_block, fetch, hull, pieces, begins, shape, value, plan.mode, out_dtype)
+        fetches = [source.fetch_task(piece.window_box(begins)) for piece in pieces]
+        tasks[index] = (pad_block, fetches, pieces, begins, shape, value, plan.mode, out_dtype)
     chunks = tuple(tuple(stop - start for start, stop in ranges) for ranges in axis_ranges)
     return blocks_array("pad", tasks, chunks, out_dtype, [x, pads, constant_value, axes, mode])
 
@@ -230,7 +237,7 @@ def conv_dask(
             f"--memory-limit: a block budget of {block_bytes} bytes does not hold W and B "
             f"({fixed_bytes(w, b)} bytes); raise --memory-limit"
         )
-    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget)
+    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     source = block_source(x)
     from dask.base import tokenize
 

@@ -5,8 +5,9 @@ Rules implemented here:
 * ``pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` over ``axes`` (all axes when
   ``axes`` is None); axes may be negative (``[-r, r-1]``); a repeated axis is refused.
 * A negative pad removes elements.  Each axis is cropped first, then padded (onnxruntime's
-  order), so ``out_dim = dim - crop_begin - crop_end + pad_begin + pad_end``; cropping more
-  elements than the axis has is refused.
+  order), so ``out_dim = dim - crop_begin - crop_end + pad_begin + pad_end``.  The shape rule
+  is ONNX's ``out_dim = dim + begin + end >= 0``: a crop longer than the axis keeps nothing
+  of it and eats into the other side's padding (output index ``i`` reads input ``i - begin``).
 * Modes: ``constant`` (default value 0, ``""`` for strings, ``False`` for bool), ``reflect``,
   ``edge`` and ``wrap``.  ``reflect`` and ``wrap`` repeat periodically when a pad is longer
   than the axis (as ``numpy.pad`` does); ``reflect`` of a one-element axis repeats it.
@@ -154,10 +155,11 @@ def plan_pad(
 
     ``pads`` has ``2 * len(axes)`` integers ``[b_1..b_k, e_1..e_k]``; axis ``axes[i]`` gets
     ``b_i`` elements before and ``e_i`` after (negative: removed).  Raises
-    :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis, a crop
-    larger than the axis, or (reflect/edge/wrap) an axis with non-zero pads that is empty
-    after cropping.  When ``dtype`` is given, it must be one of Pad-25's element types
-    (:func:`element_kind`), as :func:`pad` requires of its data.
+    :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis,
+    pads making an axis negative (``dim + begin + end < 0``), or (reflect/edge/wrap) an
+    axis with non-zero pads that is empty after cropping.  When ``dtype`` is given, it must
+    be one of Pad-25's element types (:func:`element_kind`), as :func:`pad` requires of its
+    data.
     """
     if dtype is not None:
         element_kind(dtype)
@@ -249,16 +251,29 @@ def _check_pad_count(pads: tuple[int, ...], n_axes: int, all_axes: bool, rank: i
 
 
 def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
-    """Split the signed pads of one axis into crops and pads, and check the result."""
+    """Split the signed pads of one axis into crops and pads, and check the result.
+
+    Shape rule (ONNX shape inference and onnxruntime): ``out_dim = dim + begin + end`` must be
+    >= 0.  Output index ``i`` holds input index ``i - begin`` when that lies in ``[0, dim)``,
+    else padding.  So a crop larger than the axis (net length still >= 0) keeps no input
+    element: in constant mode the whole output axis is the constant; the other modes need an
+    element to reflect, repeat or wrap and refuse it.
+    """
     if dim < 0:
         raise AttributeValueError(f"shape[{axis}]={dim} is negative")
-    ax = AxisPad(dim, max(-begin, 0), max(-end, 0), max(begin, 0), max(end, 0))
-    if ax.cropped_dim < 0:
-        removed = ax.crop_begin + ax.crop_end
+    out_dim = dim + begin + end
+    if out_dim < 0:
         raise AttributeValueError(
-            f"axis {axis} (dim {dim}, pads {begin}/{end}) would lose {removed} elements, "
-            f"more than it has (Pad crops before it pads)"
+            f"axis {axis} (dim {dim}, pads {begin}/{end}) would have "
+            f"dim + begin + end = {out_dim} elements; Pad needs >= 0"
         )
+    crop_begin = min(max(-begin, 0), dim)
+    crop_end = min(max(-end, 0), dim - crop_begin)
+    if crop_begin + crop_end < dim:
+        ax = AxisPad(dim, crop_begin, crop_end, max(begin, 0), max(end, 0))
+    else:  # nothing of the input is kept: the output axis is all padding
+        pad_begin = min(max(begin, 0), out_dim)
+        ax = AxisPad(dim, crop_begin, crop_end, pad_begin, out_dim - pad_begin)
     # An axis the pads touch must keep an element to reflect, repeat or wrap; an axis that
     # is empty and has zero pads is left alone.
     if mode != "constant" and ax.cropped_dim == 0 and (begin or end):

@@ -144,23 +144,26 @@ def exact_tile_rule(plan: ConvPlan, itemsize: int) -> tuple[list[int], dict[int,
     return order, {quantum_axis: step} if step > 1 else {}
 
 
-def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int) -> ConvTiling:
+def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 0) -> ConvTiling:
     """A tile grid whose tiles each fit ``budget`` bytes, bit-identical when possible.
 
     First the tiling of :func:`exact_tile_rule`; when its smallest tile does not fit, any tile
     shape (images first, then the output spatial axes in order, output channels last), whose
-    sums may then differ from the whole-tensor kernel's in the last bits.
+    sums may then differ from the whole-tensor kernel's in the last bits.  ``overhead``
+    (bytes held besides the tiles: W, B) only enters the message of a refused limit.
     """
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
     order, quanta = exact_tile_rule(plan, itemsize)
     exact = True
     try:
-        shape = choose_tile_shape(plan.output_shape, cost, budget, order, "Conv tile", quanta)
+        shape = choose_tile_shape(
+            plan.output_shape, cost, budget, order, "Conv tile", quanta, overhead
+        )
     except OutputTooLargeError:
         exact = False
         spatial_axes = list(range(2, len(plan.output_shape)))
         shape = choose_tile_shape(
-            plan.output_shape, cost, budget, [0, *spatial_axes, 1], "Conv tile"
+            plan.output_shape, cost, budget, [0, *spatial_axes, 1], "Conv tile", None, overhead
         )
     images, out_channels, *spatial = shape
     ranges = [
@@ -241,7 +244,7 @@ def tiled_conv(
     target: str,
     *,
     memory_limit: int,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
     **attributes: Any,
 ) -> TiledResult:
     """Convolve the ``.npy`` file ``source`` with ``w`` (and bias ``b``) into ``target``.
@@ -259,7 +262,7 @@ def tiled_conv(
             f"--memory-limit {memory_limit} bytes does not even hold W and B "
             f"({fixed_bytes(w, b)} bytes with W's accumulator copy); raise --memory-limit"
         )
-    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget)
+    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     axis_ranges = tiling.axis_ranges
     check_disk_space(target, plan.output_shape, x.dtype)
     total = math.prod(plan.output_shape) * x.dtype.itemsize

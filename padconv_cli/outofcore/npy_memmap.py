@@ -37,6 +37,7 @@ class NpyInput:
 
     path: str
     header: NpyHeader
+    identity: tuple[int, int, int] | None = None  # (st_dev, st_ino, st_size) when opened
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -67,10 +68,42 @@ class NpyInput:
         finally:
             del array
 
+    def check_unchanged(self) -> None:
+        """Refuse to go on when another process replaced or truncated the file meanwhile.
+
+        Rule: same device and inode as when it was opened, and still at least
+        ``data_offset + data_bytes`` long (mapping a shrunk file fails; touching its missing
+        pages would kill the process with SIGBUS).
+        """
+        if self.identity is None:
+            return
+        try:
+            info = os.stat(self.path)
+        except OSError as exc:
+            raise InputError(f"{self.path}: disappeared while being read "
+                             f"({one_line(exc.strerror or exc)})") from None
+        if (info.st_dev, info.st_ino) != self.identity[:2]:
+            raise InputError(f"{self.path}: replaced by another file while being read")
+        if info.st_size < self.header.data_offset + self.header.data_bytes:
+            raise InputError(
+                f"{self.path}: truncated from {self.identity[2]} to {info.st_size} bytes by "
+                "another process while being read"
+            )
+
     def read(self, box: tuple[slice, ...]) -> np.ndarray:
-        """A native-byte-order, C-contiguous copy of ``array[box]``; pages unmapped after."""
-        with self.mapped() as array:
-            part = np.array(array[box], order="C")
+        """A native-byte-order, C-contiguous copy of ``array[box]``.
+
+        A box of unit-step slices is read with ``pread`` (a file truncated meanwhile gives a
+        short read, not the SIGBUS of touching a mapped page past its end); other indexing
+        goes through a short-lived memory map.
+        """
+        self.check_unchanged()
+        bounds = _unit_bounds(box, self.shape)
+        if bounds is not None:
+            part = _pread_box(self.path, self.header, bounds)
+        else:
+            with self.mapped() as array:
+                part = np.array(array[box], order="C")
         part = to_native_byte_order(part)
         _check_bool_bytes(part, self.path)
         return part
@@ -90,6 +123,7 @@ def open_npy_memmap(path: str) -> NpyInput:
     stream, size = open_regular_file(path)
     with stream:
         header = read_npy_header(stream, path)
+        info = os.fstat(stream.fileno())
     available = size - header.data_offset
     if header.data_bytes > available:
         raise InputError(
@@ -101,7 +135,72 @@ def open_npy_memmap(path: str) -> NpyInput:
         raise UnsupportedDtypeError(
             f"{path}: structured element type {header.dtype} is not a tensor element type"
         )
-    return NpyInput(path, header)
+    return NpyInput(path, header, (info.st_dev, info.st_ino, size))
+
+
+def _unit_bounds(box: object, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
+    """[(start, stop)] per axis for a tuple of unit-step slices (None for other indexing)."""
+    if not isinstance(box, tuple) or len(box) != len(shape):
+        return None
+    bounds = []
+    for index, dim in zip(box, shape, strict=True):
+        if not isinstance(index, slice):
+            return None
+        start, stop, step = index.indices(dim)
+        if step != 1:
+            return None
+        bounds.append((start, max(start, stop)))
+    return bounds
+
+
+def _pread_box(path: str, header: NpyHeader, bounds: list[tuple[int, int]]) -> np.ndarray:
+    """``array[box]`` read run by run with ``os.preadv`` into a fresh C-order array.
+
+    Rule: the axes after the last partially covered one are contiguous in the file, so each
+    index of the axes before it is one run of (stop - start) * prod(trailing dims) elements.
+    A Fortran-order file is the C-order file of the reversed axes.
+    """
+    shape = header.shape
+    if header.fortran_order:
+        part = _pread_c_box(path, header, shape[::-1], bounds[::-1])
+        return np.ascontiguousarray(part.T)
+    return _pread_c_box(path, header, shape, bounds)
+
+
+def _pread_c_box(path: str, header: NpyHeader, shape: tuple[int, ...],
+                 bounds: list[tuple[int, int]]) -> np.ndarray:
+    out = np.empty([stop - start for start, stop in bounds], dtype=header.dtype)
+    if out.size == 0:
+        return out
+    itemsize = header.dtype.itemsize
+    strides = [itemsize * math.prod(shape[axis + 1:]) for axis in range(len(shape))]
+    split = max(len(shape) - 1, 0)  # the axis whose run is contiguous with all after it
+    while split > 0 and bounds[split] == (0, shape[split]):
+        split -= 1
+    run_bytes = out[(0,) * split].nbytes if shape else itemsize
+    flat = memoryview(out.reshape(-1).view(np.uint8))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for number, leading in enumerate(np.ndindex(*out.shape[:split])):
+            corner = (*leading, *([0] * (len(shape) - split)))
+            offset = header.data_offset + sum(
+                (i + b[0]) * st for i, b, st in zip(corner, bounds, strides, strict=True)
+            )
+            _pread_exact(fd, flat[number * run_bytes:(number + 1) * run_bytes], offset, path)
+    finally:
+        os.close(fd)
+    return out
+
+
+def _pread_exact(fd: int, target: memoryview, offset: int, path: str) -> None:
+    """Fill ``target`` from ``offset``; a short file is an InputError (truncated meanwhile)."""
+    done = 0
+    while done < len(target):
+        count = os.preadv(fd, [target[done:]], offset + done)
+        if count == 0:
+            raise InputError(f"{path}: truncated by another process while being read "
+                             f"(no data at byte {offset + done})")
+        done += count
 
 
 def _map(path: str, header: NpyHeader, mode: str) -> np.ndarray:
@@ -119,6 +218,9 @@ def _map(path: str, header: NpyHeader, mode: str) -> np.ndarray:
         )
     except OSError as exc:
         raise InputError(f"{path}: cannot map ({one_line(exc.strerror or exc)})") from None
+    except ValueError as exc:  # "mmap length is greater than file size": it shrank meanwhile
+        raise InputError(f"{path}: cannot map, the file is shorter than its header says "
+                         f"(changed while being read? {one_line(exc, 80)})") from None
 
 
 def _check_bool_bytes(array: np.ndarray, label: str) -> None:

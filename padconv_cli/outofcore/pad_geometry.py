@@ -169,14 +169,15 @@ def hull_box(pieces: list[TilePiece], plan: PadPlan) -> tuple[slice, ...]:
 
 
 def axis_extremes(length: int, tile: int, axis: AxisPad, mode: str) -> tuple[int, int]:
-    """Largest hull window and largest kernel result along an axis split in tiles of ``tile``.
+    """Largest total window and largest kernel result along an axis split in tiles of
+    ``tile``: the total window of a tile is the sum of its pieces' window lengths (what the
+    tile reads; a wrap tile reads both ends of the axis but not what lies between them).
 
     Used to bound a tile's memory before choosing the tile shape.
     """
-    hull_max = kernel_max = 0
+    window_max = kernel_max = 0
     for t0 in range(0, length, tile):
         pieces = axis_pieces(t0, min(t0 + tile, length), axis, mode)
-        hull = max(p.window[1] for p in pieces) - min(p.window[0] for p in pieces)
-        hull_max = max(hull_max, hull)
+        window_max = max(window_max, sum(p.window[1] - p.window[0] for p in pieces))
         kernel_max = max(kernel_max, max(p.kernel_length for p in pieces))
-    return hull_max, kernel_max
+    return window_max, kernel_max

@@ -30,16 +30,18 @@ def _extremes(length: int, tile: int, axis: Any, mode: str) -> tuple[int, int]:
 def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> int:
     """Upper bound of the bytes one tile of ``tile_shape`` needs.
 
-    ``itemsize * (2 * prod(hull) + prod(kernel result) + 2 * prod(tile))``: the mapped pages
-    and the copy of the input window, the kernel's result, and the mapped output pages, with
-    the per-axis maxima over all tiles of that shape.
+    ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))``: the mapped
+    pages and the copies of the input windows of all the tile's pieces (the dask engine holds
+    them together; the tiled engine one at a time), the kernel's result, and the mapped output
+    pages, with the per-axis maxima over all tiles of that shape (``windows``: the sum of the
+    pieces' window lengths, see :func:`~padconv_cli.outofcore.pad_geometry.axis_extremes`).
     """
-    hull, result = 1, 1
+    windows, result = 1, 1
     for length, tile, axis in zip(plan.output_shape, tile_shape, plan.per_axis, strict=True):
-        hull_max, result_max = _extremes(length, tile, axis, plan.mode)
-        hull *= hull_max
+        window_max, result_max = _extremes(length, tile, axis, plan.mode)
+        windows *= window_max
         result *= result_max
-    return itemsize * (2 * hull + result + 2 * math.prod(tile_shape))
+    return itemsize * (2 * windows + result + 2 * math.prod(tile_shape))
 
 
 def pad_output_dtype(dtype: np.dtype, value: Any, plan: PadPlan) -> np.dtype:
@@ -71,7 +73,7 @@ def tiled_pad(
     mode: str = "constant",
     *,
     memory_limit: int,
-    show_progress: bool = False,
+    show_progress: bool | str = False,
 ) -> TiledResult:
     """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` tile by tile.
 

@@ -1,8 +1,10 @@
 """A progress bar on stderr for tiled work: tiles done, throughput and time left.
 
-Rules: nothing is shown when disabled (``--quiet``, or stderr is not a terminal); otherwise
-the bar appears only once the work has run for :data:`SHOW_AFTER_SECONDS`, so that quick runs
-print nothing, and it is removed when the work ends.
+Rules: nothing is shown when disabled (``--quiet``); on a terminal the bar appears only once
+the work has run for :data:`SHOW_AFTER_SECONDS`, so that quick runs print nothing, and it is
+removed when the work ends.  When stderr is not a terminal (``enabled="line"``: a log file, a
+batch job), a run still going after :data:`ANNOUNCE_AFTER_SECONDS` says once, in one line,
+what it is doing and how far it got.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SHOW_AFTER_SECONDS = 1.0
+ANNOUNCE_AFTER_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,13 @@ def stderr_is_terminal() -> bool:
 class TileProgress:
     """Counts finished tiles and their output bytes; draws a rich bar when worth it.
 
-    Use as a context manager and call :meth:`advance` after each tile.
+    Use as a context manager and call :meth:`advance` after each tile.  ``enabled``: True
+    (a bar), ``"line"`` (one line after a while, module docstring) or False (nothing).
     """
 
-    def __init__(self, total_tiles: int, total_bytes: int, enabled: bool, label: str) -> None:
+    def __init__(
+        self, total_tiles: int, total_bytes: int, enabled: bool | str, label: str
+    ) -> None:
         self.total_tiles = total_tiles
         self.total_bytes = total_bytes
         self.enabled = enabled
@@ -49,6 +55,7 @@ class TileProgress:
         self._started = time.monotonic()
         self._progress: Any = None
         self._task: Any = None
+        self._announced = False
 
     def __enter__(self) -> TileProgress:
         self._started = time.monotonic()
@@ -65,6 +72,9 @@ class TileProgress:
         self.bytes_done += tile_bytes
         if not self.enabled:
             return
+        if self.enabled == "line":
+            self._announce_once()
+            return
         if self._progress is None:
             if time.monotonic() - self._started < SHOW_AFTER_SECONDS:
                 return
@@ -73,8 +83,25 @@ class TileProgress:
             self._task, completed=self.bytes_done, tiles=f"{self.tiles_done}/{self.total_tiles}"
         )
 
+    def _announce_once(self) -> None:
+        elapsed = time.monotonic() - self._started
+        if self._announced or elapsed < ANNOUNCE_AFTER_SECONDS:
+            return
+        self._announced = True
+        from padconv_cli.units import human_bytes
+
+        done = self.bytes_done / max(self.total_bytes, 1)
+        left = elapsed * (1 - done) / done if done > 0 else float("nan")
+        print(
+            f"padconv: {self.label}: {self.tiles_done}/{self.total_tiles} tiles, "
+            f"{human_bytes(self.bytes_done)} of {human_bytes(self.total_bytes)} written after "
+            f"{elapsed:.0f} s, about {left:.0f} s left (the only progress line: stderr is not "
+            "a terminal)",
+            file=sys.stderr,
+            flush=True,
+        )
+
     def _start_bar(self) -> None:
-        from rich.console import Console
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -84,6 +111,8 @@ class TileProgress:
             TransferSpeedColumn,
         )
 
+        from padconv_cli.cli.style import rich_console
+
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -91,7 +120,7 @@ class TileProgress:
             DownloadColumn(binary_units=True),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
-            console=Console(stderr=True),
+            console=rich_console(err=True),
             transient=True,
         )
         self._progress.start()

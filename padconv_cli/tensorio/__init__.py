@@ -94,8 +94,9 @@ def read_named_tensor(
 ) -> tuple[str | None, np.ndarray]:
     """(name, array) of a tensor source; name is the TensorProto or .npz member name, or None.
 
-    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``), ``-`` for stdin (format
-    sniffed from the first bytes; ``-:name`` picks an .npz member), or an inline literal.
+    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``), ``model.onnx:name``
+    (a tensor the model stores, see :func:`padconv_cli.models.stored_tensor`), ``-`` for stdin
+    (format sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.
     ``dtype`` (ONNX or numpy name) sets a literal's element type; for files and stdin it must
     match the stored type.
     """
@@ -108,6 +109,11 @@ def read_named_tensor(
     if classified.kind == "stdin":
         name, array = read_stdin(classified.member)
         label = "<stdin>"
+    elif classified.kind == "model":
+        from padconv_cli.models import stored_tensor  # imports onnx: only when needed
+
+        name, array = classified.member, stored_tensor(classified.path, classified.member)
+        label = f"{printable(classified.path)}:{printable(classified.member)}"
     else:
         name, array = _read_file(classified)
         label = printable(classified.path)

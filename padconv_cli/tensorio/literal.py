@@ -101,7 +101,32 @@ def _value(node: ast.AST) -> Any:
         return _complex(node)
     if isinstance(node, ast.Name) and node.id in _NAMED_VALUES:
         return _NAMED_VALUES[node.id]
-    raise _Rejected(f"{type(node).__name__} is not allowed in a tensor literal")
+    raise _Rejected(
+        f"{_element_text(node)} is not allowed in a tensor literal "
+        "(numbers, quoted strings, true/false, nan and inf are)"
+    )
+
+
+def _element_text(node: ast.AST) -> str:
+    """How the user wrote the rejected element (``a``, ``f(1)``), quoted."""
+    if isinstance(node, ast.Name):
+        return repr(node.id)
+    try:
+        return repr(one_line(ast.unparse(node), 30))
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return "an element"
+
+
+def _syntax_text(exc: BaseException) -> str:
+    """A parse error without Python's file and line: ``unbalanced brackets at column 5``."""
+    if isinstance(exc, SyntaxError):
+        column = f" at column {exc.offset}" if exc.offset else ""
+        if "never closed" in str(exc.msg) or "does not match" in str(exc.msg) or "unmatched" in (
+            str(exc.msg)
+        ):
+            return f"unbalanced brackets{column}"
+        return f"not a nested list of values{column}"
+    return one_line(exc, 80)
 
 
 def parse_literal_values(text: str) -> Any:
@@ -115,7 +140,7 @@ def parse_literal_values(text: str) -> Any:
         raise InputError(f"tensor literal {_excerpt(text)}: {exc}") from None
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise InputError(
-            f"tensor literal {_excerpt(text)}: cannot parse ({one_line(exc, 80)})"
+            f"tensor literal {_excerpt(text)}: cannot parse ({_syntax_text(exc)})"
         ) from None
 
 

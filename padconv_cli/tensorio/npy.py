@@ -25,6 +25,7 @@ import numpy as np
 
 from padconv_cli.dtypes import is_npy_native
 from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
     one_line,
     open_regular_file,
@@ -128,7 +129,8 @@ def _check_shape(shape: tuple, label: str) -> tuple[int, ...]:
     for dim in shape:
         if type(dim) is not int or dim < 0:
             raise InputError(
-                f"{label}: .npy header shape {shape!r} has a dimension that is not an integer >= 0"
+                f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} has a dimension "
+                "that is not an integer >= 0"
             )
     return shape
 
@@ -158,11 +160,21 @@ def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
     )
 
 
-def _check_declared_size(header: NpyHeader, total_size: int, label: str) -> None:
+def _check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
+    from padconv_cli.tensorio.policy import check_input_size
+
+    check_input_size(
+        header.data_bytes, label,
+        f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
+        f"{header.data_bytes} bytes",
+    )
+    if total_size is None:  # a stream (stdin): a short body is found while reading it
+        return
     available = total_size - header.data_offset
     if header.data_bytes > available:
         raise InputError(
-            f"{label}: header declares shape {header.shape} of {header.dtype} = "
+            f"{label}: header declares shape {bounded_sequence(header.shape)} of "
+            f"{header.dtype} = "
             f"{header.data_bytes} bytes but only {max(available, 0)} bytes follow "
             "(truncated or forged)"
         )
@@ -173,7 +185,8 @@ def _allocate(header: NpyHeader, label: str) -> np.ndarray:
         return np.empty(header.element_count, dtype=header.dtype)
     except (MemoryError, ValueError) as exc:
         raise InputError(
-            f"{label}: cannot allocate shape {header.shape} of {header.dtype} "
+            f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
+            f"{header.dtype} "
             f"({one_line(exc, 120)})"
         ) from None
 
@@ -205,11 +218,12 @@ def check_bool_bytes(array: np.ndarray, label: str) -> None:
         raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
 
 
-def read_npy_stream(stream: BinaryIO, total_size: int, label: str) -> np.ndarray:
+def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str) -> np.ndarray:
     """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
 
-    Rule: the declared size product(shape) * itemsize must fit in total_size - header length,
-    checked before allocation; trailing bytes after the data are ignored, as numpy does.
+    Rule: the declared size product(shape) * itemsize must fit in total_size - header length
+    (``None``: a stream of unknown length, the body must then arrive in full) and in the input
+    limit, checked before allocation; trailing bytes after the data are ignored, as numpy does.
     """
     header = read_npy_header(stream, label)
     _check_declared_size(header, total_size, label)

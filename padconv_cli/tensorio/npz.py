@@ -17,6 +17,7 @@ from typing import BinaryIO
 import numpy as np
 
 from padconv_cli.errors import InputError
+from padconv_cli.messages import bounded_list
 from padconv_cli.tensorio.files import one_line, open_regular_file, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
@@ -63,7 +64,7 @@ def _pick_hint(label: str) -> str:
 def _pick_member(
     members: dict[str, zipfile.ZipInfo], member: str | None, label: str
 ) -> tuple[str, zipfile.ZipInfo]:
-    names = ", ".join(printable(name) for name in sorted(members)) or "(none)"
+    names = bounded_list(printable(name) for name in sorted(members))
     if member is None:
         if len(members) == 1:
             return next(iter(members.items()))

@@ -38,6 +38,7 @@ from padconv_cli.dtypes import (
     elem_type_info_of_dtype,
 )
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
     one_line,
     open_regular_file,
@@ -46,6 +47,7 @@ from padconv_cli.tensorio.files import (
     read_into,
 )
 from padconv_cli.tensorio.npy import check_bool_bytes
+from padconv_cli.tensorio.policy import check_input_size, check_single_link
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf refuses to parse or serialize messages of 2 GiB or more
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
@@ -143,7 +145,9 @@ def _check_dims(tensor: Any, label: str) -> int:
     """Element count: the product of the dimensions, each of which must be >= 0."""
     dims = list(tensor.dims)
     if any(dim < 0 for dim in dims):
-        raise InputError(f"{label}: TensorProto dims {dims} has a negative dimension")
+        raise InputError(
+            f"{label}: TensorProto dims {bounded_sequence(dims)} has a negative dimension"
+        )
     if tensor.HasField("segment"):
         raise InputError(f"{label}: TensorProto segments are not supported")
     return math.prod(dims)
@@ -192,7 +196,8 @@ def _check_amount(tensor: Any, info: ElemType, field: str, count: int, label: st
         actual, unit = len(getattr(tensor, field)), "entries"
     if actual != expected:
         raise InputError(
-            f"{label}: TensorProto dims {dims} of {info.name} need {expected} {unit} of "
+            f"{label}: TensorProto dims {bounded_sequence(dims)} of {info.name} need "
+            f"{expected} {unit} of "
             f"{field} but it holds {actual}"
         )
 
@@ -277,6 +282,7 @@ def _load_external(
     where = f"{label}: external data {printable(entries['location'])}"
     stream, size = open_regular_file(path, where)
     with stream:
+        check_single_link(stream.fileno(), where)
         available = size - offset if offset <= size else -1
         if available < 0 or (length is not None and length > available):
             raise InputError(
@@ -286,9 +292,11 @@ def _load_external(
         expected = info.raw_byte_count(count)
         if actual != expected:
             raise InputError(
-                f"{where}: dims {list(tensor.dims)} of {info.name} need {expected} bytes "
+                f"{where}: dims {bounded_sequence(tensor.dims)} of {info.name} need "
+                f"{expected} bytes "
                 f"but {actual} are given"
             )
+        check_input_size(expected, where)
         stream.seek(offset)
         data = bytearray(expected)
         if read_into(stream, memoryview(data)) != expected:
@@ -406,6 +414,7 @@ def read_pb_file(path: str) -> tuple[str, np.ndarray]:
                 f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store large "
                 "tensors as .npy"
             )
+        check_input_size(size, label)
         data = read_exact(stream, size)
     base_dir = os.path.dirname(os.path.abspath(path))
     return read_pb_bytes(data, label, base_dir)

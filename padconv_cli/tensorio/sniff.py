@@ -7,13 +7,15 @@ anything else -> a serialized ONNX ``TensorProto``, which on stdin may not use e
 from __future__ import annotations
 
 import sys
+from typing import BinaryIO
 
 import numpy as np
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio.files import one_line
-from padconv_cli.tensorio.npy import NPY_MAGIC, read_npy_bytes
+from padconv_cli.tensorio.files import one_line, read_exact
+from padconv_cli.tensorio.npy import NPY_MAGIC, read_npy_bytes, read_npy_stream
 from padconv_cli.tensorio.npz import EMPTY_ZIP_MAGIC, ZIP_MAGIC, read_npz_bytes
+from padconv_cli.units import human_bytes
 
 STDIN_LABEL = "<stdin>"
 
@@ -48,17 +50,85 @@ def read_sniffed_bytes(
     return read_pb_bytes(data, label, base_dir=None)
 
 
-def read_stdin_bytes() -> bytes:
-    """All of stdin as bytes (``sys.stdin.buffer``)."""
+def _stdin_stream() -> BinaryIO:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
-        raise InputError(f"{STDIN_LABEL}: no binary standard input available")
+        raise InputError(f"{STDIN_LABEL}: no binary standard input available (stdin is closed)")
+    return stream
+
+
+def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
+    """``head`` plus the rest of ``stream``, refused as soon as it exceeds ``limit`` bytes."""
+    chunks = [head]
+    total = len(head)
+    while True:
+        chunk = stream.read(min(1 << 20, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise _over_limit(f"more than {human_bytes(limit)} arrive", limit)
+        chunks.append(chunk)
+
+
+def _over_limit(what: str, limit: int) -> InputError:
+    from padconv_cli.tensorio.policy import limit_error
+
+    return limit_error(STDIN_LABEL, what, limit)
+
+
+def _read_stdin_tensor(stream: BinaryIO, member: str | None) -> tuple[str | None, np.ndarray]:
+    """Header first: the first bytes decide the format, an .npy header is checked before its
+    body is read, a TensorProto field by field, an .npz against the input limit."""
+    from padconv_cli.tensorio.policy import input_limit
+
+    head = read_exact(stream, len(NPY_MAGIC) + 2)
+    if not head:
+        raise InputError(f"{STDIN_LABEL}: empty input, no tensor")
+    kind = sniff_format(head)
+    if member is not None and kind != "npz":
+        raise InputError(f"{STDIN_LABEL}: a member name ({member!r}) needs an .npz archive")
+    if kind == "npy":
+        return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL)
+    limit = input_limit()
+    if kind == "npz":
+        return read_npz_bytes(_read_bounded(stream, head, limit), member, STDIN_LABEL)
+    from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT, read_pb_bytes
+    from padconv_cli.tensorio.wire import read_tensorproto_stream
+
+    limit = min(limit, PROTOBUF_LIMIT)
+    data = read_tensorproto_stream(stream, head, limit, STDIN_LABEL,
+                                   lambda what: _over_limit(what, limit))
+    return read_pb_bytes(data, STDIN_LABEL, base_dir=None)
+
+
+def read_stdin(member: str | None = None) -> tuple[str | None, np.ndarray]:
+    """(name, array) of the tensor on stdin, format sniffed from its first bytes, read against
+    the input limit (:mod:`padconv_cli.tensorio.policy`)."""
+    stream = _stdin_stream()
     try:
-        return stream.read()
+        return _read_stdin_tensor(stream, member)
     except OSError as exc:
         raise InputError(f"{STDIN_LABEL}: read error ({one_line(exc.strerror or exc)})") from None
 
 
-def read_stdin(member: str | None = None) -> tuple[str | None, np.ndarray]:
-    """(name, array) of the tensor on stdin, format sniffed from its first bytes."""
-    return read_sniffed_bytes(read_stdin_bytes(), STDIN_LABEL, member)
+class Prefixed:
+    """A read-only stream: ``head`` (bytes already read) followed by the rest of ``stream``."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self.head, self.stream = memoryview(head), stream
+
+    def read(self, count: int = -1) -> bytes:
+        if not self.head:
+            return self.stream.read(count)
+        size = len(self.head) if count < 0 else min(count, len(self.head))
+        taken, self.head = bytes(self.head[:size]), self.head[size:]
+        return taken
+
+    def readinto(self, buffer: memoryview) -> int:
+        if self.head:
+            count = min(len(buffer), len(self.head))
+            buffer[:count] = self.head[:count]
+            self.head = self.head[count:]
+            return count
+        return self.stream.readinto(buffer)

@@ -103,8 +103,16 @@ class _WriteOnly:
         self.write = stream.write
 
 
+def _stdout_buffer() -> BinaryIO:
+    """The binary stdout; OutputError when stdout is closed (``padconv ... >&-``)."""
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        raise OutputError("<stdout>: standard output is closed; give -o FILE")
+    return stream
+
+
 def _write_stdout(array: np.ndarray, fmt: str, name: str | None) -> None:
-    stream = sys.stdout.buffer
+    stream = _stdout_buffer()
     try:
         write_tensor_to_stream(array, _WriteOnly(stream), fmt, name=name)
         stream.flush()

@@ -4,6 +4,10 @@ Rule: shapes and dtypes must match exactly (all string storages count as the ONN
 Booleans, strings and (by default) integers must be equal. For floating-point and complex
 elements, each element must satisfy ``|actual - expected| <= atol + rtol * |expected|``; NaN
 matches only NaN (at the same index) and an infinity matches only the same infinity.
+
+With ``bound`` (an array of the output's shape, e.g. the Conv dot-product error bound of
+:func:`padconv_cli.verification.conv_bound.conv_error_bound`), each element may also differ by
+its own allowance: ``|actual - expected| <= atol + rtol * |expected| + bound``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class Comparison:
     min_rtol: float | None = None
     rtol: float = 0.0
     atol: float = 0.0
+    bounded: bool = False  # a per-element allowance (``bound``) was added to the tolerance
 
 
 def element_kind(dtype: np.dtype) -> str:
@@ -117,11 +122,14 @@ def compare_arrays(
     *,
     rtol: float | None = None,
     atol: float | None = None,
+    bound: np.ndarray | None = None,
 ) -> Comparison:
     """Compare ``actual`` with ``expected`` by the rule of the module docstring.
 
     ``rtol``/``atol`` default to :func:`default_tolerances` of the expected dtype; explicit values
     also apply to integers (compared exactly in integer arithmetic), never to bools and strings.
+    ``bound`` (floats only) is a per-element allowance added to ``atol + rtol * |expected|``;
+    ``min_atol``/``min_rtol`` are then the tolerances needed on top of it.
     """
     expected = np.asarray(expected)
     actual = np.asarray(actual)
@@ -139,7 +147,9 @@ def compare_arrays(
         return _compare_exact(expected, actual, rtol, atol)
     if kind == "int":
         return _compare_integers(expected, actual, rtol, atol)
-    return _compare_inexact(expected, actual, rtol, atol, kind)
+    comparison = _compare_inexact(expected, actual, rtol, atol, kind, bound)
+    comparison.bounded = bound is not None
+    return comparison
 
 
 def _compare_exact(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float):
@@ -174,8 +184,10 @@ def _compare_integers(expected: np.ndarray, actual: np.ndarray, rtol: float, ato
     )
 
 
-def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str) -> Comparison:
-    """Floats and complex: NaN only matches NaN, inf only the same inf, else the tolerance."""
+def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str,
+                     bound: np.ndarray | None = None) -> Comparison:
+    """Floats and complex: NaN only matches NaN, inf only the same inf, else the tolerance
+    (plus the per-element ``bound``)."""
     wide = np.complex128 if kind == "complex" else np.float64
     exp = expected.astype(wide)
     act = actual.astype(wide)
@@ -187,14 +199,21 @@ def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str) -> C
     with np.errstate(invalid="ignore", over="ignore"):
         abs_diff = np.where(finite, np.abs(act - exp), 0.0)
     abs_exp = np.where(finite, np.abs(exp), 0.0)
-    within = abs_diff <= atol + rtol * abs_exp
+    allowance = 0.0 if bound is None else np.broadcast_to(np.asarray(bound, np.float64),
+                                                           expected.shape)
+    with np.errstate(invalid="ignore"):
+        beyond_bound = np.maximum(abs_diff - allowance, 0.0)  # what atol/rtol must cover
+    within = beyond_bound <= atol + rtol * abs_exp
     bad = np.where(special, ~special_ok, ~within)
     max_abs, max_rel = _max_errors(abs_diff[finite], abs_exp[finite])
     if np.any(special & ~special_ok):
         min_atol = min_rtol = None
     else:
-        min_atol, min_rtol = _minimal_tolerances(abs_diff[finite], abs_exp[finite], rtol, atol)
-    return _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol)
+        min_atol, min_rtol = _minimal_tolerances(
+            beyond_bound[finite], abs_exp[finite], rtol, atol
+        )
+    return _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol,
+                   bound is not None)
 
 
 def _max_errors(abs_diff: np.ndarray, abs_exp: np.ndarray) -> tuple[float, float]:
@@ -236,7 +255,8 @@ def _nudge_until(passes, value: float, max_steps: int = 8) -> float:
     return value
 
 
-def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol) -> Comparison:
+def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol,
+            bounded: bool = False) -> Comparison:
     """Assemble the Comparison: pass/fail, reason and the first mismatching elements."""
     bad_positions = np.flatnonzero(np.asarray(bad).reshape(-1))
     count = int(bad_positions.size)
@@ -245,7 +265,8 @@ def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, a
     ]
     if count == 0:
         return Comparison(True, "", max_abs, max_rel, [], 0, min_atol, min_rtol, rtol, atol)
-    reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g})"
+    reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g}"
+    reason += ", + bound)" if bounded else ")"
     return Comparison(
         False, reason, max_abs, max_rel, mismatches, count, min_atol, min_rtol, rtol, atol
     )

@@ -10,7 +10,7 @@ becomes an *unsupported* case (reported, never run).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, PadconvError
+from padconv_cli.messages import bounded_list
 from padconv_cli.verification.cases import Case
 
 NODE_SOURCE = "onnx-node"
@@ -25,22 +26,11 @@ DIR_SOURCE = "dir"
 MODEL_FILE = "model.onnx"
 DATA_SET_PREFIX = "test_data_set_"
 
-# Conformance folders of the installed onnx package: (sub-folder, glob patterns, excluded globs).
-SUITE_FOLDERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("node", ("test_pad*", "test_conv*", "test_*pad*"), ("test_convtranspose*",)),
-    (
-        "pytorch-converted",
-        (
-            "test_Conv*",
-            "test_ConstantPad2d",
-            "test_ReflectionPad2d",
-            "test_ReplicationPad2d",
-            "test_ZeroPad2d",
-        ),
-        ("test_ConvTranspose*",),
-    ),
-    ("pytorch-operator", ("test_operator_conv", "test_operator_pad"), ()),
-)
+# Conformance folders of the installed onnx package, in the order they are reported; a folder
+# not listed here is scanned after them. Cases are picked by the model's node, not by name.
+SUITE_ORDER = ("node", "pytorch-converted", "pytorch-operator", "simple")
+OPERATORS = ("Pad", "Conv")
+DEFAULT_DOMAINS = ("", "ai.onnx")
 # Modules of onnx.backend.test.case.node whose import generates the Pad and Conv node cases.
 NODE_CASE_MODULES = ("pad", "conv")
 
@@ -84,7 +74,7 @@ def case_from_model(
     feeds = _feeds(model.graph, inputs, location)
     missing = [n for n in node.input if n and n not in feeds and n not in known]
     if missing:
-        raise InputError(f"{location}: no value for node input(s) {', '.join(missing)}")
+        raise InputError(f"{location}: no value for node input(s) {bounded_list(missing)}")
     base.inputs = [None if not n else feeds.get(n, known.get(n)) for n in node.input]
     base.attributes = node_attributes(node, source=location)
     base.expected = list(outputs)
@@ -98,7 +88,7 @@ def _single_operator_node(graph: Any) -> tuple[Any, str]:
     from padconv_cli.onnx_nodes import is_supported_op
 
     computing = [n for n in graph.node if not _is_constant_node(n)]
-    kinds = ", ".join(n.op_type for n in computing) or "none"
+    kinds = bounded_list((n.op_type for n in computing), empty="none")
     if len(computing) == 1 and is_supported_op(computing[0].op_type, computing[0].domain):
         return computing[0], ""
     return None, (
@@ -116,6 +106,8 @@ def _constant_values(graph: Any, base_dir: str | None, location: str) -> dict[st
     values = {tensor.name: _tensor_to_array(tensor, base_dir) for tensor in graph.initializer}
     for node in graph.node:
         if _is_constant_node(node):
+            if not node.output:
+                raise InputError(f"{location}: a Constant node has no output")
             values[node.output[0]] = _constant_node_value(node, base_dir, location)
     return values
 
@@ -126,7 +118,11 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
 
     if len(node.attribute) != 1:
         raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
+    from padconv_cli.onnx_nodes import check_attribute_type
+
     attribute = node.attribute[0]
+    where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
+    check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if attribute.name == "value":
         return _tensor_to_array(value, base_dir)
@@ -135,7 +131,6 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
     if attribute.name in ("value_int", "value_ints"):
         return np.array(value, dtype=np.int64)
     if attribute.name in ("value_string", "value_strings"):
-        where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         return np.array(_decoded(value, where), dtype=object)
     raise InputError(f"Constant node {node.output[0]!r}: attribute {attribute.name} unsupported")
 
@@ -163,7 +158,7 @@ def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
     if len(inputs) != len(names):
         raise InputError(
             f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph input(s) "
-            f"{', '.join(names) or '(none)'}"
+            f"{bounded_list(names)}"
         )
     arrays = [_as_array(value) for value in inputs]
     return dict(zip(names, arrays, strict=True))
@@ -260,25 +255,56 @@ def onnx_data_root() -> Path:
 
 
 def suite_dirs(root: Path | None = None) -> list[tuple[str, Path]]:
-    """(source, folder) of every selected conformance folder present on disk."""
+    """(source, folder) of every conformance folder whose model is one Pad or Conv node.
+
+    Rule: a folder is picked by the op type of its model's node (see
+    :func:`is_single_operator_model`), whatever its name, so that other operators whose names
+    mention pad or conv (AveragePool with pads, ConvInteger, DeformConv, attention with
+    padded keys) are not listed, at any onnx version.
+    """
     root = onnx_data_root() if root is None else root
+    if not root.is_dir():
+        return []
+    subs = sorted(
+        (p for p in root.iterdir() if p.is_dir()),
+        key=lambda p: (SUITE_ORDER.index(p.name) if p.name in SUITE_ORDER else len(SUITE_ORDER),
+                       p.name),
+    )
     found = []
-    for sub, patterns, excluded in SUITE_FOLDERS:
-        folder = root / sub
-        if not folder.is_dir():
-            continue
+    for folder in subs:
         for child in sorted(folder.iterdir()):
-            if _selected(child.name, patterns, excluded) and is_case_dir(child):
-                found.append((sub if sub != "node" else NODE_SOURCE, child))
+            if is_case_dir(child) and _model_file_is_single_operator(child / MODEL_FILE):
+                found.append((folder.name if folder.name != "node" else NODE_SOURCE, child))
     return found
 
 
-def _selected(name: str, patterns: Iterable[str], excluded: Iterable[str]) -> bool:
-    from fnmatch import fnmatchcase
+def _model_file_is_single_operator(path: Path) -> bool:
+    """True when the model file at ``path`` is one Pad or Conv node (a cheap byte test first:
+    the op type's name must appear in the file)."""
+    import onnx
 
-    if any(fnmatchcase(name.lower(), p.lower()) for p in excluded):
+    try:
+        payload = path.read_bytes()
+    except OSError:
         return False
-    return any(fnmatchcase(name, p) for p in patterns)
+    if not any(op.encode() in payload for op in OPERATORS):
+        return False
+    try:
+        model = onnx.ModelProto.FromString(payload)
+    except Exception:  # a corrupt model is not a Pad or Conv case
+        return False
+    return is_single_operator_model(model)
+
+
+def is_single_operator_model(model: Any) -> bool:
+    """Exactly one node other than Constant nodes, of op type Pad or Conv in the default
+    (domain-less) operator set, at any opset."""
+    nodes = [node for node in model.graph.node if node.op_type != "Constant"]
+    return (
+        len(nodes) == 1
+        and nodes[0].op_type in OPERATORS
+        and nodes[0].domain in DEFAULT_DOMAINS
+    )
 
 
 def suite_cases() -> list[Case]:
@@ -332,9 +358,4 @@ def _onnx_node_test_cases() -> tuple[Any, ...]:
                 importlib.import_module(f"{package_name}.{module}")
         else:
             collected = package.collect_testcases()
-    return tuple(case for case in collected if _is_single_pad_or_conv(case.model))
-
-
-def _is_single_pad_or_conv(model: Any) -> bool:
-    nodes = model.graph.node
-    return len(nodes) == 1 and nodes[0].op_type in ("Pad", "Conv") and nodes[0].domain == ""
+    return tuple(case for case in collected if is_single_operator_model(case.model))

@@ -1,5 +1,5 @@
-"""Renderings of verification results: a table (rich or plain text), failure details, JSON lines
-and JUnit XML. Nothing here runs a case."""
+"""Renderings of verification results: one line per case fitted to the terminal width, failure
+details, a side-by-side view of one case, JSON lines and JUnit XML. Nothing here runs a case."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from padconv_cli.verification.runner import (
 
 COLUMNS = ("case", "operator", "attributes", "output", "max abs", "max rel", "result")
 STATUS_WORDS = {PASSED: "PASS", FAILED: "FAIL", UNSUPPORTED: "UNSUPPORTED"}
-STATUS_STYLES = {PASSED: "green", FAILED: "bold red", UNSUPPORTED: "yellow"}
 
 
 # --- cells -------------------------------------------------------------------------------------
@@ -104,18 +103,130 @@ def tolerance_hint(comparison: Any) -> str:
     return f"would pass with {atol_part} or {rtol_part}"
 
 
-# --- plain text --------------------------------------------------------------------------------
+# --- one line per case ------------------------------------------------------------------------
+
+NARROW_COLUMNS = ("result", "case", "operator", "output", "max abs")
+WIDE_EXTRA_MIN = 24
+ELLIPSIS = "..."
+DEFAULT_WIDTH = 80
 
 
-def plain_table(results: list[CaseResult]) -> list[str]:
-    """The results as space-aligned text columns (no colour, no box drawing)."""
-    rows = [tuple(c.upper() for c in COLUMNS)] + [row_cells(r) for r in results]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    return [_plain_row(row, widths) for row in rows]
+def _elide(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters (``...`` marks the cut)."""
+    if len(text) <= width:
+        return text
+    if width <= len(ELLIPSIS) + 2:
+        return text[:width]
+    head = (width - len(ELLIPSIS) + 1) // 2
+    tail = width - len(ELLIPSIS) - head
+    return text[:head] + ELLIPSIS + text[len(text) - tail :]
 
 
-def _plain_row(cells: tuple[str, ...], widths: list[int]) -> str:
-    return "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
+def _cut(text: str, width: int) -> str:
+    """``text`` cut at the end to ``width`` characters (``...`` marks the cut)."""
+    if len(text) <= width:
+        return text
+    return text[: max(width - len(ELLIPSIS), 0)] + ELLIPSIS
+
+
+def line_cells(result: CaseResult) -> dict[str, str]:
+    """Every cell one result can show, keyed by column name."""
+    return dict(zip(COLUMNS, row_cells(result), strict=True))
+
+
+def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
+    """The columns that fit ``width`` and their widths.
+
+    Rule: result, case, operator, output and max abs always (the case name is elided in the
+    middle when the others leave it too little room); ``max rel`` then ``attributes`` are added
+    when at least :data:`WIDE_EXTRA_MIN` columns remain after the case names at full width.
+    """
+    rows = [line_cells(result) for result in results]
+    header = {name: name.upper() for name in COLUMNS}
+    widths = {name: max(len(row[name]) for row in [header, *rows]) for name in COLUMNS}
+    columns = list(NARROW_COLUMNS)
+    used = sum(widths[name] for name in columns) + 2 * (len(columns) - 1)
+    if used + 2 + widths["max rel"] <= width:
+        columns.append("max rel")
+        used += 2 + widths["max rel"]
+        room = width - used - 2
+        if room >= WIDE_EXTRA_MIN:
+            columns.insert(3, "attributes")
+            widths["attributes"] = min(widths["attributes"], room)
+    elif used > width:
+        widths["case"] = max(widths["case"] - (used - width), len("CASE") + 8)
+    return columns, widths
+
+
+def case_table(results: list[CaseResult], width: int = DEFAULT_WIDTH,
+               style: Any = None) -> list[str]:
+    """One line per result (status, case, operator, output, max abs; more when ``width``
+    allows), under a header line; ``style(text, status)`` may colour the status word."""
+    columns, widths = choose_columns(results, width)
+    header = {name: name.upper() for name in COLUMNS}
+    lines = [_table_line(header, columns, widths)]
+    for result in results:
+        cells = line_cells(result)
+        line = _table_line(cells, columns, widths)
+        if style is not None:
+            word = cells["result"]
+            line = style(word, result.status) + line[len(word) :]
+        lines.append(line)
+    return lines
+
+
+def _table_line(cells: dict[str, str], columns: list[str], widths: dict[str, int]) -> str:
+    parts = []
+    for name in columns:
+        text = cells[name]
+        if name == "case":
+            text = _elide(text, widths[name])
+        elif name == "attributes":
+            text = _cut(text, widths[name])
+        numeric = name in ("max abs", "max rel")
+        parts.append(text.rjust(widths[name]) if numeric else text.ljust(widths[name]))
+    return "  ".join(parts).rstrip()
+
+
+def wrap_lines(lines: list[str], width: int) -> list[str]:
+    """Each line wrapped to ``width`` columns, continuation lines indented by 4 spaces more than
+    the line's own indent."""
+    import textwrap
+
+    wrapped = []
+    for line in lines:
+        if len(line) <= width:
+            wrapped.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        wrapped += textwrap.wrap(
+            line.strip(), width, initial_indent=indent, subsequent_indent=indent + "    ",
+            break_on_hyphens=False,
+        )
+    return wrapped
+
+
+def verbose_details(result: CaseResult) -> list[str]:
+    """``-v``: where the case comes from, its attributes, tolerances, errors and time."""
+    lines = [f"  {result.case.name} ({result.case.location or result.case.source})"]
+    if result.attributes:
+        lines.append(f"    attributes: {result.attributes}")
+    comparison = result.comparison
+    if comparison is not None:
+        lines.append(
+            f"    max abs {format_error(comparison.max_abs)}, "
+            f"max rel {format_error(comparison.max_rel)} "
+            f"(rtol={comparison.rtol:g}, atol={comparison.atol:g})"
+        )
+    if result.reason:
+        lines.append(f"    {result.reason}")
+    lines.append(f"    {result.seconds * 1000:.1f} ms")
+    return lines
+
+
+def plain_table(results: list[CaseResult], width: int = DEFAULT_WIDTH) -> list[str]:
+    """The results as one line per case, fitted to ``width`` (no colour, no box drawing)."""
+    return case_table(results, width)
 
 
 def plain_case_list(cases: list[Case]) -> list[str]:
@@ -126,24 +237,6 @@ def plain_case_list(cases: list[Case]) -> list[str]:
         note = f"  (unsupported: {case.unsupported})" if case.unsupported else ""
         lines.append(f"{case.name.ljust(width)}  {case.op:<5} {case.source}{note}")
     return lines
-
-
-# --- rich --------------------------------------------------------------------------------------
-
-
-def rich_table(results: list[CaseResult]) -> Any:
-    """The results as a rich Table (imported lazily)."""
-    from rich.table import Table
-
-    table = Table(show_lines=False, header_style="bold")
-    for column in COLUMNS:
-        numeric = column in ("max abs", "max rel")
-        table.add_column(column, justify="right" if numeric else "left", overflow="fold")
-    for result in results:
-        cells = list(row_cells(result))
-        cells[-1] = f"[{STATUS_STYLES[result.status]}]{cells[-1]}[/]"
-        table.add_row(*cells)
-    return table
 
 
 # --- JSON lines --------------------------------------------------------------------------------
@@ -275,3 +368,120 @@ def write_atomically(path: str, payload: bytes) -> None:
     from padconv_cli.tensorio.atomic import atomic_write
 
     atomic_write(path, lambda stream: stream.write(payload))
+
+
+# --- one case side by side ---------------------------------------------------------------------
+
+SIDE_GAP = 4
+PREVIEW_ELEMENTS = 100
+
+
+def tensor_block(array: Any, width: int, precision: int | None = None) -> list[str]:
+    """An array as numpy's text form within ``width`` columns (elided past 100 elements;
+    ``precision`` digits after the point when given)."""
+    import numpy as np
+
+    text = np.array2string(
+        np.asarray(array), max_line_width=max(width, 20), threshold=PREVIEW_ELEMENTS, edgeitems=3,
+        precision=precision,
+    )
+    return text.splitlines()
+
+
+def difference(expected: Any, actual: Any) -> Any:
+    """``|actual - expected|`` elementwise in float64, 0 where both are NaN or the same
+    infinity; for non-numeric types a bool array that is True where they differ. None when the
+    shapes differ."""
+    import numpy as np
+
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    if expected.shape != actual.shape:
+        return None
+    if expected.dtype.kind in "biufc" and actual.dtype.kind in "biufc":
+        try:
+            e, a = expected.astype(np.complex128), actual.astype(np.complex128)
+        except (TypeError, ValueError):
+            return expected != actual
+        same = (e == a) | (np.isnan(e) & np.isnan(a))
+        with np.errstate(invalid="ignore"):
+            return np.where(same, 0.0, np.abs(a - e))
+    try:
+        return np.asarray(expected != actual)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_numeric_view(array: Any) -> Any:
+    """Types numpy prints poorly (bfloat16, float8, int4: ml_dtypes) as float32 for display."""
+    import numpy as np
+
+    array = np.asarray(array)
+    if array.dtype.kind in "biufcUSO":
+        return array
+    try:
+        return array.astype(np.float32)
+    except (TypeError, ValueError):
+        return array
+
+
+def columns_side_by_side(blocks: list[tuple[str, list[str]]], width: int) -> list[str]:
+    """Titled text blocks next to each other when they fit ``width``, else one below the other."""
+    widths = [max([len(title), *(len(line) for line in lines)]) for title, lines in blocks]
+    if sum(widths) + SIDE_GAP * (len(blocks) - 1) + 2 > width:
+        stacked = []
+        for title, lines in blocks:
+            stacked += [f"  {title}", *(f"    {line}".rstrip() for line in lines)]
+        return stacked
+    height = max(len(lines) for _, lines in blocks)
+    rows = ["  " + (" " * SIDE_GAP).join(t.ljust(w) for (t, _), w in zip(blocks, widths,
+                                                                           strict=True))]
+    for i in range(height):
+        cells = [(lines[i] if i < len(lines) else "").ljust(w)
+                 for (_, lines), w in zip(blocks, widths, strict=True)]
+        rows.append(("  " + (" " * SIDE_GAP).join(cells)).rstrip())
+    return [row.rstrip() for row in rows]
+
+
+def _shape_text(array: Any) -> str:
+    from padconv_cli.dtypes import dtype_name
+
+    return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
+
+
+def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH) -> list[str]:
+    """One case in full, for ``padconv verify -k NAME``: the command that reproduces it, each
+    input, the attributes, then expected, actual and ``|actual - expected|`` next to each other
+    (one below the other when they do not fit ``width``)."""
+    from padconv_cli.verification.samples import command_line, has_command
+
+    lines = [f"{case.name} ({case.location or case.source})"]
+    if case.source == "builtin" and has_command(case):
+        lines.append(f"  command: {command_line(case)}")
+    lines.append(f"  operator: {result.operator or case.op}")
+    if result.attributes:
+        lines.append(f"  attributes: {result.attributes}")
+    for position, array in enumerate(case.inputs):
+        if array is None:
+            continue
+        lines.append(f"  input {position}: {_shape_text(array)}")
+        block = tensor_block(_as_numeric_view(array), width - 4)
+        lines += [f"    {line}".rstrip() for line in block]
+    expected = case.expected[0] if case.expected else None
+    blocks = []
+    if expected is not None:
+        blocks.append((f"expected {_shape_text(expected)}", expected))
+    if result.actual is not None:
+        blocks.append((f"actual {_shape_text(result.actual)}", result.actual))
+        if expected is not None:
+            diff = difference(expected, result.actual)
+            if diff is not None:
+                blocks.append(("|actual - expected|", diff))
+    rendered = [
+        (title, tensor_block(_as_numeric_view(a), width - 4, 3 if title.startswith("|") else None))
+        for title, a in blocks
+    ]
+    if rendered:
+        lines += columns_side_by_side(rendered, width)
+    if result.reason:
+        lines.append(f"  {result.reason}")
+    return wrap_lines(lines, width)

@@ -27,6 +27,7 @@ class CaseResult:
     comparison: Comparison | None = None
     error: str = ""
     seconds: float = 0.0
+    actual: np.ndarray | None = None
 
     @property
     def reason(self) -> str:
@@ -40,7 +41,8 @@ class CaseResult:
 
 def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None) -> CaseResult:
     """Run ``case`` through the same kernels as ``padconv pad``/``padconv conv`` and compare
-    the result with the expected output (rule: :func:`compare_arrays`)."""
+    the result with the expected output (rule: :func:`compare_arrays`; Conv cases add the
+    dot-product error bound of :mod:`padconv_cli.verification.conv_bound`)."""
     from padconv_cli.onnx_nodes import kernel_call
 
     if case.unsupported:
@@ -57,10 +59,21 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
         result.error = f"kernel crashed: {type(exc).__name__}: {exc}"
     else:
         result.output_shape, result.output_dtype = tuple(actual.shape), _dtype_text(actual.dtype)
-        result.comparison = compare_arrays(case.expected[0], actual, rtol=rtol, atol=atol)
+        result.actual = actual
+        bound = _conv_bound(call, actual)
+        result.comparison = compare_arrays(case.expected[0], actual, rtol=rtol, atol=atol,
+                                           bound=bound)
         result.status = PASSED if result.comparison.passed else FAILED
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _conv_bound(call, actual: np.ndarray) -> np.ndarray | None:
+    """The dot-product error bound of a Conv case (None for Pad, compared exactly)."""
+    from padconv_cli.verification.conv_bound import call_error_bound
+
+    bound = call_error_bound(call)
+    return bound if bound is not None and bound.shape == actual.shape else None
 
 
 def _dtype_text(dtype: np.dtype) -> str:

@@ -84,7 +84,7 @@ def test_fp16_example_bit_exact(run_cli, tmp_path):
 
 
 ERROR_CASES = [
-    (["--kernel-shape", "2", "2"], "kernel_shape"),
+    (["--kernel-shape", "2", "2"], "--kernel-shape"),
     (["--strides", "0", "1"], "strides"),
     (["--dilations", "1"], "dilations"),
     (["--pads", "1", "1", "1", "1", "--auto-pad", "SAME_UPPER"], "auto_pad"),
@@ -116,6 +116,6 @@ def test_integer_input_is_refused_with_advice(run_cli, tmp_path):
 def test_bias_of_wrong_shape(run_cli, xw, bias, shape):
     result = run_cli("conv", str(xw[0]), str(xw[1]), bias, "-o", "-")
     assert result.exit_code == 2
-    message = f"padconv: error: Conv bias B must have shape (M,) = (1,), got {shape}\n"
+    message = f"padconv conv: error: Conv bias B must have shape (M,) = (1,), got {shape}\n"
     assert result.stderr == message
     assert result.stdout_bytes == b""

@@ -15,13 +15,14 @@ import onnx
 import pytest
 
 from padconv_cli.cli import options
+from padconv_cli.cli.main import ALIASES, COMMANDS
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.tensorio import read_tensor
 from padconv_cli.tensorio.writing import resolve_format
 
 REPO = Path(__file__).resolve().parents[2]
 OOM_LINE = (
-    "padconv: error: out of memory while computing the result "
+    "padconv pad: error: out of memory while computing the result "
     "(try --engine tiled with --memory-limit, or a smaller input)\n"
 )
 
@@ -254,7 +255,7 @@ def test_verify_honours_no_color_through_env_flag(monkeypatch):
 
     seen = []
     monkeypatch.setattr(verify_cmd, "env_flag", lambda name: seen.append(name) or True)
-    assert verify_cmd._use_rich(False) is False
+    assert verify_cmd._use_colour(False) is False
     assert seen == ["NO_COLOR"]
 
 
@@ -268,7 +269,7 @@ def test_zarr_errors_use_the_shared_one_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(zarr, "open_array", broken)
     with pytest.raises(InputError) as excinfo:
-        dask_io._open_zarr(str(tmp_path / "a.zarr"))
+        dask_io.open_zarr_input(str(tmp_path / "a.zarr"))
     assert "bad metadata\\x01here" in str(excinfo.value)
     assert not hasattr(dask_io, "_one_line")
     assert not hasattr(dask_io, "open_dask_input")
@@ -288,7 +289,7 @@ def test_show_examples_name_existing_samples(run_cli):
 def test_group_help_shows_whole_short_helps(run_cli):
     text = run_cli("--help").stdout
     commands = text.split("Commands:")[1].strip().splitlines()
-    assert len(commands) == 5
+    assert len(commands) == len(COMMANDS) + len(ALIASES)
     for line in commands:
         assert not line.rstrip().endswith("..."), line
 

@@ -9,8 +9,6 @@ Where onnxruntime and padconv differ (each is left out or tested separately belo
   those comparisons skip with onnxruntime's message, and every such dtype is also compared with
   onnx's reference evaluator, which never skips.  bfloat16 has a kernel but no numpy
   conversion in onnxruntime's Python API, so it travels as its uint16 bit pattern.
-* cropping more elements than an axis has (e.g. dim 3, pads -4/+2): onnxruntime returns a
-  constant-filled axis of length dim + begin + end; padconv refuses it.
 * a repeated axis: onnxruntime adds the pads up; padconv refuses it (the spec leaves it
   undefined).
 * reflect/edge/wrap when cropping empties an axis: onnxruntime refuses even when that axis is
@@ -271,9 +269,25 @@ def test_reflect_beyond_the_axis_differs_from_onnxruntime():
     ]
 
 
-def test_over_cropping_differs_from_onnxruntime():
-    """onnxruntime pads a 3-long axis by -4/+2 to one constant element; padconv refuses."""
-    data = np.arange(6, dtype=np.float32).reshape(2, 3)
-    assert run_onnxruntime(data, [0, -4, 0, 2], 0, None, "constant").shape == (2, 1)
-    with pytest.raises(AttributeValueError, match="would lose 4 elements"):
-        pad(data, [0, -4, 0, 2])
+@pytest.mark.parametrize(
+    ("shape", "pads"),
+    [
+        ((2, 3), [0, -4, 0, 2]),  # crop 4 of 3, pad 2: one constant element
+        ((2, 3), [0, 5, 0, -6]),  # pad 5, crop 6 of 3: two constant elements
+        ((2, 3), [-3, 0, 1, 0]),  # crop the whole axis 0, pad 1 at the end
+        ((0,), [-1, 1]),  # the issue's case: an empty axis stays empty
+        ((2, 18, 4), [1, 1048576, -2, -3, 0, 1]),  # axis 0 nets 0: an empty result
+    ],
+)
+def test_over_cropping_follows_the_shape_rule_like_onnxruntime(shape, pads):
+    """out_dim = dim + begin + end >= 0: a crop longer than the axis leaves constants only."""
+    data = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    expected = run_onnxruntime(data, pads, 100, None, "constant")
+    result = pad(data, pads, np.float32(100))
+    assert result.shape == expected.shape == padded_shape(shape, pads, None)
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_a_negative_output_length_is_refused():
+    with pytest.raises(AttributeValueError, match=r"dim \+ begin \+ end = -2 elements"):
+        pad(np.zeros((2, 3), np.float32), [0, -4, 0, -1])

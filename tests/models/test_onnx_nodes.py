@@ -85,13 +85,26 @@ def test_pad2_reflect_without_value_and_with_bytes_mode():
         (1, {"pads": [0, 0, 0, 0]}, "'pads' is not defined"),
         (2, {"mode": "edge"}, "required attribute 'pads'"),
         (11, {"pads": [0, 0, 0, 0]}, "'pads' is not defined"),
-        (18, {"mode": "wrap"}, "needs Pad-19"),
     ],
 )
 def test_pad_attributes_outside_their_version_are_refused(opset, attributes, message):
     inputs = [DATA] if opset < 11 else [DATA, PADS]
     with pytest.raises(AttributeValueError, match=message):
         kernel_call("Pad", attributes, inputs, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [2, 11, 13, 18])
+def test_wrap_before_pad19_is_computed_as_pad19_with_a_note(opset):
+    """Exporters write wrap at opset 18 and runtimes run it: computed as Pad-19, noted."""
+    attributes = {"mode": "wrap"} if opset >= 11 else {"mode": "wrap", "pads": [0, 2, 0, 0]}
+    inputs = [DATA] if opset < 11 else [DATA, PADS]
+    call = kernel_call("Pad", attributes, inputs, opset=opset)
+    np.testing.assert_array_equal(call.run(), np.pad(DATA, ((0, 0), (2, 0)), mode="wrap"))
+    assert len(call.notes) == 1
+    assert "off-spec" in call.notes[0] and "Pad-19" in call.notes[0]
+    assert kernel_call("Pad", attributes, inputs, opset=19 if opset >= 11 else 2).notes == (
+        () if opset >= 11 else call.notes
+    )
 
 
 def test_pad11_takes_pads_and_constant_value_inputs():

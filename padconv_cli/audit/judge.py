@@ -1,0 +1,336 @@
+"""Judging each Pad/Conv node: padconv's recomputation against the runtime's output.
+
+Per node, from the inputs the run captured (stored inputs from the model where the run had no
+value): padconv computes the node (the node's own opset rules, :mod:`padconv_cli.onnx_nodes`)
+and its output is compared with the runtime's: Pad exactly, Conv within the dot-product error
+bound ``atol + rtol*|ref| + c*n*eps*sum(|x|*|w|)``.  Statuses:
+
+* ``ok``: within the bound;  ``outside``: not (exit 1);
+* ``not reached``: the run never executed the node (an ``If`` branch not taken);
+* ``runtime refused``: the runtime refused the node; padconv's result is still checked;
+* ``padconv refused``: padconv refused a node the runtime computed (exit 1).
+
+When the two differ (or the runtime refused), a float64 recomputation decides: Conv in
+float64 from the same inputs, Pad by its index definition; the side within the bound of it
+is named right (``padconv``, ``runtime``, ``both`` or ``neither``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.audit.capture import REFERENCE, Capture, NodeCapture, node_key
+from padconv_cli.errors import PadconvError
+
+OK, OUTSIDE, NOT_REACHED = "ok", "outside", "not reached"
+RUNTIME_REFUSED, PADCONV_REFUSED = "runtime refused", "padconv refused"
+FAILING = (OUTSIDE, PADCONV_REFUSED)
+
+
+@dataclass
+class NodeAudit:
+    """The verdict on one node."""
+
+    label: str
+    operator: str
+    status: str
+    graph: str = "main"
+    input_shapes: list[list[int]] = field(default_factory=list)
+    output_shape: list[int] | None = None
+    dtype: str = ""
+    attributes: str = ""
+    runtime: str = ""
+    max_abs: float | None = None
+    max_rel: float | None = None
+    bound_use: float | None = None  # largest |diff| / allowed difference (<= 1: within)
+    mismatches: int = 0
+    right: str = ""
+    detail: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """True for ``outside`` and ``padconv refused``."""
+        return self.status in FAILING
+
+
+@dataclass
+class AuditReport:
+    """Every node's verdict, the runtime used and where the inputs came from."""
+
+    model: str
+    runtime: str
+    opset: int
+    inputs: dict[str, str]
+    nodes: list[NodeAudit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """No node outside the bound and none refused by padconv."""
+        return not any(node.failed for node in self.nodes)
+
+    def counts(self) -> dict[str, int]:
+        """Number of nodes per status."""
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.status] = counts.get(node.status, 0) + 1
+        return counts
+
+
+def _shape(array: Any) -> list[int]:
+    return [int(d) for d in np.shape(array)]
+
+
+def _graph_names(model: Any) -> dict[str, str]:
+    """Node key -> ``main`` or the body it lives in (``If 'cond' then_branch``)."""
+    from padconv_cli.models import _subgraphs
+
+    where: dict[str, str] = {}
+
+    def visit(graph: Any, label: str) -> None:
+        for node in graph.node:
+            where[node_key(node)] = label
+            for attribute in node.attribute:
+                for subgraph in _subgraphs_of(attribute):
+                    visit(subgraph, f"{node.op_type} {node.name or node_key(node)!r} "
+                                    f"{attribute.name}")
+
+    def _subgraphs_of(attribute: Any) -> list[Any]:
+        if attribute.HasField("g"):
+            return [attribute.g]
+        return list(attribute.graphs)
+
+    _ = _subgraphs  # the same traversal as models.model_nodes
+    visit(model.graph, "main")
+    return where
+
+
+def _inputs(origin: Any, captured: NodeCapture | None) -> list[np.ndarray | None]:
+    """The node's inputs: captured values, else the model's stored ones, None if omitted."""
+    values = []
+    for index, name in enumerate(origin.node.input):
+        value = captured.inputs[index] if captured and index < len(captured.inputs) else None
+        if value is None and name:
+            value = origin.constant(index)
+        values.append(value)
+    return values
+
+
+def _pad_reference(call: Any) -> np.ndarray:
+    """Pad by its index definition, independent of the kernel: output index ``i`` along an
+    axis reads input ``i - begin`` (constant outside, or clipped / wrapped / reflected into
+    the kept part), ``out_dim = dim + begin + end``."""
+    from padconv_cli.kernels.pad import plan_pad
+
+    data = np.asarray(call.arrays[0])
+    attributes = call.attributes
+    plan = plan_pad(data.shape, attributes["pads"], attributes["axes"], attributes["mode"])
+    out = data[plan.crop_slices]
+    fill = _fill(call, data)
+    for axis, ax in enumerate(plan.per_axis):
+        n = ax.cropped_dim
+        if n == 0:  # nothing kept (constant mode): the axis is all fill
+            out = np.full(_with(out.shape, axis, ax.out_dim), fill, dtype=out.dtype)
+            continue
+        index, inside = _axis_source(np.arange(ax.out_dim) - ax.pad_begin, n, plan.mode)
+        out = np.take(out, np.clip(index, 0, n - 1), axis=axis)
+        if plan.mode == "constant":
+            out = np.where(inside.reshape(_with([1] * out.ndim, axis, ax.out_dim)), out, fill)
+    return np.asarray(out).astype(data.dtype, copy=False)
+
+
+def _with(shape: Sequence[int], axis: int, value: int) -> tuple[int, ...]:
+    shape = list(shape)
+    shape[axis] = value
+    return tuple(shape)
+
+
+def _fill(call: Any, data: np.ndarray) -> Any:
+    value = call.attributes.get("constant_value")
+    if value is not None:
+        return value
+    return "" if data.dtype.kind in "OU" else np.zeros((), data.dtype)[()]
+
+
+def _axis_source(j: np.ndarray, n: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """Source index into the kept part for output offsets ``j`` and whether it is inside."""
+    inside = (j >= 0) & (j < n)
+    if mode == "constant" or n == 0:
+        return j, inside
+    if mode == "edge":
+        return np.clip(j, 0, n - 1), inside
+    if mode == "wrap":
+        return j % n, inside
+    if n == 1:
+        return np.zeros_like(j), inside
+    period = 2 * (n - 1)
+    m = j % period
+    return np.where(m < n, m, period - m), inside
+
+
+def _reference_output(call: Any) -> np.ndarray:
+    """The float64 recomputation: Conv in float64 (same inputs, same attributes), Pad by
+    :func:`_pad_reference`."""
+    if call.op_type == "Pad":
+        return _pad_reference(call)
+    from padconv_cli.kernels.conv import conv
+
+    x, w, b = (None if a is None else np.asarray(a).astype(np.float64) for a in call.arrays)
+    return conv(x, w, b, **call.attributes)
+
+
+def _within(reference: np.ndarray, side: np.ndarray, bound: Any, dtype: np.dtype) -> bool:
+    from padconv_cli.verification.compare import compare_arrays, default_tolerances
+
+    if bound is None:
+        return compare_arrays(reference.astype(side.dtype), side).passed
+    rtol, atol = default_tolerances(dtype)
+    return compare_arrays(reference, side.astype(np.float64), rtol=rtol, atol=atol,
+                          bound=bound).passed
+
+
+def _who_is_right(call: Any, ours: np.ndarray, theirs: np.ndarray | None, bound: Any) -> str:
+    reference = _reference_output(call)
+    dtype = np.asarray(ours).dtype
+    ours_ok = _within(reference, ours, bound, dtype)
+    theirs_ok = theirs is not None and np.shape(theirs) == np.shape(reference) and _within(
+        reference, np.asarray(theirs), bound, dtype)
+    if theirs is None:
+        return "padconv" if ours_ok else "neither"
+    return {(True, True): "both", (True, False): "padconv", (False, True): "runtime",
+            (False, False): "neither"}[(ours_ok, theirs_ok)]
+
+
+def _bound_use(comparison: Any, theirs: np.ndarray, ours: np.ndarray, bound: Any) -> float | None:
+    """Largest |diff| / (atol + rtol*|ref| + bound) over the finite elements."""
+    if comparison.max_abs is None:
+        return None
+    ref = np.asarray(theirs).astype(np.float64)
+    diff = np.abs(np.asarray(ours).astype(np.float64) - ref)
+    allowed = comparison.atol + comparison.rtol * np.abs(ref)
+    if bound is not None:
+        allowed = allowed + bound
+    finite = np.isfinite(diff)
+    if not np.any(finite):
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(diff[finite] > 0, diff[finite] / allowed[finite], 0.0)
+    return float(np.max(ratio)) if ratio.size else 0.0
+
+
+def judge_node(origin: Any, captured: NodeCapture | None, where: str) -> NodeAudit:
+    """The verdict on one node (module rules)."""
+    from padconv_cli.dtypes import dtype_name
+    from padconv_cli.onnx_nodes import call_for_node
+    from padconv_cli.verification.compare import compare_arrays
+    from padconv_cli.verification.conv_bound import call_error_bound
+
+    audit = NodeAudit(origin.label, origin.operator, NOT_REACHED, where)
+    if captured is None:
+        return audit
+    inputs = _inputs(origin, captured)
+    audit.input_shapes = [_shape(a) for a in inputs if a is not None]
+    audit.runtime = captured.runtime
+    theirs = captured.output
+    try:
+        call = call_for_node(origin.node, inputs, opset=origin.opset, source=origin.path,
+                             label=origin.label)
+        audit.attributes, audit.notes = call.describe(), list(call.notes)
+        ours = np.asarray(call.run())
+    except PadconvError as error:
+        audit.status, audit.detail = PADCONV_REFUSED, str(error)
+        if theirs is None:
+            audit.status, audit.detail = RUNTIME_REFUSED, f"both refused: {error}"
+        return audit
+    audit.output_shape, audit.dtype = _shape(ours), dtype_name(ours.dtype)
+    bound = call_error_bound(call) if call.op_type == "Conv" else None
+    if theirs is None:
+        audit.status, audit.detail = RUNTIME_REFUSED, captured.refused
+        audit.right = _who_is_right(call, ours, None, bound)
+        return audit
+    usable = bound if bound is not None and np.shape(theirs) == np.shape(bound) else None
+    comparison = compare_arrays(theirs, ours, bound=usable)
+    audit.max_abs, audit.max_rel = comparison.max_abs, comparison.max_rel
+    audit.mismatches = comparison.mismatch_count
+    audit.status = OK if comparison.passed else OUTSIDE
+    if comparison.passed:
+        audit.bound_use = _bound_use(comparison, theirs, ours, usable)
+        return audit
+    audit.detail = comparison.reason
+    audit.right = _who_is_right(call, ours, theirs, bound)
+    return audit
+
+
+def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: list,
+                       opsets: Any) -> None:
+    """Nodes the onnxruntime run did not capture: inputs from the reference run, output from
+    onnxruntime running the node alone (or its refusal)."""
+    from padconv_cli.audit.capture import single_node_output
+
+    if capture.runtime == REFERENCE or reference is None:
+        return
+    for origin in origins:
+        key = node_key(origin.node)
+        if key in capture.nodes or key not in reference.nodes:
+            continue
+        inputs = _inputs(origin, reference.nodes[key])
+        output, refusal = single_node_output(origin.node, inputs, opsets)
+        capture.nodes[key] = NodeCapture(inputs, output, refused=refusal,
+                                         runtime=capture.runtime)
+
+
+def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = None,
+                seed: int = 0, dims: dict[str, int] | None = None,
+                progress: Callable[[int, int, str], None] | None = None) -> AuditReport:
+    """Audit every Pad and Conv node of the model at ``path`` (module rules).
+
+    ``given``: INPUT words (``NAME=SOURCE`` or positional sources); ``runtime``:
+    ``onnxruntime`` or ``onnx.reference`` (default: onnxruntime when installed);
+    ``progress(done, total, label)`` is called after each node.
+    """
+    from padconv_cli.audit.capture import (
+        ONNXRUNTIME,
+        capture_model,
+        inline_model,
+        runtime_available,
+    )
+    from padconv_cli.audit.inputs import model_feeds
+    from padconv_cli.models import load_model, model_nodes, model_opset
+
+    model = load_model(path)
+    opset = model_opset(model, path)
+    if runtime is None:
+        runtime = ONNXRUNTIME if runtime_available(ONNXRUNTIME) else REFERENCE
+    feeds, origins_text = model_feeds(model, given, dims or {}, seed, path)
+    runnable = inline_model(model, path)
+    origins = model_nodes(path)
+    where = _graph_names(model)
+    in_bodies = any(where.get(node_key(o.node)) != "main" for o in origins)
+    capture, reference = capture_model(runnable, feeds, runtime, in_bodies)
+    report = AuditReport(path, runtime, opset, origins_text)
+    _model_level_notes(report, capture, reference)
+    _fill_single_nodes(capture, reference, origins, model.opset_import)
+    for done, origin in enumerate(origins, 1):
+        captured = capture.nodes.get(node_key(origin.node))
+        report.nodes.append(judge_node(origin, captured, where.get(node_key(origin.node), "")))
+        if progress is not None:
+            progress(done, len(origins), origin.label)
+    return report
+
+
+def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture | None) -> None:
+    if capture.error and capture.runtime != REFERENCE:
+        report.notes.append(
+            f"{capture.runtime} refused the model ({capture.error}); node inputs come from "
+            f"onnx.reference and each node ran alone in {capture.runtime}"
+        )
+    elif capture.error:
+        report.notes.append(f"{capture.runtime} stopped ({capture.error}); nodes after that "
+                            "point are not reached")
+    if reference is not None and reference is not capture and reference.error:
+        report.notes.append(f"onnx.reference stopped ({reference.error})")

@@ -1,0 +1,111 @@
+"""``padconv audit MODEL.onnx [INPUT...]``: every Pad and Conv node of a model, checked."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from padconv_cli.cli.main import CONTEXT_SETTINGS
+from padconv_cli.cli.model_options import complete_path
+
+EXIT_OUTSIDE = 1
+RUNTIMES = ("onnxruntime", "onnx.reference")
+PROGRESS_AFTER_SECONDS = 1.0
+
+EXAMPLES = """\b
+Examples:
+  padconv audit model.onnx
+  padconv audit model.onnx input=x.npy --runtime onnx.reference
+  padconv audit model.onnx --dim batch=2 --seed 7 --json
+  padconv audit model.onnx x.pb --junit-xml audit.xml
+"""
+
+
+@click.command(
+    "audit",
+    context_settings=CONTEXT_SETTINGS,
+    epilog=EXAMPLES,
+    short_help="Check every Pad and Conv node of a model against a runtime.",
+)
+@click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)
+@click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=complete_path)
+@click.option("--runtime", type=click.Choice(RUNTIMES), default=None,
+              help="Runtime that runs the model (default: onnxruntime when installed, else "
+              "onnx.reference).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random inputs (inputs not given as files).")
+@click.option("--dim", "dims", metavar="NAME=VALUE", multiple=True,
+              help="Value of a symbolic input dimension (repeatable), e.g. --dim batch=1.")
+@click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON object.")
+@click.option("--junit-xml", metavar="FILE", default=None, shell_complete=complete_path,
+              help="Also write the audit as JUnit XML (one test case per node).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed: int,
+                  dims: tuple[str, ...], as_json: bool, junit_xml: str | None,
+                  quiet: bool) -> None:
+    """Run MODEL once, capture every Pad and Conv node's inputs and output, recompute each
+    node with padconv and compare: Pad exactly, Conv within the dot-product error bound
+    |a-b| <= atol + rtol*|ref| + c*n*eps*sum(|x|*|w|). When they differ a float64
+    recomputation says which side is right.
+
+    INPUT is NAME=FILE or FILE (the model's inputs in order), any tensor source padconv
+    reads; inputs not given are random from the declared types and shapes (--seed, --dim).
+    Exit 0 when every node is within the bound, 1 when one is not, 2 for bad input.
+    """
+    from padconv_cli.audit import audit_model
+    from padconv_cli.audit.inputs import parse_dims
+    from padconv_cli.audit.report import junit_xml as junit_bytes
+    from padconv_cli.audit.report import report_record, table_lines
+
+    dim_values = parse_dims(dims)
+    with _Progress(enabled=not quiet) as progress:
+        report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
+                             progress=progress.update)
+    if junit_xml is not None:
+        from padconv_cli.verification.report import write_atomically
+
+        write_atomically(junit_xml, junit_bytes(report))
+    if as_json:
+        click.echo(json.dumps(report_record(report), indent=2, ensure_ascii=False))
+    else:
+        click.echo("\n".join(table_lines(report)))
+    if not report.passed:
+        raise click.exceptions.Exit(EXIT_OUTSIDE)
+
+
+class _Progress:
+    """A transient bar on stderr (a terminal only) once the audit has run for a second."""
+
+    def __init__(self, enabled: bool) -> None:
+        from padconv_cli.outofcore.progress import stderr_is_terminal
+
+        self.enabled = enabled and stderr_is_terminal()
+        self.started = time.monotonic()
+        self.bar = None
+        self.task = None
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def update(self, done: int, total: int, label: str) -> None:
+        """Record that ``done`` of ``total`` nodes are judged (``label`` the last one)."""
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.monotonic() - self.started < PROGRESS_AFTER_SECONDS:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.bar = Progress(TextColumn("audit"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.description}"),
+                                console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(label, total=total)
+        self.bar.update(self.task, completed=done, description=label[:30])

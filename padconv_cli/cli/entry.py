@@ -1,0 +1,37 @@
+"""The ``padconv`` console script: Ctrl-C is handled from this module's first line.
+
+Importing the command group (click, numpy, the command modules) takes a noticeable time; a
+Ctrl-C arriving then must not print a traceback.  Until :func:`padconv_cli.cli.main.main` takes
+over, SIGINT writes ``padconv: interrupted`` and exits 130 at once: nothing has been written
+yet, so there is nothing to clean up.  (Before this module runs, the interpreter's own start-up
+is not padconv's code: a Ctrl-C there is Python's to handle.)
+"""
+
+import os
+
+try:  # the built-in half of ``signal``: importing ``signal`` itself pulls in ``enum`` first
+    import _signal as signals
+except ImportError:  # pragma: no cover - other interpreters
+    import signal as signals
+
+EXIT_INTERRUPTED = 130
+INTERRUPTED_LINE = b"padconv: interrupted\n"
+
+
+def exit_interrupted(signum: int = 2, frame: object = None) -> None:
+    """SIGINT handler while there is nothing to clean up: one line on stderr, exit 130 now."""
+    try:
+        os.write(2, INTERRUPTED_LINE)
+    except OSError:  # stderr closed: the exit code alone tells
+        pass
+    os._exit(EXIT_INTERRUPTED)
+
+
+signals.signal(signals.SIGINT, exit_interrupted)
+
+
+def main() -> None:
+    """Entry point of the ``padconv`` console script (imports the command group, then runs)."""
+    from padconv_cli.cli.main import main as run
+
+    run()

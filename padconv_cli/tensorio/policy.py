@@ -1,0 +1,103 @@
+"""What reading an input may do: how many bytes it may bring into memory, and whether external
+data may be a file with several hard links.
+
+Rules (one policy for every source: files, ``.npz`` members, ``.pb`` external data, models,
+stdin, ``@FILE`` lists):
+
+* **Input limit.** An input whose bytes in memory would exceed ``max_input_bytes`` is refused
+  before they are read: the declared size of an ``.npy`` (header first, then the body), the size
+  of a ``.pb``, model or external-data file, and stdin, which is read against the bound (a
+  stream never ends on its own: ``< /dev/zero``).  Default: half of the memory available now,
+  as for the result.  Memory-mapped inputs of the out-of-core engine are not read into memory.
+* **Hard links.** External data (``location`` in a ``.pb`` or a model initializer) must stay in
+  the tensor's folder.  A path check cannot see a hard link to a file elsewhere, so a regular
+  file with more than one link (``st_nlink > 1``, checked on the opened descriptor) is refused
+  unless ``allow_hardlinks`` is set.
+
+The CLI sets the policy from ``--max-input-bytes`` and ``--allow-hardlinks``; library callers use
+:func:`reading` (``with reading(max_input_bytes=2**30): read_tensor(...)``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from padconv_cli.errors import InputError
+from padconv_cli.units import human_bytes
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """The reading rules in force (see the module docstring)."""
+
+    max_input_bytes: int | None = None  # None: half of the memory available when reading
+    allow_hardlinks: bool = False
+
+
+_current = ReadPolicy()
+
+
+def read_policy() -> ReadPolicy:
+    """The policy in force."""
+    return _current
+
+
+def set_read_policy(policy: ReadPolicy) -> ReadPolicy:
+    """Put ``policy`` in force; returns the previous one."""
+    global _current
+    previous, _current = _current, policy
+    return previous
+
+
+@contextmanager
+def reading(**changes: object) -> Iterator[ReadPolicy]:
+    """Run a block under the current policy with ``changes`` (field=value) applied."""
+    previous = set_read_policy(replace(_current, **changes))
+    try:
+        yield _current
+    finally:
+        set_read_policy(previous)
+
+
+def default_max_input_bytes() -> int:
+    """Half of the memory this process can still allocate."""
+    from padconv_cli.cli.options import available_memory_bytes
+
+    return available_memory_bytes() // 2
+
+
+def input_limit() -> int:
+    """The input limit in bytes: ``max_input_bytes``, else :func:`default_max_input_bytes`."""
+    limit = _current.max_input_bytes
+    return default_max_input_bytes() if limit is None else limit
+
+
+def limit_error(label: str, what: str, limit: int) -> InputError:
+    """The error for an input over the limit (``what``: "declares 8.0 GiB", ...)."""
+    return InputError(
+        f"{label}: {what}, over the input limit max_input_bytes = {human_bytes(limit)}",
+        param="max_input_bytes",
+        source=label,
+    )
+
+
+def check_input_size(size: int, label: str, what: str | None = None) -> None:
+    """Refuse ``size`` bytes of input over the limit (before reading them)."""
+    limit = input_limit()
+    if size > limit:
+        raise limit_error(label, what or f"{human_bytes(size)} of input", limit)
+
+
+def check_single_link(fd: int, label: str) -> None:
+    """Refuse an external-data file with several hard links, unless allowed (module rule)."""
+    links = os.fstat(fd).st_nlink
+    if links > 1 and not _current.allow_hardlinks:
+        raise InputError(
+            f"{label}: the file has {links} hard links, one of which may lead outside the "
+            "tensor's folder; refused unless allow_hardlinks is set",
+            param="allow_hardlinks",
+            source=label,
+        )

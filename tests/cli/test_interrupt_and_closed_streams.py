@@ -1,0 +1,158 @@
+"""Ctrl-C at any moment of a run, and standard streams that are closed: one line, a known exit
+code, never a traceback.  Real child processes, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hostile.runner import padconv_command
+
+EXIT_INTERRUPTED = 130
+WAIT_SECONDS = 60
+# Delays (seconds) after the start at which SIGINT is sent: during the imports of the command
+# group and of the command module, while reading the input, computing and writing.
+DELAYS = (0.0, 0.01, 0.02, 0.03, 0.045, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.6)
+
+
+def _own_code_command(ready_fd: int) -> list[str]:
+    """padconv's entry point in an interpreter started without ``site`` (-S), which reports on
+    ``ready_fd`` once padconv's entry module has run: delays count from padconv's first line,
+    not from the interpreter's start-up (not padconv's code; in an editable install or with
+    .pth files it spends 100 ms or more in ``site`` before padconv is reached)."""
+    import padconv_cli
+
+    package_root = str(Path(padconv_cli.__file__).resolve().parents[1])
+    paths = [package_root, *[p for p in sys.path if p and "site-packages" in p]]
+    code = (f"import os, sys; sys.path[:0] = {paths!r}; sys.argv[0] = 'padconv'; "
+            "from padconv_cli.cli.entry import main; "
+            f"os.write({ready_fd}, b'r'); os.close({ready_fd}); main()")
+    return [sys.executable, "-S", "-c", code]
+
+
+def _interrupt(process: subprocess.Popen, delay: float) -> tuple[int, str]:
+    """Sleep ``delay``, send SIGINT, wait; (exit code, stderr)."""
+    try:
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=WAIT_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process.returncode, stderr.decode("utf-8", "replace")
+
+
+def _start(command: list[str], cwd: Path, **options) -> subprocess.Popen:
+    return subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **options)
+
+
+def _interrupted_own_code(args: list[str], cwd: Path, delay: float) -> tuple[int, str]:
+    """Run padconv (see :func:`_own_code_command`), interrupt it ``delay`` after its entry
+    module has run."""
+    read_end, write_end = os.pipe()
+    try:
+        process = _start([*_own_code_command(write_end), *args], cwd, pass_fds=(write_end,))
+        os.close(write_end)
+        write_end = -1
+        os.read(read_end, 1)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    return _interrupt(process, delay)
+
+
+def _assert_interrupted_cleanly(code: int, stderr: str, delay: float) -> None:
+    """130 and one line; or, for a signal that came before the interpreter had installed any
+    handler, killed by SIGINT (a shell shows 130 too) without a word."""
+    detail = f"SIGINT after {delay * 1000:.0f} ms: exit {code}, stderr={stderr[-800:]!r}"
+    assert "Traceback" not in stderr, detail
+    if code == -signal.SIGINT:
+        assert stderr == "", detail
+        return
+    assert code in (EXIT_INTERRUPTED, 0), detail  # 0: the run had already finished
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines == (["padconv: interrupted"] if code else []), detail
+
+
+@pytest.fixture
+def work(tmp_path):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", rng.standard_normal((1, 8, 256, 256), dtype=np.float32))
+    np.save(tmp_path / "w.npy", rng.standard_normal((8, 8, 3, 3), dtype=np.float32))
+    return tmp_path
+
+
+def _no_output_left(folder: Path) -> None:
+    leftovers = [p.name for p in folder.iterdir() if p.name not in ("x.npy", "w.npy")]
+    assert leftovers in ([], ["out.npy"]), leftovers  # out.npy only when the run completed
+
+
+@pytest.mark.parametrize("delay", DELAYS)
+def test_ctrl_c_at_any_moment_of_padconvs_own_code(work, delay):
+    args = ["conv", "x.npy", "w.npy", "--pads", "1", "1", "1", "1", "-o", "out.npy"]
+    code, stderr = _interrupted_own_code(args, work, delay)
+    _assert_interrupted_cleanly(code, stderr, delay)
+    if code != 0:
+        assert not (work / "out.npy").exists()
+    _no_output_left(work)
+
+
+@pytest.mark.parametrize("delay", (0.6, 0.9, 1.3))
+def test_ctrl_c_through_the_installed_command(work, delay):
+    """The console script, at delays past the interpreter's start-up."""
+    command = [*padconv_command(), "conv", "x.npy", "w.npy", "-o", "out.npy"]
+    code, stderr = _interrupt(_start(command, work), delay)
+    _assert_interrupted_cleanly(code, stderr, delay)
+    _no_output_left(work)
+
+
+def _closed_fd(fd: int):
+    def close() -> None:
+        os.close(fd)
+
+    return close
+
+
+@pytest.mark.parametrize("dash", [(), ("-o", "-")], ids=["no-o", "dash-o"])
+def test_closed_stdout_is_one_line_and_exit_2(tmp_path, dash):
+    np.save(tmp_path / "x.npy", np.zeros((2, 3), np.float32))
+    process = subprocess.run(
+        [*padconv_command(), "pad", "x.npy", "--pads", "1", "1", "1", "1", *dash],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=_closed_fd(1), timeout=WAIT_SECONDS,
+    )
+    text = process.stderr.decode()
+    assert process.returncode == 2, text
+    assert "Traceback" not in text
+    assert text.splitlines() == ["padconv: error: <stdout>: standard output is closed; "
+                                 "give -o FILE"]
+
+
+def test_closed_stdout_does_not_stop_a_file_output(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
+    process = subprocess.run(
+        [*padconv_command(), "pad", "x.npy", "--pads", "1", "1", "1", "1", "-o", "y.npy"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=_closed_fd(1), timeout=WAIT_SECONDS,
+    )
+    assert process.returncode == 0, process.stderr
+    assert np.load(tmp_path / "y.npy").shape == (4, 5)
+
+
+def test_closed_stdin_is_one_line(tmp_path):
+    process = subprocess.run(
+        [*padconv_command(), "pad", "-", "--pads", "1", "1", "-o", "y.npy"],
+        cwd=tmp_path, stderr=subprocess.PIPE, preexec_fn=_closed_fd(0), timeout=WAIT_SECONDS,
+    )
+    text = process.stderr.decode()
+    assert process.returncode == 2, text
+    assert len(text.splitlines()) == 1 and "stdin" in text, text
+    assert not (tmp_path / "y.npy").exists()

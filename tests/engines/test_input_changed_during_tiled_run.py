@@ -1,0 +1,79 @@
+"""An input truncated or replaced by another process while the out-of-core engine reads it
+tile by tile: one line naming the file, exit 2, no result and no temporary file left (a
+memory-mapped read of a truncated file would die of SIGBUS; tiles are read with pread)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from hostile.runner import padconv_command
+
+from padconv_cli.errors import InputError
+from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+
+WAIT_SECONDS = 60
+
+
+@pytest.fixture
+def opened(tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(4096, dtype=np.float64).reshape(64, 64))
+    return path, open_npy_memmap(str(path))
+
+
+def test_tile_read_after_truncation_is_an_input_error(opened):
+    path, source = opened
+    os.truncate(path, 4096)
+    with pytest.raises(InputError, match="truncated"):
+        source.read((slice(0, 64), slice(0, 64)))
+
+
+def test_tile_read_after_replacement_is_an_input_error(opened):
+    path, source = opened
+    np.save(path.with_name("y.npy"), np.zeros((64, 64)))
+    os.replace(path.with_name("y.npy"), path)
+    with pytest.raises(InputError, match="replaced"):
+        source.read((slice(0, 1), slice(0, 64)))
+
+
+def test_tiles_read_by_pread_equal_numpy_slices(tmp_path):
+    rng = np.random.default_rng(1)
+    for order in ("C", "F"):
+        array = rng.standard_normal((3, 5, 7)).astype(">f4")
+        np.save(tmp_path / "a.npy", np.asfortranarray(array) if order == "F" else array)
+        source = open_npy_memmap(str(tmp_path / "a.npy"))
+        for box in [(slice(0, 3), slice(1, 4), slice(0, 7)), (slice(1, 2), slice(0, 5),
+                    slice(2, 6)), (slice(0, 3), slice(0, 5), slice(0, 7)),
+                    (slice(2, 2), slice(0, 5), slice(0, 7))]:
+            np.testing.assert_array_equal(source.read(box), array[box])
+
+
+def _temp_output_started(folder, size: int) -> bool:
+    return any(p.name.startswith(".out.npy") and p.stat().st_size >= size
+               for p in folder.iterdir())
+
+
+def test_input_truncated_during_a_tiled_pad_is_one_line(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))
+    args = ["pad", "x.npy", "--pads", "1", "1", "1", "1", "--engine", "tiled",
+            "--memory-limit", "16M", "-o", "out.npy"]
+    child = subprocess.Popen([*padconv_command(), *args], cwd=tmp_path,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not _temp_output_started(tmp_path, 4098 * 4098 * 8) and child.poll() is None:
+        assert time.monotonic() < deadline, "the tiled run never started writing"
+        time.sleep(0.005)
+    os.truncate(tmp_path / "x.npy", 2**20)
+    _, stderr = child.communicate(timeout=WAIT_SECONDS)
+    text = stderr.decode()
+    if child.returncode == 0:
+        pytest.fail("the run finished before the input was truncated; make the input larger")
+    assert child.returncode == 2, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    assert "x.npy" in text and "truncated" in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]

@@ -1,0 +1,153 @@
+"""``padconv audit``: every Pad and Conv node of a model checked against a runtime."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import exported_models as em
+import numpy as np
+import pytest
+
+from padconv_cli.audit import audit_model
+from padconv_cli.errors import InputError
+
+RUNTIMES = ["onnxruntime", "onnx.reference"]
+
+
+def _statuses(report):
+    return {node.label: node.status for node in report.nodes}
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("external", [False, True])
+def test_every_node_of_an_exported_block_is_within_the_bound(tmp_path, runtime, external):
+    path = em.save(em.resnet_block(channels=(16, 32, 32)), tmp_path / "m.onnx",
+                   external=external)
+    report = audit_model(path, runtime=runtime)
+    assert _statuses(report) == {"/conv1/Conv": "ok", "/conv2/Conv": "ok"}
+    assert report.passed
+    first = report.nodes[0]
+    assert first.operator == "Conv-11" and first.output_shape == [1, 32, 10, 10]
+    assert first.input_shapes == [[1, 16, 10, 10], [32, 16, 3, 3], [32]]
+
+
+@pytest.mark.parametrize("opset", [7, 11, 13, 17, 18, 19, 21, 25])
+def test_opsets_7_to_25(tmp_path, opset):
+    path = em.save(em.symbolic_batch_model(opset=opset), tmp_path / "m.onnx")
+    report = audit_model(path, dims={"batch": 2})
+    assert _statuses(report) == {"pad": "ok", "conv": "ok"}
+    assert report.nodes[1].output_shape == [2, 4, 5, 5]
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_float16_models(tmp_path, runtime):
+    path = em.save(em.resnet_block(np.float16, channels=(8, 16, 16)), tmp_path / "m.onnx")
+    report = audit_model(path, runtime=runtime)
+    assert report.passed and {n.dtype for n in report.nodes} == {"float16"}
+
+
+def test_patterns_exporters_write(tmp_path):
+    for name, model in {"cast": em.cast_pads_model(), "wrap": em.wrap_model(opset=18)}.items():
+        report = audit_model(em.save(model, tmp_path / f"{name}.onnx"))
+        assert _statuses(report) == {"/pad/Pad": "ok"}, name
+    assert "off-spec" in report.nodes[0].notes[0]
+
+
+def test_same_with_dilations_refused_by_onnxruntime_is_reported(tmp_path):
+    path = em.save(em.same_dilated_model(), tmp_path / "m.onnx")
+    report = audit_model(path, runtime="onnxruntime")
+    node = report.nodes[0]
+    assert node.status == "runtime refused" and node.right == "padconv"
+    assert node.detail  # onnxruntime's own message
+    assert report.passed  # a runtime refusal is reported, not a failure of padconv
+    assert report.notes and "onnxruntime refused the model" in report.notes[0]
+    assert audit_model(path, runtime="onnx.reference").nodes[0].status == "ok"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_nodes_in_if_branches_not_taken_are_not_reached(tmp_path, runtime):
+    path = em.save(em.if_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "yes.npy", np.array(True))
+    taken = audit_model(path, [f"cond={tmp_path / 'yes.npy'}"], runtime=runtime)
+    assert _statuses(taken) == {"then_conv": "ok", "else_pad": "not reached"}
+    where = {node.label: node.graph for node in taken.nodes}
+    assert where == {"then_conv": "If 'branch' then_branch",
+                     "else_pad": "If 'branch' else_branch"}
+    np.save(tmp_path / "no.npy", np.array(False))
+    other = audit_model(path, [str(tmp_path / "no.npy")], runtime=runtime)  # by position
+    assert _statuses(other) == {"then_conv": "not reached", "else_pad": "ok"}
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_nodes_in_loop_bodies(tmp_path, runtime):
+    report = audit_model(em.save(em.loop_model(), tmp_path / "m.onnx"), runtime=runtime)
+    assert _statuses(report) == {"body_conv": "ok"}
+
+
+def test_a_runtime_that_is_wrong_is_outside_and_padconv_is_right(tmp_path):
+    """onnx.reference fills strings with 0, not the spec's "": a real disagreement."""
+    model = em.make([em.helper.make_node("Pad", ["x", "pads"], ["y"], name="strpad")],
+                    [("x", object, [2])], [("y", object, None)],
+                    [em.numpy_helper.from_array(np.array([1, 0], np.int64), "pads")], opset=17)
+    path = em.save(model, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.array(["a", "b"]))
+    report = audit_model(path, [str(tmp_path / "x.npy")], runtime="onnx.reference")
+    node = report.nodes[0]
+    assert node.status == "outside" and node.right == "padconv" and not report.passed
+
+
+def test_symbolic_dims_need_a_value(tmp_path):
+    path = em.save(em.symbolic_batch_model(), tmp_path / "m.onnx")
+    with pytest.raises(InputError, match=r"'batch'.*--dim batch=VALUE"):
+        audit_model(path)
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        (["x=W"], "holds float64, input 'x' is float32"),
+        (["x=S"], r"shape \[1, 2\] does not fit input 'x' \[batch, 2, 5, 5\]"),
+        (["X", "X"], "one input too many"),
+    ],
+)
+def test_given_inputs_are_checked(tmp_path, words, message):
+    path = em.save(em.symbolic_batch_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "w.npy", np.zeros((1, 2, 5, 5)))
+    np.save(tmp_path / "s.npy", np.zeros((1, 2), np.float32))
+    np.save(tmp_path / "x.npy", np.zeros((3, 2, 5, 5), np.float32))
+    names = {"W": "w.npy", "S": "s.npy", "X": "x.npy"}
+    words = [w[:-1] + str(tmp_path / names[w[-1]]) if w[-1] in names else w for w in words]
+    with pytest.raises(InputError, match=message):
+        audit_model(path, words)
+
+
+def test_the_cli_table_json_and_junit(run_cli, tmp_path):
+    path = em.save(em.if_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "yes.npy", np.array(True))
+    result = run_cli("audit", path, f"cond={tmp_path / 'yes.npy'}", "--junit-xml",
+                     str(tmp_path / "a.xml"))
+    assert result.exit_code == 0, result.stderr
+    assert all(len(line) <= 80 for line in result.stdout.splitlines())
+    assert "then_conv" in result.stdout and "not reached" in result.stdout
+    suite = ET.parse(tmp_path / "a.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("skipped") == "1"
+    as_json = run_cli("audit", path, f"cond={tmp_path / 'yes.npy'}", "--json", "--seed", "3")
+    record = json.loads(as_json.stdout)
+    statuses = {n["label"]: n["status"] for n in record["nodes"]}
+    assert record["passed"] and statuses == {"then_conv": "ok", "else_pad": "not reached"}
+
+
+def test_the_cli_exit_codes(run_cli, tmp_path):
+    model = em.make([em.helper.make_node("Pad", ["x", "pads"], ["y"], name="strpad")],
+                    [("x", object, [2])], [("y", object, None)],
+                    [em.numpy_helper.from_array(np.array([1, 0], np.int64), "pads")], opset=17)
+    path = em.save(model, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.array(["a", "b"]))
+    outside = run_cli("audit", path, str(tmp_path / "x.npy"), "--runtime", "onnx.reference")
+    assert outside.exit_code == 1 and "OUTSIDE" in outside.stdout and "right: padconv" in (
+        outside.stdout)
+    bad = run_cli("audit", str(tmp_path / "absent.onnx"))
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+    bad_dim = run_cli("audit", path, "--dim", "batch")
+    assert bad_dim.exit_code == 2 and "NAME=VALUE" in bad_dim.stderr
