@@ -10,11 +10,11 @@ FLOPs: Pad does no arithmetic (0).  Conv counts a multiply-add as 2:
 additions for a bias.
 
 Memory: the inputs, the output, and the working memory of the kernel.  Pad needs nothing
-besides its output.  Conv may need, at most: an accumulator copy of the output (when the
-element type is not float32/float64, sums are kept in float32), a float copy of W in the
-accumulator type, the zero-padded copy of X (every path except 1x1 stride-1 unpadded kernels),
-and the im2col column buffer of at most ``conv_paths.WORKSPACE_BYTES`` or, on the shifted path,
-one block of accumulators per core.
+besides its output.  Conv needs the native core's buffers (W packed for its register tiles and
+one panel of gathered inputs per thread, or the padded input rows of one output row per thread
+for a depthwise Conv: :func:`padconv_cli.kernels.conv_paths.scratch_bytes`; X is never copied
+padded) and, when the element type is not float32/float64, float32 copies of X, W and the
+output (sums are kept in float32).
 """
 
 from __future__ import annotations
@@ -141,37 +141,9 @@ def _pad_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any
 
 def conv_working_bytes(plan: Any, dtype: np.dtype) -> int:
     """Upper estimate of Conv's working memory (module docstring)."""
-    from padconv_cli.kernels import conv_paths
+    from padconv_cli.kernels import conv_paths, native
 
-    accumulator = conv_paths.accumulator_dtype(np.dtype(dtype))
-    working = 0
-    if accumulator != dtype:
-        working += _bytes(plan.output_shape, accumulator) + _bytes(plan.w_shape, accumulator)
-    if conv_paths.is_pointwise(plan):
-        return working
-    padded = (plan.x_shape[0], plan.x_shape[1], *conv_paths.padded_shape(plan))
-    working += _bytes(padded, accumulator)
-    path = conv_paths.choose_path(plan)
-    if path is conv_paths.im2col_path:
-        working += _im2col_bytes(plan, accumulator)
-    elif path is conv_paths.shifted_path:
-        working += conv_paths.shifted_scratch_bytes(plan, np.dtype(accumulator).itemsize)
-    return working
-
-
-def _im2col_bytes(plan: Any, accumulator: np.dtype) -> int:
-    """Column buffer: ``C * prod(kernel)`` rows by the output positions of one block, where a
-    block is capped near ``WORKSPACE_BYTES`` but never smaller than one output row."""
-    from padconv_cli.kernels import conv_paths
-
-    channels, taps = plan.x_shape[1], math.prod(plan.kernel_shape)
-    itemsize = np.dtype(accumulator).itemsize
-    per_position = (channels * taps + plan.w_shape[0]) * itemsize
-    budget = max(1, conv_paths.WORKSPACE_BYTES // per_position)
-    out = plan.output_shape[2:]
-    positions = plan.output_shape[0] * math.prod(out)
-    block = max(min(positions, budget), out[-1] if out else 1)
-    return channels * taps * block * itemsize
+    return conv_paths.working_bytes(plan, np.dtype(dtype), native.thread_count())
 
 
 def _conv_dims(plan: Any) -> list[dict[str, Any]]:

@@ -190,6 +190,58 @@ def test_a_part_of_the_output_repeats_the_whole_bit_for_bit(forced_isa):
     assert channels.tobytes() == whole[:, 2:5].tobytes()
 
 
+@pytest.mark.parametrize("group", [1, 2])
+def test_an_infinite_weight_times_the_padding_is_nan(forced_isa, group):
+    # 0 * inf = nan: the padding zeros take part in the sums, as the spec's Xpad says
+    X = np.ones((1, 2, 3, 3), np.float32)
+    W = np.zeros((2, 2 // group, 3, 3), np.float32)
+    W[0, 0, 0, 0] = np.inf
+    Y = conv(X, W, pads=[1, 1, 1, 1], group=group)
+    assert np.isnan(Y[0, 0, 0, :]).all() and np.isnan(Y[0, 0, :, 0]).all()
+    assert np.isinf(Y[0, 0, 1:, 1:]).all()
+
+
+REAL_CASES = [  # the benchmark's eight Conv cases, some smaller, and more
+    ((1, 64, 56, 56), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 112, 112), (64, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    ((1, 256, 28, 28), (128, 256, 1, 1), {}),
+    ((1, 256, 56, 56), (256, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 256}),
+    ((4, 16, 4000), (32, 16, 9), {"pads": [4, 4]}),
+    ((1, 8, 32, 32, 32), (16, 8, 3, 3, 3), {"pads": [1] * 6}),
+    ((1, 32, 64, 64), (32, 32, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 64, 12, 12, 12), (8, 32, 3, 3, 3), {"group": 2, "pads": [1] * 6}),
+    ((1, 32, 30, 40), (8, 32, 2, 5), {"auto_pad": "SAME_LOWER"}),
+    ((1, 32, 28, 28), (64, 1, 5, 5), {"group": 32, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", REAL_CASES, ids=str)
+def test_real_sizes_within_the_bound_and_next_to_onnxruntime(x_shape, w_shape, attrs):
+    from test_conv_kernel import run_onnxruntime
+
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=5)
+    Y = conv(X, W, B, **attrs)
+    assert_conv_within_bound(Y, X, W, B, reference=tap_oracle, **attrs)
+    assert_conv_within_bound(Y, X, W, B, reference=tap_oracle, slack=2,
+                             expected=run_onnxruntime(X, W, B, attrs), **attrs)
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs",
+    [
+        ((3, 64, 34, 36), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ((3, 8, 80, 70), (16, 8, 3, 3), {"strides": [2, 1], "pads": [1, 1, 1, 1]}),
+        ((3, 8, 16, 20, 20), (8, 1, 3, 3, 3), {"group": 8, "pads": [1] * 6}),
+    ],
+)
+def test_an_image_gets_the_same_bits_alone_as_in_a_batch(forced_isa, x_shape, w_shape, attrs):
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=9)
+    batch = conv(X, W, B, **attrs)
+    for image in range(x_shape[0]):
+        alone = conv(X[image : image + 1], W, B, **attrs)
+        assert alone.tobytes() == batch[image : image + 1].tobytes()
+
+
 def test_the_thread_variable_is_used_and_checked(monkeypatch):
     monkeypatch.setenv(native.THREADS_VARIABLE, "3")
     assert native.thread_count() == 3
