@@ -8,7 +8,8 @@ For a validated :class:`~padconv_cli.kernels.conv.ConvPlan` the core computes
   row per channel and kernel tap, the padding written as zeros) and multiplies it by W, packed
   in tiles of ``TILE_ROWS`` output channels, in a register tile that holds every sum whole;
 * depthwise (``C/G == 1``): rows of output positions; the input rows under the kernel are
-  zero-padded and split by stride into contiguous phases, and the taps are summed in C order.
+  zero-padded and split by stride into contiguous phases (kept for the next output rows that
+  read them), and the taps are summed in C order.
 
 Either way every sum runs in one fixed order (``c``, then the kernel taps in C order), so the
 result depends neither on the thread count nor on which part of the tensor is computed: any
@@ -18,7 +19,8 @@ Memory besides X, W and Y (:func:`scratch_bytes`): X is never copied padded. The
 holds W packed (``G * ceil(M/G / TILE_ROWS) * TILE_ROWS * C/G * prod(k)`` elements) and, per
 thread, one panel of about ``PANEL_BYTES`` (at least ``C/G * prod(k) * TILE_COLUMNS`` elements,
 at most all of an image's output positions); the
-depthwise kernel holds, per thread, the padded phases of the input rows one output row reads.
+depthwise kernel holds, per thread, the padded phases of about twice the input rows one
+output row reads.
 float16 and bfloat16 inputs add float32 copies of X, W and Y (:func:`working_bytes`).
 """
 
@@ -41,6 +43,9 @@ TILE_COLUMNS = 32
 
 MIN_TILE_COLUMNS = 8
 """Fewest output positions in one register tile over the instruction sets."""
+
+DEPTHWISE_KEPT_TAPS = 32
+"""Most outer kernel taps for which the depthwise kernel keeps padded rows for the next rows."""
 
 DEPTHWISE_COLUMNS = 64
 """Most output positions in one depthwise register block over the instruction sets."""
@@ -99,8 +104,9 @@ def scratch_bytes(
     per panel and ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
     (one per task at most, a task having at least ``MIN_TILE_COLUMNS`` positions). Depthwise,
     with ``T = min(threads, N * M_t * prod(out[:-1]))``:
-    ``T * prod(k[:-1]) * s * (((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)) * a``
-    along the last axis.
+    ``T * S * s * (((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)) * a`` along the last
+    axis, with ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is
+    more than DEPTHWISE_KEPT_TAPS).
     """
     m = plan.w_shape[0] if out_channels is None else out_channels
     per_group_out = plan.w_shape[0] // plan.group
@@ -111,7 +117,9 @@ def scratch_bytes(
         k, s, d, out = (plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1],
                         plan.output_shape[-1])
         row = (k - 1) * d // s + -(-out // DEPTHWISE_COLUMNS) * DEPTHWISE_COLUMNS
-        return threads * math.prod(plan.kernel_shape[:-1]) * s * row * itemsize
+        outer_taps = math.prod(plan.kernel_shape[:-1])
+        slots = 2 * outer_taps + 1 if outer_taps <= DEPTHWISE_KEPT_TAPS else outer_taps
+        return threads * slots * s * row * itemsize
     depth = plan.w_shape[1] * math.prod(plan.kernel_shape)
     rows = -(-min(m, per_group_out) // TILE_ROWS) * TILE_ROWS
     positions = min(max(TILE_COLUMNS, PANEL_BYTES // (depth * itemsize)), math.prod(out_spatial))

@@ -53,6 +53,9 @@ CASES = {
     "3d_depthwise": ((1, 2, 5, 6, 7), (4, 1, 2, 3, 2),
                      {"group": 2, "pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 1],
                       "dilations": [2, 1, 2]}),
+    "3d_depthwise_many_outer_taps": ((1, 2, 9, 9, 5), (2, 1, 7, 7, 3),  # 49 rows per output row
+                                     {"group": 2, "pads": [3, 3, 1, 3, 3, 1]}),
+    "2d_depthwise_tiny_rows": ((2, 3, 9, 3), (6, 1, 3, 2), {"group": 3, "pads": [1, 1, 1, 0]}),
 }
 
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]

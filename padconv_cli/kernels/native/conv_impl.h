@@ -192,13 +192,49 @@ void split_phases(T* dst, const T* src, long len, long step, long pad, long size
     }
 }
 
+// o = the outer output coordinates of output row `row`.
+void outer_coords(const ConvJob& J, long row, long* o) {
+    for (int i = J.rank - 2; i >= 0; --i) {
+        o[i] = row % J.out[i];
+        row /= J.out[i];
+    }
+}
+
+// Flat offset of the input row under outer output coordinates o and outer tap kt, or -1 when
+// that row lies in the padding.
+long tap_row_offset(const ConvJob& J, const long* o, const long* kt) {
+    long offset = 0;
+    for (int i = 0; i < J.rank - 1; ++i) {
+        const long index = o[i] * J.s[i] + kt[i] * J.d[i] - J.pb[i];
+        if (index < 0 || index >= J.in[i]) return -1;
+        offset = offset * J.in[i] + index;
+    }
+    return offset * J.in[J.rank - 1];
+}
+
+// o = the outer output coordinates of the next output row.
+void next_row(const ConvJob& J, long* o) {
+    for (int i = J.rank - 2; i >= 0; --i) {
+        if (++o[i] < J.out[i]) return;
+        o[i] = 0;
+    }
+}
+
+// kt = the next outer tap in C order.
+void next_tap(const ConvJob& J, long* kt) {
+    for (int i = J.rank - 2; i >= 0; --i) {
+        if (++kt[i] < J.k[i]) return;
+        kt[i] = 0;
+    }
+}
+
 template <typename T>
 void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
     typedef typename VecOf<T>::V V;
     const int last = J.rank - 1;
     const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
     const long width = DW_NV * V::lanes;
-    const long len = J.row_len;
+    const long len = J.row_len, slot_size = SL * len;
     const long block = task % J.row_blocks, image_group = task / J.row_blocks;
     const long g = image_group % J.group, n = image_group / J.group;
     const long r0 = block * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
@@ -207,10 +243,40 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
     const T* bias = static_cast<const T*>(J.bias);
     T* y = static_cast<T*>(J.y);
     T tail[DW_NV * V::lanes];
-    for (long row = r0; row < r1; ++row) {
-        for (long t = 0; t < J.outer_taps; ++t) {
-            const long offset = input_row_offset(J, row, t);
-            split_phases(rows_buf + t * SL * len, offset < 0 ? 0 : x + offset, len, SL,
+    // With few outer taps, the padded rows are kept in slots keyed by their input row, so that
+    // the next output rows reuse the rows they share (slot_of[t] holds tap t's slot).
+    const bool cached = J.dw_slots > J.outer_taps;
+    long slot_key[PADCONV_DW_SLOTS], slot_stamp[PADCONV_DW_SLOTS], slot_of[PADCONV_DW_SLOTS];
+    for (long i = 0; cached && i < J.dw_slots; ++i) {
+        slot_key[i] = -2;  // empty
+        slot_stamp[i] = -1;
+    }
+    // where tap kw of the last axis starts reading: phase (kw*d) % s, element (kw*d) / s
+    auto tap_start_of = [&](long kw) { return (kw * DL % SL) * len + kw * DL / SL; };
+    long tap_start[PADCONV_DW_TAPS];
+    for (long kw = 0; kw < KL && kw < PADCONV_DW_TAPS; ++kw) tap_start[kw] = tap_start_of(kw);
+    long o[PADCONV_MAX_RANK], kt[PADCONV_MAX_RANK];
+    outer_coords(J, r0, o);
+    for (long row = r0; row < r1; ++row, next_row(J, o)) {
+        for (int i = 0; i < last; ++i) kt[i] = 0;
+        for (long t = 0; t < J.outer_taps; ++t, next_tap(J, kt)) {
+            const long offset = tap_row_offset(J, o, kt);
+            long slot = t;
+            if (cached) {
+                long found = -1, oldest = -1;
+                for (long i = 0; i < J.dw_slots && found < 0; ++i) {
+                    if (slot_key[i] == offset) found = i;
+                    else if (slot_stamp[i] < row &&
+                             (oldest < 0 || slot_stamp[i] < slot_stamp[oldest]))
+                        oldest = i;
+                }
+                slot = found >= 0 ? found : oldest;
+                slot_of[t] = slot;
+                slot_stamp[slot] = row;
+                if (found >= 0) continue;
+                slot_key[slot] = offset;
+            }
+            split_phases(rows_buf + slot * slot_size, offset < 0 ? 0 : x + offset, len, SL,
                          J.pb[last], J.in[last]);
         }
         for (long mi = 0; mi < J.mg; ++mi) {
@@ -221,10 +287,10 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
                 typename V::type acc[DW_NV];
                 for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
                 for (long t = 0; t < J.outer_taps; ++t) {
-                    const T* rows_t = rows_buf + t * SL * len + j0;
+                    const T* rows_t = rows_buf + (cached ? slot_of[t] : t) * slot_size + j0;
                     for (long kw = 0; kw < KL; ++kw) {
-                        const long shift = kw * DL;
-                        const T* src = rows_t + (shift % SL) * len + shift / SL;
+                        const T* src = rows_t + (kw < PADCONV_DW_TAPS ? tap_start[kw]
+                                                                      : tap_start_of(kw));
                         const typename V::type a = V::bcast(wm[t * KL + kw]);
                         for (int v = 0; v < DW_NV; ++v)
                             acc[v] = V::fma(a, V::load(src + v * V::lanes), acc[v]);
@@ -234,7 +300,9 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
                     const typename V::type b = V::bcast(bias[m]);
                     for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
                 }
-                if (j0 + width <= L) {
+                // a block may spill past the row into the next rows of this task, which are
+                // computed (and overwritten) after it
+                if (j0 + width <= L || row * L + j0 + width <= r1 * L) {
                     for (int v = 0; v < DW_NV; ++v) V::store(out + j0 + v * V::lanes, acc[v]);
                 } else {
                     for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);

@@ -11,6 +11,9 @@
 #define PADCONV_CONV_JOB_H
 
 #define PADCONV_MAX_RANK 16
+#define PADCONV_DW_CACHED_TAPS 32                          // most outer taps whose rows are kept
+#define PADCONV_DW_SLOTS (2 * PADCONV_DW_CACHED_TAPS + 1)  // row slots kept for them
+#define PADCONV_DW_TAPS 64  // taps of the last axis whose starts are worked out once per task
 
 struct ConvJob {
     const void* x;      // input, element type float or double
@@ -30,6 +33,7 @@ struct ConvJob {
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row
+    long dw_slots;             // padded rows held: 2 * outer_taps + 1 (kept), or outer_taps
 };
 
 // One instruction set's kernels.  `scratch` is a per-thread buffer of `scratch_elems(job)`

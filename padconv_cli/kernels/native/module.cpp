@@ -140,6 +140,8 @@ void plan_depthwise(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long width = item == 4 ? ks.dw_f32 : ks.dw_f64;
     const long reach = (job.k[last] - 1) * job.d[last] / job.s[last];
     job.row_len = reach + round_up(job.out[last], width);
+    job.dw_slots = job.outer_taps <= PADCONV_DW_CACHED_TAPS ? 2 * job.outer_taps + 1
+                                                            : job.outer_taps;
     job.rows = job.outer_out;
     const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
     if (threads > 1 && wanted > 1) job.rows = std::max(1L, ceil_div(job.outer_out, wanted));
@@ -206,7 +208,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
     if (depthwise) {
         plan_depthwise(job, ks, sizeof(T), threads);
         tasks = job.n * job.group * job.row_blocks;
-        scratch_elems = job.outer_taps * job.s[job.rank - 1] * job.row_len;
+        scratch_elems = job.dw_slots * job.s[job.rank - 1] * job.row_len;
     } else {
         plan_gemm(job, ks, sizeof(T), threads);
         const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
