@@ -125,15 +125,17 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
     }
 }
 
-// tile[i][j] = sum_q wp[q][i] * panel[q][j], q ascending, one accumulator per element.
+// out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
+// element; panel rows are `pstride` apart, output rows `ostride` apart.
 template <typename T>
-inline void micro_tile(const T* wp, const T* panel, long npad, long ck, T* tile) {
+inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
+                       T* out, long ostride) {
     typedef typename VecOf<T>::V V;
     typename V::type acc[MR][NV];
     for (int i = 0; i < MR; ++i)
         for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
     for (long q = 0; q < ck; ++q) {
-        const T* row = panel + q * npad;
+        const T* row = panel + q * pstride;
         typename V::type b[NV];
         for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
         const T* wq = wp + q * MR;
@@ -142,9 +144,21 @@ inline void micro_tile(const T* wp, const T* panel, long npad, long ck, T* tile)
             for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
         }
     }
-    const int nr = NV * V::lanes;
+    if (bias) {
+        for (int i = 0; i < MR; ++i) {
+            const typename V::type b = V::bcast(bias[i]);
+            for (int v = 0; v < NV; ++v) acc[i][v] = V::add(acc[i][v], b);
+        }
+    }
     for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) V::store(tile + i * nr + v * V::lanes, acc[i][v]);
+        for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
+}
+
+// A 1x1 kernel with stride 1 and no padding: the panel is X itself.
+bool is_pointwise(const ConvJob& J) {
+    for (int i = 0; i < J.rank; ++i)
+        if (J.k[i] != 1 || J.s[i] != 1 || J.pb[i] != 0 || J.in[i] != J.out[i]) return false;
+    return true;
 }
 
 template <typename T>
@@ -154,27 +168,42 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
     const long block = task % J.blocks, image_group = task / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;
     const long p0 = block * J.nb, np = min_l(J.nb, J.out_plane - p0), npad = round_up(np, nr);
-    build_panel<T>(J, n, g, p0, np, npad, panel);
+    // Pointwise: full column tiles read X in place, only the last partial one gets a panel.
+    const bool direct = is_pointwise(J);
+    const long full = direct ? np / nr * nr : 0;
+    const T* source = static_cast<const T*>(J.x) + (n * J.c + g * J.cg) * J.in_plane + p0;
+    if (direct) {
+        if (full < np) build_panel<T>(J, n, g, p0 + full, np - full, nr, panel);
+    } else {
+        build_panel<T>(J, n, g, p0, np, npad, panel);
+    }
     const long mblocks = (J.mg + MR - 1) / MR;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
     const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
     T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane + p0;
     T tile[MR * NV * V::lanes];
+    T tile_bias[MR];
     for (long mb = 0; mb < mblocks; ++mb) {
         const long rows = min_l(MR, J.mg - mb * MR);
+        for (int i = 0; i < MR; ++i) tile_bias[i] = bias && i < rows ? bias[mb * MR + i] : T(0);
+        const T* b = bias ? tile_bias : 0;
         for (long j0 = 0; j0 < npad; j0 += nr) {
-            micro_tile<T>(wg + mb * MR * J.ck, panel + j0, npad, J.ck, tile);
-            const long cols = min_l(nr, np - j0);
-            for (long i = 0; i < rows; ++i) {
-                T* out = y + (mb * MR + i) * J.out_plane + j0;
-                const T* sum = tile + i * nr;
-                if (bias) {
-                    const T b = bias[mb * MR + i];
-                    for (long e = 0; e < cols; ++e) out[e] = sum[e] + b;
-                } else {
-                    memcpy(out, sum, cols * sizeof(T));
-                }
+            const T* w = wg + mb * MR * J.ck;
+            const T* from = panel + j0;
+            long stride = npad;
+            if (direct) {
+                from = j0 < full ? source + j0 : panel;
+                stride = j0 < full ? J.in_plane : nr;
             }
+            const long cols = min_l(nr, np - j0);
+            T* out = y + mb * MR * J.out_plane + j0;
+            if (rows == MR && cols == nr) {  // the whole tile lands in Y
+                micro_tile<T>(w, from, stride, J.ck, b, out, J.out_plane);
+                continue;
+            }
+            micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
+            for (long i = 0; i < rows; ++i)
+                memcpy(out + i * J.out_plane, tile + i * nr, cols * sizeof(T));
         }
     }
 }
