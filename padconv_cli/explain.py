@@ -29,19 +29,11 @@ from padconv_cli.units import human_bytes
 
 
 def plan_call(call: Any) -> Any:
-    """Validate a KernelCall against its input shapes: ``plan_pad`` or ``plan_conv``."""
-    if call.op_type == "Pad":
-        from padconv_cli.kernels.pad import plan_pad
+    """Validate a KernelCall against its input shapes: its operator's planner
+    (:func:`padconv_cli.operators.plan_call`)."""
+    from padconv_cli.operators import plan_call as planned
 
-        attributes = call.attributes
-        return plan_pad(
-            np.shape(call.arrays[0]), attributes["pads"], attributes.get("axes"),
-            attributes.get("mode", "constant"), dtype=np.asarray(call.arrays[0]).dtype,
-        )
-    from padconv_cli.kernels.conv import plan_conv
-
-    shapes = [None if a is None else np.shape(a) for a in call.arrays]
-    return plan_conv(*shapes, **call.attributes)
+    return planned(call)
 
 
 def _bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
@@ -140,10 +132,11 @@ def _pad_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any
 
 
 def conv_working_bytes(plan: Any, dtype: np.dtype) -> int:
-    """Upper estimate of Conv's working memory (module docstring)."""
-    from padconv_cli.kernels import conv_paths, native
+    """Conv's working memory: :func:`padconv_cli.kernels.conv_paths.working_bytes`, the one
+    formula the kernel's paths state."""
+    from padconv_cli.kernels.conv_paths import working_bytes
 
-    return conv_paths.working_bytes(plan, np.dtype(dtype), native.thread_count())
+    return working_bytes(plan, np.dtype(dtype))
 
 
 def _conv_dims(plan: Any) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ EXAMPLES = """\b
 Examples:
   padconv compare y_ref.pb y.npy --rtol 1e-4 --atol 1e-6 --json
   padconv conv x.npy w.npy | padconv compare y_ref.npy - && echo same
-  padconv compare y_ort.npy y.npy --conv-x x.npy --from-model m.onnx --node conv1
+  padconv compare y_ort.npy y.npy --conv-x x.npy --from-model m.onnx
 """
 
 

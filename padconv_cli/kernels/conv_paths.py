@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from padconv_cli.kernels.conv import ConvPlan
+from padconv_cli.kernels.conv_plan import ConvPlan
 
 PANEL_BYTES = 512 * 2**10
 """Target size of one GEMM panel (the native core's PANEL_BYTES)."""
@@ -128,9 +128,14 @@ def scratch_bytes(
     return groups * rows * depth * itemsize + threads * panel
 
 
-def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int) -> int:
-    """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes`, plus the
-    accumulator copies of X, W and Y when ``dtype`` is not the accumulator dtype."""
+def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None) -> int:
+    """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes` on
+    ``threads`` threads (default: the native core's), plus the accumulator copies of X, W and
+    Y when ``dtype`` is not the accumulator dtype."""
+    if threads is None:
+        from padconv_cli.kernels import native
+
+        threads = native.thread_count()
     acc = accumulator_dtype(np.dtype(dtype))
     working = scratch_bytes(plan, acc.itemsize, threads)
     if acc != np.dtype(dtype):

@@ -132,7 +132,7 @@ def test_closed_stdout_is_one_line_and_exit_2(tmp_path, dash):
     text = process.stderr.decode()
     assert process.returncode == 2, text
     assert "Traceback" not in text
-    assert text.splitlines() == ["padconv: error: <stdout>: standard output is closed; "
+    assert text.splitlines() == ["padconv pad: error: <stdout>: standard output is closed; "
                                  "give -o FILE"]
 
 

@@ -1258,7 +1258,10 @@ CONV_FLAG_CASES = [
     ),
 ]
 
-CASES = FILE_CASES + PAD_FLAG_CASES + CONV_FLAG_CASES
+# The second round's cases use the builders above, so they are imported here, at the end.
+from hostile.cases_models_streams import MODEL_AND_STREAM_CASES  # noqa: E402
+
+CASES = FILE_CASES + PAD_FLAG_CASES + CONV_FLAG_CASES + MODEL_AND_STREAM_CASES
 CASES_BY_NAME = {case.name: case for case in CASES}
 
 
