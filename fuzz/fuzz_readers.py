@@ -65,6 +65,8 @@ TARGETS: dict[str, Callable[[bytes], object]] = {
     "sniff": lambda payload: sniff.read_sniffed_bytes(payload, "<stdin>"),
     "file-pb": _read_file(".pb"),
     "file-npy": _read_file(".npy"),
+    # stdin as padconv reads it: header first, a TensorProto field by field, against the limit
+    "stream": lambda payload: sniff.read_stdin_stream(io.BytesIO(payload)),
 }
 TARGET_NAMES = list(TARGETS)
 
@@ -138,6 +140,7 @@ def seed_payloads() -> dict[str, list[bytes]]:
         "sniff": npys[:2] + pbs[:2] + npzs[:1],
         "file-pb": pbs,
         "file-npy": npys,
+        "stream": npys[:2] + pbs + npzs[:1],
     }
 
 

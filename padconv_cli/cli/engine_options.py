@@ -55,6 +55,13 @@ def quiet_requested() -> bool:
     return bool(SETTINGS["quiet"])
 
 
+def verbose_requested() -> bool:
+    """True when the global ``-v`` was given before the command name."""
+    from padconv_cli.cli.style import SETTINGS
+
+    return bool(SETTINGS["verbose"])
+
+
 def engine_options(f: Callable) -> Callable:
     """Add ``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``;
     the command gets them as one ``engine_settings`` (:class:`EngineSettings`) argument."""
@@ -66,7 +73,7 @@ def engine_options(f: Callable) -> Callable:
             memory_limit=kwargs.pop("memory_limit"),
             scheduler=kwargs.pop("scheduler"),
             quiet=kwargs.pop("quiet") or quiet_requested(),
-            verbose=kwargs.pop("verbose"),
+            verbose=kwargs.pop("verbose") or verbose_requested(),
         )
         return f(*args, engine_settings=settings, **kwargs)
 
@@ -110,6 +117,7 @@ _OPTIONS = (
     ),
     click.option(
         "--verbose",
+        "-v",
         is_flag=True,
         default=False,
         help="Let the dask engine's own log lines and warnings through to stderr.",

@@ -161,23 +161,20 @@ def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
 
 
 def _check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
+    """The declared body must fit in what the source holds (when known), then in the limit."""
     from padconv_cli.tensorio.policy import check_input_size
 
+    if total_size is not None and header.data_bytes > total_size - header.data_offset:
+        raise InputError(
+            f"{label}: header declares shape {bounded_sequence(header.shape)} of "
+            f"{header.dtype} = {header.data_bytes} bytes but only "
+            f"{max(total_size - header.data_offset, 0)} bytes follow (truncated or forged)"
+        )
     check_input_size(
         header.data_bytes, label,
         f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
         f"{header.data_bytes} bytes",
     )
-    if total_size is None:  # a stream (stdin): a short body is found while reading it
-        return
-    available = total_size - header.data_offset
-    if header.data_bytes > available:
-        raise InputError(
-            f"{label}: header declares shape {bounded_sequence(header.shape)} of "
-            f"{header.dtype} = "
-            f"{header.data_bytes} bytes but only {max(available, 0)} bytes follow "
-            "(truncated or forged)"
-        )
 
 
 def _allocate(header: NpyHeader, label: str) -> np.ndarray:

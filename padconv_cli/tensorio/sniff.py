@@ -105,7 +105,11 @@ def _read_stdin_tensor(stream: BinaryIO, member: str | None) -> tuple[str | None
 def read_stdin(member: str | None = None) -> tuple[str | None, np.ndarray]:
     """(name, array) of the tensor on stdin, format sniffed from its first bytes, read against
     the input limit (:mod:`padconv_cli.tensorio.policy`)."""
-    stream = _stdin_stream()
+    return read_stdin_stream(_stdin_stream(), member)
+
+
+def read_stdin_stream(stream: BinaryIO, member: str | None = None) -> tuple[str | None, np.ndarray]:
+    """:func:`read_stdin` on any binary stream (the rules of a stream of unknown length)."""
     try:
         return _read_stdin_tensor(stream, member)
     except OSError as exc:

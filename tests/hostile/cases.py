@@ -848,7 +848,7 @@ PAD_FLAG_CASES = [
         _pad("--pads", "0", INT64_MAX, "0", "0"),
         HAS_X,
         (),
-        ("max-output-bytes", "int64", "overflow"),
+        ("max-output-bytes", "int64", "overflow", "cannot be allocated"),
     ),
     Case(
         "pad_pads_int64_min",
@@ -1258,7 +1258,10 @@ CONV_FLAG_CASES = [
     ),
 ]
 
-CASES = FILE_CASES + PAD_FLAG_CASES + CONV_FLAG_CASES
+# The second round's cases use the builders above, so they are imported here, at the end.
+from hostile.cases_models_streams import MODEL_AND_STREAM_CASES  # noqa: E402
+
+CASES = FILE_CASES + PAD_FLAG_CASES + CONV_FLAG_CASES + MODEL_AND_STREAM_CASES
 CASES_BY_NAME = {case.name: case for case in CASES}
 
 

@@ -31,6 +31,7 @@ from hostile.cases import (  # noqa: E402
     Case,
     Check,
 )
+from hostile.rules import RULES  # noqa: E402
 from hostile.runner import CHILD_TIMEOUT_SECONDS  # noqa: E402
 
 DOC_PATH = TESTS_DIR.parent / "docs" / "reliability.md"
@@ -95,6 +96,28 @@ minutes found the three kinds of finding below, all fixed since; a second run of
 inputs in 3.5 minutes on the fixed readers found nothing. Neither run hit the memory or time
 limit.
 """
+
+
+RULES_INTRO = """\
+## Rules and the tests that prove them
+
+Every promise below names the tests that fail when it is broken (`FILE::test` under `tests/`,
+or a case of the hostile corpus below). The table is `tests/hostile/rules.py`;
+`tests/hostile/test_reliability_doc.py` checks that each named test exists.
+"""
+
+
+def proof_text(proof: str) -> str:
+    """``case:NAME`` as the case's name, ``FILE::test`` as written."""
+    return f"`{proof[5:]}` (corpus)" if proof.startswith("case:") else f"`{proof}`"
+
+
+def rule_rows() -> list[str]:
+    rows = ["| Area | Rule | Proven by |", "| --- | --- | --- |"]
+    for rule in RULES:
+        proofs = "<br>".join(proof_text(p) for p in rule.proofs)
+        rows.append(f"| {cell(rule.area)} | {cell(rule.rule)} | {proofs} |")
+    return rows
 
 
 def cell(text: str) -> str:
@@ -177,6 +200,9 @@ def render(observed: dict[str, str]) -> str:
     parts = [
         INTRO,
         summary(),
+        RULES_INTRO,
+        "\n".join(rule_rows()),
+        "",
         HOSTILE_INTRO,
         "\n".join(case_rows(observed)),
         "",

@@ -7,6 +7,7 @@ control characters, and nothing else.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from padconv_cli.errors import PadconvError
 from padconv_cli.tensorio import read_tensor
 from padconv_cli.tensorio.npy import read_npy_bytes
 from padconv_cli.tensorio.npz import read_npz_bytes
-from padconv_cli.tensorio.sniff import read_sniffed_bytes
+from padconv_cli.tensorio.sniff import read_sniffed_bytes, read_stdin_stream
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
@@ -45,6 +46,7 @@ READERS = {
     "sniff": lambda payload, folder: read_sniffed_bytes(payload, "<stdin>"),
     "file-pb": _through_a_file(".pb"),
     "file-npy": _through_a_file(".npy"),
+    "stream": lambda payload, folder: read_stdin_stream(io.BytesIO(payload)),
 }
 
 

@@ -70,3 +70,17 @@ def test_doc_records_what_padconv_prints_now(case_name, corpus_outcomes):
     if case_name in KNOWN_GAPS:  # a traceback names machine-specific paths: compare the code
         recorded, now = recorded.split(":", 1)[0], now.split(":", 1)[0]
     assert recorded == now, f"padconv now prints {now!r}; {REGENERATE}"
+
+
+def _proven_by_an_existing_test(proof: str) -> bool:
+    if proof.startswith("case:"):
+        return proof[5:] in {case.name for case in CASES}
+    file_name, _, function = proof.partition("::")
+    return (TESTS_DIR / file_name).is_file() and function in _test_functions(file_name)
+
+
+def test_every_rule_is_proven_by_tests_that_exist():
+    from hostile.rules import RULES
+
+    missing = [p for rule in RULES for p in rule.proofs if not _proven_by_an_existing_test(p)]
+    assert not missing, f"rules name tests that do not exist: {missing}"

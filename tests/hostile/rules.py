@@ -1,0 +1,107 @@
+"""The rules padconv keeps on hostile input, each with the tests that prove it.
+
+``docs/reliability.md`` renders this table (tests/hostile/make_reliability_doc.py) and
+tests/hostile/test_reliability_doc.py checks that every proof exists: ``FILE::test_name`` (a
+test function of that file under tests/) or ``case:NAME`` (a hostile-corpus case).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One promise and where it is proven."""
+
+    area: str
+    rule: str
+    proofs: tuple[str, ...]
+
+
+INPUT_LIMIT = "io/test_input_limit.py"
+SIGNALS = "cli/test_interrupt_and_closed_streams.py"
+FAULTS = "hostile/test_faults.py"
+OUTPUTS = "cli/test_output_targets.py"
+
+RULES = [
+    Rule("confinement", "External data stays in the tensor's (or model's) folder: no absolute "
+         "path, no `..`, no symlink leading out, a regular file",
+         ("io/test_properties_readers.py::test_external_data_never_leaves_the_folder",
+          "case:pb_external_parent", "case:pb_external_absolute", "case:pb_external_symlink")),
+    Rule("confinement", "External data in a file with more than one hard link (st_nlink > 1 on "
+         "the opened descriptor) is refused unless `--allow-hardlinks` is given: a path check "
+         "cannot see a hard link to a file elsewhere",
+         ("io/test_hardlinked_external_data.py::test_commands_refuse_it_in_one_line",
+          "io/test_hardlinked_external_data.py::test_from_model_refuses_a_hardlinked_initializer",
+          "case:pb_external_hardlink_outside", "case:model_initializer_hardlink_outside")),
+    Rule("confinement", "Pickles are never loaded; inputs are regular files (no FIFO, device)",
+         ("case:npy_pickled_object", "case:input_is_fifo", "case:input_symlink_to_device")),
+    Rule("bounds", "One input limit for every source read into memory (.npy/.npz/.pb files, "
+         "external data, models, stdin, `@FILE`): `--max-input-bytes`, default half of the "
+         "available memory, checked before the bytes are read",
+         (f"{INPUT_LIMIT}::test_files_over_the_limit_are_refused_before_reading",
+          f"{INPUT_LIMIT}::test_model_over_the_limit_is_refused",
+          "case:file_npy_over_input_limit", "case:model_over_input_limit")),
+    Rule("bounds", "stdin is read against the limit, header first: an .npy header is judged "
+         "before its body arrives, a TensorProto is checked field by field as it streams "
+         "(`< /dev/zero` is refused at the first byte), an .npz is cut at the limit",
+         (f"{INPUT_LIMIT}::test_endless_device_on_stdin_is_refused_at_once",
+          f"{INPUT_LIMIT}::test_npy_header_on_stdin_is_judged_before_the_body_arrives",
+          f"{INPUT_LIMIT}::test_endless_well_formed_tensorproto_stream_stops_at_the_limit",
+          "case:stdin_zeros", "case:stdin_yes", "case:stdin_tensorproto_stream_over_limit")),
+    Rule("bounds", "A header never makes padconv allocate what the file does not hold",
+         ("case:npy_header_terabytes", "case:stdin_npy_header_terabytes")),
+    Rule("bounds", "The result is refused before computing when over `--max-output-bytes` "
+         "(default half of the available memory)",
+         ("case:pad_output_absurd", "case:pad_output_over_limit")),
+    Rule("bounds", "Sizes are parsed exactly; more than 8 EiB is a usage error",
+         (f"{OUTPUTS}::test_absurd_sizes_are_refused",
+          f"{OUTPUTS}::test_size_flag_of_400_nines_is_one_line",
+          "case:size_flag_memory_limit_400_nines", "case:size_flag_max_output_400_nines")),
+    Rule("bounds", "Every list in a message shows at most 12 names, then `... and N more`",
+         ("io/test_message_lists.py::test_npz_with_many_members_gives_a_short_message",
+          "io/test_message_lists.py::test_tensorproto_with_a_million_dims_gives_a_short_message",
+          "case:npz_100k_members")),
+    Rule("bounds", "Reading a model is linear in its size (subgraphs share the constants "
+         "around them, no copy per subgraph)",
+         ("models/test_subgraph_constants.py::"
+          "test_outer_constant_is_seen_two_levels_down_and_inner_one_shadows_it",
+          "case:model_40k_constants_40k_if_subgraphs")),
+    Rule("models", "A malformed attribute (a type other than the operator defines, or "
+         "UNDEFINED) is refused naming the node and the attribute",
+         ("models/test_malformed_attributes.py::test_conv_group_of_the_wrong_type_is_refused",
+          "models/test_malformed_attributes.py::"
+          "test_verify_refuses_a_constant_of_the_wrong_type",
+          "case:model_conv_group_undefined", "case:verify_constant_value_typed_int")),
+    Rule("signals", "Ctrl-C at any moment from padconv's first line: exit 130, one line, no "
+         "traceback, no output and no temporary file left",
+         (f"{SIGNALS}::test_ctrl_c_at_any_moment_of_padconvs_own_code",
+          f"{SIGNALS}::test_ctrl_c_through_the_installed_command",
+          f"{FAULTS}::test_ctrl_c_while_computing",
+          f"{FAULTS}::test_ctrl_c_while_writing_out_of_core")),
+    Rule("signals", "SIGTERM/SIGHUP: exit 143/129, temporary files removed",
+         (f"{FAULTS}::test_sigterm_while_writing_leaves_no_temp_file",)),
+    Rule("streams", "The reader of stdout going away: exit 141 (or 0), nothing on stderr",
+         (f"{FAULTS}::test_closed_stdout_pipe_is_quiet",)),
+    Rule("streams", "stdout closed (`>&-`): a result for stdout is refused in one line, exit 2;"
+         " a result for `-o FILE` is written; a closed stdin is one line",
+         (f"{SIGNALS}::test_closed_stdout_is_one_line_and_exit_2",
+          f"{SIGNALS}::test_closed_stdout_does_not_stop_a_file_output",
+          f"{SIGNALS}::test_closed_stdin_is_one_line")),
+    Rule("streams", "An input truncated or replaced by another process during `--engine "
+         "tiled`: one line, exit 2, no result (tiles are read with pread, never a SIGBUS)",
+         ("engines/test_input_changed_during_tiled_run.py::"
+          "test_input_truncated_during_a_tiled_pad_is_one_line",)),
+    Rule("exit codes", "Every bad input or flag: exit 2, one line naming the file or flag and "
+         "the rule, nothing on stdout, nothing written",
+         ("hostile/test_hostile_corpus.py::test_hostile_case_is_refused_cleanly",)),
+    Rule("outputs", "`-o ''` and `-o` naming the `--emit-onnx` file are usage errors",
+         (f"{OUTPUTS}::test_empty_output_path_is_a_usage_error",
+          f"{OUTPUTS}::test_output_and_emitted_model_on_one_file_is_refused",
+          "case:output_empty_path", "case:output_same_as_emit_onnx")),
+    Rule("outputs", "An existing output is never half-overwritten: written atomically, kept "
+         "as it was when the run fails",
+         (f"{FAULTS}::test_existing_output_untouched_on_failure",
+          f"{FAULTS}::test_concurrent_writers_leave_one_complete_file")),
+]
