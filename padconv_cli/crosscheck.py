@@ -102,8 +102,14 @@ def known_deviation(peer: str, call: Any, plan: Any) -> str | None:
     cannot crop) and fills strings with 0 instead of "".  (onnxruntime has no ``SAME_*``
     auto_pad with dilations above 1, but the emitted model writes resolved pads there.)
     """
-    if call.op_type != "Pad":
-        return None
+    from padconv_cli.operators import operator
+
+    deviation = operator(call.op_type).hook("known_deviation")
+    return None if deviation is None else deviation(peer, call, plan)
+
+
+def pad_known_deviation(peer: str, call: Any, plan: Any) -> str | None:
+    """The known deviations of the peers on a Pad call (:func:`known_deviation`)."""
     if len(plan.input_shape) == 0:
         return f"{peer} refuses rank-0 data (the spec allows it: pads is then empty)"
     if peer == ONNXRUNTIME and plan.mode == "reflect":

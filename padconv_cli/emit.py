@@ -33,7 +33,6 @@ from padconv_cli.errors import OutputError, UnsupportedDtypeError
 from padconv_cli.onnx_nodes import CONV_INPUT_NAMES, PAD_INPUT_NAMES
 
 MIN_RUNTIME_OPSET = 7
-OUTPUT_NAMES = {"Pad": "output", "Conv": "Y"}
 PROTOBUF_LIMIT = 2**31 - 1
 
 
@@ -136,10 +135,10 @@ def conv_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
 
 def operator_version(call: Any) -> VersionChoice:
     """The :class:`VersionChoice` of a :class:`padconv_cli.onnx_nodes.KernelCall`."""
+    from padconv_cli.operators import operator
+
     dtype = np.asarray(call.arrays[0]).dtype
-    if call.op_type == "Pad":
-        return pad_version(dtype, call.attributes)
-    return conv_version(dtype, call.attributes)
+    return operator(call.op_type).hook("onnx_version")(dtype, call.attributes)
 
 
 def _value_info(name: str, dtype: np.dtype, shape: Sequence[int]) -> Any:
@@ -173,7 +172,8 @@ class _GraphParts:
     attributes: dict
 
 
-def _pad_parts(call: Any, choice: VersionChoice, embedded: Collection[str]) -> _GraphParts:
+def _pad_parts(call: Any, choice: VersionChoice, embedded: Collection[str],
+               plan: Any = None) -> _GraphParts:
     """Pad-2 (attributes) or Pad-11+ (initializer inputs) node parts."""
     data = np.asarray(call.arrays[0])
     parts = _GraphParts([], [], [], {"mode": call.attributes.get("mode", "constant")})
@@ -197,6 +197,12 @@ def _pad_parts(call: Any, choice: VersionChoice, embedded: Collection[str]) -> _
         parts.initializers.append(_initializer(np.array(axes, dtype=np.int64), "axes"))
         parts.node_inputs.append("axes")
     return parts
+
+
+def _conv_graph_parts(call: Any, choice: VersionChoice, embedded: Collection[str],
+                      plan: Any) -> _GraphParts:
+    """:func:`_conv_parts` in the graph-parts signature of the operator table."""
+    return _conv_parts(call, plan, embedded)
 
 
 def _conv_parts(call: Any, plan: Any, embedded: Collection[str]) -> _GraphParts:
@@ -242,13 +248,12 @@ def single_node_model(
     from onnx import helper
 
     from padconv_cli import __version__
+    from padconv_cli.operators import operator
 
+    entry = operator(call.op_type)
     choice = operator_version(call)
-    if call.op_type == "Pad":
-        parts = _pad_parts(call, choice, embedded)
-    else:
-        parts = _conv_parts(call, plan, embedded)
-    output_name = OUTPUT_NAMES[call.op_type]
+    parts = entry.hook("graph_parts")(call, choice, embedded, plan)
+    output_name = entry.output_name
     node = helper.make_node(
         call.op_type, parts.node_inputs, [output_name], name=node_name or call.op_type.lower()
     )

@@ -191,12 +191,10 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str]) -> d
     given on the command line."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.emit import operator_version
+    from padconv_cli.operators import operator
 
     call = resolved.call
-    if call.op_type == "Pad":
-        body = _pad_explanation(resolved, plan, set(flags))
-    else:
-        body = _conv_explanation(resolved, plan, set(flags))
+    body = operator(call.op_type).hook("explain")(resolved, plan, set(flags))
     body["output"]["dtype"] = dtype_name(np.asarray(call.arrays[0]).dtype)
     choice = operator_version(call)
     info: dict[str, Any] = {"operator": call.op_type}

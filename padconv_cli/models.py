@@ -402,11 +402,11 @@ def _slot(origin: ModelNode, index: int, given: np.ndarray | None, what: str, re
     return stored
 
 
-def _pad_slots(origin: ModelNode, data: np.ndarray | None, flags: Mapping[str, Any],
+def _pad_slots(origin: ModelNode, arrays: tuple, flags: Mapping[str, Any],
                embedded: set[str]) -> list[np.ndarray | None]:
     """Input arrays of a Pad node.  Where a flag replaces an input, the stored value is not
     read: pads/axes flags stand in for it, a constant_value flag leaves the slot empty."""
-    slots = [_slot(origin, 0, data, "data", "give DATA", embedded, "data")]
+    slots = [_slot(origin, 0, arrays[0], "data", "give DATA", embedded, "data")]
     if origin.version < 11:
         return slots
     for index, name in PAD_FLAG_INPUTS.items():
@@ -418,6 +418,12 @@ def _pad_slots(origin: ModelNode, data: np.ndarray | None, flags: Mapping[str, A
             continue
         slots.append(_slot(origin, index, None, name, f"give {PAD_FLAGS[name]}", embedded))
     return slots
+
+
+def _conv_model_slots(origin: ModelNode, arrays: tuple, flags: Mapping[str, Any],
+                      embedded: set[str]) -> list:
+    """Input arrays of a Conv node (flags do not stand in for inputs)."""
+    return _conv_slots(origin, arrays, embedded)
 
 
 def _conv_slots(origin: ModelNode, arrays: tuple, embedded: set[str]) -> list:
@@ -465,7 +471,7 @@ def _given_by_model(attributes: Mapping[str, Any]) -> set[str]:
 def _coerced(call: Any) -> Any:
     """The call with a command-line constant_value text turned into an element of data's type."""
     text = call.attributes.get("constant_value")
-    if call.op_type != "Pad" or not isinstance(text, str) or call.arrays[0] is None:
+    if not isinstance(text, str) or call.arrays[0] is None:  # only Pad has a constant_value
         return call
     from padconv_cli.kernels.pad import coerce_constant_value
     from padconv_cli.onnx_nodes import KernelCall
@@ -493,15 +499,16 @@ def resolve_call(
     from padconv_cli.onnx_nodes import check_node_input_count
 
     check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
+    from padconv_cli.operators import operator
+
+    entry = operator(op_type)
     embedded: set[str] = set()
-    if op_type == "Pad":
-        slots = _pad_slots(origin, arrays[0], flags, embedded)
-    else:
-        slots = _conv_slots(origin, arrays, embedded)
+    slots = entry.hook("model_slots")(origin, arrays, flags, embedded)
     model_call = _model_call(origin, slots)
     attributes = dict(model_call.attributes)
-    if op_type == "Conv":
-        _conv_flag_rules(attributes, flags, arrays[1] is not None)
+    flag_rules = entry.hook("flag_rules")
+    if flag_rules is not None:
+        flag_rules(attributes, flags, arrays[1] is not None)
     from_model = _given_by_model(attributes)
     overridden = tuple(sorted(name for name in flags if name in from_model))
     attributes.update(flags)
@@ -515,15 +522,12 @@ def resolve_call(
 
 def _plain_call(op_type: str, arrays: tuple, flags: Mapping[str, Any]) -> ResolvedCall:
     """A call built from flags alone, by the newest operator version padconv implements."""
-    from padconv_cli.onnx_nodes import OPERATOR_VERSIONS, KernelCall
+    from padconv_cli.onnx_nodes import KernelCall
+    from padconv_cli.operators import operator
 
-    if op_type == "Pad":
-        attributes = {"pads": None, "constant_value": None, "axes": None, "mode": "constant"}
-    else:
-        attributes = {"auto_pad": "NOTSET", "dilations": None, "group": 1,
-                      "kernel_shape": None, "pads": None, "strides": None}
-    attributes.update(flags)
-    call = KernelCall(op_type, OPERATOR_VERSIONS[op_type][-1], tuple(arrays), attributes)
+    entry = operator(op_type)
+    attributes = {**entry.defaults, **flags}
+    call = KernelCall(entry.name, entry.newest_version, tuple(arrays), attributes)
     return ResolvedCall(_coerced(call), frozenset(flags))
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.operators import OPERATORS
+from padconv_cli.operators import OPERATORS, operator
 
 OPERATOR_VERSIONS = {name: entry.versions for name, entry in OPERATORS.items()}
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -52,13 +52,7 @@ class KernelCall:
 
     def run(self) -> np.ndarray:
         """Run the kernel and return its single output."""
-        if self.op_type == "Pad":
-            from padconv_cli.kernels.pad import pad
-
-            return pad(*self.arrays, **self.attributes)
-        from padconv_cli.kernels.conv import conv
-
-        return conv(*self.arrays, **self.attributes)
+        return operator(self.op_type).hook("kernel")(*self.arrays, **self.attributes)
 
     def describe(self) -> str:
         """The attributes that were given, as ``name=value`` words (``mode=reflect pads=[0,2]``)."""
@@ -120,9 +114,7 @@ def kernel_call(
     attributes = {
         name: _plain(value, f"{op_type}: attribute {name!r}") for name, value in attributes.items()
     }
-    if op_type == "Pad":
-        return _pad_call(version, attributes, list(inputs))
-    return _conv_call(version, attributes, list(inputs))
+    return operator(op_type).hook("node_call")(version, attributes, list(inputs))
 
 
 def run_node(
@@ -367,11 +359,7 @@ def node_attributes(
 
 def max_input_count(op_type: str, version: int) -> int:
     """Most inputs a node may list: Pad-1/2: 1, Pad-11..13: 3, Pad-18+: 4, Conv: 3."""
-    if op_type == "Conv":
-        return 3
-    if version < 11:
-        return 1
-    return 4 if version >= 18 else 3
+    return operator(op_type).max_inputs(version)
 
 
 def check_node_input_count(

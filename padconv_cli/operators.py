@@ -11,7 +11,13 @@ a call built from flags alone, the ONNX versions it implements (``--emit-onnx`` 
   (:mod:`padconv_cli.needs`), which the resource gate checks;
 * ``output_dtype(dtype, attributes, plan)``: the result's element type;
 * ``run_engine(engine, source, others, plan, attributes, settings)``: the tiled or dask
-  engine on that plan.
+  engine on that plan;
+* ``max_inputs(version)``: how many inputs a node of that version may list;
+* ``accumulates``: the result is a sum of products (Conv), compared against the dot-product
+  error bound, not exactly;
+* ``hooks``: the operator's function for each concern of another module (its public kernel,
+  its node translation, its model slots, its --explain body, its ONNX version choice and
+  graph parts, its known peer deviations), named ``module:function`` and imported on use.
 
 Code that would otherwise test ``op_type == "Pad"`` asks :func:`operator` for the entry.
 """
@@ -41,13 +47,26 @@ class Operator:
     needs: Callable[..., Any]
     output_dtype: Callable[[np.dtype, Mapping[str, Any], Any], np.dtype]
     run_engine: Callable[..., Any]
+    max_inputs: Callable[[int], int]
     output_name: str = "Y"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    accumulates: bool = False
+    hooks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def newest_version(self) -> int:
         """The newest ONNX version of the operator padconv implements."""
         return self.versions[-1]
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The operator's function for one concern of another module (``hooks``: name ->
+        ``module:function``, imported on first use so the table imports nothing), or None."""
+        target = self.hooks.get(name)
+        if target is None:
+            return None
+        import importlib
+
+        module, function = target.split(":")
+        return getattr(importlib.import_module(module), function)
 
 
 # --- Pad -------------------------------------------------------------------------------------
@@ -160,13 +179,34 @@ PAD = Operator(
     defaults={"pads": None, "constant_value": None, "axes": None, "mode": "constant"},
     plan=_plan_pad, run=_run_pad, needs=_pad_needs, output_dtype=_pad_output_dtype,
     run_engine=_pad_engine, output_name="output",
+    max_inputs=lambda version: 1 if version < 11 else (4 if version >= 18 else 3),
+    hooks={
+        "kernel": "padconv_cli.kernels.pad:pad",
+        "node_call": "padconv_cli.onnx_nodes:_pad_call",
+        "model_slots": "padconv_cli.models:_pad_slots",
+        "explain": "padconv_cli.explain:_pad_explanation",
+        "onnx_version": "padconv_cli.emit:pad_version",
+        "graph_parts": "padconv_cli.emit:_pad_parts",
+        "known_deviation": "padconv_cli.crosscheck:pad_known_deviation",
+        "reference": "padconv_cli.audit.judge:_pad_reference",
+    },
 )
 CONV = Operator(
     name="Conv", command="conv", input_names=("X", "W", "B"), versions=CONV_VERSIONS,
     defaults={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
               "pads": None, "strides": None},
     plan=_plan_conv, run=_run_conv, needs=_conv_needs, output_dtype=_conv_output_dtype,
-    run_engine=_conv_engine,
+    run_engine=_conv_engine, max_inputs=lambda version: 3, accumulates=True,
+    hooks={
+        "kernel": "padconv_cli.kernels.conv:conv",
+        "node_call": "padconv_cli.onnx_nodes:_conv_call",
+        "model_slots": "padconv_cli.models:_conv_model_slots",
+        "flag_rules": "padconv_cli.models:_conv_flag_rules",
+        "explain": "padconv_cli.explain:_conv_explanation",
+        "onnx_version": "padconv_cli.emit:conv_version",
+        "graph_parts": "padconv_cli.emit:_conv_graph_parts",
+        "reference": "padconv_cli.audit.judge:_conv_reference",
+    },
 )
 OPERATORS: dict[str, Operator] = {entry.name: entry for entry in (PAD, CONV)}
 COMMANDS: dict[str, Operator] = {entry.command: entry for entry in (PAD, CONV)}

@@ -172,8 +172,8 @@ def check_output(needs: Needs, limit: int) -> None:
     if needs.output > limit:
         raise OutputTooLargeError(
             f"the result {_shape_text(needs.output_shape)} of {needs.dtype_name} needs "
-            f"{human_bytes(needs.output)} as written, over the limit of {human_bytes(limit)} "
-            "(raise it with max_output_bytes)", param="max_output_bytes",
+            f"{human_bytes(needs.output)} as written, over the limit max_output_bytes = "
+            f"{human_bytes(limit)}", param="max_output_bytes",
         )
 
 
@@ -185,8 +185,8 @@ def check_memory(needs: Needs, limit: int, *, tiled_possible: bool = False) -> N
     raise OutputTooLargeError(
         f"the call needs {human_bytes(needs.total)} in memory (inputs "
         f"{human_bytes(needs.inputs)} + output {human_bytes(needs.output)} + working "
-        f"{human_bytes(needs.working)}), over the memory limit of {human_bytes(limit)} "
-        f"(raise it with memory_limit){hint}", param="memory_limit",
+        f"{human_bytes(needs.working)}), over the limit memory_limit = {human_bytes(limit)}"
+        f"{hint}", param="memory_limit",
     )
 
 

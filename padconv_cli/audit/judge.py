@@ -172,8 +172,13 @@ def _axis_source(j: np.ndarray, n: int, mode: str) -> tuple[np.ndarray, np.ndarr
 def _reference_output(call: Any) -> np.ndarray:
     """The float64 recomputation: Conv in float64 (same inputs, same attributes), Pad by
     :func:`_pad_reference`."""
-    if call.op_type == "Pad":
-        return _pad_reference(call)
+    from padconv_cli.operators import operator
+
+    return operator(call.op_type).hook("reference")(call)
+
+
+def _conv_reference(call: Any) -> np.ndarray:
+    """Conv recomputed in float64 from the same inputs and attributes."""
     from padconv_cli.kernels.conv import conv
 
     x, w, b = (None if a is None else np.asarray(a).astype(np.float64) for a in call.arrays)
@@ -249,7 +254,7 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str) -> NodeAud
         audit.detail = f"padconv crashed: {type(error).__name__}: {error}"
         return audit
     audit.output_shape, audit.dtype = _shape(ours), dtype_name(ours.dtype)
-    bound = call_error_bound(call) if call.op_type == "Conv" else None
+    bound = call_error_bound(call)
     if theirs is None:
         audit.status, audit.detail = RUNTIME_REFUSED, captured.refused
         audit.right = _who_is_right(call, ours, None, bound)

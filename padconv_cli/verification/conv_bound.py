@@ -76,7 +76,9 @@ def conv_error_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, 
 def call_error_bound(call: Any, c: float = CONV_BOUND_C) -> np.ndarray | None:
     """The bound of a Conv :class:`~padconv_cli.onnx_nodes.KernelCall` with floating inputs,
     None for any other call (Pad copies values: it is compared exactly)."""
-    if call.op_type != "Conv":
+    from padconv_cli.operators import operator
+
+    if not operator(call.op_type).accumulates:
         return None
     x = np.asarray(call.arrays[0])
     from padconv_cli.verification.compare import element_kind

@@ -1,8 +1,10 @@
-"""The package's module-level imports form no cycle: the layers import downwards only."""
+"""The package's module-level imports form no cycle (the layers import downwards only), and no
+module outside the operator table dispatches on the operator names."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "padconv_cli"
@@ -68,3 +70,18 @@ def test_finder_sees_a_cycle():
     """The check itself can fail: a two-module loop is found."""
     assert _cycle({"a": {"b"}, "b": {"a"}}) is not None
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+OPERATOR_TEST = re.compile(r"""op_type\s*[!=]=\s*["'](Pad|Conv)["']""")
+
+
+def test_operator_names_are_tested_only_in_the_table():
+    """``op_type == "Pad"``-style dispatch lives in padconv_cli/operators.py only."""
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "operators.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OPERATOR_TEST.search(line)
+    ]
+    assert offenders == []
