@@ -55,30 +55,57 @@ def foldable(node: Any, known: Mapping[str, Any]) -> bool:
     return bool(names) and all(name in known for name in names)
 
 
+class _Known(Mapping):
+    """Names whose value is known without running the model: stored and not a graph input, or
+    produced by a foldable node.  Membership only, never a copy of ``stored``: a subgraph sees
+    every constant around it, and copying them per subgraph made model reading quadratic."""
+
+    def __init__(self, stored: Mapping[str, Any], runtime: set[str]) -> None:
+        self.stored, self.runtime, self.produced = stored, runtime, {}
+
+    def is_leaf(self, name: str) -> bool:
+        return name in self.stored and name not in self.runtime
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.produced or self.is_leaf(name)  # type: ignore[arg-type]
+
+    def __getitem__(self, name: str) -> bool:
+        if name not in self:
+            raise KeyError(name)
+        return True
+
+    def __iter__(self):
+        return iter(self.produced)
+
+    def __len__(self) -> int:
+        return len(self.produced)
+
+
 def fold_specs(graph: Any, stored: Mapping[str, Any], runtime: set[str]) -> dict[str, FoldSpec]:
     """Output name -> FoldSpec for every foldable node output of ``graph`` (module rule).
 
     ``stored`` are the names with a stored value visible in ``graph``; ``runtime`` the graph
-    inputs (of this graph and the graphs around it), which are never stored.
+    inputs (of this graph and the graphs around it), which are never stored.  Cost: linear in
+    the nodes of ``graph`` and the nodes each spec needs, whatever the size of ``stored``.
     """
-    leaves = {name for name in stored if name not in runtime}
+    known = _Known(stored, runtime)
     producers: dict[str, Any] = {}
-    specs: dict[str, FoldSpec] = {}
-    known: dict[str, bool] = dict.fromkeys(leaves, True)
+    positions: dict[int, int] = {}
     for node in graph.node:
         if not foldable(node, known):
             continue
+        positions[id(node)] = len(positions)
         for output in node.output:
             if output:
                 producers[output] = node
-                known[output] = True
-    for name in producers:
-        specs[name] = _spec(name, producers, leaves)
-    return specs
+                known.produced[output] = True
+    return {name: _spec(name, producers, known, positions) for name in producers}
 
 
-def _spec(name: str, producers: Mapping[str, Any], leaves: set[str]) -> FoldSpec:
-    """The nodes computing ``name`` (ancestors among ``producers``) and the leaves they read."""
+def _spec(name: str, producers: Mapping[str, Any], known: _Known,
+          positions: Mapping[int, int]) -> FoldSpec:
+    """The nodes computing ``name`` (ancestors among ``producers``, in graph order) and the
+    leaves they read."""
     needed: dict[int, Any] = {}
     used: set[str] = set()
     pending = [name]
@@ -92,9 +119,8 @@ def _spec(name: str, producers: Mapping[str, Any], leaves: set[str]) -> FoldSpec
             continue
         needed[id(node)] = node
         pending.extend(i for i in node.input if i)
-    order = [node for node in producers.values() if id(node) in needed]
-    unique = list({id(node): node for node in order}.values())
-    return FoldSpec(name, tuple(unique), tuple(sorted(used & leaves)))
+    order = sorted(needed.values(), key=lambda node: positions[id(node)])
+    return FoldSpec(name, tuple(order), tuple(sorted(u for u in used if known.is_leaf(u))))
 
 
 def fold_loader(spec: FoldSpec, loaders: Mapping[str, Callable[[], np.ndarray]],
