@@ -3,14 +3,14 @@
 Usage, from a checkout (after `pip install -e '.[bench]'`; a peer that is not installed is
 reported as skipped):
 
-    python benchmarks/bench.py                  # everything, as tables (about 10 minutes)
+    python benchmarks/bench.py                  # everything, as tables (about 12 minutes)
     python benchmarks/bench.py --quick          # sizes / 8, a few runs: checks it in seconds
     python benchmarks/bench.py --cases 'conv/*' --cases cli/large    # some cases (--list)
     python benchmarks/bench.py --json           # every measured row, machine-readable
-    python benchmarks/bench.py --write-docs     # also regenerate docs/benchmarks.md
+    python benchmarks/bench.py --write-docs     # also rewrite docs/benchmarks.md's results
 
-Exit status 1 when any result was wrong. docs/benchmarks.md says what is measured and how;
-its part below MARKER is what --write-docs writes.
+Exit status 1 when any result was wrong or a command failed. docs/benchmarks.md says what is
+measured and how; --write-docs [PATH] rewrites its part below the marker line (into PATH).
 """
 
 import argparse
@@ -34,7 +34,8 @@ MARKER = "<!-- Everything below is written by `python benchmarks/bench.py --writ
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The flags of the usage above."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", action="append", default=[], metavar="PATTERN",
                         help="only cases whose name contains PATTERN or matches it as a glob "
                         "('pad/*'); repeatable")
@@ -74,12 +75,15 @@ def docs_text(result: dict[str, Any], command: str) -> str:
     and every table of this run."""
     m, s = result["machine"], result["settings"]
     partial = " **A partial run.**" if s["quick"] or s["cases"] else ""
-    noisy = float(m["load_average"].split()[0]) >= 1
+    load = float(m["load_average"].split()[0])
     return "\n".join([
         DOCS.read_text().split(MARKER)[0] + MARKER + "\n", f"## The run of {result['date']}\n",
-        f"`{command}`.{partial}" + (" **A noisy shared host:** other jobs shared the cores "
-        "during the run, so absolute times are inflated and ratios move between runs; compare "
-        "implementations within one run only." if noisy else "") + "\n",
+        f"`{command}`.{partial}" + (
+            f" **A noisy shared host:** the load average was {load:.1f} on {m['cores']} cores "
+            "when the run started. Other jobs shared the cores, so times are inflated and "
+            "ratios unreliable, most for code whose threads spin-wait (OpenBLAS's, under padconv"
+            " and numpy): rerun on a quiet machine before drawing conclusions." if load >= 1
+            else "") + "\n",
         f"- CPU: {m['cpu']}, {m['cores']} usable cores; load average (1, 5, 15 min) "
         f"{m['load_average']} at the start, {m['load_average_end']} at the end",
         f"- Python {m['python']} on {m['platform']}; numpy's BLAS: {m['numpy_blas']}",

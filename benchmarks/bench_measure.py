@@ -25,9 +25,8 @@ import numpy as np
 class Settings:
     """Every knob of a run; docs/benchmarks.md ("How") says what each does."""
 
+    repeat: int = 15  # turns per implementation and case, one timed call each
     warmup: int = 2  # untimed calls at least, per turn
-    repeat: int = 15  # timed calls per implementation and case
-    rounds: int = 15  # turns per implementation
     warmup_s: float = 0.15  # untimed seconds at least, per turn
     settle_s: float = 0.3  # pause after each turn
     budget_s: float = 6.0  # an implementation stops after 3 calls once it spent this
@@ -38,39 +37,30 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(1, 3, 1, 0.0, 0.0, 0.5, 1, 2, 1, True)
-
-
-def timed(call: Callable[[], Any]) -> tuple[float, Any]:
-    """(perf_counter seconds, result) of one call."""
-    start = time.perf_counter()
-    result = call()
-    return time.perf_counter() - start, result
+QUICK = Settings(3, 1, 0.0, 0.0, 0.5, 1, 2, 1, True)
 
 
 def time_in_turns(calls: dict[str, tuple[Callable, bool]], s: Settings) -> dict[str, list]:
     """{name: timed durations} of {name: (call, capped)}, in turns as Settings says (garbage
     collection off meanwhile)."""
     times: dict[str, list[float]] = {name: [] for name in calls}
-    rounds = max(1, min(s.rounds, s.repeat))
     gc.collect()
     gc.disable()
     try:
-        for i in range(rounds):
+        for _ in range(s.repeat):
             for name, (call, capped) in calls.items():
-                done, share = times[name], s.repeat // rounds + (i < s.repeat % rounds)
-                if capped:
-                    share = min(share, s.reference_repeat - len(done))
-                elif len(done) >= 3 and sum(done) >= s.budget_s:
-                    share = 0
-                if share <= 0:
+                done = times[name]
+                if capped and len(done) >= s.reference_repeat or (
+                        not capped and len(done) >= 3 and sum(done) >= s.budget_s):
                     continue
                 started, warm = time.perf_counter(), 0
                 while not capped and (warm < s.warmup
                                       or time.perf_counter() - started < s.warmup_s):
                     call()
                     warm += 1
-                done += [timed(call)[0] for _ in range(share)]
+                started = time.perf_counter()
+                call()
+                done.append(time.perf_counter() - started)
                 time.sleep(s.settle_s)
     finally:
         gc.enable()

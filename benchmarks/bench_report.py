@@ -1,5 +1,5 @@
-"""What the numbers say: each target judged from the measured rows, and the tables (plain text
-on the terminal, Markdown for docs/benchmarks.md)."""
+"""What the numbers say: each target judged from the measured rows, and the tables (Markdown
+with aligned columns, for the terminal and for docs/benchmarks.md)."""
 
 import math
 from dataclasses import dataclass, field

@@ -270,6 +270,7 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
             "believed_right": peer.believed_right,
             "max_abs": _plain(peer.max_abs),
             "max_rel": _plain(peer.max_rel),
+            "conv_bound": bool(peer.comparison is not None and peer.comparison.bounded),
         }
         if peer.comparison is not None and peer.comparison.mismatches:
             entry["mismatches"] = [

@@ -93,7 +93,7 @@ def _fits_float_attribute(value: Any) -> bool:
 
 def pad_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     """The oldest Pad version (2 and later) with the call's features (module rules)."""
-    from padconv_cli.onnx_nodes import PAD_VERSIONS
+    from padconv_cli.operators import PAD_VERSIONS
 
     versions = [v for v in PAD_VERSIONS if v >= 2]
     needs = [(_first_version_for_type("Pad", versions, dtype), f"{onnx_type_string(dtype)}")]
@@ -117,7 +117,7 @@ def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
 
 def conv_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     """The oldest Conv version with the call's element type and auto_pad semantics."""
-    from padconv_cli.onnx_nodes import CONV_VERSIONS
+    from padconv_cli.operators import CONV_VERSIONS
 
     needs = [(_first_version_for_type("Conv", CONV_VERSIONS, dtype), onnx_type_string(dtype))]
     strides = attributes.get("strides") or ()

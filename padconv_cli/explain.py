@@ -29,19 +29,11 @@ from padconv_cli.units import human_bytes
 
 
 def plan_call(call: Any) -> Any:
-    """Validate a KernelCall against its input shapes: ``plan_pad`` or ``plan_conv``."""
-    if call.op_type == "Pad":
-        from padconv_cli.kernels.pad import plan_pad
+    """Validate a KernelCall against its input shapes: its operator's planner
+    (:func:`padconv_cli.operators.plan_call`)."""
+    from padconv_cli.operators import plan_call as planned
 
-        attributes = call.attributes
-        return plan_pad(
-            np.shape(call.arrays[0]), attributes["pads"], attributes.get("axes"),
-            attributes.get("mode", "constant"), dtype=np.asarray(call.arrays[0]).dtype,
-        )
-    from padconv_cli.kernels.conv import plan_conv
-
-    shapes = [None if a is None else np.shape(a) for a in call.arrays]
-    return plan_conv(*shapes, **call.attributes)
+    return planned(call)
 
 
 def _bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
@@ -140,38 +132,11 @@ def _pad_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any
 
 
 def conv_working_bytes(plan: Any, dtype: np.dtype) -> int:
-    """Upper estimate of Conv's working memory (module docstring)."""
-    from padconv_cli.kernels import conv_paths
+    """Conv's working memory: :func:`padconv_cli.kernels.conv_paths.working_bytes`, the one
+    formula the kernel's paths state."""
+    from padconv_cli.kernels.conv_paths import working_bytes
 
-    accumulator = conv_paths.accumulator_dtype(np.dtype(dtype))
-    working = 0
-    if accumulator != dtype:
-        working += _bytes(plan.output_shape, accumulator) + _bytes(plan.w_shape, accumulator)
-    if conv_paths.is_pointwise(plan):
-        return working
-    padded = (plan.x_shape[0], plan.x_shape[1], *conv_paths.padded_shape(plan))
-    working += _bytes(padded, accumulator)
-    path = conv_paths.choose_path(plan)
-    if path is conv_paths.im2col_path:
-        working += _im2col_bytes(plan, accumulator)
-    elif path is conv_paths.shifted_path:
-        working += conv_paths.shifted_scratch_bytes(plan, np.dtype(accumulator).itemsize)
-    return working
-
-
-def _im2col_bytes(plan: Any, accumulator: np.dtype) -> int:
-    """Column buffer: ``C * prod(kernel)`` rows by the output positions of one block, where a
-    block is capped near ``WORKSPACE_BYTES`` but never smaller than one output row."""
-    from padconv_cli.kernels import conv_paths
-
-    channels, taps = plan.x_shape[1], math.prod(plan.kernel_shape)
-    itemsize = np.dtype(accumulator).itemsize
-    per_position = (channels * taps + plan.w_shape[0]) * itemsize
-    budget = max(1, conv_paths.WORKSPACE_BYTES // per_position)
-    out = plan.output_shape[2:]
-    positions = plan.output_shape[0] * math.prod(out)
-    block = max(min(positions, budget), out[-1] if out else 1)
-    return channels * taps * block * itemsize
+    return working_bytes(plan, np.dtype(dtype))
 
 
 def _conv_dims(plan: Any) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@ Exporters route stored values through nodes: PyTorch's legacy exporter feeds Con
 through ``Identity`` of an initializer, pads reach Pad nodes through ``Cast`` of a
 ``Constant``.  Rule: a node output is *foldable* when the node is of the default domain, has
 at least one input, no subgraph attribute, is not random, and every input it names is stored
-(an initializer or a ``Constant`` output that is not also a graph input) or foldable itself.
+(an initializer, also one listed as a graph input with it as default, or a ``Constant``
+output) or foldable itself; a graph input without an initializer never is.
 Its value is the output of ``onnx.reference`` run on exactly that sub-graph, the stored leaves
 fed as inputs after the same checks as any stored tensor (external data inside the model's
 folder, sizes matching the shapes).
@@ -43,8 +44,8 @@ class FoldSpec:
     leaves: tuple[str, ...]
 
 
-def foldable(node: Any, known: Mapping[str, Any]) -> bool:
-    """True when ``node`` computes only from names in ``known`` (module rule)."""
+def foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
+    """True when ``node`` computes only from names ``is_known`` accepts (module rule)."""
     from padconv_cli.models import has_subgraph
 
     if node.domain not in DEFAULT_DOMAINS or node.op_type in RANDOM_OPS:
@@ -52,87 +53,70 @@ def foldable(node: Any, known: Mapping[str, Any]) -> bool:
     if node.op_type == "Constant" or has_subgraph(node):
         return False
     names = [name for name in node.input if name]
-    return bool(names) and all(name in known for name in names)
+    return bool(names) and all(is_known(name) for name in names)
 
 
-class _Known(Mapping):
-    """Names whose value is known without running the model: stored and not a graph input, or
-    produced by a foldable node.  Membership only, never a copy of ``stored``: a subgraph sees
-    every constant around it, and copying them per subgraph made model reading quadratic."""
+@dataclass(frozen=True)
+class Foldable:
+    """The foldable values of one graph: producing node of each, and the stored leaves."""
 
-    def __init__(self, stored: Mapping[str, Any], runtime: set[str]) -> None:
-        self.stored, self.runtime, self.produced = stored, runtime, {}
+    producers: Mapping[str, Any]
+    positions: Mapping[int, int]  # id(node) -> its index in the graph
+    is_leaf: Callable[[str], bool]
 
-    def is_leaf(self, name: str) -> bool:
-        return name in self.stored and name not in self.runtime
+    def spec(self, name: str) -> FoldSpec:
+        """The nodes computing ``name`` (its ancestors among the producers, in graph order)
+        and the stored leaves they read."""
+        needed: dict[int, Any] = {}
+        used: set[str] = set()
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            node = self.producers.get(current)
+            if node is None:
+                used.add(current)
+            elif id(node) not in needed:
+                needed[id(node)] = node
+                pending.extend(i for i in node.input if i)
+        order = sorted(needed.values(), key=lambda node: self.positions[id(node)])
+        return FoldSpec(name, tuple(order), tuple(sorted(n for n in used if self.is_leaf(n))))
 
-    def __contains__(self, name: object) -> bool:
-        return name in self.produced or self.is_leaf(name)  # type: ignore[arg-type]
 
-    def __getitem__(self, name: str) -> bool:
-        if name not in self:
-            raise KeyError(name)
-        return True
-
-    def __iter__(self):
-        return iter(self.produced)
-
-    def __len__(self) -> int:
-        return len(self.produced)
-
-
-def fold_specs(graph: Any, stored: Mapping[str, Any], runtime: set[str]) -> dict[str, FoldSpec]:
-    """Output name -> FoldSpec for every foldable node output of ``graph`` (module rule).
+def fold_specs(graph: Any, stored: Mapping[str, Any], runtime: set[str]) -> Foldable:
+    """The foldable node outputs of ``graph`` (module rule).
 
     ``stored`` are the names with a stored value visible in ``graph``; ``runtime`` the graph
-    inputs (of this graph and the graphs around it), which are never stored.  Cost: linear in
-    the nodes of ``graph`` and the nodes each spec needs, whatever the size of ``stored``.
+    inputs (of this graph and the graphs around it), which are never stored.  Only the names
+    the graph's nodes read are looked up, and a value's sub-graph is only traced when it is
+    needed, so the cost is linear in the graph's own size.
     """
-    known = _Known(stored, runtime)
+
+    def is_leaf(name: str) -> bool:
+        return name in stored and name not in runtime
+
     producers: dict[str, Any] = {}
     positions: dict[int, int] = {}
-    for node in graph.node:
-        if not foldable(node, known):
-            continue
-        positions[id(node)] = len(positions)
-        for output in node.output:
-            if output:
-                producers[output] = node
-                known.produced[output] = True
-    return {name: _spec(name, producers, known, positions) for name in producers}
+    for index, node in enumerate(graph.node):
+        if foldable(node, lambda name: name in producers or is_leaf(name)):
+            positions[id(node)] = index
+            for output in node.output:
+                if output:
+                    producers[output] = node
+    return Foldable(producers, positions, is_leaf)
 
 
-def _spec(name: str, producers: Mapping[str, Any], known: _Known,
-          positions: Mapping[int, int]) -> FoldSpec:
-    """The nodes computing ``name`` (ancestors among ``producers``, in graph order) and the
-    leaves they read."""
-    needed: dict[int, Any] = {}
-    used: set[str] = set()
-    pending = [name]
-    while pending:
-        current = pending.pop()
-        node = producers.get(current)
-        if node is None:
-            used.add(current)
-            continue
-        if id(node) in needed:
-            continue
-        needed[id(node)] = node
-        pending.extend(i for i in node.input if i)
-    order = sorted(needed.values(), key=lambda node: positions[id(node)])
-    return FoldSpec(name, tuple(order), tuple(sorted(u for u in used if known.is_leaf(u))))
-
-
-def fold_loader(spec: FoldSpec, loaders: Mapping[str, Callable[[], np.ndarray]],
-                opsets: Any, path: str) -> Callable[[], np.ndarray]:
-    """A function computing ``spec``'s value on first use (module rules)."""
-    from padconv_cli.models import _lazy
+def fold_loader(foldable_values: Foldable, name: str,
+                loaders: Mapping[str, Callable[[], np.ndarray]], opsets: Any, path: str
+                ) -> Callable[[], np.ndarray]:
+    """A function computing the value ``name`` on first use (module rules)."""
+    from padconv_cli.models import lazy
 
     def compute() -> np.ndarray:
+        spec = foldable_values.spec(name)
         feeds = {leaf: loaders[leaf]() for leaf in spec.leaves}
         return evaluate(spec, feeds, opsets, path)
 
-    return _lazy(compute)
+    return lazy(compute)
 
 
 def _sub_model(spec: FoldSpec, feeds: Mapping[str, np.ndarray], opsets: Any,

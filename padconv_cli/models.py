@@ -147,10 +147,10 @@ def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.nd
 
         return tensor_from_proto(tensor, label, base_dir)
 
-    return _lazy(convert)
+    return lazy(convert)
 
 
-def _lazy(compute: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+def lazy(compute: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
     """A loader running ``compute`` on first use only, so that a bad constant that no chosen
     node reads cannot break the model for the others."""
     cache: list[np.ndarray] = []
@@ -169,9 +169,9 @@ def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.nda
     for attribute in node.attribute:
         where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         if attribute.name == "value":
-            return _lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
+            return lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
         if attribute.name in SHORTHAND_CONSTANTS:
-            return _lazy(functools.partial(_shorthand_value, attribute, where))
+            return lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
 
 
@@ -224,8 +224,8 @@ def _folded(graph: Any, visible: dict[str, Callable], runtime: set[str], opsets:
     """Loaders of the values ``graph`` computes from stored values only (see folding)."""
     from padconv_cli.folding import fold_loader, fold_specs
 
-    specs = fold_specs(graph, visible, runtime)
-    return {name: fold_loader(spec, visible, opsets, path) for name, spec in specs.items()}
+    found = fold_specs(graph, visible, runtime)
+    return {name: fold_loader(found, name, visible, opsets, path) for name in found.producers}
 
 
 def _subgraphs(node: Any) -> Iterator[Any]:
@@ -239,7 +239,7 @@ def _subgraphs(node: Any) -> Iterator[Any]:
 
 
 def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
-          opsets: Any = (), outer_runtime: frozenset[str] = frozenset()):
+          opsets: Any, outer_runtime: frozenset[str] = frozenset()):
     """(node, visible constants) for every node, subgraphs included, in graph order.
 
     Visible constants: the stored values of this graph and the graphs around it, then the
@@ -250,7 +250,7 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
     """
     if not graph.node:  # an empty branch: no node to yield, nothing for a node to see
         return
-    runtime = set(outer_runtime) | {value.name for value in graph.input}
+    runtime = set(outer_runtime) | _runtime_inputs(graph)
     own = dict(_graph_constants(graph, path, base_dir))
     layered = ChainMap(own, *_layers(outer))
     own.update(_folded(graph, layered, runtime, opsets, path))
@@ -259,6 +259,13 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
         yield node, visible
         for subgraph in _subgraphs(node):
             yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
+
+
+def _runtime_inputs(graph: Any) -> set[str]:
+    """The graph inputs only a caller can give: those without an initializer.  An initializer
+    that is also a graph input (required before IR 4, a default the caller may replace from
+    IR 4 on) counts as stored, as it does for a node's own inputs."""
+    return {value.name for value in graph.input} - {t.name for t in graph.initializer}
 
 
 def _layers(mapping: Mapping[str, Callable]) -> list[Mapping[str, Callable]]:
@@ -530,9 +537,10 @@ def stored_values(path: str) -> dict[str, Callable[[], np.ndarray]]:
     values: dict[str, Callable[[], np.ndarray]] = {}
     seen: set[int] = set()
     for _node, visible in _walk(model.graph, {}, path, base_dir, model.opset_import):
-        if id(visible) not in seen:
-            seen.add(id(visible))
-            for name, loader in visible.items():
+        own = visible.maps[0] if isinstance(visible, ChainMap) else visible
+        if id(own) not in seen:  # each graph's own layer once: linear in the model's size
+            seen.add(id(own))
+            for name, loader in own.items():
                 values.setdefault(name, loader)
     if not seen:  # a graph without nodes: its initializers only
         values = _graph_constants(model.graph, path, base_dir)

@@ -26,10 +26,9 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.operators import OPERATORS
 
-PAD_VERSIONS = (1, 2, 11, 13, 18, 19, 21, 23, 24, 25)
-CONV_VERSIONS = (1, 11, 22)
-OPERATOR_VERSIONS = {"Pad": PAD_VERSIONS, "Conv": CONV_VERSIONS}
+OPERATOR_VERSIONS = {name: entry.versions for name, entry in OPERATORS.items()}
 DEFAULT_DOMAINS = ("", "ai.onnx")
 CONV_ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 PAD_INPUT_NAMES = ("data",)  # the data inputs of padconv's own calls (the rest are attributes)

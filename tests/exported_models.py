@@ -193,3 +193,76 @@ def demo_model(opset=18):
         ("conv1.weight", w1), ("conv1.bias", b1), ("conv2.weight", w2))] + [wrap]
     return make(nodes, [("x", np.float32, ["batch", 3, 16, 16])],
                 [("y", np.float32, ["batch", 8, 20, 20])], inits, opset=opset)
+
+
+def torch_pad_chain_model(opset=17):
+    """F.pad(x, [1, 2, 3, 4], mode="reflect") as the legacy exporter writes it: the torch-order
+    pads turned into ONNX order by Concat, Reshape, Slice (step -1), Transpose, Reshape, Cast
+    of stored values."""
+    stored = {
+        "tpads": [1, 2, 3, 4], "zeros": [0, 0, 0, 0], "shape": [-1, 2], "starts": [-1],
+        "ends": [-(2**63) + 1], "axes": [0], "steps": [-1], "flat": [-1],
+    }
+    nodes = [
+        helper.make_node("Concat", ["tpads", "zeros"], ["c"], axis=0),
+        helper.make_node("Reshape", ["c", "shape"], ["r"]),
+        helper.make_node("Slice", ["r", "starts", "ends", "axes", "steps"], ["s"]),
+        helper.make_node("Transpose", ["s"], ["t"], perm=[1, 0]),
+        helper.make_node("Reshape", ["t", "flat"], ["f"]),
+        helper.make_node("Cast", ["f"], ["pads"], to=TensorProto.INT64),
+        helper.make_node("Pad", ["x", "pads"], ["y"], name="/pad/Pad", mode="reflect"),
+    ]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in stored.items()]
+    return make(nodes, [("x", np.float32, [1, 2, 8, 8])], [("y", np.float32, [1, 2, 15, 11])],
+                inits, opset=opset)
+
+
+def resnet18_like(width=64, size=224, dtype=np.float32, opset=17, seed=0):
+    """A model with resnet18's 20 Convs (7x7/2 stem, 8 basic blocks, 1x1/2 downsamples), its
+    MaxPool, Adds and head, biases through Identity as the legacy exporter writes them; He
+    initialised random weights."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    counter = [0]
+
+    def conv(source, c_in, c_out, k, stride, name):
+        w = (rng.standard_normal((c_out, c_in, k, k)) * np.sqrt(2 / (c_in * k * k)))
+        b = rng.standard_normal(c_out) * 0.1
+        inits.extend([numpy_helper.from_array(w.astype(dtype), f"{name}.weight"),
+                      numpy_helper.from_array(b.astype(dtype), f"{name}.bias")])
+        counter[0] += 1
+        bias = f"onnx::Conv_{counter[0]}"
+        nodes.append(helper.make_node("Identity", [f"{name}.bias"], [bias]))
+        out = f"/{name}/Conv_output_0"
+        nodes.append(helper.make_node("Conv", [source, f"{name}.weight", bias], [out],
+                                      name=f"/{name}/Conv", kernel_shape=[k, k],
+                                      pads=[k // 2] * 4, strides=[stride, stride]))
+        return out
+
+    def relu(source, name):
+        nodes.append(helper.make_node("Relu", [source], [f"{name}_relu"]))
+        return f"{name}_relu"
+
+    h = relu(conv("x", 3, width, 7, 2, "conv1"), "stem")
+    nodes.append(helper.make_node("MaxPool", [h], ["pool"], kernel_shape=[3, 3],
+                                  pads=[1, 1, 1, 1], strides=[2, 2]))
+    h, channels = "pool", width
+    for stage in range(4):
+        out_channels = width * 2**stage
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            name = f"layer{stage + 1}.{block}"
+            a = relu(conv(h, channels, out_channels, 3, stride, f"{name}.conv1"), name + "a")
+            b = conv(a, out_channels, out_channels, 3, 1, f"{name}.conv2")
+            skip = h
+            if stride != 1 or channels != out_channels:
+                skip = conv(h, channels, out_channels, 1, stride, f"{name}.downsample.0")
+            nodes.append(helper.make_node("Add", [b, skip], [f"{name}_sum"]))
+            h, channels = relu(f"{name}_sum", name + "b"), out_channels
+    nodes.append(helper.make_node("GlobalAveragePool", [h], ["gap"]))
+    nodes.append(helper.make_node("Flatten", ["gap"], ["flat"]))
+    fc = rng.standard_normal((10, channels)) * np.sqrt(1 / channels)
+    inits.append(numpy_helper.from_array(fc.astype(dtype), "fc.weight"))
+    nodes.append(helper.make_node("Gemm", ["flat", "fc.weight"], ["logits"], transB=1))
+    return make(nodes, [("x", dtype, ["batch", 3, size, size])], [("logits", dtype, None)],
+                inits, opset=opset)

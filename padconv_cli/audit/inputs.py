@@ -1,7 +1,8 @@
 """The inputs of an audited model: given files (by name or position) or random ones.
 
 Rules: the model's inputs are its graph inputs that are not initializers.  ``NAME=SOURCE``
-gives input NAME; any other word is the next input in graph order.  A given tensor must have
+gives input NAME (an unknown NAME is an error listing the inputs, unless the whole word names
+an existing file); any other word is the next input in graph order.  A given tensor must have
 the declared element type and every declared fixed dimension.  An input not given is random,
 drawn from ``seed``: standard normal values for floats, integers in ``[0, 4)``, random bools.
 Symbolic dimensions (``batch``) take their value from ``dims`` (``--dim batch=1``); a random
@@ -10,6 +11,7 @@ input with a symbolic dimension missing there, or a dimension of unknown size, i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,13 +45,17 @@ class DeclaredInput:
         return "[" + ", ".join("?" if d is None else str(d) for d in self.dims) + "]"
 
 
-def declared_inputs(model: Any) -> list[DeclaredInput]:
-    """The model's inputs in graph order (graph inputs that are not initializers)."""
+def declared_inputs(model: Any, path: str = "model") -> list[DeclaredInput]:
+    """The model's inputs in graph order (graph inputs that are not initializers); an input
+    that is not a typed tensor (a sequence, a map) is an :class:`InputError`."""
     stored = {tensor.name for tensor in model.graph.initializer}
     inputs = []
     for value in model.graph.input:
         if value.name in stored:
             continue
+        if value.type.WhichOneof("value") != "tensor_type" or not value.type.tensor_type.elem_type:
+            raise InputError(f"{path}: input {value.name!r} is not a typed tensor; audit feeds "
+                             "tensor inputs only", source=path)
         tensor_type = value.type.tensor_type
         dims = None
         if tensor_type.HasField("shape"):
@@ -123,6 +129,8 @@ def _split_given(given: Sequence[str], names: list[str], path: str) -> dict[str,
         if equal and name in names:
             by_name[name] = source
             continue
+        if equal and not os.path.lexists(word):
+            raise InputError(f"{path}: no input {name!r}{_close(name, names)}", source=path)
         while position < len(names) and names[position] in by_name:
             position += 1
         if position >= len(names):
@@ -131,6 +139,15 @@ def _split_given(given: Sequence[str], names: list[str], path: str) -> dict[str,
         by_name[names[position]] = word
         position += 1
     return by_name
+
+
+def _close(name: str, names: list[str]) -> str:
+    """``; did you mean 'x'? inputs: x, y`` for an unknown input name."""
+    import difflib
+
+    close = difflib.get_close_matches(name, names, n=3)
+    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"{guess} (inputs: {', '.join(names) or 'none'})"
 
 
 def _check_given(declared: DeclaredInput, array: np.ndarray, source: str) -> np.ndarray:
@@ -156,7 +173,7 @@ def model_feeds(model: Any, given: Sequence[str], dims: Mapping[str, int], seed:
     """(input name -> array, input name -> where it came from) for every model input."""
     from padconv_cli.tensorio import read_tensor
 
-    declared = declared_inputs(model)
+    declared = declared_inputs(model, path)
     names = [d.name for d in declared]
     sources = _split_given(given, names, path)
     rng = np.random.default_rng(seed)

@@ -88,7 +88,7 @@ def _shape(array: Any) -> list[int]:
 
 def _graph_names(model: Any) -> dict[str, str]:
     """Node key -> ``main`` or the body it lives in (``If 'cond' then_branch``)."""
-    from padconv_cli.models import _subgraphs
+    from onnx import AttributeProto
 
     where: dict[str, str] = {}
 
@@ -96,16 +96,12 @@ def _graph_names(model: Any) -> dict[str, str]:
         for node in graph.node:
             where[node_key(node)] = label
             for attribute in node.attribute:
-                for subgraph in _subgraphs_of(attribute):
-                    visit(subgraph, f"{node.op_type} {node.name or node_key(node)!r} "
-                                    f"{attribute.name}")
+                bodies = [attribute.g] if attribute.type == AttributeProto.GRAPH else (
+                    list(attribute.graphs) if attribute.type == AttributeProto.GRAPHS else [])
+                for body in bodies:
+                    visit(body, f"{node.op_type} {node.name or node_key(node)!r} "
+                                f"{attribute.name}")
 
-    def _subgraphs_of(attribute: Any) -> list[Any]:
-        if attribute.HasField("g"):
-            return [attribute.g]
-        return list(attribute.graphs)
-
-    _ = _subgraphs  # the same traversal as models.model_nodes
     visit(model.graph, "main")
     return where
 
@@ -246,6 +242,11 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str) -> NodeAud
         audit.status, audit.detail = PADCONV_REFUSED, str(error)
         if theirs is None:
             audit.status, audit.detail = RUNTIME_REFUSED, f"both refused: {error}"
+        return audit
+    except (ArithmeticError, ValueError, TypeError, IndexError, RuntimeError) as error:
+        # a kernel bug: reported as this node's failure, the audit of the others goes on
+        audit.status = PADCONV_REFUSED
+        audit.detail = f"padconv crashed: {type(error).__name__}: {error}"
         return audit
     audit.output_shape, audit.dtype = _shape(ours), dtype_name(ours.dtype)
     bound = call_error_bound(call) if call.op_type == "Conv" else None

@@ -85,6 +85,9 @@ def _with_label(message: str, name: str, label: str) -> str:
         return re.sub(pattern, lambda m: label, message, count=1)
     if re.search(rf"(?<![\w-]){re.escape(label)}\b", message):
         return message
+    named = rf"(?<![\w-]){re.escape(name)}(?![\w-])"
+    if "_" in name and re.search(named, message):  # ``raise it with memory_limit``
+        return re.sub(named, lambda m: label, message)
     return f"{label}: {message}"
 
 

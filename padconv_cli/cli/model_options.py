@@ -166,49 +166,52 @@ def run_operator(
     extras: ExtraOptions,
     engine_settings: Any,
 ) -> None:
-    """The pipeline ``pad`` and ``conv`` share, from the tensor sources to the written result.
+    """Build the library request of a ``pad``/``conv`` command line, run the pipeline
+    (:func:`padconv_cli.pipeline.run`), and render what it gives: the result (file, stdout
+    bytes or terminal), the --explain text or JSON, the --check report and exit code.
 
-    Order (so that a refused run writes nothing): -o and --format must agree; a plain run
-    may go to the tiled or dask engine; otherwise read the inputs, resolve the call (flags
-    over --from-model), plan it, check the output size (unless --explain, which computes
-    nothing), then write --emit-onnx, then either print --explain or compute, emit the
-    result and run --check.
+    A refused run writes nothing: the pipeline checks the targets, plans once and passes the
+    resource gate before it writes --emit-onnx or computes.
     """
-    from padconv_cli.cli.engine_options import plain_run, run_with_engine
+    from padconv_cli.cli.engine_options import progress_display
+    from padconv_cli.outofcore.progress import stderr_is_terminal
+    from padconv_cli.pipeline import Request, run
 
     _check_output_targets(request.output, extras.emit_onnx)
-    _check_output_format(request)
-    if plain_run(extras) and run_with_engine(
-        op_type.lower(), list(sources), attributes, request.output, request.fmt,
-        engine_settings, request.dtype, request.max_output_bytes,
-    ):
-        return
-    resolved = _resolve(op_type, sources, attributes, request.dtype, extras)
-    if not extras.explain:  # --explain shows the notes in its own output
-        for note in resolved.call.notes:
-            click.echo(f"padconv: note: {note}", err=True)
-    from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
-    from padconv_cli.explain import plan_call
-    from padconv_cli.models import with_node_context
+    call = Request(
+        op_type, tuple(sources), explicit_flags(**attributes),
+        model=extras.from_model, node=extras.node, engine=engine_settings.engine,
+        output=request.output, fmt=request.fmt, dtype=request.dtype,
+        max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
+        scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
+        show_progress=progress_display(engine_settings.quiet, stderr_is_terminal()),
+        emit_onnx=extras.emit_onnx, explain=extras.explain, check=extras.check,
+        check_rtol=extras.check_rtol, check_atol=extras.check_atol,
+        given=frozenset(_flag_names()),
+    )
+    outcome = run(call, write=False, note=_print_note)
+    if outcome.tiled is not None:
+        _note_inexact(outcome.tiled, engine_settings)
+    elif outcome.explanation is not None:
+        _print_explanation(outcome.explanation, extras)
+    else:
+        from padconv_cli.cli.output import emit_result
 
-    try:
-        plan = plan_call(resolved.call)
-    except (AttributeValueError, UnsupportedDtypeError) as error:
-        raise with_node_context(resolved.origin, error) from None
-    if not extras.explain:
-        from padconv_cli.cli.output import check_output_size
+        emit_result(outcome.result, request.output, request.fmt)
+        finish(outcome.report, extras, request.output, request.fmt)
 
-        check_output_size(plan.output_shape, resolved.call.arrays[0].dtype,
-                          request.max_output_bytes)
-    _emit_model(resolved, plan, extras)
-    if extras.explain:
-        _print_explanation(resolved, plan, extras)
-        return
-    from padconv_cli.cli.output import emit_result
 
-    result = resolved.call.run()
-    emit_result(result, request.output, request.fmt)
-    finish(resolved, plan, result, extras, request.output, request.fmt)
+def _print_note(text: str) -> None:
+    click.echo(f"padconv: note: {text}", err=True)
+
+
+def _note_inexact(result: Any, settings: Any) -> None:
+    """Tell when the tiles had to be smaller than the kernel's own blocks."""
+    if not result.exact and not settings.quiet:
+        _print_note(
+            "--memory-limit is below one of the Conv kernel's own blocks; tiles were made "
+            "smaller, so the sums may differ from --engine memory in the last bits"
+        )
 
 
 def _same_file(first: str, second: str) -> bool:
@@ -241,43 +244,10 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
         )
 
 
-def _check_output_format(request: OutputRequest) -> None:
-    """Refuse an -o suffix that contradicts --format before anything runs."""
-    if request.output is not None and request.fmt is not None:
-        from padconv_cli.tensorio.files import printable
-        from padconv_cli.tensorio.writing import check_suffix_agrees
-
-        check_suffix_agrees(printable(request.output), request.fmt)
-
-
-def _resolve(op_type: str, sources: tuple[str | None, ...], attributes: dict[str, Any],
-             dtype: str | None, extras: ExtraOptions) -> Any:
-    """Read the tensors and merge the explicit flags over the --from-model node."""
-    from padconv_cli.models import resolve_call
-    from padconv_cli.tensorio import read_tensor
-
-    tensors = tuple(None if s is None else read_tensor(s, dtype=dtype) for s in sources)
-    return resolve_call(op_type, tensors, explicit_flags(**attributes), extras.origin(op_type))
-
-
-def _emit_model(resolved: Any, plan: Any, extras: ExtraOptions) -> None:
-    """``--emit-onnx``: write the equivalent single-node model."""
-    if extras.emit_onnx is None:
-        return
-    from padconv_cli.emit import save_model, single_node_model
-
-    node_name = resolved.origin.node.name if resolved.origin is not None else None
-    model = single_node_model(
-        resolved.call, plan, embedded=resolved.embedded, node_name=node_name or None
-    )
-    save_model(model, extras.emit_onnx)
-
-
-def _print_explanation(resolved: Any, plan: Any, extras: ExtraOptions) -> None:
+def _print_explanation(info: dict[str, Any], extras: ExtraOptions) -> None:
     """``--explain``: the resolved call as text or, with --json, as JSON."""
-    from padconv_cli.explain import explanation, format_explanation
+    from padconv_cli.explain import format_explanation
 
-    info = explanation(resolved, plan, _flag_names())
     if extras.as_json:
         _print_json(info)
     else:
@@ -305,16 +275,12 @@ def _result_on_stdout(output: str | None, fmt: str | None) -> bool:
     return not (output is None and fmt is None and stdout_is_terminal())
 
 
-def finish(resolved: Any, plan: Any, result: Any, extras: ExtraOptions,
-           output: str | None, fmt: str | None) -> None:
-    """``--check``: compare with the peers, report, exit 1 on a failed check."""
-    if not extras.check:
+def finish(report: Any, extras: ExtraOptions, output: str | None, fmt: str | None) -> None:
+    """``--check``: print the report, exit 1 on a failed check."""
+    if not extras.check or report is None:
         return
-    from padconv_cli.crosscheck import crosscheck, format_report, report_dict
+    from padconv_cli.crosscheck import format_report, report_dict
 
-    report = crosscheck(
-        resolved.call, plan, result, rtol=extras.check_rtol, atol=extras.check_atol
-    )
     to_stderr = _result_on_stdout(output, fmt)
     if extras.as_json:
         _print_json(report_dict(report), err=to_stderr)

@@ -16,6 +16,9 @@ from typing import Any
 
 import click
 
+# Memory probing lives in the library, beside the engines; re-exported for the commands.
+from padconv_cli.resources import available_memory_bytes, default_max_output_bytes  # noqa: F401
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _INT_WORD = re.compile(r"[+-]?\d+(,[+-]?\d+)*,?")
 # words that look like a number of some kind: taken into the list so that the error is
@@ -194,81 +197,6 @@ class SizeType(click.ParamType):
             return parse_size(str(value))
         except ValueError as error:
             self.fail(str(error), param, ctx)
-
-
-FALLBACK_MEMORY_BYTES = 8 * 2**30
-CGROUP_FOLDER = "/sys/fs/cgroup"
-
-
-def _meminfo_available() -> int | None:
-    """MemAvailable from /proc/meminfo in bytes (Linux), None where it cannot be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _read_first_word(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as file:
-            return file.read().split()[0]
-    except (OSError, IndexError, UnicodeDecodeError):
-        return None
-
-
-def _cgroup_headroom(folder: str = CGROUP_FOLDER) -> int | None:
-    """cgroup v2 ``memory.max - memory.current`` in bytes; None without a limit ("max")."""
-    limit = _read_first_word(f"{folder}/memory.max")
-    if limit is None or not limit.isdigit():
-        return None
-    current = _read_first_word(f"{folder}/memory.current")
-    used = int(current) if current is not None and current.isdigit() else 0
-    return max(int(limit) - used, 0)
-
-
-def _virtual_size_bytes() -> int:
-    """VmSize of this process from /proc/self/status in bytes; 0 where it cannot be read."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _address_space_headroom() -> int | None:
-    """RLIMIT_AS (``ulimit -v``) minus the current VmSize in bytes; None when unlimited."""
-    try:
-        import resource
-    except ImportError:  # not on every platform
-        return None
-    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
-    if soft == resource.RLIM_INFINITY or soft < 0:
-        return None
-    return max(soft - _virtual_size_bytes(), 0)
-
-
-def available_memory_bytes() -> int:
-    """The memory this process can still allocate, in bytes.
-
-    Rule: the minimum of the known bounds: MemAvailable (/proc/meminfo), the cgroup v2 limit
-    minus its usage (memory.max - memory.current, unless "max") and the address-space limit
-    RLIMIT_AS minus the current VmSize; 8 GiB when none of them can be read.
-    """
-    bounds = [_meminfo_available(), _cgroup_headroom(), _address_space_headroom()]
-    known = [bound for bound in bounds if bound is not None]
-    return min(known) if known else FALLBACK_MEMORY_BYTES
-
-
-def default_max_output_bytes() -> int:
-    """Half of the memory available now: a result larger than that is refused up front."""
-    return available_memory_bytes() // 2
 
 
 def dtype_option(f: Callable) -> Callable:

@@ -6,9 +6,6 @@ import sys
 
 import numpy as np
 
-from padconv_cli.errors import OutputTooLargeError
-from padconv_cli.units import human_bytes
-
 
 def stdout_is_terminal() -> bool:
     """True when stdout is an interactive terminal (then results are shown, not written)."""
@@ -33,24 +30,3 @@ def emit_result(array: np.ndarray, output: str | None, fmt: str | None) -> None:
         print_tensor(array)
         return
     write_tensor(array, output or "-", fmt=fmt or ("npy" if output in (None, "-") else None))
-
-
-def check_output_size(shape: tuple[int, ...], dtype: np.dtype, limit: int | None) -> None:
-    """Refuse a result whose ``prod(shape) * itemsize`` exceeds ``limit`` bytes, before allocating.
-
-    With no limit given the default is half of the memory available now.
-    """
-    from padconv_cli.cli.options import default_max_output_bytes
-
-    limit = default_max_output_bytes() if limit is None else limit
-    itemsize = max(np.dtype(dtype).itemsize, 1)
-    needed = itemsize
-    for dim in shape:
-        needed *= int(dim)
-    if needed > limit:
-        raise OutputTooLargeError(
-            f"the result {tuple(int(d) for d in shape)} of {np.dtype(dtype)} needs "
-            f"{human_bytes(needed)}, over the limit of {human_bytes(limit)} "
-            "(raise it with --max-output-bytes)"
-        )
-

@@ -2,9 +2,9 @@
 
 Rules: with ``--scheduler ADDRESS`` padconv connects to that running scheduler (its workers
 must see the input and output paths, e.g. on a shared file system); without it, a local
-cluster runs in this process (one worker, one thread per core, no dashboard) and is shut down
-when the work ends.  Its workers are threads of this process talking in-process, so it opens no
-network port.
+cluster runs in this process (one worker, one thread per core) and is shut down when the work
+ends.  Its workers are threads of this process talking in-process (``inproc://``); the only
+sockets are the status HTTP servers distributed always starts, bound to 127.0.0.1.
 
 Messages: distributed's own log lines and warnings (``Couldn't gather ... rescheduling``,
 reconnection attempts) reach stderr only with ``--verbose``; a lost scheduler or a dead
@@ -30,6 +30,7 @@ from typing import Any
 from padconv_cli.errors import PadconvError, RuntimeFailure
 
 CONNECT_TIMEOUT_SECONDS = 10
+LOOPBACK_ANY_PORT = "127.0.0.1:0"
 BLOCK_CEILING_BYTES = 512 * 2**20
 QUIET_LOGGERS = ("distributed", "tornado", "asyncio", "bokeh")
 DASK_EXTRA_HINT = "install the optional packages with: pip install 'padconv[dask]'"
@@ -117,7 +118,9 @@ def _client(scheduler: str | None) -> Iterator[Any]:
             n_workers=1,
             threads_per_worker=core_count(),
             processes=False,
-            dashboard_address=None,
+            protocol="inproc://",
+            dashboard_address=LOOPBACK_ANY_PORT,
+            worker_dashboard_address=LOOPBACK_ANY_PORT,
             memory_limit=0,
         ) as cluster,
         Client(cluster) as client,

@@ -1,7 +1,8 @@
 """Running Pad or Conv on a dask cluster: open the input, build the blocks, write them.
 
-Each block task reads the box of the input it needs straight from the ``.npy`` file or Zarr
-store (so no input chunk waits in memory for its consumers), and the blocks of the result are
+Each block task reads the box of the input it needs straight from the ``.npy`` file; from a
+Zarr store whose chunks fit a block, each chunk is read once and the blocks follow the chunk
+grid, taking their halo as small crops of the neighbouring chunks.  The blocks of the result are
 computed and written by the workers (each task writes its block
 into the ``.npy`` or Zarr target), so only small results travel back to the client; the
 client counts finished blocks for the progress bar and commits the target at the end.
@@ -23,7 +24,8 @@ import numpy as np
 from padconv_cli.engines.cluster import block_budget, dask_client, runtime_failure, worker_limits
 from padconv_cli.engines.dask_io import block_output, open_block_input
 from padconv_cli.engines.dask_ops import conv_dask, output_nbytes, pad_dask
-from padconv_cli.engines.shared_files import absolute, confirm_on_workers
+from padconv_cli.engines.locations import check_url
+from padconv_cli.engines.shared_files import absolute, confirm_on_workers, is_url
 from padconv_cli.errors import PadconvError
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 
@@ -116,6 +118,15 @@ def _cancel_quietly(client: Any, futures: list[Any]) -> None:
         client.cancel(futures, asynchronous=False)
 
 
+def _paths(source: str, target: str) -> tuple[str, str]:
+    """Both paths absolute on the client; URLs checked by
+    :func:`padconv_cli.engines.locations.check_url`."""
+    for path, param in ((source, "data"), (target, "output")):
+        if is_url(path):
+            check_url(path, param)
+    return absolute(source), absolute(target)
+
+
 def _block_bytes(client: Any, memory_limit: int | None, fallback: int | None) -> int:
     if fallback is None:
         from padconv_cli.cli.options import available_memory_bytes
@@ -137,6 +148,7 @@ def dask_pad(
     show_progress: bool | str = False,
     verbose: bool = False,
     fallback_limit: int | None = None,
+    plan: Any = None,
 ) -> TiledResult:
     """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask.
 
@@ -144,11 +156,12 @@ def dask_pad(
     memory limits, ``memory_limit`` (a per-worker cap, None: none) and ``fallback_limit``
     (for workers without a limit; default half the available memory).
     """
-    source, target = absolute(source), absolute(target)
+    source, target = _paths(source, target)
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
-        y = pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes)
+        y = pad_dask(x.chunked(block_bytes), pads, constant_value, axes, mode,
+                     block_bytes=block_bytes, plan=plan)
         blocks = store(client, y, target, show_progress, "pad", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, True)
 
@@ -164,14 +177,16 @@ def dask_conv(
     show_progress: bool | str = False,
     verbose: bool = False,
     fallback_limit: int | None = None,
+    plan: Any = None,
     **attributes: Any,
 ) -> TiledResult:
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
     (blocks sized as for :func:`dask_pad`)."""
-    source, target = absolute(source), absolute(target)
+    source, target = _paths(source, target)
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
         x = open_block_input(source)
-        y, exact = conv_dask(x, w, b, block_bytes=block_bytes, **attributes)
+        y, exact = conv_dask(x.chunked(block_bytes), w, b, block_bytes=block_bytes, plan=plan,
+                             **attributes)
         blocks = store(client, y, target, show_progress, "conv", [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), blocks, exact)

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
-import shutil
 import socket
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.engines.cluster import require_dask
+from padconv_cli.engines.locations import Location
 from padconv_cli.engines.shared_files import (
     Fingerprint,
     absolute,
@@ -34,8 +34,8 @@ from padconv_cli.engines.shared_files import (
     npy_fingerprint,
     zarr_fingerprint,
 )
-from padconv_cli.engines.zarr_paths import has_zarr_metadata, is_zarr_path
-from padconv_cli.engines.zarr_store import keys_touching, stored_chunk_keys
+from padconv_cli.engines.zarr_paths import ZARR_MARKERS, is_zarr_path
+from padconv_cli.engines.zarr_store import keys_touching, object_shape, stored_chunk_keys
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.tensorio.files import one_line
@@ -70,6 +70,10 @@ class NpySource:
     def __dask_tokenize__(self) -> Any:
         return self.fingerprint
 
+    def chunked(self, block_bytes: int) -> Any:
+        """Blocks read their own boxes of a ``.npy`` file (no chunk grid to follow)."""
+        return self
+
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
         """A task giving the values in ``box`` (after the worker confirmed the file)."""
         return (read_npy_box, self.array, self.fingerprint, box)
@@ -101,6 +105,30 @@ class ZarrSource:
         """A task giving the values in ``box``."""
         keys = [key for key in keys_touching(self.array, box) if key in self.stored]
         return (read_zarr_box, self.array, self.fingerprint, box, keys)
+
+    def chunked(self, block_bytes: int) -> Any:
+        """A dask array with one read task per stored object (chunk, or shard) when one fits
+        ``block_bytes``: each is then read and decompressed once, and blocks aligned with it
+        get their halo as small crops of the neighbours (see
+        :class:`padconv_cli.engines.dask_ops.ChunkGrid`); else this source, whose blocks read
+        their own boxes."""
+        import dask.array as da
+        from dask.array.core import normalize_chunks
+        from dask.base import tokenize
+
+        grid = object_shape(self.array)
+        if math.prod(grid) * self.dtype.itemsize > block_bytes or not math.prod(self.shape):
+            return self
+        chunks = normalize_chunks(grid, self.shape)
+        name = f"padconv-read-{tokenize(self.fingerprint, chunks)}"
+        starts = [np.cumsum((0, *sizes)) for sizes in chunks]
+        graph = {}
+        for index in np.ndindex(*(len(sizes) for sizes in chunks)):
+            box = tuple(
+                slice(int(axis[i]), int(axis[i + 1])) for axis, i in zip(starts, index, strict=True)
+            )
+            graph[(name, *index)] = self.fetch_task(box)
+        return da.Array(graph, name, chunks=chunks, dtype=self.dtype)
 
 
 def read_zarr_box(
@@ -136,12 +164,13 @@ OWNER_FILE = "padconv-owner.json"
 class ZarrOutput:
     """A Zarr store filled block by block, moved over its target by :meth:`commit`.
 
-    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target holds an owner file
-    (a random token, the client's host and process id).  A worker writes a block only while
-    that file is there, and removes the whole temporary store when the file is gone after its
-    write (the client gave the run up while the worker was still writing), so nothing partial
-    stays behind.  Creating a store first removes the temporary stores of earlier runs that
-    were given up: no owner file, or an owner process on this host that no longer runs.
+    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target (a folder, or a prefix
+    of an object store, see :mod:`padconv_cli.engines.locations`) holds an owner file (a
+    random token, the client's host and process id).  A worker writes a block only while that
+    file is there, and removes the whole temporary store when the file is gone after its write
+    (the client gave the run up while the worker was still writing), so nothing partial stays
+    behind.  Creating a store first removes the temporary stores of earlier runs that were
+    given up: no owner file, or an owner process on this host that no longer runs.
     """
 
     def __init__(
@@ -152,13 +181,15 @@ class ZarrOutput:
 
         self.target = target
         self.shown_path = target
-        folder = os.path.dirname(target) or "."
-        _check_zarr_target(target)
-        remove_abandoned_stores(target)
+        self.location = Location(target)
+        _check_zarr_target(target, self.location)
+        remove_abandoned_stores(target, self.location)
         self.token = secrets.token_hex(16)
+        name = _temp_prefix(target) + secrets.token_hex(6)
+        self.temp = self.location.join(self.location.parent(target) or ".", name)
         try:
-            self.temp = tempfile.mkdtemp(prefix=_temp_prefix(target), dir=folder)
-            _write_owner(self.temp, self.token)
+            self.location.make_folder(self.temp)
+            _write_owner(self.location, self.temp, self.token)
             zarr.create_array(
                 store=self.temp,
                 shape=shape,
@@ -175,7 +206,7 @@ class ZarrOutput:
 
     def probe(self) -> str | None:
         """Why this process cannot write the client's temporary store (None when it can)."""
-        if _owner_token(self.temp) != self.token:
+        if _owner_token(self.location, self.temp) != self.token:
             return f"does not see the client's temporary store {self.temp}"
         return None
 
@@ -187,7 +218,7 @@ class ZarrOutput:
         array = zarr.open_array(self.temp, mode="r+").with_config({"write_empty_chunks": True})
         array[box] = values
         if self.probe() is not None:
-            shutil.rmtree(self.temp, ignore_errors=True)
+            self.discard()
             raise OutputError(f"{self.target}: the temporary store was removed (run given up)")
 
     def check_complete(self, blocks: int) -> None:
@@ -204,43 +235,36 @@ class ZarrOutput:
 
     def commit(self) -> None:
         """Replace the target (an old Zarr store there is removed only after the move)."""
-        os.unlink(os.path.join(self.temp, OWNER_FILE))
-        old = None
-        if os.path.exists(self.target):
-            old = tempfile.mkdtemp(prefix=".old.", dir=os.path.dirname(self.target))
-            os.replace(self.target, os.path.join(old, "store"))
-        os.replace(self.temp, self.target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        self.location.remove(self.location.join(self.temp, OWNER_FILE))
+        self.location.publish(self.temp, self.target)
 
     def discard(self) -> None:
         """Remove the temporary store."""
         temp = getattr(self, "temp", None)
         if temp:
-            shutil.rmtree(temp, ignore_errors=True)
+            self.location.remove_tree(temp)
 
 
 def _temp_prefix(target: str) -> str:
-    return f".{os.path.basename(target.rstrip('/'))}{TEMP_TAG}"
+    return f".{target.rstrip('/').rsplit('/', 1)[-1]}{TEMP_TAG}"
 
 
-def _write_owner(folder: str, token: str) -> None:
+def _write_owner(location: Location, folder: str, token: str) -> None:
     owner = {"token": token, "host": socket.gethostname(), "pid": os.getpid()}
-    with open(os.path.join(folder, OWNER_FILE), "w", encoding="utf-8") as stream:
-        json.dump(owner, stream)
+    location.write_text(location.join(folder, OWNER_FILE), json.dumps(owner))
 
 
-def _read_owner(folder: str) -> dict | None:
+def _read_owner(location: Location, folder: str) -> dict | None:
+    text = location.read_text(location.join(folder, OWNER_FILE))
     try:
-        with open(os.path.join(folder, OWNER_FILE), encoding="utf-8") as stream:
-            owner = json.load(stream)
-    except (OSError, ValueError):
+        owner = json.loads(text) if text is not None else None
+    except ValueError:
         return None
     return owner if isinstance(owner, dict) else None
 
 
-def _owner_token(folder: str) -> str | None:
-    owner = _read_owner(folder)
+def _owner_token(location: Location, folder: str) -> str | None:
+    owner = _read_owner(location, folder)
     return None if owner is None else owner.get("token")
 
 
@@ -256,37 +280,39 @@ def _process_runs(pid: Any) -> bool:
     return True
 
 
-def is_abandoned(folder: str) -> bool:
+def is_abandoned(location: Location, folder: str) -> bool:
     """A temporary store of a run that was given up: no owner file, or an owner process on
     this host that no longer runs (a store owned on another host is left alone)."""
-    owner = _read_owner(folder)
+    owner = _read_owner(location, folder)
     if owner is None:
         return True
     return owner.get("host") == socket.gethostname() and not _process_runs(owner.get("pid"))
 
 
-def remove_abandoned_stores(target: str) -> list[str]:
+def remove_abandoned_stores(target: str, location: Location | None = None) -> list[str]:
     """Remove the abandoned temporary stores of ``target`` (see :func:`is_abandoned`);
     returns their paths."""
-    folder = os.path.dirname(target) or "."
+    location = location or Location(target)
+    folder = location.parent(target) or "."
     prefix = _temp_prefix(target)
     removed = []
-    with contextlib.suppress(OSError):
-        for name in os.listdir(folder):
-            path = os.path.join(folder, name)
-            if name.startswith(prefix) and os.path.isdir(path) and is_abandoned(path):
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
+    for name in location.names(folder):
+        path = location.join(folder, name)
+        if name.startswith(prefix) and is_abandoned(location, path):
+            location.remove_tree(path)
+            removed.append(path)
     return removed
 
 
-def _check_zarr_target(target: str) -> None:
+def _check_zarr_target(target: str, location: Location) -> None:
     """Only a missing path, an empty folder or a Zarr store may be replaced by a Zarr result."""
-    empty_folder = os.path.isdir(target) and not os.listdir(target)
-    if os.path.exists(target) and not (empty_folder or has_zarr_metadata(target)):
-        raise OutputError(
-            f"{target}: exists and is not a Zarr store; refusing to replace it with one"
-        )
+    if not location.exists(target) or location.is_empty_folder(target):
+        return
+    if any(location.exists(location.join(target, m)) for m in ZARR_MARKERS):
+        return
+    raise OutputError(
+        f"{target}: exists and is not a Zarr store; refusing to replace it with one"
+    )
 
 
 class NpyBlockOutput(NpyOutput):

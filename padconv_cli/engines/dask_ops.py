@@ -26,21 +26,35 @@ from padconv_cli.outofcore.conv_geometry import ChannelTile
 from padconv_cli.outofcore.conv_tiles import (
     TileInput,
     conv_on_tile,
+    conv_tile_cost,
+    exact_tile_rule,
     fixed_bytes,
     plan_conv_tiles,
     tile_input,
 )
 from padconv_cli.outofcore.pad_geometry import TilePiece, crop_begins, tile_pieces
 from padconv_cli.outofcore.pad_tiles import pad_output_dtype, plan_pad_tiles, run_pieces
+from padconv_cli.outofcore.tiling import split_range
 
 
 class ChunkGrid:
-    """The chunk keys of a dask array, and where each chunk starts."""
+    """The chunk keys of a dask array, and where each chunk starts.
+
+    A block reads the chunks its box touches; from a chunk it needs only part of (the halo
+    from a neighbour) it gets a crop computed by a task of its own, next to the chunk, so
+    that only the crop travels between workers (:attr:`crops` holds those tasks).
+    """
 
     def __init__(self, x: Any) -> None:
+        from dask.base import tokenize
+
         self.name = x.name
         self.bounds = [np.cumsum((0, *sizes)) for sizes in x.chunks]
         self.dtype = np.dtype(x.dtype)
+        self.chunk_lengths = tuple(sizes[0] if sizes else 0 for sizes in x.chunks)
+        self.crops: dict[Any, tuple] = {}
+        self._crop_keys: dict[Any, Any] = {}
+        self._crop_name = f"padconv-crop-{tokenize(x.name)}"
 
     def touching(self, box: tuple[slice, ...]) -> tuple[list[Any], list[tuple[int, ...]]]:
         """The keys of the chunks that overlap ``box``, and their start offsets."""
@@ -56,9 +70,51 @@ class ChunkGrid:
         return [(self.name, *index) for index in indices], starts
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box`` from the chunks it overlaps."""
+        """A task giving the values in ``box`` from the chunks (or crops) it overlaps."""
         keys, starts = self.touching(box)
-        return (gather, keys, starts, box, self.dtype)
+        parts, origins = [], []
+        for key, start in zip(keys, starts, strict=True):
+            index = key[1:]
+            stops = [int(self.bounds[a][i + 1]) for a, i in enumerate(index)]
+            low = tuple(max(s.start, a) for s, a in zip(box, start, strict=True))
+            high = tuple(min(s.stop, b) for s, b in zip(box, stops, strict=True))
+            if low == tuple(start) and list(high) == stops:
+                parts.append(key)
+                origins.append(start)
+                continue
+            parts.append(self._crop(key, start, low, high))
+            origins.append(low)
+        return (gather, parts, origins, box, self.dtype)
+
+    def _crop(self, key: Any, start: tuple, low: tuple, high: tuple) -> Any:
+        local = tuple((lo - st, hi - st) for lo, hi, st in zip(low, high, start, strict=True))
+        crop_key = self._crop_keys.get((key, local))
+        if crop_key is None:
+            crop_key = (self._crop_name, len(self._crop_keys))
+            self._crop_keys[(key, local)] = crop_key
+            self.crops[crop_key] = (crop_chunk, key, local)
+        return crop_key
+
+
+def crop_chunk(chunk: np.ndarray, local: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """A copy of ``chunk[local]`` (so the chunk itself can be released)."""
+    return np.array(chunk[tuple(slice(lo, hi) for lo, hi in local)])
+
+
+def aligned_split(ranges: list[tuple[int, int]], chunk: int) -> list[tuple[int, int]]:
+    """An axis already cut into ranges of length ``L`` re-cut along a chunk grid of
+    ``chunk``: ranges of ``chunk * floor(L / chunk)`` when ``L >= chunk``, else of
+    ``ceil(chunk / ceil(chunk / L))`` (each chunk split evenly).  Never longer than ``L``, so
+    the tile budget still holds; an axis in one range is kept whole."""
+    if len(ranges) <= 1 or chunk <= 0:
+        return ranges
+    length = ranges[0][1] - ranges[0][0]
+    total = ranges[-1][1]
+    if length >= chunk:
+        step = chunk * (length // chunk)
+    else:
+        step = -(-chunk // -(-chunk // length))
+    return split_range(total, step)
 
 
 class StorageSource:
@@ -167,6 +223,24 @@ def pad_block(
     return out
 
 
+def pad_aligned_ranges(
+    plan: PadPlan, itemsize: int, axis_ranges: list, source: ChunkGrid, budget: int
+) -> list:
+    """Pad blocks along the input's chunk grid: exactly the chunks (in output coordinates)
+    when a chunk-sized block fits the budget, else each axis re-cut by :func:`aligned_split`."""
+    from padconv_cli.outofcore.pad_tiles import pad_tile_cost
+
+    shape = tuple(
+        min(max(1, c), n) for c, n in zip(source.chunk_lengths, plan.output_shape, strict=True)
+    )
+    if pad_tile_cost(shape, plan, itemsize) <= budget:
+        return [split_range(n, c) for n, c in zip(plan.output_shape, shape, strict=True)]
+    return [
+        aligned_split(ranges, chunk)
+        for ranges, chunk in zip(axis_ranges, source.chunk_lengths, strict=True)
+    ]
+
+
 def pad_dask(
     x: Any,
     pads: Any,
@@ -175,20 +249,24 @@ def pad_dask(
     mode: str = "constant",
     *,
     block_bytes: int,
+    plan: PadPlan | None = None,
 ) -> Any:
     """ONNX Pad of ``x``: a dask array of blocks of about ``block_bytes``.
 
     ``x`` is a dask array, or an array in storage read block by block (see
-    :func:`block_source`).
+    :func:`block_source`); ``plan``: the call's plan when the caller made it already.
     """
     element_kind(x.dtype)
-    plan: PadPlan = plan_pad(x.shape, pads, axes, mode)
+    if plan is None:
+        plan = plan_pad(x.shape, pads, axes, mode)
     value = None if constant_value is None else coerce_constant_value(constant_value, x.dtype)
     out_dtype = pad_output_dtype(np.dtype(x.dtype), value, plan)
     itemsize = max(x.dtype.itemsize, out_dtype.itemsize)
     axis_ranges = plan_pad_tiles(plan, itemsize, block_bytes)
     begins = crop_begins(plan)
     source = block_source(x)
+    if isinstance(source, ChunkGrid):
+        axis_ranges = pad_aligned_ranges(plan, itemsize, axis_ranges, source, block_bytes)
     tasks = {}
     for index, tile in _indexed_tiles(axis_ranges):
         shape = tuple(stop - start for start, stop in tile)
@@ -196,7 +274,9 @@ def pad_dask(
         fetches = [source.fetch_task(piece.window_box(begins)) for piece in pieces]
         tasks[index] = (pad_block, fetches, pieces, begins, shape, value, plan.mode, out_dtype)
     chunks = tuple(tuple(stop - start for start, stop in ranges) for ranges in axis_ranges)
-    return blocks_array("pad", tasks, chunks, out_dtype, [x, pads, constant_value, axes, mode])
+    extra = source.crops if isinstance(source, ChunkGrid) else None
+    inputs = [x, pads, constant_value, axes, mode]
+    return blocks_array("pad", tasks, chunks, out_dtype, inputs, extra)
 
 
 # --- Conv --------------------------------------------------------------------------------
@@ -223,14 +303,17 @@ def conv_dask(
     b: np.ndarray | None,
     *,
     block_bytes: int,
+    plan: ConvPlan | None = None,
     **attributes: Any,
 ) -> tuple[Any, bool]:
     """ONNX Conv of ``x`` (a dask array or an array in storage, see :func:`block_source`) with
     ``w`` (and ``b``): a dask array of blocks.
 
     Returns the array and whether its tiling is exact (bit-identical to the in-memory kernel).
+    ``plan``: the call's plan when the caller made it already.
     """
-    plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
+    if plan is None:
+        plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = block_bytes - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(
@@ -239,17 +322,54 @@ def conv_dask(
         )
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     source = block_source(x)
+    axis_ranges = tiling.axis_ranges
+    if isinstance(source, ChunkGrid):
+        axis_ranges = conv_aligned_ranges(
+            plan, x.dtype.itemsize, tiling, source.chunk_lengths, budget
+        )
     from dask.base import tokenize
 
     w_key, b_key = f"padconv-w-{tokenize(w)}", f"padconv-b-{tokenize(b)}"
     tasks = {}
-    for index, (images, channels, *spatial) in _indexed_tiles(tiling.axis_ranges):
+    for index, (images, channels, *spatial) in _indexed_tiles(axis_ranges):
         tile = tile_input(plan, images, channels, tuple(spatial))
         fetch = None if tile.box is None else source.fetch_task(tile.box)
         tasks[index] = (conv_block, fetch, w_key, b_key, plan, tile, source.dtype)
-    chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in tiling.axis_ranges)
-    y = blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], {w_key: w, b_key: b})
+    chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in axis_ranges)
+    extra = {w_key: w, b_key: b, **(source.crops if isinstance(source, ChunkGrid) else {})}
+    y = blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], extra)
     return y, tiling.exact
+
+
+def conv_aligned_ranges(
+    plan: ConvPlan, itemsize: int, tiling: Any, chunk_lengths: tuple[int, ...], budget: int
+) -> list[Any]:
+    """The tiling's spatial ranges re-cut along the input's chunk grid, on the axes whose cut
+    does not change the kernel's sums (any spatial axis of an inexact tiling, else those that
+    :func:`~padconv_cli.outofcore.conv_tiles.exact_tile_rule` shortens freely).
+
+    Rule: the output chunk along an axis is ``ceil(chunk / stride)``; when a block of one
+    output chunk on every such axis fits the budget, blocks are exactly those chunks; else each
+    axis is re-cut by :func:`aligned_split`.
+    """
+    order, quanta = exact_tile_rule(plan, itemsize)
+    ranges = list(tiling.axis_ranges)
+    free = [
+        axis
+        for axis in range(2, len(ranges))
+        if not tiling.exact or (axis in order and axis not in quanta)
+    ]
+    wanted = {axis: -(-chunk_lengths[axis] // plan.strides[axis - 2]) for axis in free}
+    shape = [_range_length(r[0]) for r in ranges]
+    for axis in free:
+        shape[axis] = min(wanted[axis], plan.output_shape[axis])
+    fits = conv_tile_cost(tuple(shape), plan=plan, itemsize=itemsize) <= budget
+    for axis in free:
+        if fits:
+            ranges[axis] = split_range(plan.output_shape[axis], shape[axis])
+        else:
+            ranges[axis] = aligned_split(ranges[axis], wanted[axis])
+    return ranges
 
 
 def _range_length(item: Any) -> int:
@@ -257,12 +377,6 @@ def _range_length(item: Any) -> int:
     if isinstance(item, ChannelTile):
         return item.m1 - item.m0
     return item[1] - item[0]
-
-
-def block_bytes_for(memory_limit: int, threads: int, ceiling: int = 512 * 2**20) -> int:
-    """Budget of one block: the memory limit shared by the threads, two blocks each in flight
-    (one being computed, one being written), at most ``ceiling``."""
-    return max(1, min(memory_limit // (2 * max(1, threads)), ceiling))
 
 
 def output_nbytes(array: Any) -> int:

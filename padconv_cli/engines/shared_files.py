@@ -142,11 +142,9 @@ def here() -> str:
 
 def problem_with(expected: Fingerprint) -> str | None:
     """Why this process does not see the client's input ``expected`` (None when it does)."""
-    from padconv_cli.errors import PadconvError
-
     try:
         found = fingerprint(expected.kind, expected.path)
-    except (OSError, PadconvError) as exc:
+    except Exception as exc:  # any failure to read (missing file, no credentials...) refuses
         from padconv_cli.tensorio.files import one_line
 
         return f"cannot read it ({one_line(exc, 160)})"

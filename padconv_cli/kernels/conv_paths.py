@@ -1,6 +1,6 @@
 """Conv compute paths: numpy data movement around BLAS matrix products.
 
-Every path computes, for a validated :class:`~padconv_cli.kernels.conv.ConvPlan`,
+Every path computes, for a validated :class:`~padconv_cli.kernels.conv_plan.ConvPlan`,
 ``Y[n, m, o] = sum_{c, k} W[m, c, k] * Xpad[n, g*C/G + c, o*s + k*d]`` in the accumulator dtype
 (float32, or float64 for float64 inputs):
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from padconv_cli.kernels import blas, workers
-from padconv_cli.kernels.conv import ConvPlan
+from padconv_cli.kernels.conv_plan import ConvPlan
 from padconv_cli.kernels.recycled import new_array
 from padconv_cli.kernels.workers import run_stages, run_tasks, scratch, single_threaded_blas
 
@@ -120,6 +120,37 @@ def is_pointwise(plan: ConvPlan) -> bool:
         and all(s == 1 for s in plan.strides)
         and not any(plan.pads)
     )
+
+
+# --- working memory -----------------------------------------------------------------------
+
+
+def working_bytes(plan: ConvPlan, dtype: np.dtype) -> int:
+    """Upper estimate of the bytes :func:`convolve` holds besides X, W, B and the result.
+
+    ``acc_copies + padded + path``: when ``dtype`` is not the accumulator type (float16,
+    bfloat16), the accumulator result and W's accumulator copy,
+    ``(prod(Y) + prod(W)) * a``; every path but pointwise, the zero-padded copy of X,
+    ``N * C * prod(in + pad_begin + pad_end) * a``; then the path's own buffers:
+    :func:`im2col_working_bytes` or :func:`shifted_scratch_bytes` (depthwise and pointwise
+    add nothing). ``a`` is the accumulator's itemsize. Python integers: no overflow.
+    """
+    acc = accumulator_dtype(np.dtype(dtype))
+    itemsize = acc.itemsize
+    working = 0
+    if acc != np.dtype(dtype):
+        working += (math.prod(plan.output_shape) + math.prod(plan.w_shape)) * itemsize
+    if is_pointwise(plan):
+        return working
+    working += math.prod(plan.x_shape[:2]) * math.prod(padded_shape(plan)) * itemsize
+    if math.prod(plan.output_shape) == 0:
+        return working
+    path = choose_path(plan)
+    if path is im2col_path:
+        working += im2col_working_bytes(plan, itemsize)
+    elif path is shifted_path:
+        working += shifted_scratch_bytes(plan, itemsize)
+    return working
 
 
 # --- shared helpers -----------------------------------------------------------------------
@@ -680,6 +711,18 @@ def _im2col_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int, bool]:
         <= WORKSPACE_BYTES
     )
     return first_axis, axis, step, wide
+
+
+def im2col_working_bytes(plan: ConvPlan, itemsize: int) -> int:
+    """The im2col column buffer: ``C * prod(kernel)`` rows by the output positions of one
+    block, a block being capped near WORKSPACE_BYTES but never smaller than one output row."""
+    channels, taps = plan.x_shape[1], math.prod(plan.kernel_shape)
+    per_position = (channels * taps + plan.w_shape[0]) * itemsize
+    budget = max(1, WORKSPACE_BYTES // per_position)
+    out = plan.output_shape[2:]
+    positions = plan.output_shape[0] * math.prod(out)
+    block = max(min(positions, budget), out[-1] if out else 1)
+    return channels * taps * block * itemsize
 
 
 def im2col_path(plan: ConvPlan, x: np.ndarray, w: np.ndarray, y: np.ndarray) -> None:

@@ -27,39 +27,38 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from padconv_cli.errors import AttributeValueError, OutputTooLargeError, UnsupportedDtypeError
+from padconv_cli.errors import AttributeValueError, OutputTooLargeError
+from padconv_cli.kernels.pad_plan import PAD_MODES, AxisPad, PadPlan, make_pad_plan, plan_pad
+from padconv_cli.kernels.pad_values import (
+    PAD_ELEMENT_TYPES,
+    PAD_ELEMENT_TYPES_TEXT,
+    coerce_constant_value,
+    element_kind,
+    fill_value,
+    output_dtype,
+)
 from padconv_cli.kernels.recycled import new_array
 from padconv_cli.kernels.workers import run_tasks, worker_count
 
 __all__ = [
+    "PAD_ELEMENT_TYPES",
+    "PAD_ELEMENT_TYPES_TEXT",
     "PAD_MODES",
     "AxisPad",
     "PadPlan",
     "coerce_constant_value",
     "element_kind",
+    "fill_value",
+    "output_dtype",
     "pad",
+    "pad_planned",
     "plan_pad",
 ]
-
-PAD_MODES = ("constant", "reflect", "edge", "wrap")
-# Pad-25's type constraint T, in padconv's ONNX-style names (padconv_cli.dtypes.dtype_name).
-PAD_ELEMENT_TYPES = (
-    "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64",
-    "bfloat16", "float16", "float32", "float64", "string", "bool", "complex64", "complex128",
-    "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
-    "float4e2m1", "float8e8m0", "uint2", "int2",
-)
-PAD_ELEMENT_TYPES_TEXT = (
-    "(u)int2/4/8/16/32/64, float16/32/64, bfloat16, float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz/e8m0, "
-    "float4e2m1, complex64/128, bool, string"
-)
 
 # Output bytes handled per block: small enough to stay in cache (L2/L3) while the border
 # of the block is filled right after its centre was copied, large enough that the dozen
@@ -67,553 +66,6 @@ PAD_ELEMENT_TYPES_TEXT = (
 _BLOCK_BYTES = 1 << 21
 # Outputs from this size on are filled by all the cores.
 _PARALLEL_BYTES = 1 << 23
-
-
-# --------------------------------------------------------------------------------------
-# Plan: validation and shapes, without the data
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AxisPad:
-    """What Pad does to one input axis: crop, then pad.
-
-    ``out_dim = dim - crop_begin - crop_end + pad_begin + pad_end`` (all four are >= 0).
-    """
-
-    dim: int
-    crop_begin: int
-    crop_end: int
-    pad_begin: int
-    pad_end: int
-
-    @property
-    def cropped_dim(self) -> int:
-        """Length of the axis after cropping: ``dim - crop_begin - crop_end``."""
-        return self.dim - self.crop_begin - self.crop_end
-
-    @property
-    def out_dim(self) -> int:
-        """Length of the axis in the output: ``cropped_dim + pad_begin + pad_end``."""
-        return self.cropped_dim + self.pad_begin + self.pad_end
-
-    @property
-    def is_padded(self) -> bool:
-        """True when elements are added at either end."""
-        return self.pad_begin > 0 or self.pad_end > 0
-
-    @property
-    def is_cropped(self) -> bool:
-        """True when elements are removed at either end."""
-        return self.crop_begin > 0 or self.crop_end > 0
-
-
-@dataclass(frozen=True)
-class PadPlan:
-    """A validated Pad call: the mode, the normalized axes and one :class:`AxisPad` per axis."""
-
-    input_shape: tuple[int, ...]
-    mode: str
-    axes: tuple[int, ...]
-    per_axis: tuple[AxisPad, ...]
-
-    @property
-    def cropped_shape(self) -> tuple[int, ...]:
-        """Shape of the input after the negative pads are applied."""
-        return tuple(ax.cropped_dim for ax in self.per_axis)
-
-    @property
-    def output_shape(self) -> tuple[int, ...]:
-        """Shape of the result: ``out_dim`` of every axis."""
-        return tuple(ax.out_dim for ax in self.per_axis)
-
-    @property
-    def output_size(self) -> int:
-        """Number of elements of the result (a Python int: it cannot overflow)."""
-        return math.prod(self.output_shape)
-
-    @property
-    def crop_slices(self) -> tuple[slice, ...]:
-        """Index selecting the cropped input: ``data[plan.crop_slices]``."""
-        return tuple(slice(ax.crop_begin, ax.dim - ax.crop_end) for ax in self.per_axis)
-
-    @property
-    def adds_elements(self) -> bool:
-        """True when some axis gets padded, i.e. the result has a border to fill."""
-        return any(ax.is_padded for ax in self.per_axis)
-
-
-def plan_pad(
-    shape: Iterable[int],
-    pads: Any,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    dtype: Any = None,
-) -> PadPlan:
-    """Validate Pad's attributes against an input shape and give the output shape.
-
-    ``pads`` has ``2 * len(axes)`` integers ``[b_1..b_k, e_1..e_k]``; axis ``axes[i]`` gets
-    ``b_i`` elements before and ``e_i`` after (negative: removed).  Raises
-    :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis,
-    pads making an axis negative (``dim + begin + end < 0``), or (reflect/edge/wrap) an
-    axis with non-zero pads that is empty after cropping.  When ``dtype`` is given, it must
-    be one of Pad-25's element types (:func:`element_kind`), as :func:`pad` requires of its
-    data.
-    """
-    if dtype is not None:
-        element_kind(dtype)
-    input_shape = _as_int_tuple(shape, "shape")
-    mode = _checked_mode(mode)
-    rank = len(input_shape)
-    axis_list = _normalized_axes(axes, rank)
-    pad_list = _as_int_tuple(pads, "pads")
-    _check_pad_count(pad_list, len(axis_list), axes is None, rank)
-    begins = dict(zip(axis_list, pad_list[: len(axis_list)], strict=True))
-    ends = dict(zip(axis_list, pad_list[len(axis_list) :], strict=True))
-    per_axis = tuple(
-        _axis_pad(axis, dim, begins.get(axis, 0), ends.get(axis, 0), mode)
-        for axis, dim in enumerate(input_shape)
-    )
-    return PadPlan(input_shape, mode, axis_list, per_axis)
-
-
-def _checked_mode(mode: Any) -> str:
-    if isinstance(mode, bytes):  # ONNX string attributes arrive as bytes
-        mode = mode.decode("utf-8", errors="replace")
-    if isinstance(mode, str) and mode in PAD_MODES:
-        return mode
-    hint = ""
-    if isinstance(mode, str) and mode.lower() in PAD_MODES:
-        hint = " (mode names are lowercase)"
-    raise AttributeValueError(
-        f"mode {mode!r} is not an ONNX Pad mode; choose constant, reflect, edge or wrap{hint}"
-    )
-
-
-def _as_int_tuple(values: Any, name: str) -> tuple[int, ...]:
-    """Read a 1-D sequence or array of integers; bools, floats and strings are refused."""
-    if isinstance(values, np.ndarray):
-        if values.ndim != 1:
-            raise AttributeValueError(
-                f"{name} must be a 1-D list of integers; got an array of shape {values.shape}"
-            )
-        if values.dtype.kind not in "iu":
-            raise AttributeValueError(
-                f"{name} must hold integers; got an array of {values.dtype} values"
-            )
-        return tuple(int(v) for v in values.tolist())
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise AttributeValueError(
-            f"{name} must be a sequence of integers; got {type(values).__name__} {values!r}"
-        )
-    return tuple(_as_int(v, f"{name}[{i}]") for i, v in enumerate(values))
-
-
-def _as_int(value: Any, label: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise AttributeValueError(f"{label}={value!r} is not an integer")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise AttributeValueError(f"{label}={value!r} is not an integer") from None
-
-
-def _normalized_axes(axes: Any, rank: int) -> tuple[int, ...]:
-    """Axes in ``[0, rank)``: ``axis + rank`` for a negative axis; all axes when None."""
-    if axes is None:
-        return tuple(range(rank))
-    given = _as_int_tuple(axes, "axes")
-    first_seen: dict[int, int] = {}
-    for i, axis in enumerate(given):
-        if not -rank <= axis < rank:
-            span = f"[{-rank}, {rank - 1}]" if rank else "(it has no axes)"
-            raise AttributeValueError(
-                f"axes[{i}]={axis} is out of range {span} for a rank-{rank} input"
-            )
-        normalized = axis % rank
-        if normalized in first_seen:
-            raise AttributeValueError(
-                f"axes repeats axis {normalized} (given as {first_seen[normalized]} and {axis})"
-            )
-        first_seen[normalized] = axis
-    return tuple(axis % rank for axis in given)
-
-
-def _check_pad_count(pads: tuple[int, ...], n_axes: int, all_axes: bool, rank: int) -> None:
-    if len(pads) == 2 * n_axes:
-        return
-    if all_axes:
-        need = f"2 * rank = {2 * n_axes} for a rank-{rank} input"
-    else:
-        need = f"2 * len(axes) = {2 * n_axes}"
-    raise AttributeValueError(f"pads has {len(pads)} values; it needs {need}")
-
-
-def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
-    """Split the signed pads of one axis into crops and pads, and check the result.
-
-    Shape rule (ONNX shape inference and onnxruntime): ``out_dim = dim + begin + end`` must be
-    >= 0.  Output index ``i`` holds input index ``i - begin`` when that lies in ``[0, dim)``,
-    else padding.  So a crop larger than the axis (net length still >= 0) keeps no input
-    element: in constant mode the whole output axis is the constant; the other modes need an
-    element to reflect, repeat or wrap and refuse it.
-    """
-    if dim < 0:
-        raise AttributeValueError(f"shape[{axis}]={dim} is negative")
-    out_dim = dim + begin + end
-    if out_dim < 0:
-        raise AttributeValueError(
-            f"axis {axis} (dim {dim}, pads {begin}/{end}) would have "
-            f"dim + begin + end = {out_dim} elements; Pad needs >= 0"
-        )
-    crop_begin = min(max(-begin, 0), dim)
-    crop_end = min(max(-end, 0), dim - crop_begin)
-    if crop_begin + crop_end < dim:
-        ax = AxisPad(dim, crop_begin, crop_end, max(begin, 0), max(end, 0))
-    else:  # nothing of the input is kept: the output axis is all padding
-        pad_begin = min(max(begin, 0), out_dim)
-        ax = AxisPad(dim, crop_begin, crop_end, pad_begin, out_dim - pad_begin)
-    # An axis the pads touch must keep an element to reflect, repeat or wrap; an axis that
-    # is empty and has zero pads is left alone.
-    if mode != "constant" and ax.cropped_dim == 0 and (begin or end):
-        where = "empty after cropping" if ax.is_cropped else "empty"
-        raise AttributeValueError(
-            f"axis {axis} is {where} (dim {dim}, pads {begin}/{end}); "
-            f"{mode} needs at least one element"
-        )
-    return ax
-
-
-# --------------------------------------------------------------------------------------
-# Element kinds and the constant value
-# --------------------------------------------------------------------------------------
-
-
-def element_kind(dtype: Any) -> str:
-    """Classify a numpy dtype for Pad: ``bool``, ``int``, ``float``, ``complex`` or ``string``.
-
-    Strings are numpy object arrays (as onnx gives them) or ``<U`` arrays; the ml_dtypes
-    types (bfloat16, float8, float4, int4, ...) count as float or int.  A type outside
-    Pad-25's constraint T (:data:`PAD_ELEMENT_TYPES`; e.g. float6e2m3, float128) or of no
-    kind above raises :class:`UnsupportedDtypeError`.
-    """
-    dt = np.dtype(dtype)
-    _check_pad_element_type(dt)
-    if dt.kind == "b":
-        return "bool"
-    if dt.kind in "iu":
-        return "int"
-    if dt.kind in "fc":
-        return "float" if dt.kind == "f" else "complex"
-    if dt.kind in "OU":
-        return "string"
-    if dt.kind == "V" and dt.fields is None and dt.type.__module__ == "ml_dtypes":
-        kind = _ml_dtypes_kind(dt)
-        if kind is not None:
-            return kind
-    raise UnsupportedDtypeError(
-        f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
-        f"ints, floats (incl. bfloat16/float8), bool, complex and strings"
-    )
-
-
-def _check_pad_element_type(dt: np.dtype) -> None:
-    """The ONNX name of ``dt`` must be in Pad-25's type list."""
-    from padconv_cli.dtypes import dtype_name
-
-    name = dtype_name(dt)
-    if name not in PAD_ELEMENT_TYPES:
-        raise UnsupportedDtypeError(
-            f"Pad does not support the element type {name}; Pad-25 takes "
-            f"{PAD_ELEMENT_TYPES_TEXT}"
-        )
-
-
-def _ml_dtypes_kind(dt: np.dtype) -> str | None:
-    import ml_dtypes
-
-    for kind, info in (("float", ml_dtypes.finfo), ("int", ml_dtypes.iinfo)):
-        try:
-            info(dt)
-        except (ValueError, TypeError):
-            continue
-        return kind
-    return None
-
-
-def _float_info(dt: np.dtype) -> Any:
-    if dt.type.__module__ == "numpy":
-        return np.finfo(dt)
-    import ml_dtypes
-
-    return ml_dtypes.finfo(dt)
-
-
-def _int_info(dt: np.dtype) -> Any:
-    if dt.type.__module__ == "numpy":
-        return np.iinfo(dt)
-    import ml_dtypes
-
-    return ml_dtypes.iinfo(dt)
-
-
-def coerce_constant_value(value: Any, dtype: Any) -> Any:
-    """Turn a constant value into an element of ``dtype``, refusing values that do not fit.
-
-    ``value`` is text as given on a command line (``"0"``, ``"-1.5"``, ``"nan"``, ``"inf"``,
-    ``"true"``, ``"1+2j"``, any string for a string tensor), a Python or numpy scalar, or a
-    one-element array.  Rules: ints need an integral value within the type's range; floats
-    take any real number whose magnitude does not overflow the type, and NaN/±inf where the
-    type has them; complex takes real or complex numbers (each part checked as a float);
-    bool takes true/false/0/1; strings take only strings.  Returns a numpy scalar of
-    ``dtype`` (a ``str`` for string tensors); raises :class:`AttributeValueError`.
-    """
-    dt = np.dtype(dtype)
-    kind = element_kind(dt)
-    if isinstance(value, np.ndarray):
-        if value.size != 1:
-            raise AttributeValueError(
-                f"constant_value must be a scalar or a one-element tensor; got shape {value.shape}"
-            )
-        value = value.reshape(())[()]
-    same_type = isinstance(value, np.generic) and value.dtype == dt.newbyteorder("=")
-    if same_type and kind != "string":
-        return value  # already of the type: keep its exact bits (NaN payloads)
-    return _COERCERS[kind](value, dt)
-
-
-def _type_name(dt: np.dtype) -> str:
-    return "string" if dt.kind in "OU" else str(dt)
-
-
-def _not_a(value: Any, what: str, dt: np.dtype, needs: str) -> AttributeValueError:
-    name = _type_name(dt)
-    article = "an" if name.startswith("i") else "a"
-    return AttributeValueError(
-        f"constant_value {_shown(value)} is not {what}; {article} {name} tensor needs {needs}"
-    )
-
-
-def _shown(value: Any) -> str:
-    return _clipped(repr(value) if isinstance(value, (str, bytes)) else str(value))
-
-
-def _clipped(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _is_real_number(value: Any) -> bool:
-    if isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
-        return True
-    if not isinstance(value, np.generic):
-        return False
-    try:
-        return element_kind(value.dtype) in ("int", "float")
-    except UnsupportedDtypeError:  # an ml_dtypes scalar Pad does not take (float6...)
-        return _ml_dtypes_kind(value.dtype) is not None
-
-
-def _coerce_bool(value: Any, dt: np.dtype) -> np.bool_:
-    if isinstance(value, (bool, np.bool_)):
-        return np.bool_(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
-        return np.bool_(int(value))
-    if isinstance(value, str) and value.strip().lower() in _BOOL_TEXT:
-        return np.bool_(_BOOL_TEXT[value.strip().lower()])
-    raise _not_a(value, "a boolean", dt, "true, false, 0 or 1")
-
-
-_BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
-
-
-def _coerce_int(value: Any, dt: np.dtype) -> np.generic:
-    number = _integral_value(value, dt)
-    info = _int_info(dt)
-    low, high = int(info.min), int(info.max)
-    if not low <= number <= high:
-        raise AttributeValueError(
-            f"constant_value {_shown_number(value)} does not fit {dt} [{low}, {high}]"
-        )
-    return np.array(number, dtype=dt)[()]
-
-
-def _shown_number(value: Any) -> str:
-    return _clipped(value.strip() if isinstance(value, str) else str(value))
-
-
-def _integral_value(value: Any, dt: np.dtype) -> int:
-    """The exact integer a value stands for; text is parsed exactly (no float rounding)."""
-    if isinstance(value, str):
-        return _integral_text(value, dt)
-    if isinstance(value, (bool, int, np.bool_, np.integer)):
-        return int(value)
-    if _is_real_number(value):
-        number = float(value)
-        if math.isfinite(number) and number.is_integer():
-            return int(number)
-    raise _not_a(value, "an integer", dt, "an integer")
-
-
-def _integral_text(text: str, dt: np.dtype) -> int:
-    stripped = text.strip()
-    try:
-        return int(stripped)
-    except ValueError:
-        pass
-    from decimal import Decimal, InvalidOperation  # only for text such as "1e3" or "2.0"
-
-    try:
-        number = Decimal(stripped)
-    except InvalidOperation:
-        raise _not_a(text, "an integer", dt, "an integer") from None
-    if not number.is_finite() or number != number.to_integral_value():
-        raise _not_a(text, "an integer", dt, "an integer")
-    return int(number)
-
-
-def _coerce_float(value: Any, dt: np.dtype) -> np.generic:
-    number = _real_value(value, dt)
-    result = _cast_real(number, dt)
-    _check_float_fits(number, result, value, dt)
-    return result
-
-
-def _real_value(value: Any, dt: np.dtype) -> float:
-    if isinstance(value, str):
-        return _real_text(value, dt)
-    if isinstance(value, (complex, np.complexfloating)):
-        raise AttributeValueError(
-            f"constant_value {value} is complex; a {dt} tensor needs a real number"
-        )
-    if _is_real_number(value):
-        try:
-            return float(value)
-        except OverflowError:  # an int too large for any float
-            raise AttributeValueError(
-                f"constant_value {value} does not fit {dt} {_float_range(dt)}"
-            ) from None
-    raise _not_a(value, "a number", dt, "a real number")
-
-
-def _real_text(text: str, dt: np.dtype) -> float:
-    stripped = text.strip()
-    try:
-        number = float(stripped)
-    except ValueError:
-        pass
-    else:
-        if math.isinf(number) and not _names_infinity(stripped):
-            raise AttributeValueError(
-                f"constant_value {stripped} does not fit {dt} {_float_range(dt)}"
-            )
-        return number
-    try:
-        complex(stripped.replace(" ", ""))
-    except ValueError:
-        raise _not_a(text, "a number", dt, "a real number") from None
-    raise AttributeValueError(
-        f"constant_value {stripped} is complex; a {dt} tensor needs a real number"
-    )
-
-
-def _names_infinity(text: str) -> bool:
-    """True for "inf"/"infinity" with an optional sign; False for "1e999" (an overflow)."""
-    return text.lstrip("+-").lower() in ("inf", "infinity")
-
-
-def _cast_real(number: float, dt: np.dtype) -> np.generic:
-    with np.errstate(all="ignore"):
-        return np.array(number, dtype=np.float64).astype(dt)[()]
-
-
-def _check_float_fits(
-    number: float, result: Any, value: Any, dt: np.dtype, target: np.dtype | None = None
-) -> None:
-    """NaN must stay NaN, ±inf the same infinity, finite values must not overflow.
-
-    ``dt`` is the real type the number was cast to; ``target`` the tensor type to name
-    in the message when it differs (the complex type of a real or imaginary part).
-    """
-    got = float(result)
-    shown = _shown_number(value)
-    name = target if target is not None else dt
-    if math.isnan(number):
-        if not math.isnan(got):
-            raise AttributeValueError(f"constant_value {shown}: {name} has no NaN")
-    elif math.isinf(number):
-        if got != number:
-            raise AttributeValueError(f"constant_value {shown}: {name} has no infinity")
-    elif not math.isfinite(got) or abs(number) >= _overflow_threshold(dt):
-        raise AttributeValueError(
-            f"constant_value {shown} does not fit {name} (parts in {_float_range(dt)})"
-            if target is not None
-            else f"constant_value {shown} does not fit {dt} {_float_range(dt)}"
-        )
-
-
-def _overflow_threshold(dt: np.dtype) -> float:
-    """Smallest magnitude that rounds past the largest finite value: max + ulp(max) / 2."""
-    info = _float_info(dt)
-    largest = float(info.max)
-    half_ulp = 2.0 ** (math.floor(math.log2(largest)) - int(info.nmant) - 1)
-    return largest + half_ulp
-
-
-def _float_range(dt: np.dtype) -> str:
-    info = _float_info(dt)
-    return f"[{float(info.min):g}, {float(info.max):g}]"
-
-
-def _coerce_complex(value: Any, dt: np.dtype) -> np.generic:
-    number = _complex_value(value, dt)
-    part_dtype = np.dtype(np.float32 if dt == np.complex64 else np.float64)
-    for part in (number.real, number.imag):
-        _check_float_fits(part, _cast_real(part, part_dtype), value, part_dtype, dt)
-    return np.array(number, dtype=dt)[()]
-
-
-def _complex_value(value: Any, dt: np.dtype) -> complex:
-    if isinstance(value, str):
-        try:
-            return complex(value.strip().replace(" ", ""))
-        except ValueError:
-            raise _not_a(value, "a number", dt, "a (complex) number") from None
-    if isinstance(value, (complex, np.complexfloating)) or _is_real_number(value):
-        try:
-            return complex(value)
-        except OverflowError:
-            pass
-    raise _not_a(value, "a number that fits", dt, "a (complex) number")
-
-
-def _coerce_string(value: Any, dt: np.dtype) -> str:
-    if isinstance(value, str):
-        return str(value)
-    raise _not_a(value, "a string", dt, "a string")
-
-
-_COERCERS: dict[str, Callable[[Any, np.dtype], Any]] = {
-    "bool": _coerce_bool,
-    "int": _coerce_int,
-    "float": _coerce_float,
-    "complex": _coerce_complex,
-    "string": _coerce_string,
-}
-
-
-def _default_constant(dt: np.dtype) -> Any:
-    """ONNX default: 0, "" or False (for float8e8m0, which has no zero, the all-zero bits)."""
-    if dt.kind in "OU":
-        return ""
-    return np.zeros((), dtype=dt)[()]
-
-
-def _output_dtype(dt: np.dtype, fill: Any) -> np.dtype:
-    """The input dtype, except that a ``<U`` dtype grows to hold a longer constant string."""
-    if dt.kind != "U" or not isinstance(fill, str) or len(fill) <= dt.itemsize // 4:
-        return dt
-    return np.dtype((np.str_, len(fill))).newbyteorder(dt.byteorder)
 
 
 # --------------------------------------------------------------------------------------
@@ -648,23 +100,25 @@ def pad(
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
     element_kind(array.dtype)
-    plan = plan_pad(array.shape, pads, axes, mode)
-    fill = _fill_value(constant_value, array.dtype, plan)
-    dtype = _output_dtype(array.dtype, fill)
+    plan = make_pad_plan(array.shape, pads, axes, mode)
+    return pad_planned(array, plan, fill_value(constant_value, array.dtype, plan), out=out)
+
+
+def pad_planned(
+    data: np.ndarray, plan: PadPlan, fill: Any, *, out: np.ndarray | None = None
+) -> np.ndarray:
+    """:func:`pad` with a plan made beforehand by :func:`plan_pad` for ``data``'s shape and the
+    fill element of :func:`fill_value`: the same result, without planning again."""
+    if tuple(data.shape) != plan.input_shape:
+        raise ValueError(f"the plan is for shape {plan.input_shape}, not {data.shape}")
+    dtype = output_dtype(data.dtype, fill)
     if out is None:
         out = _allocate(plan.output_shape, dtype)
     else:
-        _check_out(out, plan.output_shape, dtype, array)
+        _check_out(out, plan.output_shape, dtype, data)
     sides = tuple((ax.pad_begin, ax.cropped_dim, ax.pad_end) for ax in plan.per_axis)
-    _fill_in_blocks(out, array[plan.crop_slices], sides, plan.mode, fill)
+    _fill_in_blocks(out, data[plan.crop_slices], sides, plan.mode, fill)
     return out
-
-
-def _fill_value(constant_value: Any, dt: np.dtype, plan: PadPlan) -> Any:
-    value = None if constant_value is None else coerce_constant_value(constant_value, dt)
-    if plan.mode != "constant" or not plan.adds_elements:
-        return None
-    return _default_constant(dt) if value is None else value
 
 
 def _allocate(shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:

@@ -245,6 +245,7 @@ def tiled_conv(
     *,
     memory_limit: int,
     show_progress: bool | str = False,
+    plan: ConvPlan | None = None,
     **attributes: Any,
 ) -> TiledResult:
     """Convolve the ``.npy`` file ``source`` with ``w`` (and bias ``b``) into ``target``.
@@ -252,10 +253,12 @@ def tiled_conv(
     ``attributes`` are Conv's (auto_pad, dilations, group, kernel_shape, pads, strides).
     Same semantics and errors as :func:`padconv_cli.kernels.conv.conv`; ``memory_limit`` bounds
     the bytes in flight (W and B included).  Returns the output shape, the tile count and
-    whether the tiling was bit-identical (see :func:`plan_conv_tiles`).
+    whether the tiling was bit-identical (see :func:`plan_conv_tiles`).  ``plan``: the call's
+    plan when the caller made it already (:func:`plan_conv` of the same shapes and attributes).
     """
     x = open_npy_memmap(source) if isinstance(source, str) else source
-    plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
+    if plan is None:
+        plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = memory_limit - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.kernels.pad import PadPlan, coerce_constant_value, element_kind, pad, plan_pad
+from padconv_cli.kernels.pad import (
+    PadPlan,
+    coerce_constant_value,
+    element_kind,
+    fill_value,
+    output_dtype,
+    pad,
+    plan_pad,
+)
 from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.outofcore.pad_geometry import TilePiece, axis_extremes, crop_begins, tile_pieces
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
@@ -45,10 +53,9 @@ def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> 
 
 
 def pad_output_dtype(dtype: np.dtype, value: Any, plan: PadPlan) -> np.dtype:
-    """The dtype the kernel gives the result (a ``<U`` type may widen for a long constant)."""
-    if plan.mode != "constant" or not plan.adds_elements or dtype.kind != "U":
-        return dtype
-    return pad(np.empty((0,), dtype=dtype), [1, 0], value).dtype
+    """The dtype the kernel gives the result (a ``<U`` type may widen for a long constant):
+    :func:`padconv_cli.kernels.pad.output_dtype` of the plan's fill value."""
+    return output_dtype(dtype, fill_value(value, dtype, plan))
 
 
 def plan_pad_tiles(plan: PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
@@ -74,16 +81,18 @@ def tiled_pad(
     *,
     memory_limit: int,
     show_progress: bool | str = False,
+    plan: PadPlan | None = None,
 ) -> TiledResult:
     """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` tile by tile.
 
     Same semantics and errors as :func:`padconv_cli.kernels.pad.pad`; ``memory_limit`` bounds
     the bytes of the tiles in flight.  The target is replaced atomically when all tiles are
-    written.  Returns the output shape and the tile count.
+    written.  Returns the output shape and the tile count.  ``plan``: the call's plan when the
+    caller made it already (:func:`plan_pad` of the same shape and attributes).
     """
     data = open_npy_memmap(source) if isinstance(source, str) else source
     element_kind(data.dtype)
-    plan = plan_pad(data.shape, pads, axes, mode)
+    plan = plan if plan is not None else plan_pad(data.shape, pads, axes, mode)
     value = None if constant_value is None else coerce_constant_value(constant_value, data.dtype)
     out_dtype = pad_output_dtype(data.dtype, value, plan)
     itemsize = max(data.dtype.itemsize, out_dtype.itemsize)

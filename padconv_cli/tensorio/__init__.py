@@ -55,6 +55,9 @@ def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
         return None, read_npy_file(path)
     if kind == "npz":
         return read_npz_file(path)
+    if path.lower().endswith(".onnx"):
+        raise InputError(f"{printable(path)}: a model, not a tensor; name one of its stored "
+                         f"tensors as {printable(path)}:NAME (padconv show lists them)")
     raise InputError(
         f"{printable(path)}: unknown tensor file format (expected a .npy, .npz or .pb file)"
     )

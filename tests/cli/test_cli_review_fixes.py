@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
+from padconv_cli import resources
 from padconv_cli.cli import options
 from padconv_cli.cli.main import ALIASES, COMMANDS
 from padconv_cli.errors import InputError, OutputError
@@ -56,15 +57,15 @@ def test_memory_error_is_one_line_exit_2(run_cli, data_file, tmp_path, monkeypat
 
 
 def test_available_memory_is_the_smallest_known_bound(monkeypatch):
-    monkeypatch.setattr(options, "_meminfo_available", lambda: 10 * 2**30)
-    monkeypatch.setattr(options, "_cgroup_headroom", lambda: 3 * 2**30)
-    monkeypatch.setattr(options, "_address_space_headroom", lambda: 2 * 2**30)
-    assert options.available_memory_bytes() == 2 * 2**30
-    monkeypatch.setattr(options, "_address_space_headroom", lambda: None)
-    assert options.available_memory_bytes() == 3 * 2**30
-    monkeypatch.setattr(options, "_cgroup_headroom", lambda: None)
-    monkeypatch.setattr(options, "_meminfo_available", lambda: None)
-    assert options.available_memory_bytes() == options.FALLBACK_MEMORY_BYTES
+    monkeypatch.setattr(resources, "_meminfo_available", lambda: 10 * 2**30)
+    monkeypatch.setattr(resources, "_cgroup_headroom", lambda: 3 * 2**30)
+    monkeypatch.setattr(resources, "_address_space_headroom", lambda: 2 * 2**30)
+    assert resources.available_memory_bytes() == 2 * 2**30
+    monkeypatch.setattr(resources, "_address_space_headroom", lambda: None)
+    assert resources.available_memory_bytes() == 3 * 2**30
+    monkeypatch.setattr(resources, "_cgroup_headroom", lambda: None)
+    monkeypatch.setattr(resources, "_meminfo_available", lambda: None)
+    assert resources.available_memory_bytes() == resources.FALLBACK_MEMORY_BYTES
 
 
 @pytest.mark.parametrize(
@@ -75,7 +76,7 @@ def test_cgroup_headroom(tmp_path, limit, current, expected):
     (tmp_path / "memory.max").write_text(limit + "\n")
     if current is not None:
         (tmp_path / "memory.current").write_text(current + "\n")
-    assert options._cgroup_headroom(str(tmp_path)) == expected
+    assert resources._cgroup_headroom(str(tmp_path)) == expected
 
 
 def test_address_space_limit_bounds_the_estimate():
@@ -84,7 +85,7 @@ def test_address_space_limit_bounds_the_estimate():
     code = (
         "import resource\n"
         f"resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
-        "from padconv_cli.cli.options import available_memory_bytes\n"
+        "from padconv_cli.resources import available_memory_bytes\n"
         "print(available_memory_bytes())\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

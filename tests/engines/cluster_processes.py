@@ -96,7 +96,7 @@ class Cluster:
         folder = self.root / name
         folder.mkdir(exist_ok=True)
         worker = _dask_command(
-            "worker", self.address, "--name", name, "--nthreads", "1",
+            "worker", self.address, "--host", "127.0.0.1", "--name", name, "--nthreads", "1",
             "--memory-limit", memory_limit, "--no-dashboard", "--death-timeout", str(death_timeout),
             "--local-directory", str(folder), "--nanny" if nanny else "--no-nanny",
         )

@@ -1,5 +1,5 @@
-"""--engine / --memory-limit / --scheduler / --quiet: option parsing, engine choice, and the
-run_with_engine call the pad and conv commands make."""
+"""--engine / --memory-limit / --scheduler / --quiet: option parsing, the engine choice, and
+the out-of-core run of the library pipeline that the pad and conv commands make."""
 
 from __future__ import annotations
 
@@ -8,15 +8,27 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from padconv_cli.cli.engine_options import (
-    EngineSettings,
-    engine_options,
-    resolve_engine,
-    run_with_engine,
-)
+from padconv_cli.cli.engine_options import EngineSettings, engine_options
 from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.kernels.conv import conv
 from padconv_cli.kernels.pad import pad
+from padconv_cli.pipeline import Request, choose_engine, run_out_of_core
+
+
+def _request(operator, inputs, attributes, output, fmt, settings):
+    return Request(operator.capitalize(), tuple(inputs), attributes, engine=settings.engine,
+                   output=output, fmt=fmt, memory_limit=settings.memory_limit,
+                   scheduler=settings.scheduler)
+
+
+def run_with_engine(operator, inputs, attributes, output, fmt, settings):
+    """True when the pipeline ran the call out of core (False: the in-memory engine applies)."""
+    request = _request(operator, inputs, attributes, output, fmt, settings)
+    return run_out_of_core(request).engine != "memory"
+
+
+def resolve_engine(operator, inputs, attributes, output, fmt, settings):
+    return choose_engine(_request(operator, inputs, attributes, output, fmt, settings)).engine
 
 RNG = np.random.default_rng(5)
 

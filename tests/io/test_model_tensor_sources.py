@@ -64,6 +64,12 @@ def test_a_wrong_name_lists_close_matches(tmp_path):
     assert "did you mean 'conv1.weight'" in message and "\n" not in message
 
 
+def test_a_model_without_a_name_says_how_to_name_a_tensor(tmp_path):
+    path, _ = _model_with_odd_names(tmp_path / "m.onnx")
+    with pytest.raises(InputError, match=r"a model, not a tensor; .*m.onnx:NAME"):
+        read_tensor(path)
+
+
 def test_a_missing_model_is_no_such_file(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         read_tensor(f"{tmp_path}/absent.onnx:w")

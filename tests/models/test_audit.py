@@ -47,8 +47,18 @@ def test_float16_models(tmp_path, runtime):
     assert report.passed and {n.dtype for n in report.nodes} == {"float16"}
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_every_conv_of_a_resnet18_shaped_model(tmp_path, dtype):
+    path = em.save(em.resnet18_like(width=8, size=32, dtype=dtype), tmp_path / "m.onnx")
+    report = audit_model(path, dims={"batch": 2}, runtime="onnxruntime")
+    assert len(report.nodes) == 20 and set(_statuses(report).values()) == {"ok"}
+    assert all(node.bound_use is not None and node.bound_use <= 1 for node in report.nodes)
+
+
 def test_patterns_exporters_write(tmp_path):
-    for name, model in {"cast": em.cast_pads_model(), "wrap": em.wrap_model(opset=18)}.items():
+    patterns = {"cast": em.cast_pads_model(), "chain": em.torch_pad_chain_model(),
+                "wrap": em.wrap_model(opset=18)}
+    for name, model in patterns.items():
         report = audit_model(em.save(model, tmp_path / f"{name}.onnx"))
         assert _statuses(report) == {"/pad/Pad": "ok"}, name
     assert "off-spec" in report.nodes[0].notes[0]
@@ -109,6 +119,7 @@ def test_symbolic_dims_need_a_value(tmp_path):
         (["x=W"], "holds float64, input 'x' is float32"),
         (["x=S"], r"shape \[1, 2\] does not fit input 'x' \[batch, 2, 5, 5\]"),
         (["X", "X"], "one input too many"),
+        (["xx=X"], r"no input 'xx'; did you mean 'x'\? \(inputs: x\)"),
     ],
 )
 def test_given_inputs_are_checked(tmp_path, words, message):
@@ -151,3 +162,31 @@ def test_the_cli_exit_codes(run_cli, tmp_path):
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
     bad_dim = run_cli("audit", path, "--dim", "batch")
     assert bad_dim.exit_code == 2 and "NAME=VALUE" in bad_dim.stderr
+
+
+def test_an_input_that_is_not_a_tensor_is_refused(tmp_path):
+    seq = em.helper.make_tensor_sequence_value_info("s", em.TensorProto.FLOAT, None)
+    node = em.helper.make_node("SequenceAt", ["s", "i"], ["x"])
+    pad = em.helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")
+    graph = em.helper.make_graph(
+        [node, pad], "g", [seq], [em.helper.make_tensor_value_info("y", 1, None)],
+        [em.numpy_helper.from_array(np.array(0, np.int64), "i"),
+         em.numpy_helper.from_array(np.zeros(2, np.int64), "pads")])
+    model = em.helper.make_model(graph, opset_imports=[em.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(InputError, match="'s' is not a typed tensor"):
+        audit_model(em.save(model, tmp_path / "m.onnx"))
+
+
+def test_a_node_padconv_refuses_is_a_failure_naming_the_rule(tmp_path):
+    """Repeated Pad axes: onnxruntime adds the pads up, the spec leaves it undefined and
+    padconv refuses; the node could not be checked, so the audit fails."""
+    model = em.make(
+        [em.helper.make_node("Pad", ["x", "pads", "", "axes"], ["y"], name="twice")],
+        [("x", np.float32, [2, 3])], [("y", np.float32, None)],
+        [em.numpy_helper.from_array(np.array([1, 1, 0, 0], np.int64), "pads"),
+         em.numpy_helper.from_array(np.array([0, -2], np.int64), "axes")], opset=18)
+    report = audit_model(em.save(model, tmp_path / "m.onnx"), runtime="onnxruntime")
+    node = report.nodes[0]
+    assert node.status == "padconv refused" and "repeats axis 0" in node.detail
+    assert not report.passed

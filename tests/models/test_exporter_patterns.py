@@ -50,6 +50,15 @@ def test_cast_pads_and_value_are_folded(run_cli, tmp_path, x2):
     np.testing.assert_array_equal(result, expected)
 
 
+def test_torch_order_pads_through_reshape_slice_transpose_are_folded(run_cli, tmp_path, x2):
+    x = em.weights((1, 2, 8, 8), seed=9)
+    np.save(tmp_path / "x8.npy", x)
+    path = em.save(em.torch_pad_chain_model(), tmp_path / "m.onnx")
+    result = _load(run_cli("pad", str(tmp_path / "x8.npy"), "--from-model", path, "-o", "-"))
+    expected = np.pad(x, ((0, 0), (0, 0), (3, 4), (1, 2)), mode="reflect")
+    np.testing.assert_array_equal(result, expected)
+
+
 def test_wrap_at_opset_18_is_computed_as_pad19_with_one_note(run_cli, tmp_path, x2):
     path = em.save(em.wrap_model(opset=18), tmp_path / "m.onnx")
     result = run_cli("pad", x2, "--from-model", path, "-o", str(tmp_path / "y.npy"))
@@ -79,15 +88,21 @@ def _one_node_model(path, nodes, initializers=(), inputs=(("x", [1, 2, 4, 5]),),
     return em.save(model, path)
 
 
-def test_pads_from_a_graph_input_with_a_default_are_not_folded(run_cli, tmp_path, x2):
-    """An initializer that is also a graph input is a default the caller may replace."""
+def test_a_graph_input_with_an_initializer_folds_its_stored_default(run_cli, tmp_path, x2):
+    """Initializers listed as graph inputs (every initializer before IR 4) count as stored,
+    as they do for a node's own inputs; a graph input without one is computed at run time."""
     pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "p")
     nodes = [helper.make_node("Identity", ["p"], ["q"]),
              helper.make_node("Pad", ["x", "q"], ["y"], name="pad")]
-    path = _one_node_model(tmp_path / "m.onnx", nodes, [pads], (("x", [1, 2, 4, 5]), ("p", [8])))
-    result = run_cli("pad", x2, "--from-model", path, "-o", "-")
-    assert result.exit_code == 2
-    assert "'q'" in result.stderr and "computed at run time" in result.stderr
+    for ir in (3, 8):
+        path = _one_node_model(tmp_path / f"m{ir}.onnx", nodes, [pads],
+                               (("x", [1, 2, 4, 5]), ("p", [8])), ir=ir)
+        result = _load(run_cli("pad", x2, "--from-model", path, "-o", "-"))
+        np.testing.assert_array_equal(result, np.pad(X2, ((0, 0), (0, 0), (1, 1), (1, 1))))
+    fed = _one_node_model(tmp_path / "fed.onnx", nodes, [], (("x", [1, 2, 4, 5]), ("p", [8])))
+    refused = run_cli("pad", x2, "--from-model", fed, "-o", "-")
+    assert refused.exit_code == 2
+    assert "'q'" in refused.stderr and "computed at run time" in refused.stderr
 
 
 def test_random_values_are_not_folded(run_cli, tmp_path, x2):

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from padconv_cli.crosscheck import crosscheck
+from padconv_cli.crosscheck import crosscheck, report_dict
 from padconv_cli.explain import plan_call
 from padconv_cli.kernels.conv import conv
 from padconv_cli.onnx_nodes import kernel_call
@@ -109,7 +109,9 @@ def test_check_judges_conv_by_the_bound_and_flags_a_wrong_result():
     call = kernel_call("Conv", {"pads": [1, 1, 1, 1]}, [x, w], opset=22)
     plan = plan_call(call)
     result = call.run()
-    assert crosscheck(call, plan, result).passed
+    report = crosscheck(call, plan, result)
+    assert report.passed
+    assert all(entry["conv_bound"] for entry in report_dict(report)["peers"])
     wrong = result.copy()
     wrong[0, 0, 0, 0] += 1e-2 * max(1.0, abs(float(wrong[0, 0, 0, 0])))
     report = crosscheck(call, plan, wrong)

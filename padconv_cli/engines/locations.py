@@ -1,0 +1,143 @@
+"""Where a Zarr result is written: a local folder, or a prefix of an object store (fsspec URL).
+
+Rules for URLs (``s3://bucket/path/name.zarr``; also ``gs://``, ``gcs://``, ``az://``,
+``abfs://``, ``abfss://`` when their fsspec package is installed): only Zarr stores, named
+``*.zarr``, inside a bucket (not the bucket itself), with no empty, ``.`` or ``..`` path
+segment; any other scheme (``file://``, ``http://``...) is refused.  Credentials and the
+endpoint come from the environment as the store's own library reads them (for S3:
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...), on the client and
+on every worker.
+
+Publishing: a local temporary store is renamed over the target (atomic); an object store has
+no rename, so the temporary prefix is copied under the target's — the old target's objects
+removed first, the chunks copied before the metadata document, so a reader never finds the
+metadata of a store whose chunks are not all there — then removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from typing import Any
+
+from padconv_cli.engines.shared_files import is_url
+from padconv_cli.errors import PadconvError
+
+OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss")
+METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
+
+
+def check_url(url: str, param: str) -> None:
+    """Refuse a URL that breaks the rules of the module docstring (``param`` names it)."""
+    scheme, _, rest = url.partition("://")
+    segments = rest.split("/")
+    problem = None
+    if scheme not in OBJECT_STORE_SCHEMES:
+        problem = f"scheme {scheme}:// is not an object store ({', '.join(OBJECT_STORE_SCHEMES)})"
+    elif len(segments) < 2 or any(s in ("", ".", "..") for s in segments):
+        problem = "give bucket/path/name.zarr, without empty, '.' or '..' segments"
+    elif not segments[-1].lower().endswith(".zarr"):
+        problem = "only Zarr stores (name.zarr) can be read or written at a URL"
+    if problem is not None:
+        raise PadconvError(f"{url}: {problem}", param=param, source=url)
+
+
+class Location:
+    """File operations on a local folder (``os``/``shutil``) or an object store (fsspec)."""
+
+    def __init__(self, path: str) -> None:
+        self.url = is_url(path)
+        self.fs: Any = None
+        if self.url:
+            import fsspec
+
+            self.fs = fsspec.core.url_to_fs(path)[0]
+
+    def join(self, folder: str, name: str) -> str:
+        """``folder/name``."""
+        return f"{folder.rstrip('/')}/{name}" if self.url else os.path.join(folder, name)
+
+    def parent(self, path: str) -> str:
+        """The folder (or prefix) holding ``path``."""
+        return path.rstrip("/").rsplit("/", 1)[0] if self.url else os.path.dirname(path)
+
+    def exists(self, path: str) -> bool:
+        """True when ``path`` exists (as a file, folder or prefix)."""
+        return bool(self.fs.exists(path)) if self.url else os.path.exists(path)
+
+    def is_empty_folder(self, path: str) -> bool:
+        """True for a folder (prefix) that holds nothing."""
+        if self.url:
+            return self.fs.isdir(path) and not self.fs.ls(path, detail=False)
+        return os.path.isdir(path) and not os.listdir(path)
+
+    def names(self, folder: str) -> list[str]:
+        """The names directly inside ``folder``."""
+        if self.url:
+            with contextlib.suppress(FileNotFoundError):
+                return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
+            return []
+        with contextlib.suppress(OSError):
+            return os.listdir(folder)
+        return []
+
+    def read_text(self, path: str) -> str | None:
+        """The text of ``path``, None when it cannot be read."""
+        try:
+            if self.url:
+                with self.fs.open(path, "r", encoding="utf-8") as stream:
+                    return stream.read()
+            with open(path, encoding="utf-8") as stream:
+                return stream.read()
+        except (OSError, ValueError):
+            return None
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write ``text`` to ``path``."""
+        if self.url:
+            with self.fs.open(path, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            return
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+
+    def remove(self, path: str) -> None:
+        """Remove the file ``path`` (nothing when absent)."""
+        with contextlib.suppress(FileNotFoundError, OSError):
+            self.fs.rm_file(path) if self.url else os.unlink(path)
+
+    def remove_tree(self, path: str) -> None:
+        """Remove ``path`` and everything under it (nothing when absent)."""
+        if not self.url:
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        with contextlib.suppress(FileNotFoundError, OSError):
+            self.fs.rm(path, recursive=True)
+
+    def make_folder(self, path: str) -> None:
+        """Create the (empty) folder ``path``; on an object store prefixes need no creation."""
+        if not self.url:
+            os.mkdir(path, 0o700)
+
+    def publish(self, temp: str, target: str) -> None:
+        """Put the store ``temp`` at ``target`` (module docstring)."""
+        if not self.url:
+            import tempfile
+
+            old = None
+            if os.path.exists(target):
+                old = tempfile.mkdtemp(prefix=".old.", dir=os.path.dirname(target))
+                os.replace(target, os.path.join(old, "store"))
+            os.replace(temp, target)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+            return
+        self.remove_tree(target)
+        root = self.fs._strip_protocol(temp).rstrip("/")
+        target_root = self.fs._strip_protocol(target).rstrip("/")
+        objects = sorted(self.fs.find(root))
+        chunks = [p for p in objects if p.rsplit("/", 1)[-1] not in METADATA_NAMES]
+        for source in chunks + [p for p in objects if p not in chunks]:
+            self.fs.copy(source, target_root + source[len(root):])
+        self.remove_tree(temp)

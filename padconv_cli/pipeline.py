@@ -1,0 +1,416 @@
+"""The operator pipeline as a library: one call from tensor sources to the written result.
+
+    request -> resolve -> ONE plan -> resource gate -> engine -> execute -> write -> check
+
+* **request** (:class:`Request`): the operator, its input sources (paths, ``-``, literals or
+  arrays), the attributes the caller gave, optionally a model node, the engine, the output
+  and the limits;
+* **resolve**: defaults, then the model node's values, then the caller's
+  (:func:`padconv_cli.models.resolve_call`);
+* **plan**: the operator's planner (``plan_pad`` / ``plan_conv``) runs once per call, from the
+  inputs' shapes (a ``.npy`` file or Zarr store is not read for it); the kernels, the tiled
+  and dask engines, ``explain``, ``emit`` and ``check`` all receive that plan;
+* **gate** (:mod:`padconv_cli.resources`): output bytes as written and the working memory of
+  the path that will run, against ``max_output_bytes`` and ``memory_limit``, before any
+  output is allocated;
+* **engine**: ``auto`` picks ``dask`` for Zarr input or output (or a scheduler), ``tiled`` for
+  a ``.npy`` input and ``.npy`` output whose in-memory run (inputs + output + working
+  memory) would exceed ``memory_limit``, else ``memory``.  Calls with a model node, explain,
+  check or emit run in memory.
+
+Python users call :func:`run`::
+
+    from padconv_cli.pipeline import Request, run
+    run(Request("Pad", ("x.npy",), {"pads": [0, 1, 0, 1]}, output="y.zarr", engine="dask"))
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.errors import InputError, OutputError
+from padconv_cli.operators import dtype_of, operator, shape_of
+
+ENGINES = ("auto", "memory", "tiled", "dask")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One Pad or Conv call (module docstring).  ``attributes`` hold only what the caller gave,
+    in kernel terms; ``model``/``node`` name a model node whose values come first."""
+
+    operator: str
+    inputs: tuple[Any, ...]
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    node: str | None = None
+    engine: str = "auto"
+    output: str | None = None
+    fmt: str | None = None
+    dtype: str | None = None
+    max_output_bytes: int | None = None
+    memory_limit: int | None = None
+    scheduler: str | None = None
+    show_progress: bool | str = False
+    verbose: bool = False
+    emit_onnx: str | None = None
+    explain: bool = False
+    check: bool = False
+    check_rtol: float | None = None
+    check_atol: float | None = None
+    given: frozenset[str] = frozenset()
+
+    @property
+    def computes_only(self) -> bool:
+        """No model node, explain, check or emit: the call may run out of core."""
+        return self.model is None and not (self.explain or self.check or self.emit_onnx)
+
+
+@dataclass
+class Outcome:
+    """What a call did: the engine, the plan, and the result (in memory), the tiled result
+    (out of core), the explanation or the check report."""
+
+    engine: str
+    plan: Any = None
+    resolved: Any = None
+    result: np.ndarray | None = None
+    tiled: Any = None
+    explanation: dict[str, Any] | None = None
+    report: Any = None
+
+
+def run(request: Request, *, write: bool = True,
+        note: Callable[[str], None] | None = None) -> Outcome:
+    """Run ``request`` through the pipeline (module docstring).
+
+    With ``write`` (default) the result goes to ``request.output`` (a path, or ``-`` for
+    stdout bytes); with ``output`` None or ``write=False`` it is returned in memory.  Explain
+    computes nothing; check compares the result with onnx.reference and onnxruntime.
+    ``note`` receives the one-line remarks of a resolved model node (an off-spec node).
+    """
+    check_output_format(request.output, request.fmt)
+    known = None
+    if request.computes_only:
+        outcome = run_out_of_core(request)
+        if outcome.engine != "memory":
+            return outcome
+        known = outcome.plan
+    return run_in_memory(request, known, write=write, note=note)
+
+
+# --- in memory -------------------------------------------------------------------------------
+
+
+def resolve(request: Request) -> Any:
+    """Read the inputs and merge the caller's attributes over the model node's values."""
+    from padconv_cli.models import find_node, resolve_call
+    from padconv_cli.tensorio import read_tensor
+
+    entry = operator(request.operator)
+    tensors = tuple(_read(value, request.dtype, read_tensor) for value in request.inputs)
+    origin = None
+    if request.model is not None:
+        origin = find_node(request.model, request.node, entry.name)
+    attributes = {k: v for k, v in request.attributes.items() if v is not None}
+    return resolve_call(entry.name, tensors, attributes, origin)
+
+
+def _read(value: Any, dtype: str | None, read_tensor: Any) -> Any:
+    if value is None or isinstance(value, np.ndarray):
+        return value
+    return read_tensor(value, dtype=dtype)
+
+
+def plan_resolved(resolved: Any, known: Any = None) -> Any:
+    """The call's one plan: ``known`` when it was made for these shapes (out-of-core
+    candidates plan before reading), else the operator's planner, with the model node named
+    in its errors."""
+    from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
+    from padconv_cli.models import with_node_context
+    from padconv_cli.operators import plan_call
+
+    if known is not None and _plan_fits(known, resolved.call):
+        return known
+    try:
+        return plan_call(resolved.call)
+    except (AttributeValueError, UnsupportedDtypeError) as error:
+        raise with_node_context(resolved.origin, error) from None
+
+
+def _plan_fits(plan: Any, call: Any) -> bool:
+    """True when ``plan`` was made for the shapes of ``call``'s data inputs."""
+    shapes = [shape_of(a) for a in call.arrays]
+    if hasattr(plan, "input_shape"):
+        return plan.input_shape == shapes[0]
+    return len(shapes) > 1 and (plan.x_shape, plan.w_shape) == (shapes[0], shapes[1])
+
+
+def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
+                  note: Callable[[str], None] | None = None) -> Outcome:
+    """Read, resolve, plan once, gate, then emit, explain or compute, write and check."""
+    resolved = resolve(request)
+    if note is not None and not request.explain:  # explain shows the notes itself
+        for text in resolved.call.notes:
+            note(text)
+    plan = plan_resolved(resolved, known)
+    outcome = Outcome("memory", plan, resolved)
+    if not request.explain:
+        gate_in_memory(request, resolved, plan)
+    if request.emit_onnx is not None:
+        emit_model(resolved, plan, request.emit_onnx)
+    if request.explain:
+        from padconv_cli.explain import explanation
+
+        outcome.explanation = explanation(resolved, plan, request.given)
+        return outcome
+    entry = operator(resolved.call.op_type)
+    outcome.result = entry.run(plan, resolved.call.arrays, resolved.call.attributes)
+    if write and request.output is not None:
+        from padconv_cli.tensorio import write_tensor
+
+        fmt = request.fmt or ("npy" if request.output == "-" else None)
+        write_tensor(outcome.result, request.output, fmt=fmt)
+    if request.check:
+        from padconv_cli.crosscheck import crosscheck
+
+        outcome.report = crosscheck(resolved.call, plan, outcome.result,
+                                    rtol=request.check_rtol, atol=request.check_atol)
+    return outcome
+
+
+def gate_in_memory(request: Request, resolved: Any, plan: Any) -> None:
+    """The resource gate of an in-memory run, before the output is allocated."""
+    from padconv_cli.needs import call_needs, written_format
+    from padconv_cli.resources import Limits, check_call
+
+    needs = call_needs(resolved.call, plan, written_format(request.output, request.fmt))
+    limits = Limits(request.max_output_bytes, request.memory_limit)
+    tiled = resolved.origin is None and tiled_possible(
+        request.inputs[0], request.output, request.fmt
+    )
+    check_call(needs, limits, tiled_possible=tiled)
+
+
+def emit_model(resolved: Any, plan: Any, path: str) -> None:
+    """Write the equivalent single-node ONNX model of the call to ``path``."""
+    from padconv_cli.emit import save_model, single_node_model
+
+    node_name = resolved.origin.node.name if resolved.origin is not None else None
+    model = single_node_model(
+        resolved.call, plan, embedded=resolved.embedded, node_name=node_name or None
+    )
+    save_model(model, path)
+
+
+def check_output_format(output: str | None, fmt: str | None) -> None:
+    """Refuse an output suffix that contradicts ``fmt`` before anything runs."""
+    if output is not None and fmt is not None:
+        from padconv_cli.tensorio.files import printable
+        from padconv_cli.tensorio.writing import check_suffix_agrees
+
+        check_suffix_agrees(printable(output), fmt)
+
+
+# --- out of core -----------------------------------------------------------------------------
+
+
+def is_zarr(path: Any) -> bool:
+    """True for a Zarr store path (``.zarr`` or a folder with Zarr metadata)."""
+    if not isinstance(path, str):
+        return False
+    from padconv_cli.engines.zarr_paths import is_zarr_path
+
+    return is_zarr_path(path)
+
+
+def is_npy_file(source: Any) -> bool:
+    """True for an existing ``.npy`` file."""
+    return isinstance(source, str) and source.lower().endswith(".npy") and os.path.isfile(source)
+
+
+def is_npy_target(output: str | None, fmt: str | None) -> bool:
+    """True when the output is a ``.npy`` file (by ``fmt`` or its suffix)."""
+    if output in (None, "-"):
+        return False
+    suffix = os.path.splitext(output)[1].lower()
+    return fmt == "npy" or (fmt is None and suffix in (".npy", ""))
+
+
+def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
+    """True when the tiled engine could take the call: a ``.npy`` input and ``.npy`` output."""
+    return is_npy_file(data) and is_npy_target(output, fmt)
+
+
+def first_engine(request: Request) -> str:
+    """The engine before sizes are known: the choice, or for ``auto`` ``dask`` (Zarr, a
+    scheduler), ``memory`` (not a ``.npy`` input and output), else ``auto`` (by the plan)."""
+    if request.engine != "auto":
+        return request.engine
+    data = request.inputs[0]
+    if is_zarr(data) or (request.output is not None and is_zarr(request.output)):
+        return "dask"
+    if request.scheduler:
+        return "dask"
+    if not tiled_possible(data, request.output, request.fmt):
+        return "memory"
+    return "auto"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine a call runs on, and what choosing it needed: the plan from the declared
+    shapes, the declared input and the small inputs (None where not made)."""
+
+    engine: str
+    plan: Any = None
+    source: Any = None
+    others: tuple[Any, ...] = ()
+
+
+def choose_engine(request: Request) -> EngineChoice:
+    """The engine of a call that only computes (module docstring): ``auto`` becomes ``tiled``
+    for a ``.npy`` input and output whose in-memory run would exceed memory_limit (which,
+    when it fits, passes the in-memory gate here, before the input is read in full)."""
+    from padconv_cli.errors import PadconvError
+
+    engine = first_engine(request)
+    if engine == "memory":
+        return EngineChoice("memory")
+    data = request.inputs[0]
+    if engine != "auto":
+        check_file_input(data, engine)
+        check_file_output(request.output, request.fmt, engine)
+    try:
+        source, others = _declared_input(data), _small_inputs(request)
+        plan = _plan_declared(request, source, others)
+    except PadconvError:
+        if engine != "auto":
+            raise
+        return EngineChoice("memory")  # the in-memory path reports it in its own words
+    if engine == "auto":
+        engine = "memory" if _fits_in_memory(request, source, others, plan) else "tiled"
+    return EngineChoice(engine, plan, source, tuple(others))
+
+
+def run_out_of_core(request: Request) -> Outcome:
+    """The tiled or dask engine on the call's one plan, or ``Outcome("memory", plan)`` when
+    the in-memory engine applies."""
+    choice = choose_engine(request)
+    if choice.engine == "memory":
+        return Outcome("memory", choice.plan)
+    _gate_out_of_core(request, choice.source, choice.plan)
+    tiled = operator(request.operator).run_engine(
+        choice.engine, choice.source, list(choice.others), choice.plan, _attributes(request),
+        _engine_settings(request),
+    )
+    return Outcome(choice.engine, choice.plan, tiled=tiled)
+
+
+def _fits_in_memory(request: Request, source: Any, others: list[Any], plan: Any) -> bool:
+    """True when the in-memory run (inputs + output + working) fits memory_limit; it then
+    passes the whole in-memory gate here, before the input is read."""
+    from padconv_cli.needs import written_format
+    from padconv_cli.resources import Limits, check_call
+
+    entry = operator(request.operator)
+    needs = entry.needs((source, *others), plan, dtype_of(source), _attributes(request),
+                        written_format(request.output, request.fmt))
+    limits = Limits(request.max_output_bytes, request.memory_limit)
+    if needs.total > limits.memory():
+        return False
+    check_call(needs, limits)
+    return True
+
+
+def _attributes(request: Request) -> dict[str, Any]:
+    """The caller's attributes over the operator's defaults (a call without a model)."""
+    entry = operator(request.operator)
+    given = {k: v for k, v in request.attributes.items() if v is not None}
+    return {**entry.defaults, **given}
+
+
+def _declared_input(data: str) -> Any:
+    """The ``.npy`` file or Zarr store opened for its declared shape and dtype (not read)."""
+    if is_zarr(data):
+        from padconv_cli.engines.dask_io import open_block_input
+
+        return open_block_input(data)
+    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+
+    return open_npy_memmap(data)
+
+
+def _small_inputs(request: Request) -> list[Any]:
+    """W and B of a Conv (read whole: they are small), nothing for Pad."""
+    from padconv_cli.tensorio import read_tensor
+
+    return [_read(value, request.dtype, read_tensor) for value in request.inputs[1:]]
+
+
+def _plan_declared(request: Request, source: Any, others: list[Any]) -> Any:
+    """The call's one plan from the declared shapes."""
+    entry = operator(request.operator)
+    shapes = [shape_of(source), *(shape_of(o) for o in others)]
+    return entry.plan(shapes, dtype_of(source), _attributes(request))
+
+
+def _gate_out_of_core(request: Request, source: Any, plan: Any) -> None:
+    """Representable result, explicit max_output_bytes, then the free disk space."""
+    import math
+
+    from padconv_cli.outofcore.npy_memmap import check_disk_space
+    from padconv_cli.resources import Limits, Needs, check_call
+
+    entry = operator(request.operator)
+    dtype = entry.output_dtype(dtype_of(source), _attributes(request), plan)
+    shape = tuple(plan.output_shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    needs = Needs(0, nbytes, 0, shape, dtype.name, dtype.itemsize)
+    check_call(needs, Limits(request.max_output_bytes), in_memory=False)
+    check_disk_space(request.output, shape, dtype)
+
+
+def check_file_input(data: Any, engine: str) -> None:
+    """The tiled engine reads a ``.npy`` file; dask a ``.npy`` file or a Zarr store."""
+    if data and (is_npy_file(data) or (engine == "dask" and is_zarr(data))):
+        return
+    accepted = ".npy file or a Zarr store" if engine == "dask" else ".npy file"
+    raise InputError(f"{data}: --engine {engine} reads its input from a {accepted}",
+                     param="engine")
+
+
+def check_file_output(output: str | None, fmt: str | None, engine: str) -> None:
+    """Out-of-core engines write a ``.npy`` file (dask: or a Zarr store)."""
+    if output is not None and engine == "dask" and is_zarr(output):
+        return
+    if is_npy_target(output, fmt):
+        return
+    accepted = "-o FILE.npy or -o STORE.zarr" if engine == "dask" else "-o FILE.npy"
+    raise OutputError(f"{output or 'stdout'}: --engine {engine} writes a file, give {accepted}",
+                      param="engine")
+
+
+def _engine_settings(request: Request) -> dict[str, Any]:
+    """What the out-of-core engines need besides the call: output, limit, progress, dask."""
+    from padconv_cli.resources import default_memory_limit
+
+    limit = request.memory_limit if request.memory_limit is not None else default_memory_limit()
+    return {
+        "output": request.output,
+        "source_path": request.inputs[0],
+        "memory_limit": limit,
+        "show_progress": request.show_progress,
+        "dask": {
+            "memory_limit": request.memory_limit,
+            "fallback_limit": limit,
+            "scheduler": request.scheduler,
+            "show_progress": request.show_progress,
+            "verbose": request.verbose,
+        },
+    }

@@ -1,0 +1,266 @@
+"""Tiny inputs that ask for gigabytes are refused up front by the one resource gate.
+
+Each case builds its input in ``tmp_path`` and runs the installed ``padconv`` as a child whose
+peak resident memory is measured: a refusal is exit 2, one line on stderr naming the limit,
+what was needed and the flag that changes it, nothing written, and a peak under 300 MiB.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+from hostile.runner import run_padconv  # noqa: E402
+
+PEAK_LIMIT = 300 * 2**20
+HUGE = 30_000_000
+INT62 = 2**62
+
+
+@pytest.fixture()
+def tiny_conv(tmp_path: Path) -> Path:
+    """A 1x1x5x5 X and a 1x1x3x3 W of ones."""
+    np.save(tmp_path / "x.npy", np.ones((1, 1, 5, 5), np.float32))
+    np.save(tmp_path / "w.npy", np.ones((1, 1, 3, 3), np.float32))
+    np.save(tmp_path / "x0.npy", np.ones((0, 1, 5, 5), np.float32))
+    return tmp_path
+
+
+def _refused(run, folder: Path, flag: str | None, written: str | None = None) -> str:
+    assert not run.timed_out
+    assert run.returncode == 2, run.stderr_text
+    assert len(run.stderr_lines) == 1, run.stderr_text
+    line = run.stderr_lines[0]
+    assert re.match(r"padconv( \w+)?: error: ", line), line
+    assert "Traceback" not in run.stderr_text
+    if flag is not None:
+        assert flag in line
+    assert 0 < run.peak_rss_bytes < PEAK_LIMIT
+    if written is not None:
+        assert not (folder / written).exists()
+    return line
+
+
+def _ints(*values: int) -> list[str]:
+    return [str(v) for v in values]
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        ["--pads", *_ints(0, HUGE, 0, HUGE), "--strides", *_ints(1, HUGE)],
+        ["--auto-pad", "SAME_UPPER", "--dilations", *_ints(1, HUGE)],
+    ],
+    ids=["pads_and_strides_3e7", "same_upper_dilation_3e7"],
+)
+def test_working_memory_over_the_limit_is_refused(tiny_conv, attributes):
+    """The zero-padded copy of X counts: 1.1-1.6 GiB of working memory for a 36-byte result."""
+    run = run_padconv(
+        ["conv", "x.npy", "w.npy", *attributes, "--memory-limit", "200M", "-o", "y.pb"],
+        cwd=tiny_conv, measure_memory=True,
+    )
+    line = _refused(run, tiny_conv, "--memory-limit", "y.pb")
+    assert "working" in line and "200.0 MiB" in line
+    assert "tiled" not in line  # a .pb output cannot go to the tiled engine
+
+
+def test_refusal_names_the_tiled_engine_when_it_would_fit(tiny_conv):
+    run = run_padconv(
+        ["conv", "x.npy", "w.npy", "--pads", *_ints(0, HUGE, 0, HUGE), "--strides",
+         *_ints(1, HUGE), "--memory-limit", "200M", "--engine", "memory", "-o", "y.npy"],
+        cwd=tiny_conv, measure_memory=True,
+    )
+    assert "engine tiled" in _refused(run, tiny_conv, "--memory-limit", "y.npy")
+
+
+def _conv_oracle(x: np.ndarray, w: np.ndarray, pads: tuple[int, ...],
+                 strides: tuple[int, int], out: tuple[int, int]) -> np.ndarray:
+    """float64 Conv of one image and channel by index arithmetic (huge pads cost nothing)."""
+    y = np.zeros(out)
+    (kh, kw), (h, wd) = w.shape, x.shape
+    for i in range(out[0]):
+        for j in range(out[1]):
+            for a in range(kh):
+                for b in range(kw):
+                    r, c = i * strides[0] + a - pads[0], j * strides[1] + b - pads[1]
+                    if 0 <= r < h and 0 <= c < wd:
+                        y[i, j] += float(x[r, c]) * float(w[a, b])
+    return y
+
+
+def test_auto_engine_goes_tiled_when_only_the_tiled_engine_fits(tiny_conv):
+    """auto picks the tiled engine for a .npy input and output when the in-memory path would
+    exceed --memory-limit; the result is the convolution, computed in little memory."""
+    run = run_padconv(
+        ["conv", "x.npy", "w.npy", "--pads", *_ints(0, HUGE, 0, HUGE), "--strides",
+         *_ints(1, HUGE), "--memory-limit", "200M", "-o", "y.npy"],
+        cwd=tiny_conv, measure_memory=True,
+    )
+    assert run.returncode == 0, run.stderr_text
+    assert 0 < run.peak_rss_bytes < PEAK_LIMIT
+    y = np.load(tiny_conv / "y.npy")
+    x = np.ones((5, 5), np.float32)
+    expected = _conv_oracle(x, np.ones((3, 3), np.float32), (0, HUGE, 0, HUGE), (1, HUGE),
+                            y.shape[2:])
+    assert y.shape == (1, 1, 3, 3)
+    # sums of at most 9 ones: exact in float32
+    np.testing.assert_array_equal(y[0, 0], expected)
+
+
+def _conv_model(path: Path, **attributes) -> None:
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], **attributes)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("W", TensorProto.FLOAT, [1, 1, 3, 3], [1.0] * 9)],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
+
+
+def test_model_node_with_huge_pads_is_refused(tiny_conv):
+    _conv_model(tiny_conv / "m.onnx", pads=[0, HUGE, 0, HUGE], strides=[1, HUGE])
+    assert (tiny_conv / "m.onnx").stat().st_size < 400
+    run = run_padconv(
+        ["conv", "x.npy", "--from-model", "m.onnx", "--memory-limit", "200M", "-o", "y.npy"],
+        cwd=tiny_conv, measure_memory=True,
+    )
+    _refused(run, tiny_conv, "--memory-limit", "y.npy")
+
+
+def test_default_limits_come_from_the_one_memory_probe(tiny_conv):
+    """With no flags the limits are half of the memory available; under ``ulimit -v 2G`` the
+    1.1 GiB working memory of the padded copy is refused by the probe's default."""
+    limit = 2 * 2**30
+
+    def address_space() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    run = run_padconv(
+        ["conv", "x.npy", "w.npy", "--pads", *_ints(0, HUGE, 0, HUGE), "--strides",
+         *_ints(1, HUGE), "-o", "y.pb"],
+        cwd=tiny_conv, measure_memory=True, preexec_fn=address_space,
+    )
+    _refused(run, tiny_conv, "--memory-limit", "y.pb")
+
+
+def test_string_pb_padded_counts_strings_at_written_width(tmp_path):
+    """One 30,000-character string padded by 5,000: 1.1 GiB as a fixed-width .npy."""
+    tensor = helper.make_tensor("s", TensorProto.STRING, [1], [b"a" * 30_000])
+    (tmp_path / "s.pb").write_bytes(tensor.SerializeToString())
+    run = run_padconv(
+        ["pad", "s.pb", "--pads", "5000", "5000", "--max-output-bytes", "200M", "-o", "o.npy"],
+        cwd=tmp_path, measure_memory=True,
+    )
+    line = _refused(run, tmp_path, "--max-output-bytes", "o.npy")
+    assert "as written" in line
+    # written as .pb, the empty fill strings are tiny: the same call fits
+    run = run_padconv(
+        ["pad", "s.pb", "--pads", "5000", "5000", "--max-output-bytes", "200M", "-o", "o.pb"],
+        cwd=tmp_path, measure_memory=True,
+    )
+    assert run.returncode == 0, run.stderr_text
+    assert run.peak_rss_bytes < PEAK_LIMIT
+
+
+def test_long_string_literal_padded_is_refused(tmp_path):
+    literal = '["' + "b" * 100_000 + '"]'
+    run = run_padconv(
+        ["pad", literal, "--pads", "3000", "3000", "--max-output-bytes", "200M", "-o", "o.npy"],
+        cwd=tmp_path, measure_memory=True,
+    )
+    _refused(run, tmp_path, "--max-output-bytes", "o.npy")
+
+
+def _npy_header_only(path: Path, descr: str, shape: tuple[int, ...]) -> None:
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape!r}, }}"
+    header = header.encode("latin1")
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+
+
+def test_empty_npy_of_huge_strings_is_refused(tmp_path):
+    """A 128-byte .npy declaring ``<U100000000`` of shape (0,): one fill element is 381 MiB."""
+    _npy_header_only(tmp_path / "u.npy", "<U100000000", (0,))
+    assert (tmp_path / "u.npy").stat().st_size == 128
+    run = run_padconv(
+        ["pad", "u.npy", "--pads", "1", "0", "--max-output-bytes", "200M", "-o", "o.npy"],
+        cwd=tmp_path, measure_memory=True,
+    )
+    _refused(run, tmp_path, "--max-output-bytes", "o.npy")
+
+
+def test_declared_shape_of_a_zarr_store_counts(tmp_path):
+    """A Zarr store of a few hundred bytes declaring a 4 TiB float32 array."""
+    zarr = pytest.importorskip("zarr", reason="the Zarr engine needs padconv[dask]")
+    pytest.importorskip("distributed", reason="the Zarr engine needs padconv[dask]")
+    zarr.open(str(tmp_path / "big.zarr"), mode="w", shape=(1024,) * 4,
+              chunks=(1, 1, 1024, 1024), dtype="f4")
+    run = run_padconv(
+        ["pad", "big.zarr", "--pads", *_ints(1, 0, 0, 0, 0, 0, 0, 0), "--max-output-bytes",
+         "1G", "-o", "out.zarr"],
+        cwd=tmp_path, measure_memory=True,
+    )
+    line = _refused(run, tmp_path, "--max-output-bytes", "out.zarr")
+    assert "4.0 TiB" in line
+
+
+@pytest.mark.parametrize(
+    ("x", "attributes"),
+    [
+        ("x0.npy", ["--pads", *_ints(INT62, INT62, INT62, INT62)]),
+        ("x.npy", ["--auto-pad", "SAME_UPPER", "--dilations", *_ints(INT62, INT62)]),
+        ("x.npy", ["--pads", *_ints(INT62, INT62, INT62, INT62), "--strides",
+                   *_ints(INT62, INT62)]),
+    ],
+    ids=["n0_pads_2e62", "same_upper_dilation_2e62", "pads_strides_2e62"],
+)
+def test_pads_of_2_to_the_62_in_memory_are_refused_in_one_line(tiny_conv, x, attributes):
+    """Default limits; a .pb output keeps the call on the in-memory engine."""
+    run = run_padconv(["conv", x, "w.npy", *attributes, "-o", "y.pb"], cwd=tiny_conv,
+                      measure_memory=True)
+    _refused(run, tiny_conv, None, "y.pb")
+
+
+@pytest.mark.parametrize(
+    ("x", "attributes"),
+    [
+        ("x0.npy", ["--pads", *_ints(INT62, INT62, INT62, INT62)]),
+        ("x.npy", ["--auto-pad", "SAME_UPPER", "--dilations", *_ints(INT62, INT62)]),
+    ],
+    ids=["n0_pads_2e62", "same_upper_dilation_2e62"],
+)
+def test_pads_of_2_to_the_62_out_of_core_are_refused_in_one_line(tiny_conv, x, attributes):
+    """Default limits; a .npy output lets auto consider the tiled engine, which cannot hold
+    these either."""
+    run = run_padconv(["conv", x, "w.npy", *attributes, "-o", "y.npy"], cwd=tiny_conv,
+                      measure_memory=True)
+    _refused(run, tiny_conv, None, "y.npy")
+
+
+def test_pads_and_strides_of_2_to_the_62_are_tiled(tiny_conv):
+    """The output is 3x3 and only the centre window meets X: the tiled engine computes it
+    without the padded copy (auto chooses it: in memory the copy would not fit)."""
+    pads, strides = (INT62,) * 4, (INT62, INT62)
+    run = run_padconv(
+        ["conv", "x.npy", "w.npy", "--pads", *_ints(*pads), "--strides", *_ints(*strides),
+         "-o", "y.npy"],
+        cwd=tiny_conv, measure_memory=True,
+    )
+    assert run.returncode == 0, run.stderr_text
+    assert 0 < run.peak_rss_bytes < PEAK_LIMIT
+    y = np.load(tiny_conv / "y.npy")
+    assert y.shape == (1, 1, 3, 3)
+    expected = _conv_oracle(np.ones((5, 5)), np.ones((3, 3)), pads, strides, (3, 3))
+    np.testing.assert_array_equal(y[0, 0], expected)  # sums of at most 9 ones: exact
