@@ -10,11 +10,11 @@ FLOPs: Pad does no arithmetic (0).  Conv counts a multiply-add as 2:
 additions for a bias.
 
 Memory: the inputs, the output, and the working memory of the kernel.  Pad needs nothing
-besides its output.  Conv may need, at most: an accumulator copy of the output (when the
-element type is not float32/float64, sums are kept in float32), a float copy of W in the
-accumulator type, the zero-padded copy of X (every path except 1x1 stride-1 unpadded kernels),
-and the im2col column buffer of at most ``conv_paths.WORKSPACE_BYTES`` or, on the shifted path,
-one block of accumulators per core.
+besides its output.  Conv needs the native core's buffers (W packed for its register tiles and
+one panel of gathered inputs per thread, or the padded input rows of one output row per thread
+for a depthwise Conv: :func:`padconv_cli.kernels.conv_paths.scratch_bytes`; X is never copied
+padded) and, when the element type is not float32/float64, float32 copies of X, W and the
+output (sums are kept in float32).
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from padconv_cli.outofcore.conv_tiles import (
     TileInput,
     conv_on_tile,
     conv_tile_cost,
-    exact_tile_rule,
     fixed_bytes,
     plan_conv_tiles,
     tile_input,
@@ -344,21 +343,15 @@ def conv_dask(
 def conv_aligned_ranges(
     plan: ConvPlan, itemsize: int, tiling: Any, chunk_lengths: tuple[int, ...], budget: int
 ) -> list[Any]:
-    """The tiling's spatial ranges re-cut along the input's chunk grid, on the axes whose cut
-    does not change the kernel's sums (any spatial axis of an inexact tiling, else those that
-    :func:`~padconv_cli.outofcore.conv_tiles.exact_tile_rule` shortens freely).
+    """The tiling's spatial ranges re-cut along the input's chunk grid, on every spatial axis
+    (no cut changes the kernel's sums: the native core sums each element in one order).
 
     Rule: the output chunk along an axis is ``ceil(chunk / stride)``; when a block of one
     output chunk on every such axis fits the budget, blocks are exactly those chunks; else each
     axis is re-cut by :func:`aligned_split`.
     """
-    order, quanta = exact_tile_rule(plan, itemsize)
     ranges = list(tiling.axis_ranges)
-    free = [
-        axis
-        for axis in range(2, len(ranges))
-        if not tiling.exact or (axis in order and axis not in quanta)
-    ]
+    free = list(range(2, len(ranges)))
     wanted = {axis: -(-chunk_lengths[axis] // plan.strides[axis - 2]) for axis in free}
     shape = [_range_length(r[0]) for r in ranges]
     for axis in free:

@@ -1,33 +1,24 @@
-"""Worker threads, BLAS thread control and kept scratch buffers shared by the kernels.
+"""Worker threads shared by the numpy kernels (Pad).
 
-numpy releases the GIL inside its copy and arithmetic loops, so independent blocks of one
-operator can run on all the cores from a plain thread pool. Scratch buffers are kept per
-thread between calls: on Linux a fresh large allocation costs a page fault per 4 KiB on first
-touch, which for a few-millisecond kernel is a large share of its time.
+numpy releases the GIL inside its copy loops, so independent blocks of one operator can run on
+all the cores from a plain thread pool. (Conv runs in the native core, which has its own
+threads: :mod:`padconv_cli.kernels.native`.)
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 if TYPE_CHECKING:  # imported when first needed: kept off the CLI's start-up path
     from queue import SimpleQueue
-
-KEPT_BUFFER_BYTES = 16 * 2**20
-"""Scratch buffers up to this size are kept from call to call (one per thread and slot)."""
 
 _HELPER_PREFIX = "padconv-helper"
 _Job = tuple[Callable[[], None], threading.Event]
 _jobs: SimpleQueue[_Job] | None = None
 _jobs_pid = -1
-_kept = threading.local()
 
 
 def worker_count() -> int:
@@ -118,8 +109,8 @@ def _wait_for_helpers(
     helpers: list[threading.Event], stop: Callable[[BaseException], None]
 ) -> None:
     """Wait until every helper has returned, even through Ctrl-C (recorded with ``stop``, which
-    makes the helpers take no new task): the caller must not go on (restore BLAS's threads,
-    reuse a scratch buffer) while a helper is still inside a task."""
+    makes the helpers take no new task): the caller must not go on (reuse a buffer the tasks
+    write) while a helper is still inside a task."""
     for done in helpers:
         while True:
             try:
@@ -163,77 +154,3 @@ def _serve(jobs: SimpleQueue[_Job]) -> None:
             job()
         finally:
             done.set()
-
-
-def scratch(size: int, dtype: np.dtype, slot: str) -> np.ndarray:
-    """A 1-D uninitialised array of ``size`` elements for temporary use inside one call.
-
-    Arrays of at most KEPT_BUFFER_BYTES come from a buffer kept per thread and ``slot`` (two
-    live scratch arrays of one thread need different slots); larger ones are allocated fresh.
-    """
-    nbytes = size * np.dtype(dtype).itemsize
-    if nbytes > KEPT_BUFFER_BYTES:
-        return np.empty(size, dtype=dtype)
-    buffers = getattr(_kept, "buffers", None)
-    if buffers is None:
-        buffers = _kept.buffers = {}
-    kept = buffers.get(slot)
-    if kept is None or kept.nbytes < nbytes:
-        kept = buffers[slot] = np.empty(nbytes, dtype=np.uint8)
-    return kept[:nbytes].view(dtype)
-
-
-_blas_lock = threading.Lock()
-_blas_users = 0
-_blas_saved_threads = 0
-
-
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[bool]:
-    """Set OpenBLAS to one thread for the block (restored when the last concurrent user leaves);
-    yields whether it could (False when numpy's BLAS is not a known OpenBLAS, or with one core).
-
-    The thread count changes how OpenBLAS cuts the matrices among its threads, and with the cut
-    which kernel variant sums an element, so a product's last bits may differ between thread
-    counts (measured on 64x576 @ 576x3136). Paths that must repeat their sums bit for bit run
-    their products in here.
-    """
-    global _blas_users, _blas_saved_threads
-    controls = openblas_thread_controls()
-    if controls is None or worker_count() == 1:
-        yield False
-        return
-    get_threads, set_threads = controls
-    with _blas_lock:
-        if _blas_users == 0:
-            _blas_saved_threads = get_threads()
-            set_threads(1)
-        _blas_users += 1
-    try:
-        yield True
-    finally:
-        with _blas_lock:
-            _blas_users -= 1
-            if _blas_users == 0:
-                set_threads(_blas_saved_threads)
-
-
-@functools.cache
-def openblas_thread_controls() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """(get, set) of the thread count of the OpenBLAS numpy links
-    (:func:`~padconv_cli.kernels.blas.openblas_library`); None when there is none."""
-    import ctypes
-
-    from padconv_cli.kernels.blas import openblas_library
-
-    found = openblas_library()
-    if found is None:
-        return None
-    library, prefix, _, suffix = found
-    getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
-    setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
-    if getter is None or setter is None:
-        return None
-    getter.restype, getter.argtypes = ctypes.c_int, []
-    setter.restype, setter.argtypes = None, [ctypes.c_int]
-    return getter, setter

@@ -9,6 +9,7 @@ passed as the tile's explicit pads; auto_pad is resolved once for the whole tens
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -17,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import OutputTooLargeError
-from padconv_cli.kernels import conv_paths
+from padconv_cli.kernels import conv_paths, native
 from padconv_cli.kernels.conv import ConvPlan, conv, plan_conv
-from padconv_cli.kernels.conv_paths import accumulator_dtype, choose_path
+from padconv_cli.kernels.conv_paths import accumulator_dtype
 from padconv_cli.outofcore.conv_geometry import (
     ChannelTile,
     channel_tiles,
@@ -32,28 +33,12 @@ from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
 
-def kernel_workspace_bytes(
-    plan: ConvPlan, tile_shape: tuple[int, ...], in_channels: int, spans: list[int], acc: int
-) -> int:
-    """Upper bound of the Conv kernel's own buffers for a tile ``(images, M_t, *out_spatial)``
-    of ``P = images * prod(out_spatial)`` outputs (``spans``: its padded input extent per axis).
-
-    im2col and pointwise paths: a column buffer of ``min(C_t * prod(k) * P * a, WORKSPACE)``;
-    depthwise path: its per-tap products may be held together, ``M_t * prod(k) * P * a``;
-    shifted path: one block of rows of padded-row accumulators per core
-    (:func:`padconv_cli.kernels.conv_paths.shifted_scratch_bytes` with the tile's channels and
-    spans); a tile small enough to go to im2col is covered too.
-    """
-    images, out_channels, *out_spatial = tile_shape
-    taps = math.prod(plan.kernel_shape)
-    positions = images * math.prod(out_spatial)
-    path = choose_path(plan)
-    if path is conv_paths.depthwise_path:
-        return out_channels * taps * positions * acc
-    im2col = min(in_channels * taps * positions * acc, conv_paths.WORKSPACE_BYTES)
-    if path is not conv_paths.shifted_path:
-        return im2col
-    return max(im2col, conv_paths.shifted_scratch_bytes(plan, acc, out_channels, spans))
+def kernel_workspace_bytes(plan: ConvPlan, tile_shape: tuple[int, ...], acc: int) -> int:
+    """Upper bound of the Conv kernel's own buffers for a tile ``(images, M_t, *out_spatial)``:
+    :func:`padconv_cli.kernels.conv_paths.scratch_bytes` of the tile's shape and channels, on
+    the threads the native core uses."""
+    tile_plan = dataclasses.replace(plan, output_shape=tuple(tile_shape))
+    return conv_paths.scratch_bytes(tile_plan, acc, native.thread_count(), tile_shape[1])
 
 
 def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
@@ -61,9 +46,9 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
 
     With ``P = images * prod(out spatial)``, ``X_t = images * C_t * prod(span)`` (span per axis
     ``(o-1)*s + (k-1)*d + 1``), ``a`` the accumulator size (4, or 8 for float64):
-    ``2*X_t*itemsize`` (mapped pages + copy) ``+ X_t*a`` (the kernel's padded copy)
-    ``+`` :func:`kernel_workspace_bytes` ``+ 2*M_t*P*(a + itemsize)`` (accumulator, product,
-    cast result and mapped output pages).
+    ``2*X_t*itemsize`` (mapped pages + copy) ``+ X_t*a`` (the kernel's accumulator copy, for
+    float16/bfloat16) ``+`` :func:`kernel_workspace_bytes` ``+ 2*M_t*P*(a + itemsize)``
+    (accumulator, cast result and mapped output pages).
     """
     images, out_channels, *out_spatial = tile_shape
     x_channels, w_out = plan.x_shape[1], plan.w_shape[0]
@@ -77,7 +62,7 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
     acc = 8 if itemsize == 8 else 4
     window = images * in_channels * math.prod(spans)
     positions = images * math.prod(out_spatial)
-    workspace = kernel_workspace_bytes(plan, tile_shape, in_channels, spans, acc)
+    workspace = kernel_workspace_bytes(plan, tile_shape, acc)
     outputs = out_channels * positions
     return 2 * window * itemsize + window * acc + workspace + 2 * outputs * (acc + itemsize)
 
@@ -93,78 +78,32 @@ def fixed_bytes(w: np.ndarray, b: np.ndarray | None) -> int:
 class ConvTiling:
     """The tile grid: ranges of images, channel tiles, one range list per spatial axis.
 
-    ``exact`` tells whether every tile makes the kernel run the same matrix products as on
-    the whole tensor (then the result is bit-identical to it, see :func:`plan_conv_tiles`).
+    ``exact`` tells whether the tiles' results are bit-identical to the whole tensor's: always,
+    as the native core sums every output element in one order wherever it is computed.
     """
 
     axis_ranges: list[list[Any]]
     exact: bool
 
 
-def kernel_block_grid(plan: ConvPlan, itemsize: int) -> tuple[int, int, int]:
-    """How the im2col kernel path cuts ``(N, *out_spatial)`` into GEMM blocks, for data of
-    ``itemsize`` bytes: ``(first_axis, axis, step)`` of
-    :func:`padconv_cli.kernels.conv_paths.im2col_block_grid` (float64 accumulates in 8 bytes,
-    everything else in 4)."""
-    return conv_paths.im2col_block_grid(plan, 8 if itemsize == 8 else 4)
-
-
-def _output_axis(dims_axis: int) -> int:
-    """Axis of ``(N, *out_spatial)`` -> axis of the output ``(N, M, *out_spatial)``."""
-    return 0 if dims_axis == 0 else dims_axis + 1
-
-
-def exact_tile_rule(plan: ConvPlan, itemsize: int) -> tuple[list[int], dict[int, int]]:
-    """Which output axes a bit-identical tiling may shorten, and in multiples of what.
-
-    The kernel's result depends on how its matrix products are shaped (BLAS sums in an order
-    that follows the matrix shape), so a tile must make the kernel run exactly the products it
-    runs on the whole tensor:
-
-    * depthwise path (multiply-adds, no products), unless the kernel is 1x1 with stride 1:
-      any tile, channels included;
-    * pointwise path, or a 1x1 stride-1 kernel (a tile without pads would turn pointwise):
-      whole images only;
-    * shifted path: whole images only (its blocks of rows follow the image's geometry);
-    * im2col path: all channels; along the block axis ``a`` of :func:`kernel_block_grid`
-      whole blocks (multiples of ``step``), the axes after ``a`` whole.
-
-    Returns ``(order, quanta)`` for :func:`choose_tile_shape`.
-    """
-    spatial_axes = list(range(2, len(plan.output_shape)))
-    path = choose_path(plan)
-    one_by_one = all(k == 1 for k in plan.kernel_shape) and all(s == 1 for s in plan.strides)
-    if path is conv_paths.depthwise_path and not one_by_one:
-        return [0, *spatial_axes, 1], {}
-    if path is not conv_paths.im2col_path or one_by_one:
-        return [0], {}
-    first_axis, block_axis, step = kernel_block_grid(plan, itemsize)
-    order = [_output_axis(axis) for axis in range(block_axis + 1)]
-    quantum_axis = _output_axis(block_axis)
-    return order, {quantum_axis: step} if step > 1 else {}
+def tile_order(plan: ConvPlan) -> list[int]:
+    """The output axes a tiling shortens, in order: images, the spatial axes, then output
+    channels. Any tile shape is bit-identical to the whole tensor (module docstring of
+    :mod:`padconv_cli.kernels.conv_paths`), so the order only follows memory: whole images
+    and rows first keep the tiles' halos small."""
+    return [0, *range(2, len(plan.output_shape)), 1]
 
 
 def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 0) -> ConvTiling:
-    """A tile grid whose tiles each fit ``budget`` bytes, bit-identical when possible.
+    """A tile grid whose tiles each fit ``budget`` bytes (axes in :func:`tile_order`).
 
-    First the tiling of :func:`exact_tile_rule`; when its smallest tile does not fit, any tile
-    shape (images first, then the output spatial axes in order, output channels last), whose
-    sums may then differ from the whole-tensor kernel's in the last bits.  ``overhead``
-    (bytes held besides the tiles: W, B) only enters the message of a refused limit.
+    ``overhead`` (bytes held besides the tiles: W, B) only enters the message of a refused
+    limit.
     """
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
-    order, quanta = exact_tile_rule(plan, itemsize)
-    exact = True
-    try:
-        shape = choose_tile_shape(
-            plan.output_shape, cost, budget, order, "Conv tile", quanta, overhead
-        )
-    except OutputTooLargeError:
-        exact = False
-        spatial_axes = list(range(2, len(plan.output_shape)))
-        shape = choose_tile_shape(
-            plan.output_shape, cost, budget, [0, *spatial_axes, 1], "Conv tile", None, overhead
-        )
+    shape = choose_tile_shape(
+        plan.output_shape, cost, budget, tile_order(plan), "Conv tile", None, overhead
+    )
     images, out_channels, *spatial = shape
     ranges = [
         split_range(plan.output_shape[0], images),
@@ -174,7 +113,7 @@ def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 
             for length, step in zip(plan.output_shape[2:], spatial, strict=True)
         ),
     ]
-    return ConvTiling(ranges, exact)
+    return ConvTiling(ranges, True)
 
 
 @dataclass(frozen=True)

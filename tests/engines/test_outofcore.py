@@ -9,10 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles import assert_conv_within_bound
 
 from padconv_cli.errors import InputError, OutputTooLargeError, UnsupportedDtypeError
-from padconv_cli.kernels import conv_paths
 from padconv_cli.kernels.conv import conv, plan_conv
 from padconv_cli.kernels.pad import pad, plan_pad
 from padconv_cli.outofcore import tiled_conv, tiled_pad
@@ -172,41 +170,35 @@ CONV_CASES = [
 
 
 @pytest.mark.parametrize("x_shape, w_shape, group, attrs", CONV_CASES)
-@pytest.mark.parametrize("workspace", [2048, 65536, 2**20])  # 1 MiB: whole-row im2col blocks
-def test_exact_conv_tiles_are_bit_identical(monkeypatch, x_shape, w_shape, group, attrs, workspace):
-    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", workspace)
+def test_conv_tiles_are_bit_identical(x_shape, w_shape, group, attrs):
     x = RNG.standard_normal(x_shape).astype(np.float32)
     w = RNG.standard_normal(w_shape).astype(np.float32)
     b = RNG.standard_normal(w_shape[0]).astype(np.float32)
     expected = conv(x, w, b, group=group, **attrs)
     plan = plan_conv(x.shape, w.shape, b.shape, group=group, **attrs)
     whole = conv_tile_cost(plan.output_shape, plan=plan, itemsize=4)
-    exact_splits = 0
+    shapes = set()
     for budget in (whole, whole * 11 // 20, whole // 3, whole // 5, whole // 10, whole // 40):
-        got, tiling = assemble_conv(x, w, b, dict(attrs, group=group), budget)
-        tiles = math.prod(len(r) for r in tiling.axis_ranges)
-        assert tiles > 1 or budget == whole
-        if tiling.exact:
-            exact_splits += tiles > 1
-            assert same_bits(got, expected), budget
-        else:  # other sums, in another order: both within the dot-product bound
-            assert_conv_within_bound(got, x, w, b, expected=expected, slack=2, reference=conv,
-                                     **dict(attrs, group=group))
-    one_image_1x1 = x_shape[0] == 1 and all(k == 1 for k in w_shape[2:])
-    if workspace == 2048 and not one_image_1x1:
-        # many kernel blocks: some split must keep the kernel's block layout (a 1x1 kernel
-        # keeps whole images, so one image cannot be split exactly)
-        assert exact_splits > 0
+        try:
+            got, tiling = assemble_conv(x, w, b, dict(attrs, group=group), budget)
+        except OutputTooLargeError:
+            continue  # smaller than the smallest tile (the native core's scratch)
+        tiles = [len(r) for r in tiling.axis_ranges]
+        assert math.prod(tiles) > 1 or budget == whole
+        assert tiling.exact
+        assert same_bits(got, expected), (budget, tiles)
+        shapes.add(tuple(tiles))
+    assert len(shapes) >= 2  # the whole tensor and at least one real split
 
 
-def test_exact_tiling_is_reported_when_a_kernel_block_does_not_fit(monkeypatch):
-    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", 1 << 20)
+def test_channel_and_row_tiles_of_one_image_are_bit_identical():
     x = RNG.standard_normal((1, 4, 64, 64)).astype(np.float32)
     w = RNG.standard_normal((6, 4, 3, 3)).astype(np.float32)
-    got, tiling = assemble_conv(x, w, None, {"pads": [1, 1, 1, 1]}, 60_000)
-    assert not tiling.exact
-    assert_conv_within_bound(got, x, w, expected=conv(x, w, pads=[1, 1, 1, 1]), slack=2,
-                             reference=conv, pads=[1, 1, 1, 1])
+    plan = plan_conv(x.shape, w.shape, pads=[1, 1, 1, 1])
+    whole = conv_tile_cost(plan.output_shape, plan=plan, itemsize=4)
+    got, tiling = assemble_conv(x, w, None, {"pads": [1, 1, 1, 1]}, whole // 8)
+    assert tiling.exact and len(tiling.axis_ranges[2]) > 1
+    assert same_bits(got, conv(x, w, pads=[1, 1, 1, 1]))
 
 
 # --- through .npy files -------------------------------------------------------------------
@@ -253,8 +245,7 @@ def test_tiled_pad_with_axes_fortran_order_and_big_endian_input(tmp_path):
     assert same_bits(np.load(tmp_path / "y.npy"), expected)
 
 
-def test_tiled_conv_file_is_bit_identical(tmp_path, monkeypatch):
-    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", 8192)
+def test_tiled_conv_file_is_bit_identical(tmp_path):
     x = RNG.standard_normal((2, 3, 40, 30)).astype(np.float32)
     w = RNG.standard_normal((5, 3, 3, 3)).astype(np.float32)
     b = RNG.standard_normal(5).astype(np.float32)

@@ -17,13 +17,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from padconv_cli.kernels import conv_paths
 from padconv_cli.kernels.conv import conv
 from padconv_cli.kernels.pad import pad
 
 LIMIT = 16 * 2**20
 INPUT_SHAPE = (1, 2, 2048, 4096)  # float32: 64 MiB, four times the limit
-KERNEL_WORKSPACE = 2**20  # the in-memory kernel's column buffer, lowered in both runs
 
 pytestmark = pytest.mark.skipif(
     not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc peak-RSS counters"
@@ -33,10 +31,8 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from padconv_cli.kernels import conv_paths
     from padconv_cli.outofcore import tiled_conv, tiled_pad
 
-    conv_paths.WORKSPACE_BYTES = {workspace}
     operator, source, target, weights = sys.argv[1:5]
     w = np.load(weights) if operator == "conv" else None
 
@@ -58,7 +54,7 @@ CHILD = textwrap.dedent(
     print(json.dumps({{"growth": status("VmHWM") - before, "tiles": result.tiles,
                        "exact": result.exact}}))
     """
-).format(limit=LIMIT, workspace=KERNEL_WORKSPACE)
+).format(limit=LIMIT)
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +83,13 @@ def run_child(operator: str, source, target, weights) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def test_tiled_conv_stays_under_the_limit(big_input, monkeypatch):
+def test_tiled_conv_stays_under_the_limit(big_input):
     folder, source = big_input
     w = np.random.default_rng(8).standard_normal((1, 2, 3, 3)).astype(np.float32)
     np.save(folder / "w.npy", w)
     report = run_child("conv", source, folder / "y.npy", folder / "w.npy")
     assert report["tiles"] > 4
     assert report["growth"] <= LIMIT, report
-    monkeypatch.setattr(conv_paths, "WORKSPACE_BYTES", KERNEL_WORKSPACE)
     expected = conv(np.load(source), w, pads=[1, 2, 1, 0])
     got = np.load(folder / "y.npy")
     assert report["exact"]

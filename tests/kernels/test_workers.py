@@ -1,47 +1,13 @@
-"""Worker threads and kept scratch buffers shared by the kernels."""
+"""Worker threads shared by the numpy kernels."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from padconv_cli.kernels import workers
-
-
-def test_scratch_reuses_one_buffer_per_slot_and_thread():
-    first = workers.scratch(1000, np.dtype(np.float32), "a")
-    again = workers.scratch(500, np.dtype(np.float32), "a")
-    assert np.shares_memory(first, again)
-    other = workers.scratch(1000, np.dtype(np.float32), "b")
-    assert not np.shares_memory(first, other)
-
-
-def test_scratch_grows_and_gives_the_requested_size_and_dtype():
-    small = workers.scratch(10, np.dtype(np.float64), "grow")
-    large = workers.scratch(10_000, np.dtype(np.float64), "grow")
-    assert small.shape == (10,) and large.shape == (10_000,)
-    assert large.dtype == np.float64
-
-
-def test_scratch_above_the_kept_size_is_a_fresh_array(monkeypatch):
-    monkeypatch.setattr(workers, "KEPT_BUFFER_BYTES", 1024)
-    one = workers.scratch(1024, np.dtype(np.float32), "big")
-    two = workers.scratch(1024, np.dtype(np.float32), "big")
-    assert not np.shares_memory(one, two)
-
-
-def test_scratch_is_per_thread():
-    mine = workers.scratch(100, np.dtype(np.float32), "thread")
-    theirs = []
-    thread = threading.Thread(
-        target=lambda: theirs.append(workers.scratch(100, np.dtype(np.float32), "thread"))
-    )
-    thread.start()
-    thread.join()
-    assert not np.shares_memory(mine, theirs[0])
 
 
 def test_run_tasks_runs_every_task_once():

@@ -1,0 +1,97 @@
+"""padconv's compiled Conv core (``padconv_cli.kernels._native``), imported on first use.
+
+The kernels compute ``Y[n, m, o] = sum_{c, t} W[m, c, t] * Xpad[n, g*C/G + c, o*s + t*d]``
+(``+ B[m]`` after the sum) for float32 and float64, reading X in place (the padding is supplied
+as zeros while the kernel gathers its panels, X is never copied padded). Each output element is
+summed in one fixed order, ``c`` ascending then the kernel taps in C order, by one chain of
+fused multiply-adds (multiply then add on the portable path), wherever and on whichever thread
+it is computed: results depend neither on the thread count nor on tiling.
+
+Instruction sets: the fastest the CPU has (``avx512``, ``avx2`` with FMA, ``generic``), or the
+one named by the environment variable ``PADCONV_NATIVE_ISA``. Threads: the cores this process
+may run on, or ``PADCONV_NATIVE_THREADS``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from types import ModuleType
+
+import numpy as np
+
+from padconv_cli.errors import PadconvError
+
+ISA_VARIABLE = "PADCONV_NATIVE_ISA"
+THREADS_VARIABLE = "PADCONV_NATIVE_THREADS"
+
+
+@functools.cache
+def extension() -> ModuleType:
+    """The compiled module, imported once (kept off the CLI's start-up path)."""
+    from padconv_cli.kernels import _native
+
+    return _native
+
+
+def available_isas() -> list[str]:
+    """Instruction sets this CPU runs, fastest first; always ends with ``generic``."""
+    return list(extension().isas())
+
+
+def selected_isa() -> str:
+    """``PADCONV_NATIVE_ISA`` when set (it must be one of :func:`available_isas`), else the
+    fastest available instruction set."""
+    isas = available_isas()
+    wanted = os.environ.get(ISA_VARIABLE, "").strip().lower()
+    if not wanted:
+        return isas[0]
+    if wanted not in isas:
+        raise PadconvError(
+            f"{ISA_VARIABLE}={wanted} is not available on this CPU; "
+            f"choose one of {', '.join(isas)}",
+            param=ISA_VARIABLE,
+        )
+    return wanted
+
+
+def thread_count() -> int:
+    """``PADCONV_NATIVE_THREADS`` when set to an integer >= 1, else the usable cores."""
+    text = os.environ.get(THREADS_VARIABLE, "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise PadconvError(
+                f"{THREADS_VARIABLE} must be an integer >= 1, got {text!r}",
+                param=THREADS_VARIABLE,
+            )
+        return int(text)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def conv_into(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    y: np.ndarray,
+    *,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    pads_begin: Sequence[int],
+    group: int,
+    threads: int | None = None,
+    isa: str | None = None,
+) -> None:
+    """Write ONNX Conv of ``x`` (N, C, *in) and ``w`` (M, C/group, *k) into ``y`` (N, M, *out).
+
+    All arrays share float32 or float64 and are C-contiguous (``b``, optional, has shape
+    ``(M,)``); the attributes are already validated and resolved (``pads_begin`` per spatial
+    axis; the end pads follow from ``y``'s shape). The GIL is released while the kernel runs.
+    """
+    extension().conv(
+        x, w, b, y, tuple(strides), tuple(dilations), tuple(pads_begin), int(group),
+        thread_count() if threads is None else int(threads),
+        selected_isa() if isa is None else isa,
+    )

@@ -1,0 +1,59 @@
+// AVX2 + FMA kernels (8 floats / 4 doubles per vector, fused multiply-add).  Compiled for that
+// instruction set by the pragma below; the dispatcher calls them only on CPUs that have it.
+#include <string.h>
+
+#include "conv_job.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+#include <immintrin.h>
+
+namespace {
+
+struct VecF {
+    enum { lanes = 8 };
+    typedef __m256 type;
+    static inline type zero() { return _mm256_setzero_ps(); }
+    static inline type load(const float* p) { return _mm256_loadu_ps(p); }
+    static inline void store(float* p, type a) { _mm256_storeu_ps(p, a); }
+    static inline type bcast(float x) { return _mm256_set1_ps(x); }
+    static inline type fma(type a, type b, type c) { return _mm256_fmadd_ps(a, b, c); }
+    static inline type add(type a, type b) { return _mm256_add_ps(a, b); }
+};
+
+struct VecD {
+    enum { lanes = 4 };
+    typedef __m256d type;
+    static inline type zero() { return _mm256_setzero_pd(); }
+    static inline type load(const double* p) { return _mm256_loadu_pd(p); }
+    static inline void store(double* p, type a) { _mm256_storeu_pd(p, a); }
+    static inline type bcast(double x) { return _mm256_set1_pd(x); }
+    static inline type fma(type a, type b, type c) { return _mm256_fmadd_pd(a, b, c); }
+    static inline type add(type a, type b) { return _mm256_add_pd(a, b); }
+};
+
+}  // namespace
+
+#define PADCONV_MR 4
+#define PADCONV_NV 3
+#define PADCONV_DW_NV 4
+#define PADCONV_KERNELS_NAME "avx2"
+#define PADCONV_KERNELS_SYMBOL padconv_avx2_kernels
+#include "conv_impl.h"
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else  // not x86-64: no such kernels
+
+extern const KernelSet padconv_avx2_kernels = {"avx2", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+
+#endif

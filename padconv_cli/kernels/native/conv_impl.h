@@ -1,0 +1,360 @@
+// padconv native Conv kernels, written once over a vector type and compiled once per
+// instruction set.  The including file defines, before including this header:
+//   VecF / VecD   -- vector traits for float / double (type, lanes, zero, load, store, bcast,
+//                    fma(a, b, c) = a * b + c, add)
+//   PADCONV_MR    -- rows of W per micro-tile
+//   PADCONV_NV    -- vectors of output positions per micro-tile
+//   PADCONV_DW_NV -- vectors of output positions per depthwise register block
+//   PADCONV_KERNELS_NAME, PADCONV_KERNELS_SYMBOL -- the KernelSet's name and symbol
+// Everything here has internal linkage, so that code built for one instruction set is never
+// linked in place of another's.
+//
+// GEMM kernel (any C/G): a task is a block of `nb` consecutive flattened output positions of
+// one image and group.  Its panel P[q][j] = Xpad[n, g*C/G + c, position(p0 + j) * s + t * d]
+// (q = c * taps + t, the row order of W.reshape(M, -1)) is gathered row by row from X -- the
+// padding is written as zeros into the panel, X itself is never padded -- and then
+// Y[m, p0 + j] = sum_q Wpacked[m][q] * P[q][j] is computed by an MR x NR register tile that
+// runs the whole sum over q in one accumulator per element.
+//
+// Depthwise kernel (C/G == 1): a task is a block of output rows of one image and channel.  For
+// each output row, the input rows under each outer kernel tap are copied, zero-padded and split
+// into `stride` phases (phase f holds Xpad[f], Xpad[f + s], ...), so that every tap reads one
+// contiguous window; the taps are summed in C order into a register block of output positions.
+
+#include <string.h>
+
+#include "conv_job.h"
+
+namespace {
+
+inline long round_up(long value, long step) { return (value + step - 1) / step * step; }
+inline long min_l(long a, long b) { return a < b ? a : b; }
+inline long max_l(long a, long b) { return a > b ? a : b; }
+
+template <typename T> struct VecOf;
+template <> struct VecOf<float> { typedef VecF V; };
+template <> struct VecOf<double> { typedef VecD V; };
+
+const int MR = PADCONV_MR;
+const int NV = PADCONV_NV;
+const int DW_NV = PADCONV_DW_NV;
+
+// packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
+template <typename T>
+void pack_w(const T* w, long m, long ck, T* packed) {
+    const long blocks = (m + MR - 1) / MR;
+    for (long b = 0; b < blocks; ++b) {
+        T* dst = packed + b * MR * ck;
+        for (long q = 0; q < ck; ++q) {
+            for (int i = 0; i < MR; ++i) {
+                const long row = b * MR + i;
+                dst[q * MR + i] = row < m ? w[row * ck + q] : T(0);
+            }
+        }
+    }
+}
+
+// dst[e] = src[(first + e) * step + shift] where that index lies in [0, size), else 0.
+template <typename T>
+void gather_row(T* dst, const T* src, long first, long count, long shift, long step, long size) {
+    const long start = first * step + shift;  // input index of e = 0
+    long lo = 0;
+    if (start < 0) lo = min_l(count, (-start + step - 1) / step);
+    long hi = count;
+    const long last_ok = size - 1 - start;  // e * step <= last_ok
+    if (last_ok < 0) hi = 0;
+    else hi = min_l(count, last_ok / step + 1);
+    if (hi < lo) hi = lo;
+    for (long e = 0; e < lo; ++e) dst[e] = T(0);
+    if (step == 1) {
+        if (hi > lo) memcpy(dst + lo, src + start + lo, (hi - lo) * sizeof(T));
+    } else {
+        const T* from = src + start;
+        for (long e = lo; e < hi; ++e) dst[e] = from[e * step];
+    }
+    for (long e = hi; e < count; ++e) dst[e] = T(0);
+}
+
+// Flat offset of the input row under output row `row` and outer tap `tap`, or -1 when that
+// row lies in the padding.
+long input_row_offset(const ConvJob& J, long row, long tap) {
+    const int outer = J.rank - 1;
+    long o[PADCONV_MAX_RANK], kt[PADCONV_MAX_RANK];
+    for (int i = outer - 1; i >= 0; --i) {
+        o[i] = row % J.out[i];
+        row /= J.out[i];
+        kt[i] = tap % J.k[i];
+        tap /= J.k[i];
+    }
+    long offset = 0;
+    for (int i = 0; i < outer; ++i) {
+        const long index = o[i] * J.s[i] + kt[i] * J.d[i] - J.pb[i];
+        if (index < 0 || index >= J.in[i]) return -1;
+        offset = offset * J.in[i] + index;
+    }
+    return offset * J.in[J.rank - 1];
+}
+
+template <typename T>
+void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, T* panel) {
+    const int last = J.rank - 1;
+    const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
+    const long PL = J.pb[last], IL = J.in[last];
+    const T* xg = static_cast<const T*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
+    for (long q = 0; q < J.ck; ++q)
+        for (long j = np; j < npad; ++j) panel[q * npad + j] = T(0);
+    long p = p0;
+    while (p < p0 + np) {
+        const long row = p / L, first = p % L;
+        const long len = min_l(L - first, p0 + np - p);
+        const long j = p - p0;
+        for (long t = 0; t < J.outer_taps; ++t) {
+            const long offset = input_row_offset(J, row, t);
+            for (long c = 0; c < J.cg; ++c) {
+                T* dst = panel + (c * J.taps + t * KL) * npad + j;
+                if (offset < 0) {
+                    for (long kw = 0; kw < KL; ++kw) memset(dst + kw * npad, 0, len * sizeof(T));
+                    continue;
+                }
+                const T* src = xg + c * J.in_plane + offset;
+                for (long kw = 0; kw < KL; ++kw)
+                    gather_row(dst + kw * npad, src, first, len, kw * DL - PL, SL, IL);
+            }
+        }
+        p += len;
+    }
+}
+
+// out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
+// element; panel rows are `pstride` apart, output rows `ostride` apart.
+template <typename T>
+inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
+                       T* out, long ostride) {
+    typedef typename VecOf<T>::V V;
+    typename V::type acc[MR][NV];
+    for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+    for (long q = 0; q < ck; ++q) {
+        const T* row = panel + q * pstride;
+        typename V::type b[NV];
+        for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
+        const T* wq = wp + q * MR;
+        for (int i = 0; i < MR; ++i) {
+            const typename V::type a = V::bcast(wq[i]);
+            for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
+        }
+    }
+    if (bias) {
+        for (int i = 0; i < MR; ++i) {
+            const typename V::type b = V::bcast(bias[i]);
+            for (int v = 0; v < NV; ++v) acc[i][v] = V::add(acc[i][v], b);
+        }
+    }
+    for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
+}
+
+// A 1x1 kernel with stride 1 and no padding: the panel is X itself.
+bool is_pointwise(const ConvJob& J) {
+    for (int i = 0; i < J.rank; ++i)
+        if (J.k[i] != 1 || J.s[i] != 1 || J.pb[i] != 0 || J.in[i] != J.out[i]) return false;
+    return true;
+}
+
+template <typename T>
+void gemm_task(const ConvJob& J, long task, T* panel) {
+    typedef typename VecOf<T>::V V;
+    const long nr = NV * V::lanes;
+    const long block = task % J.blocks, image_group = task / J.blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long p0 = block * J.nb, np = min_l(J.nb, J.out_plane - p0), npad = round_up(np, nr);
+    // Pointwise: full column tiles read X in place, only the last partial one gets a panel.
+    const bool direct = is_pointwise(J);
+    const long full = direct ? np / nr * nr : 0;
+    const T* source = static_cast<const T*>(J.x) + (n * J.c + g * J.cg) * J.in_plane + p0;
+    if (direct) {
+        if (full < np) build_panel<T>(J, n, g, p0 + full, np - full, nr, panel);
+    } else {
+        build_panel<T>(J, n, g, p0, np, npad, panel);
+    }
+    const long mblocks = (J.mg + MR - 1) / MR;
+    const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
+    const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
+    T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane + p0;
+    T tile[MR * NV * V::lanes];
+    T tile_bias[MR];
+    for (long mb = 0; mb < mblocks; ++mb) {
+        const long rows = min_l(MR, J.mg - mb * MR);
+        for (int i = 0; i < MR; ++i) tile_bias[i] = bias && i < rows ? bias[mb * MR + i] : T(0);
+        const T* b = bias ? tile_bias : 0;
+        for (long j0 = 0; j0 < npad; j0 += nr) {
+            const T* w = wg + mb * MR * J.ck;
+            const T* from = panel + j0;
+            long stride = npad;
+            if (direct) {
+                from = j0 < full ? source + j0 : panel;
+                stride = j0 < full ? J.in_plane : nr;
+            }
+            const long cols = min_l(nr, np - j0);
+            T* out = y + mb * MR * J.out_plane + j0;
+            if (rows == MR && cols == nr) {  // the whole tile lands in Y
+                micro_tile<T>(w, from, stride, J.ck, b, out, J.out_plane);
+                continue;
+            }
+            micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
+            for (long i = 0; i < rows; ++i)
+                memcpy(out + i * J.out_plane, tile + i * nr, cols * sizeof(T));
+        }
+    }
+}
+
+// dst[f * len + i] = Xpad[f + i * step] of one padded input row (src, or zeros when null).
+template <typename T>
+void split_phases(T* dst, const T* src, long len, long step, long pad, long size) {
+    for (long f = 0; f < step; ++f) {
+        T* phase = dst + f * len;
+        if (!src) {
+            memset(phase, 0, len * sizeof(T));
+            continue;
+        }
+        gather_row(phase, src, 0, len, f - pad, step, size);
+    }
+}
+
+// o = the outer output coordinates of output row `row`.
+void outer_coords(const ConvJob& J, long row, long* o) {
+    for (int i = J.rank - 2; i >= 0; --i) {
+        o[i] = row % J.out[i];
+        row /= J.out[i];
+    }
+}
+
+// Flat offset of the input row under outer output coordinates o and outer tap kt, or -1 when
+// that row lies in the padding.
+long tap_row_offset(const ConvJob& J, const long* o, const long* kt) {
+    long offset = 0;
+    for (int i = 0; i < J.rank - 1; ++i) {
+        const long index = o[i] * J.s[i] + kt[i] * J.d[i] - J.pb[i];
+        if (index < 0 || index >= J.in[i]) return -1;
+        offset = offset * J.in[i] + index;
+    }
+    return offset * J.in[J.rank - 1];
+}
+
+// o = the outer output coordinates of the next output row.
+void next_row(const ConvJob& J, long* o) {
+    for (int i = J.rank - 2; i >= 0; --i) {
+        if (++o[i] < J.out[i]) return;
+        o[i] = 0;
+    }
+}
+
+// kt = the next outer tap in C order.
+void next_tap(const ConvJob& J, long* kt) {
+    for (int i = J.rank - 2; i >= 0; --i) {
+        if (++kt[i] < J.k[i]) return;
+        kt[i] = 0;
+    }
+}
+
+template <typename T>
+void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
+    typedef typename VecOf<T>::V V;
+    const int last = J.rank - 1;
+    const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
+    const long width = DW_NV * V::lanes;
+    const long len = J.row_len, slot_size = SL * len;
+    const long block = task % J.row_blocks, image_group = task / J.row_blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long r0 = block * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
+    const T* x = static_cast<const T*>(J.x) + (n * J.c + g) * J.in_plane;
+    const T* w = static_cast<const T*>(J.w);
+    const T* bias = static_cast<const T*>(J.bias);
+    T* y = static_cast<T*>(J.y);
+    T tail[DW_NV * V::lanes];
+    // With few outer taps, the padded rows are kept in slots keyed by their input row, so that
+    // the next output rows reuse the rows they share (slot_of[t] holds tap t's slot).
+    const bool cached = J.dw_slots > J.outer_taps;
+    long slot_key[PADCONV_DW_SLOTS], slot_stamp[PADCONV_DW_SLOTS], slot_of[PADCONV_DW_SLOTS];
+    for (long i = 0; cached && i < J.dw_slots; ++i) {
+        slot_key[i] = -2;  // empty
+        slot_stamp[i] = -1;
+    }
+    // where tap kw of the last axis starts reading: phase (kw*d) % s, element (kw*d) / s
+    auto tap_start_of = [&](long kw) { return (kw * DL % SL) * len + kw * DL / SL; };
+    long tap_start[PADCONV_DW_TAPS];
+    for (long kw = 0; kw < KL && kw < PADCONV_DW_TAPS; ++kw) tap_start[kw] = tap_start_of(kw);
+    long o[PADCONV_MAX_RANK], kt[PADCONV_MAX_RANK];
+    outer_coords(J, r0, o);
+    for (long row = r0; row < r1; ++row, next_row(J, o)) {
+        for (int i = 0; i < last; ++i) kt[i] = 0;
+        for (long t = 0; t < J.outer_taps; ++t, next_tap(J, kt)) {
+            const long offset = tap_row_offset(J, o, kt);
+            long slot = t;
+            if (cached) {
+                long found = -1, oldest = -1;
+                for (long i = 0; i < J.dw_slots && found < 0; ++i) {
+                    if (slot_key[i] == offset) found = i;
+                    else if (slot_stamp[i] < row &&
+                             (oldest < 0 || slot_stamp[i] < slot_stamp[oldest]))
+                        oldest = i;
+                }
+                slot = found >= 0 ? found : oldest;
+                slot_of[t] = slot;
+                slot_stamp[slot] = row;
+                if (found >= 0) continue;
+                slot_key[slot] = offset;
+            }
+            split_phases(rows_buf + slot * slot_size, offset < 0 ? 0 : x + offset, len, SL,
+                         J.pb[last], J.in[last]);
+        }
+        for (long mi = 0; mi < J.mg; ++mi) {
+            const long m = g * J.mg + mi;
+            const T* wm = w + m * J.taps;
+            T* out = y + (n * J.m + m) * J.out_plane + row * L;
+            for (long j0 = 0; j0 < L; j0 += width) {
+                typename V::type acc[DW_NV];
+                for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
+                for (long t = 0; t < J.outer_taps; ++t) {
+                    const T* rows_t = rows_buf + (cached ? slot_of[t] : t) * slot_size + j0;
+                    for (long kw = 0; kw < KL; ++kw) {
+                        const T* src = rows_t + (kw < PADCONV_DW_TAPS ? tap_start[kw]
+                                                                      : tap_start_of(kw));
+                        const typename V::type a = V::bcast(wm[t * KL + kw]);
+                        for (int v = 0; v < DW_NV; ++v)
+                            acc[v] = V::fma(a, V::load(src + v * V::lanes), acc[v]);
+                    }
+                }
+                if (bias) {
+                    const typename V::type b = V::bcast(bias[m]);
+                    for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
+                }
+                // a block may spill past the row into the next rows of this task, which are
+                // computed (and overwritten) after it
+                if (j0 + width <= L || row * L + j0 + width <= r1 * L) {
+                    for (int v = 0; v < DW_NV; ++v) V::store(out + j0 + v * V::lanes, acc[v]);
+                } else {
+                    for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
+                    memcpy(out + j0, tail, (L - j0) * sizeof(T));
+                }
+            }
+        }
+    }
+}
+
+void pack_f32(const float* w, long m, long ck, float* packed) { pack_w<float>(w, m, ck, packed); }
+void pack_f64(const double* w, long m, long ck, double* packed) {
+    pack_w<double>(w, m, ck, packed);
+}
+void gemm_f32(const ConvJob& job, long task, float* s) { gemm_task<float>(job, task, s); }
+void gemm_f64(const ConvJob& job, long task, double* s) { gemm_task<double>(job, task, s); }
+void dw_f32(const ConvJob& job, long task, float* s) { depthwise_task<float>(job, task, s); }
+void dw_f64(const ConvJob& job, long task, double* s) { depthwise_task<double>(job, task, s); }
+
+}  // namespace
+
+extern const KernelSet PADCONV_KERNELS_SYMBOL = {
+    PADCONV_KERNELS_NAME, MR, NV * VecF::lanes, NV * VecD::lanes,
+    DW_NV * VecF::lanes, DW_NV * VecD::lanes,
+    pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
+};

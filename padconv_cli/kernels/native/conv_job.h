@@ -1,0 +1,58 @@
+// padconv native Conv: the description of one convolution shared by the dispatcher
+// (module.cpp) and the per-ISA kernels (conv_generic.cpp, conv_avx2.cpp, conv_avx512.cpp).
+//
+// Tensors are C-contiguous NCHW...: X (N, C, *in), W (M, C/G, *k), Y (N, M, *out).
+// Every output element is  Y[n, m, o] = sum_{c, t} W[m, c, t] * Xpad[n, g*C/G + c, o*s + t*d]
+// (+ B[m] after the sum), summed in one fixed order -- c ascending, then the kernel taps t in
+// C order -- by one fused multiply-add chain (the portable kernel: multiply then add), whatever
+// the block, the task or the thread that computes it.  Results therefore do not depend on the
+// thread count nor on how the tensor is cut into tiles.
+#ifndef PADCONV_CONV_JOB_H
+#define PADCONV_CONV_JOB_H
+
+#define PADCONV_MAX_RANK 16
+#define PADCONV_DW_CACHED_TAPS 32                          // most outer taps whose rows are kept
+#define PADCONV_DW_SLOTS (2 * PADCONV_DW_CACHED_TAPS + 1)  // row slots kept for them
+#define PADCONV_DW_TAPS 64  // taps of the last axis whose starts are worked out once per task
+
+struct ConvJob {
+    const void* x;      // input, element type float or double
+    const void* w;      // weights as given (depthwise) or packed by the kernel set (GEMM)
+    const void* bias;   // M values or null
+    void* y;            // output
+    int rank;           // spatial rank
+    long n, c, m, group, cg, mg;
+    long in[PADCONV_MAX_RANK], out[PADCONV_MAX_RANK], k[PADCONV_MAX_RANK];
+    long s[PADCONV_MAX_RANK], d[PADCONV_MAX_RANK], pb[PADCONV_MAX_RANK];
+    long in_plane, out_plane;  // prod(in), prod(out)
+    long taps, ck;             // prod(k), C/G * prod(k)
+    long outer_out;            // prod(out[:-1]): output rows
+    long outer_taps;           // prod(k[:-1])
+    // GEMM kernel: blocks of `nb` flattened output positions of one image and group
+    long nb, blocks;
+    // depthwise kernel: blocks of `rows` output rows of one image and channel
+    long rows, row_blocks;
+    long row_len;              // elements of one phase of a deinterleaved padded row
+    long dw_slots;             // padded rows held: 2 * outer_taps + 1 (kept), or outer_taps
+};
+
+// One instruction set's kernels.  `scratch` is a per-thread buffer of `scratch_elems(job)`
+// elements of the job's type.
+struct KernelSet {
+    const char* name;
+    int mr, nr_f32, nr_f64;  // micro-tile: rows of W, output positions (per element type)
+    int dw_f32, dw_f64;      // output positions per depthwise register block
+    void (*pack_w_f32)(const float* w, long m, long ck, float* packed);
+    void (*pack_w_f64)(const double* w, long m, long ck, double* packed);
+    void (*gemm_task_f32)(const ConvJob& job, long task, float* scratch);
+    void (*gemm_task_f64)(const ConvJob& job, long task, double* scratch);
+    void (*depthwise_task_f32)(const ConvJob& job, long task, float* scratch);
+    void (*depthwise_task_f64)(const ConvJob& job, long task, double* scratch);
+};
+
+extern const KernelSet padconv_generic_kernels;
+extern const KernelSet padconv_avx2_kernels;    // only usable when the CPU has AVX2 and FMA
+extern const KernelSet padconv_avx512_kernels;  // only usable when the CPU has AVX-512F
+extern const int padconv_have_x86_kernels;      // 1 when the two above were compiled in
+
+#endif

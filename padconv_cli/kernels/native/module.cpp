@@ -1,0 +1,323 @@
+// padconv_cli.kernels._native: the Python entry points of the native Conv.
+//
+// conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa) computes ONNX Conv of
+// the C-contiguous float32 or float64 arrays x (N, C, *in) and w (M, C/group, *k), with the
+// optional bias b (M,), into the preallocated y (N, M, *out), without the GIL, on `threads`
+// threads.  Shapes and attributes must already be validated (padconv's plan_conv): this
+// module only re-checks what keeps its memory accesses inside the buffers.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <atomic>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conv_job.h"
+
+namespace {
+
+const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
+const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
+
+bool cpu_has(const std::string& isa) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!padconv_have_x86_kernels) return isa == "generic";
+    __builtin_cpu_init();
+    if (isa == "avx512") return __builtin_cpu_supports("avx512f");
+    if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return isa == "generic";
+}
+
+const KernelSet* kernel_set(const std::string& isa) {
+    if (isa == "avx512") return &padconv_avx512_kernels;
+    if (isa == "avx2") return &padconv_avx2_kernels;
+    if (isa == "generic") return &padconv_generic_kernels;
+    return 0;
+}
+
+long round_up(long value, long step) { return (value + step - 1) / step * step; }
+long ceil_div(long a, long b) { return (a + b - 1) / b; }
+
+struct Buffers {
+    Py_buffer x, w, b, y;
+    bool have_x = false, have_w = false, have_b = false, have_y = false;
+    ~Buffers() {
+        if (have_x) PyBuffer_Release(&x);
+        if (have_w) PyBuffer_Release(&w);
+        if (have_b) PyBuffer_Release(&b);
+        if (have_y) PyBuffer_Release(&y);
+    }
+};
+
+// 4 for float32, 8 for float64, 0 for anything else.
+int element_size(const Py_buffer& view) {
+    if (!view.format) return 0;
+    std::string format(view.format);
+    if (!format.empty() && (format[0] == '@' || format[0] == '=')) format = format.substr(1);
+    if (format == "f" && view.itemsize == 4) return 4;
+    if (format == "d" && view.itemsize == 8) return 8;
+    return 0;
+}
+
+bool int_list(PyObject* seq, int rank, long* out, const char* name, long minimum) {
+    PyObject* fast = PySequence_Fast(seq, name);
+    if (!fast) return false;
+    bool ok = PySequence_Fast_GET_SIZE(fast) == rank;
+    for (int i = 0; ok && i < rank; ++i) {
+        out[i] = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1 && PyErr_Occurred()) ok = false;
+        else if (out[i] < minimum) ok = false;
+    }
+    Py_DECREF(fast);
+    if (!ok && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "%s needs %d values >= %ld", name, rank, minimum);
+    return ok;
+}
+
+bool fill_job(ConvJob& job, const Buffers& bufs, long group) {
+    const Py_buffer &x = bufs.x, &w = bufs.w, &y = bufs.y;
+    if (x.ndim < 3 || x.ndim - 2 > PADCONV_MAX_RANK || w.ndim != x.ndim || y.ndim != x.ndim) {
+        PyErr_SetString(PyExc_ValueError, "x, w and y need one rank, 3 to 18");
+        return false;
+    }
+    const int rank = x.ndim - 2;
+    job.rank = rank;
+    job.n = x.shape[0];
+    job.c = x.shape[1];
+    job.m = w.shape[0];
+    job.cg = w.shape[1];
+    job.group = group;
+    if (group < 1 || job.cg * group != job.c || job.m % group != 0 || y.shape[0] != job.n ||
+        y.shape[1] != job.m) {
+        PyErr_SetString(PyExc_ValueError, "channels of x, w, y and group do not match");
+        return false;
+    }
+    job.mg = job.m / group;
+    job.in_plane = job.out_plane = job.taps = job.outer_out = job.outer_taps = 1;
+    for (int i = 0; i < rank; ++i) {
+        job.in[i] = x.shape[i + 2];
+        job.out[i] = y.shape[i + 2];
+        job.k[i] = w.shape[i + 2];
+        if (job.k[i] < 1) {
+            PyErr_SetString(PyExc_ValueError, "kernel dimensions must be >= 1");
+            return false;
+        }
+        job.in_plane *= job.in[i];
+        job.out_plane *= job.out[i];
+        job.taps *= job.k[i];
+        if (i < rank - 1) {
+            job.outer_out *= job.out[i];
+            job.outer_taps *= job.k[i];
+        }
+    }
+    job.ck = job.cg * job.taps;
+    if (bufs.have_b && (bufs.b.ndim != 1 || bufs.b.shape[0] != job.m)) {
+        PyErr_SetString(PyExc_ValueError, "b must have shape (M,)");
+        return false;
+    }
+    return true;
+}
+
+// Blocks of the GEMM kernel: a panel near PANEL_BYTES, and enough blocks for the threads.
+void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
+    const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
+    long nb = PANEL_BYTES / (job.ck * item) / nr * nr;
+    nb = std::max(nr, std::min(nb, round_up(job.out_plane, nr)));
+    const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
+    if (threads > 1 && wanted > 1)
+        nb = std::min(nb, std::max(nr, round_up(ceil_div(job.out_plane, wanted), nr)));
+    job.nb = nb;
+    job.blocks = ceil_div(job.out_plane, nb);
+}
+
+// Blocks of the depthwise kernel: output rows, and the length of one padded-row phase.
+void plan_depthwise(ConvJob& job, const KernelSet& ks, int item, long threads) {
+    const int last = job.rank - 1;
+    const long width = item == 4 ? ks.dw_f32 : ks.dw_f64;
+    const long reach = (job.k[last] - 1) * job.d[last] / job.s[last];
+    job.row_len = reach + round_up(job.out[last], width);
+    job.dw_slots = job.outer_taps <= PADCONV_DW_CACHED_TAPS ? 2 * job.outer_taps + 1
+                                                            : job.outer_taps;
+    job.rows = job.outer_out;
+    const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
+    if (threads > 1 && wanted > 1) job.rows = std::max(1L, ceil_div(job.outer_out, wanted));
+    job.row_blocks = ceil_div(job.outer_out, job.rows);
+}
+
+template <typename T>
+struct Run {
+    const ConvJob& job;
+    const KernelSet& ks;
+    bool depthwise;
+    long tasks, scratch_elems;
+    std::atomic<long> next{0};
+    std::atomic<bool> failed{false};
+
+    Run(const ConvJob& j, const KernelSet& k, bool dw, long t, long s)
+        : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s) {}
+
+    void work() {
+        std::unique_ptr<T[]> scratch(new (std::nothrow) T[scratch_elems]);
+        if (!scratch) {
+            failed = true;
+            return;
+        }
+        for (long task = next++; task < tasks && !failed; task = next++) run_task(task, scratch.get());
+    }
+
+    void run_task(long task, T* scratch);
+};
+
+template <>
+void Run<float>::run_task(long task, float* scratch) {
+    if (depthwise) ks.depthwise_task_f32(job, task, scratch);
+    else ks.gemm_task_f32(job, task, scratch);
+}
+
+template <>
+void Run<double>::run_task(long task, double* scratch) {
+    if (depthwise) ks.depthwise_task_f64(job, task, scratch);
+    else ks.gemm_task_f64(job, task, scratch);
+}
+
+void pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
+    ks.pack_w_f32(w, m, ck, p);
+}
+void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
+    ks.pack_w_f64(w, m, ck, p);
+}
+
+// Runs the job on `threads` threads (the caller's included); false when memory ran out.
+template <typename T>
+bool execute(ConvJob& job, const KernelSet& ks, long threads) {
+    if (job.ck == 0) {  // no input channels: every sum is empty, Y = B (or 0)
+        T* y = static_cast<T*>(job.y);
+        const T* bias = static_cast<const T*>(job.bias);
+        for (long i = 0; i < job.n * job.m; ++i)
+            for (long p = 0; p < job.out_plane; ++p)
+                y[i * job.out_plane + p] = bias ? bias[i % job.m] : T(0);
+        return true;
+    }
+    const bool depthwise = job.cg == 1;
+    std::vector<T> packed;
+    long tasks, scratch_elems;
+    if (depthwise) {
+        plan_depthwise(job, ks, sizeof(T), threads);
+        tasks = job.n * job.group * job.row_blocks;
+        scratch_elems = job.dw_slots * job.s[job.rank - 1] * job.row_len;
+    } else {
+        plan_gemm(job, ks, sizeof(T), threads);
+        const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
+        const long rows = ceil_div(job.mg, ks.mr) * ks.mr;
+        try {
+            packed.resize(job.group * rows * job.ck);
+        } catch (const std::bad_alloc&) {
+            return false;
+        }
+        const T* w = static_cast<const T*>(job.w);
+        for (long g = 0; g < job.group; ++g)
+            pack(ks, w + g * job.mg * job.ck, job.mg, job.ck, packed.data() + g * rows * job.ck);
+        job.w = packed.data();
+        tasks = job.n * job.group * job.blocks;
+        scratch_elems = job.ck * round_up(job.nb, nr);
+    }
+    Run<T> run(job, ks, depthwise, tasks, scratch_elems);
+    std::vector<std::thread> helpers;
+    threads = std::max(1L, std::min(threads, tasks));
+    for (long i = 1; i < threads; ++i) {
+        try {
+            helpers.emplace_back([&run] { run.work(); });
+        } catch (...) {
+            break;  // fewer threads: the same sums, computed by the threads there are
+        }
+    }
+    run.work();
+    for (auto& helper : helpers) helper.join();
+    return !run.failed;
+}
+
+PyObject* py_conv(PyObject*, PyObject* args) {
+    PyObject *x, *w, *b, *y, *strides, *dilations, *pads;
+    long group, threads;
+    const char* isa;
+    if (!PyArg_ParseTuple(args, "OOOOOOOlls", &x, &w, &b, &y, &strides, &dilations, &pads,
+                          &group, &threads, &isa))
+        return 0;
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+    Buffers bufs;
+    if (PyObject_GetBuffer(x, &bufs.x, flags) < 0) return 0;
+    bufs.have_x = true;
+    if (PyObject_GetBuffer(w, &bufs.w, flags) < 0) return 0;
+    bufs.have_w = true;
+    if (b != Py_None) {
+        if (PyObject_GetBuffer(b, &bufs.b, flags) < 0) return 0;
+        bufs.have_b = true;
+    }
+    if (PyObject_GetBuffer(y, &bufs.y, flags | PyBUF_WRITABLE) < 0) return 0;
+    bufs.have_y = true;
+    const int item = element_size(bufs.x);
+    if (!item || element_size(bufs.w) != item || element_size(bufs.y) != item ||
+        (bufs.have_b && element_size(bufs.b) != item)) {
+        PyErr_SetString(PyExc_TypeError, "x, w, b and y must all be float32 or all float64");
+        return 0;
+    }
+    ConvJob job;
+    if (!fill_job(job, bufs, group)) return 0;
+    if (!int_list(strides, job.rank, job.s, "strides", 1) ||
+        !int_list(dilations, job.rank, job.d, "dilations", 1) ||
+        !int_list(pads, job.rank, job.pb, "pads_begin", 0))
+        return 0;
+    const KernelSet* ks = kernel_set(isa);
+    if (!ks || !cpu_has(isa)) {
+        PyErr_Format(PyExc_ValueError, "instruction set %s is not available on this CPU", isa);
+        return 0;
+    }
+    job.x = bufs.x.buf;
+    job.w = bufs.w.buf;
+    job.bias = bufs.have_b ? bufs.b.buf : 0;
+    job.y = bufs.y.buf;
+    bool ok = true;
+    if (job.n > 0 && job.out_plane > 0 && job.m > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        ok = item == 4 ? execute<float>(job, *ks, threads) : execute<double>(job, *ks, threads);
+        Py_END_ALLOW_THREADS
+    }
+    if (!ok) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+PyObject* py_isas(PyObject*, PyObject*) {
+    PyObject* names = PyList_New(0);
+    const char* all[] = {"avx512", "avx2", "generic"};
+    for (const char* name : all) {
+        if (!cpu_has(name)) continue;
+        PyObject* text = PyUnicode_FromString(name);
+        if (!text || PyList_Append(names, text) < 0) {
+            Py_XDECREF(text);
+            Py_DECREF(names);
+            return 0;
+        }
+        Py_DECREF(text);
+    }
+    return names;
+}
+
+PyMethodDef methods[] = {
+    {"conv", py_conv, METH_VARARGS,
+     "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa): ONNX Conv of "
+     "float32/float64 arrays into y, sums in a fixed order (c, then the taps in C order)."},
+    {"isas", py_isas, METH_NOARGS,
+     "Instruction sets this CPU can run, fastest first (always ends with 'generic')."},
+    {0, 0, 0, 0},
+};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "padconv's native Conv kernels.", -1,
+                      methods, 0, 0, 0, 0};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

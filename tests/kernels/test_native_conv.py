@@ -1,0 +1,343 @@
+"""The native Conv core: every instruction set against the float64 oracle, determinism over
+threads, forcing an instruction set, and one run of the native code under ASan/UBSan."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from oracles import assert_conv_within_bound, random_inputs, resolve_pads
+
+from padconv_cli.errors import PadconvError
+from padconv_cli.kernels import native
+from padconv_cli.kernels.conv import conv, plan_conv
+
+ALL_ISAS = ("avx512", "avx2", "generic")
+
+CASES = {
+    # rank 1
+    "1d_plain": ((2, 3, 11), (4, 3, 3), {}),
+    "1d_strided_dilated_asym": ((2, 3, 23), (5, 3, 4), {"strides": [3], "dilations": [2],
+                                                         "pads": [5, 2]}),
+    "1d_depthwise_multiplier": ((2, 3, 40), (6, 1, 3), {"group": 3, "pads": [1, 1]}),
+    "1d_depthwise_strided": ((1, 3, 31), (3, 1, 4), {"group": 3, "strides": [3],
+                                                     "pads": [2, 0]}),
+    "1d_same_lower": ((1, 2, 10), (3, 2, 4), {"auto_pad": "SAME_LOWER", "strides": [3]}),
+    # rank 2
+    "2d_asym_pads": ((1, 4, 9, 11), (6, 4, 3, 3), {"pads": [1, 2, 0, 1]}),
+    "2d_groups_strides_dilations": ((2, 6, 10, 7), (6, 2, 3, 2),
+                                    {"group": 3, "strides": [2, 1], "dilations": [1, 2],
+                                     "pads": [2, 0, 1, 3]}),
+    "2d_depthwise": ((1, 8, 12, 12), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),
+    "2d_depthwise_strided_dilated": ((1, 8, 13, 17), (16, 1, 5, 3),
+                                     {"group": 8, "strides": [2, 3], "pads": [2, 1, 2, 1],
+                                      "dilations": [1, 2]}),
+    "2d_pointwise": ((1, 5, 8, 8), (7, 5, 1, 1), {}),
+    "2d_pads_wider_than_kernel": ((1, 3, 4, 4), (2, 3, 3, 3), {"pads": [5, 5, 5, 5]}),
+    "2d_many_channels": ((1, 70, 30, 41), (37, 70, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "2d_same_upper_strided": ((1, 2, 7, 6), (3, 2, 3, 3), {"auto_pad": "SAME_UPPER",
+                                                           "strides": [2, 3]}),
+    "2d_valid": ((1, 2, 6, 7), (2, 2, 3, 2), {"auto_pad": "VALID", "strides": [2, 2]}),
+    # rank 3
+    "3d_everything": ((1, 4, 5, 6, 7), (3, 4, 2, 3, 2),
+                      {"pads": [1, 0, 1, 0, 2, 1], "strides": [1, 2, 1]}),
+    "3d_depthwise": ((1, 2, 5, 6, 7), (4, 1, 2, 3, 2),
+                     {"group": 2, "pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 1],
+                      "dilations": [2, 1, 2]}),
+    "3d_depthwise_many_outer_taps": ((1, 2, 9, 9, 5), (2, 1, 7, 7, 3),  # 49 rows per output row
+                                     {"group": 2, "pads": [3, 3, 1, 3, 3, 1]}),
+    "2d_depthwise_tiny_rows": ((2, 3, 9, 3), (6, 1, 3, 2), {"group": 3, "pads": [1, 1, 1, 0]}),
+}
+
+DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
+
+
+def tap_oracle(X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None,
+               strides=None):
+    """float64 Conv by kernel taps: ``Y += W[:, :, t] . Xpad[window of t]`` with numpy slices
+    (the loop oracle's definition, vectorised, for inputs too big for its loops)."""
+    X = np.asarray(X, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    kernel = W.shape[2:]
+    rank = len(kernel)
+    strides = strides or [1] * rank
+    dilations = dilations or [1] * rank
+    begins, ends = resolve_pads(X.shape[2:], kernel, strides, dilations, auto_pad, pads)
+    xp = np.pad(X, [(0, 0), (0, 0), *zip(begins, ends, strict=True)])
+    out = [(size - (k - 1) * d - 1) // s + 1
+           for size, k, d, s in zip(xp.shape[2:], kernel, dilations, strides, strict=True)]
+    m, c_group = W.shape[:2]
+    m_group = m // group
+    Y = np.zeros((X.shape[0], m, *out))
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s)
+                       for t, d, o, s in zip(tap, dilations, out, strides, strict=True))
+        for g in range(group):
+            xs = xp[(slice(None), slice(g * c_group, (g + 1) * c_group), *window)]
+            ws = W[(slice(g * m_group, (g + 1) * m_group), slice(None), *tap)]
+            Y[:, g * m_group:(g + 1) * m_group] += np.einsum("mc,nc...->nm...", ws, xs)
+    if B is not None:
+        Y += np.asarray(B, dtype=np.float64).reshape((-1,) + (1,) * rank)
+    return Y
+
+
+def test_the_tap_oracle_agrees_with_the_loop_oracle():
+    from oracles import oracle_conv
+
+    for x_shape, w_shape, attrs in CASES.values():
+        if np.prod(x_shape) < 3000:
+            X, W, B = random_inputs(x_shape, w_shape, np.float64)
+            np.testing.assert_allclose(tap_oracle(X, W, B, **attrs), oracle_conv(X, W, B, **attrs),
+                                       rtol=1e-9, atol=1e-9)
+
+
+def isa_or_skip(isa: str) -> str:
+    """The instruction set, or a skip naming what the CPU lacks."""
+    if isa not in native.available_isas():
+        pytest.skip(f"this CPU has no {isa} (has {', '.join(native.available_isas())})")
+    return isa
+
+
+@pytest.fixture(params=ALL_ISAS)
+def forced_isa(request, monkeypatch):
+    """Each instruction set in turn, forced through PADCONV_NATIVE_ISA."""
+    isa = isa_or_skip(request.param)
+    monkeypatch.setenv(native.ISA_VARIABLE, isa)
+    return isa
+
+
+def test_the_portable_kernels_are_always_available():
+    assert native.available_isas()[-1] == "generic"
+    assert set(native.available_isas()) <= set(ALL_ISAS)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_isa_within_the_dot_product_bound(forced_isa, name, dtype):
+    x_shape, w_shape, attrs = CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, reference=tap_oracle, **attrs)
+
+
+def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
+    X = (np.arange(16, dtype=np.float16) * np.float16(0.5)).reshape(1, 1, 4, 4)
+    W = np.full((1, 1, 3, 3), 0.25, dtype=np.float16)
+    B = np.array([0.5], dtype=np.float16)
+    expected = np.array(
+        [[1.75, 2.75, 3.5, 2.75], [3.875, 6.125, 7.25, 5.375], [6.875, 10.625, 11.75, 8.375],
+         [5.75, 8.75, 9.5, 6.75]], dtype=np.float16)[None, None]
+    Y = conv(X, W, B, pads=[1, 1, 1, 1])
+    assert Y.tobytes() == expected.tobytes()
+
+
+def test_every_isa_passes_the_onnx_conformance_data(forced_isa):
+    from test_conv_conformance import MODEL_DIRS, load_case
+
+    assert MODEL_DIRS
+    for folder in MODEL_DIRS:
+        inputs, attrs, expected = load_case(folder)
+        np.testing.assert_allclose(conv(*inputs, **attrs), expected, rtol=1e-4, atol=1e-5,
+                                   err_msg=folder)
+
+
+def test_nan_and_inf_reach_exactly_their_receptive_field(forced_isa):
+    X, W, B = random_inputs((1, 3, 9, 10), (4, 3, 3, 3), np.float32)
+    X[0, 1, 4, 5] = np.nan
+    X[0, 2, 8, 9] = np.inf
+    attrs = {"pads": [1, 1, 1, 1]}
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, reference=tap_oracle, **attrs)
+
+
+DETERMINISM_CASES = {
+    "gemm": ((2, 24, 37, 45), (20, 24, 3, 3), {"pads": [1, 2, 1, 0], "strides": [1, 1]}),
+    "gemm_strided_groups": ((1, 16, 61, 33), (12, 4, 3, 5),
+                            {"group": 4, "strides": [2, 1], "pads": [1, 2, 1, 2]}),
+    "depthwise": ((1, 12, 70, 29), (24, 1, 3, 3), {"group": 12, "pads": [1, 1, 1, 1]}),
+    "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(DETERMINISM_CASES))
+def test_results_do_not_depend_on_the_thread_count(forced_isa, name, dtype):
+    x_shape, w_shape, attrs = DETERMINISM_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
+    results = []
+    for threads in (1, 2, 3, 8):
+        y = np.full(plan.output_shape, np.nan, dtype)
+        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
+                         pads_begin=plan.pads_begin, group=plan.group, threads=threads)
+        results.append(y)
+    for y in results[1:]:
+        assert y.tobytes() == results[0].tobytes()
+    assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
+
+
+def test_a_part_of_the_output_repeats_the_whole_bit_for_bit(forced_isa):
+    """Rows computed from a crop of X (the tiled engine's tiles) equal the whole tensor's."""
+    X, W, B = random_inputs((1, 16, 50, 40), (8, 16, 3, 3), np.float32)
+    whole = conv(X, W, B, pads=[1, 1, 1, 1])
+    part = conv(X[:, :, 19:33, :], W, B, pads=[0, 1, 0, 1])
+    assert part.tobytes() == whole[:, :, 20:32].tobytes()
+    channels = conv(X, W[2:5], B[2:5], pads=[1, 1, 1, 1])
+    assert channels.tobytes() == whole[:, 2:5].tobytes()
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_an_infinite_weight_times_the_padding_is_nan(forced_isa, group):
+    # 0 * inf = nan: the padding zeros take part in the sums, as the spec's Xpad says
+    X = np.ones((1, 2, 3, 3), np.float32)
+    W = np.zeros((2, 2 // group, 3, 3), np.float32)
+    W[0, 0, 0, 0] = np.inf
+    Y = conv(X, W, pads=[1, 1, 1, 1], group=group)
+    assert np.isnan(Y[0, 0, 0, :]).all() and np.isnan(Y[0, 0, :, 0]).all()
+    assert np.isinf(Y[0, 0, 1:, 1:]).all()
+
+
+REAL_CASES = [  # the benchmark's eight Conv cases, some smaller, and more
+    ((1, 64, 56, 56), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 112, 112), (64, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    ((1, 256, 28, 28), (128, 256, 1, 1), {}),
+    ((1, 256, 56, 56), (256, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 256}),
+    ((4, 16, 4000), (32, 16, 9), {"pads": [4, 4]}),
+    ((1, 8, 32, 32, 32), (16, 8, 3, 3, 3), {"pads": [1] * 6}),
+    ((1, 32, 64, 64), (32, 32, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 64, 12, 12, 12), (8, 32, 3, 3, 3), {"group": 2, "pads": [1] * 6}),
+    ((1, 32, 30, 40), (8, 32, 2, 5), {"auto_pad": "SAME_LOWER"}),
+    ((1, 32, 28, 28), (64, 1, 5, 5), {"group": 32, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", REAL_CASES, ids=str)
+def test_real_sizes_within_the_bound_and_next_to_onnxruntime(x_shape, w_shape, attrs):
+    from test_conv_kernel import run_onnxruntime
+
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=5)
+    Y = conv(X, W, B, **attrs)
+    assert_conv_within_bound(Y, X, W, B, reference=tap_oracle, **attrs)
+    assert_conv_within_bound(Y, X, W, B, reference=tap_oracle, slack=2,
+                             expected=run_onnxruntime(X, W, B, attrs), **attrs)
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs",
+    [
+        ((3, 64, 34, 36), (32, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ((3, 8, 80, 70), (16, 8, 3, 3), {"strides": [2, 1], "pads": [1, 1, 1, 1]}),
+        ((3, 8, 16, 20, 20), (8, 1, 3, 3, 3), {"group": 8, "pads": [1] * 6}),
+    ],
+)
+def test_an_image_gets_the_same_bits_alone_as_in_a_batch(forced_isa, x_shape, w_shape, attrs):
+    X, W, B = random_inputs(x_shape, w_shape, np.float32, seed=9)
+    batch = conv(X, W, B, **attrs)
+    for image in range(x_shape[0]):
+        alone = conv(X[image : image + 1], W, B, **attrs)
+        assert alone.tobytes() == batch[image : image + 1].tobytes()
+
+
+def test_the_thread_variable_is_used_and_checked(monkeypatch):
+    monkeypatch.setenv(native.THREADS_VARIABLE, "3")
+    assert native.thread_count() == 3
+    monkeypatch.setenv(native.THREADS_VARIABLE, "zero")
+    with pytest.raises(PadconvError, match=native.THREADS_VARIABLE):
+        native.thread_count()
+
+
+def test_an_unknown_or_missing_isa_is_a_one_line_error(monkeypatch):
+    monkeypatch.setenv(native.ISA_VARIABLE, "sse9")
+    with pytest.raises(PadconvError, match="PADCONV_NATIVE_ISA=sse9 is not available"):
+        conv(np.ones((1, 1, 3), np.float32), np.ones((1, 1, 2), np.float32))
+
+
+def test_the_extension_rejects_arrays_it_cannot_read_safely():
+    x = np.ones((1, 2, 5), np.float32)
+    y = np.empty((1, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="channels"):
+        native.conv_into(x, np.ones((3, 1, 3), np.float32), None, y, strides=[1],
+                         dilations=[1], pads_begin=[0], group=1)
+    with pytest.raises(TypeError, match="float32"):
+        native.conv_into(x, np.ones((3, 2, 3), np.float64), None, y, strides=[1],
+                         dilations=[1], pads_begin=[0], group=1)
+    with pytest.raises(ValueError):  # not C-contiguous
+        native.conv_into(np.ones((1, 2, 10), np.float32)[:, :, ::2],
+                         np.ones((3, 2, 3), np.float32), None, y, strides=[1], dilations=[1],
+                         pads_begin=[0], group=1)
+
+
+# --- the native code under AddressSanitizer and UndefinedBehaviorSanitizer ---------------------
+
+SANITIZED_RUN = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import _native
+    rng = np.random.default_rng(1)
+    cases = [
+        ((2, 6, 9, 11), (4, 3, 3, 2), [2, 1], [1, 2], [1, 2], 2),
+        ((1, 4, 8, 7), (8, 1, 3, 3), [2, 2], [1, 1], [2, 0], 4),
+        ((1, 3, 17), (5, 3, 4), [3], [2], [5], 1),
+        ((1, 2, 4, 5, 6), (3, 2, 2, 3, 2), [1, 2, 1], [1, 1, 2], [1, 0, 2], 1),
+    ]
+    for isa in _native.isas():
+        for dtype in (np.float32, np.float64):
+            for xs, ws, s, d, p, g in cases:
+                x = rng.standard_normal(xs).astype(dtype)
+                w = rng.standard_normal(ws).astype(dtype)
+                b = rng.standard_normal(ws[0]).astype(dtype)
+                out = [(n + 2 * q - (k - 1) * dd - 1) // ss + 1
+                       for n, q, k, dd, ss in zip(xs[2:], p, ws[2:], d, s)]
+                y = np.empty((xs[0], ws[0], *out), dtype)
+                _native.conv(x, w, b, y, tuple(s), tuple(d), tuple(p), g, 3, isa)
+                assert np.isfinite(y).all()
+    print("sanitized run ok")
+    """
+)
+
+
+def _libasan() -> str | None:
+    """Path of the compiler's libasan, or None."""
+    compiler = shutil.which("g++")
+    if compiler is None:
+        return None
+    found = subprocess.run([compiler, "-print-file-name=libasan.so"], capture_output=True,
+                           text=True, check=False).stdout.strip()
+    return found if os.path.isabs(found) and os.path.exists(found) else None
+
+
+def test_the_native_code_is_clean_under_asan_and_ubsan(tmp_path: Path):
+    libasan = _libasan()
+    if libasan is None:
+        pytest.skip("no g++ with AddressSanitizer on this machine")
+    source = Path(native.__file__).parent / "native"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    target = tmp_path / f"_native{suffix}"
+    command = [
+        "g++", "-shared", "-fPIC", "-O1", "-g", "-std=c++17", "-ffp-contract=off", "-pthread",
+        "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+        "-fno-omit-frame-pointer", f"-I{sysconfig.get_paths()['include']}",
+        *(str(source / name) for name in
+          ("module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp")),
+        "-o", str(target),
+    ]
+    built = subprocess.run(command, capture_output=True, text=True, check=False)
+    if built.returncode != 0 and "sanitize" in built.stderr:
+        pytest.skip(f"the toolchain cannot build with sanitizers: {built.stderr[-200:]}")
+    assert built.returncode == 0, built.stderr
+    env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    ran = subprocess.run([sys.executable, "-c", SANITIZED_RUN, str(tmp_path)],
+                         capture_output=True, text=True, env=env, check=False, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "sanitized run ok" in ran.stdout
+    assert "runtime error" not in ran.stderr
