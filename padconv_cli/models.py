@@ -248,6 +248,8 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
     that reading a model stays linear in its size however many subgraphs it has (a copy per
     subgraph was quadratic: 40k Constant + 40k If nodes took minutes).
     """
+    if not graph.node:  # an empty branch: no node to yield, nothing for a node to see
+        return
     runtime = set(outer_runtime) | _runtime_inputs(graph)
     own = dict(_graph_constants(graph, path, base_dir))
     layered = ChainMap(own, *_layers(outer))

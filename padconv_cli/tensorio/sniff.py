@@ -123,6 +123,7 @@ class Prefixed:
         self.head, self.stream = memoryview(head), stream
 
     def read(self, count: int = -1) -> bytes:
+        """Up to ``count`` bytes (all of ``head`` first; a short read is allowed)."""
         if not self.head:
             return self.stream.read(count)
         size = len(self.head) if count < 0 else min(count, len(self.head))
@@ -130,6 +131,7 @@ class Prefixed:
         return taken
 
     def readinto(self, buffer: memoryview) -> int:
+        """Fill ``buffer`` from ``head``, then from the stream; the number of bytes read."""
         if self.head:
             count = min(len(buffer), len(self.head))
             buffer[:count] = self.head[:count]

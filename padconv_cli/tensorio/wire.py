@@ -14,6 +14,7 @@ What passes is handed to the full parser and checks of :mod:`padconv_cli.tensori
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import BinaryIO
 
 from padconv_cli.errors import InputError
@@ -46,7 +47,7 @@ class _Reader:
     """Bytes from ``stream`` kept in ``data``, never more than ``limit`` of them."""
 
     def __init__(self, stream: BinaryIO, head: bytes, limit: int, label: str,
-                 over_limit) -> None:
+                 over_limit: Callable[[str], Exception]) -> None:
         self.stream, self.limit, self.label, self.over_limit = stream, limit, label, over_limit
         self.data = bytearray(head)
         self.position = 0
@@ -100,7 +101,7 @@ def _skip_field(reader: _Reader, field: int, wire: int) -> None:
 
 
 def read_tensorproto_stream(stream: BinaryIO, head: bytes, limit: int, label: str,
-                            over_limit) -> bytes:
+                            over_limit: Callable[[str], Exception]) -> bytes:
     """The bytes of one ``TensorProto`` read from ``stream`` (``head``: bytes already read
     from it) up to its end, checked field by field (module rules).
 

@@ -145,6 +145,25 @@ def _constants_and_ifs(count: int) -> Callable[[Path], bytes]:
     return content
 
 
+def _ifs_with_foldable_branches(count: int) -> Callable[[Path], bytes]:
+    """``count`` Constants, each read by an If whose branches fold it (an Identity)."""
+
+    def content(root: Path) -> bytes:
+        from onnx import helper
+
+        nodes = [helper.make_node("Constant", [], [f"c{i}"], value_ints=[1, 1, 1, 1])
+                 for i in range(count)]
+        for i in range(count):
+            branch = helper.make_graph([helper.make_node("Identity", [f"c{i}"], [f"d{i}"])],
+                                       "b", [], [])
+            nodes.append(helper.make_node("If", [f"c{i}"], [], then_branch=branch,
+                                          else_branch=branch))
+        nodes.append(helper.make_node("Pad", ["X", "c0"], ["Y"], name="p"))
+        return _model(nodes, inputs=(("X", (2, 3)),))
+
+    return content
+
+
 def _npz_with_members(count: int) -> bytes:
     buffer = io.BytesIO()
     member = valid_npy(np.zeros(1, np.float32))
@@ -275,6 +294,11 @@ MODEL_AND_STREAM_CASES = [
          "a 4 MB model with 40k Constant and 40k If nodes (was quadratic: minutes)",
          ("pad", "x.npy", "--from-model", "m.onnx", "--node", "nosuch", *OUT),
          both(HAS_X, files(m__onnx=_constants_and_ifs(40_000))), ("nosuch",)),
+    Case("model_20k_if_subgraphs_with_folding", "cost",
+         "20k Constants, each read by an If whose two branches fold it (40k subgraphs to fold; "
+         "folding once listed every visible constant per subgraph)",
+         ("pad", "x.npy", "--from-model", "m.onnx", "--node", "nosuch", *OUT),
+         both(HAS_X, files(m__onnx=_ifs_with_foldable_branches(20_000))), ("nosuch",)),
     Case("npz_100k_members", "messages",
          "an .npz with 100k members and no member named (the list was 800 KB long)",
          ("pad", "x.npz", "--pads", "1", "1", *OUT), files(x__npz=_npz_with_members(100_000)),

@@ -67,7 +67,8 @@ RULES = [
          "around them, no copy per subgraph)",
          ("models/test_subgraph_constants.py::"
           "test_outer_constant_is_seen_two_levels_down_and_inner_one_shadows_it",
-          "case:model_40k_constants_40k_if_subgraphs")),
+          "case:model_40k_constants_40k_if_subgraphs",
+          "case:model_20k_if_subgraphs_with_folding")),
     Rule("models", "A malformed attribute (a type other than the operator defines, or "
          "UNDEFINED) is refused naming the node and the attribute",
          ("models/test_malformed_attributes.py::test_conv_group_of_the_wrong_type_is_refused",
