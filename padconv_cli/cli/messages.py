@@ -79,20 +79,18 @@ def _argument_files(ctx: click.Context | None, message: str) -> str:
 
 
 def _with_label(message: str, name: str, label: str) -> str:
-    """``pads has 2 values`` -> ``--pads has 2 values``; a distinctive name (``max_input_bytes``)
-    is replaced wherever it stands; else prefix ``--pads: ``."""
+    """``pads has 2 values`` (or ``Conv attribute pads ...``) -> ``--pads has 2 values``; a
+    distinctive name (``max_input_bytes``) is replaced wherever it stands; else the message
+    is prefixed with ``--pads: ``."""
+    leading = rf"^((?:\w+ attribute )?){re.escape(name)}\b"
     anywhere = rf"(?<![\w-]){re.escape(name)}\b"
-    if "_" in name and re.search(anywhere, message):
-        return re.sub(anywhere, lambda m: label, message)
-    pattern = rf"^((?:\w+ attribute )?){re.escape(name)}\b"
-    if re.match(pattern, message):
-        return re.sub(pattern, lambda m: label, message, count=1)
-    if re.search(rf"(?<![\w-]){re.escape(label)}\b", message):
-        return message
-    named = rf"(?<![\w-]){re.escape(name)}(?![\w-])"
-    if "_" in name and re.search(named, message):  # ``raise it with memory_limit``
-        return re.sub(named, lambda m: label, message)
-    return f"{label}: {message}"
+    if re.match(leading, message):
+        message = re.sub(leading, lambda m: label, message, count=1)
+    elif not ("_" in name and re.search(anywhere, message)):
+        if re.search(rf"(?<![\w-]){re.escape(label)}\b", message):
+            return message
+        return f"{label}: {message}"
+    return re.sub(anywhere, lambda m: label, message) if "_" in name else message
 
 
 def hint_for(command: str, name: str | None, message: str) -> str | None:
