@@ -59,6 +59,7 @@ class Request:
     show_progress: bool | str = False
     verbose: bool = False
     emit_onnx: str | None = None
+    emit_initializers: bool = False  # store the given tensors in the emitted model too
     explain: bool = False
     check: bool = False
     check_rtol: float | None = None
@@ -163,7 +164,7 @@ def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
     if not request.explain:
         gate_in_memory(request, resolved, plan)
     if request.emit_onnx is not None:
-        emit_model(resolved, plan, request.emit_onnx)
+        emit_model(resolved, plan, request.emit_onnx, request.emit_initializers)
     if request.explain:
         from padconv_cli.explain import explanation
 
@@ -197,14 +198,17 @@ def gate_in_memory(request: Request, resolved: Any, plan: Any) -> None:
     check_call(needs, limits, tiled_possible=tiled)
 
 
-def emit_model(resolved: Any, plan: Any, path: str) -> None:
-    """Write the equivalent single-node ONNX model of the call to ``path``."""
+DATA_INPUTS = frozenset({"data", "X", "W", "B"})  # the data inputs of the emitted nodes
+
+
+def emit_model(resolved: Any, plan: Any, path: str, with_data: bool = False) -> None:
+    """Write the equivalent single-node ONNX model of the call to ``path``; ``with_data``
+    stores every given data tensor as an initializer (the model then needs no inputs)."""
     from padconv_cli.emit import save_model, single_node_model
 
     node_name = resolved.origin.node.name if resolved.origin is not None else None
-    model = single_node_model(
-        resolved.call, plan, embedded=resolved.embedded, node_name=node_name or None
-    )
+    embedded = set(resolved.embedded) | (DATA_INPUTS if with_data else set())
+    model = single_node_model(resolved.call, plan, embedded=embedded, node_name=node_name or None)
     save_model(model, path)
 
 

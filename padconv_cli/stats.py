@@ -273,7 +273,13 @@ def named_tensors(
     import os
 
     from padconv_cli.tensorio import classify_source
+    from padconv_cli.tensorio.polygraphy_json import read_json_tensors, split_json_source
 
+    split = split_json_source(source)
+    if split is not None and split[1] is None and os.path.isfile(split[0]):
+        for name, array in read_json_tensors(split[0], source):
+            yield f"{source}:{name}", array
+        return
     classified = classify_source(source)
     suffix = os.path.splitext(classified.path)[1].lower() if classified.kind == "file" else ""
     if suffix == ".onnx":
@@ -300,9 +306,9 @@ def _model_tensors(path: str, notice: Callable[[str], None]) -> Iterator[tuple[s
 
 
 def _stderr_notice(message: str) -> None:
-    import sys
+    import click
 
-    print(message, file=sys.stderr)
+    click.echo(message, err=True)
 
 
 def read_tensor_labelled(source: str, dtype: str | None) -> tuple[str, np.ndarray]:

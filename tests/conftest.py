@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,6 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from padconv_cli.cli.main import cli
+
+# click 8.1 mixes stderr into stdout unless told not to; click 8.2 removed the option (always
+# separate)
+SEPARATE_STDERR = (
+    {"mix_stderr": False}
+    if "mix_stderr" in inspect.signature(CliRunner.__init__).parameters
+    else {}
+)
 
 
 @dataclass
@@ -24,7 +33,7 @@ def run_cli():
     """Run ``padconv ARGS`` in-process; returns exit code, stdout (text and bytes) and stderr."""
 
     def run(*args: str, input: bytes | str | None = None, env: dict | None = None) -> CliResult:
-        runner = CliRunner()
+        runner = CliRunner(**SEPARATE_STDERR)
         result = runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
         return CliResult(result.exit_code, result.stdout, result.stderr, result.stdout_bytes)
 

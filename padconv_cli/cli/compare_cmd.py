@@ -33,6 +33,9 @@ Examples:
 @click.argument("actual", metavar="B", shell_complete=complete_path)
 @tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--png", "png", metavar="FILE.png", default=None,
+              help="Also draw a heatmap of |B - A|: black where equal, red to yellow by size; "
+              "needs padconv[png].")
 @dtype_option
 @input_options
 @click.option("--conv-x", metavar="X", default=None, shell_complete=complete_path,
@@ -73,6 +76,7 @@ def compare_command(
     from padconv_cli.tensorio import read_tensor
     from padconv_cli.verification.compare import compare_arrays
 
+    png = conv_options.pop("png", None)
     if expected == "-" and actual == "-":
         raise click.UsageError("only one of A and B can be - (stdin)")
     sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
@@ -87,6 +91,10 @@ def compare_command(
         click.echo(json.dumps(record, indent=2, ensure_ascii=False))
     else:
         click.echo("\n".join(_lines(comparison, (expected, reference), (actual, candidate))))
+    if png is not None:
+        from padconv_cli.images import difference_picture, write_png
+
+        write_png(difference_picture(reference, candidate), png)
     if not comparison.passed:
         raise click.exceptions.Exit(EXIT_DIFFERENT)
 

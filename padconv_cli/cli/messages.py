@@ -79,7 +79,11 @@ def _argument_files(ctx: click.Context | None, message: str) -> str:
 
 
 def _with_label(message: str, name: str, label: str) -> str:
-    """``pads has 2 values`` -> ``--pads has 2 values``; else prefix ``--pads: ``."""
+    """``pads has 2 values`` -> ``--pads has 2 values``; a distinctive name (``max_input_bytes``)
+    is replaced wherever it stands; else prefix ``--pads: ``."""
+    anywhere = rf"(?<![\w-]){re.escape(name)}\b"
+    if "_" in name and re.search(anywhere, message):
+        return re.sub(anywhere, lambda m: label, message)
     pattern = rf"^((?:\w+ attribute )?){re.escape(name)}\b"
     if re.match(pattern, message):
         return re.sub(pattern, lambda m: label, message, count=1)
@@ -127,7 +131,12 @@ def render_library_error(error: Exception, ctx: click.Context | None) -> str:
 
 
 def render_usage_error(error: click.ClickException) -> str:
-    """click's message in padconv's words: ``--pads: 'x' is not an integer``."""
+    """click's message in padconv's words, the same for every click version:
+    ``--pads: 'x' is not an integer``, ``No such option '--bogus'``."""
+    if isinstance(error, click.NoSuchOption):
+        close = ", ".join(error.possibilities or [])
+        hint = f"; did you mean {close}?" if close else ""
+        return f"No such option {error.option_name!r}{hint}"
     if isinstance(error, click.BadParameter) and error.param is not None:
         label = error.param_hint or _label(error.param)
         if isinstance(label, (list, tuple)):

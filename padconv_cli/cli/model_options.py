@@ -17,7 +17,8 @@ import click
 
 EXIT_CHECK_FAILED = 1
 _EXTRA_NAMES = (
-    "from_model", "node", "explain", "as_json", "emit_onnx", "check", "check_rtol", "check_atol"
+    "from_model", "node", "explain", "as_json", "emit_onnx", "check", "check_rtol", "check_atol",
+    "emit_initializers",
 )
 
 
@@ -33,6 +34,7 @@ class ExtraOptions:
     check: bool = False
     check_rtol: float | None = None
     check_atol: float | None = None
+    emit_initializers: bool = False
 
     def origin(self, op_type: str) -> Any:
         """The model node named by --from-model/--node, or None without --from-model."""
@@ -51,6 +53,8 @@ def _check_combination(extras: ExtraOptions) -> None:
         raise click.UsageError("--check computes the result; --explain does not compute")
     if extras.as_json and not (extras.explain or extras.check):
         raise click.UsageError("--json changes the output of --explain or --check; give one")
+    if extras.emit_initializers and extras.emit_onnx is None:
+        raise click.UsageError("--emit-initializers changes the model of --emit-onnx; give it")
     if extras.emit_onnx == "-":
         raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
     for name, value in (("--check-rtol", extras.check_rtol), ("--check-atol", extras.check_atol)):
@@ -99,6 +103,9 @@ _OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                                  help="Print --explain or --check output as JSON.")),
     (("--emit-onnx",), dict(metavar="FILE.onnx", default=None, shell_complete=complete_path,
                             help="Also write the equivalent single-node ONNX model to FILE.onnx.")),
+    (("--emit-initializers",), dict(is_flag=True, default=False,
+                                    help="Store the given tensors (DATA, or X, W, B) in the "
+                                    "--emit-onnx model as initializers: it runs without inputs.")),
     (("--check",), dict(is_flag=True, default=False,
                         help="After computing, run the same node through onnx.reference and "
                         "onnxruntime; exit 1 when they disagree beyond tolerance.")),
@@ -185,7 +192,8 @@ def run_operator(
         max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
         scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
         show_progress=progress_display(engine_settings.quiet, stderr_is_terminal()),
-        emit_onnx=extras.emit_onnx, explain=extras.explain, check=extras.check,
+        emit_onnx=extras.emit_onnx, emit_initializers=extras.emit_initializers,
+        explain=extras.explain, check=extras.check,
         check_rtol=extras.check_rtol, check_atol=extras.check_atol,
         given=frozenset(_flag_names()),
     )

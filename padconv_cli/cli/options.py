@@ -206,8 +206,16 @@ def dtype_option(f: Callable) -> Callable:
         metavar="TYPE",
         default=None,
         help="Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, "
-        "bool, string, complex64 (default: float32 for numbers with a point, int64 otherwise).",
+        "bool, string, complex64 (default: float32 for numbers with a point and for [], int64 "
+        "for integers).",
     )(f)
+
+
+def _remember_force_binary(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    from padconv_cli.cli.style import SETTINGS
+
+    SETTINGS["force_binary"] = bool(value)
+    return value
 
 
 def output_options(f: Callable) -> Callable:
@@ -226,6 +234,13 @@ def output_options(f: Callable) -> Callable:
         type=click.Choice(["npy", "pb"]),
         default=None,
         help="Output format (default: from the -o suffix, else npy).",
+    )(f)
+    f = click.option(
+        "--force-binary",
+        is_flag=True,
+        expose_value=False,
+        callback=_remember_force_binary,
+        help="Write tensor bytes to stdout even when it is a terminal (-o -).",
     )(f)
     f = click.option(
         "-o",

@@ -6,6 +6,8 @@ import sys
 
 import numpy as np
 
+from padconv_cli.errors import OutputError
+
 
 def stdout_is_terminal() -> bool:
     """True when stdout is an interactive terminal (then results are shown, not written)."""
@@ -29,4 +31,18 @@ def emit_result(array: np.ndarray, output: str | None, fmt: str | None) -> None:
 
         print_tensor(array)
         return
+    refuse_binary_to_terminal(output, fmt)
     write_tensor(array, output or "-", fmt=fmt or ("npy" if output in (None, "-") else None))
+
+
+def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
+    """Refuse to write tensor bytes to stdout when it is a terminal (as gzip does), unless
+    ``--force-binary`` was given: they would only garble the screen."""
+    from padconv_cli.cli.style import SETTINGS
+
+    if output not in (None, "-") or not stdout_is_terminal() or SETTINGS.get("force_binary"):
+        return
+    raise OutputError(
+        f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "
+        "(> y.npy), pipe it, give -o FILE, or add --force-binary"
+    )

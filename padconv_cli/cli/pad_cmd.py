@@ -35,6 +35,25 @@ Examples:
 """
 
 
+def note_ignored_constant(constant_value: str | None, mode: str) -> None:
+    """A note on stderr when --constant-value is given with a mode that does not use it
+    (ONNX Pad fills only in constant mode; the value is accepted and ignored)."""
+    from click.core import ParameterSource
+
+    from padconv_cli.cli.style import SETTINGS
+
+    context = click.get_current_context()
+    mode_given = context.get_parameter_source("mode") not in (None, ParameterSource.DEFAULT)
+    quiet = SETTINGS["quiet"] or context.params.get("quiet")
+    if constant_value is None or mode == "constant" or not mode_given or quiet:
+        return
+    click.echo(
+        f"padconv pad: note: --constant-value {constant_value} is ignored: --mode {mode} "
+        "fills from the data, only --mode constant uses it",
+        err=True,
+    )
+
+
 @click.command(
     "pad",
     context_settings=CONTEXT_SETTINGS,
@@ -93,6 +112,7 @@ def pad_command(
     """
     if extras.from_model is None:
         require(pads, "Missing option '--pads' (or take it from a model with --from-model)")
+    note_ignored_constant(constant_value, mode)
     attributes = {"pads": pads, "constant_value": constant_value, "axes": axes, "mode": mode}
     request = OutputRequest(output, fmt, max_output_bytes, dtype)
     run_operator("Pad", (data,), attributes, request, extras, engine_settings)

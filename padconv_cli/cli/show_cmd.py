@@ -16,7 +16,7 @@ EXAMPLES = """\b
 Examples:
   padconv show samples/pad_constant_data.npy
   padconv show weights.npz model.onnx --histogram --bins 20
-  padconv pad x.npy --pads 1 1 1 1 | padconv show - --json
+  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv show - --json
 """
 
 
@@ -54,6 +54,9 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
     help="Values shown at each end of every axis of large tensors; 0 hides the values.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per tensor.")
+@click.option("--png", "png", metavar="FILE.png", default=None,
+              help="Also draw the tensor (one only) as a picture: a 2-D slice, or a grid of "
+              "channels; needs padconv[png].")
 @dtype_option
 @input_options
 def show_command(
@@ -63,6 +66,7 @@ def show_command(
     edge_items: int,
     as_json: bool,
     dtype: str | None,
+    png: str | None,
 ) -> None:
     """Show name, dtype, shape, min/max/mean/std, NaN/Inf counts and a preview of each tensor.
 
@@ -84,6 +88,20 @@ def show_command(
                 click.echo(format_description(descriptions[-1]))
     if as_json:
         click.echo(json.dumps(_json_ready(descriptions), indent=2, ensure_ascii=False))
+    if png is not None:
+        _draw(sources, dtype, png)
+
+
+def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
+    """``--png``: the picture of the one tensor shown (see padconv_cli.images)."""
+    from padconv_cli.errors import InputError
+    from padconv_cli.images import tensor_picture, write_png
+    from padconv_cli.stats import named_tensors
+
+    tensors = [array for source in sources for _, array in named_tensors(source, dtype=dtype)]
+    if len(tensors) != 1:
+        raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
+    write_png(tensor_picture(tensors[0]), png)
 
 
 def _json_ready(descriptions: list[dict[str, Any]]) -> list[dict[str, Any]]:

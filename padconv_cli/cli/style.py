@@ -9,19 +9,20 @@ the stream is a terminal, else ``COLUMNS`` when it is a number, else 80 (a CI lo
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from typing import Any, TextIO
 
 import click
 
 DEFAULT_WIDTH = 80
-SETTINGS: dict[str, Any] = {"no_color": False, "quiet": False, "verbose": 0, "context": None}
+SETTINGS: dict[str, Any] = {
+    "no_color": False, "quiet": False, "verbose": 0, "context": None, "force_binary": False,
+}
 
 
 def reset_settings() -> None:
     """Forget the global flags of an earlier run (one process may run several commands)."""
-    SETTINGS.update(no_color=False, quiet=False, verbose=0, context=None)
+    SETTINGS.update(no_color=False, quiet=False, verbose=0, context=None, force_binary=False)
 
 
 def _stream(err: bool) -> TextIO:
@@ -54,12 +55,6 @@ def output_width(err: bool = False) -> int:
     if columns.isdigit() and int(columns) >= 40:
         return int(columns)
     return DEFAULT_WIDTH
-
-
-def help_width() -> int:
-    """Width of ``--help``: the terminal's width (at most 100), 80 when it is unknown."""
-    size = shutil.get_terminal_size((DEFAULT_WIDTH, 24))
-    return max(min(size.columns, 100), 40)
 
 
 def styled(text: str, err: bool = False, **style: Any) -> str:

@@ -215,7 +215,7 @@ class ZarrOutput:
 
         if self.probe() is not None:
             raise OutputError(f"{self.target}: the temporary store was removed (run given up)")
-        array = zarr.open_array(self.temp, mode="r+").with_config({"write_empty_chunks": True})
+        array = _open_writing_empty_chunks(zarr, self.temp)
         array[box] = values
         if self.probe() is not None:
             self.discard()
@@ -302,6 +302,19 @@ def remove_abandoned_stores(target: str, location: Location | None = None) -> li
             location.remove_tree(path)
             removed.append(path)
     return removed
+
+
+def _open_writing_empty_chunks(zarr: Any, path: str) -> Any:
+    """The Zarr array at ``path``, opened to write every chunk, empty ones included.
+
+    ``Array.with_config`` exists from zarr 3.1.6 (which needs numpy 2); before it, the array
+    takes the setting from the global config at the time it is opened.
+    """
+    array = zarr.open_array(path, mode="r+")
+    if hasattr(array, "with_config"):
+        return array.with_config({"write_empty_chunks": True})
+    with zarr.config.set({"array.write_empty_chunks": True}):
+        return zarr.open_array(path, mode="r+")
 
 
 def _check_zarr_target(target: str, location: Location) -> None:

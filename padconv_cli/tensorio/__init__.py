@@ -97,8 +97,9 @@ def read_named_tensor(
 ) -> tuple[str | None, np.ndarray]:
     """(name, array) of a tensor source; name is the TensorProto or .npz member name, or None.
 
-    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``), ``model.onnx:name``
-    (a tensor the model stores, see :func:`padconv_cli.models.stored_tensor`), ``-`` for stdin
+    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``, a Zarr store when zarr
+    is installed, polygraphy's ``FILE.json`` or ``FILE.json:NAME``), ``model.onnx:name`` (a
+    tensor the model stores, see :func:`padconv_cli.models.stored_tensor`), ``-`` for stdin
     (format sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.
     ``dtype`` (ONNX or numpy name) sets a literal's element type; for files and stdin it must
     match the stored type.
@@ -106,6 +107,21 @@ def read_named_tensor(
     source = os.fspath(source)  # pathlib paths are welcome too
     if not source.strip():
         raise InputError("empty tensor source (give a path, - for stdin, or a literal)")
+    from padconv_cli.engines.zarr_paths import has_zarr_metadata
+
+    if has_zarr_metadata(source):
+        from padconv_cli.tensorio.zarr_store import read_zarr
+
+        label = printable(source)
+        return None, _check_requested_dtype(read_zarr(source, label), dtype, label)
+    json_source = _polygraphy_source(source)
+    if json_source is not None:
+        from padconv_cli.tensorio.polygraphy_json import read_json_tensor
+
+        path, member = json_source
+        label = printable(path)
+        name, array = read_json_tensor(path, member, label)
+        return name, _check_requested_dtype(array, dtype, f"{label}:{name}")
     classified = classify_source(source)
     if classified.kind == "literal":
         return None, parse_literal(source, dtype)
@@ -121,6 +137,15 @@ def read_named_tensor(
         name, array = _read_file(classified)
         label = printable(classified.path)
     return name or None, _check_requested_dtype(array, dtype, label)
+
+
+def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
+    """``(path, name)`` when ``source`` is an existing ``FILE.json`` (``:NAME``): polygraphy's
+    JSON tensor files."""
+    from padconv_cli.tensorio.polygraphy_json import split_json_source
+
+    split = split_json_source(source)
+    return split if split is not None and os.path.isfile(split[0]) else None
 
 
 def read_tensor(source: str | os.PathLike[str], *, dtype: str | None = None) -> np.ndarray:

@@ -224,11 +224,6 @@ def verbose_details(result: CaseResult) -> list[str]:
     return lines
 
 
-def plain_table(results: list[CaseResult], width: int = DEFAULT_WIDTH) -> list[str]:
-    """The results as one line per case, fitted to ``width`` (no colour, no box drawing)."""
-    return case_table(results, width)
-
-
 def plain_case_list(cases: list[Case]) -> list[str]:
     """``--list`` output: one case per line with its operator and source."""
     width = max((len(case.name) for case in cases), default=0)

@@ -62,7 +62,8 @@ def test_onnx_suite_fits_80_columns():
 
 
 @pytest.mark.parametrize(
-    "command", [(), ("pad",), ("conv",), ("show",), ("inspect",), ("compare",), ("verify",)]
+    "command",
+    [(), ("pad",), ("conv",), ("show",), ("inspect",), ("compare",), ("verify",), ("audit",)],
 )
 def test_every_help_fits_80_columns(command):
     run = run_in_terminal(*command, "--help", env=NO_COLOR)
@@ -107,3 +108,20 @@ def test_global_no_color_before_the_command():
     assert ESCAPE not in run.text
     run = run_in_terminal("--no-color", "verify", "-k", "wrap")
     assert ESCAPE not in run.text and "PASS" in run.text
+
+
+def test_binary_output_to_a_terminal_is_refused_with_a_hint():
+    run = run_in_terminal("pad", "[1.0, 2.0]", "--pads", "1", "1", "-o", "-")
+    assert run.exit_code == 2
+    assert "NUMPY" not in run.text
+    (line,) = run.lines
+    assert line.startswith("padconv pad: error: refusing to write binary .npy data to a terminal")
+    assert "--force-binary" in line
+    run = run_in_terminal("pad", "[1.0, 2.0]", "--pads", "1", "1", "--format", "pb")
+    assert run.exit_code == 2 and "binary .pb data" in run.text
+
+
+def test_binary_output_to_a_terminal_when_forced():
+    run = run_in_terminal("pad", "[1.0, 2.0]", "--pads", "1", "1", "-o", "-", "--force-binary")
+    assert run.exit_code == 0
+    assert "NUMPY" in run.text and "'descr'" in run.text

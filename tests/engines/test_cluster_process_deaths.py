@@ -52,7 +52,7 @@ def start_conv(cluster: Cluster, folder, target: str) -> subprocess.Popen:
     command = [
         sys.executable, "-m", "padconv_cli", "conv", str(folder / "x.npy"), str(folder / "w.npy"),
         "--pads", "1,1,1,1", "--engine", "dask", "--scheduler", cluster.address,
-        "--memory-limit", "96K", "-o", target,
+        "--memory-limit", "96K", "--quiet", "-o", target,
     ]
     return subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -78,7 +78,9 @@ def test_a_worker_killed_mid_run_leaves_the_result_exact(cluster, inputs):
     cluster.kill("w1")
     _, stderr = run.communicate(timeout=300)
     assert run.returncode == 0, stderr
-    assert stderr == ""  # distributed's "Couldn't gather ... rescheduling" stays hidden
+    # distributed's "Couldn't gather ... rescheduling" stays hidden; a slow run may print its
+    # one progress line (stderr is not a terminal), and nothing else
+    assert [line for line in stderr.splitlines() if " tiles, " not in line] == []
     got = zarr.open_array(str(folder / "y.zarr"), mode="r")[...]
     expected = conv(x, w, pads=[1, 1, 1, 1])
     assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()

@@ -848,7 +848,7 @@ PAD_FLAG_CASES = [
         _pad("--pads", "0", INT64_MAX, "0", "0"),
         HAS_X,
         (),
-        ("max-output-bytes", "int64", "overflow"),
+        ("max-output-bytes", "int64", "overflow", "cannot be allocated"),
     ),
     Case(
         "pad_pads_int64_min",

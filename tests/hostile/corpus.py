@@ -19,7 +19,7 @@ OBSERVED_LIMIT = 400
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DEFAULT_LIMIT = re.compile(r"over the limit of [0-9.]+ [KMGTPE]?i?B")
-_DEFAULT_INPUT_LIMIT = re.compile(r"max_input_bytes = [0-9.]+ [KMGTPE]?i?B")
+_DEFAULT_INPUT_LIMIT = re.compile(r"--max-input-bytes = [0-9.]+ [KMGTPE]?i?B")
 _FREE_SPACE = re.compile(r"\b[0-9][0-9.]* ?(?:[KMGTPE]i?B|B|bytes) (are )?free")
 
 
@@ -59,7 +59,7 @@ def normalized_message(line: str, outcome: CaseOutcome) -> str:
     if "--max-output-bytes" not in outcome.case.args:
         line = _DEFAULT_LIMIT.sub("over the limit of HALF_AVAILABLE_MEMORY", line)
     if "--max-input-bytes" not in outcome.case.args:
-        line = _DEFAULT_INPUT_LIMIT.sub("max_input_bytes = HALF_AVAILABLE_MEMORY", line)
+        line = _DEFAULT_INPUT_LIMIT.sub("--max-input-bytes = HALF_AVAILABLE_MEMORY", line)
     return _FREE_SPACE.sub(lambda match: f"FREE_SPACE {match[1] or ''}free", line)
 
 

@@ -76,7 +76,7 @@ def test_endless_well_formed_tensorproto_stream_stops_at_the_limit(tmp_path, chu
     finally:
         writer.kill()
         writer.wait()
-    _one_line(process, "<stdin>", "max_input_bytes", "4.0 MiB", "--max-input-bytes")
+    _one_line(process, "<stdin>", "4.0 MiB", "--max-input-bytes")
 
 
 def test_npy_header_on_stdin_is_judged_before_the_body_arrives(tmp_path):
@@ -97,7 +97,7 @@ def test_npy_header_on_stdin_is_judged_before_the_body_arrives(tmp_path):
         child.stdout.close()
         child.stderr.close()
     assert code == 2, stderr
-    assert "declares" in stderr and "max_input_bytes" in stderr, stderr
+    assert "declares" in stderr and "--max-input-bytes" in stderr, stderr
 
 
 def test_npy_streamed_on_stdin_is_read_exactly(run_cli):
@@ -128,7 +128,7 @@ def test_npz_on_stdin_over_the_limit(run_cli):
     result = run_cli("pad", "-", "--pads", "1", "1", "--max-input-bytes", "1K", "-o", "-",
                      input=image)
     assert result.exit_code == 2
-    assert "max_input_bytes" in result.stderr and result.stdout_bytes == b""
+    assert "--max-input-bytes" in result.stderr and result.stdout_bytes == b""
 
 
 @pytest.mark.parametrize("suffix", ["npy", "pb", "npz"])
@@ -145,7 +145,7 @@ def test_files_over_the_limit_are_refused_before_reading(run_cli, tmp_path, suff
         path.write_bytes(numpy_helper.from_array(array).SerializeToString())
     refused = run_cli("show", str(path), "--max-input-bytes", "16K")
     assert refused.exit_code == 2
-    assert "max_input_bytes = 16.0 KiB" in refused.stderr, refused.stderr
+    assert "--max-input-bytes = 16.0 KiB" in refused.stderr, refused.stderr
     accepted = run_cli("show", str(path), "--max-input-bytes", "64K")
     assert accepted.exit_code == 0, accepted.stderr
 
@@ -163,7 +163,7 @@ def test_model_over_the_limit_is_refused(run_cli, tmp_path):
     result = run_cli("conv", str(tmp_path / "x.npy"), "--from-model", str(tmp_path / "m.onnx"),
                      "--explain", "--max-input-bytes", "8K")
     assert result.exit_code == 2
-    assert "m.onnx" in result.stderr and "max_input_bytes" in result.stderr
+    assert "m.onnx" in result.stderr and "--max-input-bytes" in result.stderr
 
 
 def test_library_callers_set_the_limit_with_a_context(tmp_path):
@@ -192,7 +192,8 @@ def _scan(data: bytes, limit: int = 2**30) -> bytes:
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint16", "int32", "int64",
                                    "uint64", "bool", "complex64", "float16"])
-@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 3, 4), (1,) * 40])
+# (1,) * 32: many dimensions, within numpy 1.26's limit of 32 (numpy 2 allows 64)
+@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 3, 4), (1,) * 32])
 def test_every_tensorproto_onnx_writes_passes_the_stream_scanner(dtype, shape):
     from onnx import numpy_helper
 

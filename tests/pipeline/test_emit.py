@@ -134,6 +134,11 @@ def test_pad_round_trip_through_onnx_reference(run_cli, tmp_path, flags, dtype):
     np.testing.assert_array_equal(got, expected)
 
 
+def _onnx_version() -> tuple[int, int]:
+    major, minor = onnx.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
 @pytest.mark.parametrize(
     "flags",
     [
@@ -159,6 +164,9 @@ def test_conv_round_trip_through_onnx_reference(run_cli, tmp_path, flags):
     assert result.exit_code == 0, result.stderr
     model = onnx.load(str(model_path))
     onnx.checker.check_model(model, full_check=True)
+    if "SAME_LOWER" in flags and _onnx_version() < (1, 22):
+        pytest.skip("onnx.reference 1.21 gives SAME_LOWER with stride 2 on 7 rows 3 output rows; "
+                    "the spec gives ceil(7 / 2) = 4, as padconv and later onnx do")
     expected = ReferenceEvaluator(model).run(None, {"X": x, "W": w, "B": b})[0]
     np.testing.assert_allclose(np.load(out), expected, rtol=1e-5, atol=1e-5)
 

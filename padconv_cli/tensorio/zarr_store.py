@@ -1,0 +1,47 @@
+"""Reading a whole Zarr array (a folder with ``zarr.json`` or ``.zarray``) as a numpy array,
+for ``show``, ``compare`` and every other command that reads a tensor into memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.tensorio.files import one_line
+
+ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
+
+
+def _zarr_module(label: str) -> Any:
+    try:
+        import zarr
+    except ImportError:
+        raise InputError(f"{label}: is a Zarr store; reading it needs zarr: {ZARR_EXTRA_HINT}",
+                         source=label) from None
+    return zarr
+
+
+def read_zarr(path: str, label: str) -> np.ndarray:
+    """The Zarr array at ``path`` in memory.
+
+    Rule: a fixed-size numeric or bool element type only (no object or string arrays); the
+    store's own metadata gives shape and dtype; a store zarr cannot open is one error line.
+    """
+    zarr = _zarr_module(label)
+    try:
+        store = zarr.open_array(path, mode="r")
+    except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
+        raise InputError(f"{label}: not a readable Zarr array ({one_line(exc, 200)})",
+                         source=label) from None
+    dtype = np.dtype(store.dtype)
+    if dtype.hasobject or dtype.kind not in "biufc":
+        raise UnsupportedDtypeError(
+            f"{label}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type",
+            source=label,
+        )
+    try:
+        return np.asarray(store[...])
+    except Exception as exc:  # a chunk zarr cannot decode
+        raise InputError(f"{label}: cannot read the Zarr chunks ({one_line(exc, 200)})",
+                         source=label) from None
