@@ -45,7 +45,7 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
     for title in ("Conv (float32)", "Pad (float32)", "Large tensors", "Start-up", "Targets"):
         assert f"## {title}" in text
     assert text.startswith(bench.DOCS.read_text().split(bench.MARKER)[0])
-    assert "partial run" in text and "noisy shared host" in text
+    assert "partial run" in text  # (a noisy-host note appears only when the load was high)
 
 
 def test_a_wrong_result_is_a_mismatch_and_is_not_timed():

@@ -49,6 +49,8 @@ def readme_blocks() -> list[Block]:
 def _environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    # Conv's working memory in --explain counts per-thread buffers: the README shows 2 threads
+    env["PADCONV_NATIVE_THREADS"] = "2"
     return env
 
 
