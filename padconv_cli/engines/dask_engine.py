@@ -129,7 +129,7 @@ def _paths(source: str, target: str) -> tuple[str, str]:
 
 def _block_bytes(client: Any, memory_limit: int | None, fallback: int | None) -> int:
     if fallback is None:
-        from padconv_cli.cli.options import available_memory_bytes
+        from padconv_cli.resources import available_memory_bytes
 
         fallback = available_memory_bytes() // 2
     return block_budget(worker_limits(client), memory_limit, fallback)

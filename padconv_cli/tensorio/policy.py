@@ -64,7 +64,7 @@ def reading(**changes: object) -> Iterator[ReadPolicy]:
 
 def default_max_input_bytes() -> int:
     """Half of the memory this process can still allocate."""
-    from padconv_cli.cli.options import available_memory_bytes
+    from padconv_cli.resources import available_memory_bytes
 
     return available_memory_bytes() // 2
 
