@@ -53,6 +53,8 @@ def test_the_bound_is_c_n_eps_times_the_magnitude_sums(group):
     n = (4 // group) * 9
     assert terms_per_output(w.shape, group) == n
     expected = CONV_BOUND_C * n * np.finfo(np.float32).eps * _loop_sums(x, w, pads, group)
+    # sums of non-negative float64 terms cannot cancel: two summation orders differ by at most
+    # n * eps_64 (about 8e-15 here) relatively, whatever kernel numpy picks
     np.testing.assert_allclose(bound, expected, rtol=1e-12, atol=0)
 
 
