@@ -38,9 +38,9 @@ from padconv_cli.kernels.pad_values import (
     PAD_ELEMENT_TYPES,
     PAD_ELEMENT_TYPES_TEXT,
     coerce_constant_value,
-    element_kind,
     fill_value,
     output_dtype,
+    pad_element_kind,
 )
 from padconv_cli.kernels.recycled import new_array
 from padconv_cli.kernels.workers import run_tasks, worker_count
@@ -52,7 +52,7 @@ __all__ = [
     "AxisPad",
     "PadPlan",
     "coerce_constant_value",
-    "element_kind",
+    "pad_element_kind",
     "fill_value",
     "output_dtype",
     "pad",
@@ -99,7 +99,7 @@ def pad(
     is no longer referenced (:mod:`padconv_cli.kernels.recycled`).
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
-    element_kind(array.dtype)
+    pad_element_kind(array.dtype)
     plan = make_pad_plan(array.shape, pads, axes, mode)
     return pad_planned(array, plan, fill_value(constant_value, array.dtype, plan), out=out)
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.kernels.pad_values import element_kind
+from padconv_cli.kernels.pad_values import pad_element_kind
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -111,7 +111,7 @@ def plan_pad(
     :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis,
     pads making an axis negative (``dim + begin + end < 0``), or (reflect/edge/wrap) an
     axis with non-zero pads that is empty after cropping.  When ``dtype`` is given, it must
-    be one of Pad-25's element types (:func:`element_kind`), as :func:`pad` requires of its
+    be one of Pad-25's element types (:func:`pad_element_kind`), as :func:`pad` requires of its
     data.
     """
     return make_pad_plan(shape, pads, axes, mode, dtype=dtype)
@@ -128,7 +128,7 @@ def make_pad_plan(
     """:func:`plan_pad` itself; the kernel and the tiles of the engines plan through this
     name, so that a count of :func:`plan_pad` calls sees the callers outside the kernel."""
     if dtype is not None:
-        element_kind(dtype)
+        pad_element_kind(dtype)
     input_shape = _as_int_tuple(shape, "shape")
     mode = _checked_mode(mode)
     rank = len(input_shape)

@@ -1,6 +1,6 @@
 """Pad's element types and its constant value: classification, coercion, the fill element.
 
-:func:`element_kind` classifies a dtype for Pad-25 (refusing types outside its constraint);
+:func:`pad_element_kind` checks a dtype against Pad-25's type constraint;
 :func:`coerce_constant_value` turns a constant value into an element of the data's type,
 refusing values that do not fit; :func:`fill_value` and :func:`output_dtype` give the element
 new border cells get and the result's dtype.
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from padconv_cli.dtypes import dtype_name, element_kind, float_info, integer_range
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
 
 if TYPE_CHECKING:
@@ -38,72 +39,27 @@ PAD_ELEMENT_TYPES_TEXT = (
 # --------------------------------------------------------------------------------------
 
 
-def element_kind(dtype: Any) -> str:
-    """Classify a numpy dtype for Pad: ``bool``, ``int``, ``float``, ``complex`` or ``string``.
+def pad_element_kind(dtype: Any) -> str:
+    """The element kind (:func:`padconv_cli.dtypes.element_kind`) of a dtype Pad accepts.
 
-    Strings are numpy object arrays (as onnx gives them) or ``<U`` arrays; the ml_dtypes
-    types (bfloat16, float8, float4, int4, ...) count as float or int.  A type outside
-    Pad-25's constraint T (:data:`PAD_ELEMENT_TYPES`; e.g. float6e2m3, float128) or of no
-    kind above raises :class:`UnsupportedDtypeError`.
+    Rule: the ONNX name of the dtype must be in Pad-25's type constraint T
+    (:data:`PAD_ELEMENT_TYPES`; e.g. float6e2m3 and float128 are not), and strings must be
+    numpy object or ``<U`` arrays; anything else raises :class:`UnsupportedDtypeError`.
     """
     dt = np.dtype(dtype)
-    _check_pad_element_type(dt)
-    if dt.kind == "b":
-        return "bool"
-    if dt.kind in "iu":
-        return "int"
-    if dt.kind in "fc":
-        return "float" if dt.kind == "f" else "complex"
-    if dt.kind in "OU":
-        return "string"
-    if dt.kind == "V" and dt.fields is None and dt.type.__module__ == "ml_dtypes":
-        kind = _ml_dtypes_kind(dt)
-        if kind is not None:
-            return kind
-    raise UnsupportedDtypeError(
-        f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
-        f"ints, floats (incl. bfloat16/float8), bool, complex and strings"
-    )
-
-
-def _check_pad_element_type(dt: np.dtype) -> None:
-    """The ONNX name of ``dt`` must be in Pad-25's type list."""
-    from padconv_cli.dtypes import dtype_name
-
     name = dtype_name(dt)
     if name not in PAD_ELEMENT_TYPES:
         raise UnsupportedDtypeError(
             f"Pad does not support the element type {name}; Pad-25 takes "
             f"{PAD_ELEMENT_TYPES_TEXT}"
         )
-
-
-def _ml_dtypes_kind(dt: np.dtype) -> str | None:
-    import ml_dtypes
-
-    for kind, info in (("float", ml_dtypes.finfo), ("int", ml_dtypes.iinfo)):
-        try:
-            info(dt)
-        except (ValueError, TypeError):
-            continue
-        return kind
-    return None
-
-
-def _float_info(dt: np.dtype) -> Any:
-    if dt.type.__module__ == "numpy":
-        return np.finfo(dt)
-    import ml_dtypes
-
-    return ml_dtypes.finfo(dt)
-
-
-def _int_info(dt: np.dtype) -> Any:
-    if dt.type.__module__ == "numpy":
-        return np.iinfo(dt)
-    import ml_dtypes
-
-    return ml_dtypes.iinfo(dt)
+    kind = element_kind(dt)
+    if kind == "other" or dt.kind == "S":
+        raise UnsupportedDtypeError(
+            f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
+            f"ints, floats (incl. bfloat16/float8), bool, complex and strings"
+        )
+    return kind
 
 
 def coerce_constant_value(value: Any, dtype: Any) -> Any:
@@ -118,7 +74,7 @@ def coerce_constant_value(value: Any, dtype: Any) -> Any:
     ``dtype`` (a ``str`` for string tensors); raises :class:`AttributeValueError`.
     """
     dt = np.dtype(dtype)
-    kind = element_kind(dt)
+    kind = pad_element_kind(dt)
     if isinstance(value, np.ndarray):
         if value.size != 1:
             raise AttributeValueError(
@@ -156,10 +112,7 @@ def _is_real_number(value: Any) -> bool:
         return True
     if not isinstance(value, np.generic):
         return False
-    try:
-        return element_kind(value.dtype) in ("int", "float")
-    except UnsupportedDtypeError:  # an ml_dtypes scalar Pad does not take (float6...)
-        return _ml_dtypes_kind(value.dtype) is not None
+    return element_kind(value.dtype) in ("int", "float")
 
 
 def _coerce_bool(value: Any, dt: np.dtype) -> np.bool_:
@@ -177,8 +130,7 @@ _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
 def _coerce_int(value: Any, dt: np.dtype) -> np.generic:
     number = _integral_value(value, dt)
-    info = _int_info(dt)
-    low, high = int(info.min), int(info.max)
+    low, high = integer_range(dt)
     if not low <= number <= high:
         raise AttributeValueError(
             f"constant_value {_shown_number(value)} does not fit {dt} [{low}, {high}]"
@@ -302,14 +254,14 @@ def _check_float_fits(
 
 def _overflow_threshold(dt: np.dtype) -> float:
     """Smallest magnitude that rounds past the largest finite value: max + ulp(max) / 2."""
-    info = _float_info(dt)
+    info = float_info(dt)
     largest = float(info.max)
     half_ulp = 2.0 ** (math.floor(math.log2(largest)) - int(info.nmant) - 1)
     return largest + half_ulp
 
 
 def _float_range(dt: np.dtype) -> str:
-    info = _float_info(dt)
+    info = float_info(dt)
     return f"[{float(info.min):g}, {float(info.max):g}]"
 
 
