@@ -340,21 +340,6 @@ def describe_tensor(
     return description
 
 
-def json_safe_description(description: dict[str, Any]) -> dict[str, Any]:
-    """The description with non-finite floats as "nan"/"inf"/"-inf" (strict JSON)."""
-    return {key: _json_safe(value) for key, value in description.items()}
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return value
-
-
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from padconv_cli.cli.conv_cmd import AUTO_PAD_VALUES
@@ -87,8 +85,10 @@ def compare_command(
     bound = _conv_bound(conv_options, reference.shape, dtype)
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     if as_json:
+        from padconv_cli.json_output import dumps
+
         record = _record(comparison, (expected, reference), (actual, candidate))
-        click.echo(json.dumps(record, indent=2, ensure_ascii=False))
+        click.echo(dumps(record, indent=2))
     else:
         click.echo("\n".join(_lines(comparison, (expected, reference), (actual, candidate))))
     if png is not None:
@@ -173,8 +173,6 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
 def _record(comparison, first: tuple, second: tuple) -> dict:
     """The comparison as a strict-JSON object."""
     from padconv_cli.dtypes import dtype_name
-    from padconv_cli.verification.compare import plain_value
-    from padconv_cli.verification.report import json_safe
 
     def tensor(source: str, array) -> dict:
         return {"source": source, "dtype": dtype_name(array.dtype), "shape": list(array.shape)}
@@ -191,10 +189,10 @@ def _record(comparison, first: tuple, second: tuple) -> dict:
         "max_rel": comparison.max_rel,
         "mismatch_count": comparison.mismatch_count,
         "mismatches": [
-            {"index": list(index), "a": json_safe(plain_value(a)), "b": json_safe(plain_value(b))}
+            {"index": list(index), "a": a, "b": b}
             for index, a, b in comparison.mismatches
         ],
         "min_atol": comparison.min_atol,
         "min_rtol": comparison.min_rtol,
     }
-    return {key: json_safe(value) for key, value in record.items()}
+    return record

@@ -181,11 +181,11 @@ def _print_list(cases: list, as_json: bool) -> None:
     from padconv_cli.verification import report
 
     if as_json:
-        import json
+        from padconv_cli.json_output import dumps
 
         for case in cases:
-            click.echo(json.dumps(report.case_record(case)))
-        click.echo(json.dumps({"type": "summary", "total": len(cases)}))
+            click.echo(dumps(report.case_record(case)))
+        click.echo(dumps({"type": "summary", "total": len(cases)}))
         return
     for line in report.plain_case_list(cases):
         click.echo(line)

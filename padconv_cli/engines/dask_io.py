@@ -37,6 +37,7 @@ from padconv_cli.engines.shared_files import (
 from padconv_cli.engines.zarr_paths import ZARR_MARKERS, is_zarr_path
 from padconv_cli.engines.zarr_store import keys_touching, object_shape, stored_chunk_keys
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.tensorio.files import one_line
 
@@ -251,7 +252,7 @@ def _temp_prefix(target: str) -> str:
 
 def _write_owner(location: Location, folder: str, token: str) -> None:
     owner = {"token": token, "host": socket.gethostname(), "pid": os.getpid()}
-    location.write_text(location.join(folder, OWNER_FILE), json.dumps(owner))
+    location.write_text(location.join(folder, OWNER_FILE), dumps(owner))
 
 
 def _read_owner(location: Location, folder: str) -> dict | None:

@@ -3,13 +3,13 @@ details, a side-by-side view of one case, JSON lines and JUnit XML. Nothing here
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from typing import Any
 
+from padconv_cli.json_output import dumps
 from padconv_cli.verification.cases import Case
-from padconv_cli.verification.compare import display_value, plain_value
+from padconv_cli.verification.compare import display_value
 from padconv_cli.verification.runner import (
     FAILED,
     PASSED,
@@ -237,20 +237,8 @@ def plain_case_list(cases: list[Case]) -> list[str]:
 # --- JSON lines --------------------------------------------------------------------------------
 
 
-def json_safe(value: Any) -> Any:
-    """Values JSON can carry strictly: non-finite floats as "nan"/"inf"/"-inf", complex as
-    [real, imag], tuples as lists."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, complex):
-        return [json_safe(value.real), json_safe(value.imag)]
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
 def result_record(result: CaseResult) -> dict[str, Any]:
-    """One result as a JSON-ready dict (``"type": "case"``)."""
+    """One result as a dict for :func:`padconv_cli.json_output.dumps` (``"type": "case"``)."""
     comparison = result.comparison
     record: dict[str, Any] = {
         "type": "case",
@@ -273,21 +261,13 @@ def result_record(result: CaseResult) -> dict[str, Any]:
             atol=comparison.atol,
             mismatch_count=comparison.mismatch_count,
             mismatches=[
-                {"index": list(index), "expected": plain_value(e), "actual": plain_value(a)}
+                {"index": list(index), "expected": e, "actual": a}
                 for index, e, a in comparison.mismatches
             ],
             min_atol=comparison.min_atol,
             min_rtol=comparison.min_rtol,
         )
-    return _json_safe_deep(record)
-
-
-def _json_safe_deep(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _json_safe_deep(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe_deep(item) for item in value]
-    return json_safe(value)
+    return record
 
 
 def summary_record(results: list[CaseResult]) -> dict[str, Any]:
@@ -299,8 +279,8 @@ def summary_record(results: list[CaseResult]) -> dict[str, Any]:
 def json_lines(results: list[CaseResult]) -> Iterator[str]:
     """One compact JSON object per result, then the summary object."""
     for result in results:
-        yield json.dumps(result_record(result), allow_nan=False)
-    yield json.dumps(summary_record(results))
+        yield dumps(result_record(result))
+    yield dumps(summary_record(results))
 
 
 def case_record(case: Case) -> dict[str, Any]:
