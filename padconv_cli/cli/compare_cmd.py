@@ -145,6 +145,7 @@ def _tensor_text(source: str, array) -> str:
 
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
+    from padconv_cli.cli.options import TOLERANCE_FLAGS
     from padconv_cli.verification.compare import display_value
     from padconv_cli.verification.report import format_error, tolerance_hint
 
@@ -166,7 +167,7 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     hidden = comparison.mismatch_count - len(comparison.mismatches)
     if hidden > 0:
         lines.append(f"  ... and {hidden} more")
-    lines.append("  " + tolerance_hint(comparison))
+    lines.append("  " + tolerance_hint(comparison, TOLERANCE_FLAGS))
     return lines
 
 

@@ -316,8 +316,9 @@ def conv_dask(
     budget = block_bytes - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(
-            f"--memory-limit: a block budget of {block_bytes} bytes does not hold W and B "
-            f"({fixed_bytes(w, b)} bytes); raise --memory-limit"
+            f"memory_limit: a block budget of {block_bytes} bytes does not hold W and B "
+            f"({fixed_bytes(w, b)} bytes); raise memory_limit",
+            param="memory_limit",
         )
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     source = block_source(x)

@@ -33,12 +33,18 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, OutputTooLargeError
-from padconv_cli.kernels.pad_plan import PAD_MODES, AxisPad, PadPlan, make_pad_plan, plan_pad
+from padconv_cli.kernels.pad_plan import (
+    PAD_MODES,
+    AxisPad,
+    PadPlan,
+    fill_value,
+    make_pad_plan,
+    plan_pad,
+)
 from padconv_cli.kernels.pad_values import (
     PAD_ELEMENT_TYPES,
     PAD_ELEMENT_TYPES_TEXT,
     coerce_constant_value,
-    fill_value,
     output_dtype,
     pad_element_kind,
 )

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.kernels.pad_values import pad_element_kind
+from padconv_cli.kernels.pad_values import coerce_constant_value, default_constant, pad_element_kind
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -249,3 +249,13 @@ def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
             f"{mode} needs at least one element"
         )
     return ax
+
+
+def fill_value(constant_value: Any, dt: np.dtype, plan: PadPlan) -> Any:
+    """The element written into new border cells: ``constant_value`` coerced to ``dt``
+    (validated whenever given), else the ONNX default (0, "" or False); None when the plan
+    adds no constant border (other modes, or nothing padded)."""
+    value = None if constant_value is None else coerce_constant_value(constant_value, dt)
+    if plan.mode != "constant" or not plan.adds_elements:
+        return None
+    return default_constant(dt) if value is None else value
