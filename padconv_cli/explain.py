@@ -28,14 +28,6 @@ from padconv_cli.onnx_nodes import CONV_INPUT_NAMES, PAD_INPUT_NAMES
 from padconv_cli.units import human_bytes
 
 
-def plan_call(call: Any) -> Any:
-    """Validate a KernelCall against its input shapes: its operator's planner
-    (:func:`padconv_cli.operators.plan_call`)."""
-    from padconv_cli.operators import plan_call as planned
-
-    return planned(call)
-
-
 def _bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
     return math.prod(shape) * np.dtype(dtype).itemsize
 

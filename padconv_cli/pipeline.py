@@ -96,25 +96,27 @@ def run(request: Request, *, write: bool = True,
     ``note`` receives the one-line remarks of a resolved model node (an off-spec node).
     """
     check_output_format(request.output, request.fmt)
-    known = None
-    if request.computes_only:
-        outcome = run_out_of_core(request)
-        if outcome.engine != "memory":
-            return outcome
-        known = outcome.plan
-    return run_in_memory(request, known, write=write, note=note)
+    if not request.computes_only:
+        return run_in_memory(request, write=write, note=note)
+    choice = choose_engine(request)
+    if choice.engine != "memory":
+        return run_out_of_core(request, choice)
+    return run_in_memory(request, choice.plan, write=write, note=note, chosen=choice)
 
 
 # --- in memory -------------------------------------------------------------------------------
 
 
-def resolve(request: Request) -> Any:
-    """Read the inputs and merge the caller's attributes over the model node's values."""
+def resolve(request: Request, read: tuple[Any, ...] = ()) -> Any:
+    """Read the inputs and merge the caller's attributes over the model node's values;
+    ``read`` holds inputs already read (the engine choice read W and B), by position after
+    the first."""
     from padconv_cli.models import find_node, resolve_call
     from padconv_cli.tensorio import read_tensor
 
     entry = operator(request.operator)
-    tensors = tuple(_read(value, request.dtype, read_tensor) for value in request.inputs)
+    values = (request.inputs[0], *read, *request.inputs[1 + len(read):])
+    tensors = tuple(_read(value, request.dtype, read_tensor) for value in values)
     origin = None
     if request.model is not None:
         origin = find_node(request.model, request.node, entry.name)
@@ -153,15 +155,20 @@ def _plan_fits(plan: Any, call: Any) -> bool:
 
 
 def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
-                  note: Callable[[str], None] | None = None) -> Outcome:
-    """Read, resolve, plan once, gate, then emit, explain or compute, write and check."""
-    resolved = resolve(request)
+                  note: Callable[[str], None] | None = None,
+                  chosen: EngineChoice | None = None) -> Outcome:
+    """Read, resolve, plan once, gate, then emit, explain or compute, write and check.
+
+    ``chosen``: the engine choice of an ``auto`` call, whose small inputs are not read again
+    and whose gate, when it already passed on the declared shapes, is not run again."""
+    resolved = resolve(request, chosen.others if chosen is not None else ())
     if note is not None and not request.explain:  # explain shows the notes itself
         for text in resolved.call.notes:
             note(text)
     plan = plan_resolved(resolved, known)
     outcome = Outcome("memory", plan, resolved)
-    if not request.explain:
+    gated = chosen is not None and chosen.gated and plan is known
+    if not (request.explain or gated):
         gate_in_memory(request, resolved, plan)
     if request.emit_onnx is not None:
         emit_model(resolved, plan, request.emit_onnx, request.emit_initializers)
@@ -282,6 +289,7 @@ class EngineChoice:
     plan: Any = None
     source: Any = None
     others: tuple[Any, ...] = ()
+    gated: bool = False  # the in-memory gate passed on the declared shapes
 
 
 def choose_engine(request: Request) -> EngineChoice:
@@ -304,15 +312,17 @@ def choose_engine(request: Request) -> EngineChoice:
         if engine != "auto":
             raise
         return EngineChoice("memory")  # the in-memory path reports it in its own words
+    gated = False
     if engine == "auto":
-        engine = "memory" if _fits_in_memory(request, source, others, plan) else "tiled"
-    return EngineChoice(engine, plan, source, tuple(others))
+        gated = _fits_in_memory(request, source, others, plan)
+        engine = "memory" if gated else "tiled"
+    return EngineChoice(engine, plan, source, tuple(others), gated)
 
 
-def run_out_of_core(request: Request) -> Outcome:
-    """The tiled or dask engine on the call's one plan, or ``Outcome("memory", plan)`` when
-    the in-memory engine applies."""
-    choice = choose_engine(request)
+def run_out_of_core(request: Request, choice: EngineChoice | None = None) -> Outcome:
+    """The tiled or dask engine on the call's one plan (``choice``: made already), or
+    ``Outcome("memory", plan)`` when the in-memory engine applies."""
+    choice = choice or choose_engine(request)
     if choice.engine == "memory":
         return Outcome("memory", choice.plan)
     _gate_out_of_core(request, choice.source, choice.plan)

@@ -113,8 +113,8 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
         raise click.UsageError("--conv-x needs the Conv's W: --conv-w W or --from-model")
     if options["node"] is not None and options["from_model"] is None:
         raise click.UsageError("--node needs --from-model MODEL.onnx")
-    from padconv_cli.explain import plan_call
     from padconv_cli.models import find_node, resolve_call, with_node_context
+    from padconv_cli.operators import plan_call
     from padconv_cli.tensorio import read_tensor
     from padconv_cli.verification.conv_bound import call_error_bound
 

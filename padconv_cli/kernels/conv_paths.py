@@ -128,16 +128,19 @@ def scratch_bytes(
     return groups * rows * depth * itemsize + threads * panel
 
 
-def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None) -> int:
+def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,
+                  out_channels: int | None = None) -> int:
     """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes` on
     ``threads`` threads (default: the native core's), plus the accumulator copies of X, W and
-    Y when ``dtype`` is not the accumulator dtype."""
+    Y when ``dtype`` is not the accumulator dtype.  The one formula of the kernel, the
+    resource gate, ``--explain`` and the tiler (which passes a tile's plan and its
+    ``out_channels``)."""
     if threads is None:
         from padconv_cli.kernels import native
 
         threads = native.thread_count()
     acc = accumulator_dtype(np.dtype(dtype))
-    working = scratch_bytes(plan, acc.itemsize, threads)
+    working = scratch_bytes(plan, acc.itemsize, threads, out_channels)
     if acc != np.dtype(dtype):
         elements = math.prod(plan.x_shape) + math.prod(plan.w_shape) + math.prod(plan.output_shape)
         working += elements * acc.itemsize

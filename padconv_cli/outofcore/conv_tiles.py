@@ -32,39 +32,40 @@ from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_spa
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
-
-def kernel_workspace_bytes(plan: ConvPlan, tile_shape: tuple[int, ...], acc: int) -> int:
-    """Upper bound of the Conv kernel's own buffers for a tile ``(images, M_t, *out_spatial)``:
-    :func:`padconv_cli.kernels.conv_paths.scratch_bytes` of the tile's shape and channels, on
-    the threads the native core uses."""
-    tile_plan = dataclasses.replace(plan, output_shape=tuple(tile_shape))
-    return conv_paths.scratch_bytes(tile_plan, acc, native.thread_count(), tile_shape[1])
+TILE_DTYPES = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+"""The X dtype of an itemsize, for the kernel's formula (float16 and bfloat16 both accumulate
+in float32, so they need the same)."""
 
 
-def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
-    """Upper bound of the bytes one tile ``(images, out channels, *out spatial)`` needs.
-
-    With ``P = images * prod(out spatial)``, ``X_t = images * C_t * prod(span)`` (span per axis
-    ``(o-1)*s + (k-1)*d + 1``), ``a`` the accumulator size (4, or 8 for float64):
-    ``2*X_t*itemsize`` (mapped pages + copy) ``+ X_t*a`` (the kernel's accumulator copy, for
-    float16/bfloat16) ``+`` :func:`kernel_workspace_bytes` ``+ 2*M_t*P*(a + itemsize)``
-    (accumulator, cast result and mapped output pages).
-    """
+def tile_plan(plan: ConvPlan, tile_shape: tuple[int, ...]) -> ConvPlan:
+    """The plan of one tile ``(images, M_t, *out_spatial)``: its output shape, and as X the
+    window it reads (``images, C_t, *span``, span per axis ``(o-1)*s + (k-1)*d + 1``)."""
     images, out_channels, *out_spatial = tile_shape
-    x_channels, w_out = plan.x_shape[1], plan.w_shape[0]
-    in_channels = tile_in_channels(w_out, x_channels, plan.group, out_channels)
+    in_channels = tile_in_channels(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels)
     spans = [
         span_length(o, s, d, k)
         for o, s, d, k in zip(
             out_spatial, plan.strides, plan.dilations, plan.kernel_shape, strict=True
         )
     ]
-    acc = 8 if itemsize == 8 else 4
-    window = images * in_channels * math.prod(spans)
-    positions = images * math.prod(out_spatial)
-    workspace = kernel_workspace_bytes(plan, tile_shape, acc)
-    outputs = out_channels * positions
-    return 2 * window * itemsize + window * acc + workspace + 2 * outputs * (acc + itemsize)
+    return dataclasses.replace(plan, x_shape=(images, in_channels, *spans),
+                               output_shape=tuple(tile_shape))
+
+
+def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
+    """Upper bound of the bytes one tile ``(images, out channels, *out spatial)`` needs.
+
+    With ``X_t`` the elements of the tile's input window and ``Y_t`` its outputs:
+    ``2*X_t*itemsize`` (mapped pages + the window's copy) ``+ 2*Y_t*itemsize`` (the result
+    and its mapped output pages) ``+`` the kernel's working memory for the tile's plan
+    (:func:`padconv_cli.kernels.conv_paths.working_bytes`, the one formula, on the native
+    core's threads).
+    """
+    piece = tile_plan(plan, tile_shape)
+    window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
+    working = conv_paths.working_bytes(piece, TILE_DTYPES.get(itemsize, np.dtype(np.float32)),
+                                       native.thread_count(), tile_shape[1])
+    return 2 * window * itemsize + 2 * outputs * itemsize + working
 
 
 def fixed_bytes(w: np.ndarray, b: np.ndarray | None) -> int:

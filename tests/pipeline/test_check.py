@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from padconv_cli import crosscheck
-from padconv_cli.explain import plan_call
 from padconv_cli.models import resolve_call
+from padconv_cli.operators import plan_call
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from onnx.reference import ReferenceEvaluator
 
 from padconv_cli.emit import MIN_RUNTIME_OPSET, operator_version, single_node_model
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.explain import plan_call
 from padconv_cli.models import resolve_call
+from padconv_cli.operators import plan_call
 
 
 def _pad_call(data, **flags):

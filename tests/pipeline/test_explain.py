@@ -12,8 +12,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.explain import conv_working_bytes, explanation, plan_call
+from padconv_cli.explain import conv_working_bytes, explanation
 from padconv_cli.models import resolve_call
+from padconv_cli.operators import plan_call
 
 
 @pytest.fixture

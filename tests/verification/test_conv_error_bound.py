@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from padconv_cli.crosscheck import crosscheck, report_dict
-from padconv_cli.explain import plan_call
 from padconv_cli.kernels.conv import conv
 from padconv_cli.onnx_nodes import kernel_call
+from padconv_cli.operators import plan_call
 from padconv_cli.verification.compare import compare_arrays
 from padconv_cli.verification.conv_bound import (
     CONV_BOUND_C,
