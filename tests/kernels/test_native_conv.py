@@ -183,6 +183,39 @@ def test_results_do_not_depend_on_the_thread_count(forced_isa, name, dtype):
     assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
 
 
+
+def test_calls_from_several_python_threads_at_once_get_the_one_thread_bits():
+    """The GIL is released: concurrent calls share the helper threads or run alone, same bits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    x_shape, w_shape, attrs = DETERMINISM_CASES["gemm"]
+    X, W, B = random_inputs(x_shape, w_shape, np.float32)
+    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
+
+    def run(threads: int) -> bytes:
+        y = np.empty(plan.output_shape, np.float32)
+        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
+                         pads_begin=plan.pads_begin, group=plan.group, threads=threads)
+        return y.tobytes()
+
+    alone = run(1)
+    with ThreadPoolExecutor(4) as workers:
+        results = list(workers.map(run, [2, 3, 2, 8] * 4))
+    assert all(result == alone for result in results)
+
+
+def test_a_forked_child_computes_after_the_parent_used_its_threads():
+    """The helper threads do not survive fork: a child starts its own and gets the same bits."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform cannot fork")
+    X, W, B = random_inputs((1, 16, 40, 40), (8, 16, 3, 3), np.float32)
+    parent = conv(X, W, B, pads=[1, 1, 1, 1])
+    with multiprocessing.get_context("fork").Pool(1) as child:
+        got = child.apply_async(conv, (X, W, B), {"pads": [1, 1, 1, 1]}).get(timeout=120)
+    assert got.tobytes() == parent.tobytes()
+
 def test_a_part_of_the_output_repeats_the_whole_bit_for_bit(forced_isa):
     """Rows computed from a crop of X (the tiled engine's tiles) equal the whole tensor's."""
     X, W, B = random_inputs((1, 16, 50, 40), (8, 16, 3, 3), np.float32)

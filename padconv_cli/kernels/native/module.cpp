@@ -16,11 +16,50 @@
 #include <vector>
 
 #include "conv_job.h"
+#include "pool.h"
+
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 namespace {
 
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
+const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
+
+padconv::Pool* the_pool = 0;  // started on first use; forgotten in a child after fork
+
+padconv::Pool& pool() {
+    if (!the_pool) the_pool = new padconv::Pool();
+    return *the_pool;
+}
+
+#ifndef _WIN32
+void forget_pool_in_child() { the_pool = 0; }  // its threads did not follow the fork
+#endif
+
+// A per-thread buffer of at least `bytes`, 64-byte aligned, kept for the next call when it is
+// small (a fresh buffer would be page-faulted in on every call); null when memory ran out.
+thread_local char* t_scratch = 0;
+thread_local size_t t_scratch_size = 0;
+
+void release_scratch() {
+    delete[] t_scratch;
+    t_scratch = 0;
+    t_scratch_size = 0;
+}
+
+void* scratch_for(size_t bytes) {
+    if (t_scratch_size < bytes + 64) {
+        release_scratch();
+        t_scratch = new (std::nothrow) char[bytes + 64];
+        if (!t_scratch) return 0;
+        t_scratch_size = bytes + 64;
+    }
+    const size_t address = reinterpret_cast<size_t>(t_scratch);
+    return t_scratch + (64 - address % 64) % 64;
+}
 
 bool cpu_has(const std::string& isa) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -161,13 +200,16 @@ struct Run {
         : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s) {}
 
     void work() {
-        std::unique_ptr<T[]> scratch(new (std::nothrow) T[scratch_elems]);
+        T* scratch = static_cast<T*>(scratch_for(scratch_elems * sizeof(T)));
         if (!scratch) {
             failed = true;
             return;
         }
-        for (long task = next++; task < tasks && !failed; task = next++) run_task(task, scratch.get());
+        for (long task = next++; task < tasks && !failed; task = next++) run_task(task, scratch);
+        if (t_scratch_size > KEPT_SCRATCH_BYTES) release_scratch();
     }
+
+    static void work_of(void* run) { static_cast<Run*>(run)->work(); }
 
     void run_task(long task, T* scratch);
 };
@@ -226,17 +268,9 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
         scratch_elems = job.ck * round_up(job.nb, nr);
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems);
-    std::vector<std::thread> helpers;
     threads = std::max(1L, std::min(threads, tasks));
-    for (long i = 1; i < threads; ++i) {
-        try {
-            helpers.emplace_back([&run] { run.work(); });
-        } catch (...) {
-            break;  // fewer threads: the same sums, computed by the threads there are
-        }
-    }
-    run.work();
-    for (auto& helper : helpers) helper.join();
+    // fewer threads than asked (pool busy, or no thread could start): the same sums
+    pool().run(&Run<T>::work_of, &run, threads - 1);
     return !run.failed;
 }
 
@@ -320,4 +354,9 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "padconv's native Conv k
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+#ifndef _WIN32
+    pthread_atfork(0, 0, forget_pool_in_child);
+#endif
+    return PyModule_Create(&module);
+}
