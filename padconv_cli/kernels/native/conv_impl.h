@@ -95,8 +95,13 @@ long input_row_offset(const ConvJob& J, long row, long tap) {
     return offset * J.in[J.rank - 1];
 }
 
+// panel[q][j] for q < ck, j < npad (zeros from np on), of the positions p0 .. p0 + np - 1.
+// With a stride along the last axis, each input row is first split into its stride phases
+// (phases[f][i] = Xpad[(first + i) * s + f], held after the panel in the scratch), and every
+// tap of that axis is then one copy of a phase.
 template <typename T>
 void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, T* panel) {
+    T* phases = panel + J.ck * npad;
     const int last = J.rank - 1;
     const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
     const long PL = J.pb[last], IL = J.in[last];
@@ -117,6 +122,16 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
                     continue;
                 }
                 const T* src = xg + c * J.in_plane + offset;
+                if (SL > 1 && KL > 1) {  // split the row into its stride phases once
+                    const long phase_len = len + (KL - 1) * DL / SL;
+                    for (long f = 0; f < SL; ++f)
+                        gather_row(phases + f * phase_len, src, first, phase_len, f - PL, SL, IL);
+                    for (long kw = 0; kw < KL; ++kw)
+                        memcpy(dst + kw * npad,
+                               phases + (kw * DL % SL) * phase_len + kw * DL / SL,
+                               len * sizeof(T));
+                    continue;
+                }
                 for (long kw = 0; kw < KL; ++kw)
                     gather_row(dst + kw * npad, src, first, len, kw * DL - PL, SL, IL);
             }

@@ -265,7 +265,10 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
             pack(ks, w + g * job.mg * job.ck, job.mg, job.ck, packed.data() + g * rows * job.ck);
         job.w = packed.data();
         tasks = job.n * job.group * job.blocks;
-        scratch_elems = job.ck * round_up(job.nb, nr);
+        // the panel, then the stride phases of one input row (build_panel)
+        const int last = job.rank - 1;
+        scratch_elems = job.ck * round_up(job.nb, nr) +
+                        job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]);
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems);
     threads = std::max(1L, std::min(threads, tasks));
