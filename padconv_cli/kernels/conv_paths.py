@@ -21,7 +21,8 @@ thread, one panel of about ``PANEL_BYTES`` (at least ``C/G * prod(k) * TILE_COLU
 at most all of an image's output positions) and the stride phases of one input row; the
 depthwise kernel holds, per thread, the padded phases of about twice the input rows one
 output row reads.
-float16 and bfloat16 inputs add float32 copies of X, W and Y (:func:`working_bytes`).
+float16 and bfloat16 inputs are read as float32 by the kernels; they add float32 copies of W and B
+and one float32 chunk of output channels (:func:`working_bytes`).
 """
 
 from __future__ import annotations
@@ -54,30 +55,57 @@ DEPTHWISE_COLUMNS = 64
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum.
 
-    The sums run in the native core in the accumulator dtype, ``+ B[m]`` after each sum;
-    float16/bfloat16 inputs are cast to float32 first and the float32 result is rounded once
-    to the input dtype.
+    The sums run in the native core in the accumulator dtype, ``+ B[m]`` after each sum.
+    float16/bfloat16 inputs: X is read as float32 by the kernel, W and B are cast to float32,
+    and the float32 result is computed in chunks of output channels (:func:`narrow_chunks`),
+    each rounded once to the input dtype, so that no float32 copy of X or of the whole Y
+    exists.
     """
+    acc = accumulator_dtype(x.dtype)
+    x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))  # native byte order
+    w = np.ascontiguousarray(w, dtype=acc)
+    b = None if b is None else np.ascontiguousarray(b, dtype=acc)
+    if x.dtype == acc:
+        y = np.empty(plan.output_shape, acc)
+        if y.size:
+            _run(plan, x, w, b, y, plan.group)
+        return y
+    result = np.empty(plan.output_shape, x.dtype)
+    if not result.size:
+        return result
+    cg, mg = plan.w_shape[1], plan.w_shape[0] // plan.group
+    for m0, m1 in narrow_chunks(plan):
+        groups = plan.group if plan.group == 1 else (m1 - m0) // mg
+        c0, c1 = (0, x.shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
+        y = np.empty((1, m1 - m0, *plan.output_shape[2:]), acc)
+        for n in range(plan.output_shape[0]):
+            _run(plan, x[n : n + 1, c0:c1], w[m0:m1], None if b is None else b[m0:m1], y,
+                 groups)
+            np.copyto(result[n : n + 1, m0:m1], y, casting="unsafe")  # rounded once
+    return result
+
+
+def _run(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray,
+         group: int) -> None:
     from padconv_cli.kernels import native
 
-    acc = accumulator_dtype(x.dtype)
-    y = np.empty(plan.output_shape, acc)
-    if y.size:
-        native.conv_into(
-            np.ascontiguousarray(x, dtype=acc),
-            np.ascontiguousarray(w, dtype=acc),
-            None if b is None else np.ascontiguousarray(b, dtype=acc),
-            y,
-            strides=plan.strides,
-            dilations=plan.dilations,
-            pads_begin=plan.pads_begin,
-            group=plan.group,
-        )
-    if y.dtype == x.dtype:
-        return y
-    result = np.empty(y.shape, x.dtype)
-    np.copyto(result, y, casting="unsafe")  # rounded once, as astype would
-    return result
+    native.conv_into(x, w, b, y, strides=plan.strides, dilations=plan.dilations,
+                     pads_begin=plan.pads_begin, group=group)
+
+
+NARROW_CHUNK_BYTES = 32 * 2**20
+"""float32 output computed at a time for float16/bfloat16 inputs, before rounding."""
+
+
+def narrow_chunks(plan: ConvPlan) -> list[tuple[int, int]]:
+    """Output-channel ranges ``[m0, m1)`` of one image computed at a time for a narrow dtype:
+    whole groups (``M/G`` channels; any channels when ``G == 1``), as many as keep the float32
+    chunk ``(m1 - m0) * prod(out) * 4`` within ``NARROW_CHUNK_BYTES`` (one unit at least)."""
+    m = plan.w_shape[0]
+    unit = 1 if plan.group == 1 else m // plan.group
+    plane = max(1, math.prod(plan.output_shape[2:]))
+    step = max(1, NARROW_CHUNK_BYTES // (plane * 4 * unit)) * unit
+    return [(m0, min(m, m0 + step)) for m0 in range(0, m, step)]
 
 
 def accumulator_dtype(dtype: np.dtype) -> np.dtype:
@@ -133,8 +161,9 @@ def scratch_bytes(
 
 def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None) -> int:
     """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes` on
-    ``threads`` threads (default: the native core's), plus the accumulator copies of X, W and
-    Y when ``dtype`` is not the accumulator dtype."""
+    ``threads`` threads (default: the native core's); for a dtype that is not the accumulator
+    dtype (float16, bfloat16), plus float32 copies of W and B and one float32 output chunk of
+    :func:`narrow_chunks` (X is read as float32 in place)."""
     if threads is None:
         from padconv_cli.kernels import native
 
@@ -142,6 +171,7 @@ def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None) -
     acc = accumulator_dtype(np.dtype(dtype))
     working = scratch_bytes(plan, acc.itemsize, threads)
     if acc != np.dtype(dtype):
-        elements = math.prod(plan.x_shape) + math.prod(plan.w_shape) + math.prod(plan.output_shape)
-        working += elements * acc.itemsize
+        m0, m1 = narrow_chunks(plan)[0] if plan.w_shape[0] else (0, 0)
+        chunk = (m1 - m0) * math.prod(plan.output_shape[2:])
+        working += (math.prod(plan.w_shape) + plan.w_shape[0] + chunk) * acc.itemsize
     return working

@@ -139,6 +139,51 @@ def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
     assert Y.tobytes() == expected.tobytes()
 
 
+
+NARROW_CASES = {
+    "gemm_batch": ((3, 6, 11, 13), (4, 6, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "gemm_groups_strided": ((2, 8, 15, 12), (6, 4, 3, 2),
+                            {"group": 2, "strides": [2, 3], "pads": [1, 0, 2, 1]}),
+    "depthwise": ((2, 4, 10, 9), (8, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    "pointwise": ((2, 5, 7, 9), (3, 5, 1, 1), {}),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(NARROW_CASES))
+@pytest.mark.parametrize("chunk_bytes", [1, 2**25], ids=["one_unit_per_chunk", "whole"])
+def test_narrow_inputs_read_on_the_fly_equal_their_float32_copy_rounded_once(
+        forced_isa, monkeypatch, dtype, name, chunk_bytes):
+    """float16/bfloat16 X is read as float32 in place (every value, subnormals, inf and nan
+    included), and Y computed in chunks of output channels: the bits of the float32 conv of
+    the float32 copies, rounded once."""
+    from padconv_cli.kernels import conv_paths
+
+    monkeypatch.setattr(conv_paths, "NARROW_CHUNK_BYTES", chunk_bytes)
+    x_shape, w_shape, attrs = NARROW_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype, seed=3)
+    flat = X.reshape(-1)
+    finfo = ml_dtypes.finfo(dtype)
+    flat[:6] = [finfo.smallest_subnormal, -finfo.smallest_subnormal * 3, finfo.smallest_normal,
+                -0.0, finfo.max, finfo.tiny * 0.5]
+    flat[-1] = np.inf
+    flat[-2] = np.nan
+    with np.errstate(over="ignore"):  # sums past the narrow type's max round to inf
+        want = conv(X.astype(np.float32), W.astype(np.float32), B.astype(np.float32), **attrs)
+        got = conv(X, W, B, **attrs)
+        want = want.astype(dtype)
+    assert got.dtype == X.dtype
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_every_narrow_bit_pattern_is_read_as_its_float32_value(forced_isa, dtype):
+    """All 65536 patterns through a 1x1 conv with weight 1 (exact): X widened exactly."""
+    X = np.arange(2**16, dtype=np.uint16).view(dtype).reshape(1, 1, 256, 256)
+    got = conv(X, np.ones((1, 1, 1, 1), dtype), pads=[0, 1, 0, 0])[:, :, :, 1:]
+    # 0 + 1 * x is x for every x (-0 gives +0, a nan stays a nan)
+    assert np.array_equal(got.astype(np.float32), X.astype(np.float32), equal_nan=True)
+
 def test_every_isa_passes_the_onnx_conformance_data(forced_isa):
     from test_conv_conformance import MODEL_DIRS, load_case
 

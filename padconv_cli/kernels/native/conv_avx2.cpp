@@ -54,6 +54,6 @@ struct VecD {
 
 #else  // not x86-64: no such kernels
 
-extern const KernelSet padconv_avx2_kernels = {"avx2", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+extern const KernelSet padconv_avx2_kernels = {"avx2"};
 
 #endif

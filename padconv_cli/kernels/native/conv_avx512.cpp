@@ -56,7 +56,7 @@ extern const int padconv_have_x86_kernels = 1;
 
 #else  // not x86-64: no such kernels
 
-extern const KernelSet padconv_avx512_kernels = {"avx512", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+extern const KernelSet padconv_avx512_kernels = {"avx512"};
 extern const int padconv_have_x86_kernels = 0;
 
 #endif

@@ -21,6 +21,7 @@
 // into `stride` phases (phase f holds Xpad[f], Xpad[f + s], ...), so that every tap reads one
 // contiguous window; the taps are summed in C order into a register block of output positions.
 
+#include <stdint.h>
 #include <string.h>
 
 #include "conv_job.h"
@@ -54,9 +55,51 @@ void pack_w(const T* w, long m, long ck, T* packed) {
     }
 }
 
-// dst[e] = src[(first + e) * step + shift] where that index lies in [0, size), else 0.
+// Elements of X read as float32 on the fly (exactly: every binary16 and bfloat16 value is a
+// float32 value): X is never copied whole into float32.
+inline float widen(float v) { return v; }
+inline double widen(double v) { return v; }
+inline float widen(Bf16 v) {
+    const uint32_t bits = uint32_t(v.bits) << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+inline float widen(Half v) {
+    const uint32_t sign = uint32_t(v.bits & 0x8000) << 16;
+    uint32_t exponent = (v.bits >> 10) & 0x1f, mantissa = v.bits & 0x3ff, bits;
+    if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | (mantissa << 13);  // inf, nan (payload kept)
+    } else if (exponent != 0) {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+        bits = sign;  // +-0
+    } else {  // subnormal: normalise
+        exponent = 113;
+        while (!(mantissa & 0x400)) {
+            mantissa <<= 1;
+            --exponent;
+        }
+        bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+// dst[0 .. count) = src[0 .. count), widened.
 template <typename T>
-void gather_row(T* dst, const T* src, long first, long count, long shift, long step, long size) {
+inline void copy_run(T* dst, const T* src, long count) {
+    memcpy(dst, src, count * sizeof(T));
+}
+template <typename T, typename S>
+inline void copy_run(T* dst, const S* src, long count) {
+    for (long e = 0; e < count; ++e) dst[e] = widen(src[e]);
+}
+
+// dst[e] = src[(first + e) * step + shift] where that index lies in [0, size), else 0.
+template <typename T, typename S>
+void gather_row(T* dst, const S* src, long first, long count, long shift, long step, long size) {
     const long start = first * step + shift;  // input index of e = 0
     long lo = 0;
     if (start < 0) lo = min_l(count, (-start + step - 1) / step);
@@ -67,10 +110,10 @@ void gather_row(T* dst, const T* src, long first, long count, long shift, long s
     if (hi < lo) hi = lo;
     for (long e = 0; e < lo; ++e) dst[e] = T(0);
     if (step == 1) {
-        if (hi > lo) memcpy(dst + lo, src + start + lo, (hi - lo) * sizeof(T));
+        if (hi > lo) copy_run(dst + lo, src + start + lo, hi - lo);
     } else {
-        const T* from = src + start;
-        for (long e = lo; e < hi; ++e) dst[e] = from[e * step];
+        const S* from = src + start;
+        for (long e = lo; e < hi; ++e) dst[e] = widen(from[e * step]);
     }
     for (long e = hi; e < count; ++e) dst[e] = T(0);
 }
@@ -99,13 +142,13 @@ long input_row_offset(const ConvJob& J, long row, long tap) {
 // With a stride along the last axis, each input row is first split into its stride phases
 // (phases[f][i] = Xpad[(first + i) * s + f], held after the panel in the scratch), and every
 // tap of that axis is then one copy of a phase.
-template <typename T>
+template <typename T, typename S>
 void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, T* panel) {
     T* phases = panel + J.ck * npad;
     const int last = J.rank - 1;
     const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
     const long PL = J.pb[last], IL = J.in[last];
-    const T* xg = static_cast<const T*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
+    const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
     for (long q = 0; q < J.ck; ++q)
         for (long j = np; j < npad; ++j) panel[q * npad + j] = T(0);
     long p = p0;
@@ -121,7 +164,7 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
                     for (long kw = 0; kw < KL; ++kw) memset(dst + kw * npad, 0, len * sizeof(T));
                     continue;
                 }
-                const T* src = xg + c * J.in_plane + offset;
+                const S* src = xg + c * J.in_plane + offset;
                 if (SL > 1 && KL > 1) {  // split the row into its stride phases once
                     const long phase_len = len + (KL - 1) * DL / SL;
                     for (long f = 0; f < SL; ++f)
@@ -176,7 +219,7 @@ bool is_pointwise(const ConvJob& J) {
     return true;
 }
 
-template <typename T>
+template <typename T, typename S>
 void gemm_task(const ConvJob& J, long task, T* panel) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
@@ -184,13 +227,14 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
     const long g = image_group % J.group, n = image_group / J.group;
     const long p0 = block * J.nb, np = min_l(J.nb, J.out_plane - p0), npad = round_up(np, nr);
     // Pointwise: full column tiles read X in place, only the last partial one gets a panel.
-    const bool direct = is_pointwise(J);
+    const bool direct = is_pointwise(J) && sizeof(S) == sizeof(T);  // X in place: X's type
     const long full = direct ? np / nr * nr : 0;
-    const T* source = static_cast<const T*>(J.x) + (n * J.c + g * J.cg) * J.in_plane + p0;
+    const T* source =
+        reinterpret_cast<const T*>(static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane + p0);
     if (direct) {
-        if (full < np) build_panel<T>(J, n, g, p0 + full, np - full, nr, panel);
+        if (full < np) build_panel<T, S>(J, n, g, p0 + full, np - full, nr, panel);
     } else {
-        build_panel<T>(J, n, g, p0, np, npad, panel);
+        build_panel<T, S>(J, n, g, p0, np, npad, panel);
     }
     const long mblocks = (J.mg + MR - 1) / MR;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
@@ -224,8 +268,8 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
 }
 
 // dst[f * len + i] = Xpad[f + i * step] of one padded input row (src, or zeros when null).
-template <typename T>
-void split_phases(T* dst, const T* src, long len, long step, long pad, long size) {
+template <typename T, typename S>
+void split_phases(T* dst, const S* src, long len, long step, long pad, long size) {
     for (long f = 0; f < step; ++f) {
         T* phase = dst + f * len;
         if (!src) {
@@ -272,7 +316,7 @@ void next_tap(const ConvJob& J, long* kt) {
     }
 }
 
-template <typename T>
+template <typename T, typename S>
 void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
     typedef typename VecOf<T>::V V;
     const int last = J.rank - 1;
@@ -282,7 +326,7 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
     const long block = task % J.row_blocks, image_group = task / J.row_blocks;
     const long g = image_group % J.group, n = image_group / J.group;
     const long r0 = block * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
-    const T* x = static_cast<const T*>(J.x) + (n * J.c + g) * J.in_plane;
+    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
     const T* w = static_cast<const T*>(J.w);
     const T* bias = static_cast<const T*>(J.bias);
     T* y = static_cast<T*>(J.y);
@@ -320,7 +364,7 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
                 if (found >= 0) continue;
                 slot_key[slot] = offset;
             }
-            split_phases(rows_buf + slot * slot_size, offset < 0 ? 0 : x + offset, len, SL,
+            split_phases(rows_buf + slot * slot_size, offset < 0 ? (const S*)0 : x + offset, len, SL,
                          J.pb[last], J.in[last]);
         }
         for (long mi = 0; mi < J.mg; ++mi) {
@@ -361,10 +405,18 @@ void pack_f32(const float* w, long m, long ck, float* packed) { pack_w<float>(w,
 void pack_f64(const double* w, long m, long ck, double* packed) {
     pack_w<double>(w, m, ck, packed);
 }
-void gemm_f32(const ConvJob& job, long task, float* s) { gemm_task<float>(job, task, s); }
-void gemm_f64(const ConvJob& job, long task, double* s) { gemm_task<double>(job, task, s); }
-void dw_f32(const ConvJob& job, long task, float* s) { depthwise_task<float>(job, task, s); }
-void dw_f64(const ConvJob& job, long task, double* s) { depthwise_task<double>(job, task, s); }
+void gemm_f32(const ConvJob& job, long task, float* s) { gemm_task<float, float>(job, task, s); }
+void gemm_f64(const ConvJob& job, long task, double* s) {
+    gemm_task<double, double>(job, task, s);
+}
+void gemm_f16(const ConvJob& job, long task, float* s) { gemm_task<float, Half>(job, task, s); }
+void gemm_bf16(const ConvJob& job, long task, float* s) { gemm_task<float, Bf16>(job, task, s); }
+void dw_f32(const ConvJob& job, long task, float* s) { depthwise_task<float, float>(job, task, s); }
+void dw_f64(const ConvJob& job, long task, double* s) {
+    depthwise_task<double, double>(job, task, s);
+}
+void dw_f16(const ConvJob& job, long task, float* s) { depthwise_task<float, Half>(job, task, s); }
+void dw_bf16(const ConvJob& job, long task, float* s) { depthwise_task<float, Bf16>(job, task, s); }
 
 }  // namespace
 
@@ -372,4 +424,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     PADCONV_KERNELS_NAME, MR, NV * VecF::lanes, NV * VecD::lanes,
     DW_NV * VecF::lanes, DW_NV * VecD::lanes,
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
+    {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
 };

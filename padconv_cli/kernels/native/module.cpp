@@ -1,9 +1,10 @@
 // padconv_cli.kernels._native: the Python entry points of the native Conv.
 //
-// conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa) computes ONNX Conv of
-// the C-contiguous float32 or float64 arrays x (N, C, *in) and w (M, C/group, *k), with the
-// optional bias b (M,), into the preallocated y (N, M, *out), without the GIL, on `threads`
-// threads.  Shapes and attributes must already be validated (padconv's plan_conv): this
+// conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa[, x_kind]) computes ONNX
+// Conv of the C-contiguous float32 or float64 arrays x (N, C, *in) and w (M, C/group, *k), with
+// the optional bias b (M,), into the preallocated y (N, M, *out), without the GIL, on `threads`
+// threads.  With x_kind "float16" or "bfloat16", x holds those 2-byte values (any 2-byte buffer
+// format) and w, b, y are float32: X is read as float32 on the fly.  Shapes and attributes must already be validated (padconv's plan_conv): this
 // module only re-checks what keeps its memory accesses inside the buffers.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -216,8 +217,8 @@ struct Run {
 
 template <>
 void Run<float>::run_task(long task, float* scratch) {
-    if (depthwise) ks.depthwise_task_f32(job, task, scratch);
-    else ks.gemm_task_f32(job, task, scratch);
+    if (depthwise) ks.depthwise_task_x[job.x_type](job, task, scratch);
+    else ks.gemm_task_x[job.x_type](job, task, scratch);
 }
 
 template <>
@@ -281,9 +282,16 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     PyObject *x, *w, *b, *y, *strides, *dilations, *pads;
     long group, threads;
     const char* isa;
-    if (!PyArg_ParseTuple(args, "OOOOOOOlls", &x, &w, &b, &y, &strides, &dilations, &pads,
-                          &group, &threads, &isa))
+    const char* x_kind = "same";
+    if (!PyArg_ParseTuple(args, "OOOOOOOlls|s", &x, &w, &b, &y, &strides, &dilations, &pads,
+                          &group, &threads, &isa, &x_kind))
         return 0;
+    const std::string kind(x_kind);
+    const int x_type = kind == "float16" ? X_FLOAT16 : kind == "bfloat16" ? X_BFLOAT16 : X_SAME;
+    if (x_type == X_SAME && kind != "same") {
+        PyErr_SetString(PyExc_ValueError, "x_kind must be same, float16 or bfloat16");
+        return 0;
+    }
     const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
     Buffers bufs;
     if (PyObject_GetBuffer(x, &bufs.x, flags) < 0) return 0;
@@ -296,10 +304,14 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     }
     if (PyObject_GetBuffer(y, &bufs.y, flags | PyBUF_WRITABLE) < 0) return 0;
     bufs.have_y = true;
-    const int item = element_size(bufs.x);
-    if (!item || element_size(bufs.w) != item || element_size(bufs.y) != item ||
+    const int item = element_size(bufs.y);
+    const bool x_ok = x_type == X_SAME ? element_size(bufs.x) == item
+                                       : bufs.x.itemsize == 2 && item == 4;
+    if (!item || !x_ok || element_size(bufs.w) != item ||
         (bufs.have_b && element_size(bufs.b) != item)) {
-        PyErr_SetString(PyExc_TypeError, "x, w, b and y must all be float32 or all float64");
+        PyErr_SetString(PyExc_TypeError,
+                        "w, b and y must all be float32 or all float64, and x the same (or "
+                        "2-byte float16/bfloat16 bits, x_kind, with float32 w, b, y)");
         return 0;
     }
     ConvJob job;
@@ -314,6 +326,7 @@ PyObject* py_conv(PyObject*, PyObject* args) {
         return 0;
     }
     job.x = bufs.x.buf;
+    job.x_type = x_type;
     job.w = bufs.w.buf;
     job.bias = bufs.have_b ? bufs.b.buf : 0;
     job.y = bufs.y.buf;
@@ -345,8 +358,9 @@ PyObject* py_isas(PyObject*, PyObject*) {
 
 PyMethodDef methods[] = {
     {"conv", py_conv, METH_VARARGS,
-     "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa): ONNX Conv of "
-     "float32/float64 arrays into y, sums in a fixed order (c, then the taps in C order)."},
+     "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
+     "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
+     "order); x_kind 'float16' or 'bfloat16': x holds those 2-byte values, read as float32."},
     {"isas", py_isas, METH_NOARGS,
      "Instruction sets this CPU can run, fastest first (always ends with 'generic')."},
     {0, 0, 0, 0},
