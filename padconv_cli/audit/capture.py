@@ -275,6 +275,8 @@ def dependencies_only(model: Any) -> Any:
     graph = model.graph
     targets = [name for node in graph.node if _contains_audited(node)
                for name in node.output if name]
+    if not targets:
+        return model
     needed, kept = set(targets), []
     for node in reversed(graph.node):
         if any(name in needed for name in node.output):
