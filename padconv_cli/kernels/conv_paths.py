@@ -8,8 +8,9 @@ For a validated :class:`~padconv_cli.kernels.conv.ConvPlan` the core computes
   row per channel and kernel tap, the padding written as zeros) and multiplies it by W, packed
   in tiles of ``TILE_ROWS`` output channels, in a register tile that holds every sum whole;
 * depthwise (``C/G == 1``): rows of output positions; the input rows under the kernel are
-  zero-padded and split by stride into contiguous phases (kept for the next output rows that
-  read them), and the taps are summed in C order.
+  zero-padded (2-D with stride 1 along rows: a block of them copied once per task; otherwise
+  split by stride into contiguous phases, kept for the next output rows that read them), and
+  the taps are summed in C order.
 
 Either way every sum runs in one fixed order (``c``, then the kernel taps in C order), so the
 result depends neither on the thread count nor on which part of the tensor is computed: any
@@ -50,6 +51,10 @@ DEPTHWISE_KEPT_TAPS = 32
 
 DEPTHWISE_COLUMNS = 64
 """Most output positions in one depthwise register block over the instruction sets."""
+
+DEPTHWISE_BLOCK_BYTES = 128 * 2**10
+"""2-D depthwise with stride 1 along rows: padded input rows one task copies (the native core's
+DW_BLOCK_BYTES; one output row's rows when they are more)."""
 
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -132,10 +137,12 @@ def scratch_bytes(
     per panel, plus ``s * (out + (k - 1) * d) * a`` for one input row's stride phases (last
     axis), and ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
     (one per task at most, a task having at least ``MIN_TILE_COLUMNS`` positions). Depthwise,
-    with ``T = min(threads, N * M_t * prod(out[:-1]))``:
-    ``T * S * s * (((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)) * a`` along the last
-    axis, with ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is
-    more than DEPTHWISE_KEPT_TAPS).
+    with ``T = min(threads, N * M_t * prod(out[:-1]))`` and the padded row
+    ``R = ((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)`` elements along the last axis:
+    2-D with ``s == 1`` along rows, ``T * max(DEPTHWISE_BLOCK_BYTES, ((k0-1)*d0 + 1) * R * a)``
+    (a block of padded input rows); otherwise ``T * S * s * R * a``, with
+    ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is more than
+    DEPTHWISE_KEPT_TAPS).
     """
     m = plan.w_shape[0] if out_channels is None else out_channels
     per_group_out = plan.w_shape[0] // plan.group
@@ -146,6 +153,9 @@ def scratch_bytes(
         k, s, d, out = (plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1],
                         plan.output_shape[-1])
         row = (k - 1) * d // s + -(-out // DEPTHWISE_COLUMNS) * DEPTHWISE_COLUMNS
+        if len(out_spatial) == 2 and s == 1:  # a block of padded input rows per task
+            rows_under = (plan.kernel_shape[0] - 1) * plan.dilations[0] + 1
+            return threads * max(DEPTHWISE_BLOCK_BYTES, rows_under * row * itemsize)
         outer_taps = math.prod(plan.kernel_shape[:-1])
         slots = 2 * outer_taps + 1 if outer_taps <= DEPTHWISE_KEPT_TAPS else outer_taps
         return threads * slots * s * row * itemsize

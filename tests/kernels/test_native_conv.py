@@ -208,6 +208,10 @@ DETERMINISM_CASES = {
                             {"group": 4, "strides": [2, 1], "pads": [1, 2, 1, 2]}),
     "depthwise": ((1, 12, 70, 29), (24, 1, 3, 3), {"group": 12, "pads": [1, 1, 1, 1]}),
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
+    # rows longer than a depthwise task's block of padded rows: one output row per task
+    "depthwise_long_rows": ((1, 3, 7, 20000), (6, 1, 3, 3),
+                            {"group": 3, "pads": [2, 1, 2, 1], "dilations": [2, 1],
+                             "strides": [2, 1]}),
 }
 
 

@@ -316,8 +316,71 @@ void next_tap(const ConvJob& J, long* kt) {
     }
 }
 
+// Depthwise, 2-D with stride 1 along rows (plan_depthwise's dw_block): the task's output rows
+// r0 .. r1 - 1 read the padded input rows r0 * s0 .. (r1 - 1) * s0 + (k0 - 1) * d0, which are
+// copied once, zero-padded, into `block` (row_len elements each); then every output row sums
+// its taps in C order (kh, then kw) straight from those rows -- the order of depthwise_task,
+// so both give the same bits.
+template <typename T, typename S>
+void depthwise_block_task(const ConvJob& J, long task, T* block) {
+    typedef typename VecOf<T>::V V;
+    const long width = DW_NV * V::lanes, len = J.row_len;
+    const long L = J.out[1], KH = J.k[0], KW = J.k[1], SH = J.s[0], DH = J.d[0], DW = J.d[1];
+    const long rb = task % J.row_blocks, image_group = task / J.row_blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long r0 = rb * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
+    const long first_in = r0 * SH - J.pb[0];  // input row of the block's first row
+    const long in_rows = (r1 - 1 - r0) * SH + (KH - 1) * DH + 1;
+    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
+    for (long i = 0; i < in_rows; ++i) {
+        const long row = first_in + i;
+        if (row < 0 || row >= J.in[0]) memset(block + i * len, 0, len * sizeof(T));
+        else gather_row(block + i * len, x + row * J.in[1], 0, len, -J.pb[1], 1, J.in[1]);
+    }
+    const T* w = static_cast<const T*>(J.w);
+    const T* bias = static_cast<const T*>(J.bias);
+    T tail[DW_NV * V::lanes];
+    for (long mi = 0; mi < J.mg; ++mi) {
+        const long m = g * J.mg + mi;
+        const T* wm = w + m * J.taps;
+        T* y = static_cast<T*>(J.y) + (n * J.m + m) * J.out_plane;
+        for (long r = r0; r < r1; ++r) {
+            const T* rows = block + (r - r0) * SH * len;
+            T* out = y + r * L;
+            for (long j0 = 0; j0 < L; j0 += width) {
+                typename V::type acc[DW_NV];
+                for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
+                for (long kh = 0; kh < KH; ++kh) {
+                    const T* src = rows + kh * DH * len + j0;
+                    for (long kw = 0; kw < KW; ++kw) {
+                        const typename V::type a = V::bcast(wm[kh * KW + kw]);
+                        const T* at = src + kw * DW;
+                        for (int v = 0; v < DW_NV; ++v)
+                            acc[v] = V::fma(a, V::load(at + v * V::lanes), acc[v]);
+                    }
+                }
+                if (bias) {
+                    const typename V::type b = V::bcast(bias[m]);
+                    for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
+                }
+                // a block may spill past the row into the task's next rows, computed after it
+                if (j0 + width <= L || r * L + j0 + width <= r1 * L) {
+                    for (int v = 0; v < DW_NV; ++v) V::store(out + j0 + v * V::lanes, acc[v]);
+                } else {
+                    for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
+                    memcpy(out + j0, tail, (L - j0) * sizeof(T));
+                }
+            }
+        }
+    }
+}
+
 template <typename T, typename S>
 void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
+    if (J.dw_block) {
+        depthwise_block_task<T, S>(J, task, rows_buf);
+        return;
+    }
     typedef typename VecOf<T>::V V;
     const int last = J.rank - 1;
     const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];

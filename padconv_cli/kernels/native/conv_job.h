@@ -43,6 +43,7 @@ struct ConvJob {
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row
+    long dw_block;             // 1: depthwise_block_task (2-D, stride 1 along rows)
     long dw_slots;             // padded rows held: 2 * outer_taps + 1 (kept), or outer_taps
 };
 

@@ -26,6 +26,7 @@
 namespace {
 
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
+const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
@@ -185,7 +186,22 @@ void plan_depthwise(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.rows = job.outer_out;
     const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
     if (threads > 1 && wanted > 1) job.rows = std::max(1L, ceil_div(job.outer_out, wanted));
+    // 2-D with stride 1 along rows: a task's padded input rows are copied once (at most about
+    // DW_BLOCK_BYTES, one output row's at least)
+    job.dw_block = job.rank == 2 && job.s[1] == 1;
+    if (job.dw_block) {
+        const long reach = (job.k[0] - 1) * job.d[0] + 1;  // input rows under one output row
+        const long fit = (DW_BLOCK_BYTES / item / job.row_len - reach) / job.s[0] + 1;
+        job.rows = std::max(1L, std::min(job.rows, fit));
+    }
     job.row_blocks = ceil_div(job.outer_out, job.rows);
+}
+
+// Elements of the depthwise kernel's per-thread buffer.
+long depthwise_scratch(const ConvJob& job) {
+    if (job.dw_block)
+        return ((job.rows - 1) * job.s[0] + (job.k[0] - 1) * job.d[0] + 1) * job.row_len;
+    return job.dw_slots * job.s[job.rank - 1] * job.row_len;
 }
 
 template <typename T>
@@ -251,7 +267,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
     if (depthwise) {
         plan_depthwise(job, ks, sizeof(T), threads);
         tasks = job.n * job.group * job.row_blocks;
-        scratch_elems = job.dw_slots * job.s[job.rank - 1] * job.row_len;
+        scratch_elems = depthwise_scratch(job);
     } else {
         plan_gemm(job, ks, sizeof(T), threads);
         const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
