@@ -139,8 +139,9 @@ def scratch_bytes(
     (one per task at most, a task having at least ``MIN_TILE_COLUMNS`` positions). Depthwise,
     with ``T = min(threads, N * M_t * prod(out[:-1]))`` and the padded row
     ``R = ((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)`` elements along the last axis:
-    2-D with ``s == 1`` along rows, ``T * max(DEPTHWISE_BLOCK_BYTES, ((k0-1)*d0 + 1) * R * a)``
-    (a block of padded input rows); otherwise ``T * S * s * R * a``, with
+    2-D with ``s == 1`` along rows, a block of padded input rows,
+    ``T * min(((out0-1)*s0 + u) * R * a, max(DEPTHWISE_BLOCK_BYTES, u * R * a))`` with
+    ``u = (k0-1)*d0 + 1`` the rows under one output row; otherwise ``T * S * s * R * a``, with
     ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is more than
     DEPTHWISE_KEPT_TAPS).
     """
@@ -155,7 +156,10 @@ def scratch_bytes(
         row = (k - 1) * d // s + -(-out // DEPTHWISE_COLUMNS) * DEPTHWISE_COLUMNS
         if len(out_spatial) == 2 and s == 1:  # a block of padded input rows per task
             rows_under = (plan.kernel_shape[0] - 1) * plan.dilations[0] + 1
-            return threads * max(DEPTHWISE_BLOCK_BYTES, rows_under * row * itemsize)
+            every_row = (out_spatial[0] - 1) * plan.strides[0] + rows_under
+            block = min(every_row * row * itemsize,
+                        max(DEPTHWISE_BLOCK_BYTES, rows_under * row * itemsize))
+            return threads * block
         outer_taps = math.prod(plan.kernel_shape[:-1])
         slots = 2 * outer_taps + 1 if outer_taps <= DEPTHWISE_KEPT_TAPS else outer_taps
         return threads * slots * s * row * itemsize
