@@ -66,6 +66,9 @@ inline float widen(Bf16 v) {
     return f;
 }
 inline float widen(Half v) {
+#ifdef PADCONV_WIDEN_HALF  // the instruction set's own conversion
+    return PADCONV_WIDEN_HALF(v.bits);
+#endif
     const uint32_t sign = uint32_t(v.bits & 0x8000) << 16;
     uint32_t exponent = (v.bits >> 10) & 0x1f, mantissa = v.bits & 0x3ff, bits;
     if (exponent == 0x1f) {
@@ -96,6 +99,12 @@ template <typename T, typename S>
 inline void copy_run(T* dst, const S* src, long count) {
     for (long e = 0; e < count; ++e) dst[e] = widen(src[e]);
 }
+#ifdef PADCONV_WIDEN_HALVES  // the instruction set converts binary16 itself (F16C)
+template <>
+inline void copy_run<float, Half>(float* dst, const Half* src, long count) {
+    PADCONV_WIDEN_HALVES(dst, reinterpret_cast<const unsigned short*>(src), count);
+}
+#endif
 
 // dst[e] = src[(first + e) * step + shift] where that index lies in [0, size), else 0.
 template <typename T, typename S>

@@ -19,6 +19,10 @@
 #include "conv_job.h"
 #include "pool.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 #ifndef _WIN32
 #include <pthread.h>
 #endif
@@ -67,8 +71,11 @@ bool cpu_has(const std::string& isa) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (!padconv_have_x86_kernels) return isa == "generic";
     __builtin_cpu_init();
-    if (isa == "avx512") return __builtin_cpu_supports("avx512f");
-    if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    if (isa == "avx512") return avx2 && __builtin_cpu_supports("avx512f");
+    if (isa == "avx2") return avx2;
 #endif
     return isa == "generic";
 }
