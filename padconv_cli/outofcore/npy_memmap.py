@@ -30,6 +30,7 @@ import numpy as np
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line, open_regular_file
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
+from padconv_cli.tensorio.policy import check_read_bytes, input_limit
 from padconv_cli.units import human_bytes
 
 
@@ -40,6 +41,7 @@ class NpyInput:
     path: str
     header: NpyHeader
     identity: tuple[int, int, int] | None = None  # (st_dev, st_ino, st_size) when opened
+    max_read_bytes: int | None = None  # the input limit where it was opened (workers keep it)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -89,9 +91,14 @@ class NpyInput:
         ``box``: slices of any step, integers and ``...``, as numpy indexes an array.  Only the
         rows the box selects are read (never through a memory map: a file truncated by another
         process meanwhile gives a short read and one :class:`InputError`, not the SIGBUS of
-        touching a mapped page past its end); steps are then taken in memory.
+        touching a mapped page past its end); steps are then taken in memory.  A box of more
+        than the input limit in force where the file was opened is refused before it is read
+        (:func:`padconv_cli.tensorio.policy.check_read_bytes`).
         """
         ranges, local = box_ranges(box, self.shape)
+        read_bytes = math.prod(len(r) for r in ranges) * self.header.dtype.itemsize
+        check_read_bytes(read_bytes, self.path, "one box of the out-of-core engine",
+                         self.max_read_bytes)
         fd = _open_for_reading(self.path)
         try:
             self.check_unchanged(fd)
@@ -130,7 +137,7 @@ def open_npy_memmap(path: str) -> NpyInput:
         raise UnsupportedDtypeError(
             f"{path}: structured element type {header.dtype} is not a tensor element type"
         )
-    return NpyInput(path, header, (info.st_dev, info.st_ino, size))
+    return NpyInput(path, header, (info.st_dev, info.st_ino, size), input_limit())
 
 
 def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:
