@@ -52,7 +52,8 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
     INPUT is NAME=FILE or FILE (the model's inputs in order), any tensor source padconv
     reads; inputs not given are random from the declared types and shapes (--seed, --dim).
-    Exit 0 when every node is within the bound, 1 when one is not, 2 for bad input.
+    Exit 0 when every node was checked and is within the bound, 1 when one is not (or the
+    run stopped before it), 2 for bad input.
     """
     from padconv_cli.audit import audit_model
     from padconv_cli.audit.inputs import parse_dims
