@@ -22,12 +22,12 @@ import itertools
 import math
 import operator
 import os
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.tensorio.atomic import make_temp_file
 from padconv_cli.tensorio.files import one_line, open_regular_file
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
 from padconv_cli.tensorio.policy import check_read_bytes, input_limit
@@ -385,7 +385,7 @@ def _temp_path_for(target: str) -> str:
     if not os.path.isdir(folder):
         raise OutputError(f"{target}: folder {folder} does not exist")
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
+        fd, temp = make_temp_file(folder, f".{os.path.basename(real)}.", ".tmp")
     except OSError as exc:
         raise OutputError(f"{target}: cannot create a file in {folder} ({one_line(exc)})") from None
     os.close(fd)
