@@ -71,7 +71,7 @@ def inline_model(model: Any, path: str) -> Any:
 
     from onnx import ModelProto, numpy_helper
 
-    from padconv_cli.models import _subgraphs
+    from padconv_cli.folding import subgraphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
     copy = ModelProto()
@@ -85,7 +85,7 @@ def inline_model(model: Any, path: str) -> Any:
                                           base_dir)
                 graph.initializer[index].CopyFrom(numpy_helper.from_array(array, tensor.name))
         for node in graph.node:
-            for subgraph in _subgraphs(node):
+            for subgraph in subgraphs(node):
                 fix(subgraph)
 
     fix(copy.graph)
@@ -301,7 +301,7 @@ def capture_model(model: Any, feeds: Mapping[str, np.ndarray], runtime: str,
         capture = run_reference(model, feeds)
         return capture, capture
     if not runtime_available(ONNXRUNTIME):
-        raise InputError("onnxruntime is not installed (use --runtime onnx.reference)",
+        raise InputError("onnxruntime is not installed; use runtime onnx.reference",
                          param="runtime")
     capture = run_onnxruntime(model, feeds)
     reference = run_reference(model, feeds) if needs_reference or capture.error else None

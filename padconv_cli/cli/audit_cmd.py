@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
@@ -69,7 +68,9 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
         write_atomically(junit_xml, junit_bytes(report))
     if as_json:
-        click.echo(json.dumps(report_record(report), indent=2, ensure_ascii=False))
+        from padconv_cli.json_output import dumps
+
+        click.echo(dumps(report_record(report), indent=2))
     else:
         click.echo("\n".join(table_lines(report)))
     if not report.passed:

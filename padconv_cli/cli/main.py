@@ -362,11 +362,11 @@ def redeliver_swallowed_interrupts() -> None:
 
 def run_interruptible(argv: list[str] | None) -> int:
     """Run the command with Ctrl-C unwinding it (``finally`` blocks remove temporary files),
-    then, for the interpreter's exit, go back to "one line, exit 130 at once"."""
+    then, for the interpreter's exit, go back to the handler that was there before (the entry
+    module's "one line, exit 130 at once")."""
     import signal
 
-    from padconv_cli.cli.entry import exit_interrupted
-
+    before = signal.getsignal(signal.SIGINT) if threading_is_main() else None
     redeliver_swallowed_interrupts()
     _swap_interrupt_handler(signal.default_int_handler)
     try:
@@ -376,7 +376,7 @@ def run_interruptible(argv: list[str] | None) -> int:
         click.echo("padconv: interrupted", err=True)
         return EXIT_INTERRUPTED
     finally:
-        _swap_interrupt_handler(exit_interrupted)
+        _swap_interrupt_handler(signal.SIG_DFL if before is None else before)
 
 
 def main(argv: list[str] | None = None) -> None:

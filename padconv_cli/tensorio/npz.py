@@ -55,7 +55,7 @@ STDIN_LABEL = "<stdin>"
 def _pick_hint(label: str) -> str:
     """How to name one member on the command line (stdin is ``-``, which needs ``--``)."""
     if label == STDIN_LABEL:
-        return "pick one with -:NAME (after --, e.g. padconv pad --pads 1 1 -- -:NAME)"
+        return "pick one with -:NAME (after a -- that ends the options)"
     return f"pick one with {label}:NAME"
 
 
