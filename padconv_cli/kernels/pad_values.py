@@ -62,7 +62,8 @@ def element_kind(dtype: Any) -> str:
             return kind
     raise UnsupportedDtypeError(
         f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
-        f"ints, floats (incl. bfloat16/float8), bool, complex and strings"
+        f"ints, floats (incl. bfloat16/float8), bool, complex and strings",
+        param="data",
     )
 
 
@@ -74,7 +75,8 @@ def _check_pad_element_type(dt: np.dtype) -> None:
     if name not in PAD_ELEMENT_TYPES:
         raise UnsupportedDtypeError(
             f"Pad does not support the element type {name}; Pad-25 takes "
-            f"{PAD_ELEMENT_TYPES_TEXT}"
+            f"{PAD_ELEMENT_TYPES_TEXT}",
+            param="data",
         )
 
 
