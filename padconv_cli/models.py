@@ -123,7 +123,26 @@ def load_model(path: str) -> Any:
         raise InputError(f"{path}: not an ONNX model ({one_line(error, 120)})") from None
     if not model.HasField("graph") or not model.opset_import:
         raise InputError(f"{path}: not an ONNX model (no graph or no opset_import)")
-    return model
+    return _with_functions_inlined(model, path)
+
+
+def _with_functions_inlined(model: Any, path: str) -> Any:
+    """``model`` with its model-local functions expanded at their call sites.
+
+    A Pad or Conv inside a function is then a node of the graph like any other, with the
+    call's arguments as its inputs (inlined nodes get a ``__k`` suffix on their names).
+    """
+    if not model.functions:
+        return model
+    from onnx.inliner import inline_local_functions
+
+    from padconv_cli.tensorio.files import one_line
+
+    try:
+        return inline_local_functions(model)
+    except Exception as error:  # the inliner raises the C++ layer's exception types
+        raise InputError(f"{path}: its local functions cannot be expanded "
+                         f"({one_line(error, 120)})") from None
 
 
 def model_opset(model: Any, path: str) -> int:

@@ -162,7 +162,9 @@ def percentiles(array: np.ndarray, kind: str) -> dict[str, float]:
     values = _finite_values(array, kind)
     if values.size == 0:
         return {}
-    points = np.percentile(values, list(PERCENTILES.values()))
+    # values is a fresh copy unless it is the tensor itself: rank it in place then (one copy)
+    own_copy = not np.shares_memory(values, array)
+    points = np.percentile(values, list(PERCENTILES.values()), overwrite_input=own_copy)
     return {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
 
 

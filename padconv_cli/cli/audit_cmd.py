@@ -51,13 +51,17 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
     INPUT is NAME=FILE or FILE (the model's inputs in order), any tensor source padconv
     reads; inputs not given are random from the declared types and shapes (--seed, --dim).
-    Exit 0 when every node is within the bound, 1 when one is not, 2 for bad input.
+    Exit 0 when every node was checked and is within the bound, 1 when one is not (or the
+    run stopped before it), 2 for bad input.
     """
     from padconv_cli.audit import audit_model
     from padconv_cli.audit.inputs import parse_dims
     from padconv_cli.audit.report import junit_xml as junit_bytes
     from padconv_cli.audit.report import report_record, table_lines
+    from padconv_cli.cli.output import refuse_output_onto_inputs
 
+    refuse_output_onto_inputs("--junit-xml", junit_xml,
+                              (model, *(item.partition("=")[2] or item for item in inputs)))
     dim_values = parse_dims(dims)
     with _Progress(enabled=not quiet) as progress:
         report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,

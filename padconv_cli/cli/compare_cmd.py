@@ -80,6 +80,9 @@ def compare_command(
     sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
     if sources.count("-") > 1:
         raise click.UsageError("only one of A, B and the Conv inputs can be - (stdin)")
+    from padconv_cli.cli.output import refuse_output_onto_inputs
+
+    refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
     reference = read_tensor(expected, dtype=dtype)
     candidate = read_tensor(actual, dtype=dtype)
     bound = _conv_bound(conv_options, reference.shape, dtype)

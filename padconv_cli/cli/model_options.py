@@ -185,6 +185,9 @@ def run_operator(
     from padconv_cli.pipeline import Request, run
 
     _check_output_targets(request.output, extras.emit_onnx)
+    from padconv_cli.cli.output import refuse_output_onto_inputs
+
+    refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx, (*sources, extras.from_model))
     call = Request(
         op_type, tuple(sources), explicit_flags(**attributes),
         model=extras.from_model, node=extras.node, engine=engine_settings.engine,

@@ -71,9 +71,13 @@ def show_command(
     initializer), - for stdin, or an inline literal. Statistics are over the finite values;
     complex tensors are summarised by |x|.
     """
+    from padconv_cli.cli.output import refuse_output_onto_inputs
     from padconv_cli.cli.style import output_width
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
+    refuse_output_onto_inputs("--png", png, sources)
+    if sum(source == "-" or source.startswith("-:") for source in sources) > 1:
+        raise click.UsageError("only one FILE can be - (stdin)")
     descriptions = []
     for source in sources:
         for label, array in named_tensors(source, dtype=dtype):

@@ -45,6 +45,8 @@ from padconv_cli.errors import OutputError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.policy import check_read_bytes, input_limit
+from padconv_cli.tensorio.zarr_store import check_zarr_objects
 
 
 def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> Any:
@@ -99,6 +101,8 @@ class ZarrSource:
     def __init__(self, path: str) -> None:
         self.array = open_zarr_input(path)
         self.path = path
+        self.limit = input_limit()
+        check_zarr_objects(self.array, path, self.limit)
         self.fingerprint = zarr_fingerprint(self.array, path)
         self.stored = stored_chunk_keys(self.array)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
@@ -108,7 +112,11 @@ class ZarrSource:
         return self.fingerprint
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box``."""
+        """A task giving the values in ``box`` (within the input limit)."""
+        box_bytes = math.prod(len(range(*s.indices(n))) for s, n in zip(box, self.shape,
+                                                                         strict=True))
+        check_read_bytes(box_bytes * self.dtype.itemsize, self.path, "one dask block",
+                         self.limit)
         keys = [key for key in keys_touching(self.array, box) if key in self.stored]
         return (read_zarr_box, self.array, self.fingerprint, box, keys)
 

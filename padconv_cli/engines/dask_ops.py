@@ -313,6 +313,10 @@ def conv_dask(
     """
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
+    if 0 in plan.output_shape:  # an empty result (M = 0, N = 0): no block to compute
+        import dask.array as da
+
+        return da.zeros(plan.output_shape, dtype=x.dtype), True
     budget = block_bytes - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(

@@ -48,13 +48,15 @@ def pad_element_kind(dtype: Any) -> str:
     if name not in PAD_ELEMENT_TYPES:
         raise UnsupportedDtypeError(
             f"Pad does not support the element type {name}; Pad-25 takes "
-            f"{PAD_ELEMENT_TYPES_TEXT}"
+            f"{PAD_ELEMENT_TYPES_TEXT}",
+            param="data",
         )
     kind = element_kind(dt)
     if kind == "other" or dt.kind == "S":
         raise UnsupportedDtypeError(
             f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
-            f"ints, floats (incl. bfloat16/float8), bool, complex and strings"
+            f"ints, floats (incl. bfloat16/float8), bool, complex and strings",
+            param="data",
         )
     return kind
 
