@@ -209,7 +209,40 @@ def gate_in_memory(request: Request, resolved: Any, plan: Any) -> None:
     tiled = resolved.origin is None and tiled_possible(
         request.inputs[0], request.output, request.fmt
     )
+    if tiled and needs.total > limits.memory():  # the hint must be true: its smallest tile fits
+        tiled = tiled_fits(resolved.call, plan, limits.memory())
     check_call(needs, limits, tiled_possible=tiled)
+
+
+def tiled_fits(call: Any, plan: Any, limit: int) -> bool:
+    """True when the tiled engine can cut the call into tiles that fit ``limit`` bytes."""
+    from padconv_cli.errors import OutputTooLargeError
+
+    try:
+        TILE_PLANNERS[operator(call.op_type).name](call, plan, limit)
+    except OutputTooLargeError:
+        return False
+    return True
+
+
+def _pad_tiles(call: Any, plan: Any, limit: int) -> Any:
+    from padconv_cli.outofcore.pad_tiles import plan_pad_tiles
+
+    return plan_pad_tiles(plan, dtype_of(call.arrays[0]).itemsize, limit)
+
+
+def _conv_tiles(call: Any, plan: Any, limit: int) -> Any:
+    from padconv_cli.errors import OutputTooLargeError
+    from padconv_cli.outofcore.conv_tiles import fixed_bytes, plan_conv_tiles
+
+    x, w, b = call.arrays
+    budget = limit - fixed_bytes(np.asarray(w), None if b is None else np.asarray(b))
+    if budget <= 0:
+        raise OutputTooLargeError("W and B alone exceed the limit", param="memory_limit")
+    return plan_conv_tiles(plan, dtype_of(x).itemsize, budget)
+
+
+
 
 
 DATA_INPUTS = frozenset({"data", "X", "W", "B"})  # the data inputs of the emitted nodes
@@ -479,3 +512,5 @@ def _conv_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
 
 
 ENGINE_RUNS: dict[str, Callable[..., Any]] = {PAD.name: _pad_engine, CONV.name: _conv_engine}
+TILE_PLANNERS: dict[str, Callable[[Any, Any, int], Any]] = {PAD.name: _pad_tiles,
+                                                         CONV.name: _conv_tiles}

@@ -186,7 +186,7 @@ def check_memory(needs: Needs, limit: int, *, tiled_possible: bool = False) -> N
         f"the call needs {human_bytes(needs.total)} in memory (inputs "
         f"{human_bytes(needs.inputs)} + output {human_bytes(needs.output)} + working "
         f"{human_bytes(needs.working)}), over the limit memory_limit = {human_bytes(limit)}"
-        f"{hint}", param="memory_limit",
+        f"{hint}", param=("memory_limit", "engine") if tiled_possible else "memory_limit",
     )
 
 
