@@ -10,7 +10,9 @@ dask scheduler was lost, a worker died: one line, nothing written), 130 interrup
 
 from __future__ import annotations
 
+import errno
 import importlib
+import io
 import os
 import re
 import sys
@@ -307,6 +309,10 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     except PadconvError as error:
         click.echo(_input_flag_hint(error, _library_error_line(error)), err=True)
         code = getattr(error, "exit_code", EXIT_USAGE)
+    except OSError as error:  # a report could not be written (closed or full stdout)
+        _silence_stdout()
+        click.echo(_error_line(_os_error_text(error), _command_path()), err=True)
+        code = EXIT_USAGE
     except Exception as error:
         if not caused_by_interrupt(error):
             raise
@@ -332,6 +338,41 @@ def caused_by_interrupt(error: BaseException) -> bool:
     return False
 
 
+class StdoutUnavailable(OSError):
+    """Text was printed while standard output was closed when padconv started (``>&-``)."""
+
+
+class _ClosedStdout(io.TextIOBase):
+    """``sys.stdout`` when descriptor 1 was closed at start: writing text raises
+    :class:`StdoutUnavailable` (a report has nowhere to go); it has no ``buffer``, so a tensor
+    meant for stdout is refused by the writer's own check."""
+
+    encoding = "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        if text:
+            raise StdoutUnavailable(errno.EBADF, "standard output is closed")
+        return 0
+
+
+def _os_error_text(error: OSError) -> str:
+    """The one-line reason of a failed write: to stdout unless the error names a file."""
+    from padconv_cli.tensorio.files import printable
+
+    if isinstance(error, StdoutUnavailable):
+        return "<stdout>: standard output is closed; the report has nowhere to go"
+    reason = error.strerror or str(error)
+    if error.filename is not None:
+        return f"{printable(str(error.filename))}: {reason}"
+    return f"<stdout>: write failed ({reason})"
+
+
 def plug_closed_standard_streams() -> None:
     """Open /dev/null on a closed fd 0, 1 or 2 (``padconv ... >&-``).
 
@@ -346,6 +387,8 @@ def plug_closed_standard_streams() -> None:
                 os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
             except OSError:
                 return
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
 
 
 def _swap_interrupt_handler(handler) -> None:
@@ -387,11 +430,11 @@ def redeliver_swallowed_interrupts() -> None:
 
 def run_interruptible(argv: list[str] | None) -> int:
     """Run the command with Ctrl-C unwinding it (``finally`` blocks remove temporary files),
-    then, for the interpreter's exit, go back to "one line, exit 130 at once"."""
+    then, for the interpreter's exit, go back to the handler that was there before (the entry
+    module's "one line, exit 130 at once")."""
     import signal
 
-    from padconv_cli.cli.entry import exit_interrupted
-
+    before = signal.getsignal(signal.SIGINT) if threading_is_main() else None
     redeliver_swallowed_interrupts()
     _swap_interrupt_handler(signal.default_int_handler)
     try:
@@ -401,7 +444,7 @@ def run_interruptible(argv: list[str] | None) -> int:
         click.echo("padconv: interrupted", err=True)
         return EXIT_INTERRUPTED
     finally:
-        _swap_interrupt_handler(exit_interrupted)
+        _swap_interrupt_handler(signal.SIG_DFL if before is None else before)
 
 
 def main(argv: list[str] | None = None) -> None:

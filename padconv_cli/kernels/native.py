@@ -25,6 +25,7 @@ from padconv_cli.errors import PadconvError
 
 ISA_VARIABLE = "PADCONV_NATIVE_ISA"
 THREADS_VARIABLE = "PADCONV_NATIVE_THREADS"
+MAX_THREADS = 4096  # beyond any machine; keeps the C++ task counts far from overflow
 
 
 @functools.cache
@@ -57,12 +58,14 @@ def selected_isa() -> str:
 
 
 def thread_count() -> int:
-    """``PADCONV_NATIVE_THREADS`` when set to an integer >= 1, else the usable cores."""
+    """``PADCONV_NATIVE_THREADS`` when set to an integer in [1, MAX_THREADS] (ASCII digits),
+    else the usable cores."""
     text = os.environ.get(THREADS_VARIABLE, "").strip()
     if text:
-        if not text.isdigit() or int(text) < 1:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_THREADS:
             raise PadconvError(
-                f"{THREADS_VARIABLE} must be an integer >= 1, got {text!r}",
+                f"{THREADS_VARIABLE} must be an integer from 1 to {MAX_THREADS}, "
+                f"got {text[:40]!r}",
                 param=THREADS_VARIABLE,
             )
         return int(text)
@@ -86,12 +89,17 @@ def conv_into(
 ) -> None:
     """Write ONNX Conv of ``x`` (N, C, *in) and ``w`` (M, C/group, *k) into ``y`` (N, M, *out).
 
-    All arrays share float32 or float64 and are C-contiguous (``b``, optional, has shape
-    ``(M,)``); the attributes are already validated and resolved (``pads_begin`` per spatial
-    axis; the end pads follow from ``y``'s shape). The GIL is released while the kernel runs.
+    All arrays are C-contiguous; ``w``, ``b`` (optional, shape ``(M,)``) and ``y`` share
+    float32 or float64, and ``x`` has that dtype too, or is float16 or bfloat16 with a float32
+    ``y``: then X is read as float32 on the fly (exactly), never copied whole. The attributes
+    are already validated and resolved (``pads_begin`` per spatial axis; the end pads follow
+    from ``y``'s shape). The GIL is released while the kernel runs.
     """
+    narrow = () if x.dtype == y.dtype else (x.dtype.name,)  # "float16" or "bfloat16"
+    if narrow:
+        x = x.view(np.uint16)  # the kernel reads the 2-byte patterns
     extension().conv(
         x, w, b, y, tuple(strides), tuple(dilations), tuple(pads_begin), int(group),
         thread_count() if threads is None else int(threads),
-        selected_isa() if isa is None else isa,
+        selected_isa() if isa is None else isa, *narrow,
     )

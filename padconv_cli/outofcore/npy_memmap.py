@@ -371,8 +371,9 @@ def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:
 
     if dtype.hasobject or not is_npy_native(dtype):
         raise UnsupportedDtypeError(
-            f"{target}: .npy cannot store dtype {dtype_name(dtype)}; use the in-memory engine "
-            "and write a .pb TensorProto instead (--engine memory --format pb)"
+            f"{target}: .npy cannot store dtype {dtype_name(dtype)}; write a .pb TensorProto "
+            "instead (format pb, on the memory engine)",
+            param="format",
         )
     return dtype
 
@@ -427,5 +428,6 @@ def check_disk_space(target: str, shape: tuple[int, ...], dtype: np.dtype) -> No
         raise OutputError(
             f"{target}: the result {tuple(shape)} of {np.dtype(dtype)} needs "
             f"{human_bytes(needed)}, more than the {human_bytes(free)} free on that disk "
-            "(out-of-core output; --max-output-bytes sets a lower limit)"
+            "(out-of-core output; max_output_bytes sets a lower limit)",
+            param="max_output_bytes",
         )
