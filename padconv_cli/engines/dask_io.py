@@ -83,7 +83,9 @@ class NpySource:
         return self
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box`` (after the worker confirmed the file)."""
+        """A task giving the values in ``box`` (after the worker confirmed the file); a box
+        over the input limit is refused here, on the client, before any block runs."""
+        self.array.check_reads([box])
         return (read_npy_box, self.array, self.fingerprint, box)
 
 

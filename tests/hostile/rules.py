@@ -47,7 +47,8 @@ RULES = [
           f"{INPUT_LIMIT}::test_out_of_core_reads_over_the_limit_are_refused",
           f"{INPUT_LIMIT}::test_zarr_chunk_that_decodes_over_the_limit_is_refused",
           f"{INPUT_LIMIT}::test_zarr_array_over_the_limit_is_refused_in_memory",
-          "case:file_npy_over_input_limit", "case:model_over_input_limit")),
+          "case:file_npy_over_input_limit", "case:tiled_read_over_input_limit",
+          "case:model_over_input_limit")),
     Rule("bounds", "stdin is read against the limit, header first: an .npy header is judged "
          "before its body arrives, a TensorProto is checked field by field as it streams "
          "(`< /dev/zero` is refused at the first byte), an .npz is cut at the limit",
