@@ -150,8 +150,9 @@ def tensor_proto(data_type: int, dims, external=None, **fields) -> bytes:
     return proto.SerializeToString()
 
 
-def conv_model(w: np.ndarray, b: np.ndarray | None = None, opset: int = 13, **attrs) -> bytes:
-    """A one-Conv model (node ``c``) storing W (and B) as initializers."""
+def conv_model(w: np.ndarray, b: np.ndarray | None = None, opset: int = 13,
+               x_shape: tuple[int, ...] | None = None, **attrs) -> bytes:
+    """A one-Conv model (node ``c``) storing W (and B) as initializers; X of ``x_shape``."""
     from onnx import helper, numpy_helper
 
     stored = [numpy_helper.from_array(w, "W")]
@@ -161,7 +162,7 @@ def conv_model(w: np.ndarray, b: np.ndarray | None = None, opset: int = 13, **at
         inputs.append("B")
     graph = helper.make_graph(
         [helper.make_node("Conv", inputs, ["Y"], name="c", **attrs)], "g",
-        [helper.make_tensor_value_info("X", 1, None)],
+        [helper.make_tensor_value_info("X", 1, None if x_shape is None else list(x_shape))],
         [helper.make_tensor_value_info("Y", 1, None)], stored)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     return model.SerializeToString()
