@@ -9,6 +9,8 @@
   onnx.reference run and their runtime output from onnxruntime running that node alone.
 * onnx.reference: an evaluator whose Pad/Conv implementations record their first call, at any
   depth of subgraphs; a node that never ran was not reached.
+* Both run only the nodes the Pad/Conv nodes depend on (:func:`dependencies_only`): a node
+  after the last of them, one that a runtime does not know say, cannot stop the audit.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def inline_model(model: Any, path: str) -> Any:
 
     from onnx import ModelProto, numpy_helper
 
-    from padconv_cli.models import _subgraphs
+    from padconv_cli.folding import subgraphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
     copy = ModelProto()
@@ -83,7 +85,7 @@ def inline_model(model: Any, path: str) -> Any:
                                           base_dir)
                 graph.initializer[index].CopyFrom(numpy_helper.from_array(array, tensor.name))
         for node in graph.node:
-            for subgraph in _subgraphs(node):
+            for subgraph in subgraphs(node):
                 fix(subgraph)
 
     fix(copy.graph)
@@ -242,14 +244,64 @@ def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
         return None, _first_line(error)
 
 
+def _contains_audited(node: Any) -> bool:
+    from padconv_cli.models import _subgraphs
+
+    if node.op_type in AUDITED_OPS and node.domain in ("", "ai.onnx"):
+        return True
+    return any(_contains_audited(inner) for graph in _subgraphs(node) for inner in graph.node)
+
+
+def _names_read(node: Any) -> set[str]:
+    """Every name ``node`` reads: its inputs and, over-approximated, those of its subgraphs."""
+    from padconv_cli.models import _subgraphs
+
+    names = {name for name in node.input if name}
+    for graph in _subgraphs(node):
+        for inner in graph.node:
+            names |= _names_read(inner)
+    return names
+
+
+def dependencies_only(model: Any) -> Any:
+    """``model`` reduced to the main-graph nodes that its Pad/Conv nodes depend on.
+
+    Targets: the outputs of every main-graph node that is, or holds in a subgraph, a Pad or
+    Conv node; a node is kept when one of its outputs is read by a kept node or is a target
+    (nodes are in topological order in a valid model).  The targets become the graph outputs.
+    """
+    from onnx import ModelProto, helper
+
+    graph = model.graph
+    targets = [name for node in graph.node if _contains_audited(node)
+               for name in node.output if name]
+    if not targets:
+        return model
+    needed, kept = set(targets), []
+    for node in reversed(graph.node):
+        if any(name in needed for name in node.output):
+            kept.append(node)
+            needed |= _names_read(node)
+    if len(kept) == len(graph.node) and [o.name for o in graph.output] == targets:
+        return model
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.node[:]
+    copy.graph.node.extend(reversed(kept))
+    del copy.graph.output[:]
+    copy.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in targets)
+    return copy
+
+
 def capture_model(model: Any, feeds: Mapping[str, np.ndarray], runtime: str,
                   needs_reference: bool) -> tuple[Capture, Capture | None]:
     """(runtime capture, reference capture or None) by the module rules."""
+    model = dependencies_only(model)
     if runtime == REFERENCE:
         capture = run_reference(model, feeds)
         return capture, capture
     if not runtime_available(ONNXRUNTIME):
-        raise InputError("onnxruntime is not installed (use --runtime onnx.reference)",
+        raise InputError("onnxruntime is not installed; use runtime onnx.reference",
                          param="runtime")
     capture = run_onnxruntime(model, feeds)
     reference = run_reference(model, feeds) if needs_reference or capture.error else None

@@ -7,6 +7,7 @@ bound ``atol + rtol*|ref| + c*n*eps*sum(|x|*|w|)``.  Statuses:
 
 * ``ok``: within the bound;  ``outside``: not (exit 1);
 * ``not reached``: the run never executed the node (an ``If`` branch not taken);
+* ``not run``: the run stopped before the node (exit 1: the node was not checked);
 * ``runtime refused``: the runtime refused the node; padconv's result is still checked;
 * ``padconv refused``: padconv refused a node the runtime computed (exit 1).
 
@@ -26,9 +27,9 @@ import numpy as np
 from padconv_cli.audit.capture import REFERENCE, Capture, NodeCapture, node_key
 from padconv_cli.errors import PadconvError
 
-OK, OUTSIDE, NOT_REACHED = "ok", "outside", "not reached"
+OK, OUTSIDE, NOT_REACHED, NOT_RUN = "ok", "outside", "not reached", "not run"
 RUNTIME_REFUSED, PADCONV_REFUSED = "runtime refused", "padconv refused"
-FAILING = (OUTSIDE, PADCONV_REFUSED)
+FAILING = (OUTSIDE, PADCONV_REFUSED, NOT_RUN)
 
 
 @dataclass
@@ -54,7 +55,7 @@ class NodeAudit:
 
     @property
     def failed(self) -> bool:
-        """True for ``outside`` and ``padconv refused``."""
+        """True for ``outside``, ``padconv refused`` and ``not run``."""
         return self.status in FAILING
 
 
@@ -71,7 +72,7 @@ class AuditReport:
 
     @property
     def passed(self) -> bool:
-        """No node outside the bound and none refused by padconv."""
+        """No node outside the bound, none refused by padconv, none left unrun."""
         return not any(node.failed for node in self.nodes)
 
     def counts(self) -> dict[str, int]:
@@ -321,12 +322,25 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     report = AuditReport(path, runtime, opset, origins_text)
     _model_level_notes(report, capture, reference)
     _fill_single_nodes(capture, reference, origins, model.opset_import)
+    stopped = _run_stopped(capture, reference)
     for done, origin in enumerate(origins, 1):
         captured = capture.nodes.get(node_key(origin.node))
-        report.nodes.append(judge_node(origin, captured, where.get(node_key(origin.node), "")))
+        audit = judge_node(origin, captured, where.get(node_key(origin.node), ""))
+        if captured is None and stopped:
+            audit.status, audit.detail = NOT_RUN, stopped
+        report.nodes.append(audit)
         if progress is not None:
             progress(done, len(origins), origin.label)
     return report
+
+
+def _run_stopped(capture: Capture, reference: Capture | None) -> str:
+    """Why nodes the runs did not capture were not run ("" when every run finished)."""
+    if reference is not None and reference.error:
+        return f"onnx.reference stopped before this node ({reference.error})"
+    if capture.error and capture.runtime == REFERENCE:
+        return f"onnx.reference stopped before this node ({capture.error})"
+    return ""
 
 
 def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture | None) -> None:
@@ -337,6 +351,6 @@ def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture
         )
     elif capture.error:
         report.notes.append(f"{capture.runtime} stopped ({capture.error}); nodes after that "
-                            "point are not reached")
+                            "point are not run")
     if reference is not None and reference is not capture and reference.error:
         report.notes.append(f"onnx.reference stopped ({reference.error})")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
@@ -52,7 +51,8 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
     INPUT is NAME=FILE or FILE (the model's inputs in order), any tensor source padconv
     reads; inputs not given are random from the declared types and shapes (--seed, --dim).
-    Exit 0 when every node is within the bound, 1 when one is not, 2 for bad input.
+    Exit 0 when every node was checked and is within the bound, 1 when one is not (or the
+    run stopped before it), 2 for bad input.
     """
     from padconv_cli.audit import audit_model
     from padconv_cli.audit.inputs import parse_dims
@@ -71,7 +71,9 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
         write_atomically(junit_xml, junit_bytes(report))
     if as_json:
-        click.echo(json.dumps(report_record(report), indent=2, ensure_ascii=False))
+        from padconv_cli.json_output import dumps
+
+        click.echo(dumps(report_record(report), indent=2))
     else:
         click.echo("\n".join(table_lines(report)))
     if not report.passed:

@@ -150,9 +150,9 @@ def require(value: Any, message: str) -> None:
 
 
 def _print_json(data: Any, err: bool = False) -> None:
-    import json
+    from padconv_cli.json_output import dumps
 
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str), err=err)
+    click.echo(dumps(data, indent=2), err=err)
 
 
 @dataclass(frozen=True)

@@ -298,6 +298,9 @@ class ToleranceOption(click.Option):
         return super().get_help_record(ctx)
 
 
+TOLERANCE_FLAGS = {"atol": "--atol", "rtol": "--rtol"}  # verify and compare name them so
+
+
 def tolerance_options(f: Callable) -> Callable:
     """``--rtol`` and ``--atol`` (numbers >= 0; default: by the expected tensor's dtype)."""
     for name, lead, position in (

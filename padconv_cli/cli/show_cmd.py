@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import click
 
 from padconv_cli.cli.input_options import input_options
@@ -91,7 +88,9 @@ def show_command(
             if not as_json:
                 click.echo(format_description(descriptions[-1]))
     if as_json:
-        click.echo(json.dumps(_json_ready(descriptions), indent=2, ensure_ascii=False))
+        from padconv_cli.json_output import dumps
+
+        click.echo(dumps(descriptions, indent=2))
     if png is not None:
         _draw(sources, dtype, png)
 
@@ -106,9 +105,3 @@ def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
     if len(tensors) != 1:
         raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
     write_png(tensor_picture(tensors[0]), png)
-
-
-def _json_ready(descriptions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from padconv_cli.stats import json_safe_description
-
-    return [json_safe_description(d) for d in descriptions]

@@ -8,8 +8,9 @@ For a validated :class:`~padconv_cli.kernels.conv.ConvPlan` the core computes
   row per channel and kernel tap, the padding written as zeros) and multiplies it by W, packed
   in tiles of ``TILE_ROWS`` output channels, in a register tile that holds every sum whole;
 * depthwise (``C/G == 1``): rows of output positions; the input rows under the kernel are
-  zero-padded and split by stride into contiguous phases (kept for the next output rows that
-  read them), and the taps are summed in C order.
+  zero-padded (2-D with stride 1 along rows: a block of them copied once per task; otherwise
+  split by stride into contiguous phases, kept for the next output rows that read them), and
+  the taps are summed in C order.
 
 Either way every sum runs in one fixed order (``c``, then the kernel taps in C order), so the
 result depends neither on the thread count nor on which part of the tensor is computed: any
@@ -18,10 +19,11 @@ tile of the output equals the same elements of the whole, bit for bit.
 Memory besides X, W and Y (:func:`scratch_bytes`): X is never copied padded. The GEMM kernel
 holds W packed (``G * ceil(M/G / TILE_ROWS) * TILE_ROWS * C/G * prod(k)`` elements) and, per
 thread, one panel of about ``PANEL_BYTES`` (at least ``C/G * prod(k) * TILE_COLUMNS`` elements,
-at most all of an image's output positions); the
+at most all of an image's output positions) and the stride phases of one input row; the
 depthwise kernel holds, per thread, the padded phases of about twice the input rows one
 output row reads.
-float16 and bfloat16 inputs add float32 copies of X, W and Y (:func:`working_bytes`).
+float16 and bfloat16 inputs are read as float32 by the kernels; they add float32 copies of W and B
+and one float32 chunk of output channels (:func:`working_bytes`).
 """
 
 from __future__ import annotations
@@ -50,34 +52,65 @@ DEPTHWISE_KEPT_TAPS = 32
 DEPTHWISE_COLUMNS = 64
 """Most output positions in one depthwise register block over the instruction sets."""
 
+DEPTHWISE_BLOCK_BYTES = 128 * 2**10
+"""2-D depthwise with stride 1 along rows: padded input rows one task copies (the native core's
+DW_BLOCK_BYTES; one output row's rows when they are more)."""
+
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum.
 
-    The sums run in the native core in the accumulator dtype, ``+ B[m]`` after each sum;
-    float16/bfloat16 inputs are cast to float32 first and the float32 result is rounded once
-    to the input dtype.
+    The sums run in the native core in the accumulator dtype, ``+ B[m]`` after each sum.
+    float16/bfloat16 inputs: X is read as float32 by the kernel, W and B are cast to float32,
+    and the float32 result is computed in chunks of output channels (:func:`narrow_chunks`),
+    each rounded once to the input dtype, so that no float32 copy of X or of the whole Y
+    exists.
     """
+    acc = accumulator_dtype(x.dtype)
+    x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))  # native byte order
+    w = np.ascontiguousarray(w, dtype=acc)
+    b = None if b is None else np.ascontiguousarray(b, dtype=acc)
+    if x.dtype == acc:
+        y = np.empty(plan.output_shape, acc)
+        if y.size:
+            _run(plan, x, w, b, y, plan.group)
+        return y
+    result = np.empty(plan.output_shape, x.dtype)
+    if not result.size:
+        return result
+    cg, mg = plan.w_shape[1], plan.w_shape[0] // plan.group
+    for m0, m1 in narrow_chunks(plan):
+        groups = plan.group if plan.group == 1 else (m1 - m0) // mg
+        c0, c1 = (0, x.shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
+        y = np.empty((1, m1 - m0, *plan.output_shape[2:]), acc)
+        for n in range(plan.output_shape[0]):
+            _run(plan, x[n : n + 1, c0:c1], w[m0:m1], None if b is None else b[m0:m1], y,
+                 groups)
+            np.copyto(result[n : n + 1, m0:m1], y, casting="unsafe")  # rounded once
+    return result
+
+
+def _run(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray,
+         group: int) -> None:
     from padconv_cli.kernels import native
 
-    acc = accumulator_dtype(x.dtype)
-    y = np.empty(plan.output_shape, acc)
-    if y.size:
-        native.conv_into(
-            np.ascontiguousarray(x, dtype=acc),
-            np.ascontiguousarray(w, dtype=acc),
-            None if b is None else np.ascontiguousarray(b, dtype=acc),
-            y,
-            strides=plan.strides,
-            dilations=plan.dilations,
-            pads_begin=plan.pads_begin,
-            group=plan.group,
-        )
-    if y.dtype == x.dtype:
-        return y
-    result = np.empty(y.shape, x.dtype)
-    np.copyto(result, y, casting="unsafe")  # rounded once, as astype would
-    return result
+    native.conv_into(x, w, b, y, strides=plan.strides, dilations=plan.dilations,
+                     pads_begin=plan.pads_begin, group=group)
+
+
+NARROW_CHUNK_BYTES = 32 * 2**20
+"""float32 output computed at a time for float16/bfloat16 inputs, before rounding."""
+
+
+def narrow_chunks(plan: ConvPlan) -> list[tuple[int, int]]:
+    """Output-channel ranges ``[m0, m1)`` of one image computed at a time for a narrow dtype:
+    whole groups (``M/G`` channels; any channels when ``G == 1``), as many as keep the float32
+    chunk ``(m1 - m0) * prod(out) * 4`` within ``NARROW_CHUNK_BYTES`` (one unit at least)."""
+    m = plan.w_shape[0]
+    unit = 1 if plan.group == 1 else m // plan.group
+    plane = max(1, math.prod(plan.output_shape[2:]))
+    step = max(1, NARROW_CHUNK_BYTES // (plane * 4 * unit)) * unit
+    return [(m0, min(m, m0 + step)) for m0 in range(0, m, step)]
 
 
 def accumulator_dtype(dtype: np.dtype) -> np.dtype:
@@ -101,12 +134,16 @@ def scratch_bytes(
     GEMM: ``G_t * ceil(M_t/G_t / R) * R * K * a`` for packed W (``K = C/G * prod(k)``,
     ``R = TILE_ROWS``) plus ``T * K * round_up(min(nb, P), TILE_COLUMNS) * a`` for the panels,
     with ``P = prod(out_spatial)``, ``nb = max(TILE_COLUMNS, PANEL_BYTES // (K * a))`` positions
-    per panel and ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
+    per panel, plus ``s * (out + (k - 1) * d) * a`` for one input row's stride phases (last
+    axis), and ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
     (one per task at most, a task having at least ``MIN_TILE_COLUMNS`` positions). Depthwise,
-    with ``T = min(threads, N * M_t * prod(out[:-1]))``:
-    ``T * S * s * (((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)) * a`` along the last
-    axis, with ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is
-    more than DEPTHWISE_KEPT_TAPS).
+    with ``T = min(threads, N * M_t * prod(out[:-1]))`` and the padded row
+    ``R = ((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)`` elements along the last axis:
+    2-D with ``s == 1`` along rows, a block of padded input rows,
+    ``T * min(((out0-1)*s0 + u) * R * a, max(DEPTHWISE_BLOCK_BYTES, u * R * a))`` with
+    ``u = (k0-1)*d0 + 1`` the rows under one output row; otherwise ``T * S * s * R * a``, with
+    ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is more than
+    DEPTHWISE_KEPT_TAPS).
     """
     m = plan.w_shape[0] if out_channels is None else out_channels
     if m == 0 or 0 in plan.w_shape[:2]:  # no output channel, or no input to sum: no buffers
@@ -119,6 +156,12 @@ def scratch_bytes(
         k, s, d, out = (plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1],
                         plan.output_shape[-1])
         row = (k - 1) * d // s + -(-out // DEPTHWISE_COLUMNS) * DEPTHWISE_COLUMNS
+        if len(out_spatial) == 2 and s == 1:  # a block of padded input rows per task
+            rows_under = (plan.kernel_shape[0] - 1) * plan.dilations[0] + 1
+            every_row = (out_spatial[0] - 1) * plan.strides[0] + rows_under
+            block = min(every_row * row * itemsize,
+                        max(DEPTHWISE_BLOCK_BYTES, rows_under * row * itemsize))
+            return threads * block
         outer_taps = math.prod(plan.kernel_shape[:-1])
         slots = 2 * outer_taps + 1 if outer_taps <= DEPTHWISE_KEPT_TAPS else outer_taps
         return threads * slots * s * row * itemsize
@@ -126,14 +169,17 @@ def scratch_bytes(
     rows = -(-min(m, per_group_out) // TILE_ROWS) * TILE_ROWS
     positions = min(max(TILE_COLUMNS, PANEL_BYTES // (depth * itemsize)), math.prod(out_spatial))
     panel = depth * -(-positions // TILE_COLUMNS) * TILE_COLUMNS * itemsize
+    k, s, d = plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1]
+    panel += s * (plan.output_shape[-1] + (k - 1) * d) * itemsize  # one row's stride phases
     threads = min(threads, images * groups * -(-math.prod(out_spatial) // MIN_TILE_COLUMNS))
     return groups * rows * depth * itemsize + threads * panel
 
 
 def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None) -> int:
     """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes` on
-    ``threads`` threads (default: the native core's), plus the accumulator copies of X, W and
-    Y when ``dtype`` is not the accumulator dtype."""
+    ``threads`` threads (default: the native core's); for a dtype that is not the accumulator
+    dtype (float16, bfloat16), plus float32 copies of W and B and one float32 output chunk of
+    :func:`narrow_chunks` (X is read as float32 in place)."""
     if threads is None:
         from padconv_cli.kernels import native
 
@@ -141,6 +187,7 @@ def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None) -
     acc = accumulator_dtype(np.dtype(dtype))
     working = scratch_bytes(plan, acc.itemsize, threads)
     if acc != np.dtype(dtype):
-        elements = math.prod(plan.x_shape) + math.prod(plan.w_shape) + math.prod(plan.output_shape)
-        working += elements * acc.itemsize
+        m0, m1 = narrow_chunks(plan)[0] if plan.w_shape[0] else (0, 0)
+        chunk = (m1 - m0) * math.prod(plan.output_shape[2:])
+        working += (math.prod(plan.w_shape) + plan.w_shape[0] + chunk) * acc.itemsize
     return working

@@ -89,12 +89,17 @@ def conv_into(
 ) -> None:
     """Write ONNX Conv of ``x`` (N, C, *in) and ``w`` (M, C/group, *k) into ``y`` (N, M, *out).
 
-    All arrays share float32 or float64 and are C-contiguous (``b``, optional, has shape
-    ``(M,)``); the attributes are already validated and resolved (``pads_begin`` per spatial
-    axis; the end pads follow from ``y``'s shape). The GIL is released while the kernel runs.
+    All arrays are C-contiguous; ``w``, ``b`` (optional, shape ``(M,)``) and ``y`` share
+    float32 or float64, and ``x`` has that dtype too, or is float16 or bfloat16 with a float32
+    ``y``: then X is read as float32 on the fly (exactly), never copied whole. The attributes
+    are already validated and resolved (``pads_begin`` per spatial axis; the end pads follow
+    from ``y``'s shape). The GIL is released while the kernel runs.
     """
+    narrow = () if x.dtype == y.dtype else (x.dtype.name,)  # "float16" or "bfloat16"
+    if narrow:
+        x = x.view(np.uint16)  # the kernel reads the 2-byte patterns
     extension().conv(
         x, w, b, y, tuple(strides), tuple(dilations), tuple(pads_begin), int(group),
         thread_count() if threads is None else int(threads),
-        selected_isa() if isa is None else isa,
+        selected_isa() if isa is None else isa, *narrow,
     )

@@ -21,8 +21,6 @@ from padconv_cli.messages import bounded_list
 from padconv_cli.tensorio.files import one_line, open_regular_file, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
-ZIP_MAGIC = b"PK\x03\x04"
-EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 MAX_DEFLATE_RATIO = 1032  # deflate's best case: 258-byte matches coded in about 2 bits
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -67,7 +65,7 @@ STDIN_LABEL = "<stdin>"
 def _pick_hint(label: str) -> str:
     """How to name one member on the command line (stdin is ``-``, which needs ``--``)."""
     if label == STDIN_LABEL:
-        return "pick one with -:NAME (after --, e.g. padconv pad --pads 1 1 -- -:NAME)"
+        return "pick one with -:NAME (after a -- that ends the options)"
     return f"pick one with {label}:NAME"
 
 

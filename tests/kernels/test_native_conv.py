@@ -139,6 +139,51 @@ def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
     assert Y.tobytes() == expected.tobytes()
 
 
+
+NARROW_CASES = {
+    "gemm_batch": ((3, 6, 11, 13), (4, 6, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "gemm_groups_strided": ((2, 8, 15, 12), (6, 4, 3, 2),
+                            {"group": 2, "strides": [2, 3], "pads": [1, 0, 2, 1]}),
+    "depthwise": ((2, 4, 10, 9), (8, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    "pointwise": ((2, 5, 7, 9), (3, 5, 1, 1), {}),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(NARROW_CASES))
+@pytest.mark.parametrize("chunk_bytes", [1, 2**25], ids=["one_unit_per_chunk", "whole"])
+def test_narrow_inputs_read_on_the_fly_equal_their_float32_copy_rounded_once(
+        forced_isa, monkeypatch, dtype, name, chunk_bytes):
+    """float16/bfloat16 X is read as float32 in place (every value, subnormals, inf and nan
+    included), and Y computed in chunks of output channels: the bits of the float32 conv of
+    the float32 copies, rounded once."""
+    from padconv_cli.kernels import conv_paths
+
+    monkeypatch.setattr(conv_paths, "NARROW_CHUNK_BYTES", chunk_bytes)
+    x_shape, w_shape, attrs = NARROW_CASES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype, seed=3)
+    flat = X.reshape(-1)
+    finfo = ml_dtypes.finfo(dtype)
+    flat[:6] = [finfo.smallest_subnormal, -finfo.smallest_subnormal * 3, finfo.smallest_normal,
+                -0.0, finfo.max, finfo.tiny * 0.5]
+    flat[-1] = np.inf
+    flat[-2] = np.nan
+    with np.errstate(over="ignore"):  # sums past the narrow type's max round to inf
+        want = conv(X.astype(np.float32), W.astype(np.float32), B.astype(np.float32), **attrs)
+        got = conv(X, W, B, **attrs)
+        want = want.astype(dtype)
+    assert got.dtype == X.dtype
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_every_narrow_bit_pattern_is_read_as_its_float32_value(forced_isa, dtype):
+    """All 65536 patterns through a 1x1 conv with weight 1 (exact): X widened exactly."""
+    X = np.arange(2**16, dtype=np.uint16).view(dtype).reshape(1, 1, 256, 256)
+    got = conv(X, np.ones((1, 1, 1, 1), dtype), pads=[0, 1, 0, 0])[:, :, :, 1:]
+    # 0 + 1 * x is x for every x (-0 gives +0, a nan stays a nan)
+    assert np.array_equal(got.astype(np.float32), X.astype(np.float32), equal_nan=True)
+
 def test_every_isa_passes_the_onnx_conformance_data(forced_isa):
     from test_conv_conformance import MODEL_DIRS, load_case
 
@@ -163,6 +208,10 @@ DETERMINISM_CASES = {
                             {"group": 4, "strides": [2, 1], "pads": [1, 2, 1, 2]}),
     "depthwise": ((1, 12, 70, 29), (24, 1, 3, 3), {"group": 12, "pads": [1, 1, 1, 1]}),
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
+    # rows longer than a depthwise task's block of padded rows: one output row per task
+    "depthwise_long_rows": ((1, 3, 7, 20000), (6, 1, 3, 3),
+                            {"group": 3, "pads": [2, 1, 2, 1], "dilations": [2, 1],
+                             "strides": [2, 1]}),
 }
 
 
@@ -182,6 +231,39 @@ def test_results_do_not_depend_on_the_thread_count(forced_isa, name, dtype):
         assert y.tobytes() == results[0].tobytes()
     assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
 
+
+
+def test_calls_from_several_python_threads_at_once_get_the_one_thread_bits():
+    """The GIL is released: concurrent calls share the helper threads or run alone, same bits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    x_shape, w_shape, attrs = DETERMINISM_CASES["gemm"]
+    X, W, B = random_inputs(x_shape, w_shape, np.float32)
+    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
+
+    def run(threads: int) -> bytes:
+        y = np.empty(plan.output_shape, np.float32)
+        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
+                         pads_begin=plan.pads_begin, group=plan.group, threads=threads)
+        return y.tobytes()
+
+    alone = run(1)
+    with ThreadPoolExecutor(4) as workers:
+        results = list(workers.map(run, [2, 3, 2, 8] * 4))
+    assert all(result == alone for result in results)
+
+
+def test_a_forked_child_computes_after_the_parent_used_its_threads():
+    """The helper threads do not survive fork: a child starts its own and gets the same bits."""
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform cannot fork")
+    X, W, B = random_inputs((1, 16, 40, 40), (8, 16, 3, 3), np.float32)
+    parent = conv(X, W, B, pads=[1, 1, 1, 1])
+    with multiprocessing.get_context("fork").Pool(1) as child:
+        got = child.apply_async(conv, (X, W, B), {"pads": [1, 1, 1, 1]}).get(timeout=120)
+    assert got.tobytes() == parent.tobytes()
 
 def test_a_part_of_the_output_repeats_the_whole_bit_for_bit(forced_isa):
     """Rows computed from a crop of X (the tiled engine's tiles) equal the whole tensor's."""

@@ -109,7 +109,7 @@ def test_a_runtime_that_is_wrong_is_outside_and_padconv_is_right(tmp_path):
 
 def test_symbolic_dims_need_a_value(tmp_path):
     path = em.save(em.symbolic_batch_model(), tmp_path / "m.onnx")
-    with pytest.raises(InputError, match=r"'batch'.*--dim batch=VALUE"):
+    with pytest.raises(InputError, match=r"'batch'.*; set it with dim batch=VALUE"):
         audit_model(path)
 
 
@@ -190,3 +190,71 @@ def test_a_node_padconv_refuses_is_a_failure_naming_the_rule(tmp_path):
     node = report.nodes[0]
     assert node.status == "padconv refused" and "repeats axis 0" in node.detail
     assert not report.passed
+
+
+def _model_with_unknown_op(before_conv: bool):
+    """x -> Conv -> Weird (or x -> Weird -> Conv), Weird from a domain no runtime knows."""
+    weights = em.numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    if before_conv:
+        nodes = [em.helper.make_node("Weird", ["x"], ["x2"], domain="my.domain"),
+                 em.helper.make_node("Conv", ["x2", "w"], ["y"], name="conv", pads=[1] * 4)]
+    else:
+        nodes = [em.helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1] * 4),
+                 em.helper.make_node("Weird", ["y"], ["z"], domain="my.domain")]
+    model = em.make(nodes, [("x", np.float32, [1, 1, 5, 5])],
+                    [("y" if before_conv else "z", np.float32, None)], [weights])
+    model.opset_import.append(em.helper.make_opsetid("my.domain", 1))
+    return model
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_nodes_after_the_last_pad_or_conv_cannot_stop_the_audit(tmp_path, runtime):
+    path = em.save(_model_with_unknown_op(before_conv=False), tmp_path / "m.onnx")
+    report = audit_model(path, runtime=runtime)
+    assert _statuses(report) == {"conv": "ok"} and report.passed
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_node_the_run_never_got_to_fails_the_audit(run_cli, tmp_path, runtime):
+    path = em.save(_model_with_unknown_op(before_conv=True), tmp_path / "m.onnx")
+    report = audit_model(path, runtime=runtime)
+    assert _statuses(report) == {"conv": "not run"} and not report.passed
+    assert "Weird" in report.nodes[0].detail
+    result = run_cli("audit", path, "--runtime", runtime)
+    assert result.exit_code == 1 and "NOT RUN" in result.stdout
+
+
+def _model_with_a_local_function():
+    """x -> Block(x, w, p), Block a model-local function holding a Conv and a reflect Pad."""
+    helper = em.helper
+    body = [helper.make_node("Conv", ["a", "w"], ["b"], name="inner_conv", pads=[1] * 4),
+            helper.make_node("Pad", ["b", "p"], ["c"], name="inner_pad", mode="reflect")]
+    function = helper.make_function("my.fn", "Block", ["a", "w", "p"], ["c"], body,
+                                    [helper.make_opsetid("", 18)])
+    stored = [em.numpy_helper.from_array(np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3),
+                                         "w"),
+              em.numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "p")]
+    call = helper.make_node("Block", ["x", "w", "p"], ["y"], domain="my.fn", name="block1")
+    model = em.make([call], [("x", np.float32, [1, 1, 5, 5])], [("y", np.float32, [1, 2, 7, 7])],
+                    stored, opset=18)
+    model.opset_import.append(helper.make_opsetid("my.fn", 1))
+    model.functions.append(function)
+    return model
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_nodes_inside_model_local_functions_are_audited(tmp_path, runtime):
+    path = em.save(_model_with_a_local_function(), tmp_path / "m.onnx")
+    report = audit_model(path, runtime=runtime)
+    assert _statuses(report) == {"inner_conv__1": "ok", "inner_pad__1": "ok"}
+
+
+def test_from_model_finds_a_node_inside_a_local_function(run_cli, tmp_path):
+    path = em.save(_model_with_a_local_function(), tmp_path / "m.onnx")
+    x = np.random.default_rng(0).random((1, 1, 5, 5), dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = run_cli("pad", "--from-model", path, str(tmp_path / "x.npy"), "-o",
+                     str(tmp_path / "y.npy"))
+    assert result.exit_code == 0, result.stderr
+    expected = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], mode="reflect")
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)

@@ -21,6 +21,7 @@
 // into `stride` phases (phase f holds Xpad[f], Xpad[f + s], ...), so that every tap reads one
 // contiguous window; the taps are summed in C order into a register block of output positions.
 
+#include <stdint.h>
 #include <string.h>
 
 #include "conv_job.h"
@@ -54,9 +55,60 @@ void pack_w(const T* w, long m, long ck, T* packed) {
     }
 }
 
-// dst[e] = src[(first + e) * step + shift] where that index lies in [0, size), else 0.
+// Elements of X read as float32 on the fly (exactly: every binary16 and bfloat16 value is a
+// float32 value): X is never copied whole into float32.
+inline float widen(float v) { return v; }
+inline double widen(double v) { return v; }
+inline float widen(Bf16 v) {
+    const uint32_t bits = uint32_t(v.bits) << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+inline float widen(Half v) {
+#ifdef PADCONV_WIDEN_HALF  // the instruction set's own conversion
+    return PADCONV_WIDEN_HALF(v.bits);
+#endif
+    const uint32_t sign = uint32_t(v.bits & 0x8000) << 16;
+    uint32_t exponent = (v.bits >> 10) & 0x1f, mantissa = v.bits & 0x3ff, bits;
+    if (exponent == 0x1f) {
+        bits = sign | 0x7f800000u | (mantissa << 13);  // inf, nan (payload kept)
+    } else if (exponent != 0) {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else if (mantissa == 0) {
+        bits = sign;  // +-0
+    } else {  // subnormal: normalise
+        exponent = 113;
+        while (!(mantissa & 0x400)) {
+            mantissa <<= 1;
+            --exponent;
+        }
+        bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+// dst[0 .. count) = src[0 .. count), widened.
 template <typename T>
-void gather_row(T* dst, const T* src, long first, long count, long shift, long step, long size) {
+inline void copy_run(T* dst, const T* src, long count) {
+    memcpy(dst, src, count * sizeof(T));
+}
+template <typename T, typename S>
+inline void copy_run(T* dst, const S* src, long count) {
+    for (long e = 0; e < count; ++e) dst[e] = widen(src[e]);
+}
+#ifdef PADCONV_WIDEN_HALVES  // the instruction set converts binary16 itself (F16C)
+template <>
+inline void copy_run<float, Half>(float* dst, const Half* src, long count) {
+    PADCONV_WIDEN_HALVES(dst, reinterpret_cast<const unsigned short*>(src), count);
+}
+#endif
+
+// dst[e] = src[(first + e) * step + shift] where that index lies in [0, size), else 0.
+template <typename T, typename S>
+void gather_row(T* dst, const S* src, long first, long count, long shift, long step, long size) {
     const long start = first * step + shift;  // input index of e = 0
     long lo = 0;
     if (start < 0) lo = min_l(count, (-start + step - 1) / step);
@@ -67,10 +119,10 @@ void gather_row(T* dst, const T* src, long first, long count, long shift, long s
     if (hi < lo) hi = lo;
     for (long e = 0; e < lo; ++e) dst[e] = T(0);
     if (step == 1) {
-        if (hi > lo) memcpy(dst + lo, src + start + lo, (hi - lo) * sizeof(T));
+        if (hi > lo) copy_run(dst + lo, src + start + lo, hi - lo);
     } else {
-        const T* from = src + start;
-        for (long e = lo; e < hi; ++e) dst[e] = from[e * step];
+        const S* from = src + start;
+        for (long e = lo; e < hi; ++e) dst[e] = widen(from[e * step]);
     }
     for (long e = hi; e < count; ++e) dst[e] = T(0);
 }
@@ -95,12 +147,17 @@ long input_row_offset(const ConvJob& J, long row, long tap) {
     return offset * J.in[J.rank - 1];
 }
 
-template <typename T>
+// panel[q][j] for q < ck, j < npad (zeros from np on), of the positions p0 .. p0 + np - 1.
+// With a stride along the last axis, each input row is first split into its stride phases
+// (phases[f][i] = Xpad[(first + i) * s + f], held after the panel in the scratch), and every
+// tap of that axis is then one copy of a phase.
+template <typename T, typename S>
 void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, T* panel) {
+    T* phases = panel + J.ck * npad;
     const int last = J.rank - 1;
     const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
     const long PL = J.pb[last], IL = J.in[last];
-    const T* xg = static_cast<const T*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
+    const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
     for (long q = 0; q < J.ck; ++q)
         for (long j = np; j < npad; ++j) panel[q * npad + j] = T(0);
     long p = p0;
@@ -116,7 +173,17 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
                     for (long kw = 0; kw < KL; ++kw) memset(dst + kw * npad, 0, len * sizeof(T));
                     continue;
                 }
-                const T* src = xg + c * J.in_plane + offset;
+                const S* src = xg + c * J.in_plane + offset;
+                if (SL > 1 && KL > 1) {  // split the row into its stride phases once
+                    const long phase_len = len + (KL - 1) * DL / SL;
+                    for (long f = 0; f < SL; ++f)
+                        gather_row(phases + f * phase_len, src, first, phase_len, f - PL, SL, IL);
+                    for (long kw = 0; kw < KL; ++kw)
+                        memcpy(dst + kw * npad,
+                               phases + (kw * DL % SL) * phase_len + kw * DL / SL,
+                               len * sizeof(T));
+                    continue;
+                }
                 for (long kw = 0; kw < KL; ++kw)
                     gather_row(dst + kw * npad, src, first, len, kw * DL - PL, SL, IL);
             }
@@ -161,7 +228,7 @@ bool is_pointwise(const ConvJob& J) {
     return true;
 }
 
-template <typename T>
+template <typename T, typename S>
 void gemm_task(const ConvJob& J, long task, T* panel) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
@@ -169,13 +236,14 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
     const long g = image_group % J.group, n = image_group / J.group;
     const long p0 = block * J.nb, np = min_l(J.nb, J.out_plane - p0), npad = round_up(np, nr);
     // Pointwise: full column tiles read X in place, only the last partial one gets a panel.
-    const bool direct = is_pointwise(J);
+    const bool direct = is_pointwise(J) && sizeof(S) == sizeof(T);  // X in place: X's type
     const long full = direct ? np / nr * nr : 0;
-    const T* source = static_cast<const T*>(J.x) + (n * J.c + g * J.cg) * J.in_plane + p0;
+    const T* source =
+        reinterpret_cast<const T*>(static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane + p0);
     if (direct) {
-        if (full < np) build_panel<T>(J, n, g, p0 + full, np - full, nr, panel);
+        if (full < np) build_panel<T, S>(J, n, g, p0 + full, np - full, nr, panel);
     } else {
-        build_panel<T>(J, n, g, p0, np, npad, panel);
+        build_panel<T, S>(J, n, g, p0, np, npad, panel);
     }
     const long mblocks = (J.mg + MR - 1) / MR;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
@@ -209,8 +277,8 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
 }
 
 // dst[f * len + i] = Xpad[f + i * step] of one padded input row (src, or zeros when null).
-template <typename T>
-void split_phases(T* dst, const T* src, long len, long step, long pad, long size) {
+template <typename T, typename S>
+void split_phases(T* dst, const S* src, long len, long step, long pad, long size) {
     for (long f = 0; f < step; ++f) {
         T* phase = dst + f * len;
         if (!src) {
@@ -257,8 +325,71 @@ void next_tap(const ConvJob& J, long* kt) {
     }
 }
 
-template <typename T>
+// Depthwise, 2-D with stride 1 along rows (plan_depthwise's dw_block): the task's output rows
+// r0 .. r1 - 1 read the padded input rows r0 * s0 .. (r1 - 1) * s0 + (k0 - 1) * d0, which are
+// copied once, zero-padded, into `block` (row_len elements each); then every output row sums
+// its taps in C order (kh, then kw) straight from those rows -- the order of depthwise_task,
+// so both give the same bits.
+template <typename T, typename S>
+void depthwise_block_task(const ConvJob& J, long task, T* block) {
+    typedef typename VecOf<T>::V V;
+    const long width = DW_NV * V::lanes, len = J.row_len;
+    const long L = J.out[1], KH = J.k[0], KW = J.k[1], SH = J.s[0], DH = J.d[0], DW = J.d[1];
+    const long rb = task % J.row_blocks, image_group = task / J.row_blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long r0 = rb * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
+    const long first_in = r0 * SH - J.pb[0];  // input row of the block's first row
+    const long in_rows = (r1 - 1 - r0) * SH + (KH - 1) * DH + 1;
+    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
+    for (long i = 0; i < in_rows; ++i) {
+        const long row = first_in + i;
+        if (row < 0 || row >= J.in[0]) memset(block + i * len, 0, len * sizeof(T));
+        else gather_row(block + i * len, x + row * J.in[1], 0, len, -J.pb[1], 1, J.in[1]);
+    }
+    const T* w = static_cast<const T*>(J.w);
+    const T* bias = static_cast<const T*>(J.bias);
+    T tail[DW_NV * V::lanes];
+    for (long mi = 0; mi < J.mg; ++mi) {
+        const long m = g * J.mg + mi;
+        const T* wm = w + m * J.taps;
+        T* y = static_cast<T*>(J.y) + (n * J.m + m) * J.out_plane;
+        for (long r = r0; r < r1; ++r) {
+            const T* rows = block + (r - r0) * SH * len;
+            T* out = y + r * L;
+            for (long j0 = 0; j0 < L; j0 += width) {
+                typename V::type acc[DW_NV];
+                for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
+                for (long kh = 0; kh < KH; ++kh) {
+                    const T* src = rows + kh * DH * len + j0;
+                    for (long kw = 0; kw < KW; ++kw) {
+                        const typename V::type a = V::bcast(wm[kh * KW + kw]);
+                        const T* at = src + kw * DW;
+                        for (int v = 0; v < DW_NV; ++v)
+                            acc[v] = V::fma(a, V::load(at + v * V::lanes), acc[v]);
+                    }
+                }
+                if (bias) {
+                    const typename V::type b = V::bcast(bias[m]);
+                    for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
+                }
+                // a block may spill past the row into the task's next rows, computed after it
+                if (j0 + width <= L || r * L + j0 + width <= r1 * L) {
+                    for (int v = 0; v < DW_NV; ++v) V::store(out + j0 + v * V::lanes, acc[v]);
+                } else {
+                    for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
+                    memcpy(out + j0, tail, (L - j0) * sizeof(T));
+                }
+            }
+        }
+    }
+}
+
+template <typename T, typename S>
 void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
+    if (J.dw_block) {
+        depthwise_block_task<T, S>(J, task, rows_buf);
+        return;
+    }
     typedef typename VecOf<T>::V V;
     const int last = J.rank - 1;
     const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
@@ -267,7 +398,7 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
     const long block = task % J.row_blocks, image_group = task / J.row_blocks;
     const long g = image_group % J.group, n = image_group / J.group;
     const long r0 = block * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
-    const T* x = static_cast<const T*>(J.x) + (n * J.c + g) * J.in_plane;
+    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
     const T* w = static_cast<const T*>(J.w);
     const T* bias = static_cast<const T*>(J.bias);
     T* y = static_cast<T*>(J.y);
@@ -305,7 +436,7 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
                 if (found >= 0) continue;
                 slot_key[slot] = offset;
             }
-            split_phases(rows_buf + slot * slot_size, offset < 0 ? 0 : x + offset, len, SL,
+            split_phases(rows_buf + slot * slot_size, offset < 0 ? (const S*)0 : x + offset, len, SL,
                          J.pb[last], J.in[last]);
         }
         for (long mi = 0; mi < J.mg; ++mi) {
@@ -346,10 +477,18 @@ void pack_f32(const float* w, long m, long ck, float* packed) { pack_w<float>(w,
 void pack_f64(const double* w, long m, long ck, double* packed) {
     pack_w<double>(w, m, ck, packed);
 }
-void gemm_f32(const ConvJob& job, long task, float* s) { gemm_task<float>(job, task, s); }
-void gemm_f64(const ConvJob& job, long task, double* s) { gemm_task<double>(job, task, s); }
-void dw_f32(const ConvJob& job, long task, float* s) { depthwise_task<float>(job, task, s); }
-void dw_f64(const ConvJob& job, long task, double* s) { depthwise_task<double>(job, task, s); }
+void gemm_f32(const ConvJob& job, long task, float* s) { gemm_task<float, float>(job, task, s); }
+void gemm_f64(const ConvJob& job, long task, double* s) {
+    gemm_task<double, double>(job, task, s);
+}
+void gemm_f16(const ConvJob& job, long task, float* s) { gemm_task<float, Half>(job, task, s); }
+void gemm_bf16(const ConvJob& job, long task, float* s) { gemm_task<float, Bf16>(job, task, s); }
+void dw_f32(const ConvJob& job, long task, float* s) { depthwise_task<float, float>(job, task, s); }
+void dw_f64(const ConvJob& job, long task, double* s) {
+    depthwise_task<double, double>(job, task, s);
+}
+void dw_f16(const ConvJob& job, long task, float* s) { depthwise_task<float, Half>(job, task, s); }
+void dw_bf16(const ConvJob& job, long task, float* s) { depthwise_task<float, Bf16>(job, task, s); }
 
 }  // namespace
 
@@ -357,4 +496,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     PADCONV_KERNELS_NAME, MR, NV * VecF::lanes, NV * VecD::lanes,
     DW_NV * VecF::lanes, DW_NV * VecD::lanes,
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
+    {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
 };

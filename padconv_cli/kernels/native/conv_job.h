@@ -15,8 +15,18 @@
 #define PADCONV_DW_SLOTS (2 * PADCONV_DW_CACHED_TAPS + 1)  // row slots kept for them
 #define PADCONV_DW_TAPS 64  // taps of the last axis whose starts are worked out once per task
 
+// Element types X may have (ConvJob::x_type); W, B and Y are float32 for the narrow ones.
+enum XType { X_SAME = 0, X_FLOAT16 = 1, X_BFLOAT16 = 2 };
+struct Half {  // IEEE binary16, as stored
+    unsigned short bits;
+};
+struct Bf16 {  // bfloat16, as stored
+    unsigned short bits;
+};
+
 struct ConvJob {
-    const void* x;      // input, element type float or double
+    const void* x;      // input: the job's element type, or binary16 / bfloat16 (x_type)
+    int x_type;         // XType
     const void* w;      // weights as given (depthwise) or packed by the kernel set (GEMM)
     const void* bias;   // M values or null
     void* y;            // output
@@ -33,6 +43,7 @@ struct ConvJob {
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row
+    long dw_block;             // 1: depthwise_block_task (2-D, stride 1 along rows)
     long dw_slots;             // padded rows held: 2 * outer_taps + 1 (kept), or outer_taps
 };
 
@@ -48,6 +59,9 @@ struct KernelSet {
     void (*gemm_task_f64)(const ConvJob& job, long task, double* scratch);
     void (*depthwise_task_f32)(const ConvJob& job, long task, float* scratch);
     void (*depthwise_task_f64)(const ConvJob& job, long task, double* scratch);
+    // float32 sums of X given as float32, binary16 or bfloat16 (indexed by XType)
+    void (*gemm_task_x[3])(const ConvJob& job, long task, float* scratch);
+    void (*depthwise_task_x[3])(const ConvJob& job, long task, float* scratch);
 };
 
 extern const KernelSet padconv_generic_kernels;

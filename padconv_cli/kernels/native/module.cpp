@@ -1,9 +1,10 @@
 // padconv_cli.kernels._native: the Python entry points of the native Conv.
 //
-// conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa) computes ONNX Conv of
-// the C-contiguous float32 or float64 arrays x (N, C, *in) and w (M, C/group, *k), with the
-// optional bias b (M,), into the preallocated y (N, M, *out), without the GIL, on `threads`
-// threads.  Shapes and attributes must already be validated (padconv's plan_conv): this
+// conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa[, x_kind]) computes ONNX
+// Conv of the C-contiguous float32 or float64 arrays x (N, C, *in) and w (M, C/group, *k), with
+// the optional bias b (M,), into the preallocated y (N, M, *out), without the GIL, on `threads`
+// threads.  With x_kind "float16" or "bfloat16", x holds those 2-byte values (any 2-byte buffer
+// format) and w, b, y are float32: X is read as float32 on the fly.  Shapes and attributes must already be validated (padconv's plan_conv): this
 // module only re-checks what keeps its memory accesses inside the buffers.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -16,18 +17,65 @@
 #include <vector>
 
 #include "conv_job.h"
+#include "pool.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 namespace {
 
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
+const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
+const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
+
+padconv::Pool* the_pool = 0;  // started on first use; forgotten in a child after fork
+
+padconv::Pool& pool() {
+    if (!the_pool) the_pool = new padconv::Pool();
+    return *the_pool;
+}
+
+#ifndef _WIN32
+void forget_pool_in_child() { the_pool = 0; }  // its threads did not follow the fork
+#endif
+
+// A per-thread buffer of at least `bytes`, 64-byte aligned, kept for the next call when it is
+// small (a fresh buffer would be page-faulted in on every call); null when memory ran out.
+thread_local char* t_scratch = 0;
+thread_local size_t t_scratch_size = 0;
+
+void release_scratch() {
+    delete[] t_scratch;
+    t_scratch = 0;
+    t_scratch_size = 0;
+}
+
+void* scratch_for(size_t bytes) {
+    if (t_scratch_size < bytes + 64) {
+        release_scratch();
+        t_scratch = new (std::nothrow) char[bytes + 64];
+        if (!t_scratch) return 0;
+        t_scratch_size = bytes + 64;
+    }
+    const size_t address = reinterpret_cast<size_t>(t_scratch);
+    return t_scratch + (64 - address % 64) % 64;
+}
 
 bool cpu_has(const std::string& isa) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (!padconv_have_x86_kernels) return isa == "generic";
     __builtin_cpu_init();
-    if (isa == "avx512") return __builtin_cpu_supports("avx512f");
-    if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    if (isa == "avx512") return avx2 && __builtin_cpu_supports("avx512f");
+    if (isa == "avx2") return avx2;
 #endif
     return isa == "generic";
 }
@@ -145,7 +193,22 @@ void plan_depthwise(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.rows = job.outer_out;
     const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
     if (threads > 1 && wanted > 1) job.rows = std::max(1L, ceil_div(job.outer_out, wanted));
+    // 2-D with stride 1 along rows: a task's padded input rows are copied once (at most about
+    // DW_BLOCK_BYTES, one output row's at least)
+    job.dw_block = job.rank == 2 && job.s[1] == 1;
+    if (job.dw_block) {
+        const long reach = (job.k[0] - 1) * job.d[0] + 1;  // input rows under one output row
+        const long fit = (DW_BLOCK_BYTES / item / job.row_len - reach) / job.s[0] + 1;
+        job.rows = std::max(1L, std::min(job.rows, fit));
+    }
     job.row_blocks = ceil_div(job.outer_out, job.rows);
+}
+
+// Elements of the depthwise kernel's per-thread buffer.
+long depthwise_scratch(const ConvJob& job) {
+    if (job.dw_block)
+        return ((job.rows - 1) * job.s[0] + (job.k[0] - 1) * job.d[0] + 1) * job.row_len;
+    return job.dw_slots * job.s[job.rank - 1] * job.row_len;
 }
 
 template <typename T>
@@ -161,21 +224,24 @@ struct Run {
         : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s) {}
 
     void work() {
-        std::unique_ptr<T[]> scratch(new (std::nothrow) T[scratch_elems]);
+        T* scratch = static_cast<T*>(scratch_for(scratch_elems * sizeof(T)));
         if (!scratch) {
             failed = true;
             return;
         }
-        for (long task = next++; task < tasks && !failed; task = next++) run_task(task, scratch.get());
+        for (long task = next++; task < tasks && !failed; task = next++) run_task(task, scratch);
+        if (t_scratch_size > KEPT_SCRATCH_BYTES) release_scratch();
     }
+
+    static void work_of(void* run) { static_cast<Run*>(run)->work(); }
 
     void run_task(long task, T* scratch);
 };
 
 template <>
 void Run<float>::run_task(long task, float* scratch) {
-    if (depthwise) ks.depthwise_task_f32(job, task, scratch);
-    else ks.gemm_task_f32(job, task, scratch);
+    if (depthwise) ks.depthwise_task_x[job.x_type](job, task, scratch);
+    else ks.gemm_task_x[job.x_type](job, task, scratch);
 }
 
 template <>
@@ -208,7 +274,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
     if (depthwise) {
         plan_depthwise(job, ks, sizeof(T), threads);
         tasks = job.n * job.group * job.row_blocks;
-        scratch_elems = job.dw_slots * job.s[job.rank - 1] * job.row_len;
+        scratch_elems = depthwise_scratch(job);
     } else {
         plan_gemm(job, ks, sizeof(T), threads);
         const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
@@ -223,20 +289,15 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
             pack(ks, w + g * job.mg * job.ck, job.mg, job.ck, packed.data() + g * rows * job.ck);
         job.w = packed.data();
         tasks = job.n * job.group * job.blocks;
-        scratch_elems = job.ck * round_up(job.nb, nr);
+        // the panel, then the stride phases of one input row (build_panel)
+        const int last = job.rank - 1;
+        scratch_elems = job.ck * round_up(job.nb, nr) +
+                        job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]);
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems);
-    std::vector<std::thread> helpers;
     threads = std::max(1L, std::min(threads, tasks));
-    for (long i = 1; i < threads; ++i) {
-        try {
-            helpers.emplace_back([&run] { run.work(); });
-        } catch (...) {
-            break;  // fewer threads: the same sums, computed by the threads there are
-        }
-    }
-    run.work();
-    for (auto& helper : helpers) helper.join();
+    // fewer threads than asked (pool busy, or no thread could start): the same sums
+    pool().run(&Run<T>::work_of, &run, threads - 1);
     return !run.failed;
 }
 
@@ -244,9 +305,16 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     PyObject *x, *w, *b, *y, *strides, *dilations, *pads;
     long group, threads;
     const char* isa;
-    if (!PyArg_ParseTuple(args, "OOOOOOOlls", &x, &w, &b, &y, &strides, &dilations, &pads,
-                          &group, &threads, &isa))
+    const char* x_kind = "same";
+    if (!PyArg_ParseTuple(args, "OOOOOOOlls|s", &x, &w, &b, &y, &strides, &dilations, &pads,
+                          &group, &threads, &isa, &x_kind))
         return 0;
+    const std::string kind(x_kind);
+    const int x_type = kind == "float16" ? X_FLOAT16 : kind == "bfloat16" ? X_BFLOAT16 : X_SAME;
+    if (x_type == X_SAME && kind != "same") {
+        PyErr_SetString(PyExc_ValueError, "x_kind must be same, float16 or bfloat16");
+        return 0;
+    }
     const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
     Buffers bufs;
     if (PyObject_GetBuffer(x, &bufs.x, flags) < 0) return 0;
@@ -259,10 +327,14 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     }
     if (PyObject_GetBuffer(y, &bufs.y, flags | PyBUF_WRITABLE) < 0) return 0;
     bufs.have_y = true;
-    const int item = element_size(bufs.x);
-    if (!item || element_size(bufs.w) != item || element_size(bufs.y) != item ||
+    const int item = element_size(bufs.y);
+    const bool x_ok = x_type == X_SAME ? element_size(bufs.x) == item
+                                       : bufs.x.itemsize == 2 && item == 4;
+    if (!item || !x_ok || element_size(bufs.w) != item ||
         (bufs.have_b && element_size(bufs.b) != item)) {
-        PyErr_SetString(PyExc_TypeError, "x, w, b and y must all be float32 or all float64");
+        PyErr_SetString(PyExc_TypeError,
+                        "w, b and y must all be float32 or all float64, and x the same (or "
+                        "2-byte float16/bfloat16 bits, x_kind, with float32 w, b, y)");
         return 0;
     }
     ConvJob job;
@@ -277,6 +349,7 @@ PyObject* py_conv(PyObject*, PyObject* args) {
         return 0;
     }
     job.x = bufs.x.buf;
+    job.x_type = x_type;
     job.w = bufs.w.buf;
     job.bias = bufs.have_b ? bufs.b.buf : 0;
     job.y = bufs.y.buf;
@@ -308,8 +381,9 @@ PyObject* py_isas(PyObject*, PyObject*) {
 
 PyMethodDef methods[] = {
     {"conv", py_conv, METH_VARARGS,
-     "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa): ONNX Conv of "
-     "float32/float64 arrays into y, sums in a fixed order (c, then the taps in C order)."},
+     "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
+     "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
+     "order); x_kind 'float16' or 'bfloat16': x holds those 2-byte values, read as float32."},
     {"isas", py_isas, METH_NOARGS,
      "Instruction sets this CPU can run, fastest first (always ends with 'generic')."},
     {0, 0, 0, 0},
@@ -320,4 +394,9 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "padconv's native Conv k
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+#ifndef _WIN32
+    pthread_atfork(0, 0, forget_pool_in_child);
+#endif
+    return PyModule_Create(&module);
+}
