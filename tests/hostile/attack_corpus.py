@@ -202,6 +202,24 @@ def _all(*builders: Builder) -> Builder:
     return build
 
 
+def zarr_store(name: str, array: np.ndarray, chunks: tuple[int, ...], *, compressor=None,
+               edit: Callable[[Path], None] | None = None, order: str = "C") -> Builder:
+    """case/NAME, a Zarr v2 store of ``array`` (uncompressed unless ``compressor``), then
+    ``edit(store folder)`` (replace a chunk by a symlink, a FIFO, garbage ...)."""
+
+    def build(case_dir: Path) -> None:
+        import zarr
+
+        store = zarr.open_array(case_dir / name, mode="w", shape=array.shape, chunks=chunks,
+                                dtype=array.dtype, zarr_format=2, compressor=compressor,
+                                order=order)
+        store[...] = array
+        if edit is not None:
+            edit(case_dir / name)
+
+    return build
+
+
 def lay_out(case: Case, root: Path) -> None:
     """ROOT/secret.bin, ROOT/outside/ (a folder a symlink may lead to) and ROOT/case/ with the
     case's files."""
