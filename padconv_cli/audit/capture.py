@@ -245,19 +245,19 @@ def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
 
 
 def _contains_audited(node: Any) -> bool:
-    from padconv_cli.models import _subgraphs
+    from padconv_cli.folding import subgraphs
 
     if node.op_type in AUDITED_OPS and node.domain in ("", "ai.onnx"):
         return True
-    return any(_contains_audited(inner) for graph in _subgraphs(node) for inner in graph.node)
+    return any(_contains_audited(inner) for graph in subgraphs(node) for inner in graph.node)
 
 
 def _names_read(node: Any) -> set[str]:
     """Every name ``node`` reads: its inputs and, over-approximated, those of its subgraphs."""
-    from padconv_cli.models import _subgraphs
+    from padconv_cli.folding import subgraphs
 
     names = {name for name in node.input if name}
-    for graph in _subgraphs(node):
+    for graph in subgraphs(node):
         for inner in graph.node:
             names |= _names_read(inner)
     return names
