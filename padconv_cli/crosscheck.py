@@ -265,7 +265,7 @@ def format_report(report: CheckReport) -> str:
 
 
 def report_dict(report: CheckReport) -> dict[str, Any]:
-    """JSON-ready form of the report."""
+    """The report as a dict for :func:`padconv_cli.json_output.dumps`."""
     peers = []
     for peer in report.peers:
         entry: dict[str, Any] = {
@@ -274,28 +274,14 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
             "detail": peer.detail,
             "known_deviation": peer.known,
             "believed_right": peer.believed_right,
-            "max_abs": _plain(peer.max_abs),
-            "max_rel": _plain(peer.max_rel),
+            "max_abs": peer.max_abs,
+            "max_rel": peer.max_rel,
             "conv_bound": bool(peer.comparison is not None and peer.comparison.bounded),
         }
         if peer.comparison is not None and peer.comparison.mismatches:
             entry["mismatches"] = [
-                {"index": list(index), "expected": _plain(exp), "actual": _plain(act)}
+                {"index": list(index), "expected": exp, "actual": act}
                 for index, exp, act in peer.comparison.mismatches
             ]
         peers.append(entry)
     return {"passed": report.passed, "peers": peers}
-
-
-def _plain(value: Any) -> Any:
-    """JSON-safe scalar: numpy scalars as Python values, non-finite floats and complex as text."""
-    from padconv_cli.verification.compare import plain_value
-
-    value = plain_value(value)
-    if isinstance(value, complex):
-        return str(value)
-    if isinstance(value, float) and not np.isfinite(value):
-        return str(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -228,28 +228,53 @@ def is_npy_native(dtype: Any) -> bool:
     return True
 
 
-def integer_range(dtype: np.dtype) -> tuple[int, int] | None:
-    """(min, max) of an integer dtype, including int4/uint4/int2/uint2; None for non-integers."""
+ELEMENT_KINDS = ("bool", "int", "float", "complex", "string", "other")
+
+
+def element_kind(dtype: Any) -> str:
+    """The one classification of a dtype: ``bool``, ``int``, ``float``, ``complex``,
+    ``string`` or ``other``.
+
+    Rules: numpy kinds ``b`` -> bool, ``i``/``u`` -> int, ``f`` -> float (float16, float32,
+    float64 and wider), ``c`` -> complex, ``O``/``U``/``S`` -> string (ONNX has one string
+    type); the ``ml_dtypes`` types are ``float`` (bfloat16, float8*, float6*, float4*) or
+    ``int`` (int2/uint2/int4/uint4); everything else (datetime64, structured, void) is
+    ``other``.  Which of these an operator accepts is the operator's rule, not this one.
+    """
+    dtype = _as_dtype(dtype)
+    if dtype.kind == "b":
+        return "bool"
     if dtype.kind in "iu":
-        limits = np.iinfo(dtype)
-        return int(limits.min), int(limits.max)
-    if _is_ml_dtype(dtype) and dtype.name in ("int2", "uint2", "int4", "uint4"):
-        limits = _ml_dtypes().iinfo(dtype)
-        return int(limits.min), int(limits.max)
-    return None
+        return "int"
+    if dtype.kind in "fc":
+        return "float" if dtype.kind == "f" else "complex"
+    if dtype.kind in "OUS":
+        return "string"
+    if _is_ml_dtype(dtype) and not dtype.fields:
+        if dtype.name.startswith(("float", "bfloat")):
+            return "float"
+        if dtype.name.startswith(("int", "uint")):
+            return "int"
+    return "other"
 
 
-def is_float_like(dtype: np.dtype) -> bool:
-    """True for real floating types, including bfloat16, float8*, float6* and float4."""
-    if dtype.kind == "f":
-        return True
-    return _is_ml_dtype(dtype) and dtype.name.startswith(("float", "bfloat"))
+def integer_range(dtype: Any) -> tuple[int, int] | None:
+    """(min, max) of an integer dtype, including int4/uint4/int2/uint2; None for non-integers."""
+    dtype = _as_dtype(dtype)
+    if element_kind(dtype) != "int":
+        return None
+    limits = _ml_dtypes().iinfo(dtype) if _is_ml_dtype(dtype) else np.iinfo(dtype)
+    return int(limits.min), int(limits.max)
+
+
+def float_info(dtype: Any) -> Any:
+    """``finfo`` of a float type (numpy's or ml_dtypes'), or of a complex type's parts:
+    ``max``, ``min``, ``eps``, ``nmant`` ..."""
+    dtype = _as_dtype(dtype)
+    return _ml_dtypes().finfo(dtype) if _is_ml_dtype(dtype) else np.finfo(dtype)
 
 
 def largest_finite(dtype: np.dtype) -> tuple[float, int]:
     """(largest finite value, mantissa bits) of a float type, or of a complex type's parts."""
-    if dtype.kind in "fc":
-        limits = np.finfo(dtype)
-    else:
-        limits = _ml_dtypes().finfo(dtype)
+    limits = float_info(dtype)
     return float(limits.max), int(limits.nmant)

@@ -12,12 +12,13 @@ class PadconvError(Exception):
     """Base class: a problem with the user's input that padconv can describe in one line.
 
     ``param`` names the library parameter the problem is about (``"pads"``, ``"memory_limit"``,
-    ``"X"``), ``source`` the file or text it came from, when known.  The library words its
+    ``"X"``; a tuple when the message names several), ``source`` the file or text it came
+    from, when known.  The library words its
     messages in parameter names; the CLI renders ``param`` as the flag or argument the user
     typed (``--pads``) and adds ``source`` where the message does not already name it.
     """
 
-    def __init__(self, message: str = "", *, param: str | None = None,
+    def __init__(self, message: str = "", *, param: str | tuple[str, ...] | None = None,
                  source: str | None = None) -> None:
         super().__init__(message)
         self.param = param

@@ -41,16 +41,9 @@ def _bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
 
 
 def _python(value: Any) -> Any:
-    """A JSON-friendly form of an attribute value (numpy scalars -> Python, NaN -> "nan")."""
-    if isinstance(value, (tuple, list)):
-        return [_python(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, complex):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
+    """An attribute value as a Python value (numpy scalars -> Python); the JSON form is
+    :func:`padconv_cli.json_output.jsonable`'s."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _attribute_sources(resolved: Any, names: list[str], flags: set[str]) -> dict[str, str]:

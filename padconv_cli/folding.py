@@ -19,7 +19,7 @@ folded, and must be given on the command line like any value computed at run tim
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,8 +46,6 @@ class FoldSpec:
 
 def foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
     """True when ``node`` computes only from names ``is_known`` accepts (module rule)."""
-    from padconv_cli.models import has_subgraph
-
     if node.domain not in DEFAULT_DOMAINS or node.op_type in RANDOM_OPS:
         return False
     if node.op_type == "Constant" or has_subgraph(node):
@@ -109,8 +107,6 @@ def fold_loader(foldable_values: Foldable, name: str,
                 loaders: Mapping[str, Callable[[], np.ndarray]], opsets: Any, path: str
                 ) -> Callable[[], np.ndarray]:
     """A function computing the value ``name`` on first use (module rules)."""
-    from padconv_cli.models import lazy
-
     def compute() -> np.ndarray:
         spec = foldable_values.spec(name)
         feeds = {leaf: loaders[leaf]() for leaf in spec.leaves}
@@ -205,3 +201,32 @@ def evaluate(spec: FoldSpec, feeds: Mapping[str, np.ndarray], opsets: Any, path:
         raise _fold_error(spec, path, f"onnx.reference: {type(error).__name__}: {error}"
                           ) from None
     return np.asarray(value)
+
+
+def lazy(compute: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
+    """A loader running ``compute`` on first use only, so that a bad constant that no chosen
+    node reads cannot break the model for the others."""
+    cache: list[np.ndarray] = []
+
+    def load() -> np.ndarray:
+        if not cache:
+            cache.append(compute())
+        return cache[0]
+
+    return load
+
+
+def has_subgraph(node: Any) -> bool:
+    """True when one of the node's attributes is a graph (If, Loop, Scan bodies)."""
+    return any(True for _ in subgraphs(node))
+
+
+def subgraphs(node: Any) -> Iterator[Any]:
+    """The graphs a node holds as attributes (If/Loop/Scan bodies)."""
+    from onnx import AttributeProto
+
+    for attribute in node.attribute:
+        if attribute.type == AttributeProto.GRAPH:
+            yield attribute.g
+        elif attribute.type == AttributeProto.GRAPHS:
+            yield from attribute.graphs

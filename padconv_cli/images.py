@@ -128,8 +128,8 @@ def difference_values(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
 def difference_picture(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
     """RGB heatmap of where and how much ``actual`` differs from ``expected``."""
     if np.shape(expected) != np.shape(actual):
-        raise InputError(f"--png: shapes differ ({np.shape(expected)} and {np.shape(actual)}); "
-                         "a heatmap needs equal shapes")
+        raise InputError(f"png: shapes differ ({np.shape(expected)} and {np.shape(actual)}); "
+                         "a heatmap needs equal shapes", param="png")
     tiles = tiles_of(difference_values(expected, actual))
     if tiles.shape[0] > MAX_TILES:
         raise InputError(f"{tiles.shape[0]} tiles are too many to draw (at most {MAX_TILES})")
@@ -141,7 +141,7 @@ def write_png(pixels: np.ndarray, path: str) -> None:
     try:
         from PIL import Image
     except ImportError:
-        raise InputError(f"--png needs Pillow: {PNG_EXTRA_HINT}") from None
+        raise InputError(f"png needs Pillow: {PNG_EXTRA_HINT}", param="png") from None
     from padconv_cli.tensorio.atomic import atomic_write
 
     image: Any = Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8))

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.folding import fold_loader, fold_specs, lazy, subgraphs
 
 MODEL_OPS = ("Pad", "Conv")
 LISTED_NODES = 12
@@ -42,7 +43,6 @@ PAD_FLAG_INPUTS = {1: "pads", 2: "constant_value", 3: "axes"}
 SHORTHAND_CONSTANTS = (
     "value_float", "value_floats", "value_int", "value_ints", "value_string", "value_strings"
 )
-PAD_FLAGS = {"pads": "--pads", "constant_value": "--constant-value", "axes": "--axes"}
 
 
 @dataclass(frozen=True)
@@ -169,19 +169,6 @@ def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.nd
     return lazy(convert)
 
 
-def lazy(compute: Callable[[], np.ndarray]) -> Callable[[], np.ndarray]:
-    """A loader running ``compute`` on first use only, so that a bad constant that no chosen
-    node reads cannot break the model for the others."""
-    cache: list[np.ndarray] = []
-
-    def load() -> np.ndarray:
-        if not cache:
-            cache.append(compute())
-        return cache[0]
-
-    return load
-
-
 def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.ndarray] | None:
     """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
     label = f"{path}: Constant {node.output[0]!r}"
@@ -233,28 +220,12 @@ def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable
     return constants
 
 
-def has_subgraph(node: Any) -> bool:
-    """True when one of the node's attributes is a graph (If, Loop, Scan bodies)."""
-    return any(True for _ in _subgraphs(node))
-
-
 def _folded(graph: Any, visible: dict[str, Callable], runtime: set[str], opsets: Any,
             path: str) -> dict[str, Callable]:
     """Loaders of the values ``graph`` computes from stored values only (see folding)."""
-    from padconv_cli.folding import fold_loader, fold_specs
 
     found = fold_specs(graph, visible, runtime)
     return {name: fold_loader(found, name, visible, opsets, path) for name in found.producers}
-
-
-def _subgraphs(node: Any) -> Iterator[Any]:
-    from onnx import AttributeProto
-
-    for attribute in node.attribute:
-        if attribute.type == AttributeProto.GRAPH:
-            yield attribute.g
-        elif attribute.type == AttributeProto.GRAPHS:
-            yield from attribute.graphs
 
 
 def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
@@ -276,7 +247,7 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
     visible = layered if own else outer
     for node in graph.node:
         yield node, visible
-        for subgraph in _subgraphs(node):
+        for subgraph in subgraphs(node):
             yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
 
 
@@ -345,8 +316,9 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
         if len(candidates) == 1:
             return candidates[0]
         raise InputError(
-            f"{path}: {len(candidates)} {op_type} nodes, choose one with --node: "
-            f"{_node_list(nodes, op_type)}"
+            f"{path}: {len(candidates)} {op_type} nodes; choose one with node: "
+            f"{_node_list(nodes, op_type)}",
+            param="node",
         )
     labels = _index_labels(nodes)
     chosen = [n for n in candidates if _matches(name, n, labels)]
@@ -401,15 +373,18 @@ def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: st
 # --- merging model and flags -----------------------------------------------------------------
 
 
-def _runtime_input_error(origin: ModelNode, index: int, what: str, remedy: str) -> InputError:
+def _runtime_input_error(origin: ModelNode, index: int, what: str, remedy: str,
+                        param: str | None = None) -> InputError:
     return InputError(
         f"{origin.describe()}: {what} comes from {origin.input_name(index)!r}, which is computed "
-        f"at run time, not stored in the model; {remedy}"
+        f"at run time, not stored in the model; {remedy}",
+        param=param,
     )
 
 
 def _slot(origin: ModelNode, index: int, given: np.ndarray | None, what: str, remedy: str,
-          embedded: set[str], embed_as: str | None = None) -> np.ndarray | None:
+          embedded: set[str], embed_as: str | None = None,
+          param: str | None = None) -> np.ndarray | None:
     """Input ``index``: the command-line value, else the stored constant, else an error."""
     if given is not None:
         return given
@@ -417,7 +392,7 @@ def _slot(origin: ModelNode, index: int, given: np.ndarray | None, what: str, re
         return None
     stored = origin.constant(index)
     if stored is None:
-        raise _runtime_input_error(origin, index, what, remedy)
+        raise _runtime_input_error(origin, index, what, remedy, param)
     if embed_as:
         embedded.add(embed_as)
     return stored
@@ -437,7 +412,7 @@ def _pad_slots(origin: ModelNode, arrays: tuple, flags: Mapping[str, Any],
             standin = flags[name] if name != "constant_value" else None
             slots.append(None if standin is None else np.array(standin, dtype=np.int64))
             continue
-        slots.append(_slot(origin, index, None, name, f"give {PAD_FLAGS[name]}", embedded))
+        slots.append(_slot(origin, index, None, name, f"give {name}", embedded, param=name))
     return slots
 
 
@@ -494,11 +469,10 @@ def _coerced(call: Any) -> Any:
     text = call.attributes.get("constant_value")
     if not isinstance(text, str) or call.arrays[0] is None:  # only Pad has a constant_value
         return call
-    from padconv_cli.kernels.pad import coerce_constant_value
+    from padconv_cli.constant_text import typed_attributes
     from padconv_cli.onnx_nodes import KernelCall
 
-    attributes = dict(call.attributes)
-    attributes["constant_value"] = coerce_constant_value(text, np.asarray(call.arrays[0]).dtype)
+    attributes = typed_attributes(call.attributes, np.asarray(call.arrays[0]).dtype)
     return KernelCall(call.op_type, call.version, call.arrays, attributes, call.notes)
 
 

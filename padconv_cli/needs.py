@@ -89,12 +89,3 @@ def conv_needs(arrays: tuple[Any, ...], plan: Any, dtype: np.dtype) -> Needs:
     output = math.prod(plan.output_shape) * dtype.itemsize
     return Needs(inputs, output, working_bytes(plan, dtype), tuple(plan.output_shape),
                  dtype_name(dtype), dtype.itemsize)
-
-
-def call_needs(call: Any, plan: Any, fmt: str = "npy") -> Needs:
-    """The needs of a KernelCall planned as ``plan``, written in ``fmt`` (by the operator
-    table's ``needs``)."""
-    from padconv_cli.operators import dtype_of, operator
-
-    return operator(call.op_type).needs(call.arrays, plan, dtype_of(call.arrays[0]),
-                                        call.attributes, fmt)

@@ -10,8 +10,6 @@ a call built from flags alone, the ONNX versions it implements (``--emit-onnx`` 
 * ``needs(arrays, plan, dtype, attributes, fmt)``: output bytes as written and working memory
   (:mod:`padconv_cli.needs`), which the resource gate checks;
 * ``output_dtype(dtype, attributes, plan)``: the result's element type;
-* ``run_engine(engine, source, others, plan, attributes, settings)``: the tiled or dask
-  engine on that plan;
 * ``max_inputs(version)``: how many inputs a node of that version may list;
 * ``accumulates``: the result is a sum of products (Conv), compared against the dot-product
   error bound, not exactly;
@@ -46,7 +44,6 @@ class Operator:
     run: Callable[[Any, Sequence[Any], Mapping[str, Any]], np.ndarray]
     needs: Callable[..., Any]
     output_dtype: Callable[[np.dtype, Mapping[str, Any], Any], np.dtype]
-    run_engine: Callable[..., Any]
     max_inputs: Callable[[int], int]
     output_name: str = "Y"
     accumulates: bool = False
@@ -80,7 +77,7 @@ def _plan_pad(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, A
 
 
 def _pad_fill(dtype: np.dtype, attributes: Mapping[str, Any], plan: Any) -> Any:
-    from padconv_cli.kernels.pad_values import fill_value
+    from padconv_cli.kernels.pad_plan import fill_value
 
     return fill_value(attributes.get("constant_value"), dtype, plan)
 
@@ -104,22 +101,6 @@ def _pad_output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], plan: Any)
     from padconv_cli.kernels.pad_values import output_dtype
 
     return output_dtype(dtype, _pad_fill(dtype, attributes, plan))
-
-
-def _pad_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
-                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    arguments = (attributes["pads"], attributes.get("constant_value"), attributes.get("axes"),
-                 attributes.get("mode", "constant"))
-    if engine == "tiled":
-        from padconv_cli.outofcore.pad_tiles import tiled_pad
-
-        return tiled_pad(source, settings["output"], *arguments, plan=plan,
-                         memory_limit=settings["memory_limit"],
-                         show_progress=settings["show_progress"])
-    from padconv_cli.engines.dask_engine import dask_pad
-
-    return dask_pad(settings["source_path"], settings["output"], *arguments, plan=plan,
-                    **settings["dask"])
 
 
 # --- Conv ------------------------------------------------------------------------------------
@@ -152,25 +133,6 @@ def _conv_output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], plan: Any
     return np.dtype(dtype)
 
 
-def _conv_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
-                 attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    from padconv_cli.errors import InputError
-
-    w, b = (list(others) + [None, None])[:2]
-    if w is None:
-        raise InputError("conv: W is required", param="W")
-    if engine == "tiled":
-        from padconv_cli.outofcore.conv_tiles import tiled_conv
-
-        return tiled_conv(source, w, b, settings["output"], plan=plan,
-                          memory_limit=settings["memory_limit"],
-                          show_progress=settings["show_progress"], **attributes)
-    from padconv_cli.engines.dask_engine import dask_conv
-
-    return dask_conv(settings["source_path"], w, b, settings["output"], plan=plan,
-                     **settings["dask"], **attributes)
-
-
 PAD_VERSIONS = (1, 2, 11, 13, 18, 19, 21, 23, 24, 25)
 CONV_VERSIONS = (1, 11, 22)
 
@@ -178,7 +140,7 @@ PAD = Operator(
     name="Pad", command="pad", input_names=("data",), versions=PAD_VERSIONS,
     defaults={"pads": None, "constant_value": None, "axes": None, "mode": "constant"},
     plan=_plan_pad, run=_run_pad, needs=_pad_needs, output_dtype=_pad_output_dtype,
-    run_engine=_pad_engine, output_name="output",
+    output_name="output",
     max_inputs=lambda version: 1 if version < 11 else (4 if version >= 18 else 3),
     hooks={
         "kernel": "padconv_cli.kernels.pad:pad",
@@ -196,7 +158,7 @@ CONV = Operator(
     defaults={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
               "pads": None, "strides": None},
     plan=_plan_conv, run=_run_conv, needs=_conv_needs, output_dtype=_conv_output_dtype,
-    run_engine=_conv_engine, max_inputs=lambda version: 3, accumulates=True,
+    max_inputs=lambda version: 3, accumulates=True,
     hooks={
         "kernel": "padconv_cli.kernels.conv:conv",
         "node_call": "padconv_cli.onnx_nodes:_conv_call",

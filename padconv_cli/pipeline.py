@@ -27,14 +27,14 @@ Python users call :func:`run`::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError
-from padconv_cli.operators import dtype_of, operator, shape_of
+from padconv_cli.operators import CONV, PAD, dtype_of, operator, shape_of
 
 ENGINES = ("auto", "memory", "tiled", "dask")
 
@@ -185,9 +185,16 @@ def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
     return outcome
 
 
+def call_needs(call: Any, plan: Any, fmt: str = "npy") -> Any:
+    """The :class:`~padconv_cli.resources.Needs` of a KernelCall planned as ``plan``, written
+    in ``fmt`` (by the operator table's ``needs``)."""
+    return operator(call.op_type).needs(call.arrays, plan, dtype_of(call.arrays[0]),
+                                        call.attributes, fmt)
+
+
 def gate_in_memory(request: Request, resolved: Any, plan: Any) -> None:
     """The resource gate of an in-memory run, before the output is allocated."""
-    from padconv_cli.needs import call_needs, written_format
+    from padconv_cli.needs import written_format
     from padconv_cli.resources import Limits, check_call
 
     needs = call_needs(resolved.call, plan, written_format(request.output, request.fmt))
@@ -309,10 +316,9 @@ def run_out_of_core(request: Request) -> Outcome:
     if choice.engine == "memory":
         return Outcome("memory", choice.plan)
     _gate_out_of_core(request, choice.source, choice.plan)
-    tiled = operator(request.operator).run_engine(
-        choice.engine, choice.source, list(choice.others), choice.plan, _attributes(request),
-        _engine_settings(request),
-    )
+    run_engine = ENGINE_RUNS[operator(request.operator).name]
+    tiled = run_engine(choice.engine, choice.source, list(choice.others), choice.plan,
+                       _attributes(request, choice.source), _engine_settings(request))
     return Outcome(choice.engine, choice.plan, tiled=tiled)
 
 
@@ -323,7 +329,7 @@ def _fits_in_memory(request: Request, source: Any, others: list[Any], plan: Any)
     from padconv_cli.resources import Limits, check_call
 
     entry = operator(request.operator)
-    needs = entry.needs((source, *others), plan, dtype_of(source), _attributes(request),
+    needs = entry.needs((source, *others), plan, dtype_of(source), _attributes(request, source),
                         written_format(request.output, request.fmt))
     limits = Limits(request.max_output_bytes, request.memory_limit)
     if needs.total > limits.memory():
@@ -332,11 +338,14 @@ def _fits_in_memory(request: Request, source: Any, others: list[Any], plan: Any)
     return True
 
 
-def _attributes(request: Request) -> dict[str, Any]:
-    """The caller's attributes over the operator's defaults (a call without a model)."""
+def _attributes(request: Request, source: Any) -> dict[str, Any]:
+    """The caller's attributes over the operator's defaults (a call without a model), a text
+    constant_value read as an element of the input's type."""
+    from padconv_cli.constant_text import typed_attributes
+
     entry = operator(request.operator)
     given = {k: v for k, v in request.attributes.items() if v is not None}
-    return {**entry.defaults, **given}
+    return typed_attributes({**entry.defaults, **given}, dtype_of(source))
 
 
 def _declared_input(data: str) -> Any:
@@ -361,7 +370,7 @@ def _plan_declared(request: Request, source: Any, others: list[Any]) -> Any:
     """The call's one plan from the declared shapes."""
     entry = operator(request.operator)
     shapes = [shape_of(source), *(shape_of(o) for o in others)]
-    return entry.plan(shapes, dtype_of(source), _attributes(request))
+    return entry.plan(shapes, dtype_of(source), _attributes(request, source))
 
 
 def _gate_out_of_core(request: Request, source: Any, plan: Any) -> None:
@@ -372,7 +381,7 @@ def _gate_out_of_core(request: Request, source: Any, plan: Any) -> None:
     from padconv_cli.resources import Limits, Needs, check_call
 
     entry = operator(request.operator)
-    dtype = entry.output_dtype(dtype_of(source), _attributes(request), plan)
+    dtype = entry.output_dtype(dtype_of(source), _attributes(request, source), plan)
     shape = tuple(plan.output_shape)
     nbytes = math.prod(shape) * dtype.itemsize
     needs = Needs(0, nbytes, 0, shape, dtype.name, dtype.itemsize)
@@ -385,8 +394,8 @@ def check_file_input(data: Any, engine: str) -> None:
     if data and (is_npy_file(data) or (engine == "dask" and is_zarr(data))):
         return
     accepted = ".npy file or a Zarr store" if engine == "dask" else ".npy file"
-    raise InputError(f"{data}: --engine {engine} reads its input from a {accepted}",
-                     param="engine")
+    raise InputError(f"{data}: not a {accepted}; engine {engine} reads its input from a "
+                     f"{accepted}", param="engine")
 
 
 def check_file_output(output: str | None, fmt: str | None, engine: str) -> None:
@@ -395,9 +404,10 @@ def check_file_output(output: str | None, fmt: str | None, engine: str) -> None:
         return
     if is_npy_target(output, fmt):
         return
-    accepted = "-o FILE.npy or -o STORE.zarr" if engine == "dask" else "-o FILE.npy"
-    raise OutputError(f"{output or 'stdout'}: --engine {engine} writes a file, give {accepted}",
-                      param="engine")
+    accepted = "a .npy file or a Zarr store" if engine == "dask" else "a .npy file"
+    example = "output FILE.npy or output STORE.zarr" if engine == "dask" else "output FILE.npy"
+    raise OutputError(f"{output or 'stdout'}: not {accepted}; engine {engine} writes {accepted}, "
+                      f"give {example}", param=("engine", "output"))
 
 
 def _engine_settings(request: Request) -> dict[str, Any]:
@@ -418,3 +428,44 @@ def _engine_settings(request: Request) -> dict[str, Any]:
             "verbose": request.verbose,
         },
     }
+
+
+# --- the engines of each operator ------------------------------------------------------
+
+
+def _pad_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
+                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
+    arguments = (attributes["pads"], attributes.get("constant_value"), attributes.get("axes"),
+                 attributes.get("mode", "constant"))
+    if engine == "tiled":
+        from padconv_cli.outofcore.pad_tiles import tiled_pad
+
+        return tiled_pad(source, settings["output"], *arguments, plan=plan,
+                         memory_limit=settings["memory_limit"],
+                         show_progress=settings["show_progress"])
+    from padconv_cli.engines.dask_engine import dask_pad
+
+    return dask_pad(settings["source_path"], settings["output"], *arguments, plan=plan,
+                    **settings["dask"])
+
+
+def _conv_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
+                 attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
+    from padconv_cli.errors import InputError
+
+    w, b = (list(others) + [None, None])[:2]
+    if w is None:
+        raise InputError("conv: W is required", param="W")
+    if engine == "tiled":
+        from padconv_cli.outofcore.conv_tiles import tiled_conv
+
+        return tiled_conv(source, w, b, settings["output"], plan=plan,
+                          memory_limit=settings["memory_limit"],
+                          show_progress=settings["show_progress"], **attributes)
+    from padconv_cli.engines.dask_engine import dask_conv
+
+    return dask_conv(settings["source_path"], w, b, settings["output"], plan=plan,
+                     **settings["dask"], **attributes)
+
+
+ENGINE_RUNS: dict[str, Callable[..., Any]] = {PAD.name: _pad_engine, CONV.name: _conv_engine}

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from padconv_cli.dtypes import element_kind
+
 CHUNK_ELEMENTS = 1 << 20
 DEFAULT_EDGE_ITEMS = 3
 PREVIEW_THRESHOLD = 100
@@ -88,23 +90,6 @@ class TensorStats:
     flat_extremes: list[int] = field(default_factory=lambda: [0, 0])
 
 
-def value_kind(dtype: np.dtype) -> str:
-    """``float`` (also bfloat16/float8/float4), ``int`` (also int4/int2), ``bool``, ``complex``
-    or ``string``."""
-    from padconv_cli.dtypes import integer_range, is_float_like
-
-    dtype = np.dtype(dtype)
-    if dtype.kind == "b":
-        return "bool"
-    if dtype.kind == "c":
-        return "complex"
-    if is_float_like(dtype):
-        return "float"
-    if integer_range(dtype) is not None:
-        return "int"
-    return "string"
-
-
 def _chunks(array: np.ndarray) -> Iterator[np.ndarray]:
     """The elements of ``array`` in C order, CHUNK_ELEMENTS at a time (views where possible)."""
     flat = array.reshape(-1)
@@ -124,7 +109,7 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
     equal-width bins over ``[min, max]`` of the finite elements when ``bins`` is given."""
     from padconv_cli.dtypes import dtype_name
 
-    kind = value_kind(array.dtype)
+    kind = element_kind(array.dtype)
     stats = TensorStats(
         dtype=dtype_name(array.dtype),
         shape=tuple(int(d) for d in array.shape),
@@ -132,7 +117,7 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
         nbytes=int(array.nbytes),
         kind=kind,
     )
-    if kind == "string":
+    if kind in ("string", "other"):
         stats.notes.append("strings: no numeric statistics")
         return stats
     if kind == "complex":
@@ -177,7 +162,9 @@ def percentiles(array: np.ndarray, kind: str) -> dict[str, float]:
     values = _finite_values(array, kind)
     if values.size == 0:
         return {}
-    points = np.percentile(values, list(PERCENTILES.values()))
+    # values is a fresh copy unless it is the tensor itself: rank it in place then (one copy)
+    own_copy = not np.shares_memory(values, array)
+    points = np.percentile(values, list(PERCENTILES.values()), overwrite_input=own_copy)
     return {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
 
 
@@ -353,21 +340,6 @@ def describe_tensor(
     if edge_items > 0:
         description["preview"] = preview_text(array, edge_items, width - 4)
     return description
-
-
-def json_safe_description(description: dict[str, Any]) -> dict[str, Any]:
-    """The description with non-finite floats as "nan"/"inf"/"-inf" (strict JSON)."""
-    return {key: _json_safe(value) for key, value in description.items()}
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return value
 
 
 def _count(number: int, noun: str) -> str:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from padconv_cli.cli.sample_commands import command_line
 from padconv_cli.tensorio import write_tensor
 from padconv_cli.verification.cases import builtin_cases
-from padconv_cli.verification.samples import command_line, has_command, sample_arrays
+from padconv_cli.verification.samples import has_command, sample_arrays
 
 SAMPLES = Path(__file__).resolve().parent
 

@@ -71,7 +71,7 @@ def inline_model(model: Any, path: str) -> Any:
 
     from onnx import ModelProto, numpy_helper
 
-    from padconv_cli.models import _subgraphs
+    from padconv_cli.folding import subgraphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
     copy = ModelProto()
@@ -85,7 +85,7 @@ def inline_model(model: Any, path: str) -> Any:
                                           base_dir)
                 graph.initializer[index].CopyFrom(numpy_helper.from_array(array, tensor.name))
         for node in graph.node:
-            for subgraph in _subgraphs(node):
+            for subgraph in subgraphs(node):
                 fix(subgraph)
 
     fix(copy.graph)
@@ -245,19 +245,19 @@ def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
 
 
 def _contains_audited(node: Any) -> bool:
-    from padconv_cli.models import _subgraphs
+    from padconv_cli.folding import subgraphs
 
     if node.op_type in AUDITED_OPS and node.domain in ("", "ai.onnx"):
         return True
-    return any(_contains_audited(inner) for graph in _subgraphs(node) for inner in graph.node)
+    return any(_contains_audited(inner) for graph in subgraphs(node) for inner in graph.node)
 
 
 def _names_read(node: Any) -> set[str]:
     """Every name ``node`` reads: its inputs and, over-approximated, those of its subgraphs."""
-    from padconv_cli.models import _subgraphs
+    from padconv_cli.folding import subgraphs
 
     names = {name for name in node.input if name}
-    for graph in _subgraphs(node):
+    for graph in subgraphs(node):
         for inner in graph.node:
             names |= _names_read(inner)
     return names
@@ -301,7 +301,7 @@ def capture_model(model: Any, feeds: Mapping[str, np.ndarray], runtime: str,
         capture = run_reference(model, feeds)
         return capture, capture
     if not runtime_available(ONNXRUNTIME):
-        raise InputError("onnxruntime is not installed (use --runtime onnx.reference)",
+        raise InputError("onnxruntime is not installed; use runtime onnx.reference",
                          param="runtime")
     capture = run_onnxruntime(model, feeds)
     reference = run_reference(model, feeds) if needs_reference or capture.error else None

@@ -98,7 +98,7 @@ def concrete_shape(declared: DeclaredInput, dims: Mapping[str, int], path: str
             shape.append(dims[dim])
         elif isinstance(dim, str):
             raise InputError(f"{path}: input {declared.name!r} dim {axis} is symbolic "
-                             f"({dim!r}); set it with --dim {dim}=VALUE or give the input",
+                             f"({dim!r}); set it with dim {dim}=VALUE or give the input",
                              param="dim", source=path)
         else:
             raise InputError(f"{path}: input {declared.name!r} dim {axis} has no size; give "

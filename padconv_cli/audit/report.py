@@ -107,12 +107,6 @@ def table_lines(report: AuditReport) -> list[str]:
     return lines
 
 
-def _json_number(value: float | None) -> Any:
-    from padconv_cli.verification.report import json_safe
-
-    return json_safe(value)
-
-
 def report_record(report: AuditReport) -> dict[str, Any]:
     """The audit as one strict-JSON object."""
     return {
@@ -135,9 +129,9 @@ def report_record(report: AuditReport) -> dict[str, Any]:
                 "dtype": node.dtype,
                 "attributes": node.attributes,
                 "runtime": node.runtime,
-                "max_abs": _json_number(node.max_abs),
-                "max_rel": _json_number(node.max_rel),
-                "bound_use": _json_number(node.bound_use),
+                "max_abs": node.max_abs,
+                "max_rel": node.max_rel,
+                "bound_use": node.bound_use,
                 "mismatches": node.mismatches,
                 "right": node.right or None,
                 "detail": node.detail,

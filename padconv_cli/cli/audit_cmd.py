@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import click
@@ -59,7 +58,10 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     from padconv_cli.audit.inputs import parse_dims
     from padconv_cli.audit.report import junit_xml as junit_bytes
     from padconv_cli.audit.report import report_record, table_lines
+    from padconv_cli.cli.output import refuse_output_onto_inputs
 
+    refuse_output_onto_inputs("--junit-xml", junit_xml,
+                              (model, *(item.partition("=")[2] or item for item in inputs)))
     dim_values = parse_dims(dims)
     with _Progress(enabled=not quiet) as progress:
         report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
@@ -69,7 +71,9 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
         write_atomically(junit_xml, junit_bytes(report))
     if as_json:
-        click.echo(json.dumps(report_record(report), indent=2, ensure_ascii=False))
+        from padconv_cli.json_output import dumps
+
+        click.echo(dumps(report_record(report), indent=2))
     else:
         click.echo("\n".join(table_lines(report)))
     if not report.passed:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from padconv_cli.cli.conv_cmd import AUTO_PAD_VALUES
@@ -82,13 +80,18 @@ def compare_command(
     sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
     if sources.count("-") > 1:
         raise click.UsageError("only one of A, B and the Conv inputs can be - (stdin)")
+    from padconv_cli.cli.output import refuse_output_onto_inputs
+
+    refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
     reference = read_tensor(expected, dtype=dtype)
     candidate = read_tensor(actual, dtype=dtype)
     bound = _conv_bound(conv_options, reference.shape, dtype)
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     if as_json:
+        from padconv_cli.json_output import dumps
+
         record = _record(comparison, (expected, reference), (actual, candidate))
-        click.echo(json.dumps(record, indent=2, ensure_ascii=False))
+        click.echo(dumps(record, indent=2))
     else:
         click.echo("\n".join(_lines(comparison, (expected, reference), (actual, candidate))))
     if png is not None:
@@ -145,6 +148,7 @@ def _tensor_text(source: str, array) -> str:
 
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
+    from padconv_cli.cli.options import TOLERANCE_FLAGS
     from padconv_cli.verification.compare import display_value
     from padconv_cli.verification.report import format_error, tolerance_hint
 
@@ -166,15 +170,13 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     hidden = comparison.mismatch_count - len(comparison.mismatches)
     if hidden > 0:
         lines.append(f"  ... and {hidden} more")
-    lines.append("  " + tolerance_hint(comparison))
+    lines.append("  " + tolerance_hint(comparison, TOLERANCE_FLAGS))
     return lines
 
 
 def _record(comparison, first: tuple, second: tuple) -> dict:
     """The comparison as a strict-JSON object."""
     from padconv_cli.dtypes import dtype_name
-    from padconv_cli.verification.compare import plain_value
-    from padconv_cli.verification.report import json_safe
 
     def tensor(source: str, array) -> dict:
         return {"source": source, "dtype": dtype_name(array.dtype), "shape": list(array.shape)}
@@ -191,10 +193,10 @@ def _record(comparison, first: tuple, second: tuple) -> dict:
         "max_rel": comparison.max_rel,
         "mismatch_count": comparison.mismatch_count,
         "mismatches": [
-            {"index": list(index), "a": json_safe(plain_value(a)), "b": json_safe(plain_value(b))}
+            {"index": list(index), "a": a, "b": b}
             for index, a, b in comparison.mismatches
         ],
         "min_atol": comparison.min_atol,
         "min_rtol": comparison.min_rtol,
     }
-    return {key: json_safe(value) for key, value in record.items()}
+    return record

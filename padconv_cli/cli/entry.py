@@ -1,10 +1,11 @@
-"""The ``padconv`` console script: Ctrl-C is handled from this module's first line.
+"""Ctrl-C from this module's first line, for ``python -m padconv_cli`` and the installed script.
 
 Importing the command group (click, numpy, the command modules) takes a noticeable time; a
 Ctrl-C arriving then must not print a traceback.  Until :func:`padconv_cli.cli.main.main` takes
 over, SIGINT writes ``padconv: interrupted`` and exits 130 at once: nothing has been written
-yet, so there is nothing to clean up.  (Before this module runs, the interpreter's own start-up
-is not padconv's code: a Ctrl-C there is Python's to handle.)
+yet, so there is nothing to clean up.  The installed ``padconv`` command (``scripts/padconv``)
+installs the same handler as its own first statement, before importing this package; what
+runs before that is the interpreter's own start-up (see docs/reliability.md).
 """
 
 import os

@@ -10,7 +10,9 @@ dask scheduler was lost, a worker died: one line, nothing written), 130 interrup
 
 from __future__ import annotations
 
+import errno
 import importlib
+import io
 import os
 import re
 import sys
@@ -100,6 +102,14 @@ class LazyGroup(click.Group):
                 rows.append((name, short))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        """click's, with a Ctrl-C while the arguments are parsed carried as
+        :class:`Interrupted` (click would print an empty line before the one line)."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
 
     def invoke(self, ctx: click.Context):
         try:
@@ -274,7 +284,68 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     except PadconvError as error:
         click.echo(_input_flag_hint(error, _library_error_line(error)), err=True)
         code = getattr(error, "exit_code", EXIT_USAGE)
+    except OSError as error:  # a report could not be written (closed or full stdout)
+        _silence_stdout()
+        click.echo(_error_line(_os_error_text(error), _command_path()), err=True)
+        code = EXIT_USAGE
+    except Exception as error:
+        if not caused_by_interrupt(error):
+            raise
+        _ignore_further_interrupts()
+        click.echo("padconv: interrupted", err=True)
+        code = EXIT_INTERRUPTED
     return code if isinstance(code, int) else 0
+
+
+def caused_by_interrupt(error: BaseException) -> bool:
+    """True when a KeyboardInterrupt is in ``error``'s chain of causes and contexts.
+
+    Python turns a Ctrl-C that lands in some places into another exception (during a class
+    definition, ``__set_name__`` wraps it in a RuntimeError; an import hook may wrap it too):
+    that is still the Ctrl-C, not a failure of padconv.
+    """
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+class StdoutUnavailable(OSError):
+    """Text was printed while standard output was closed when padconv started (``>&-``)."""
+
+
+class _ClosedStdout(io.TextIOBase):
+    """``sys.stdout`` when descriptor 1 was closed at start: writing text raises
+    :class:`StdoutUnavailable` (a report has nowhere to go); it has no ``buffer``, so a tensor
+    meant for stdout is refused by the writer's own check."""
+
+    encoding = "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        if text:
+            raise StdoutUnavailable(errno.EBADF, "standard output is closed")
+        return 0
+
+
+def _os_error_text(error: OSError) -> str:
+    """The one-line reason of a failed write: to stdout unless the error names a file."""
+    from padconv_cli.tensorio.files import printable
+
+    if isinstance(error, StdoutUnavailable):
+        return "<stdout>: standard output is closed; the report has nowhere to go"
+    reason = error.strerror or str(error)
+    if error.filename is not None:
+        return f"{printable(str(error.filename))}: {reason}"
+    return f"<stdout>: write failed ({reason})"
 
 
 def plug_closed_standard_streams() -> None:
@@ -291,6 +362,8 @@ def plug_closed_standard_streams() -> None:
                 os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
             except OSError:
                 return
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
 
 
 def _swap_interrupt_handler(handler) -> None:
@@ -312,13 +385,32 @@ def threading_is_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def run_interruptible(argv: list[str] | None) -> int:
-    """Run the command with Ctrl-C unwinding it (``finally`` blocks remove temporary files),
-    then, for the interpreter's exit, go back to "one line, exit 130 at once"."""
+def redeliver_swallowed_interrupts() -> None:
+    """A Ctrl-C whose KeyboardInterrupt is raised inside a callback Python cannot raise from
+    (a weakref callback of the import system, a ``__del__``) is not lost: instead of
+    "Exception ignored in ..." on stderr and a run that goes on to exit 0, SIGINT is sent
+    again, and raised where the main thread can unwind."""
     import signal
 
-    from padconv_cli.cli.entry import exit_interrupted
+    previous = sys.unraisablehook
 
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+
+
+def run_interruptible(argv: list[str] | None) -> int:
+    """Run the command with Ctrl-C unwinding it (``finally`` blocks remove temporary files),
+    then, for the interpreter's exit, go back to the handler that was there before (the entry
+    module's "one line, exit 130 at once")."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT) if threading_is_main() else None
+    redeliver_swallowed_interrupts()
     _swap_interrupt_handler(signal.default_int_handler)
     try:
         return cli.main(args=argv, prog_name="padconv", standalone_mode=False)
@@ -327,7 +419,7 @@ def run_interruptible(argv: list[str] | None) -> int:
         click.echo("padconv: interrupted", err=True)
         return EXIT_INTERRUPTED
     finally:
-        _swap_interrupt_handler(exit_interrupted)
+        _swap_interrupt_handler(signal.SIG_DFL if before is None else before)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,6 +34,10 @@ def find_parameter(ctx: click.Context | None, name: str | None) -> click.Paramet
     for param in ctx.command.params:
         if (param.name or "").lower() == wanted:
             return param
+    for param in ctx.command.params:  # a parameter stored under another name (fmt: --format)
+        longs = [opt[2:].replace("-", "_") for opt in param.opts if opt.startswith("--")]
+        if isinstance(param, click.Option) and wanted in longs:
+            return param
     return None
 
 
@@ -80,10 +84,15 @@ def _argument_files(ctx: click.Context | None, message: str) -> str:
 
 def _with_label(message: str, name: str, label: str) -> str:
     """``pads has 2 values`` (or ``Conv attribute pads ...``) -> ``--pads has 2 values``; a
-    distinctive name (``max_input_bytes``) is replaced wherever it stands; else the message
-    is prefixed with ``--pads: ``."""
+    distinctive name (``max_input_bytes``) is replaced wherever it stands, any name in the
+    remedy after the first ``; `` (``...; give pads``); else the message is prefixed with
+    ``--pads: ``."""
     leading = rf"^((?:\w+ attribute )?){re.escape(name)}\b"
     anywhere = rf"(?<![\w-]){re.escape(name)}\b"
+    in_remedy = rf"(?<![\w'.-]){re.escape(name)}\b(?!['.])"  # not a quoted input name
+    head, separator, remedy = message.partition("; ")
+    if separator and re.search(in_remedy, remedy):
+        message = head + separator + re.sub(in_remedy, lambda m: label, remedy)
     if re.match(leading, message):
         message = re.sub(leading, lambda m: label, message, count=1)
     elif not ("_" in name and re.search(anywhere, message)):
@@ -114,6 +123,12 @@ def render_library_error(error: Exception, ctx: click.Context | None) -> str:
     message = first
     name = getattr(error, "param", None) or _leading_parameter(ctx, message)
     source = getattr(error, "source", None)
+    if isinstance(name, tuple):  # a message naming several parameters: all but the first here
+        for other in name[1:]:
+            option = find_parameter(ctx, other)
+            if isinstance(option, click.Option):
+                message = _with_label(message, other, _label(option))
+        name = name[0]
     param = find_parameter(ctx, name)
     if param is not None and isinstance(param, click.Option):
         message = _with_label(message, name, _label(param))

@@ -150,9 +150,9 @@ def require(value: Any, message: str) -> None:
 
 
 def _print_json(data: Any, err: bool = False) -> None:
-    import json
+    from padconv_cli.json_output import dumps
 
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str), err=err)
+    click.echo(dumps(data, indent=2), err=err)
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,9 @@ def run_operator(
     from padconv_cli.pipeline import Request, run
 
     _check_output_targets(request.output, extras.emit_onnx)
+    from padconv_cli.cli.output import refuse_output_onto_inputs
+
+    refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx, (*sources, extras.from_model))
     call = Request(
         op_type, tuple(sources), explicit_flags(**attributes),
         model=extras.from_model, node=extras.node, engine=engine_settings.engine,

@@ -27,6 +27,7 @@ _NUMBER = r"[+-]?(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)"
 _NUMBER_WORD = re.compile(rf"{_NUMBER}(,{_NUMBER})*,?")
 LIST_TAILS_KEY = "padconv.list_option_tails"
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
+_DECIMAL_INTEGER = re.compile(r"[+-]?[0-9]+")
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
@@ -41,13 +42,14 @@ class IntListType(click.ParamType):
         text = str(value).strip()
         if text.startswith("@"):
             return self._from_tensor_file(text[1:], param, ctx)
+        if re.search(r"(^|,)\s*(,|$)", text) and "," in text:
+            self.fail(f"{text!r} has an empty value between commas", param, ctx)
         words = [w for w in re.split(r"[\s,]+", text) if w]
         values = []
         for word in words:
-            try:
-                number = int(word)
-            except ValueError:
+            if not _DECIMAL_INTEGER.fullmatch(word):  # int() also takes "1_0" and "١"
                 self.fail(f"{word!r} is not an integer", param, ctx)
+            number = int(word)
             if not INT64_MIN <= number <= INT64_MAX:
                 self.fail(f"{word} does not fit in int64", param, ctx)
             values.append(number)
@@ -294,6 +296,9 @@ class ToleranceOption(click.Option):
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         self.help = f"{self.lead} (default per dtype: {default_tolerance_text(self.position)})."
         return super().get_help_record(ctx)
+
+
+TOLERANCE_FLAGS = {"atol": "--atol", "rtol": "--rtol"}  # verify and compare name them so
 
 
 def tolerance_options(f: Callable) -> Callable:

@@ -46,3 +46,46 @@ def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
         f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "
         "(> y.npy), pipe it, give -o FILE, or add --force-binary"
     )
+
+
+def _source_files(source: str) -> list[str]:
+    """The existing files a tensor source names: the path itself, or the part before a
+    ``:NAME`` suffix (``x.npz:a``, ``m.onnx:W``, ``outputs.json:y``)."""
+    import os
+
+    if not source or source == "-":
+        return []
+    candidates = [source] + [source[:i] for i, ch in enumerate(source) if ch == ":" and i]
+    return [path for path in candidates if os.path.isfile(path)]
+
+
+def _same_file(first: str, second: str) -> bool:
+    """True when two paths name one file (one real path, or one existing inode)."""
+    import os
+
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
+    """Rule: an extra output (``--emit-onnx``, ``--junit-xml``, ``--png``) never names one of
+    the run's input files (a tensor, a model, ``FILE.npz`` of ``FILE.npz:NAME``), by any
+    spelling or hard link: writing it would destroy that input. A usage error, before anything
+    is read or written."""
+    import click
+
+    if target is None or target == "-" or not target.strip():
+        return
+    for source in sources:
+        for path in _source_files(source or ""):
+            if _same_file(path, target):
+                from padconv_cli.tensorio.files import printable
+
+                raise click.UsageError(
+                    f"{flag} {printable(target)} is also an input ({printable(source)}); "
+                    "writing it would destroy that input: give another file"
+                )

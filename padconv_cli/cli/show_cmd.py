@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import click
 
 from padconv_cli.cli.input_options import input_options
@@ -74,9 +71,13 @@ def show_command(
     initializer), - for stdin, or an inline literal. Statistics are over the finite values;
     complex tensors are summarised by |x|.
     """
+    from padconv_cli.cli.output import refuse_output_onto_inputs
     from padconv_cli.cli.style import output_width
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
+    refuse_output_onto_inputs("--png", png, sources)
+    if sum(source == "-" or source.startswith("-:") for source in sources) > 1:
+        raise click.UsageError("only one FILE can be - (stdin)")
     descriptions = []
     for source in sources:
         for label, array in named_tensors(source, dtype=dtype):
@@ -87,7 +88,9 @@ def show_command(
             if not as_json:
                 click.echo(format_description(descriptions[-1]))
     if as_json:
-        click.echo(json.dumps(_json_ready(descriptions), indent=2, ensure_ascii=False))
+        from padconv_cli.json_output import dumps
+
+        click.echo(dumps(descriptions, indent=2))
     if png is not None:
         _draw(sources, dtype, png)
 
@@ -102,9 +105,3 @@ def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
     if len(tensors) != 1:
         raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
     write_png(tensor_picture(tensors[0]), png)
-
-
-def _json_ready(descriptions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from padconv_cli.stats import json_safe_description
-
-    return [json_safe_description(d) for d in descriptions]

@@ -8,7 +8,7 @@ import click
 
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.options import env_flag, tolerance_options
+from padconv_cli.cli.options import TOLERANCE_FLAGS, env_flag, tolerance_options
 
 EXIT_FAILED = 1
 
@@ -116,7 +116,7 @@ def verify_command(
         from padconv_cli.verification.report import junit_xml as render_junit
         from padconv_cli.verification.report import write_atomically
 
-        write_atomically(junit_xml, render_junit(results))
+        write_atomically(junit_xml, render_junit(results, TOLERANCE_FLAGS))
     if as_json:
         _print_json(results)
     else:
@@ -181,11 +181,11 @@ def _print_list(cases: list, as_json: bool) -> None:
     from padconv_cli.verification import report
 
     if as_json:
-        import json
+        from padconv_cli.json_output import dumps
 
         for case in cases:
-            click.echo(json.dumps(report.case_record(case)))
-        click.echo(json.dumps({"type": "summary", "total": len(cases)}))
+            click.echo(dumps(report.case_record(case)))
+        click.echo(dumps({"type": "summary", "total": len(cases)}))
         return
     for line in report.plain_case_list(cases):
         click.echo(line)
@@ -194,11 +194,14 @@ def _print_list(cases: list, as_json: bool) -> None:
 
 def _print_side_by_side(case, result) -> None:
     """The one selected case in full: command, inputs, attributes, expected, actual, difference."""
+    from padconv_cli.cli.sample_commands import command_line
     from padconv_cli.cli.style import output_width
     from padconv_cli.verification.report import side_by_side
+    from padconv_cli.verification.samples import has_command
 
+    command = command_line(case) if case.source == "builtin" and has_command(case) else None
     click.echo("")
-    for line in side_by_side(case, result, output_width()):
+    for line in side_by_side(case, result, output_width(), command):
         click.echo(line)
 
 
@@ -231,7 +234,7 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
     for result in shown:
         details = []
         if result.status != PASSED:
-            details = failure_details(result)
+            details = failure_details(result, TOLERANCE_FLAGS)
         if verbose:
             details = (details or [result.case.name]) + verbose_details(result)[1:]
         if details:

@@ -46,8 +46,9 @@ def require_dask(modules: tuple[str, ...] = ("dask.array", "distributed")) -> No
             missing.append(module.split(".")[0])
     if missing:
         raise PadconvError(
-            f"--engine dask needs {', '.join(missing)}; {DASK_EXTRA_HINT} "
-            "(zarr 3 needs Python >= 3.11)"
+            f"engine dask needs {', '.join(missing)}; {DASK_EXTRA_HINT} "
+            "(zarr 3 needs Python >= 3.11)",
+            param="engine",
         )
 
 
@@ -105,8 +106,9 @@ def _client(scheduler: str | None) -> Iterator[Any]:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT_SECONDS)
         except (OSError, TimeoutError, ValueError) as exc:
             raise PadconvError(
-                f"--scheduler {scheduler}: cannot connect to a dask scheduler "
-                f"({one_line(exc, 200)})"
+                f"scheduler {scheduler}: cannot connect to a dask scheduler "
+                f"({one_line(exc, 200)})",
+                param="scheduler",
             ) from None
         try:
             yield client
@@ -175,8 +177,9 @@ def runtime_failure(exc: BaseException, scheduler: str | None) -> RuntimeFailure
     if name == "KilledWorker":
         return RuntimeFailure(
             "a dask worker died while computing a block (KilledWorker: it ran out of memory or "
-            "was stopped); give the workers more memory (dask worker --memory-limit) or lower "
-            "--memory-limit so that blocks are smaller"
+            "was stopped); give the workers more memory (`dask worker --memory-limit`) "
+            "or lower memory_limit so that blocks are smaller",
+            param="memory_limit",
         )
     lost = ("CommClosedError", "CancelledError", "FutureCancelledError", "TimeoutError")
     if name in lost or isinstance(exc, OSError):

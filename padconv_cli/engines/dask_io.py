@@ -35,10 +35,18 @@ from padconv_cli.engines.shared_files import (
     zarr_fingerprint,
 )
 from padconv_cli.engines.zarr_paths import ZARR_MARKERS, is_zarr_path
-from padconv_cli.engines.zarr_store import keys_touching, object_shape, stored_chunk_keys
-from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.engines.zarr_store import (
+    keys_touching,
+    object_shape,
+    open_zarr_input,
+    stored_chunk_keys,
+)
+from padconv_cli.errors import OutputError
+from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.policy import check_read_bytes, input_limit
+from padconv_cli.tensorio.zarr_store import check_zarr_objects
 
 
 def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> Any:
@@ -93,6 +101,8 @@ class ZarrSource:
     def __init__(self, path: str) -> None:
         self.array = open_zarr_input(path)
         self.path = path
+        self.limit = input_limit()
+        check_zarr_objects(self.array, path, self.limit)
         self.fingerprint = zarr_fingerprint(self.array, path)
         self.stored = stored_chunk_keys(self.array)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
@@ -102,7 +112,11 @@ class ZarrSource:
         return self.fingerprint
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box``."""
+        """A task giving the values in ``box`` (within the input limit)."""
+        box_bytes = math.prod(len(range(*s.indices(n))) for s, n in zip(box, self.shape,
+                                                                         strict=True))
+        check_read_bytes(box_bytes * self.dtype.itemsize, self.path, "one dask block",
+                         self.limit)
         keys = [key for key in keys_touching(self.array, box) if key in self.stored]
         return (read_zarr_box, self.array, self.fingerprint, box, keys)
 
@@ -138,23 +152,6 @@ def read_zarr_box(
     ensure_confirmed(expected)
     check_chunks(array, expected.path, keys)
     return np.ascontiguousarray(array[box])
-
-
-def open_zarr_input(path: str) -> Any:
-    """The Zarr array at ``path``, opened read-only; a numeric or bool element type."""
-    require_dask(("zarr",))
-    import zarr
-
-    try:
-        store = zarr.open_array(path, mode="r")
-    except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
-        raise InputError(f"{path}: not a readable Zarr array ({one_line(exc, 200)})") from None
-    dtype = np.dtype(store.dtype)
-    if dtype.hasobject or dtype.kind not in "biufc":
-        raise UnsupportedDtypeError(
-            f"{path}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type"
-        )
-    return store
 
 
 TEMP_TAG = ".padconv-"
@@ -251,7 +248,7 @@ def _temp_prefix(target: str) -> str:
 
 def _write_owner(location: Location, folder: str, token: str) -> None:
     owner = {"token": token, "host": socket.gethostname(), "pid": os.getpid()}
-    location.write_text(location.join(folder, OWNER_FILE), json.dumps(owner))
+    location.write_text(location.join(folder, OWNER_FILE), dumps(owner))
 
 
 def _read_owner(location: Location, folder: str) -> dict | None:

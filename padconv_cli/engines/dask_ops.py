@@ -21,7 +21,7 @@ import numpy as np
 
 from padconv_cli.errors import OutputTooLargeError
 from padconv_cli.kernels.conv import ConvPlan, plan_conv
-from padconv_cli.kernels.pad import PadPlan, coerce_constant_value, element_kind, plan_pad
+from padconv_cli.kernels.pad import PadPlan, coerce_constant_value, pad_element_kind, plan_pad
 from padconv_cli.outofcore.conv_geometry import ChannelTile
 from padconv_cli.outofcore.conv_tiles import (
     TileInput,
@@ -255,7 +255,7 @@ def pad_dask(
     ``x`` is a dask array, or an array in storage read block by block (see
     :func:`block_source`); ``plan``: the call's plan when the caller made it already.
     """
-    element_kind(x.dtype)
+    pad_element_kind(x.dtype)
     if plan is None:
         plan = plan_pad(x.shape, pads, axes, mode)
     value = None if constant_value is None else coerce_constant_value(constant_value, x.dtype)
@@ -313,11 +313,16 @@ def conv_dask(
     """
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
+    if 0 in plan.output_shape:  # an empty result (M = 0, N = 0): no block to compute
+        import dask.array as da
+
+        return da.zeros(plan.output_shape, dtype=x.dtype), True
     budget = block_bytes - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(
-            f"--memory-limit: a block budget of {block_bytes} bytes does not hold W and B "
-            f"({fixed_bytes(w, b)} bytes); raise --memory-limit"
+            f"memory_limit: a block budget of {block_bytes} bytes does not hold W and B "
+            f"({fixed_bytes(w, b)} bytes); raise memory_limit",
+            param="memory_limit",
         )
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     source = block_source(x)

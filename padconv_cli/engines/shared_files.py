@@ -120,7 +120,7 @@ def zarr_fingerprint(array: Any, path: str) -> Fingerprint:
 def fingerprint(kind: str, path: str) -> Fingerprint:
     """Take the fingerprint of the input ``path`` of ``kind`` (``npy`` or ``zarr``) here."""
     if kind == "zarr":
-        from padconv_cli.engines.dask_io import open_zarr_input
+        from padconv_cli.engines.zarr_store import open_zarr_input
 
         return zarr_fingerprint(open_zarr_input(path), path)
     from padconv_cli.outofcore.npy_memmap import open_npy_memmap

@@ -11,6 +11,10 @@ import itertools
 import math
 from typing import Any
 
+import numpy as np
+
+from padconv_cli.errors import InputError, UnsupportedDtypeError
+
 METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
 
 
@@ -89,3 +93,23 @@ def read_key(array: Any, key: str) -> bytes | None:
 def metadata_bytes(array: Any) -> bytes:
     """The array's metadata documents, concatenated in a fixed order."""
     return b"\0".join(read_key(array, key) or b"" for key in METADATA_KEYS)
+
+
+def open_zarr_input(path: str) -> Any:
+    """The Zarr array at ``path``, opened read-only; a numeric or bool element type."""
+    from padconv_cli.engines.cluster import require_dask
+    from padconv_cli.tensorio.files import one_line
+
+    require_dask(("zarr",))
+    import zarr
+
+    try:
+        store = zarr.open_array(path, mode="r")
+    except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
+        raise InputError(f"{path}: not a readable Zarr array ({one_line(exc, 200)})") from None
+    dtype = np.dtype(store.dtype)
+    if dtype.hasobject or dtype.kind not in "biufc":
+        raise UnsupportedDtypeError(
+            f"{path}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type"
+        )
+    return store

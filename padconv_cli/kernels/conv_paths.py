@@ -148,6 +148,8 @@ def scratch_bytes(
     DEPTHWISE_KEPT_TAPS).
     """
     m = plan.w_shape[0] if out_channels is None else out_channels
+    if m == 0 or 0 in plan.w_shape[:2]:  # no output channel, or no input to sum: no buffers
+        return 0
     per_group_out = plan.w_shape[0] // plan.group
     groups = max(1, -(-m // per_group_out))
     images, out_spatial = plan.output_shape[0], plan.output_shape[2:]

@@ -25,6 +25,7 @@ from padconv_cli.errors import PadconvError
 
 ISA_VARIABLE = "PADCONV_NATIVE_ISA"
 THREADS_VARIABLE = "PADCONV_NATIVE_THREADS"
+MAX_THREADS = 4096  # beyond any machine; keeps the C++ task counts far from overflow
 
 
 @functools.cache
@@ -57,12 +58,14 @@ def selected_isa() -> str:
 
 
 def thread_count() -> int:
-    """``PADCONV_NATIVE_THREADS`` when set to an integer >= 1, else the usable cores."""
+    """``PADCONV_NATIVE_THREADS`` when set to an integer in [1, MAX_THREADS] (ASCII digits),
+    else the usable cores."""
     text = os.environ.get(THREADS_VARIABLE, "").strip()
     if text:
-        if not text.isdigit() or int(text) < 1:
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_THREADS:
             raise PadconvError(
-                f"{THREADS_VARIABLE} must be an integer >= 1, got {text!r}",
+                f"{THREADS_VARIABLE} must be an integer from 1 to {MAX_THREADS}, "
+                f"got {text[:40]!r}",
                 param=THREADS_VARIABLE,
             )
         return int(text)

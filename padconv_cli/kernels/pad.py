@@ -33,14 +33,20 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, OutputTooLargeError
-from padconv_cli.kernels.pad_plan import PAD_MODES, AxisPad, PadPlan, make_pad_plan, plan_pad
+from padconv_cli.kernels.pad_plan import (
+    PAD_MODES,
+    AxisPad,
+    PadPlan,
+    fill_value,
+    make_pad_plan,
+    plan_pad,
+)
 from padconv_cli.kernels.pad_values import (
     PAD_ELEMENT_TYPES,
     PAD_ELEMENT_TYPES_TEXT,
     coerce_constant_value,
-    element_kind,
-    fill_value,
     output_dtype,
+    pad_element_kind,
 )
 from padconv_cli.kernels.recycled import new_array
 from padconv_cli.kernels.workers import run_tasks, worker_count
@@ -52,7 +58,7 @@ __all__ = [
     "AxisPad",
     "PadPlan",
     "coerce_constant_value",
-    "element_kind",
+    "pad_element_kind",
     "fill_value",
     "output_dtype",
     "pad",
@@ -99,7 +105,7 @@ def pad(
     is no longer referenced (:mod:`padconv_cli.kernels.recycled`).
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
-    element_kind(array.dtype)
+    pad_element_kind(array.dtype)
     plan = make_pad_plan(array.shape, pads, axes, mode)
     return pad_planned(array, plan, fill_value(constant_value, array.dtype, plan), out=out)
 

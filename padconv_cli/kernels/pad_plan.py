@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.kernels.pad_values import element_kind
+from padconv_cli.kernels.pad_values import coerce_constant_value, default_constant, pad_element_kind
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -111,7 +111,7 @@ def plan_pad(
     :class:`AttributeValueError` for a bad mode, axis or pad count, a repeated axis,
     pads making an axis negative (``dim + begin + end < 0``), or (reflect/edge/wrap) an
     axis with non-zero pads that is empty after cropping.  When ``dtype`` is given, it must
-    be one of Pad-25's element types (:func:`element_kind`), as :func:`pad` requires of its
+    be one of Pad-25's element types (:func:`pad_element_kind`), as :func:`pad` requires of its
     data.
     """
     return make_pad_plan(shape, pads, axes, mode, dtype=dtype)
@@ -128,7 +128,7 @@ def make_pad_plan(
     """:func:`plan_pad` itself; the kernel and the tiles of the engines plan through this
     name, so that a count of :func:`plan_pad` calls sees the callers outside the kernel."""
     if dtype is not None:
-        element_kind(dtype)
+        pad_element_kind(dtype)
     input_shape = _as_int_tuple(shape, "shape")
     mode = _checked_mode(mode)
     rank = len(input_shape)
@@ -249,3 +249,13 @@ def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
             f"{mode} needs at least one element"
         )
     return ax
+
+
+def fill_value(constant_value: Any, dt: np.dtype, plan: PadPlan) -> Any:
+    """The element written into new border cells: ``constant_value`` coerced to ``dt``
+    (validated whenever given), else the ONNX default (0, "" or False); None when the plan
+    adds no constant border (other modes, or nothing padded)."""
+    value = None if constant_value is None else coerce_constant_value(constant_value, dt)
+    if plan.mode != "constant" or not plan.adds_elements:
+        return None
+    return default_constant(dt) if value is None else value

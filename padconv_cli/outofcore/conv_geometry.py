@@ -89,6 +89,8 @@ def channel_tiles(out_channels: int, in_channels: int, group: int, tile: int) ->
     a group boundary partially (module docstring)."""
     per_group_out = out_channels // group
     per_group_in = in_channels // group
+    if per_group_out == 0:  # M = 0: an empty output, nothing to compute
+        return []
     if tile >= per_group_out:
         groups_per_tile = max(1, tile // per_group_out)
         return [
@@ -116,4 +118,5 @@ def channel_tiles(out_channels: int, in_channels: int, group: int, tile: int) ->
 
 def tile_in_channels(out_channels: int, in_channels: int, group: int, tile: int) -> int:
     """Input channels a channel tile of ``tile`` output channels reads (for memory bounds)."""
-    return max(c.c1 - c.c0 for c in channel_tiles(out_channels, in_channels, group, tile))
+    return max((c.c1 - c.c0 for c in channel_tiles(out_channels, in_channels, group, tile)),
+               default=0)

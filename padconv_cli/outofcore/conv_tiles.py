@@ -201,8 +201,9 @@ def tiled_conv(
     budget = memory_limit - fixed_bytes(w, b)
     if budget <= 0:
         raise OutputTooLargeError(
-            f"--memory-limit {memory_limit} bytes does not even hold W and B "
-            f"({fixed_bytes(w, b)} bytes with W's accumulator copy); raise --memory-limit"
+            f"memory_limit {memory_limit} bytes does not even hold W and B "
+            f"({fixed_bytes(w, b)} bytes with W's accumulator copy); raise memory_limit",
+            param="memory_limit",
         )
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     axis_ranges = tiling.axis_ranges

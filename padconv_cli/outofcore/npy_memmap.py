@@ -1,13 +1,14 @@
-"""``.npy`` files as memory maps, opened with the same header checks as :mod:`tensorio`.
+"""``.npy`` files read box by box with ``pread`` and written through short-lived memory maps.
 
 Reading: :func:`open_npy_memmap` validates the header (magic, version, header size, no object
 dtype, sane shape; see :func:`padconv_cli.tensorio.npy.read_npy_header`) and refuses a header
-that promises more bytes than the file holds, before anything is mapped.
+that promises more bytes than the file holds.  :meth:`NpyInput.read` then reads only the rows a
+box selects with ``pread``, after checking on the opened descriptor that the file is the one
+opened and still long enough: an input truncated or replaced by another process during the
+run is one :class:`InputError`, never the SIGBUS of a memory-mapped page past the file's end.
 
-Resident memory: pages of a memory map that were touched count in the process's resident set
-until the map is closed.  :class:`NpyInput` and :class:`NpyOutput` therefore map the file only
-for the duration of one tile (``read``/``write``) and unmap it right after, so that resident
-memory follows the tile, not the file.
+Resident memory: :class:`NpyOutput` maps the result only for the duration of one tile and
+unmaps it right after, so that resident memory follows the tile, not the file.
 
 Writing: :class:`NpyOutput` creates the result with ``numpy.lib.format.open_memmap`` in a
 temporary file next to the target, and :meth:`NpyOutput.commit` renames it over the target
@@ -17,27 +18,30 @@ temporary file next to the target, and :meth:`NpyOutput.commit` renames it over 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
+import operator
 import os
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.tensorio.atomic import make_temp_file
 from padconv_cli.tensorio.files import one_line, open_regular_file
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
+from padconv_cli.tensorio.policy import check_read_bytes, input_limit
 from padconv_cli.units import human_bytes
 
 
 @dataclass(frozen=True)
 class NpyInput:
-    """A validated ``.npy`` file read one box at a time through a short-lived memory map."""
+    """A validated ``.npy`` file read one box at a time with ``pread`` (never memory-mapped)."""
 
     path: str
     header: NpyHeader
     identity: tuple[int, int, int] | None = None  # (st_dev, st_ino, st_size) when opened
+    max_read_bytes: int | None = None  # the input limit where it was opened (workers keep it)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -59,26 +63,17 @@ class NpyInput:
         """Bytes of data: ``prod(shape) * itemsize``."""
         return self.header.data_bytes
 
-    @contextlib.contextmanager
-    def mapped(self) -> Iterator[np.ndarray]:
-        """The whole array as a read-only memory map, unmapped when the block ends."""
-        array = _map(self.path, self.header, "r")
-        try:
-            yield array
-        finally:
-            del array
-
-    def check_unchanged(self) -> None:
+    def check_unchanged(self, fd: int | None = None) -> None:
         """Refuse to go on when another process replaced or truncated the file meanwhile.
 
         Rule: same device and inode as when it was opened, and still at least
-        ``data_offset + data_bytes`` long (mapping a shrunk file fails; touching its missing
-        pages would kill the process with SIGBUS).
+        ``data_offset + data_bytes`` long.  ``fd``: the descriptor about to be read, checked
+        itself (a path checked, then opened, could be replaced in between).
         """
         if self.identity is None:
             return
         try:
-            info = os.stat(self.path)
+            info = os.stat(self.path) if fd is None else os.fstat(fd)
         except OSError as exc:
             raise InputError(f"{self.path}: disappeared while being read "
                              f"({one_line(exc.strerror or exc)})") from None
@@ -90,27 +85,34 @@ class NpyInput:
                 "another process while being read"
             )
 
-    def read(self, box: tuple[slice, ...]) -> np.ndarray:
-        """A native-byte-order, C-contiguous copy of ``array[box]``.
+    def read(self, box: object) -> np.ndarray:
+        """A native-byte-order, C-contiguous copy of ``array[box]``, read with ``pread``.
 
-        A box of unit-step slices is read with ``pread`` (a file truncated meanwhile gives a
-        short read, not the SIGBUS of touching a mapped page past its end); other indexing
-        goes through a short-lived memory map.
+        ``box``: slices of any step, integers and ``...``, as numpy indexes an array.  Only the
+        rows the box selects are read (never through a memory map: a file truncated by another
+        process meanwhile gives a short read and one :class:`InputError`, not the SIGBUS of
+        touching a mapped page past its end); steps are then taken in memory.  A box of more
+        than the input limit in force where the file was opened is refused before it is read
+        (:func:`padconv_cli.tensorio.policy.check_read_bytes`).
         """
-        self.check_unchanged()
-        bounds = _unit_bounds(box, self.shape)
-        if bounds is not None:
-            part = _pread_box(self.path, self.header, bounds)
-        else:
-            with self.mapped() as array:
-                part = np.array(array[box], order="C")
+        ranges, local = box_ranges(box, self.shape)
+        read_bytes = math.prod(len(r) for r in ranges) * self.header.dtype.itemsize
+        check_read_bytes(read_bytes, self.path, "one box of the out-of-core engine",
+                         self.max_read_bytes)
+        fd = _open_for_reading(self.path)
+        try:
+            self.check_unchanged(fd)
+            part = _pread_box(fd, self.path, self.header, ranges)
+        finally:
+            os.close(fd)
+        part = np.asarray(part[local], order="C")
         part = to_native_byte_order(part)
         _check_bool_bytes(part, self.path)
         return part
 
-    def __getitem__(self, box: tuple[slice, ...]) -> np.ndarray:
+    def __getitem__(self, box: object) -> np.ndarray:
         """``read(box)``: lets dask read chunks of the file (``dask.array.from_array``)."""
-        return self.read(box if isinstance(box, tuple) else (box,))
+        return self.read(box)
 
 
 def open_npy_memmap(path: str) -> NpyInput:
@@ -135,61 +137,128 @@ def open_npy_memmap(path: str) -> NpyInput:
         raise UnsupportedDtypeError(
             f"{path}: structured element type {header.dtype} is not a tensor element type"
         )
-    return NpyInput(path, header, (info.st_dev, info.st_ino, size))
+    return NpyInput(path, header, (info.st_dev, info.st_ino, size), input_limit())
 
 
-def _unit_bounds(box: object, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
-    """[(start, stop)] per axis for a tuple of unit-step slices (None for other indexing)."""
-    if not isinstance(box, tuple) or len(box) != len(shape):
-        return None
-    bounds = []
-    for index, dim in zip(box, shape, strict=True):
-        if not isinstance(index, slice):
-            return None
-        start, stop, step = index.indices(dim)
-        if step != 1:
-            return None
-        bounds.append((start, max(start, stop)))
-    return bounds
+def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:
+    """The ascending ``range`` of indices ``box`` selects on each axis, and the index that
+    turns the array of those rows into ``array[box]`` (drops integer axes, reverses negative
+    steps).
+
+    Rule: as numpy's basic indexing: ``...`` stands for the missing full axes, an integer
+    ``i`` is ``i + dim`` when negative and must lie in ``[0, dim)``, a slice is
+    ``range(*slice.indices(dim))``.  Anything else (arrays, ``None``) is a TypeError.
+    """
+    items = list(box) if isinstance(box, tuple) else [box]
+    if any(item is Ellipsis for item in items):
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (len(shape) - len(items) + 1)
+    if len(items) > len(shape):
+        raise IndexError(f"too many indices: {len(items)} for {len(shape)} axes")
+    items += [slice(None)] * (len(shape) - len(items))
+    ranges, local = [], []
+    for item, dim in zip(items, shape, strict=True):
+        chosen, index = _axis_range(item, dim)
+        ranges.append(chosen)
+        local.append(index)
+    return ranges, tuple(local)
 
 
-def _pread_box(path: str, header: NpyHeader, bounds: list[tuple[int, int]]) -> np.ndarray:
-    """``array[box]`` read run by run with ``os.preadv`` into a fresh C-order array.
+def _axis_range(item: object, dim: int) -> tuple[range, object]:
+    """(ascending range read on one axis, index applied to the rows read) for ``item``."""
+    if isinstance(item, slice):
+        chosen = range(*item.indices(dim))
+        if chosen.step < 0:
+            return chosen[::-1], slice(None, None, -1)
+        return chosen, slice(None)
+    try:
+        position = operator.index(item)
+    except TypeError:
+        raise TypeError(f"unsupported index {item!r} (slices, integers and ... only)") from None
+    if not -dim <= position < dim:
+        raise IndexError(f"index {position} is out of bounds for an axis of size {dim}")
+    position %= dim
+    return range(position, position + 1), 0
 
-    Rule: the axes after the last partially covered one are contiguous in the file, so each
-    index of the axes before it is one run of (stop - start) * prod(trailing dims) elements.
+
+def _open_for_reading(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{path}: disappeared while being read "
+                         f"({one_line(exc.strerror or exc)})") from None
+
+
+def _pread_box(fd: int, path: str, header: NpyHeader, ranges: list[range]) -> np.ndarray:
+    """The rows ``ranges`` selects, read with ``os.preadv`` into a fresh C-order array.
+
     A Fortran-order file is the C-order file of the reversed axes.
     """
-    shape = header.shape
     if header.fortran_order:
-        part = _pread_c_box(path, header, shape[::-1], bounds[::-1])
+        part = _pread_c_box(fd, path, header, header.shape[::-1], ranges[::-1])
         return np.ascontiguousarray(part.T)
-    return _pread_c_box(path, header, shape, bounds)
+    return _pread_c_box(fd, path, header, header.shape, ranges)
 
 
-def _pread_c_box(path: str, header: NpyHeader, shape: tuple[int, ...],
-                 bounds: list[tuple[int, int]]) -> np.ndarray:
-    out = np.empty([stop - start for start, stop in bounds], dtype=header.dtype)
+def _pread_c_box(fd: int, path: str, header: NpyHeader, shape: tuple[int, ...],
+                 ranges: list[range]) -> np.ndarray:
+    """Rule: the axes after ``split`` are whole, so in the file each index of the axes up to
+    ``split`` is one run of ``len(ranges[split]) * prod(trailing dims)`` elements with a
+    stride of ``ranges[split].step`` slabs: one ``pread`` when the step is 1, else
+    :func:`_pread_strided`."""
+    out = np.empty(tuple(len(r) for r in ranges), dtype=header.dtype)
     if out.size == 0:
         return out
     itemsize = header.dtype.itemsize
     strides = [itemsize * math.prod(shape[axis + 1:]) for axis in range(len(shape))]
-    split = max(len(shape) - 1, 0)  # the axis whose run is contiguous with all after it
-    while split > 0 and bounds[split] == (0, shape[split]):
+    if not shape:
+        _pread_exact(fd, memoryview(out.reshape(-1).view(np.uint8)), header.data_offset, path)
+        return out
+    split = len(shape) - 1  # the last axis that is not whole and unit-step (or axis 0)
+    while split > 0 and ranges[split] == range(shape[split]):
         split -= 1
-    run_bytes = out[(0,) * split].nbytes if shape else itemsize
+    slab = strides[split]
+    run = ranges[split]
+    run_bytes = len(run) * slab
     flat = memoryview(out.reshape(-1).view(np.uint8))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        for number, leading in enumerate(np.ndindex(*out.shape[:split])):
-            corner = (*leading, *([0] * (len(shape) - split)))
-            offset = header.data_offset + sum(
-                (i + b[0]) * st for i, b, st in zip(corner, bounds, strides, strict=True)
-            )
-            _pread_exact(fd, flat[number * run_bytes:(number + 1) * run_bytes], offset, path)
-    finally:
-        os.close(fd)
+    for number, leading in enumerate(itertools.product(*ranges[:split])):
+        offset = header.data_offset + run.start * slab + sum(
+            i * st for i, st in zip(leading, strides, strict=False)
+        )
+        target = flat[number * run_bytes:(number + 1) * run_bytes]
+        if run.step == 1:
+            _pread_exact(fd, target, offset, path)
+        else:
+            _pread_strided(fd, target, offset, slab, run.step, path)
     return out
+
+
+STRIDED_SCRATCH_BYTES = 1 << 20  # at most this much is read beyond what a strided run needs
+
+
+def _pread_strided(fd: int, target: memoryview, offset: int, slab: int, step: int,
+                   path: str) -> None:
+    """``len(target) // slab`` slabs of ``slab`` bytes, ``step * slab`` bytes apart from
+    ``offset``: each slab read on its own when the gaps are large, else the spans covering
+    several slabs read into a scratch buffer of at most :data:`STRIDED_SCRATCH_BYTES` and
+    picked from there."""
+    count = len(target) // slab
+    per_read = max(1, STRIDED_SCRATCH_BYTES // (step * slab))
+    if per_read == 1:
+        for number in range(count):
+            _pread_exact(fd, target[number * slab:(number + 1) * slab],
+                         offset + number * step * slab, path)
+        return
+    scratch = bytearray(per_read * step * slab)
+    picked = np.frombuffer(target, dtype=np.uint8).reshape(count, slab)
+    for first in range(0, count, per_read):
+        slabs = min(per_read, count - first)
+        span = memoryview(scratch)[: ((slabs - 1) * step + 1) * slab]
+        _pread_exact(fd, span, offset + first * step * slab, path)
+        view = np.frombuffer(span, dtype=np.uint8)
+        picked[first:first + slabs] = np.lib.stride_tricks.as_strided(
+            view, shape=(slabs, slab), strides=(step * slab, 1)
+        )
 
 
 def _pread_exact(fd: int, target: memoryview, offset: int, path: str) -> None:
@@ -302,8 +371,9 @@ def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:
 
     if dtype.hasobject or not is_npy_native(dtype):
         raise UnsupportedDtypeError(
-            f"{target}: .npy cannot store dtype {dtype_name(dtype)}; use the in-memory engine "
-            "and write a .pb TensorProto instead (--engine memory --format pb)"
+            f"{target}: .npy cannot store dtype {dtype_name(dtype)}; write a .pb TensorProto "
+            "instead (format pb, on the memory engine)",
+            param="format",
         )
     return dtype
 
@@ -316,7 +386,7 @@ def _temp_path_for(target: str) -> str:
     if not os.path.isdir(folder):
         raise OutputError(f"{target}: folder {folder} does not exist")
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".tmp", dir=folder)
+        fd, temp = make_temp_file(folder, f".{os.path.basename(real)}.", ".tmp")
     except OSError as exc:
         raise OutputError(f"{target}: cannot create a file in {folder} ({one_line(exc)})") from None
     os.close(fd)
@@ -358,5 +428,6 @@ def check_disk_space(target: str, shape: tuple[int, ...], dtype: np.dtype) -> No
         raise OutputError(
             f"{target}: the result {tuple(shape)} of {np.dtype(dtype)} needs "
             f"{human_bytes(needed)}, more than the {human_bytes(free)} free on that disk "
-            "(out-of-core output; --max-output-bytes sets a lower limit)"
+            "(out-of-core output; max_output_bytes sets a lower limit)",
+            param="max_output_bytes",
         )

@@ -18,10 +18,10 @@ import numpy as np
 from padconv_cli.kernels.pad import (
     PadPlan,
     coerce_constant_value,
-    element_kind,
     fill_value,
     output_dtype,
     pad,
+    pad_element_kind,
     plan_pad,
 )
 from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
@@ -91,7 +91,7 @@ def tiled_pad(
     caller made it already (:func:`plan_pad` of the same shape and attributes).
     """
     data = open_npy_memmap(source) if isinstance(source, str) else source
-    element_kind(data.dtype)
+    pad_element_kind(data.dtype)
     plan = plan if plan is not None else plan_pad(data.shape, pads, axes, mode)
     value = None if constant_value is None else coerce_constant_value(constant_value, data.dtype)
     out_dtype = pad_output_dtype(data.dtype, value, plan)

@@ -94,9 +94,9 @@ def choose_tile_shape(
         return smallest
     needed = cost(smallest) + overhead
     raise OutputTooLargeError(
-        f"--memory-limit {human_bytes(budget + overhead)} is too small: the smallest {what} "
+        f"memory_limit {human_bytes(budget + overhead)} is too small: the smallest {what} "
         f"({math.prod(smallest)} output elements) needs at least {human_bytes(needed)}; give "
-        f"--memory-limit {human_bytes(needed)} or more",
+        f"memory_limit {human_bytes(needed)} or more",
         param="memory_limit",
     )
 

@@ -22,7 +22,6 @@ from padconv_cli.errors import InputError
 from padconv_cli.tensorio.files import open_regular_file, printable, read_exact
 from padconv_cli.tensorio.literal import parse_literal
 from padconv_cli.tensorio.npy import read_npy_file
-from padconv_cli.tensorio.npz import read_npz_file
 from padconv_cli.tensorio.sniff import read_stdin, sniff_format
 from padconv_cli.tensorio.sources import Source, classify_source
 from padconv_cli.tensorio.writing import (
@@ -43,6 +42,14 @@ __all__ = [
     "write_tensor",
     "write_tensor_to_stream",
 ]
+
+
+def read_npz_file(path: str, member: str | None = None) -> tuple[str, np.ndarray]:
+    """:func:`padconv_cli.tensorio.npz.read_npz_file`, imported when an archive is read
+    (zipfile and what it imports cost start-up time)."""
+    from padconv_cli.tensorio.npz import read_npz_file as read
+
+    return read(path, member)
 
 
 def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
@@ -142,6 +149,8 @@ def read_named_tensor(
 def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
     """``(path, name)`` when ``source`` is an existing ``FILE.json`` (``:NAME``): polygraphy's
     JSON tensor files."""
+    if ".json" not in source.lower():  # the module (and json) only for what may be one
+        return None
     from padconv_cli.tensorio.polygraphy_json import split_json_source
 
     split = split_json_source(source)

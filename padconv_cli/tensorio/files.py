@@ -103,12 +103,19 @@ def read_exact(stream: BinaryIO, count: int) -> bytes:
     return b"".join(chunks)
 
 
+READ_PIECE = 16 * 2**20
+
+
 def read_into(stream: BinaryIO, buffer: memoryview) -> int:
-    """Fill ``buffer`` from ``stream``; return the number of bytes read (short only at EOF)."""
+    """Fill ``buffer`` from ``stream``; return the number of bytes read (short only at EOF).
+
+    Read in pieces of at most READ_PIECE bytes: a decompressing stream (a zip member) serves
+    ``readinto`` through a ``bytes`` of the requested size, which would double the memory.
+    """
     filled = 0
     total = len(buffer)
     while filled < total:
-        count = stream.readinto(buffer[filled:])
+        count = stream.readinto(buffer[filled : filled + READ_PIECE])
         if not count:
             break
         filled += count

@@ -22,8 +22,8 @@ import numpy as np
 
 from padconv_cli.dtypes import (
     dtype_name,
+    element_kind,
     integer_range,
-    is_float_like,
     largest_finite,
     parse_dtype,
 )
@@ -290,7 +290,7 @@ def _convert(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
         return _as_bools(leaves, text)
     if integer_range(dtype) is not None:
         return _as_integers(leaves, dtype, text)
-    if is_float_like(dtype) or dtype.kind == "c":
+    if element_kind(dtype) in ("float", "complex"):
         return _as_inexact(leaves, dtype, text)
     raise UnsupportedDtypeError(f"tensor literal: dtype {dtype_name(dtype)} is not supported")
 

@@ -261,7 +261,8 @@ def npy_ready_array(array: np.ndarray, target: str) -> np.ndarray:
 
         raise UnsupportedDtypeError(
             f"{target}: .npy cannot store dtype {dtype_name(array.dtype)}; "
-            "write a .pb TensorProto instead (--format pb)"
+            "write a .pb TensorProto instead (format pb)",
+            param="format",
         )
     return array
 

@@ -21,8 +21,6 @@ from padconv_cli.messages import bounded_list
 from padconv_cli.tensorio.files import one_line, open_regular_file, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
-ZIP_MAGIC = b"PK\x03\x04"
-EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 MAX_DEFLATE_RATIO = 1032  # deflate's best case: 258-byte matches coded in about 2 bits
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -40,13 +38,23 @@ _ZIP_ERRORS = (
 )
 
 
-def _member_names(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
-    """Array name -> zip entry (numpy stores array ``x`` as ``x.npy``)."""
+def _member_names(archive: zipfile.ZipFile, label: str) -> dict[str, zipfile.ZipInfo]:
+    """Array name -> zip entry (numpy stores array ``x`` as ``x.npy``).
+
+    Rule: each array name is held by one entry; two entries of one name (``a.npy`` twice, or
+    ``a`` and ``a.npy``) are refused, since zip readers disagree on which one is meant.
+    """
     members = {}
     for info in archive.infolist():
         if info.is_dir():
             continue
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if name in members:
+            raise InputError(
+                f"{label}: the archive holds two entries for the array {printable(name)!r} "
+                f"({printable(members[name].filename)}, {printable(info.filename)}); "
+                "readers disagree on which is meant"
+            )
         members[name] = info
     return members
 
@@ -57,7 +65,7 @@ STDIN_LABEL = "<stdin>"
 def _pick_hint(label: str) -> str:
     """How to name one member on the command line (stdin is ``-``, which needs ``--``)."""
     if label == STDIN_LABEL:
-        return "pick one with -:NAME (after --, e.g. padconv pad --pads 1 1 -- -:NAME)"
+        return "pick one with -:NAME (after a -- that ends the options)"
     return f"pick one with {label}:NAME"
 
 
@@ -130,7 +138,7 @@ def read_npz_stream(
     """
     try:
         with zipfile.ZipFile(stream) as archive:
-            name, info = _pick_member(_member_names(archive), member, label)
+            name, info = _pick_member(_member_names(archive, label), member, label)
             return name, _read_member(archive, info, archive_size, f"{label}:{printable(name)}")
     except InputError:
         raise

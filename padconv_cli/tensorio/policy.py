@@ -4,11 +4,14 @@ data may be a file with several hard links.
 Rules (one policy for every source: files, ``.npz`` members, ``.pb`` external data, models,
 stdin, ``@FILE`` lists):
 
-* **Input limit.** An input whose bytes in memory would exceed ``max_input_bytes`` is refused
-  before they are read: the declared size of an ``.npy`` (header first, then the body), the size
-  of a ``.pb``, model or external-data file, and stdin, which is read against the bound (a
-  stream never ends on its own: ``< /dev/zero``).  Default: half of the memory available now,
-  as for the result.  Memory-mapped inputs of the out-of-core engine are not read into memory.
+* **Input limit.** ``max_input_bytes`` bounds the bytes of an input brought into memory at
+  once, checked from declared sizes before they are read: the whole input when it is read
+  into memory (the declared size of an ``.npy``, header first, then the body; the size of a
+  ``.pb``, model or external-data file; stdin, read against the bound, since a stream never
+  ends on its own: ``< /dev/zero``; a Zarr array's declared shape); each box that the
+  out-of-core engines read of an ``.npy`` or Zarr input (a tile, a dask block); and each Zarr
+  chunk or shard, which is decoded whole (a few compressed bytes can declare gigabytes).
+  Default: half of the memory available now, as for the result.
 * **Hard links.** External data (``location`` in a ``.pb`` or a model initializer) must stay in
   the tensor's folder.  A path check cannot see a hard link to a file elsewhere, so a regular
   file with more than one link (``st_nlink > 1``, checked on the opened descriptor) is refused
@@ -89,6 +92,14 @@ def check_input_size(size: int, label: str, what: str | None = None) -> None:
     limit = input_limit()
     if size > limit:
         raise limit_error(label, what or f"{human_bytes(size)} of input", limit)
+
+
+def check_read_bytes(size: int, label: str, what: str, limit: int | None = None) -> None:
+    """Refuse reading ``size`` bytes of an input at once over ``limit`` (default: the limit in
+    force); ``what`` names the part ("one tile", "one Zarr chunk")."""
+    limit = input_limit() if limit is None else limit
+    if size > limit:
+        raise limit_error(label, f"reads {human_bytes(size)} at once ({what})", limit)
 
 
 def check_single_link(fd: int, label: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from typing import Any
 
@@ -41,6 +40,8 @@ def _load(path: str, label: str) -> Any:
         text = stream.read(MAX_JSON_BYTES + 1)
     if len(text) > MAX_JSON_BYTES:
         raise InputError(f"{label}: JSON file larger than {MAX_JSON_BYTES} bytes", source=label)
+    import json  # here, not at the top: every tensor source is matched against FILE.json
+
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:

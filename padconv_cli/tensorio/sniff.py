@@ -14,8 +14,17 @@ import numpy as np
 from padconv_cli.errors import InputError
 from padconv_cli.tensorio.files import one_line, read_exact
 from padconv_cli.tensorio.npy import NPY_MAGIC, read_npy_bytes, read_npy_stream
-from padconv_cli.tensorio.npz import EMPTY_ZIP_MAGIC, ZIP_MAGIC, read_npz_bytes
 from padconv_cli.units import human_bytes
+
+ZIP_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive (read by tensorio.npz, imported when met:
+EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # zipfile pulls in pathlib, urllib, shutil...)
+
+
+def read_npz_bytes(data: bytes, member: str | None, label: str) -> tuple[str, np.ndarray]:
+    """:func:`padconv_cli.tensorio.npz.read_npz_bytes`, imported when an archive is met."""
+    from padconv_cli.tensorio.npz import read_npz_bytes as read
+
+    return read(data, member, label)
 
 STDIN_LABEL = "<stdin>"
 

@@ -38,8 +38,9 @@ def resolve_format(target: str, fmt: str | None) -> str:
         return "npy"
     if suffix not in _SUFFIX_FORMATS:
         raise OutputError(
-            f"{target}: unknown output suffix {suffix!r} (expected .npy or .pb, or give the "
-            "format: --format npy|pb)"
+            f"{target}: unknown output suffix {suffix!r} (expected .npy or .pb); give the "
+            "format npy or pb",
+            param="format",
         )
     return _SUFFIX_FORMATS[suffix]
 
@@ -54,7 +55,9 @@ def check_suffix_agrees(target: str, fmt: str) -> None:
     implied = _SUFFIX_FORMATS.get(suffix)
     if implied is not None and implied != fmt:
         raise OutputError(
-            f"-o {target}: suffix says {implied} but --format {fmt}; make them agree"
+            f"{target}: suffix says {implied}, not {fmt}; make the suffix agree with "
+            f"format {fmt}",
+            param="format",
         )
 
 

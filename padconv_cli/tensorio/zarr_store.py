@@ -3,12 +3,14 @@ for ``show``, ``compare`` and every other command that reads a tensor into memor
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.policy import check_input_size, check_read_bytes
 
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
 
@@ -40,8 +42,24 @@ def read_zarr(path: str, label: str) -> np.ndarray:
             f"{label}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type",
             source=label,
         )
+    check_input_size(math.prod(store.shape) * dtype.itemsize, label,
+                     f"declares shape {list(store.shape)} of {dtype}")
+    check_zarr_objects(store, label)
     try:
         return np.asarray(store[...])
     except Exception as exc:  # a chunk zarr cannot decode
         raise InputError(f"{label}: cannot read the Zarr chunks ({one_line(exc, 200)})",
                          source=label) from None
+
+
+def check_zarr_objects(array: Any, label: str, limit: int | None = None) -> None:
+    """Refuse a Zarr array whose stored object (chunk, or shard when sharded) decodes to more
+    than the input limit: each is decoded whole, whatever part of it is wanted.
+
+    Rule: ``prod(object shape) * itemsize <= limit`` (``limit``: the limit in force).
+    """
+    shards = getattr(array, "shards", None)
+    shape = tuple(shards) if shards else tuple(array.chunks)
+    size = math.prod(shape) * np.dtype(array.dtype).itemsize
+    kind = "shard" if shards else "chunk"
+    check_read_bytes(size, label, f"one Zarr {kind} of shape {list(shape)}", limit)

@@ -115,14 +115,14 @@ def _case_from_entry(entry: dict[str, Any], location: str) -> Case:
 
 def tensor_from_json(item: dict[str, Any]) -> np.ndarray:
     """``{"dtype", "shape", "values"}`` -> array of exactly that dtype and shape."""
-    from padconv_cli.dtypes import is_float_like, parse_dtype
+    from padconv_cli.dtypes import element_kind, parse_dtype
 
     dtype = parse_dtype(item["dtype"])
     shape = tuple(int(n) for n in item["shape"])
     values = item["values"]
     if dtype.kind == "O":
         array = np.array(values, dtype=object)
-    elif is_float_like(dtype) or dtype.kind in "fc":
+    elif element_kind(dtype) in ("float", "complex"):
         array = np.array(values, dtype=np.float64 if dtype.kind != "c" else np.complex128)
         array = array.astype(dtype)
     else:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from padconv_cli.dtypes import element_kind, float_info
+
 MAX_REPORTED_MISMATCHES = 5
 
 # (rtol, atol) per dtype name. float32: the pytorch-converted Conv cases of the ONNX suite differ
@@ -61,35 +63,10 @@ class Comparison:
     bounded: bool = False  # a per-element allowance (``bound``) was added to the tolerance
 
 
-def element_kind(dtype: np.dtype) -> str:
-    """Classify a dtype: ``"float"``, ``"complex"``, ``"int"``, ``"bool"`` or ``"exact"``."""
-    if dtype.kind == "b":
-        return "bool"
-    if dtype.kind in "iu":
-        return "int"
-    if dtype.kind == "f":
-        return "float"
-    if dtype.kind == "c":
-        return "complex"
-    if dtype.kind == "V":
-        return _ml_dtypes_kind(dtype)
-    return "exact"
-
-
-def _ml_dtypes_kind(dtype: np.dtype) -> str:
-    """Kind of an ml_dtypes extension type (bfloat16, float8*, int4...), ``"exact"`` otherwise."""
-    import ml_dtypes
-
-    try:
-        ml_dtypes.finfo(dtype)
-        return "float"
-    except ValueError:
-        pass
-    try:
-        ml_dtypes.iinfo(dtype)
-        return "int"
-    except ValueError:
-        return "exact"
+def _comparison_kind(dtype: np.dtype) -> str:
+    """How a dtype compares: its element kind, with strings and other types as ``exact``."""
+    kind = element_kind(dtype)
+    return "exact" if kind in ("string", "other") else kind
 
 
 def same_element_type(first: np.dtype, second: np.dtype) -> bool:
@@ -109,9 +86,7 @@ def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
     if dtype.name in DEFAULT_TOLERANCES:
         return DEFAULT_TOLERANCES[dtype.name]
     if element_kind(dtype) == "float":
-        import ml_dtypes
-
-        eps = float(ml_dtypes.finfo(dtype).eps)
+        eps = float(float_info(dtype).eps)
         return eps, eps
     return 0.0, 0.0
 
@@ -142,7 +117,7 @@ def compare_arrays(
     if not same_element_type(expected.dtype, actual.dtype):
         reason = f"dtype {_type_text(actual.dtype)} != expected {_type_text(expected.dtype)}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
-    kind = element_kind(expected.dtype)
+    kind = _comparison_kind(expected.dtype)
     if kind in ("bool", "exact"):
         return _compare_exact(expected, actual, rtol, atol)
     if kind == "int":

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from padconv_cli.dtypes import element_kind, float_info
+
 CONV_BOUND_C = 2.0
 
 
@@ -34,14 +36,9 @@ def accumulation_eps(dtype: Any) -> float:
     """Machine epsilon of the element type (float16 9.8e-4, bfloat16 7.8e-3, float32 1.2e-7,
     float64 2.2e-16); any other type counts as float32."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "c":
-        dtype = np.dtype(np.float64 if dtype.itemsize == 16 else np.float32)
-    try:
-        import ml_dtypes
-
-        return float(ml_dtypes.finfo(dtype).eps)
-    except (ValueError, TypeError):
-        return float(np.finfo(np.float32).eps)
+    if element_kind(dtype) not in ("float", "complex"):
+        dtype = np.dtype(np.float32)
+    return float(float_info(dtype).eps)
 
 
 def terms_per_output(w_shape: tuple[int, ...], group: int = 1) -> int:
@@ -81,8 +78,6 @@ def call_error_bound(call: Any, c: float = CONV_BOUND_C) -> np.ndarray | None:
     if not operator(call.op_type).accumulates:
         return None
     x = np.asarray(call.arrays[0])
-    from padconv_cli.verification.compare import element_kind
-
     if element_kind(x.dtype) not in ("float", "complex"):
         return None
     x_arr, w_arr, b_arr = call.arrays

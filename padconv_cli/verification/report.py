@@ -3,13 +3,13 @@ details, a side-by-side view of one case, JSON lines and JUnit XML. Nothing here
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from padconv_cli.json_output import dumps
 from padconv_cli.verification.cases import Case
-from padconv_cli.verification.compare import display_value, plain_value
+from padconv_cli.verification.compare import display_value
 from padconv_cli.verification.runner import (
     FAILED,
     PASSED,
@@ -69,7 +69,7 @@ def row_cells(result: CaseResult) -> tuple[str, ...]:
 # --- failure details ---------------------------------------------------------------------------
 
 
-def failure_details(result: CaseResult) -> list[str]:
+def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) -> list[str]:
     """Lines explaining a failed or unsupported result: the reason, the first mismatching
     elements and the smallest tolerances that would have passed."""
     lines = [f"{STATUS_WORDS[result.status]} {result.case.name} ({result.case.location})"]
@@ -85,20 +85,23 @@ def failure_details(result: CaseResult) -> list[str]:
     hidden = comparison.mismatch_count - len(comparison.mismatches)
     if hidden > 0:
         lines.append(f"  ... and {hidden} more")
-    lines.append("  " + tolerance_hint(comparison))
+    lines.append("  " + tolerance_hint(comparison, names))
     return lines
 
 
-def tolerance_hint(comparison: Any) -> str:
-    """Which --atol (rtol fixed) or --rtol (atol fixed) would have passed, if any."""
+def tolerance_hint(comparison: Any, names: Mapping[str, str] | None = None) -> str:
+    """Which atol (rtol fixed) or rtol (atol fixed) would have passed, if any; ``names`` says
+    how the reader names the two parameters (the CLI: ``--atol``, ``--rtol``)."""
+    names = names or {}
+    atol, rtol = names.get("atol", "atol"), names.get("rtol", "rtol")
     if comparison.min_atol is None:
         return "no tolerance makes this pass (NaN, inf, shape, dtype or exact-type mismatch)"
-    atol_part = f"--atol {format_tolerance(comparison.min_atol)} (with rtol={comparison.rtol:g})"
+    atol_part = f"{atol} {format_tolerance(comparison.min_atol)} (with rtol={comparison.rtol:g})"
     if comparison.min_rtol is None or not math.isfinite(comparison.min_rtol):
         rtol_part = f"no rtol (with atol={comparison.atol:g}: expected is 0 where they differ)"
     else:
         rtol_part = (
-            f"--rtol {format_tolerance(comparison.min_rtol)} (with atol={comparison.atol:g})"
+            f"{rtol} {format_tolerance(comparison.min_rtol)} (with atol={comparison.atol:g})"
         )
     return f"would pass with {atol_part} or {rtol_part}"
 
@@ -237,20 +240,8 @@ def plain_case_list(cases: list[Case]) -> list[str]:
 # --- JSON lines --------------------------------------------------------------------------------
 
 
-def json_safe(value: Any) -> Any:
-    """Values JSON can carry strictly: non-finite floats as "nan"/"inf"/"-inf", complex as
-    [real, imag], tuples as lists."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, complex):
-        return [json_safe(value.real), json_safe(value.imag)]
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
 def result_record(result: CaseResult) -> dict[str, Any]:
-    """One result as a JSON-ready dict (``"type": "case"``)."""
+    """One result as a dict for :func:`padconv_cli.json_output.dumps` (``"type": "case"``)."""
     comparison = result.comparison
     record: dict[str, Any] = {
         "type": "case",
@@ -273,21 +264,13 @@ def result_record(result: CaseResult) -> dict[str, Any]:
             atol=comparison.atol,
             mismatch_count=comparison.mismatch_count,
             mismatches=[
-                {"index": list(index), "expected": plain_value(e), "actual": plain_value(a)}
+                {"index": list(index), "expected": e, "actual": a}
                 for index, e, a in comparison.mismatches
             ],
             min_atol=comparison.min_atol,
             min_rtol=comparison.min_rtol,
         )
-    return _json_safe_deep(record)
-
-
-def _json_safe_deep(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _json_safe_deep(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe_deep(item) for item in value]
-    return json_safe(value)
+    return record
 
 
 def summary_record(results: list[CaseResult]) -> dict[str, Any]:
@@ -299,8 +282,8 @@ def summary_record(results: list[CaseResult]) -> dict[str, Any]:
 def json_lines(results: list[CaseResult]) -> Iterator[str]:
     """One compact JSON object per result, then the summary object."""
     for result in results:
-        yield json.dumps(result_record(result), allow_nan=False)
-    yield json.dumps(summary_record(results))
+        yield dumps(result_record(result))
+    yield dumps(summary_record(results))
 
 
 def case_record(case: Case) -> dict[str, Any]:
@@ -318,8 +301,9 @@ def case_record(case: Case) -> dict[str, Any]:
 # --- JUnit XML ---------------------------------------------------------------------------------
 
 
-def junit_xml(results: list[CaseResult]) -> bytes:
-    """The results as a JUnit XML document: failures as <failure>, unsupported as <skipped>."""
+def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None) -> bytes:
+    """The results as a JUnit XML document: failures as <failure>, unsupported as <skipped>;
+    ``names`` as for :func:`tolerance_hint`."""
     import xml.etree.ElementTree as ET
 
     counts = summary_counts(results)
@@ -336,12 +320,12 @@ def junit_xml(results: list[CaseResult]) -> bytes:
         time=f"{total_seconds:.6f}",
     )
     for result in results:
-        _add_testcase(suite, result)
+        _add_testcase(suite, result, names)
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
-def _add_testcase(suite: Any, result: CaseResult) -> None:
+def _add_testcase(suite: Any, result: CaseResult, names: Mapping[str, str] | None) -> None:
     import xml.etree.ElementTree as ET
 
     case = ET.SubElement(
@@ -353,7 +337,7 @@ def _add_testcase(suite: Any, result: CaseResult) -> None:
     )
     if result.status == FAILED:
         failure = ET.SubElement(case, "failure", message=result.reason, type="mismatch")
-        failure.text = "\n".join(failure_details(result))
+        failure.text = "\n".join(failure_details(result, names))
     elif result.status == UNSUPPORTED:
         ET.SubElement(case, "skipped", message=result.reason)
 
@@ -443,15 +427,14 @@ def _shape_text(array: Any) -> str:
     return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
 
 
-def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH) -> list[str]:
-    """One case in full, for ``padconv verify -k NAME``: the command that reproduces it, each
-    input, the attributes, then expected, actual and ``|actual - expected|`` next to each other
-    (one below the other when they do not fit ``width``)."""
-    from padconv_cli.verification.samples import command_line, has_command
-
+def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
+                 command: str | None = None) -> list[str]:
+    """One case in full, for ``padconv verify -k NAME``: the command that reproduces it (when
+    given), each input, the attributes, then expected, actual and ``|actual - expected|`` next
+    to each other (one below the other when they do not fit ``width``)."""
     lines = [f"{case.name} ({case.location or case.source})"]
-    if case.source == "builtin" and has_command(case):
-        lines.append(f"  command: {command_line(case)}")
+    if command:
+        lines.append(f"  command: {command}")
     lines.append(f"  operator: {result.operator or case.op}")
     if result.attributes:
         lines.append(f"  attributes: {result.attributes}")

@@ -1,20 +1,15 @@
-"""The sample files of the built-in cases and the ``padconv`` command that reproduces each one.
+"""The sample files of the built-in cases.
 
 A built-in case input with a ``"sample"`` entry is written to that file name (``.npy`` or
-``.pb``) by ``samples/make_samples.py``. The other inputs of Pad (pads, constant_value, axes)
-and the Conv attributes become command-line flags.
+``.pb``) by ``samples/make_samples.py``; the ``padconv`` command that reproduces the case is
+built by :mod:`padconv_cli.cli.sample_commands`.
 """
 
 from __future__ import annotations
 
-import shlex
-
 import numpy as np
 
 from padconv_cli.verification.cases import Case
-
-PAD_INPUT_FLAGS = ((1, "--pads"), (3, "--axes"))
-CONV_LIST_FLAGS = ("kernel_shape", "pads", "strides", "dilations")
 
 
 def sample_arrays(case: Case) -> dict[str, np.ndarray]:
@@ -25,48 +20,3 @@ def sample_arrays(case: Case) -> dict[str, np.ndarray]:
 def has_command(case: Case) -> bool:
     """True when every tensor argument of the case's command has a sample file."""
     return 0 in case.samples and (case.op == "Pad" or 1 in case.samples)
-
-
-def cli_arguments(case: Case, folder: str = "samples") -> list[str]:
-    """Arguments after ``padconv`` that reproduce the built-in case's expected output."""
-    if case.op == "Pad":
-        return _pad_arguments(case, folder)
-    return _conv_arguments(case, folder)
-
-
-def command_line(case: Case, folder: str = "samples", output: str | None = None) -> str:
-    """The shell command (quoted) reproducing the case, optionally writing to ``output``."""
-    arguments = ["padconv", *cli_arguments(case, folder)]
-    if output is not None:
-        arguments += ["-o", output]
-    return shlex.join(arguments)
-
-
-def _pad_arguments(case: Case, folder: str) -> list[str]:
-    arguments = ["pad", f"{folder}/{case.samples[0]}"]
-    for position, flag in PAD_INPUT_FLAGS:
-        tensor = case.inputs[position] if position < len(case.inputs) else None
-        if tensor is not None:
-            arguments += [flag, *(str(int(v)) for v in tensor)]
-    arguments += ["--mode", case.attributes.get("mode", "constant")]
-    constant = case.inputs[2] if len(case.inputs) > 2 else None
-    if constant is not None:
-        arguments += ["--constant-value", str(constant.reshape(())[()])]
-    return arguments
-
-
-def _conv_arguments(case: Case, folder: str) -> list[str]:
-    tensors = [f"{folder}/{case.samples[p]}" for p in sorted(case.samples)]
-    arguments = ["conv", *tensors]
-    for name in CONV_LIST_FLAGS:
-        if name in case.attributes:
-            arguments += [_flag(name), *(str(v) for v in case.attributes[name])]
-    if "group" in case.attributes:
-        arguments += ["--group", str(case.attributes["group"])]
-    if "auto_pad" in case.attributes:
-        arguments += ["--auto-pad", str(case.attributes["auto_pad"])]
-    return arguments
-
-
-def _flag(attribute: str) -> str:
-    return "--" + attribute.replace("_", "-")

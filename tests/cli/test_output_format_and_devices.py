@@ -32,8 +32,9 @@ def test_format_contradicting_suffix_is_refused(target, fmt, implied):
     with pytest.raises(OutputError) as excinfo:
         resolve_format(target, fmt)
     assert str(excinfo.value) == (
-        f"-o {target}: suffix says {implied} but --format {fmt}; make them agree"
+        f"{target}: suffix says {implied}, not {fmt}; make the suffix agree with format {fmt}"
     )
+    assert excinfo.value.param == "format"
 
 
 @pytest.mark.parametrize(("target", "fmt"), [("y.npy", "npy"), ("y.pb", "pb"), ("y", "pb"),
@@ -47,7 +48,8 @@ def test_cli_format_contradiction_writes_nothing(run_cli, data_file, tmp_path):
     result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "--format", "pb",
                      "-o", str(output), "--emit-onnx", str(model))
     assert result.exit_code == 2
-    assert "suffix says npy but --format pb" in result.stderr
+    assert f"{output}: suffix says npy, not pb; make the suffix agree with --format pb" in (
+        result.stderr)
     assert result.stderr.count("\n") == 1
     assert not output.exists() and not model.exists()
 

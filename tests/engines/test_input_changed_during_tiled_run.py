@@ -52,6 +52,46 @@ def test_tiles_read_by_pread_equal_numpy_slices(tmp_path):
             np.testing.assert_array_equal(source.read(box), array[box])
 
 
+BOXES = [
+    (slice(None, None, 2), slice(1, None, 3), slice(0, 7, 5)),
+    (1, slice(None), slice(None, None, -2)),
+    (Ellipsis, 3),
+    (slice(2, 0, -1), Ellipsis),
+    (-1, -2, slice(6, 0, -4)),
+    (slice(0, 3), slice(0, 5, 100), slice(0, 0)),
+]
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("box", BOXES, ids=range(len(BOXES)))
+def test_strided_and_integer_boxes_read_by_pread_equal_numpy_indexing(tmp_path, order, box):
+    array = np.random.default_rng(2).standard_normal((3, 5, 7)).astype(">f4")
+    np.save(tmp_path / "a.npy", np.asfortranarray(array) if order == "F" else array)
+    part = open_npy_memmap(str(tmp_path / "a.npy")).read(box)
+    np.testing.assert_array_equal(part, array[box])
+    assert part.flags.c_contiguous and part.dtype.isnative
+
+
+def test_long_strided_rows_equal_numpy_indexing(tmp_path, monkeypatch):
+    """Steps over rows wider than the scratch buffer, and many steps within one buffer."""
+    from padconv_cli.outofcore import npy_memmap
+
+    monkeypatch.setattr(npy_memmap, "STRIDED_SCRATCH_BYTES", 256)
+    array = np.arange(5 * 4000, dtype=np.int32).reshape(5, 4000)
+    np.save(tmp_path / "a.npy", array)
+    source = open_npy_memmap(str(tmp_path / "a.npy"))
+    for box in [(slice(None), slice(3, None, 7)), (slice(None), slice(0, None, 300)),
+                (slice(0, 5, 2), slice(None)), (slice(None), slice(None, None, -33))]:
+        np.testing.assert_array_equal(source.read(box), array[box])
+
+
+def test_strided_read_after_truncation_is_an_input_error(opened):
+    path, source = opened
+    os.truncate(path, 4096)
+    with pytest.raises(InputError, match="truncated"):
+        source.read((slice(0, 64, 3), 5))
+
+
 def _temp_output_started(folder, size: int) -> bool:
     return any(p.name.startswith(".out.npy") and p.stat().st_size >= size
                for p in folder.iterdir())
@@ -77,3 +117,47 @@ def test_input_truncated_during_a_tiled_pad_is_one_line(tmp_path):
     assert "Traceback" not in text and len(text.splitlines()) == 1, text
     assert "x.npy" in text and "truncated" in text, text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def _truncate_mid_run(tmp_path, args: list[str], output_bytes: int) -> tuple[int, str]:
+    """Run padconv, truncate its input once it has begun writing, return (exit code, stderr)."""
+    child = subprocess.Popen([*padconv_command(), *args], cwd=tmp_path,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not _temp_output_started(tmp_path, output_bytes) and child.poll() is None:
+        assert time.monotonic() < deadline, "the tiled run never started writing"
+        time.sleep(0.002)
+    os.truncate(tmp_path / "x.npy", 2**16)
+    _, stderr = child.communicate(timeout=WAIT_SECONDS)
+    if child.returncode == 0:
+        pytest.fail("the run finished before the input was truncated; make the input larger")
+    return child.returncode, stderr.decode()
+
+
+CHANGED_MID_RUN = {
+    "conv_strided_dilated": (
+        ["conv", "x.npy", "w.npy", "--strides", "2", "3", "--dilations", "2", "2",
+         "--engine", "tiled", "--memory-limit", "8M", "-o", "out.npy"],
+        (1, 2, 2048, 4096), (2, 2, 3, 3), 2 * 1022 * 1363 * 4,
+    ),
+    "pad_reflect": (
+        ["pad", "x.npy", "--pads", "0", "0", "3", "2", "0", "0", "1", "5", "--mode", "reflect",
+         "--engine", "tiled", "--memory-limit", "8M", "-o", "out.npy"],
+        (1, 2, 2048, 4096), None, 2 * 2052 * 4103 * 4,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CHANGED_MID_RUN))
+def test_input_truncated_during_a_strided_conv_or_reflect_pad_is_one_line(tmp_path, case):
+    args, x_shape, w_shape, output_bytes = CHANGED_MID_RUN[case]
+    np.save(tmp_path / "x.npy", np.ones(x_shape, np.float32))
+    if w_shape is not None:
+        np.save(tmp_path / "w.npy", np.ones(w_shape, np.float32))
+    code, text = _truncate_mid_run(tmp_path, args, output_bytes)
+    assert code == 2, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    assert "x.npy" in text and "truncated" in text, text
+    assert not (tmp_path / "out.npy").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.npy")]

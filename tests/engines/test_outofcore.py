@@ -86,7 +86,7 @@ def test_tile_shape_splits_leading_axes_first_and_respects_quanta():
     assert choose_tile_shape((4, 5, 6), cost, 60) == (2, 5, 6)
     assert choose_tile_shape((4, 5, 6), cost, 20) == (1, 3, 6)
     assert choose_tile_shape((4, 10, 6), cost, 40, order=[0, 1], quanta={1: 3}) == (1, 6, 6)
-    with pytest.raises(OutputTooLargeError, match="--memory-limit"):
+    with pytest.raises(OutputTooLargeError, match="memory_limit"):
         choose_tile_shape((4, 5, 6), cost, 5, order=[0, 1])
 
 
@@ -212,8 +212,8 @@ def test_channel_and_row_tiles_of_one_image_are_bit_identical():
 def test_tiled_pad_file_matches_in_memory_file(tmp_path, mode, pads):
     data = RNG.integers(-100, 100, size=(3, 5, 7)).astype(np.int16)
     np.save(tmp_path / "x.npy", data)
-    value = "7" if mode == "constant" else None
-    expected = pad(data, pads, None if value is None else np.int16(7), None, mode)
+    value = np.int16(7) if mode == "constant" else None
+    expected = pad(data, pads, value, None, mode)
     plan = plan_pad(data.shape, pads, mode=mode)
     limit = pad_tile_cost(plan.output_shape, plan, 2) // 3
     result = tiled_pad(
@@ -288,7 +288,7 @@ def test_tiled_conv_float16_and_kernel_errors(tmp_path):
 def test_limit_too_small_for_weights_is_refused(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((1, 2, 5, 5), np.float32))
     w = np.zeros((64, 2, 3, 3), np.float32)
-    with pytest.raises(OutputTooLargeError, match="--memory-limit"):
+    with pytest.raises(OutputTooLargeError, match="memory_limit"):
         tiled_conv(str(tmp_path / "x.npy"), w, None, str(tmp_path / "y.npy"), memory_limit=1000)
 
 

@@ -110,7 +110,7 @@ def test_tiled_engine_writes_the_same_file(tmp_path, mode):
 def test_tiled_engine_needs_npy_files(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(4))
     stdout = invoke(str(tmp_path / "x.npy"), "--pads", "1,1", "--engine", "tiled")
-    assert stdout.exit_code == 1 and "-o FILE.npy" in stdout.output
+    assert stdout.exit_code == 1 and "writes a .npy file, give output FILE.npy" in stdout.output
     literal = invoke("[1, 2]", "--pads", "1,1", "--engine", "tiled", "-o", str(tmp_path / "y.npy"))
     assert literal.exit_code == 1 and "reads its input from a .npy file" in literal.output
 

@@ -226,3 +226,71 @@ def test_scanner_refuses_more_than_64_dims_and_long_fields():
         _scan(b"\x08\x01" * 65)
     with pytest.raises(InputError, match="over: field 9 announces"):
         _scan(b"\x4a\xff\xff\xff\x0f", limit=2**20)
+
+
+def _refused_cleanly(process: subprocess.CompletedProcess, folder, kept: list[str],
+                     *words: str) -> None:
+    _one_line(process, "--max-input-bytes", *words)
+    assert process.stdout == b""
+    assert sorted(p.name for p in folder.iterdir()) == sorted(kept)
+
+
+@pytest.mark.parametrize("engine, output", [("tiled", "out.npy"), ("dask", "out.zarr")])
+def test_out_of_core_reads_over_the_limit_are_refused(tmp_path, engine, output):
+    """The out-of-core engines read the input in boxes; each box counts against the limit."""
+    if engine == "dask":
+        pytest.importorskip("zarr")
+    np.save(tmp_path / "x.npy", np.ones((1, 2, 512, 1024), np.float32))  # 4 MiB
+    process = _run(["pad", "x.npy", "--pads", "0", "0", "1", "1", "0", "0", "1", "1",
+                    "--engine", engine, "--max-input-bytes", "1M", "-o", output],
+                   tmp_path, subprocess.DEVNULL)
+    _refused_cleanly(process, tmp_path, ["x.npy"], "x.npy", "at once")
+
+
+def test_tiles_within_the_limit_are_read(tmp_path):
+    array = np.arange(2 * 512 * 1024, dtype=np.float32).reshape(1, 2, 512, 1024)
+    np.save(tmp_path / "x.npy", array)
+    process = _run(["pad", "x.npy", "--pads", "0", "0", "1", "1", "0", "0", "1", "1",
+                    "--engine", "tiled", "--max-input-bytes", "1M", "--memory-limit", "512K",
+                    "-o", "out.npy"], tmp_path, subprocess.DEVNULL)
+    assert process.returncode == 0, process.stderr
+    expected = np.pad(array, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), expected)
+
+
+def _zarr_store(folder, shape, chunks) -> None:
+    zarr = pytest.importorskip("zarr")
+    store = zarr.create_array(store=str(folder / "z.zarr"), shape=shape, chunks=chunks,
+                              dtype="f8")
+    store[...] = np.ones(shape)
+
+
+PAD = ["pad", "z.zarr", "--pads", "1", "1", "1", "1"]
+
+
+@pytest.mark.parametrize("args", [["show", "z.zarr"],
+                                  [*PAD, "--engine", "memory", "-o", "out.npy"],
+                                  [*PAD, "--engine", "dask", "-o", "out.zarr"]],
+                         ids=["show", "pad_in_memory", "pad_dask"])
+def test_zarr_chunk_that_decodes_over_the_limit_is_refused(tmp_path, args):
+    """A 4x4 array stored in one 32x32 chunk: 128 bytes of array, 8 KiB decoded at once."""
+    _zarr_store(tmp_path, (4, 4), (32, 32))
+    process = _run([*args, "--max-input-bytes", "1K"], tmp_path, subprocess.DEVNULL)
+    _refused_cleanly(process, tmp_path, ["z.zarr"], "z.zarr", "chunk")
+
+
+def test_zarr_array_over_the_limit_is_refused_in_memory(tmp_path):
+    _zarr_store(tmp_path, (64, 64), (8, 8))
+    process = _run(["show", "z.zarr", "--max-input-bytes", "16K"], tmp_path, subprocess.DEVNULL)
+    _refused_cleanly(process, tmp_path, ["z.zarr"], "z.zarr", "declares shape [64, 64]")
+
+
+def test_library_reads_follow_the_policy(tmp_path):
+    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+
+    np.save(tmp_path / "x.npy", np.ones((64, 64), np.float64))
+    with reading(max_input_bytes=4096):
+        source = open_npy_memmap(str(tmp_path / "x.npy"))
+    assert source.read((slice(0, 8), slice(None))).shape == (8, 64)  # 4 KiB: within
+    with pytest.raises(InputError, match="max_input_bytes"):
+        source.read((slice(0, 9), slice(None)))

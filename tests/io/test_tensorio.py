@@ -563,7 +563,7 @@ def test_unknown_suffix_or_format_is_refused(tmp_path, target, fmt):
     ],
 )
 def test_npy_refuses_types_numpy_cannot_name(tmp_path, dtype):
-    with pytest.raises(UnsupportedDtypeError, match=r"\.pb.*--format pb"):
+    with pytest.raises(UnsupportedDtypeError, match=r"\.pb.*\(format pb\)"):
         write_tensor(np.zeros(2, dtype=dtype), str(tmp_path / "x.npy"))
     with pytest.raises(UnsupportedDtypeError):
         tensor_to_bytes(np.zeros(2, dtype=dtype), "npy")

@@ -14,6 +14,9 @@ from padconv_cli.dtypes import (
     ONNX_TYPE_NAMES,
     dtype_name,
     elem_type_info,
+    element_kind,
+    float_info,
+    integer_range,
     is_npy_native,
     numpy_dtype_of_elem_type,
     onnx_elem_type,
@@ -146,3 +149,51 @@ def test_importing_dtypes_does_not_import_ml_dtypes():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def _expected_kind(name: str) -> str:
+    if name == "bool":
+        return "bool"
+    if name == "string":
+        return "string"
+    if name.startswith("complex"):
+        return "complex"
+    if name.startswith(("float", "bfloat")):
+        return "float"
+    return "int"
+
+
+@pytest.mark.parametrize("name", ONNX_TYPE_NAMES)
+def test_every_onnx_type_has_one_element_kind(name):
+    """The one classifier: each ONNX element type is bool, int, float, complex or string, by
+    the name's family (float16, bfloat16, float8*, float6*, float4 are floats)."""
+    assert element_kind(parse_dtype(name)) == _expected_kind(name)
+
+
+@pytest.mark.parametrize(
+    "dtype, kind",
+    [("<U3", "string"), ("|S2", "string"), ("M8[s]", "other"), ([("a", "<f4")], "other"),
+     (np.longdouble, "float")],
+)
+def test_element_kind_of_numpy_only_types(dtype, kind):
+    assert element_kind(np.dtype(dtype)) == kind
+
+
+@pytest.mark.parametrize(
+    "dtype, limits",
+    [(np.int8, (-128, 127)), (np.uint64, (0, 2**64 - 1)), (ml_dtypes.int4, (-8, 7)),
+     (ml_dtypes.uint2, (0, 3)), (np.float32, None), (ml_dtypes.float8_e5m2, None),
+     (np.bool_, None)],
+)
+def test_integer_range(dtype, limits):
+    assert integer_range(np.dtype(dtype)) == limits
+
+
+@pytest.mark.parametrize(
+    "dtype, largest",
+    [(np.float16, 65504.0), (ml_dtypes.bfloat16, 3.3895313892515355e38),
+     (ml_dtypes.float8_e5m2, 57344.0), (ml_dtypes.float8_e4m3fn, 448.0),
+     (np.complex64, float(np.finfo(np.float32).max))],
+)
+def test_float_info_covers_numpy_and_ml_dtypes(dtype, largest):
+    assert float(float_info(np.dtype(dtype)).max) == largest

@@ -1,5 +1,6 @@
-"""The package's module-level imports form no cycle (the layers import downwards only), and no
-module outside the operator table dispatches on the operator names."""
+"""The package's imports form no cycle (the layers import downwards only), counting every
+import statement wherever it stands (module level, inside functions, under TYPE_CHECKING), and
+no module outside the operator table dispatches on the operator names."""
 
 from __future__ import annotations
 
@@ -9,56 +10,98 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "padconv_cli"
 
+# The one cycle left: tensorio.read_tensor reads ``MODEL.onnx:NAME`` through models, and the
+# model readers use tensorio's file helpers.  Moving the source dispatch above both layers is
+# open work; any other cycle fails the test.
+KNOWN_CYCLES = [{"padconv_cli.tensorio", "padconv_cli.models", "padconv_cli.folding"}]
+
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _imported_names(module: str, is_package: bool, node: ast.AST) -> list[str]:
+    """Every module name an import statement makes Python load (``a.b.c`` loads ``a.b``)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            package = package[: len(package) - (node.level - 1)]
+            base = ".".join(package + ([node.module] if node.module else []))
+        names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+    else:
+        return []
+    loaded = []
+    for name in names:
+        parts = name.split(".")
+        for end in range(2, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if end < len(parts) and (module + ".").startswith(prefix + "."):
+                continue  # the importer's own package is already loading
+            loaded.append(prefix)
+    return loaded
+
+
 def _imports() -> dict[str, set[str]]:
-    """Module -> the package modules it imports at module level (not inside functions)."""
-    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    """Module -> the package modules it imports, at any depth of its code."""
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         targets = set()
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                candidates = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                candidates = [a.name for a in node.names]
-            else:
-                continue
-            targets.update(c for c in candidates if c in modules and c != name)
+        for node in ast.walk(tree):
+            loaded = _imported_names(name, path.name == "__init__.py", node)
+            targets.update(t for t in loaded if t in paths and t != name)
         graph[name] = targets
     return graph
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected groups of two or more modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
 
-    def visit(module: str, path: list[str]) -> list[str] | None:
-        state[module] = 1
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
         for target in sorted(graph[module]):
-            if state.get(target) == 1:
-                return path[path.index(target):] + [module, target] if target in path else [
-                    module, target]
-            if not state.get(target):
-                found = visit(target, path + [module])
-                if found:
-                    return found
-        state[module] = 2
-        return None
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                groups.append(group)
 
     for module in sorted(graph):
-        if not state.get(module):
-            found = visit(module, [])
-            if found:
-                return found
-    return None
+        if module not in index:
+            visit(module)
+    return groups
 
 
-def test_no_module_level_import_cycle():
-    assert _cycle(_imports()) is None
+def test_no_import_cycle_at_any_depth():
+    unexpected = [sorted(group) for group in _cycles(_imports()) if group not in KNOWN_CYCLES]
+    assert unexpected == []
+
+
+def test_function_level_imports_are_counted():
+    """An import inside a function is an edge like any other (the check can fail)."""
+    tree = ast.parse("def f():\n    from padconv_cli.models import x\n")
+    loaded = [n for node in ast.walk(tree)
+              for n in _imported_names("padconv_cli.tensorio", True, node)]
+    assert "padconv_cli.models" in loaded
 
 
 def test_conv_plan_imports_no_compute_path():
@@ -68,8 +111,8 @@ def test_conv_plan_imports_no_compute_path():
 
 def test_finder_sees_a_cycle():
     """The check itself can fail: a two-module loop is found."""
-    assert _cycle({"a": {"b"}, "b": {"a"}}) is not None
-    assert _cycle({"a": {"b"}, "b": set()}) is None
+    assert _cycles({"a": {"b"}, "b": {"a"}}) == [{"a", "b"}]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 OPERATOR_TEST = re.compile(r"""op_type\s*[!=]=\s*["'](Pad|Conv)["']""")

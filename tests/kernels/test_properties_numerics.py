@@ -75,7 +75,7 @@ def test_pad_passes_nan_inf_bits_unchanged(dtype, mode):
 @pytest.mark.parametrize("fill", ["nan", "inf", "-inf", "-0.0"])
 def test_pad_fills_with_nan_or_inf_constants(fill):
     data = special_floats("float32")
-    result = pad(data, [1, 1, 1, 1], coerce_constant_value(fill, data.dtype))
+    result = pad(data, [1, 1, 1, 1], coerce_constant_value(float(fill), data.dtype))
     np.testing.assert_array_equal(bits(result[1:-1, 1:-1]), bits(data))
     border = np.concatenate([result[0], result[-1], result[1:-1, 0], result[1:-1, -1]])
     np.testing.assert_array_equal(bits(border), bits(np.full(border.shape, float(fill), "f4")))
@@ -183,7 +183,7 @@ INT_TYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "ui
 def test_pad_keeps_integer_values_and_dtype(dtype, mode):
     info = np.iinfo(dtype)
     data = np.array([[info.min, info.max, info.max - 1], [info.min + 1, 0, 1]], dtype=dtype)
-    fill = coerce_constant_value(str(info.max), dtype) if mode == "constant" else None
+    fill = coerce_constant_value(int(info.max), dtype) if mode == "constant" else None
     result = pad(data, [1, 2, 2, 1], fill, mode=mode)
     assert result.dtype == data.dtype
     kwargs = {"constant_values": info.max} if mode == "constant" else {}
@@ -193,7 +193,7 @@ def test_pad_keeps_integer_values_and_dtype(dtype, mode):
 @known_gap
 def test_pad_crop_keeps_int64_values_beyond_float64_precision():
     data = np.array([2**63 - 1, 2**53 + 1, -(2**63)], dtype=np.int64)
-    result = pad(data, [-1, 2], coerce_constant_value(str(2**62 + 1), np.int64))
+    result = pad(data, [-1, 2], coerce_constant_value(2**62 + 1, np.int64))
     assert result.tolist() == [2**53 + 1, -(2**63), 2**62 + 1, 2**62 + 1]
 
 

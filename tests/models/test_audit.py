@@ -109,7 +109,7 @@ def test_a_runtime_that_is_wrong_is_outside_and_padconv_is_right(tmp_path):
 
 def test_symbolic_dims_need_a_value(tmp_path):
     path = em.save(em.symbolic_batch_model(), tmp_path / "m.onnx")
-    with pytest.raises(InputError, match=r"'batch'.*--dim batch=VALUE"):
+    with pytest.raises(InputError, match=r"'batch'.*; set it with dim batch=VALUE"):
         audit_model(path)
 
 

@@ -13,10 +13,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from padconv_cli.cli.sample_commands import cli_arguments
 from padconv_cli.tensorio import read_tensor
 from padconv_cli.verification.cases import builtin_cases
 from padconv_cli.verification.onnx_suite import onnx_data_root
-from padconv_cli.verification.samples import cli_arguments, has_command, sample_arrays
+from padconv_cli.verification.samples import has_command, sample_arrays
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"

@@ -1,0 +1,87 @@
+"""The one JSON encoding of every ``--json`` output (verify, show, compare, audit, ``--check``,
+``--explain``): strict JSON (no bare NaN/Infinity), the same form for a value wherever it
+appears.
+
+Rules (:func:`jsonable`):
+
+* ``None``, ``bool``, ``int``, ``str`` and finite ``float`` stay as they are;
+* NaN is the string ``"nan"``, +inf ``"inf"``, -inf ``"-inf"``;
+* a complex number is ``{"real": re, "imag": im}``, each part by the float rule;
+* a numpy scalar becomes the Python value of its element kind
+  (:func:`padconv_cli.dtypes.element_kind`): bfloat16/float8 -> float, int4 -> int,
+  ``np.bool_`` -> bool, ``np.str_`` -> str; a numpy array becomes nested lists of those;
+* ``bytes`` are decoded as UTF-8 (undecodable bytes become U+FFFD);
+* a numpy dtype is its canonical ONNX-style name (``float32``, ``bfloat16``, ``string``);
+* a path (``os.PathLike``) is its text; tuples and lists are lists, sets are sorted lists,
+  dict keys are text; anything else is ``str(value)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.dtypes import dtype_name, element_kind
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` in the form JSON carries strictly, by the rules of the module docstring."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float, complex)):
+        return _number(value)
+    if isinstance(value, np.generic):
+        return jsonable(_python_scalar(value))
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((jsonable(item) for item in value), key=str)
+    return _other(value)
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """The JSON text of ``value`` (:func:`jsonable`), non-ASCII characters kept as they are."""
+    return json.dumps(jsonable(value), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
+def _number(value: int | float | complex) -> Any:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, complex):
+        return {"real": _number(value.real), "imag": _number(value.imag)}
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _python_scalar(value: np.generic) -> Any:
+    kind = element_kind(value.dtype)
+    if kind == "float":
+        return float(value)
+    if kind == "int":
+        return int(value)
+    if kind == "complex":
+        return complex(value)
+    if kind == "bool":
+        return bool(value)
+    return value.item()
+
+
+def _other(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return dtype_name(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return str(value)
