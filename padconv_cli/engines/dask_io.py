@@ -153,7 +153,13 @@ def read_zarr_box(
     """``array[box]`` once the worker confirmed the store and found each chunk in ``keys``."""
     ensure_confirmed(expected)
     check_chunks(array, expected.path, keys)
-    return np.ascontiguousarray(array[box])
+    try:
+        return np.ascontiguousarray(array[box])
+    except Exception as exc:  # a chunk the codec cannot decode (corrupt, truncated, forged)
+        from padconv_cli.errors import InputError
+
+        raise InputError(f"{expected.path}: cannot read the Zarr chunks ({one_line(exc, 200)})",
+                         source=expected.path) from None
 
 
 TEMP_TAG = ".padconv-"
