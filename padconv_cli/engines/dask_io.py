@@ -83,7 +83,9 @@ class NpySource:
         return self
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box`` (after the worker confirmed the file)."""
+        """A task giving the values in ``box`` (after the worker confirmed the file); a box
+        over the input limit is refused here, on the client, before any block runs."""
+        self.array.check_reads([box])
         return (read_npy_box, self.array, self.fingerprint, box)
 
 
@@ -151,7 +153,13 @@ def read_zarr_box(
     """``array[box]`` once the worker confirmed the store and found each chunk in ``keys``."""
     ensure_confirmed(expected)
     check_chunks(array, expected.path, keys)
-    return np.ascontiguousarray(array[box])
+    try:
+        return np.ascontiguousarray(array[box])
+    except Exception as exc:  # a chunk the codec cannot decode (corrupt, truncated, forged)
+        from padconv_cli.errors import InputError
+
+        raise InputError(f"{expected.path}: cannot read the Zarr chunks ({one_line(exc, 200)})",
+                         source=expected.path) from None
 
 
 TEMP_TAG = ".padconv-"

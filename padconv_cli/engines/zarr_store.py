@@ -103,6 +103,9 @@ def open_zarr_input(path: str) -> Any:
     require_dask(("zarr",))
     import zarr
 
+    from padconv_cli.tensorio.zarr_store import check_store_entries
+
+    check_store_entries(path, path)
     try:
         store = zarr.open_array(path, mode="r")
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
@@ -112,4 +115,7 @@ def open_zarr_input(path: str) -> Any:
         raise UnsupportedDtypeError(
             f"{path}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type"
         )
+    if any(length < 1 for length in object_shape(store)):
+        raise InputError(f"{path}: Zarr chunk shape {list(object_shape(store))} has a length "
+                         "below 1")
     return store

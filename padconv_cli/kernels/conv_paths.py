@@ -75,6 +75,8 @@ def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
         if y.size:
             _run(plan, x, w, b, y, plan.group)
         return y
+    from padconv_cli.kernels import native
+
     result = np.empty(plan.output_shape, x.dtype)
     if not result.size:
         return result
@@ -86,7 +88,7 @@ def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
         for n in range(plan.output_shape[0]):
             _run(plan, x[n : n + 1, c0:c1], w[m0:m1], None if b is None else b[m0:m1], y,
                  groups)
-            np.copyto(result[n : n + 1, m0:m1], y, casting="unsafe")  # rounded once
+            native.round_into(y, result[n : n + 1, m0:m1])  # rounded once
     return result
 
 

@@ -103,3 +103,12 @@ def conv_into(
         thread_count() if threads is None else int(threads),
         selected_isa() if isa is None else isa, *narrow,
     )
+
+
+def round_into(y: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = y`` for a float32 ``y`` and a float16/bfloat16 ``out`` of one shape, both
+    C-contiguous: each value rounded once, to nearest even (numpy's and ml_dtypes' rounding;
+    a nan stays a nan). Native where the instruction set allows it, else numpy's cast."""
+    done = extension().narrow(y, out.view(np.uint16), out.dtype.name, selected_isa())
+    if not done:
+        np.copyto(out, y, casting="unsafe")

@@ -208,6 +208,9 @@ def tiled_conv(
         )
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     axis_ranges = tiling.axis_ranges
+    tiles = (tile_input(plan, images, channels, tuple(spatial))
+             for images, channels, *spatial in grid(axis_ranges))
+    x.check_reads(tile.box for tile in tiles if tile.box is not None)
     check_disk_space(target, plan.output_shape, x.dtype)
     total = math.prod(plan.output_shape) * x.dtype.itemsize
     with (

@@ -22,6 +22,7 @@ import itertools
 import math
 import operator
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,9 +97,7 @@ class NpyInput:
         (:func:`padconv_cli.tensorio.policy.check_read_bytes`).
         """
         ranges, local = box_ranges(box, self.shape)
-        read_bytes = math.prod(len(r) for r in ranges) * self.header.dtype.itemsize
-        check_read_bytes(read_bytes, self.path, "one box of the out-of-core engine",
-                         self.max_read_bytes)
+        self.check_reads([box])
         fd = _open_for_reading(self.path)
         try:
             self.check_unchanged(fd)
@@ -109,6 +108,15 @@ class NpyInput:
         part = to_native_byte_order(part)
         _check_bool_bytes(part, self.path)
         return part
+
+    def check_reads(self, boxes: Iterable[object]) -> None:
+        """Refuse, before anything is read or written, when one of ``boxes`` would bring more
+        than the input limit (where the file was opened) into memory at once."""
+        itemsize = self.header.dtype.itemsize
+        largest = max((math.prod(len(r) for r in box_ranges(box, self.shape)[0]) * itemsize
+                       for box in boxes), default=0)
+        check_read_bytes(largest, self.path, "one box of the out-of-core engine",
+                         self.max_read_bytes)
 
     def __getitem__(self, box: object) -> np.ndarray:
         """``read(box)``: lets dask read chunks of the file (``dask.array.from_array``)."""

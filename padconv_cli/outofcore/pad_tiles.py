@@ -97,8 +97,10 @@ def tiled_pad(
     out_dtype = pad_output_dtype(data.dtype, value, plan)
     itemsize = max(data.dtype.itemsize, out_dtype.itemsize)
     axis_ranges = plan_pad_tiles(plan, itemsize, memory_limit)
-    check_disk_space(target, plan.output_shape, out_dtype)
     begins = crop_begins(plan)
+    data.check_reads(piece.window_box(begins)
+                     for tile in grid(axis_ranges) for piece in tile_pieces(tile, plan))
+    check_disk_space(target, plan.output_shape, out_dtype)
     total = math.prod(plan.output_shape) * out_dtype.itemsize
     with (
         NpyOutput(target, plan.output_shape, out_dtype) as out,

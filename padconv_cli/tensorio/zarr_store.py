@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
-from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.files import one_line, printable
 from padconv_cli.tensorio.policy import check_input_size, check_read_bytes
 
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
@@ -24,6 +24,42 @@ def _zarr_module(label: str) -> Any:
     return zarr
 
 
+def _outside(target: str, root: str) -> bool:
+    import os
+
+    return os.path.commonpath([root, target]) != root
+
+
+def check_store_entries(path: str, label: str) -> None:
+    """Refuse a local Zarr store holding an entry that leads out of it or is not a file.
+
+    Rule: every entry below the store folder (metadata, chunks, shards) is a regular file or a
+    folder; a symlink is followed only to a regular file or folder inside the store (its real
+    path); FIFOs, devices and sockets are refused (a read would block or never end), as for
+    external data. Object-store URLs (``s3://``) have no such entries and are not walked.
+    """
+    import os
+    import stat
+
+    if "://" in path:
+        return
+    root = os.path.realpath(path)
+    for folder, names, files in os.walk(path):
+        for name in names + files:
+            entry = os.path.join(folder, name)
+            real = os.path.realpath(entry)
+            if os.path.islink(entry) and _outside(real, root):
+                raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
+                                 "is a symlink leading outside the store", source=label)
+            try:
+                mode = os.stat(entry).st_mode
+            except OSError:
+                continue  # a dangling link: zarr reads it as a missing chunk, the fill value
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
+                                 "is not a regular file (FIFO, device or socket)", source=label)
+
+
 def read_zarr(path: str, label: str) -> np.ndarray:
     """The Zarr array at ``path`` in memory.
 
@@ -31,6 +67,7 @@ def read_zarr(path: str, label: str) -> np.ndarray:
     store's own metadata gives shape and dtype; a store zarr cannot open is one error line.
     """
     zarr = _zarr_module(label)
+    check_store_entries(path, label)
     try:
         store = zarr.open_array(path, mode="r")
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata

@@ -142,10 +142,12 @@ def _script_handler_line(script: str) -> int:
 def _in_interpreter_start_up(code: int, stderr: str, script: str) -> bool:
     """The KeyboardInterrupt was CPython's, raised before padconv's handler existed: no frame
     of padconv's package, no line of the script after the one installing the handler."""
+    lines = stderr.splitlines() or [""]
+    if lines[0].startswith("Error processing line "):  # site gave up a .pth file and went on
+        return True
     script_lines = [int(n) for n in re.findall(rf'File "{re.escape(script)}", line (\d+)', stderr)]
     if "padconv_cli" in stderr or any(n > _script_handler_line(script) for n in script_lines):
         return False
-    lines = stderr.splitlines() or [""]
     if code == 1:  # a fatal error of the start-up, or raised in C before the script had a frame
         return any(m in lines[0] for m in INTERPRETER_START_UP_FAILURES) or lines == [
             "KeyboardInterrupt"]

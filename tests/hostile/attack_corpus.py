@@ -150,8 +150,9 @@ def tensor_proto(data_type: int, dims, external=None, **fields) -> bytes:
     return proto.SerializeToString()
 
 
-def conv_model(w: np.ndarray, b: np.ndarray | None = None, opset: int = 13, **attrs) -> bytes:
-    """A one-Conv model (node ``c``) storing W (and B) as initializers."""
+def conv_model(w: np.ndarray, b: np.ndarray | None = None, opset: int = 13,
+               x_shape: tuple[int, ...] | None = None, **attrs) -> bytes:
+    """A one-Conv model (node ``c``) storing W (and B) as initializers; X of ``x_shape``."""
     from onnx import helper, numpy_helper
 
     stored = [numpy_helper.from_array(w, "W")]
@@ -161,7 +162,7 @@ def conv_model(w: np.ndarray, b: np.ndarray | None = None, opset: int = 13, **at
         inputs.append("B")
     graph = helper.make_graph(
         [helper.make_node("Conv", inputs, ["Y"], name="c", **attrs)], "g",
-        [helper.make_tensor_value_info("X", 1, None)],
+        [helper.make_tensor_value_info("X", 1, None if x_shape is None else list(x_shape))],
         [helper.make_tensor_value_info("Y", 1, None)], stored)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     return model.SerializeToString()
@@ -197,6 +198,24 @@ def _all(*builders: Builder) -> Builder:
     def build(case_dir: Path) -> None:
         for builder in builders:
             builder(case_dir)
+
+    return build
+
+
+def zarr_store(name: str, array: np.ndarray, chunks: tuple[int, ...], *, compressor=None,
+               edit: Callable[[Path], None] | None = None, order: str = "C") -> Builder:
+    """case/NAME, a Zarr v2 store of ``array`` (uncompressed unless ``compressor``), then
+    ``edit(store folder)`` (replace a chunk by a symlink, a FIFO, garbage ...)."""
+
+    def build(case_dir: Path) -> None:
+        import zarr
+
+        store = zarr.open_array(case_dir / name, mode="w", shape=array.shape, chunks=chunks,
+                                dtype=array.dtype, zarr_format=2, compressor=compressor,
+                                order=order)
+        store[...] = array
+        if edit is not None:
+            edit(case_dir / name)
 
     return build
 

@@ -23,6 +23,9 @@ INPUT_LIMIT = "io/test_input_limit.py"
 SIGNALS = "cli/test_interrupt_and_closed_streams.py"
 FAULTS = "hostile/test_faults.py"
 OUTPUTS = "cli/test_output_targets.py"
+ATTACKS = "hostile/test_attack_corpus_refusals.py"
+ATTACK_RESULTS = "hostile/test_attack_corpus_results.py"
+ATTACK_STREAMS = "hostile/test_attack_corpus_streams.py"
 
 RULES = [
     Rule("confinement", "External data stays in the tensor's (or model's) folder: no absolute "
@@ -47,7 +50,8 @@ RULES = [
           f"{INPUT_LIMIT}::test_out_of_core_reads_over_the_limit_are_refused",
           f"{INPUT_LIMIT}::test_zarr_chunk_that_decodes_over_the_limit_is_refused",
           f"{INPUT_LIMIT}::test_zarr_array_over_the_limit_is_refused_in_memory",
-          "case:file_npy_over_input_limit", "case:model_over_input_limit")),
+          "case:file_npy_over_input_limit", "case:tiled_read_over_input_limit",
+          "case:model_over_input_limit")),
     Rule("bounds", "stdin is read against the limit, header first: an .npy header is judged "
          "before its body arrives, a TensorProto is checked field by field as it streams "
          "(`< /dev/zero` is refused at the first byte), an .npz is cut at the limit",
@@ -117,4 +121,20 @@ RULES = [
          "as it was when the run fails",
          (f"{FAULTS}::test_existing_output_untouched_on_failure",
           f"{FAULTS}::test_concurrent_writers_leave_one_complete_file")),
+    Rule("confinement", "Every entry of a local Zarr store is a regular file or folder inside "
+         "it: a chunk symlinked out of the store, a FIFO, device or socket is refused (show, "
+         "in memory, dask); a corrupt chunk or a chunk length of 0 is one line",
+         (f"{ATTACKS}::test_attack_is_refused_in_one_line_and_writes_nothing",
+          f"{ATTACK_RESULTS}::test_attack_gets_the_specifications_result")),
+    Rule("inputs", "An .npz with two entries for one array name (`a.npy` twice, `a` and "
+         "`a.npy`) is refused: zip readers disagree on which one is meant",
+         (f"{ATTACKS}::test_attack_is_refused_in_one_line_and_writes_nothing",)),
+    Rule("outputs", "An extra output (`--emit-onnx`, `audit --junit-xml`, `--png`) never names "
+         "an input file (by any spelling, a hard link, FILE of FILE:NAME, the `--from-model` "
+         "model): a usage error before anything is read or written",
+         (f"{ATTACKS}::test_attack_is_refused_in_one_line_and_writes_nothing",)),
+    Rule("streams", "A text report (show, compare, verify, audit, `--explain`) to a closed "
+         "stdout or a full device: one line naming `<stdout>`, exit 2",
+         (f"{ATTACK_STREAMS}::test_report_to_a_closed_stdout_is_one_line",
+          f"{ATTACK_STREAMS}::test_report_to_a_full_device_is_one_line")),
 ]

@@ -24,6 +24,7 @@ from hostile.attack_corpus import (
     npy,
     npz,
     tensor_proto,
+    zarr_store,
 )
 from hostile.attack_fixtures import attack_outcomes  # noqa: F401  (the fixture)
 from oracles import assert_conv_within_bound
@@ -315,8 +316,34 @@ def _exit_codes() -> list[Case]:
     ]
 
 
+def _zarr_cases() -> list[Case]:
+    """Valid Zarr stores an attacker could lay out: a chunk that is a symlink to another file
+    inside the store (allowed), a missing chunk (the fill value, Zarr's rule)."""
+    array = np.arange(24, dtype=np.float32).reshape(4, 6)
+
+    def link_inside(store: Path) -> None:
+        (store / "copy").write_bytes((store / "0.0").read_bytes())
+        (store / "0.0").unlink()
+        (store / "0.0").symlink_to("copy")
+
+    def drop_chunk(store: Path) -> None:
+        (store / "1.1").unlink()
+
+    missing = array.copy()
+    missing[2:, 3:] = 0
+    pads = ["1", "0", "0", "1"]
+    return [
+        Case("zarr_chunk_symlink_inside_the_store", ("pad", "z.zarr", "--pads", *pads, *OUT),
+             _expect_pad(array, [1, 0, 0, 1]),
+             build=zarr_store("z.zarr", array, (2, 3), edit=link_inside)),
+        Case("zarr_missing_chunk_is_the_fill_value", ("pad", "z.zarr", "--pads", *pads, *OUT),
+             _expect_pad(missing, [1, 0, 0, 1]),
+             build=zarr_store("z.zarr", array, (2, 3), edit=drop_chunk)),
+    ]
+
+
 CASES = (_pad_dtype_cases() + _pad_layout_cases() + _pad_source_cases() + _conv_cases()
-         + _exit_codes())
+         + _exit_codes() + _zarr_cases())
 
 
 @pytest.mark.parametrize("attack", [case.name for case in CASES])

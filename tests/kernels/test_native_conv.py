@@ -184,6 +184,25 @@ def test_every_narrow_bit_pattern_is_read_as_its_float32_value(forced_isa, dtype
     # 0 + 1 * x is x for every x (-0 gives +0, a nan stays a nan)
     assert np.array_equal(got.astype(np.float32), X.astype(np.float32), equal_nan=True)
 
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_the_result_is_rounded_to_narrow_types_as_numpy_rounds(forced_isa, dtype):
+    """float32 -> float16/bfloat16 of the result: numpy's (ml_dtypes') bits for every non-nan
+    float32 (ties, overflow to inf, subnormal results), a nan for a nan."""
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    halves = np.arange(2**16, dtype=np.uint32) << 13  # ties and near-ties of binary16
+    bits = np.concatenate([bits, halves + 0x38000000, halves + (0x38000000 | 0x1000),
+                           (np.arange(2**16, dtype=np.uint32) << 16) | 0x8000])
+    y = bits.view(np.float32)
+    out = np.empty(y.shape, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        native.round_into(y, out)
+        want = y.astype(dtype)
+    nan = np.isnan(y)
+    assert np.isnan(out[nan].astype(np.float32)).all()
+    assert out[~nan].view(np.uint16).tobytes() == want[~nan].view(np.uint16).tobytes()
+
 def test_every_isa_passes_the_onnx_conformance_data(forced_isa):
     from test_conv_conformance import MODEL_DIRS, load_case
 

@@ -50,12 +50,25 @@ inline void widen_halves(float* dst, const unsigned short* src, long count) {
 
 }  // namespace
 
+// dst[i] = src[i] rounded to binary16, to nearest even (overflow to inf), 8 at a time by F16C.
+void narrow_halves(const float* src, unsigned short* dst, long count) {
+    long i = 0;
+    for (; i + 8 <= count; i += 8)
+        _mm_storeu_si128((__m128i*)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < count; ++i) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
 #define PADCONV_MR 4
 #define PADCONV_NV 3
 #define PADCONV_DW_NV 4
 #define PADCONV_KERNELS_NAME "avx2"
 #define PADCONV_KERNELS_SYMBOL padconv_avx2_kernels
 #include "conv_impl.h"
+
+void padconv_narrow_halves_f16c(const float* src, unsigned short* dst, long count) {
+    narrow_halves(src, dst, count);
+}
 
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -66,5 +79,6 @@ inline void widen_halves(float* dst, const unsigned short* src, long count) {
 #else  // not x86-64: no such kernels
 
 extern const KernelSet padconv_avx2_kernels = {"avx2"};
+void padconv_narrow_halves_f16c(const float*, unsigned short*, long) {}
 
 #endif

@@ -9,6 +9,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
+#include <string.h>
+
 #include <atomic>
 #include <memory>
 #include <new>
@@ -363,6 +366,52 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+// dst[i] = src[i] rounded to bfloat16, to nearest even (a nan becomes the quiet nan of its
+// sign, 0x7fc0 / 0xffc0), as ml_dtypes rounds.
+void narrow_bfloat16(const float* src, unsigned short* dst, long count) {
+    for (long i = 0; i < count; ++i) {
+        uint32_t bits;
+        memcpy(&bits, src + i, 4);
+        const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+        const uint32_t nan = ((bits >> 16) & 0x8000u) | 0x7fc0u;
+        dst[i] = (unsigned short)((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+    }
+}
+
+// narrow(y, out, kind, isa): out (2-byte buffer) = the float32 y rounded once to kind
+// ("float16" or "bfloat16"); False when this build cannot do it on that instruction set
+// (float16 needs the AVX2 unit's F16C), so that the caller rounds.
+PyObject* py_narrow(PyObject*, PyObject* args) {
+    PyObject *y, *out;
+    const char *kind, *isa;
+    if (!PyArg_ParseTuple(args, "OOss", &y, &out, &kind, &isa)) return 0;
+    const std::string k(kind), i(isa);
+    const bool half = k == "float16";
+    if (!half && k != "bfloat16") {
+        PyErr_SetString(PyExc_ValueError, "kind must be float16 or bfloat16");
+        return 0;
+    }
+    if (half && (i == "generic" || !cpu_has("avx2"))) Py_RETURN_FALSE;
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT;
+    Buffers bufs;
+    if (PyObject_GetBuffer(y, &bufs.y, flags) < 0) return 0;
+    bufs.have_y = true;
+    if (PyObject_GetBuffer(out, &bufs.x, flags | PyBUF_WRITABLE) < 0) return 0;
+    bufs.have_x = true;
+    const long count = bufs.y.len / 4;
+    if (element_size(bufs.y) != 4 || bufs.x.itemsize != 2 || bufs.x.len != count * 2) {
+        PyErr_SetString(PyExc_ValueError, "y must be float32 and out 2-byte, of one size");
+        return 0;
+    }
+    const float* src = static_cast<const float*>(bufs.y.buf);
+    unsigned short* dst = static_cast<unsigned short*>(bufs.x.buf);
+    Py_BEGIN_ALLOW_THREADS
+    if (half) padconv_narrow_halves_f16c(src, dst, count);
+    else narrow_bfloat16(src, dst, count);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_TRUE;
+}
+
 PyObject* py_isas(PyObject*, PyObject*) {
     PyObject* names = PyList_New(0);
     const char* all[] = {"avx512", "avx2", "generic"};
@@ -384,6 +433,9 @@ PyMethodDef methods[] = {
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
      "order); x_kind 'float16' or 'bfloat16': x holds those 2-byte values, read as float32."},
+    {"narrow", py_narrow, METH_VARARGS,
+     "narrow(y, out, kind, isa): out = float32 y rounded once to float16/bfloat16 (to nearest "
+     "even); False when float16 cannot be done natively on that instruction set."},
     {"isas", py_isas, METH_NOARGS,
      "Instruction sets this CPU can run, fastest first (always ends with 'generic')."},
     {0, 0, 0, 0},
