@@ -14,6 +14,8 @@ Text rules:
   for float64 (``1e999``) is an overflow, not infinity; complex text is refused;
 * complex: Python's complex syntax (``1+2j``, spaces allowed);
 * bool: ``true``/``false``/``1``/``0`` in any case;
+* numbers and booleans are ASCII text without ``_`` (Python would read ``1_5`` as 15 and
+  Arabic-Indic digits as decimals: text nobody means as a number is refused);
 * string: the text itself.
 """
 
@@ -36,6 +38,9 @@ def constant_from_text(text: str, dtype: Any) -> Any:
     kind = pad_element_kind(dt)
     if kind == "string":
         return coerce_constant_value(text, dt)
+    if not text.isascii() or "_" in text:
+        raise _not_a(text, "plain ASCII number text", dt,
+                     "ASCII digits, without '_' separators")
     value = _PARSERS[kind](text, dt)
     return coerce_constant_value(value, dt, shown=text.strip())
 

@@ -280,6 +280,49 @@ def _strings_as_fixed_width(array: np.ndarray, target: str) -> np.ndarray:
     )
 
 
+def check_npy_writable(array: np.ndarray, target: str) -> None:
+    """Refuse what :func:`write_npy` cannot write, without converting anything."""
+    if array.dtype == np.object_:
+        _fixed_width_type(array.ravel(order="K").tolist(), target)
+    else:
+        npy_ready_array(array, target)
+
+
+STRING_CHUNK_BYTES = 16 * 2**20
+"""Fixed-width string bytes converted at a time when an object array is written."""
+
+
 def write_npy(array: np.ndarray, stream: BinaryIO, target: str) -> None:
-    """Write ``array`` as ``.npy`` (format chosen by numpy, never pickled) to ``stream``."""
-    np.lib.format.write_array(stream, npy_ready_array(array, target), allow_pickle=False)
+    """Write ``array`` as ``.npy`` (format chosen by numpy, never pickled) to ``stream``.
+
+    A string ``object`` array is written as fixed-width ``<U``/``|S`` elements converted
+    STRING_CHUNK_BYTES at a time: padding one long string with empty ones makes a file far
+    larger than the array in memory, and only the file needs to be that large.
+    """
+    if array.dtype != np.object_:
+        np.lib.format.write_array(stream, npy_ready_array(array, target), allow_pickle=False)
+        return
+    flat = array.ravel(order="C")
+    width_type = _fixed_width_type(flat.tolist(), target)
+    header = {"descr": np.lib.format.dtype_to_descr(width_type), "fortran_order": False,
+              "shape": tuple(int(d) for d in array.shape)}
+    try:
+        np.lib.format.write_array_header_1_0(stream, header)
+    except ValueError:  # a header over 64 KiB
+        np.lib.format.write_array_header_2_0(stream, header)
+    step = max(1, STRING_CHUNK_BYTES // max(width_type.itemsize, 1))
+    for start in range(0, flat.size, step):
+        stream.write(np.asarray(flat[start:start + step], dtype=width_type).tobytes())
+
+
+def _fixed_width_type(elements: list, target: str) -> np.dtype:
+    """``<U{longest}`` for all-str elements, ``|S{longest}`` for all-bytes ones."""
+    if all(isinstance(item, str) for item in elements):
+        return np.dtype(f"<U{max((len(item) for item in elements), default=0) or 1}")
+    if all(isinstance(item, bytes) for item in elements):
+        return np.dtype(f"|S{max((len(item) for item in elements), default=0) or 1}")
+    kinds = sorted({type(item).__name__ for item in elements})
+    raise UnsupportedDtypeError(
+        f"{target}: object array holds {', '.join(kinds)}; only all-str or all-bytes object "
+        "arrays can be written"
+    )

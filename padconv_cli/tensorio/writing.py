@@ -12,7 +12,7 @@ import numpy as np
 from padconv_cli.errors import OutputError
 from padconv_cli.tensorio.atomic import atomic_write
 from padconv_cli.tensorio.files import one_line, printable
-from padconv_cli.tensorio.npy import npy_ready_array, write_npy
+from padconv_cli.tensorio.npy import check_npy_writable, write_npy
 
 OUTPUT_FORMATS = ("npy", "pb")
 STDOUT_TARGET = "-"
@@ -92,7 +92,7 @@ def tensor_to_bytes(array: np.ndarray, fmt: str = "npy", *, name: str | None = N
 def _check_writable(array: np.ndarray, fmt: str, target: str) -> None:
     """Refuse unwritable dtypes before any temporary file is created."""
     if fmt == "npy":
-        npy_ready_array(np.asarray(array), target)
+        check_npy_writable(np.asarray(array), target)
 
 
 class _WriteOnly:

@@ -120,3 +120,14 @@ def test_cli_bad_text_is_one_line_naming_the_flag(run_cli, tmp_path, engine):
         "padconv pad: error: --constant-value 300 does not fit uint8 [0, 255]"
     )
     assert not (tmp_path / "y.npy").exists()
+
+
+@pytest.mark.parametrize("text", ["1_5", "1_000.5", "\u0661", "\uff11", "\u0661e3", "tru\u0435"])
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.complex64, np.bool_])
+def test_number_text_that_python_reads_loosely_is_refused(text, dtype):
+    with pytest.raises(AttributeValueError, match="ASCII"):
+        constant_from_text(text, dtype)
+
+
+def test_a_string_constant_may_be_any_text():
+    assert constant_from_text("1_5 \u0661", np.dtype(object)) == "1_5 \u0661"
