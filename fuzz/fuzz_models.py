@@ -46,15 +46,15 @@ def _instrumented_imports():
     with atheris.instrument_imports() if atheris else contextlib.nullcontext():
         import numpy as np
 
-        from padconv_cli import explain, models, onnx_nodes  # noqa: F401
+        from padconv_cli import models, onnx_nodes, operators  # noqa: F401
         from padconv_cli.errors import PadconvError
         from padconv_cli.kernels import conv, pad  # noqa: F401  (validation in the kernels)
         from padconv_cli.tensorio import policy, protobuf  # noqa: F401
         from padconv_cli.verification import onnx_suite
-    return atheris, np, explain, models, PadconvError, onnx_suite
+    return atheris, np, operators, models, PadconvError, onnx_suite
 
 
-atheris, np, explain, models, PadconvError, onnx_suite = _instrumented_imports()
+atheris, np, operators, models, PadconvError, onnx_suite = _instrumented_imports()
 
 
 def _lay_out_folders() -> None:
@@ -105,7 +105,7 @@ def target_nodes(payload: bytes) -> None:
             for array in resolved.call.arrays:
                 if array is not None:
                     _check_values(array)
-            explain.plan_call(resolved.call)
+            operators.plan_call(resolved.call)
         except PadconvError:
             continue  # one bad node must not hide the others
 
@@ -145,7 +145,7 @@ def target_verify(payload: bytes) -> None:
         if case.unsupported:
             continue
         with contextlib.suppress(PadconvError):
-            explain.plan_call(kernel_call(case.op, case.attributes, case.inputs,
+            operators.plan_call(kernel_call(case.op, case.attributes, case.inputs,
                                           opset=case.opset))
 
 

@@ -123,7 +123,30 @@ def load_model(path: str) -> Any:
         raise InputError(f"{path}: not an ONNX model ({one_line(error, 120)})") from None
     if not model.HasField("graph") or not model.opset_import:
         raise InputError(f"{path}: not an ONNX model (no graph or no opset_import)")
+    _check_names_are_text(model.graph, path)
     return _with_functions_inlined(model, path)
+
+
+def _check_names_are_text(graph: Any, path: str) -> None:
+    """Refuse a model whose tensor or node names are not UTF-8 (protobuf hands them over as
+    ``bytes``, which no name lookup, message or rebuilt model can take)."""
+    from padconv_cli.folding import subgraphs
+
+    def names(g: Any) -> Iterator[Any]:
+        for listing in (g.input, g.output, g.initializer, g.value_info):
+            yield from (item.name for item in listing)
+        for node in g.node:
+            yield node.name
+            yield from node.input
+            yield from node.output
+            for inner in subgraphs(node):
+                yield from names(inner)
+
+    for name in names(graph):
+        if isinstance(name, bytes):
+            shown = name[:40].decode("utf-8", "backslashreplace")
+            raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
+                             "UTF-8 strings")
 
 
 def _with_functions_inlined(model: Any, path: str) -> Any:

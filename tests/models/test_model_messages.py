@@ -38,3 +38,17 @@ def test_pad_on_a_conv_only_model_suggests_padconv_conv(run_cli, tmp_path):
     other = run_cli("conv", str(tmp_path / "x.npy"), "--from-model",
                     em.save(em.wrap_model(), tmp_path / "p.onnx"), "-o", "-")
     assert other.exit_code == 2 and "`padconv pad`" in other.stderr
+
+
+def test_a_name_that_is_not_utf8_is_refused_in_one_line(run_cli, tmp_path):
+    weights = em.numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    model = em.make([em.helper.make_node("Conv", ["x", "w"], ["ZZZZ"], name="conv")],
+                    [("x", np.float32, [1, 1, 4, 4])], [("ZZZZ", np.float32, None)], [weights])
+    data = model.SerializeToString().replace(b"ZZZZ", b"\xad\xad\xad\xad")
+    (tmp_path / "m.onnx").write_bytes(data)
+    np.save(tmp_path / "x.npy", np.ones((1, 1, 4, 4), np.float32))
+    for args in (["conv", "--from-model", str(tmp_path / "m.onnx"), str(tmp_path / "x.npy")],
+                 ["audit", str(tmp_path / "m.onnx")]):
+        result = run_cli(*args)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert "not UTF-8" in result.stderr and "m.onnx" in result.stderr
