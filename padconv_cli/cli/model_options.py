@@ -225,18 +225,6 @@ def _note_inexact(result: Any, settings: Any) -> None:
         )
 
 
-def _same_file(first: str, second: str) -> bool:
-    """True when two output paths name one file (same real path, or one existing inode)."""
-    import os
-
-    if os.path.realpath(first) == os.path.realpath(second):
-        return True
-    try:
-        return os.path.samefile(first, second)
-    except (OSError, ValueError):
-        return False
-
-
 def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
     """Refuse an empty ``-o``/``--emit-onnx`` path and both naming the same file.
 
@@ -247,7 +235,9 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
         if value is not None and not value.strip():
             raise click.UsageError(f"{flag} is empty; give a file path (or - for stdout)"
                                    if flag == "-o/--output" else f"{flag} is empty; give a path")
-    if output not in (None, "-") and emit_onnx is not None and _same_file(output, emit_onnx):
+    from padconv_cli.cli.output import same_file
+
+    if output not in (None, "-") and emit_onnx is not None and same_file(output, emit_onnx):
         from padconv_cli.tensorio.files import printable
 
         raise click.UsageError(

@@ -59,7 +59,7 @@ def _source_files(source: str) -> list[str]:
     return [path for path in candidates if os.path.isfile(path)]
 
 
-def _same_file(first: str, second: str) -> bool:
+def same_file(first: str, second: str) -> bool:
     """True when two paths name one file (one real path, or one existing inode)."""
     import os
 
@@ -82,7 +82,7 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
         return
     for source in sources:
         for path in _source_files(source or ""):
-            if _same_file(path, target):
+            if same_file(path, target):
                 from padconv_cli.tensorio.files import printable
 
                 raise click.UsageError(
