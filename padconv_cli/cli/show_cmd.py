@@ -80,19 +80,31 @@ def show_command(
         raise click.UsageError("only one FILE can be - (stdin)")
     descriptions = []
     for source in sources:
-        for label, array in named_tensors(source, dtype=dtype):
-            descriptions.append(
-                describe_tensor(label, array, bins=bins if histogram else None,
-                                edge_items=edge_items, width=output_width())
-            )
-            if not as_json:
-                click.echo(format_description(descriptions[-1]))
+        try:
+            for label, array in named_tensors(source, dtype=dtype):
+                descriptions.append(
+                    describe_tensor(label, array, bins=bins if histogram else None,
+                                    edge_items=edge_items, width=output_width())
+                )
+                if not as_json:
+                    click.echo(format_description(descriptions[-1]))
+        except MemoryError:
+            raise _out_of_memory(source) from None
     if as_json:
         from padconv_cli.json_output import dumps
 
         click.echo(dumps(descriptions, indent=2))
     if png is not None:
         _draw(sources, dtype, png)
+
+
+def _out_of_memory(source: str) -> Exception:
+    """The one-line refusal of a tensor whose reading or statistics ran out of memory."""
+    from padconv_cli.errors import InputError
+    from padconv_cli.tensorio.files import printable
+
+    return InputError(f"{printable(source)}: out of memory while reading it or computing its "
+                      "statistics (they need about one more copy of the tensor)")
 
 
 def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
