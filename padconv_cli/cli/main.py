@@ -410,22 +410,60 @@ def threading_is_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def redeliver_swallowed_interrupts() -> None:
-    """A Ctrl-C whose KeyboardInterrupt is raised inside a callback Python cannot raise from
-    (a weakref callback of the import system, a ``__del__``) is not lost: instead of
-    "Exception ignored in ..." on stderr and a run that goes on to exit 0, SIGINT is sent
-    again, and raised where the main thread can unwind."""
-    import signal
+# How long a swallowed Ctrl-C waits before it is raised again (see DeferredInterrupt).
+REDELIVERY_SECONDS = 0.001
 
-    previous = sys.unraisablehook
 
-    def hook(unraisable) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            signal.raise_signal(signal.SIGINT)
+class DeferredInterrupt:
+    """A Ctrl-C whose KeyboardInterrupt was raised inside a callback Python cannot raise from
+    (a weakref callback of the import system, a ``__del__``) is not lost.  Python reports such
+    an exception to ``sys.unraisablehook`` and goes on, so the run would end with exit 0 after
+    "Exception ignored in ..." on stderr.  The hook raises nothing itself (an exception there is
+    ignored the same way): it arms a one-shot timer, and the timer's SIGALRM handler raises
+    KeyboardInterrupt where the main thread runs next.  If that is still inside the hook, or the
+    interrupt is swallowed again, the timer is simply armed again."""
+
+    def __init__(self) -> None:
+        self.previous_hook = sys.unraisablehook
+        self.previous_alarm = None
+
+    def install(self) -> None:
+        """Take over ``sys.unraisablehook`` and SIGALRM (main thread only)."""
+        import signal
+
+        if not hasattr(signal, "setitimer") or not threading_is_main():
             return
-        previous(unraisable)
+        self.previous_alarm = signal.signal(signal.SIGALRM, self._raise_now)
+        sys.unraisablehook = self._hook
 
-    sys.unraisablehook = hook
+    def uninstall(self) -> bool:
+        """Stop the timer, restore SIGALRM and the hook; True when an interrupt was still
+        waiting to be raised (the run ended within the timer's delay)."""
+        import signal
+
+        if self.previous_alarm is None:
+            return False
+        remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous_alarm)
+        sys.unraisablehook = self.previous_hook
+        self.previous_alarm = None
+        return remaining > 0
+
+    def _hook(self, unraisable) -> None:
+        import signal
+
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            signal.setitimer(signal.ITIMER_REAL, REDELIVERY_SECONDS)
+            return
+        self.previous_hook(unraisable)
+
+    def _raise_now(self, signum: int, frame) -> None:
+        import signal
+
+        if frame is not None and frame.f_code is DeferredInterrupt._hook.__code__:
+            signal.setitimer(signal.ITIMER_REAL, REDELIVERY_SECONDS)
+            return
+        raise KeyboardInterrupt
 
 
 def run_interruptible(argv: list[str] | None) -> int:
@@ -435,10 +473,17 @@ def run_interruptible(argv: list[str] | None) -> int:
     import signal
 
     before = signal.getsignal(signal.SIGINT) if threading_is_main() else None
-    redeliver_swallowed_interrupts()
+    deferred = DeferredInterrupt()
+    deferred.install()
     _swap_interrupt_handler(signal.default_int_handler)
     try:
-        return cli.main(args=argv, prog_name="padconv", standalone_mode=False)
+        try:
+            status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)
+        finally:
+            still_waiting = deferred.uninstall()
+        if still_waiting:
+            raise KeyboardInterrupt
+        return status
     except KeyboardInterrupt:  # between two handlers of run_and_map_errors
         _swap_interrupt_handler(signal.SIG_IGN)
         click.echo("padconv: interrupted", err=True)

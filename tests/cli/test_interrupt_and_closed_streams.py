@@ -187,6 +187,43 @@ def test_ctrl_c_at_any_moment_through_the_installed_command(small, delay_ms):
     assert sorted(p.name for p in small.iterdir()) in (["x.npy"], ["out.npy", "x.npy"])
 
 
+# A KeyboardInterrupt raised inside a weakref callback: Python cannot raise it there, reports it
+# to sys.unraisablehook and goes on (the import system's module locks have such callbacks).
+SWALLOWED_INTERRUPT = """
+import signal, sys, time, weakref
+from padconv_cli.cli.main import DeferredInterrupt
+deferred = DeferredInterrupt()
+deferred.install()
+signal.signal(signal.SIGINT, signal.default_int_handler)
+class Thing:
+    pass
+thing = Thing()
+ref = weakref.ref(thing, lambda ref: signal.raise_signal(signal.SIGINT))
+try:
+    del thing
+    {after}
+    print("ran on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def _run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=WAIT_SECONDS)
+
+
+def test_a_ctrl_c_swallowed_by_a_callback_is_raised_again_in_the_main_code():
+    busy = "deadline = time.monotonic() + 5\n    while time.monotonic() < deadline: pass"
+    result = _run_python(SWALLOWED_INTERRUPT.format(after=busy))
+    assert (result.stdout, result.stderr) == ("interrupted\n", "")
+
+
+def test_a_swallowed_ctrl_c_still_waiting_when_the_run_ends_is_reported():
+    result = _run_python(SWALLOWED_INTERRUPT.format(after="print(deferred.uninstall())"))
+    assert (result.stdout, result.stderr) == ("True\nran on\n", "")
+
+
 def _closed_fd(fd: int):
     def close() -> None:
         os.close(fd)
