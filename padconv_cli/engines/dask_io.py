@@ -208,6 +208,9 @@ class ZarrOutput:
             raise OutputError(
                 f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
             ) from None
+        except BaseException:  # Ctrl-C: no ``with`` owns this object yet
+            self.discard()
+            raise
 
     def probe(self) -> str | None:
         """Why this process cannot write the client's temporary store (None when it can)."""

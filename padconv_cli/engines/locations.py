@@ -23,6 +23,7 @@ from typing import Any
 
 from padconv_cli.engines.shared_files import is_url
 from padconv_cli.errors import PadconvError
+from padconv_cli.held_signals import signals_held
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss")
 METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
@@ -126,10 +127,11 @@ class Location:
             import tempfile
 
             old = None
-            if os.path.exists(target):
-                old = tempfile.mkdtemp(prefix=".old.", dir=os.path.dirname(target))
-                os.replace(target, os.path.join(old, "store"))
-            os.replace(temp, target)
+            with signals_held():  # never the old store moved aside and the new one not in
+                if os.path.exists(target):
+                    old = tempfile.mkdtemp(prefix=".old.", dir=os.path.dirname(target))
+                    os.replace(target, os.path.join(old, "store"))
+                os.replace(temp, target)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
             return

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.held_signals import signals_held
 from padconv_cli.tensorio.atomic import make_temp_file
 from padconv_cli.tensorio.files import one_line, open_regular_file
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
@@ -316,18 +317,20 @@ class NpyOutput:
         self.target = target
         self.shape = tuple(int(d) for d in shape)
         self.dtype = _npy_storable(np.dtype(dtype), target)
-        self._temp = _temp_path_for(target)
-        self._header = self._create()
+        self._temp = None
+        try:
+            with signals_held():  # a Ctrl-C right after the creation still finds ``_temp`` set
+                self._temp = _temp_path_for(target)
+            self._header = self._create()
+        except BaseException:  # no ``with`` owns this object yet
+            self.discard()
+            raise
 
     def _create(self) -> NpyHeader:
         try:
             return self._create_temp_file()
         except (OSError, ValueError) as exc:
-            self.discard()
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
-        except BaseException:  # Ctrl-C between creating the file and owning it
-            self.discard()
-            raise
 
     def _create_temp_file(self) -> NpyHeader:
         array = np.lib.format.open_memmap(self._temp, mode="w+", dtype=self.dtype, shape=self.shape)
@@ -360,6 +363,8 @@ class NpyOutput:
 
     def discard(self) -> None:
         """Remove the temporary file (nothing happens to the target)."""
+        if self._temp is None:
+            return
         with contextlib.suppress(OSError):
             os.unlink(self._temp)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from padconv_cli.errors import OutputError
+from padconv_cli.held_signals import signals_held
 from padconv_cli.tensorio.files import one_line, printable
 
 
@@ -172,8 +173,10 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
         _write_through(path, write)
         return
     real, mode = _resolve_target(path, info)
-    fd, temp = _make_temp(path, real)
+    temp = None
     try:
+        with signals_held():  # a Ctrl-C right after the creation still finds ``temp`` set
+            fd, temp = _make_temp(path, real)
         with os.fdopen(fd, "wb") as stream:
             write(stream)
             stream.flush()
@@ -182,8 +185,9 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
             os.chmod(temp, mode)
         os.replace(temp, real)
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
         if isinstance(exc, OSError):
             raise OutputError(
                 f"{printable(path)}: write failed ({one_line(exc.strerror or exc)})"
