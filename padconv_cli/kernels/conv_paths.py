@@ -19,7 +19,8 @@ tile of the output equals the same elements of the whole, bit for bit.
 Memory besides X, W and Y (:func:`scratch_bytes`): X is never copied padded. The GEMM kernel
 holds W packed (``G * ceil(M/G / TILE_ROWS) * TILE_ROWS * C/G * prod(k)`` elements) and, per
 thread, one panel of about ``PANEL_BYTES`` (at least ``C/G * prod(k) * TILE_COLUMNS`` elements,
-at most all of an image's output positions) and the stride phases of one input row; the
+at most all of an image's output positions), the stride phases of one input row and one
+column strip of the panel packed contiguously (pointwise: of X, read in place otherwise); the
 depthwise kernel holds, per thread, the padded phases of about twice the input rows one
 output row reads.
 float16 and bfloat16 inputs are read as float32 by the kernels; they add float32 copies of W and B
@@ -137,7 +138,8 @@ def scratch_bytes(
     ``R = TILE_ROWS``) plus ``T * K * round_up(min(nb, P), TILE_COLUMNS) * a`` for the panels,
     with ``P = prod(out_spatial)``, ``nb = max(TILE_COLUMNS, PANEL_BYTES // (K * a))`` positions
     per panel, plus ``s * (out + (k - 1) * d) * a`` for one input row's stride phases (last
-    axis), and ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
+    axis), plus ``K * TILE_COLUMNS * a + 64`` for one packed column strip, and
+    ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
     (one per task at most, a task having at least ``MIN_TILE_COLUMNS`` positions). Depthwise,
     with ``T = min(threads, N * M_t * prod(out[:-1]))`` and the padded row
     ``R = ((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)`` elements along the last axis:
@@ -173,6 +175,7 @@ def scratch_bytes(
     panel = depth * -(-positions // TILE_COLUMNS) * TILE_COLUMNS * itemsize
     k, s, d = plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1]
     panel += s * (plan.output_shape[-1] + (k - 1) * d) * itemsize  # one row's stride phases
+    panel += depth * TILE_COLUMNS * itemsize + 64  # one packed column strip, 64-byte aligned
     threads = min(threads, images * groups * -(-math.prod(out_spatial) // MIN_TILE_COLUMNS))
     return groups * rows * depth * itemsize + threads * panel
 

@@ -226,6 +226,8 @@ DETERMINISM_CASES = {
     "gemm_strided_groups": ((1, 16, 61, 33), (12, 4, 3, 5),
                             {"group": 4, "strides": [2, 1], "pads": [1, 2, 1, 2]}),
     "depthwise": ((1, 12, 70, 29), (24, 1, 3, 3), {"group": 12, "pads": [1, 1, 1, 1]}),
+    # 1x1: X read in place, its column strips packed (a partial last one, a partial row block)
+    "pointwise_groups": ((2, 12, 37, 29), (18, 6, 1, 1), {"group": 2}),
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
     # rows longer than a depthwise task's block of padded rows: one output row per task
     "depthwise_long_rows": ((1, 3, 7, 20000), (6, 1, 3, 3),

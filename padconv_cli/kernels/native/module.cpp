@@ -294,8 +294,10 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
         tasks = job.n * job.group * job.blocks;
         // the panel, then the stride phases of one input row (build_panel)
         const int last = job.rank - 1;
-        scratch_elems = job.ck * round_up(job.nb, nr) +
-                        job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]);
+        scratch_elems = round_up(job.ck * round_up(job.nb, nr) +
+                                 job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]),
+                                 16) +
+                        job.ck * nr;  // then one packed column strip, 64-byte aligned
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems);
     threads = std::max(1L, std::min(threads, tasks));
