@@ -95,10 +95,19 @@ inline float widen(Half v) {
     return f;
 }
 
-// dst[0 .. count) = src[0 .. count), widened.
+// dst[0 .. count) = src[0 .. count) for buffers that do not overlap, inline by vectors (the
+// last one ending at count, overlapping the one before): the panel's runs are tens of
+// elements, where a call of memcpy costs as much as the copy.
 template <typename T>
 inline void copy_run(T* dst, const T* src, long count) {
-    memcpy(dst, src, count * sizeof(T));
+    typedef typename VecOf<T>::V V;
+    if (count < V::lanes) {
+        for (long e = 0; e < count; ++e) dst[e] = src[e];
+        return;
+    }
+    long e = 0;
+    for (; e + V::lanes <= count; e += V::lanes) V::store(dst + e, V::load(src + e));
+    if (e < count) V::store(dst + count - V::lanes, V::load(src + count - V::lanes));
 }
 template <typename T, typename S>
 inline void copy_run(T* dst, const S* src, long count) {
@@ -115,18 +124,23 @@ inline void copy_run<float, Half>(float* dst, const Half* src, long count) {
 template <typename T, typename S>
 void gather_row(T* dst, const S* src, long first, long count, long shift, long step, long size) {
     const long start = first * step + shift;  // input index of e = 0
-    long lo = 0;
-    if (start < 0) lo = min_l(count, (-start + step - 1) / step);
-    long hi = count;
+    long lo = 0, hi = count;
     const long last_ok = size - 1 - start;  // e * step <= last_ok
-    if (last_ok < 0) hi = 0;
-    else hi = min_l(count, last_ok / step + 1);
+    if (step == 1) {  // no division
+        if (start < 0) lo = min_l(count, -start);
+        hi = last_ok < 0 ? 0 : min_l(count, last_ok + 1);
+    } else {
+        if (start < 0) lo = min_l(count, (-start + step - 1) / step);
+        hi = last_ok < 0 ? 0 : min_l(count, last_ok / step + 1);
+    }
     if (hi < lo) hi = lo;
     for (long e = 0; e < lo; ++e) dst[e] = T(0);
+    const S* from = src + start;
     if (step == 1) {
-        if (hi > lo) copy_run(dst + lo, src + start + lo, hi - lo);
+        if (hi > lo) copy_run(dst + lo, from + lo, hi - lo);
+    } else if (step == 2) {  // a constant step the compiler vectorises
+        for (long e = lo; e < hi; ++e) dst[e] = widen(from[e * 2]);
     } else {
-        const S* from = src + start;
         for (long e = lo; e < hi; ++e) dst[e] = widen(from[e * step]);
     }
     for (long e = hi; e < count; ++e) dst[e] = T(0);
@@ -184,9 +198,8 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
                     for (long f = 0; f < SL; ++f)
                         gather_row(phases + f * phase_len, src, first, phase_len, f - PL, SL, IL);
                     for (long kw = 0; kw < KL; ++kw)
-                        memcpy(dst + kw * npad,
-                               phases + (kw * DL % SL) * phase_len + kw * DL / SL,
-                               len * sizeof(T));
+                        copy_run(dst + kw * npad,
+                                 phases + (kw * DL % SL) * phase_len + kw * DL / SL, len);
                     continue;
                 }
                 for (long kw = 0; kw < KL; ++kw)

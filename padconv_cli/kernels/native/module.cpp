@@ -71,16 +71,25 @@ void* scratch_for(size_t bytes) {
     return t_scratch + (64 - address % 64) % 64;
 }
 
-bool cpu_has(const std::string& isa) {
+struct CpuFeatures {
+    bool avx2 = false, avx512 = false;
+    CpuFeatures() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (!padconv_have_x86_kernels) return isa == "generic";
-    __builtin_cpu_init();
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-    if (isa == "avx512") return avx2 && __builtin_cpu_supports("avx512f");
-    if (isa == "avx2") return avx2;
+        if (!padconv_have_x86_kernels) return;
+        __builtin_cpu_init();
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+        avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+        avx512 = avx2 && __builtin_cpu_supports("avx512f");
 #endif
+    }
+};
+
+// Asked once per process: under a hypervisor every cpuid traps, about 10 us each time.
+bool cpu_has(const std::string& isa) {
+    static const CpuFeatures features;
+    if (isa == "avx512") return features.avx512;
+    if (isa == "avx2") return features.avx2;
     return isa == "generic";
 }
 
