@@ -56,12 +56,13 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 
 def install_termination_handlers() -> None:
-    """Turn SIGTERM and SIGHUP into :class:`Terminated`, so ``finally`` blocks run."""
+    """Turn SIGTERM and SIGHUP into :class:`Terminated`, so ``finally`` blocks run; a signal
+    the caller ignores (``nohup`` ignores SIGHUP) stays ignored."""
     import signal
 
     for name in ("SIGTERM", "SIGHUP"):
         signum = getattr(signal, name, None)
-        if signum is not None:
+        if signum is not None and signal.getsignal(signum) != signal.SIG_IGN:
             signal.signal(signum, _raise_terminated)
 
 
@@ -392,15 +393,16 @@ def plug_closed_standard_streams() -> None:
 
 
 def _swap_interrupt_handler(handler) -> None:
-    """Install ``handler`` for SIGINT with the signal held back meanwhile (none is lost)."""
+    """Install ``handler`` for SIGINT with the signal held back meanwhile (none is lost); the
+    mask is then restored as it was (a caller that blocked SIGINT keeps it blocked)."""
     import signal
 
     if threading_is_main():
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             signal.signal(signal.SIGINT, handler)
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def threading_is_main() -> bool:
@@ -475,7 +477,8 @@ def run_interruptible(argv: list[str] | None) -> int:
     before = signal.getsignal(signal.SIGINT) if threading_is_main() else None
     deferred = DeferredInterrupt()
     deferred.install()
-    _swap_interrupt_handler(signal.default_int_handler)
+    if before != signal.SIG_IGN:  # ignored by the caller (a background job): stays ignored
+        _swap_interrupt_handler(signal.default_int_handler)
     try:
         try:
             status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)

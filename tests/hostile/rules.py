@@ -22,6 +22,7 @@ class Rule:
 INPUT_LIMIT = "io/test_input_limit.py"
 SIGNALS = "cli/test_interrupt_and_closed_streams.py"
 FAULTS = "hostile/test_faults.py"
+LAUNCHER = "cli/test_installed_command_signals_and_arguments.py"
 OUTPUTS = "cli/test_output_targets.py"
 ATTACKS = "hostile/test_attack_corpus_refusals.py"
 ATTACK_RESULTS = "hostile/test_attack_corpus_results.py"
@@ -84,16 +85,27 @@ RULES = [
           "models/test_malformed_attributes.py::"
           "test_verify_refuses_a_constant_of_the_wrong_type",
           "case:model_conv_group_undefined", "case:verify_constant_value_typed_int")),
-    Rule("signals", "Ctrl-C at any moment from the first statement of the `padconv` script: "
-         "exit 130, one line, no traceback, no output and no temporary file left (before it, "
-         "CPython's own start-up: see the window measured below)",
+    Rule("signals", "Ctrl-C at any moment of the installed `padconv` command, CPython's own "
+         "start-up (`site`, .pth files) included: exit 130, one line, no traceback, no output "
+         "and no temporary file left (or, before the launcher's first statement, killed by "
+         "SIGINT without a word)",
          (f"{SIGNALS}::test_ctrl_c_at_any_moment_through_the_installed_command",
+          f"{LAUNCHER}::test_ctrl_c_while_site_runs_gets_padconvs_one_line",
           f"{SIGNALS}::test_ctrl_c_at_any_moment_of_padconvs_own_code",
           f"{SIGNALS}::test_ctrl_c_through_the_installed_command",
           f"{FAULTS}::test_ctrl_c_while_computing",
           f"{FAULTS}::test_ctrl_c_while_writing_out_of_core")),
     Rule("signals", "SIGTERM/SIGHUP: exit 143/129, temporary files removed",
          (f"{FAULTS}::test_sigterm_while_writing_leaves_no_temp_file",)),
+    Rule("signals", "The installed command passes through what its caller set up: arguments, "
+         "environment, a SIGINT or SIGHUP the caller ignores (a background job, `nohup`) stays "
+         "ignored, a SIGINT the caller blocked stays blocked; otherwise the run (and every "
+         "process it starts) has the normal signal mask",
+         (f"{LAUNCHER}::test_signals_the_caller_ignores_stay_ignored",
+          f"{LAUNCHER}::test_sigint_the_caller_blocked_stays_blocked",
+          f"{LAUNCHER}::test_the_run_has_a_normal_signal_mask",
+          f"{LAUNCHER}::test_arguments_pass_through_unchanged",
+          f"{LAUNCHER}::test_the_environment_passes_through")),
     Rule("streams", "The reader of stdout going away: exit 141 (or 0), nothing on stderr",
          (f"{FAULTS}::test_closed_stdout_pipe_is_quiet",)),
     Rule("streams", "stdout closed (`>&-`): a result for stdout is refused in one line, exit 2;"
