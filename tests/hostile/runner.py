@@ -134,7 +134,8 @@ def run_command(
     if measure_memory:
         handle, report = tempfile.mkstemp(prefix="padconv-rss-")
         os.close(handle)
-        command = [sys.executable, "-c", _LAUNCHER, report, *command]
+        # -I -S: the launcher needs only os and sys; no site, no .pth files (tens of ms per run)
+        command = [sys.executable, "-I", "-S", "-c", _LAUNCHER, report, *command]
     stdin_handle = _stdin_file(stdin)
     try:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

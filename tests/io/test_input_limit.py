@@ -71,12 +71,12 @@ def _endless_writer(chunk: bytes) -> subprocess.Popen:
 def test_endless_well_formed_tensorproto_stream_stops_at_the_limit(tmp_path, chunk):
     writer = _endless_writer(chunk)
     try:
-        process = _run(["pad", "-", "--pads", "1", "1", "--max-input-bytes", "4M"],
+        process = _run(["pad", "-", "--pads", "1", "1", "--max-input-bytes", "1M"],
                        tmp_path, writer.stdout)
     finally:
         writer.kill()
         writer.wait()
-    _one_line(process, "<stdin>", "4.0 MiB", "--max-input-bytes")
+    _one_line(process, "<stdin>", "1.0 MiB", "--max-input-bytes")
 
 
 def test_npy_header_on_stdin_is_judged_before_the_body_arrives(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,16 @@ def test_hook_manifest_runs_verify_without_file_names():
     assert hook["language"] == "python" and hook["pass_filenames"] is False
 
 
+def _pre_commit() -> str | None:
+    """The pre-commit installed beside this interpreter (a venv that is not activated), else
+    the one on PATH."""
+    beside = Path(sys.executable).with_name("pre-commit")
+    return str(beside) if beside.is_file() else shutil.which("pre-commit")
+
+
 def test_try_repo_runs_the_hook(tmp_path):
-    if shutil.which("pre-commit") is None:
+    pre_commit = _pre_commit()
+    if pre_commit is None:
         pytest.skip("pre-commit is not installed (pip install -e '.[test]' brings it)")
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -37,7 +46,7 @@ def test_try_repo_runs_the_hook(tmp_path):
     for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "c"]):
         subprocess.run(command, cwd=target, env=env, check=True)
     done = subprocess.run(
-        ["pre-commit", "try-repo", str(REPO), "padconv-verify", "--all-files", "--verbose"],
+        [pre_commit, "try-repo", str(REPO), "padconv-verify", "--all-files", "--verbose"],
         cwd=target, env=env, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
