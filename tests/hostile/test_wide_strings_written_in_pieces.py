@@ -21,17 +21,10 @@ PEAK_LIMIT = 300 * 2**20
 WIDTH = 100_000_000  # characters: 381 MiB per element
 
 
-def _npy_header_only(path: Path, descr: str, shape: tuple[int, ...]) -> None:
-    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape!r}, }}"
-    header = header.encode("latin1")
-    header += b" " * (-(len(header) + 11) % 64) + b"\n"
-    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
-
-
 @pytest.fixture()
 def wide(tmp_path: Path) -> Path:
     """The issue's 128-byte .npy: ``<U100000000`` of shape (0,)."""
-    _npy_header_only(tmp_path / "u.npy", f"<U{WIDTH}", (0,))
+    np.save(tmp_path / "u.npy", np.zeros((0,), dtype=f"<U{WIDTH}"))
     assert (tmp_path / "u.npy").stat().st_size == 128
     return tmp_path
 
