@@ -44,6 +44,7 @@ template <> struct VecOf<double> { typedef VecD V; };
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
 const int DW_NV = PADCONV_DW_NV;
+const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
 
 // packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
 template <typename T>
@@ -221,6 +222,11 @@ inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const
         for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
     for (long q = 0; q < ck; ++q) {
         const T* row = panel + q * pstride;
+#if defined(__GNUC__) || defined(__clang__)
+        // rows of a strip lie pstride apart: fetch some ahead (a hint; never faults)
+        __builtin_prefetch(row + PREFETCH_ROWS * pstride);
+        __builtin_prefetch(row + PREFETCH_ROWS * pstride + NV * V::lanes - 1);
+#endif
         typename V::type b[NV];
         for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
         const T* wq = wp + q * MR;
