@@ -24,10 +24,10 @@ tile of the output equals the same elements of the whole, bit for bit.
 Memory besides X, W and Y (:func:`scratch_bytes`): X is never copied padded. The GEMM kernel
 holds W packed (``G * ceil(M/G / TILE_ROWS) * TILE_ROWS * C/G * prod(k)`` elements) and, per
 thread, one panel of about ``PANEL_BYTES`` (at least ``C/G * prod(k) * TILE_COLUMNS`` elements,
-at most all of an image's output positions), the stride phases of one input row and one
-column strip of the panel packed contiguously (pointwise: of X, read in place otherwise); the
-depthwise kernel holds, per thread, the padded phases of about twice the input rows one
-output row reads.
+at most all of an image's output positions) and the stride phases of one input row, plus
+pointwise one strip of X packed contiguous, or, with the row kernel, the padded input rows of
+a few output rows (about ``ROW_BYTES``) when those are more; the depthwise kernel holds, per
+thread, the padded phases of about twice the input rows one output row reads.
 float16 and bfloat16 inputs are read as float32 by the kernels; they add float32 copies of W and B
 and one float32 chunk of output channels (:func:`working_bytes`).
 """
