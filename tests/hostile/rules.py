@@ -168,6 +168,11 @@ RULES = [
     Rule("outputs", "An output whose name is at the file system's NAME_MAX is written: the "
          "temporary file beside it gets a name cut to fit (in memory and tiled)",
          (f"{NAMES_STREAMS}::test_an_output_name_at_name_max_is_written",)),
+    Rule("outputs", "A disk filled by another process while the tiled engine writes: one "
+         "line, exit 2, nothing published, no temporary file left (tiles are written with "
+         "pwrite, never through a memory map, so no SIGBUS)",
+         ("hostile/test_attack_corpus_full_disk.py::"
+          "test_disk_filled_during_a_tiled_conv_is_one_line",)),
     Rule("streams", "stderr that cannot be written (`2>/dev/full`, `2>&-`): the line is "
          "dropped and the exit code is the run's own: 2 for a refused input, 0 with the output "
          "written for a good run (a progress line that cannot be written does not stop it)",
