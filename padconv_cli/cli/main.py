@@ -243,11 +243,15 @@ def _silence_stdout() -> None:
 
 
 def report(line: str) -> None:
-    """Write padconv's one line to stderr.  When stderr cannot take it (``2>/dev/full``, a full
-    disk, a closed pipe) the line is dropped and stderr pointed at /dev/null, so the exit code
-    stays the error's own (the interpreter's final flush would otherwise turn it into 120)."""
+    """Write padconv's one line to stderr, control characters and line separators escaped
+    (a value from the environment or a file may hold them: the line stays one line and the
+    terminal safe).  When stderr cannot take it (``2>/dev/full``, a full disk, a closed pipe)
+    the line is dropped and stderr pointed at /dev/null, so the exit code stays the error's own
+    (the interpreter's final flush would otherwise turn it into 120)."""
+    from padconv_cli.tensorio.files import printable
+
     try:
-        click.echo(line, err=True)
+        click.echo(printable(line), err=True)
     except (OSError, ValueError):
         from padconv_cli.streams import silence_stderr
 

@@ -173,6 +173,11 @@ RULES = [
          "pwrite, never through a memory map, so no SIGBUS)",
          ("hostile/test_attack_corpus_full_disk.py::"
           "test_disk_filled_during_a_tiled_conv_is_one_line",)),
+    Rule("exit codes", "The error line has no control character or line separator, whatever "
+         "a value from the environment or a file holds (escaped as `\\x1b`, `\\n`): one line, "
+         "and no escape sequence reaches the terminal",
+         ("cli/test_error_line_is_terminal_safe.py::"
+          "test_an_escape_sequence_in_an_environment_variable_is_escaped",)),
     Rule("streams", "stderr that cannot be written (`2>/dev/full`, `2>&-`): the line is "
          "dropped and the exit code is the run's own: 2 for a refused input, 0 with the output "
          "written for a good run (a progress line that cannot be written does not stop it)",
