@@ -38,13 +38,13 @@ def _instrumented_imports():
     except ImportError:
         atheris = None
     with atheris.instrument_imports() if atheris else contextlib.nullcontext():
-        from padconv_cli import tensorio
+        from padconv_cli import tensor_sources
         from padconv_cli.errors import PadconvError
         from padconv_cli.tensorio import npy, npz, protobuf, sniff
-    return atheris, PadconvError, tensorio, npy, npz, protobuf, sniff
+    return atheris, PadconvError, tensor_sources, npy, npz, protobuf, sniff
 
 
-atheris, PadconvError, tensorio, npy, npz, protobuf, sniff = _instrumented_imports()
+atheris, PadconvError, tensor_sources, npy, npz, protobuf, sniff = _instrumented_imports()
 
 
 def _read_file(suffix: str) -> Callable[[bytes], object]:
@@ -53,7 +53,7 @@ def _read_file(suffix: str) -> Callable[[bytes], object]:
     def target(payload: bytes) -> object:
         path = SCRATCH / f"input{suffix}"
         path.write_bytes(payload)
-        return tensorio.read_tensor(str(path))
+        return tensor_sources.read_tensor(str(path))
 
     return target
 

@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "pad": "padconv_cli.kernels.pad",
     "conv": "padconv_cli.kernels.conv",
-    "read_tensor": "padconv_cli.tensorio",
+    "read_tensor": "padconv_cli.tensor_sources",
     "write_tensor": "padconv_cli.tensorio",
     "PadconvError": "padconv_cli.errors",
 }
@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from padconv_cli.errors import PadconvError
     from padconv_cli.kernels.conv import conv
     from padconv_cli.kernels.pad import pad
-    from padconv_cli.tensorio import read_tensor, write_tensor
+    from padconv_cli.tensor_sources import read_tensor
+    from padconv_cli.tensorio import write_tensor
 
 
 def __getattr__(name: str) -> object:

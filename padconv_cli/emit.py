@@ -31,6 +31,7 @@ import numpy as np
 
 from padconv_cli.errors import OutputError, UnsupportedDtypeError
 from padconv_cli.onnx_nodes import CONV_INPUT_NAMES, PAD_INPUT_NAMES
+from padconv_cli.operators import CONV, PAD, operator
 
 MIN_RUNTIME_OPSET = 7
 PROTOBUF_LIMIT = 2**31 - 1
@@ -95,7 +96,7 @@ def pad_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     from padconv_cli.operators import PAD_VERSIONS
 
     versions = [v for v in PAD_VERSIONS if v >= 2]
-    needs = [(_first_version_for_type("Pad", versions, dtype), f"{onnx_type_string(dtype)}")]
+    needs = [(_first_version_for_type(PAD.name, versions, dtype), f"{onnx_type_string(dtype)}")]
     if attributes.get("axes") is not None:
         needs.append((18, "the axes input"))
     if attributes.get("mode") == "wrap":
@@ -105,7 +106,7 @@ def pad_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     version, reason = max(needs, key=lambda need: need[0])
     if version == versions[0]:
         reason = "the oldest Pad with pads as an attribute"
-    return VersionChoice("Pad", version, reason)
+    return VersionChoice(PAD.name, version, reason)
 
 
 def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
@@ -118,7 +119,7 @@ def conv_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     """The oldest Conv version with the call's element type and auto_pad semantics."""
     from padconv_cli.operators import CONV_VERSIONS
 
-    needs = [(_first_version_for_type("Conv", CONV_VERSIONS, dtype), onnx_type_string(dtype))]
+    needs = [(_first_version_for_type(CONV.name, CONV_VERSIONS, dtype), onnx_type_string(dtype))]
     strides = attributes.get("strides") or ()
     auto_pad = attributes.get("auto_pad", "NOTSET")
     if (
@@ -130,15 +131,13 @@ def conv_version(dtype: np.dtype, attributes: dict[str, Any]) -> VersionChoice:
     version, reason = max(needs, key=lambda need: need[0])
     if version == CONV_VERSIONS[0]:
         reason = "Conv-1 has every feature used"
-    return VersionChoice("Conv", version, reason)
+    return VersionChoice(CONV.name, version, reason)
 
 
 def operator_version(call: Any) -> VersionChoice:
     """The :class:`VersionChoice` of a :class:`padconv_cli.onnx_nodes.KernelCall`."""
-    from padconv_cli.operators import operator
-
     dtype = np.asarray(call.arrays[0]).dtype
-    return operator(call.op_type).hook("onnx_version")(dtype, call.attributes)
+    return _VERSION_CHOICES[operator(call.op_type).name](dtype, call.attributes)
 
 
 def _value_info(name: str, dtype: np.dtype, shape: Sequence[int]) -> Any:
@@ -248,11 +247,10 @@ def single_node_model(
     from onnx import helper
 
     from padconv_cli import __version__
-    from padconv_cli.operators import operator
 
     entry = operator(call.op_type)
     choice = operator_version(call)
-    parts = entry.hook("graph_parts")(call, choice, embedded, plan)
+    parts = _GRAPH_PARTS[entry.name](call, choice, embedded, plan)
     output_name = entry.output_name
     node = helper.make_node(
         call.op_type, parts.node_inputs, [output_name], name=node_name or call.op_type.lower()
@@ -320,3 +318,7 @@ def save_model(model: Any, path: str) -> None:
 
     data = model.SerializeToString()
     atomic_write(path, lambda stream: stream.write(data))
+
+
+_VERSION_CHOICES = {PAD.name: pad_version, CONV.name: conv_version}
+_GRAPH_PARTS = {PAD.name: _pad_parts, CONV.name: _conv_graph_parts}

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.onnx_nodes import CONV_INPUT_NAMES, PAD_INPUT_NAMES
+from padconv_cli.operators import CONV, PAD, operator
 from padconv_cli.units import human_bytes
 
 
@@ -176,10 +177,8 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str]) -> d
     given on the command line."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.emit import operator_version
-    from padconv_cli.operators import operator
-
     call = resolved.call
-    body = operator(call.op_type).hook("explain")(resolved, plan, set(flags))
+    body = _EXPLANATIONS[operator(call.op_type).name](resolved, plan, set(flags))
     body["output"]["dtype"] = dtype_name(np.asarray(call.arrays[0]).dtype)
     choice = operator_version(call)
     info: dict[str, Any] = {"operator": call.op_type}
@@ -224,3 +223,6 @@ def format_explanation(info: dict[str, Any]) -> str:
     lines.append(f"  ONNX: {onnx['operator']} at opset {onnx['opset']} ({onnx['reason']})")
     lines.extend(f"  note: {note}" for note in info.get("notes", ()))
     return "\n".join(lines)
+
+
+_EXPLANATIONS = {PAD.name: _pad_explanation, CONV.name: _conv_explanation}

@@ -36,8 +36,9 @@ import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
 from padconv_cli.folding import fold_loader, fold_specs, lazy, subgraphs
+from padconv_cli.operators import CONV, OPERATORS, PAD, operator
 
-MODEL_OPS = ("Pad", "Conv")
+MODEL_OPS = tuple(OPERATORS)
 LISTED_NODES = 12
 PAD_FLAG_INPUTS = {1: "pads", 2: "constant_value", 3: "axes"}
 SHORTHAND_CONSTANTS = (
@@ -517,14 +518,12 @@ def resolve_call(
     from padconv_cli.onnx_nodes import check_node_input_count
 
     check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
-    from padconv_cli.operators import operator
-
     entry = operator(op_type)
     embedded: set[str] = set()
-    slots = entry.hook("model_slots")(origin, arrays, flags, embedded)
+    slots = _MODEL_SLOTS[entry.name](origin, arrays, flags, embedded)
     model_call = _model_call(origin, slots)
     attributes = dict(model_call.attributes)
-    flag_rules = entry.hook("flag_rules")
+    flag_rules = _FLAG_RULES.get(entry.name)
     if flag_rules is not None:
         flag_rules(attributes, flags, arrays[1] is not None)
     from_model = _given_by_model(attributes)
@@ -541,7 +540,6 @@ def resolve_call(
 def _plain_call(op_type: str, arrays: tuple, flags: Mapping[str, Any]) -> ResolvedCall:
     """A call built from flags alone, by the newest operator version padconv implements."""
     from padconv_cli.onnx_nodes import KernelCall
-    from padconv_cli.operators import operator
 
     entry = operator(op_type)
     attributes = {**entry.defaults, **flags}
@@ -601,3 +599,7 @@ def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
     for tensor in model.graph.initializer:
         yield tensor.name, _tensor_loader(tensor, f"{path}: initializer {tensor.name!r}",
                                           base_dir)()
+
+
+_MODEL_SLOTS = {PAD.name: _pad_slots, CONV.name: _conv_model_slots}  # the model's inputs per slot
+_FLAG_RULES = {CONV.name: _conv_flag_rules}  # how flags combine with the node's attributes

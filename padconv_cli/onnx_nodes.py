@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.operators import OPERATORS, operator
+from padconv_cli.operators import CONV, OPERATORS, PAD, operator
 
 OPERATOR_VERSIONS = {name: entry.versions for name, entry in OPERATORS.items()}
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -52,7 +52,7 @@ class KernelCall:
 
     def run(self) -> np.ndarray:
         """Run the kernel and return its single output."""
-        return operator(self.op_type).hook("kernel")(*self.arrays, **self.attributes)
+        return operator(self.op_type).kernel(*self.arrays, **self.attributes)
 
     def describe(self) -> str:
         """The attributes that were given, as ``name=value`` words (``mode=reflect pads=[0,2]``)."""
@@ -114,7 +114,7 @@ def kernel_call(
     attributes = {
         name: _plain(value, f"{op_type}: attribute {name!r}") for name, value in attributes.items()
     }
-    return operator(op_type).hook("node_call")(version, attributes, list(inputs))
+    return _NODE_CALLS[operator(op_type).name](version, attributes, list(inputs))
 
 
 def run_node(
@@ -183,7 +183,7 @@ def _pad_kernel_call(version: int, data, pads, value, axes, mode: str,
         "constant_value": value,
         "axes": axes,
     }
-    return KernelCall("Pad", version, (data,), attributes, notes)
+    return KernelCall(PAD.name, version, (data,), attributes, notes)
 
 
 def _pad_mode(operator: str, version: int, mode: Any) -> str:
@@ -257,7 +257,7 @@ def _conv_call(version: int, attributes: dict[str, Any], inputs: list) -> Kernel
     kwargs = {name: attributes.get(name) for name in CONV_ATTRIBUTES}
     kwargs["auto_pad"] = str(kwargs["auto_pad"] or "NOTSET")
     kwargs["group"] = int(1 if kwargs["group"] is None else kwargs["group"])
-    return KernelCall("Conv", version, (x, w, b), kwargs)
+    return KernelCall(CONV.name, version, (x, w, b), kwargs)
 
 
 # --- shared checks ---------------------------------------------------------------------------
@@ -303,9 +303,9 @@ ATTRIBUTE_TYPE_NAMES = (
 )
 _FLOAT, _INT, _STRING, _TENSOR, _FLOATS, _INTS, _STRINGS, _SPARSE = 1, 2, 3, 4, 6, 7, 8, 11
 ATTRIBUTE_TYPES = {
-    "Conv": {"auto_pad": _STRING, "dilations": _INTS, "group": _INT, "kernel_shape": _INTS,
+    CONV.name: {"auto_pad": _STRING, "dilations": _INTS, "group": _INT, "kernel_shape": _INTS,
              "pads": _INTS, "strides": _INTS},
-    "Pad": {"mode": _STRING, "pads": _INTS, "paddings": _INTS, "value": _FLOAT},
+    PAD.name: {"mode": _STRING, "pads": _INTS, "paddings": _INTS, "value": _FLOAT},
     "Constant": {"value": _TENSOR, "value_float": _FLOAT, "value_floats": _FLOATS,
                  "value_int": _INT, "value_ints": _INTS, "value_string": _STRING,
                  "value_strings": _STRINGS, "sparse_value": _SPARSE},
@@ -401,3 +401,6 @@ def call_for_node(
         check_node_input_count(node, opset=opset, source=source, label=label)
     attributes = node_attributes(node, source=source, label=label)
     return kernel_call(node.op_type, attributes, inputs, opset=opset, domain=node.domain)
+
+
+_NODE_CALLS = {PAD.name: _pad_call, CONV.name: _conv_call}  # a node's attributes -> the kernel call

@@ -9,21 +9,25 @@ a call built from flags alone, the ONNX versions it implements (``--emit-onnx`` 
 * ``run(plan, arrays, attributes)``: the in-memory kernel on that plan (no planning again);
 * ``needs(arrays, plan, dtype, attributes, fmt)``: output bytes as written and working memory
   (:mod:`padconv_cli.needs`), which the resource gate checks;
-* ``output_dtype(dtype, attributes, plan)``: the result's element type;
+* ``output_dtype(dtype, attributes, plan)``: the result's element type (a result ``run``
+  holds as python strings, see :func:`padconv_cli.needs.strings_as_objects`, is written at
+  that type's fixed width);
 * ``max_inputs(version)``: how many inputs a node of that version may list;
 * ``accumulates``: the result is a sum of products (Conv), compared against the dot-product
   error bound, not exactly;
-* ``hooks``: the operator's function for each concern of another module (its public kernel,
-  its node translation, its model slots, its --explain body, its ONNX version choice and
-  graph parts, its known peer deviations), named ``module:function`` and imported on use.
+* ``kernel(*arrays, **attributes)``: the public kernel (``pad`` / ``conv``).
 
-Code that would otherwise test ``op_type == "Pad"`` asks :func:`operator` for the entry.
+The table sits below the modules that build on it (onnx_nodes, models, explain, emit,
+crosscheck, audit): each of those keeps its per-operator function in a mapping keyed by the
+entries' names (``{PAD.name: _pad_explanation, CONV.name: _conv_explanation}``), so every
+import points downwards and the import-cycle check sees each reference.  Code that would
+otherwise test ``op_type == "Pad"`` asks :func:`operator` for the entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +42,7 @@ class Operator:
     name: str
     command: str
     input_names: tuple[str, ...]
+    required_inputs: int  # the first inputs a call cannot go without (data; X and W)
     versions: tuple[int, ...]
     defaults: Mapping[str, Any]
     plan: Callable[[Sequence[Any], np.dtype, Mapping[str, Any]], Any]
@@ -45,25 +50,14 @@ class Operator:
     needs: Callable[..., Any]
     output_dtype: Callable[[np.dtype, Mapping[str, Any], Any], np.dtype]
     max_inputs: Callable[[int], int]
+    kernel: Callable[..., np.ndarray]
     output_name: str = "Y"
     accumulates: bool = False
-    hooks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def newest_version(self) -> int:
         """The newest ONNX version of the operator padconv implements."""
         return self.versions[-1]
-
-    def hook(self, name: str) -> Callable[..., Any] | None:
-        """The operator's function for one concern of another module (``hooks``: name ->
-        ``module:function``, imported on first use so the table imports nothing), or None."""
-        target = self.hooks.get(name)
-        if target is None:
-            return None
-        import importlib
-
-        module, function = target.split(":")
-        return getattr(importlib.import_module(module), function)
 
 
 # --- Pad -------------------------------------------------------------------------------------
@@ -82,11 +76,21 @@ def _pad_fill(dtype: np.dtype, attributes: Mapping[str, Any], plan: Any) -> Any:
     return fill_value(attributes.get("constant_value"), dtype, plan)
 
 
+def _pad_kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
+    from padconv_cli.kernels.pad import pad  # the kernels load on use (start-up time)
+
+    return pad(*arrays, **attributes)
+
+
 def _run_pad(plan: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.ndarray:
     from padconv_cli.kernels.pad import pad_planned
+    from padconv_cli.needs import strings_as_objects
 
     data = np.asarray(arrays[0])
-    return pad_planned(data, plan, _pad_fill(data.dtype, attributes, plan))
+    fill = _pad_fill(data.dtype, attributes, plan)
+    if strings_as_objects(_pad_output_dtype(data.dtype, attributes, plan), plan):
+        data = data.astype(object)  # wide strings: held as python strings, written in pieces
+    return pad_planned(data, plan, fill)
 
 
 def _pad_needs(arrays: Sequence[Any], plan: Any, dtype: np.dtype,
@@ -115,6 +119,12 @@ def _plan_conv(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, 
     return plan_conv(shapes[0], shapes[1], shapes[2], **attributes)
 
 
+def _conv_kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
+    from padconv_cli.kernels.conv import conv
+
+    return conv(*arrays, **attributes)
+
+
 def _run_conv(plan: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.ndarray:
     from padconv_cli.kernels.conv import conv_planned
 
@@ -137,38 +147,20 @@ PAD_VERSIONS = (1, 2, 11, 13, 18, 19, 21, 23, 24, 25)
 CONV_VERSIONS = (1, 11, 22)
 
 PAD = Operator(
-    name="Pad", command="pad", input_names=("data",), versions=PAD_VERSIONS,
+    name="Pad", command="pad", input_names=("data",), required_inputs=1, versions=PAD_VERSIONS,
     defaults={"pads": None, "constant_value": None, "axes": None, "mode": "constant"},
     plan=_plan_pad, run=_run_pad, needs=_pad_needs, output_dtype=_pad_output_dtype,
     output_name="output",
     max_inputs=lambda version: 1 if version < 11 else (4 if version >= 18 else 3),
-    hooks={
-        "kernel": "padconv_cli.kernels.pad:pad",
-        "node_call": "padconv_cli.onnx_nodes:_pad_call",
-        "model_slots": "padconv_cli.models:_pad_slots",
-        "explain": "padconv_cli.explain:_pad_explanation",
-        "onnx_version": "padconv_cli.emit:pad_version",
-        "graph_parts": "padconv_cli.emit:_pad_parts",
-        "known_deviation": "padconv_cli.crosscheck:pad_known_deviation",
-        "reference": "padconv_cli.audit.judge:_pad_reference",
-    },
+    kernel=_pad_kernel,
 )
 CONV = Operator(
-    name="Conv", command="conv", input_names=("X", "W", "B"), versions=CONV_VERSIONS,
+    name="Conv", command="conv", input_names=("X", "W", "B"), required_inputs=2,
+    versions=CONV_VERSIONS,
     defaults={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
               "pads": None, "strides": None},
     plan=_plan_conv, run=_run_conv, needs=_conv_needs, output_dtype=_conv_output_dtype,
-    max_inputs=lambda version: 3, accumulates=True,
-    hooks={
-        "kernel": "padconv_cli.kernels.conv:conv",
-        "node_call": "padconv_cli.onnx_nodes:_conv_call",
-        "model_slots": "padconv_cli.models:_conv_model_slots",
-        "flag_rules": "padconv_cli.models:_conv_flag_rules",
-        "explain": "padconv_cli.explain:_conv_explanation",
-        "onnx_version": "padconv_cli.emit:conv_version",
-        "graph_parts": "padconv_cli.emit:_conv_graph_parts",
-        "reference": "padconv_cli.audit.judge:_conv_reference",
-    },
+    max_inputs=lambda version: 3, accumulates=True, kernel=_conv_kernel,
 )
 OPERATORS: dict[str, Operator] = {entry.name: entry for entry in (PAD, CONV)}
 COMMANDS: dict[str, Operator] = {entry.command: entry for entry in (PAD, CONV)}

@@ -84,6 +84,7 @@ class Outcome:
     tiled: Any = None
     explanation: dict[str, Any] | None = None
     report: Any = None
+    string_dtype: np.dtype | None = None  # the fixed width of a wide string result held as str
 
 
 def run(request: Request, *, write: bool = True,
@@ -112,7 +113,7 @@ def resolve(request: Request, read: tuple[Any, ...] = ()) -> Any:
     ``read`` holds inputs already read (the engine choice read W and B), by position after
     the first."""
     from padconv_cli.models import find_node, resolve_call
-    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.tensor_sources import read_tensor
 
     entry = operator(request.operator)
     values = (request.inputs[0], *read, *request.inputs[1 + len(read):])
@@ -179,17 +180,27 @@ def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
         return outcome
     entry = operator(resolved.call.op_type)
     outcome.result = entry.run(plan, resolved.call.arrays, resolved.call.attributes)
+    outcome.string_dtype = _written_string_dtype(resolved.call, plan, outcome.result)
     if write and request.output is not None:
         from padconv_cli.tensorio import write_tensor
 
         fmt = request.fmt or ("npy" if request.output == "-" else None)
-        write_tensor(outcome.result, request.output, fmt=fmt)
+        write_tensor(outcome.result, request.output, fmt=fmt, string_dtype=outcome.string_dtype)
     if request.check:
         from padconv_cli.crosscheck import crosscheck
 
         outcome.report = crosscheck(resolved.call, plan, outcome.result,
                                     rtol=request.check_rtol, atol=request.check_atol)
     return outcome
+
+
+def _written_string_dtype(call: Any, plan: Any, result: np.ndarray) -> np.dtype | None:
+    """The fixed-width type of a string result the kernel held as python strings (wide
+    strings, :func:`padconv_cli.needs.strings_as_objects`), None for any other result."""
+    if result.dtype != np.object_:
+        return None
+    dtype = operator(call.op_type).output_dtype(dtype_of(call.arrays[0]), call.attributes, plan)
+    return dtype if dtype.kind in "US" else None
 
 
 def call_needs(call: Any, plan: Any, fmt: str = "npy") -> Any:
@@ -260,12 +271,18 @@ def emit_model(resolved: Any, plan: Any, path: str, with_data: bool = False) -> 
 
 
 def check_output_format(output: str | None, fmt: str | None) -> None:
-    """Refuse an output suffix that contradicts ``fmt`` before anything runs."""
-    if output is not None and fmt is not None:
-        from padconv_cli.tensorio.files import printable
-        from padconv_cli.tensorio.writing import check_suffix_agrees
+    """Refuse, before anything runs, an output suffix that contradicts ``fmt`` and, for a
+    file that is not a Zarr store, a suffix that names no tensor format (``y.npz``)."""
+    if output is None:
+        return
+    from padconv_cli.tensorio.files import printable
+    from padconv_cli.tensorio.writing import check_suffix_agrees, resolve_format
 
-        check_suffix_agrees(printable(output), fmt)
+    if "://" in output or is_zarr(output):
+        if fmt is not None:
+            check_suffix_agrees(printable(output), fmt)
+        return
+    resolve_format(output, fmt)
 
 
 # --- out of core -----------------------------------------------------------------------------
@@ -404,7 +421,7 @@ def _declared_input(data: str) -> Any:
 
 def _small_inputs(request: Request) -> list[Any]:
     """W and B of a Conv (read whole: they are small), nothing for Pad."""
-    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.tensor_sources import read_tensor
 
     return [_read(value, request.dtype, read_tensor) for value in request.inputs[1:]]
 
@@ -425,11 +442,26 @@ def _gate_out_of_core(request: Request, source: Any, plan: Any) -> None:
 
     entry = operator(request.operator)
     dtype = entry.output_dtype(dtype_of(source), _attributes(request, source), plan)
+    check_element_width(dtype, request.engine)
     shape = tuple(plan.output_shape)
     nbytes = math.prod(shape) * dtype.itemsize
     needs = Needs(0, nbytes, 0, shape, dtype.name, dtype.itemsize)
     check_call(needs, Limits(request.max_output_bytes), in_memory=False)
     check_disk_space(request.output, shape, dtype)
+
+
+def check_element_width(dtype: np.dtype, engine: str) -> None:
+    """Out-of-core engines hold whole elements: a string element wider than the pieces wide
+    strings are written in (``STRING_CHUNK_BYTES``) is left to the in-memory engine."""
+    from padconv_cli.errors import OutputTooLargeError
+    from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
+    from padconv_cli.units import human_bytes
+
+    if dtype.kind in "US" and dtype.itemsize > STRING_CHUNK_BYTES:
+        raise OutputTooLargeError(
+            f"strings of {dtype.str} take {human_bytes(dtype.itemsize)} per element, and engine "
+            f"{engine} holds at most {human_bytes(STRING_CHUNK_BYTES)} per element; engine "
+            "memory writes such strings in pieces", param="engine")
 
 
 def check_file_input(data: Any, engine: str) -> None:

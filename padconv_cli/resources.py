@@ -13,9 +13,10 @@ full or any output allocated:
 * the output rule: the result's bytes *as written* (strings at the width the writer uses)
   must not exceed ``max_output_bytes``; for out-of-core engines, whose output goes to disk,
   only an explicit ``max_output_bytes`` applies (and the free disk space, checked by them);
-* the memory rule (in-memory engine): inputs + output + the working memory of the compute
-  path that will run must not exceed ``memory_limit``.  When the tiled engine could take the
-  call instead, the message says so.
+* the memory rule (in-memory engine): inputs + output as held + the working memory of the
+  compute path that will run must not exceed ``memory_limit`` (a string result held as
+  Python strings and written in pieces is held as its pointers, not at its written size).
+  When the tiled engine could take the call instead, the message says so.
 
 Refusals are :class:`~padconv_cli.errors.OutputTooLargeError` with ``param`` naming the
 parameter that changes the limit; messages speak parameter names, the CLI renders flags.
@@ -128,11 +129,17 @@ class Needs:
     output_shape: tuple[int, ...]
     dtype_name: str
     allocated_itemsize: int = 1
+    held: int | None = None  # the output's bytes in memory, when not its bytes as written
+
+    @property
+    def output_held(self) -> int:
+        """The output's bytes in memory: ``held``, else its bytes as written."""
+        return self.output if self.held is None else self.held
 
     @property
     def total(self) -> int:
-        """``inputs + output + working``: the peak of the in-memory engine."""
-        return self.inputs + self.output + self.working
+        """``inputs + output as held + working``: the peak of the in-memory engine."""
+        return self.inputs + self.output_held + self.working
 
 
 @dataclass(frozen=True)
@@ -184,7 +191,7 @@ def check_memory(needs: Needs, limit: int, *, tiled_possible: bool = False) -> N
     hint = "; engine tiled works within that limit" if tiled_possible else ""
     raise OutputTooLargeError(
         f"the call needs {human_bytes(needs.total)} in memory (inputs "
-        f"{human_bytes(needs.inputs)} + output {human_bytes(needs.output)} + working "
+        f"{human_bytes(needs.inputs)} + output {human_bytes(needs.output_held)} + working "
         f"{human_bytes(needs.working)}), over the limit memory_limit = {human_bytes(limit)}"
         f"{hint}", param=("memory_limit", "engine") if tiled_possible else "memory_limit",
     )

@@ -300,7 +300,7 @@ def _stderr_notice(message: str) -> None:
 
 def read_tensor_labelled(source: str, dtype: str | None) -> tuple[str, np.ndarray]:
     """(label, array): the source text, plus the stored name when it differs."""
-    from padconv_cli.tensorio import read_named_tensor
+    from padconv_cli.tensor_sources import read_named_tensor
 
     name, array = read_named_tensor(source, dtype=dtype)
     label = source if not name or source.endswith(f":{name}") else f"{source} ({name})"

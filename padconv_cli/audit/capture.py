@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError
+from padconv_cli.operators import OPERATORS
 
 REFERENCE = "onnx.reference"
 ONNXRUNTIME = "onnxruntime"
-AUDITED_OPS = ("Pad", "Conv")
+AUDITED_OPS = tuple(OPERATORS)
 
 
 @dataclass

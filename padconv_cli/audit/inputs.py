@@ -171,7 +171,7 @@ def _check_given(declared: DeclaredInput, array: np.ndarray, source: str) -> np.
 def model_feeds(model: Any, given: Sequence[str], dims: Mapping[str, int], seed: int,
                 path: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """(input name -> array, input name -> where it came from) for every model input."""
-    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.tensor_sources import read_tensor
 
     declared = declared_inputs(model, path)
     names = [d.name for d in declared]

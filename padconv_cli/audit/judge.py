@@ -26,6 +26,7 @@ import numpy as np
 
 from padconv_cli.audit.capture import REFERENCE, Capture, NodeCapture, node_key
 from padconv_cli.errors import PadconvError
+from padconv_cli.operators import CONV, PAD, operator
 
 OK, OUTSIDE, NOT_REACHED, NOT_RUN = "ok", "outside", "not reached", "not run"
 RUNTIME_REFUSED, PADCONV_REFUSED = "runtime refused", "padconv refused"
@@ -173,9 +174,7 @@ def _axis_source(j: np.ndarray, n: int, mode: str) -> tuple[np.ndarray, np.ndarr
 def _reference_output(call: Any) -> np.ndarray:
     """The float64 recomputation: Conv in float64 (same inputs, same attributes), Pad by
     :func:`_pad_reference`."""
-    from padconv_cli.operators import operator
-
-    return operator(call.op_type).hook("reference")(call)
+    return _REFERENCES[operator(call.op_type).name](call)
 
 
 def _conv_reference(call: Any) -> np.ndarray:
@@ -354,3 +353,6 @@ def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture
                             "point are not run")
     if reference is not None and reference is not capture and reference.error:
         report.notes.append(f"onnx.reference stopped ({reference.error})")
+
+
+_REFERENCES = {PAD.name: _pad_reference, CONV.name: _conv_reference}  # the float64 recomputation

@@ -71,7 +71,7 @@ def compare_command(
     With --conv-x (and W from --conv-w or --from-model), A and B are taken as outputs of that
     Conv and each element may also differ by c*n*eps*sum(|x|*|w|) over its receptive field.
     """
-    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.tensor_sources import read_tensor
     from padconv_cli.verification.compare import compare_arrays
 
     png = conv_options.pop("png", None)
@@ -117,8 +117,8 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     if options["node"] is not None and options["from_model"] is None:
         raise click.UsageError("--node needs --from-model MODEL.onnx")
     from padconv_cli.models import find_node, resolve_call, with_node_context
-    from padconv_cli.operators import plan_call
-    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.operators import CONV, plan_call
+    from padconv_cli.tensor_sources import read_tensor
     from padconv_cli.verification.conv_bound import call_error_bound
 
     arrays = tuple(None if options[k] is None else read_tensor(options[k], dtype=dtype)
@@ -126,8 +126,8 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     flags = {k: options[k] for k in _CONV_ATTRIBUTES if options[k] is not None}
     origin = None
     if options["from_model"] is not None:
-        origin = find_node(options["from_model"], options["node"], "Conv")
-    resolved = resolve_call("Conv", arrays, flags, origin)
+        origin = find_node(options["from_model"], options["node"], CONV.name)
+    resolved = resolve_call(CONV.name, arrays, flags, origin)
     try:
         plan = plan_call(resolved.call)
     except PadconvError as error:
@@ -137,7 +137,7 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
             f"the Conv of --conv-x gives shape {list(plan.output_shape)}, A has shape "
             f"{list(shape)}"
         )
-    return call_error_bound(resolved.call)
+    return call_error_bound(resolved.call, plan=plan)
 
 
 def _tensor_text(source: str, array) -> str:

@@ -111,4 +111,4 @@ def conv_command(
         strides=strides,
     )
     request = OutputRequest(output, fmt, max_output_bytes, dtype)
-    run_operator("Conv", (x, w, b), attributes, request, extras, engine_settings)
+    run_operator("conv", (x, w, b), attributes, request, extras, engine_settings)

@@ -80,10 +80,11 @@ def complete_node(ctx: click.Context, param: click.Parameter, incomplete: str) -
     if not model:
         return []
     from padconv_cli.models import model_nodes
+    from padconv_cli.operators import COMMANDS, OPERATORS
 
-    op_type = {"pad": "Pad", "conv": "Conv"}.get(ctx.info_name or "", "")
+    entry = COMMANDS.get(ctx.info_name or "")
     try:
-        nodes = model_nodes(model, (op_type,) if op_type else ("Pad", "Conv"))
+        nodes = model_nodes(model, (entry.name,) if entry else tuple(OPERATORS))
     except PadconvError:
         return []
     return [n.label for n in nodes if n.label.startswith(incomplete)]
@@ -166,7 +167,7 @@ class OutputRequest:
 
 
 def run_operator(
-    op_type: str,
+    command: str,
     sources: tuple[str | None, ...],
     attributes: dict[str, Any],
     request: OutputRequest,
@@ -181,6 +182,7 @@ def run_operator(
     resource gate before it writes --emit-onnx or computes.
     """
     from padconv_cli.cli.engine_options import progress_display
+    from padconv_cli.operators import operator
     from padconv_cli.outofcore.progress import stderr_is_terminal
     from padconv_cli.pipeline import Request, run
 
@@ -189,7 +191,7 @@ def run_operator(
 
     refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx, (*sources, extras.from_model))
     call = Request(
-        op_type, tuple(sources), explicit_flags(**attributes),
+        operator(command).name, tuple(sources), explicit_flags(**attributes),
         model=extras.from_model, node=extras.node, engine=engine_settings.engine,
         output=request.output, fmt=request.fmt, dtype=request.dtype,
         max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
@@ -208,7 +210,7 @@ def run_operator(
     else:
         from padconv_cli.cli.output import emit_result
 
-        emit_result(outcome.result, request.output, request.fmt)
+        emit_result(outcome.result, request.output, request.fmt, outcome.string_dtype)
         finish(outcome.report, extras, request.output, request.fmt)
 
 

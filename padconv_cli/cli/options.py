@@ -59,7 +59,7 @@ class IntListType(click.ParamType):
         import numpy as np
 
         from padconv_cli.errors import PadconvError
-        from padconv_cli.tensorio import read_tensor
+        from padconv_cli.tensor_sources import read_tensor
 
         try:
             array = read_tensor(path)

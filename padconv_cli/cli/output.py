@@ -17,8 +17,10 @@ def stdout_is_terminal() -> bool:
         return False
 
 
-def emit_result(array: np.ndarray, output: str | None, fmt: str | None) -> None:
-    """Send ``array`` to ``output``.
+def emit_result(array: np.ndarray, output: str | None, fmt: str | None,
+                string_dtype: np.dtype | None = None) -> None:
+    """Send ``array`` to ``output`` (``string_dtype``: the fixed width a string object array
+    is written at, :func:`padconv_cli.tensorio.write_tensor`).
 
     Rule: ``-o PATH`` writes PATH (format from ``--format``, else the suffix); ``-o -`` writes
     the bytes to stdout; no ``-o`` pretty-prints on a terminal and writes ``.npy`` (or ``fmt``)
@@ -32,7 +34,8 @@ def emit_result(array: np.ndarray, output: str | None, fmt: str | None) -> None:
         print_tensor(array)
         return
     refuse_binary_to_terminal(output, fmt)
-    write_tensor(array, output or "-", fmt=fmt or ("npy" if output in (None, "-") else None))
+    write_tensor(array, output or "-", fmt=fmt or ("npy" if output in (None, "-") else None),
+                 string_dtype=string_dtype)
 
 
 def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:

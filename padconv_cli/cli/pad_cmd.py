@@ -115,4 +115,4 @@ def pad_command(
     note_ignored_constant(constant_value, mode)
     attributes = {"pads": pads, "constant_value": constant_value, "axes": axes, "mode": mode}
     request = OutputRequest(output, fmt, max_output_bytes, dtype)
-    run_operator("Pad", (data,), attributes, request, extras, engine_settings)
+    run_operator("pad", (data,), attributes, request, extras, engine_settings)

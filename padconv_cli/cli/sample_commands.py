@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 
+from padconv_cli.operators import CONV, PAD, operator
 from padconv_cli.verification.cases import Case
 
 PAD_INPUT_FLAGS = ((1, "--pads"), (3, "--axes"))
@@ -16,9 +17,7 @@ CONV_LIST_FLAGS = ("kernel_shape", "pads", "strides", "dilations")
 
 def cli_arguments(case: Case, folder: str = "samples") -> list[str]:
     """Arguments after ``padconv`` that reproduce the built-in case's expected output."""
-    if case.op == "Pad":
-        return _pad_arguments(case, folder)
-    return _conv_arguments(case, folder)
+    return _ARGUMENTS[operator(case.op).name](case, folder)
 
 
 def command_line(case: Case, folder: str = "samples", output: str | None = None) -> str:
@@ -57,3 +56,6 @@ def _conv_arguments(case: Case, folder: str) -> list[str]:
 
 def _flag(attribute: str) -> str:
     return "--" + attribute.replace("_", "-")
+
+
+_ARGUMENTS = {PAD.name: _pad_arguments, CONV.name: _conv_arguments}

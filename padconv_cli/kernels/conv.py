@@ -13,12 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from padconv_cli.errors import UnsupportedDtypeError
-from padconv_cli.kernels.conv_plan import (
-    AUTO_PAD_VALUES,
-    ConvPlan,
-    make_conv_plan,
-    plan_conv,
-)
+from padconv_cli.kernels.conv_plan import AUTO_PAD_VALUES, ConvPlan, plan_conv
 
 __all__ = ["AUTO_PAD_VALUES", "FLOAT_DTYPE_NAMES", "ConvPlan", "conv", "conv_planned",
            "plan_conv"]
@@ -82,8 +77,7 @@ def _remembered_plan(
     b_shape: tuple[int, ...] | None,
     attributes: dict[str, object],
 ) -> ConvPlan:
-    """:func:`plan_conv` (its implementation), remembered for the last calls with the same
-    shapes and attributes.
+    """:func:`plan_conv`, remembered for the last calls with the same shapes and attributes.
 
     Attributes are told apart by type as well as value (``1``, ``1.0`` and ``True`` are
     different keys, as plan_conv accepts only the first); attributes that cannot be hashed
@@ -93,9 +87,9 @@ def _remembered_plan(
         key = (x_shape, w_shape, b_shape, _typed(tuple(attributes.values())))
         plan = _PLANS.get(key)
     except TypeError:
-        return make_conv_plan(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
+        return plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
     if plan is None:
-        plan = make_conv_plan(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
+        plan = plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
         with _PLANS_LOCK:  # conv may be called from several threads
             if len(_PLANS) >= _REMEMBERED_PLANS:
                 _PLANS.pop(next(iter(_PLANS)), None)

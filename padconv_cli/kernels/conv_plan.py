@@ -101,26 +101,6 @@ def plan_conv(
     ``ceil(in / s)`` with total pad ``max(0, (out - 1) * s + ek - in)``; ``VALID`` gives
     ``floor((in - ek) / s) + 1``. Raises :class:`AttributeValueError` on any violation.
     """
-    return make_conv_plan(
-        x_shape, w_shape, b_shape, auto_pad=auto_pad, dilations=dilations, group=group,
-        kernel_shape=kernel_shape, pads=pads, strides=strides,
-    )
-
-
-def make_conv_plan(
-    x_shape: Sequence[int],
-    w_shape: Sequence[int],
-    b_shape: Sequence[int] | None = None,
-    *,
-    auto_pad: str = "NOTSET",
-    dilations: Sequence[int] | None = None,
-    group: int = 1,
-    kernel_shape: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    strides: Sequence[int] | None = None,
-) -> ConvPlan:
-    """:func:`plan_conv` itself; the kernel and the tiles of the engines plan through this
-    name, so that a count of :func:`plan_conv` calls sees the callers outside the kernel."""
     x_shape = _shape("X", x_shape)
     w_shape = _shape("W", w_shape)
     _check_ranks(x_shape, w_shape)

@@ -38,7 +38,6 @@ from padconv_cli.kernels.pad_plan import (
     AxisPad,
     PadPlan,
     fill_value,
-    make_pad_plan,
     plan_pad,
 )
 from padconv_cli.kernels.pad_values import (
@@ -106,7 +105,7 @@ def pad(
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
     pad_element_kind(array.dtype)
-    plan = make_pad_plan(array.shape, pads, axes, mode)
+    plan = plan_pad(array.shape, pads, axes, mode)
     return pad_planned(array, plan, fill_value(constant_value, array.dtype, plan), out=out)
 
 

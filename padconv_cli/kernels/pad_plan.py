@@ -114,19 +114,6 @@ def plan_pad(
     be one of Pad-25's element types (:func:`pad_element_kind`), as :func:`pad` requires of its
     data.
     """
-    return make_pad_plan(shape, pads, axes, mode, dtype=dtype)
-
-
-def make_pad_plan(
-    shape: Iterable[int],
-    pads: Any,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    dtype: Any = None,
-) -> PadPlan:
-    """:func:`plan_pad` itself; the kernel and the tiles of the engines plan through this
-    name, so that a count of :func:`plan_pad` calls sees the callers outside the kernel."""
     if dtype is not None:
         pad_element_kind(dtype)
     input_shape = _as_int_tuple(shape, "shape")

@@ -19,7 +19,7 @@ import numpy as np
 
 from padconv_cli.errors import OutputTooLargeError
 from padconv_cli.kernels import conv_paths, native
-from padconv_cli.kernels.conv import ConvPlan, conv, plan_conv
+from padconv_cli.kernels.conv import ConvPlan, conv_planned, plan_conv
 from padconv_cli.kernels.conv_paths import accumulator_dtype
 from padconv_cli.outofcore.conv_geometry import (
     ChannelTile,
@@ -161,19 +161,39 @@ def tile_input(
     return TileInput(box, None, pads, channels)
 
 
+def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) -> ConvPlan:
+    """The plan of the kernel's run on one tile's input block, derived from the call's plan
+    (no attribute is resolved again): X is the block, W the tile's output channels, the pads
+    and group the tile's; kernel, strides and dilations the call's; output length per axis
+    ``floor((n + pad_begin + pad_end - ek) / s) + 1`` (:mod:`padconv_cli.kernels.conv_shapes`)."""
+    from padconv_cli.kernels.conv_shapes import effective_kernel_size, explicit_pad_output_size
+
+    rank = len(block_shape) - 2
+    out_spatial = tuple(
+        explicit_pad_output_size(n, tile.pads[axis], tile.pads[rank + axis],
+                                 effective_kernel_size(k, d), s)
+        for axis, (n, k, d, s) in enumerate(
+            zip(block_shape[2:], plan.kernel_shape, plan.dilations, plan.strides, strict=True))
+    )
+    channels = tile.channels
+    w_shape = (channels.m1 - channels.m0, *plan.w_shape[1:])
+    return dataclasses.replace(
+        plan, x_shape=tuple(block_shape), w_shape=w_shape, pads=tuple(tile.pads),
+        group=channels.group, auto_pad="NOTSET",
+        output_shape=(block_shape[0], w_shape[0], *out_spatial),
+    )
+
+
 def conv_on_tile(
     block: np.ndarray, w: np.ndarray, b: np.ndarray | None, plan: ConvPlan, tile: TileInput
 ) -> np.ndarray:
-    """padconv's Conv kernel on a tile's input block, with the tile's pads and channels."""
+    """padconv's Conv kernel on a tile's input block, on the block's plan (:func:`block_plan`)."""
     channels = tile.channels
-    return conv(
+    return conv_planned(
+        block_plan(plan, tuple(block.shape), tile),
         block,
         w[channels.m0 : channels.m1],
         None if b is None else b[channels.m0 : channels.m1],
-        pads=tile.pads,
-        strides=plan.strides,
-        dilations=plan.dilations,
-        group=channels.group,
     )
 
 

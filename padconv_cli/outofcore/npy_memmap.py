@@ -136,7 +136,7 @@ class NpyInput:
 def open_npy_memmap(path: str) -> NpyInput:
     """Validate an ``.npy`` file for memory-mapped reading without loading its data.
 
-    Rules (as :func:`padconv_cli.tensorio.read_tensor` applies them): the path is a regular
+    Rules (as :func:`padconv_cli.tensor_sources.read_tensor` applies them): the path is a regular
     file; the header parses and declares no object dtype; ``prod(shape) * itemsize`` fits in
     ``file size - header length``.  Raises :class:`InputError` naming the file.
     """

@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.kernels.pad import (
+    AxisPad,
     PadPlan,
     coerce_constant_value,
     fill_value,
     output_dtype,
-    pad,
     pad_element_kind,
+    pad_planned,
     plan_pad,
 )
 from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
@@ -135,8 +136,19 @@ def run_pieces(
     """
     for piece in pieces:
         window = read(piece.window_box(begins))
-        write(piece.out_box, pad(window, piece.kernel_pads, value, None, mode)[piece.crop_box])
-        del window
+        plan = piece_plan(tuple(window.shape), piece, mode)
+        result = pad_planned(window, plan, fill_value(value, window.dtype, plan))
+        write(piece.out_box, result[piece.crop_box])
+        del window, result
+
+
+def piece_plan(window_shape: tuple[int, ...], piece: TilePiece, mode: str) -> PadPlan:
+    """The plan of the kernel's run on one piece's window, derived from the call's geometry
+    (nothing resolved again): every axis keeps its window and gets the piece's pads
+    ``before``/``after`` (never negative: the call's crops are in the window already)."""
+    per_axis = tuple(AxisPad(dim, 0, 0, axis.before, axis.after)
+                     for dim, axis in zip(window_shape, piece.axes, strict=True))
+    return PadPlan(window_shape, mode, tuple(range(len(window_shape))), per_axis)
 
 
 def _shifted(box: tuple[slice, ...], origin: tuple[int, ...]) -> tuple[slice, ...]:

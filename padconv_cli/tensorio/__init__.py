@@ -1,10 +1,14 @@
 """Tensor I/O: ``.npy``, ``.npz``, ONNX ``TensorProto`` (``.pb``), stdin, inline literals.
 
-Reading (:func:`read_tensor`, :func:`read_named_tensor`) never trusts a file: headers and
+Reading (:func:`read_io_source`) never trusts a file: headers and
 messages are validated before memory is allocated, pickles are never loaded, and every problem
 is an :class:`~padconv_cli.errors.InputError` with a one-line message naming the source.
 Arrays come back in native byte order.  String tensors are numpy ``object`` arrays of python
 ``str`` (as ``onnx.numpy_helper`` gives them); unicode ``.npy`` arrays (``<U5``) stay unicode.
+
+A tensor a model stores (``MODEL.onnx:NAME``) is read one layer up, by
+:mod:`padconv_cli.tensor_sources` (the public ``read_tensor``), which dispatches every kind of
+source: this package imports nothing of the model readers, which read through it.
 
 Writing (:func:`write_tensor`) is atomic for files and streams bytes for ``-`` (stdout).
 
@@ -34,9 +38,9 @@ from padconv_cli.tensorio.writing import (
 
 __all__ = [
     "OUTPUT_FORMATS",
+    "check_requested_dtype",
     "classify_source",
-    "read_named_tensor",
-    "read_tensor",
+    "read_io_source",
     "resolve_format",
     "tensor_to_bytes",
     "write_tensor",
@@ -85,7 +89,7 @@ def _read_file(source: Source) -> tuple[str | None, np.ndarray]:
     return _read_unknown_suffix(source.path)
 
 
-def _check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:
+def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:
     """A dtype given for a file or stdin must match what the source holds (no silent cast)."""
     if dtype is None:
         return array
@@ -99,17 +103,18 @@ def _check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> 
     return array
 
 
-def read_named_tensor(
+def read_io_source(
     source: str | os.PathLike[str], *, dtype: str | None = None
 ) -> tuple[str | None, np.ndarray]:
-    """(name, array) of a tensor source; name is the TensorProto or .npz member name, or None.
+    """(name, array) of a source tensor I/O reads by itself; name is the TensorProto or .npz
+    member name, or None.
 
     ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``, a Zarr store when zarr
-    is installed, polygraphy's ``FILE.json`` or ``FILE.json:NAME``), ``model.onnx:name`` (a
-    tensor the model stores, see :func:`padconv_cli.models.stored_tensor`), ``-`` for stdin
-    (format sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.
-    ``dtype`` (ONNX or numpy name) sets a literal's element type; for files and stdin it must
-    match the stored type.
+    is installed, polygraphy's ``FILE.json`` or ``FILE.json:NAME``), ``-`` for stdin (format
+    sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.  ``dtype``
+    (ONNX or numpy name) sets a literal's element type; for files and stdin it must match the
+    stored type.  ``MODEL.onnx:NAME`` is not read here (an :class:`InputError` says so):
+    :func:`padconv_cli.tensor_sources.read_named_tensor` reads every kind of source.
     """
     source = os.fspath(source)  # pathlib paths are welcome too
     if not source.strip():
@@ -120,7 +125,7 @@ def read_named_tensor(
         from padconv_cli.tensorio.zarr_store import read_zarr
 
         label = printable(source)
-        return None, _check_requested_dtype(read_zarr(source, label), dtype, label)
+        return None, check_requested_dtype(read_zarr(source, label), dtype, label)
     json_source = _polygraphy_source(source)
     if json_source is not None:
         from padconv_cli.tensorio.polygraphy_json import read_json_tensor
@@ -128,7 +133,7 @@ def read_named_tensor(
         path, member = json_source
         label = printable(path)
         name, array = read_json_tensor(path, member, label)
-        return name, _check_requested_dtype(array, dtype, f"{label}:{name}")
+        return name, check_requested_dtype(array, dtype, f"{label}:{name}")
     classified = classify_source(source)
     if classified.kind == "literal":
         return None, parse_literal(source, dtype)
@@ -136,14 +141,12 @@ def read_named_tensor(
         name, array = read_stdin(classified.member)
         label = "<stdin>"
     elif classified.kind == "model":
-        from padconv_cli.models import stored_tensor  # imports onnx: only when needed
-
-        name, array = classified.member, stored_tensor(classified.path, classified.member)
-        label = f"{printable(classified.path)}:{printable(classified.member)}"
+        raise InputError(f"{printable(source)}: a tensor a model stores is read by "
+                         "padconv_cli.read_tensor, not by the file readers")
     else:
         name, array = _read_file(classified)
         label = printable(classified.path)
-    return name or None, _check_requested_dtype(array, dtype, label)
+    return name or None, check_requested_dtype(array, dtype, label)
 
 
 def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
@@ -155,8 +158,3 @@ def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
 
     split = split_json_source(source)
     return split if split is not None and os.path.isfile(split[0]) else None
-
-
-def read_tensor(source: str | os.PathLike[str], *, dtype: str | None = None) -> np.ndarray:
-    """The array of a tensor source (see :func:`read_named_tensor` for what ``source`` can be)."""
-    return read_named_tensor(source, dtype=dtype)[1]

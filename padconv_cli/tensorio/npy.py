@@ -292,27 +292,59 @@ STRING_CHUNK_BYTES = 16 * 2**20
 """Fixed-width string bytes converted at a time when an object array is written."""
 
 
-def write_npy(array: np.ndarray, stream: BinaryIO, target: str) -> None:
+def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
+              string_dtype: np.dtype | None = None) -> None:
     """Write ``array`` as ``.npy`` (format chosen by numpy, never pickled) to ``stream``.
 
-    A string ``object`` array is written as fixed-width ``<U``/``|S`` elements converted
-    STRING_CHUNK_BYTES at a time: padding one long string with empty ones makes a file far
-    larger than the array in memory, and only the file needs to be that large.
+    A string ``object`` array is written as fixed-width ``<U``/``|S`` elements (``string_dtype``
+    when given, else the longest element's width) converted STRING_CHUNK_BYTES at a time, an
+    element wider than that in pieces: padding one long string with empty ones makes a file
+    far larger than the array in memory, and only the file needs to be that large.
     """
     if array.dtype != np.object_:
         np.lib.format.write_array(stream, npy_ready_array(array, target), allow_pickle=False)
         return
     flat = array.ravel(order="C")
     width_type = _fixed_width_type(flat.tolist(), target)
+    if string_dtype is not None:
+        width_type = _given_width_type(width_type, np.dtype(string_dtype), target)
     header = {"descr": np.lib.format.dtype_to_descr(width_type), "fortran_order": False,
               "shape": tuple(int(d) for d in array.shape)}
     try:
         np.lib.format.write_array_header_1_0(stream, header)
     except ValueError:  # a header over 64 KiB
         np.lib.format.write_array_header_2_0(stream, header)
-    step = max(1, STRING_CHUNK_BYTES // max(width_type.itemsize, 1))
+    if width_type.itemsize > STRING_CHUNK_BYTES:
+        for item in flat:
+            _write_wide_element(stream, item, width_type)
+        return
+    step = STRING_CHUNK_BYTES // max(width_type.itemsize, 1)
     for start in range(0, flat.size, step):
         stream.write(np.asarray(flat[start:start + step], dtype=width_type).tobytes())
+
+
+def _given_width_type(longest: np.dtype, given: np.dtype, target: str) -> np.dtype:
+    """``given`` when it is the same kind of string as the elements and holds the longest."""
+    if given.kind != longest.kind or given.itemsize < longest.itemsize:
+        raise UnsupportedDtypeError(f"{target}: strings of type {longest} do not fit {given}")
+    return given
+
+
+def _write_wide_element(stream: BinaryIO, item: str | bytes, width_type: np.dtype) -> None:
+    """One element of a fixed-width type wider than STRING_CHUNK_BYTES: its characters
+    (UTF-32 in the type's byte order, or the bytes), then zeros to the width, in pieces."""
+    unit = 4 if width_type.kind == "U" else 1
+    codec = "utf-32-be" if width_type.byteorder == ">" else "utf-32-le"
+    step = STRING_CHUNK_BYTES // unit
+    for start in range(0, len(item), step):
+        piece = item[start:start + step]
+        stream.write(piece.encode(codec) if unit == 4 else bytes(piece))
+    remaining = width_type.itemsize - unit * len(item)
+    zeros = memoryview(bytes(min(remaining, STRING_CHUNK_BYTES)))
+    while remaining > 0:
+        size = min(remaining, len(zeros))
+        stream.write(zeros[:size])
+        remaining -= size
 
 
 def _fixed_width_type(elements: list, target: str) -> np.dtype:

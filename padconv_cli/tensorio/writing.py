@@ -68,10 +68,13 @@ def write_tensor_to_stream(
     *,
     name: str | None = None,
     target: str = STDOUT_TARGET,
+    string_dtype: np.dtype | None = None,
 ) -> None:
     """Write ``array`` in format ``fmt`` (npy or pb) to a binary stream.
 
-    ``name`` is the TensorProto name (pb only); ``target`` only labels error messages.
+    ``name`` is the TensorProto name (pb only); ``target`` only labels error messages;
+    ``string_dtype`` is the fixed-width type a string ``object`` array is written at in
+    ``.npy`` (default: the width of its longest element).
     """
     fmt = resolve_format(target, fmt)
     if fmt == "pb":
@@ -79,7 +82,7 @@ def write_tensor_to_stream(
 
         stream.write(tensor_proto_bytes(array, name=name, target=target))
     else:
-        write_npy(np.asarray(array), stream, target)
+        write_npy(np.asarray(array), stream, target, string_dtype)
 
 
 def tensor_to_bytes(array: np.ndarray, fmt: str = "npy", *, name: str | None = None) -> bytes:
@@ -114,10 +117,12 @@ def _stdout_buffer() -> BinaryIO:
     return stream
 
 
-def _write_stdout(array: np.ndarray, fmt: str, name: str | None) -> None:
+def _write_stdout(array: np.ndarray, fmt: str, name: str | None,
+                  string_dtype: np.dtype | None = None) -> None:
     stream = _stdout_buffer()
     try:
-        write_tensor_to_stream(array, _WriteOnly(stream), fmt, name=name)
+        write_tensor_to_stream(array, _WriteOnly(stream), fmt, name=name,
+                               string_dtype=string_dtype)
         stream.flush()
     except BrokenPipeError:
         raise  # the reader went away: not an error of ours (the CLI exits quietly)
@@ -131,21 +136,24 @@ def write_tensor(
     *,
     fmt: str | None = None,
     name: str | None = None,
+    string_dtype: np.dtype | None = None,
 ) -> None:
     """Write ``array`` to the file ``target`` (atomically) or to stdout when target is ``-``.
 
-    ``fmt`` is npy or pb (default: from the suffix, else npy; see :func:`resolve_format`).
+    ``fmt`` is npy or pb (default: from the suffix, else npy; see :func:`resolve_format`);
+    ``string_dtype``: see :func:`write_tensor_to_stream`.
     ``.npy`` cannot hold bfloat16/float8/int4 ... (UnsupportedDtypeError naming ``.pb``);
     ``.pb`` is limited to 2 GiB (OutputError naming ``.npy``).  ``name`` names the TensorProto.
     """
     target = os.fspath(target)
     resolved = resolve_format(target, fmt)
     if target == STDOUT_TARGET:
-        _write_stdout(array, resolved, name)
+        _write_stdout(array, resolved, name, string_dtype)
         return
     label = printable(target)
     _check_writable(array, resolved, label)
     atomic_write(
         target,
-        lambda stream: write_tensor_to_stream(array, stream, resolved, name=name, target=label),
+        lambda stream: write_tensor_to_stream(array, stream, resolved, name=name, target=label,
+                                              string_dtype=string_dtype),
     )

@@ -46,16 +46,18 @@ def terms_per_output(w_shape: tuple[int, ...], group: int = 1) -> int:
     return int(w_shape[1]) * math.prod(int(k) for k in w_shape[2:])
 
 
-def magnitude_sums(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
-                   **attributes: Any) -> np.ndarray:
+def magnitude_sums(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
+                   plan: Any = None, **attributes: Any) -> np.ndarray:
     """``S = conv(|X|, |W|) + |B|`` in float64: per output element, ``sum(|x| * |w|)`` over
-    its receptive field (plus ``|b|``), with Conv's ``attributes``."""
-    from padconv_cli.kernels.conv import conv
+    its receptive field (plus ``|b|``), with Conv's ``attributes`` (or the call's ``plan``)."""
+    from padconv_cli.kernels.conv import conv, conv_planned
 
     wide_x = np.abs(np.asarray(x).astype(np.float64))
     wide_w = np.abs(np.asarray(w).astype(np.float64))
     wide_b = None if b is None else np.abs(np.asarray(b).astype(np.float64))
     with np.errstate(invalid="ignore", over="ignore"):
+        if plan is not None:
+            return conv_planned(plan, wide_x, wide_w, wide_b)
         return conv(wide_x, wide_w, wide_b, **attributes)
 
 
@@ -70,9 +72,10 @@ def conv_error_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, 
     return c * n * eps * magnitude_sums(x, w, b, **attributes)
 
 
-def call_error_bound(call: Any, c: float = CONV_BOUND_C) -> np.ndarray | None:
+def call_error_bound(call: Any, c: float = CONV_BOUND_C, plan: Any = None) -> np.ndarray | None:
     """The bound of a Conv :class:`~padconv_cli.onnx_nodes.KernelCall` with floating inputs,
-    None for any other call (Pad copies values: it is compared exactly)."""
+    None for any other call (Pad copies values: it is compared exactly); ``plan``: the call's
+    plan, when it was made already."""
     from padconv_cli.operators import operator
 
     if not operator(call.op_type).accumulates:
@@ -81,4 +84,8 @@ def call_error_bound(call: Any, c: float = CONV_BOUND_C) -> np.ndarray | None:
     if element_kind(x.dtype) not in ("float", "complex"):
         return None
     x_arr, w_arr, b_arr = call.arrays
-    return conv_error_bound(x_arr, w_arr, b_arr, c=c, **call.attributes)
+    if plan is None:
+        return conv_error_bound(x_arr, w_arr, b_arr, c=c, **call.attributes)
+    eps = accumulation_eps(x.dtype)
+    n = terms_per_output(np.asarray(w_arr).shape)
+    return c * n * eps * magnitude_sums(x_arr, w_arr, b_arr, plan=plan)

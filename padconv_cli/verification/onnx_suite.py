@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from padconv_cli import operators
 from padconv_cli.errors import InputError, PadconvError
 from padconv_cli.messages import bounded_list
 from padconv_cli.verification.cases import Case
@@ -29,7 +30,7 @@ DATA_SET_PREFIX = "test_data_set_"
 # Conformance folders of the installed onnx package, in the order they are reported; a folder
 # not listed here is scanned after them. Cases are picked by the model's node, not by name.
 SUITE_ORDER = ("node", "pytorch-converted", "pytorch-operator", "simple")
-OPERATORS = ("Pad", "Conv")
+OPERATORS = tuple(operators.OPERATORS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Modules of onnx.backend.test.case.node whose import generates the Pad and Conv node cases.
 NODE_CASE_MODULES = ("pad", "conv")
@@ -219,7 +220,7 @@ def load_model(path: Path) -> Any:
 
 def _read_pb_series(folder: Path, prefix: str) -> list[np.ndarray]:
     """``prefix0.pb, prefix1.pb, ...`` read with padconv's own tensor reader, in index order."""
-    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.tensor_sources import read_tensor
 
     files = sorted(folder.glob(prefix + "*.pb"), key=_index_of)
     return [read_tensor(str(file)) for file in files]

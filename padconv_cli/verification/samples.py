@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from padconv_cli.operators import operator
 from padconv_cli.verification.cases import Case
 
 
@@ -19,4 +20,5 @@ def sample_arrays(case: Case) -> dict[str, np.ndarray]:
 
 def has_command(case: Case) -> bool:
     """True when every tensor argument of the case's command has a sample file."""
-    return 0 in case.samples and (case.op == "Pad" or 1 in case.samples)
+    return all(position in case.samples
+               for position in range(operator(case.op).required_inputs))

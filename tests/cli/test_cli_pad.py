@@ -36,7 +36,7 @@ def test_documented_examples_to_npy(run_cli, data_file, tmp_path, mode):
 
 
 def test_pb_output_round_trips(run_cli, data_file, tmp_path):
-    from padconv_cli.tensorio import read_tensor
+    from padconv_cli.tensor_sources import read_tensor
 
     out = tmp_path / "out.pb"
     result = run_cli("pad", str(data_file), "--pads", "0,2,0,0", "-o", str(out))
@@ -102,7 +102,8 @@ def test_pads_from_tensor_file(run_cli, data_file, tmp_path):
 
 
 def test_string_tensor_in_pb(run_cli, tmp_path):
-    from padconv_cli.tensorio import read_tensor, write_tensor
+    from padconv_cli.tensor_sources import read_tensor
+    from padconv_cli.tensorio import write_tensor
 
     source = tmp_path / "words.pb"
     write_tensor(np.array(["a", "bc"], dtype=object), str(source))

@@ -15,7 +15,7 @@ import pytest
 from hostile.cases import KNOWN_GAPS, REGRESSION_NOTES
 
 from padconv_cli.errors import PadconvError
-from padconv_cli.tensorio import read_tensor
+from padconv_cli.tensor_sources import read_tensor
 from padconv_cli.tensorio.npy import read_npy_bytes
 from padconv_cli.tensorio.npz import read_npz_bytes
 from padconv_cli.tensorio.sniff import read_sniffed_bytes, read_stdin_stream

@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
+from padconv_cli import read_tensor
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio import read_tensor
 from padconv_cli.tensorio.policy import reading
 
 zarr = pytest.importorskip("zarr")  # the dask extra (zarr 3 needs Python >= 3.11)

@@ -14,7 +14,7 @@ import pytest
 from hostile.runner import padconv_command
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio import read_tensor
+from padconv_cli.tensor_sources import read_tensor
 from padconv_cli.tensorio.policy import read_policy, reading
 
 WAIT_SECONDS = 60

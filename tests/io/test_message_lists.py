@@ -10,7 +10,7 @@ import pytest
 
 from padconv_cli.errors import InputError
 from padconv_cli.messages import LISTED_ITEMS, bounded_list, bounded_sequence
-from padconv_cli.tensorio import read_tensor
+from padconv_cli.tensor_sources import read_tensor
 
 
 def test_short_list_is_shown_whole():

@@ -10,7 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio import classify_source, read_named_tensor, read_tensor
+from padconv_cli.tensor_sources import read_named_tensor, read_tensor
+from padconv_cli.tensorio import classify_source
 
 ODD_NAMES = ("conv1.weight", "/features/0/Conv:weight", "onnx::Conv_7", "a.onnx:b")
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from padconv_cli.errors import PadconvError
-from padconv_cli.tensorio import read_tensor
+from padconv_cli.tensor_sources import read_tensor
 
 
 def known_gap(function):

@@ -16,12 +16,8 @@ import pytest
 
 from padconv_cli.dtypes import elem_type_info, numpy_dtype_of_elem_type
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
-from padconv_cli.tensorio import (
-    read_named_tensor,
-    read_tensor,
-    tensor_to_bytes,
-    write_tensor,
-)
+from padconv_cli.tensor_sources import read_named_tensor, read_tensor
+from padconv_cli.tensorio import tensor_to_bytes, write_tensor
 from padconv_cli.tensorio.atomic import atomic_write
 from padconv_cli.tensorio.literal import parse_literal
 
@@ -701,7 +697,7 @@ def test_symlink_target_is_written_through(tmp_path):
 
 def test_import_does_not_load_onnx_ml_dtypes_or_rich():
     code = (
-        "import sys, padconv_cli.tensorio as t; t.read_tensor('[1.5]'); "
+        "import sys, padconv_cli.tensor_sources as t; t.read_tensor('[1.5]'); "
         "print(sorted(m for m in ('onnx', 'ml_dtypes', 'rich', 'google.protobuf') "
         "if m in sys.modules))"
     )

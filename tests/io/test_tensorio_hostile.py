@@ -13,7 +13,8 @@ import onnx
 import pytest
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio import read_named_tensor, read_tensor, write_tensor
+from padconv_cli.tensor_sources import read_named_tensor, read_tensor
+from padconv_cli.tensorio import write_tensor
 from padconv_cli.tensorio.npy import MAX_HEADER_SIZE, read_npy_bytes
 from padconv_cli.tensorio.protobuf import read_pb_bytes
 

@@ -8,14 +8,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from padconv_cli import resources, tensorio
+from padconv_cli import resources, tensor_sources
 from padconv_cli.pipeline import Request, run
 
 
 @pytest.fixture
 def counted(monkeypatch):
     counts: Counter[str] = Counter()
-    read, check = tensorio.read_tensor, resources.check_call
+    read, check = tensor_sources.read_tensor, resources.check_call
 
     def counting_read(source, **kwargs):
         counts[f"read {source}"] += 1
@@ -25,7 +25,7 @@ def counted(monkeypatch):
         counts["gate"] += 1
         return check(*args, **kwargs)
 
-    monkeypatch.setattr(tensorio, "read_tensor", counting_read)
+    monkeypatch.setattr(tensor_sources, "read_tensor", counting_read)
     monkeypatch.setattr(resources, "check_call", counting_check)
     return counts
 

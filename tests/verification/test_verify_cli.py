@@ -14,7 +14,7 @@ import pytest
 from onnx import numpy_helper
 
 from padconv_cli.cli.sample_commands import cli_arguments
-from padconv_cli.tensorio import read_tensor
+from padconv_cli.tensor_sources import read_tensor
 from padconv_cli.verification.cases import builtin_cases
 from padconv_cli.verification.onnx_suite import onnx_data_root
 from padconv_cli.verification.samples import has_command, sample_arrays
