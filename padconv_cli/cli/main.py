@@ -247,15 +247,22 @@ def report(line: str) -> None:
     (a value from the environment or a file may hold them: the line stays one line and the
     terminal safe).  When stderr cannot take it (``2>/dev/full``, a full disk, a closed pipe)
     the line is dropped and stderr pointed at /dev/null, so the exit code stays the error's own
-    (the interpreter's final flush would otherwise turn it into 120)."""
-    from padconv_cli.tensorio.files import printable
-
+    (the interpreter's final flush would otherwise turn it into 120).  Nothing is imported
+    here: a Ctrl-C may have cut an import short (numpy cannot be imported a second time)."""
     try:
-        click.echo(printable(line), err=True)
+        click.echo(_escaped(line), err=True)
     except (OSError, ValueError):
         from padconv_cli.streams import silence_stderr
 
         silence_stderr()
+
+
+def _escaped(line: str) -> str:
+    """``line`` with every character ``str.isprintable`` rejects (controls, line and paragraph
+    separators) written as its escape (``\\x1b``, ``\\n``, ``\\u2028``)."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in line)
 
 
 def _flush_stdout() -> None:
