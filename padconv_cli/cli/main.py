@@ -250,11 +250,24 @@ def report(line: str) -> None:
     (the interpreter's final flush would otherwise turn it into 120).  Nothing is imported
     here: a Ctrl-C may have cut an import short (numpy cannot be imported a second time)."""
     try:
-        click.echo(_escaped(line), err=True)
+        click.echo(_bounded(_escaped(line)), err=True)
     except (OSError, ValueError):
         from padconv_cli.streams import silence_stderr
 
         silence_stderr()
+
+
+LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
+
+
+def _bounded(line: str) -> str:
+    """``line`` cut in its middle when longer than :data:`LINE_LIMIT`: the start (command,
+    file or flag) and the end (the rule, the hint) stay; a value echoed whole from a huge
+    argument cannot make the line unbounded."""
+    if len(line) <= LINE_LIMIT:
+        return line
+    keep = LINE_LIMIT // 2
+    return f"{line[:keep]} ... ({len(line) - 2 * keep} characters cut) ... {line[-keep:]}"
 
 
 def _escaped(line: str) -> str:

@@ -178,6 +178,13 @@ RULES = [
          "and no escape sequence reaches the terminal",
          ("cli/test_error_line_is_terminal_safe.py::"
           "test_an_escape_sequence_in_an_environment_variable_is_escaped",)),
+    Rule("exit codes", "The error line is bounded: a list echoed from an argument is cut to a "
+         "dozen items, and any line over 2,000 characters is cut in its middle (the flag or "
+         "file at its start and the rule at its end stay)",
+         ("cli/test_error_line_is_terminal_safe.py::"
+          "test_a_list_echoed_from_a_huge_argument_is_cut",
+          "cli/test_error_line_is_terminal_safe.py::"
+          "test_a_huge_value_echoed_whole_is_cut_in_the_middle")),
     Rule("streams", "stderr that cannot be written (`2>/dev/full`, `2>&-`): the line is "
          "dropped and the exit code is the run's own: 2 for a refused input, 0 with the output "
          "written for a good run (a progress line that cannot be written does not stop it)",
