@@ -24,10 +24,10 @@ tile of the output equals the same elements of the whole, bit for bit.
 Memory besides X, W and Y (:func:`scratch_bytes`): X is never copied padded. The GEMM kernel
 holds W packed (``G * ceil(M/G / TILE_ROWS) * TILE_ROWS * C/G * prod(k)`` elements) and, per
 thread, one panel of about ``PANEL_BYTES`` (at least ``C/G * prod(k) * TILE_COLUMNS`` elements,
-at most all of an image's output positions), the stride phases of one input row and one
-column strip of the panel packed contiguously (pointwise: of X, read in place otherwise); the
-depthwise kernel holds, per thread, the padded phases of about twice the input rows one
-output row reads.
+at most all of an image's output positions) and the stride phases of one input row, plus
+pointwise one strip of X packed contiguous, or, with the row kernel, the padded input rows of
+a few output rows (about ``ROW_BYTES``) when those are more; the depthwise kernel holds, per
+thread, the padded phases of about twice the input rows one output row reads.
 float16 and bfloat16 inputs are read as float32 by the kernels; they add float32 copies of W and B
 and one float32 chunk of output channels (:func:`working_bytes`).
 """
@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from padconv_cli.kernels import conv_reach
 from padconv_cli.kernels.conv_plan import ConvPlan
 
 PANEL_BYTES = 512 * 2**10
@@ -69,6 +70,22 @@ DW_BLOCK_BYTES; one output row's rows when they are more)."""
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum.
+    Taps and outputs that read only padding are cut off first when that needs less memory
+    (:mod:`padconv_cli.kernels.conv_reach`: the same result, bit for bit)."""
+    from padconv_cli.kernels import native
+
+    cut = _cut_if_smaller(plan, x.dtype, native.thread_count())
+    if cut is None:
+        return _convolve_whole(plan, x, w, b)
+    acc = accumulator_dtype(x.dtype)
+    return conv_reach.convolve_cut(
+        plan, cut, x, np.ascontiguousarray(w, dtype=acc),
+        None if b is None else np.ascontiguousarray(b, dtype=acc), acc, _convolve_whole)
+
+
+def _convolve_whole(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
+                    ) -> np.ndarray:
+    """The native core on the whole plan; the result has X's dtype, rounded once from the sum.
 
     The sums run in the native core in the accumulator dtype, ``+ B[m]`` after each sum.
     float16/bfloat16 inputs: X is read as float32 by the kernel, W and B are cast to float32,
@@ -200,17 +217,45 @@ def scratch_bytes(
 
 
 def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,
-                  out_channels: int | None = None) -> int:
+                  out_channels: int | None = None, *, cut: bool = True) -> int:
     """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes` on
     ``threads`` threads (default: the native core's); for a dtype that is not the accumulator
     dtype (float16, bfloat16), plus float32 copies of W and B and one float32 output chunk of
-    :func:`narrow_chunks` (X is read as float32 in place).  The one formula of the kernel,
-    the resource gate, ``--explain`` and the tiler (which passes a tile's plan and its
-    ``out_channels``)."""
+    :func:`narrow_chunks` (X is read as float32 in place).  When cutting off the taps and
+    outputs that read only padding needs less, that: the same for the part that reads X, plus
+    the part's copies (:func:`padconv_cli.kernels.conv_reach.cut_copy_bytes`).  The one
+    formula of the kernel, the resource gate, ``--explain`` and the tiler (which passes a
+    tile's plan and its ``out_channels``; ``cut=False`` leaves the cut out, an upper bound
+    wherever the tile lies)."""
     if threads is None:
         from padconv_cli.kernels import native
 
         threads = native.thread_count()
+    whole = _whole_working_bytes(plan, np.dtype(dtype), threads, out_channels)
+    cut = conv_reach.plan_cut(plan) if cut else None
+    if cut is None:
+        return whole
+    return min(whole, _cut_working_bytes(plan, cut, np.dtype(dtype), threads, out_channels))
+
+
+def _cut_working_bytes(plan: ConvPlan, cut: conv_reach.Cut, dtype: np.dtype, threads: int,
+                       out_channels: int | None) -> int:
+    inner = 0 if cut.plan is None else _whole_working_bytes(cut.plan, dtype, threads,
+                                                            out_channels)
+    return inner + conv_reach.cut_copy_bytes(plan, cut, dtype.itemsize, out_channels)
+
+
+def _cut_if_smaller(plan: ConvPlan, dtype: np.dtype, threads: int) -> conv_reach.Cut | None:
+    """The cut of :mod:`conv_reach` when it needs less memory than the whole plan."""
+    cut = conv_reach.plan_cut(plan)
+    if cut is None:
+        return None
+    whole = _whole_working_bytes(plan, np.dtype(dtype), threads, None)
+    return cut if _cut_working_bytes(plan, cut, np.dtype(dtype), threads, None) < whole else None
+
+
+def _whole_working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int,
+                         out_channels: int | None) -> int:
     acc = accumulator_dtype(np.dtype(dtype))
     working = scratch_bytes(plan, acc.itemsize, threads, out_channels)
     if acc != np.dtype(dtype):

@@ -39,13 +39,15 @@ in float32, so they need the same)."""
 
 def tile_plan(plan: ConvPlan, tile_shape: tuple[int, ...]) -> ConvPlan:
     """The plan of one tile ``(images, M_t, *out_spatial)``: its output shape, and as X the
-    window it reads (``images, C_t, *span``, span per axis ``(o-1)*s + (k-1)*d + 1``)."""
+    window it reads (``images, C_t, *span``, span per axis ``(o-1)*s + (k-1)*d + 1``, at most
+    X's length)."""
     images, out_channels, *out_spatial = tile_shape
     in_channels = tile_in_channels(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels)
-    spans = [
-        span_length(o, s, d, k)
-        for o, s, d, k in zip(
-            out_spatial, plan.strides, plan.dilations, plan.kernel_shape, strict=True
+    spans = [  # at most all of X along the axis: the rest of the span is padding
+        min(n, span_length(o, s, d, k))
+        for n, o, s, d, k in zip(
+            plan.x_shape[2:], out_spatial, plan.strides, plan.dilations, plan.kernel_shape,
+            strict=True,
         )
     ]
     return dataclasses.replace(plan, x_shape=(images, in_channels, *spans),
@@ -63,8 +65,11 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
     """
     piece = tile_plan(plan, tile_shape)
     window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
+    # The taps and outputs a tile cuts off as reading only padding depend on where it lies; only
+    # the tile of the whole output is known exactly (it is the call's plan).
+    whole = tuple(tile_shape) == tuple(plan.output_shape)
     working = conv_paths.working_bytes(piece, TILE_DTYPES.get(itemsize, np.dtype(np.float32)),
-                                       native.thread_count(), tile_shape[1])
+                                       native.thread_count(), tile_shape[1], cut=whole)
     return 2 * window * itemsize + 2 * outputs * itemsize + working
 
 
@@ -151,11 +156,12 @@ def tile_input(
             strict=True,
         )
     ]
-    no_pads = [0] * (2 * len(windows))
     if any(w.all_padding for w in windows):
-        spans = tuple(w.stop - w.start for w in windows)
-        shape = (images[1] - images[0], channels.c1 - channels.c0, *spans)
-        return TileInput(None, shape, no_pads, channels)
+        # One zero per axis and the rest as end pads: the same products (zeros times W) as the
+        # full span of zeros, without holding it (a stride of 3e7 would make it gigabytes).
+        shape = (images[1] - images[0], channels.c1 - channels.c0, *(1,) * len(windows))
+        ends = [w.stop - w.start - 1 for w in windows]
+        return TileInput(None, shape, [0] * len(windows) + ends, channels)
     box = (slice(*images), slice(channels.c0, channels.c1), *(slice(*w.window) for w in windows))
     pads = [w.before for w in windows] + [w.after for w in windows]
     return TileInput(box, None, pads, channels)

@@ -26,6 +26,11 @@ from hostile.runner import run_padconv  # noqa: E402
 PEAK_LIMIT = 300 * 2**20
 HUGE = 30_000_000
 INT62 = 2**62
+# Strides and dilations of 3e7 with pads of 6e7: three outputs per axis, each read by another
+# tap of X's one pixel (o + k = 2). The taps and outputs that read X span 3e7 positions: the
+# kernels' rows would hold 3e7 zeros each; 72 GiB of working memory for a 36-byte result.
+DIAGONAL = ["--pads", *(str(2 * HUGE),) * 4, "--strides", str(HUGE), str(HUGE),
+            "--dilations", str(HUGE), str(HUGE)]
 
 
 @pytest.fixture()
@@ -56,23 +61,48 @@ def _ints(*values: int) -> list[str]:
     return [str(v) for v in values]
 
 
-@pytest.mark.parametrize(
-    "attributes",
-    [
-        ["--pads", *_ints(0, HUGE, 0, HUGE), "--strides", *_ints(1, HUGE)],
-        ["--auto-pad", "SAME_UPPER", "--dilations", *_ints(1, HUGE)],
-    ],
-    ids=["pads_and_strides_3e7", "same_upper_dilation_3e7"],
-)
-def test_working_memory_over_the_limit_is_refused(tiny_conv, attributes):
-    """The zero-padded copy of X counts: 1.1-1.6 GiB of working memory for a 36-byte result."""
+def test_working_memory_over_the_limit_is_refused(tiny_conv):
     run = run_padconv(
-        ["conv", "x.npy", "w.npy", *attributes, "--memory-limit", "200M", "-o", "y.pb"],
+        ["conv", "x.npy", "w.npy", *DIAGONAL, "--memory-limit", "200M", "-o", "y.pb"],
         cwd=tiny_conv, measure_memory=True,
     )
     line = _refused(run, tiny_conv, "--memory-limit", "y.pb")
     assert "working" in line and "200.0 MiB" in line
     assert "tiled" not in line  # a .pb output cannot go to the tiled engine
+
+
+@pytest.mark.parametrize("engine", ["memory", "tiled"])
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"pads": [0, HUGE, 0, HUGE], "strides": [1, HUGE]},
+        {"pads": [HUGE] * 4, "strides": [HUGE, HUGE]},
+        {"pads": [10**8] * 4, "strides": [10**8, 10**8]},
+        {"auto_pad": "SAME_UPPER", "dilations": [1, HUGE]},
+        {"auto_pad": "SAME_UPPER", "dilations": [HUGE, HUGE]},
+        {"pads": [HUGE, 0, HUGE, 0], "dilations": [HUGE, 1]},
+    ],
+    ids=["pads_and_strides_3e7_on_one_axis", "pads_and_strides_3e7", "pads_and_strides_1e8",
+         "same_upper_dilation_3e7_on_one_axis", "same_upper_dilation_3e7",
+         "pads_and_dilation_3e7"],
+)
+def test_tiny_conv_with_huge_geometry_runs_in_little_memory(tiny_conv, attributes, engine):
+    """Taps and outputs that read only padding are not computed on rows of zeros: the spec's
+    result, in a few MiB."""
+    from oracles import oracle_conv
+
+    flags = []
+    for name, values in attributes.items():
+        flags += [f"--{name.replace('_', '-')}", *map(str, np.atleast_1d(values))]
+    x = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+    np.save(tiny_conv / "x.npy", x)
+    run = run_padconv(["conv", "x.npy", "w.npy", *flags, "--engine", engine, "-o", "y.npy"],
+                      cwd=tiny_conv, measure_memory=True)
+    assert run.returncode == 0, run.stderr_text
+    assert run.stderr_text == ""
+    assert 0 < run.peak_rss_bytes < PEAK_LIMIT
+    expected = oracle_conv(x, np.ones((1, 1, 3, 3), np.float32), **attributes)
+    np.testing.assert_array_equal(np.load(tiny_conv / "y.npy"), expected.astype(np.float32))
 
 
 def test_refusal_names_the_tiled_engine_when_it_would_fit(tmp_path):
@@ -90,8 +120,8 @@ def test_refusal_names_no_tiled_engine_that_would_not_fit(tiny_conv):
     """Pads and strides of 3e7: the tiled engine's smallest tile needs gigabytes too (the
     depthwise kernel's rows grow with the stride), so the refusal does not suggest it."""
     run = run_padconv(
-        ["conv", "x.npy", "w.npy", "--pads", *_ints(0, HUGE, 0, HUGE), "--strides",
-         *_ints(1, HUGE), "--memory-limit", "200M", "--engine", "memory", "-o", "y.npy"],
+        ["conv", "x.npy", "w.npy", *DIAGONAL, "--memory-limit", "200M", "--engine", "memory",
+         "-o", "y.npy"],
         cwd=tiny_conv, measure_memory=True,
     )
     assert "tiled" not in _refused(run, tiny_conv, "--memory-limit", "y.npy")
@@ -101,8 +131,7 @@ def test_auto_engine_refuses_when_neither_engine_fits(tiny_conv):
     """auto considers the tiled engine for a .npy input and output when the in-memory path
     would exceed --memory-limit; when its smallest tile does not fit either, one line."""
     run = run_padconv(
-        ["conv", "x.npy", "w.npy", "--pads", *_ints(0, HUGE, 0, HUGE), "--strides",
-         *_ints(1, HUGE), "--memory-limit", "200M", "-o", "y.npy"],
+        ["conv", "x.npy", "w.npy", *DIAGONAL, "--memory-limit", "200M", "-o", "y.npy"],
         cwd=tiny_conv, measure_memory=True,
     )
     _refused(run, tiny_conv, "--memory-limit", "y.npy")
@@ -120,7 +149,8 @@ def _conv_model(path: Path, **attributes) -> None:
 
 
 def test_model_node_with_huge_pads_is_refused(tiny_conv):
-    _conv_model(tiny_conv / "m.onnx", pads=[0, HUGE, 0, HUGE], strides=[1, HUGE])
+    _conv_model(tiny_conv / "m.onnx", pads=[2 * HUGE] * 4, strides=[HUGE, HUGE],
+                dilations=[HUGE, HUGE])
     assert (tiny_conv / "m.onnx").stat().st_size < 400
     run = run_padconv(
         ["conv", "x.npy", "--from-model", "m.onnx", "--memory-limit", "200M", "-o", "y.npy"],
@@ -131,15 +161,14 @@ def test_model_node_with_huge_pads_is_refused(tiny_conv):
 
 def test_default_limits_come_from_the_one_memory_probe(tiny_conv):
     """With no flags the limits are half of the memory available; under ``ulimit -v 2G`` the
-    1.1 GiB working memory of the padded copy is refused by the probe's default."""
+    72 GiB of working memory is refused by the probe's default."""
     limit = 2 * 2**30
 
     def address_space() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     run = run_padconv(
-        ["conv", "x.npy", "w.npy", "--pads", *_ints(0, HUGE, 0, HUGE), "--strides",
-         *_ints(1, HUGE), "-o", "y.pb"],
+        ["conv", "x.npy", "w.npy", *DIAGONAL, "-o", "y.pb"],
         cwd=tiny_conv, measure_memory=True, preexec_fn=address_space,
     )
     _refused(run, tiny_conv, "--memory-limit", "y.pb")
@@ -206,46 +235,36 @@ def test_declared_shape_of_a_zarr_store_counts(tmp_path):
     assert "4.0 TiB" in line
 
 
+@pytest.mark.parametrize("output", ["y.pb", "y.npy"])
+def test_no_image_with_pads_of_2_to_the_62_is_refused_in_one_line(tiny_conv, output):
+    """Default limits; a .pb output keeps the call on the in-memory engine, a .npy output lets
+    auto consider the tiled engine, which cannot hold it either."""
+    run = run_padconv(["conv", "x0.npy", "w.npy", "--pads", *_ints(INT62, INT62, INT62, INT62),
+                       "-o", output], cwd=tiny_conv, measure_memory=True)
+    _refused(run, tiny_conv, None, output)
+
+
+@pytest.mark.parametrize("output", ["y.pb", "y.npy"])
 @pytest.mark.parametrize(
-    ("x", "attributes"),
-    [
-        ("x0.npy", ["--pads", *_ints(INT62, INT62, INT62, INT62)]),
-        ("x.npy", ["--auto-pad", "SAME_UPPER", "--dilations", *_ints(INT62, INT62)]),
-        ("x.npy", ["--pads", *_ints(INT62, INT62, INT62, INT62), "--strides",
-                   *_ints(INT62, INT62)]),
-    ],
-    ids=["n0_pads_2e62", "same_upper_dilation_2e62", "pads_strides_2e62"],
+    "attributes",
+    [{"auto_pad": "SAME_UPPER", "dilations": [INT62, INT62]},
+     {"pads": [INT62] * 4, "strides": [INT62, INT62]}],
+    ids=["same_upper_dilation_2e62", "pads_strides_2e62"],
 )
-def test_pads_of_2_to_the_62_in_memory_are_refused_in_one_line(tiny_conv, x, attributes):
-    """Default limits; a .pb output keeps the call on the in-memory engine."""
-    run = run_padconv(["conv", x, "w.npy", *attributes, "-o", "y.pb"], cwd=tiny_conv,
+def test_geometry_of_2_to_the_62_gets_the_specifications_result(tiny_conv, attributes, output):
+    """Default limits: only the taps and outputs that read X are computed (index arithmetic
+    in Python integers, none of them past int64)."""
+    from oracles import oracle_conv
+
+    from padconv_cli import read_tensor
+
+    flags = []
+    for name, values in attributes.items():
+        flags += [f"--{name.replace('_', '-')}", *map(str, np.atleast_1d(values))]
+    run = run_padconv(["conv", "x.npy", "w.npy", *flags, "-o", output], cwd=tiny_conv,
                       measure_memory=True)
-    _refused(run, tiny_conv, None, "y.pb")
-
-
-@pytest.mark.parametrize(
-    ("x", "attributes"),
-    [
-        ("x0.npy", ["--pads", *_ints(INT62, INT62, INT62, INT62)]),
-        ("x.npy", ["--auto-pad", "SAME_UPPER", "--dilations", *_ints(INT62, INT62)]),
-    ],
-    ids=["n0_pads_2e62", "same_upper_dilation_2e62"],
-)
-def test_pads_of_2_to_the_62_out_of_core_are_refused_in_one_line(tiny_conv, x, attributes):
-    """Default limits; a .npy output lets auto consider the tiled engine, which cannot hold
-    these either."""
-    run = run_padconv(["conv", x, "w.npy", *attributes, "-o", "y.npy"], cwd=tiny_conv,
-                      measure_memory=True)
-    _refused(run, tiny_conv, None, "y.npy")
-
-
-def test_pads_and_strides_of_2_to_the_62_are_refused(tiny_conv):
-    """Both engines refuse: in memory the padded rows, tiled the smallest tile's buffers."""
-    pads, strides = (INT62,) * 4, (INT62, INT62)
-    for output in ("y.npy", "y.pb"):
-        run = run_padconv(
-            ["conv", "x.npy", "w.npy", "--pads", *_ints(*pads), "--strides", *_ints(*strides),
-             "-o", output],
-            cwd=tiny_conv, measure_memory=True,
-        )
-        _refused(run, tiny_conv, "--memory-limit", output)
+    assert run.returncode == 0 and run.stderr_text == "", run.stderr_text
+    assert 0 < run.peak_rss_bytes < PEAK_LIMIT
+    expected = oracle_conv(np.ones((1, 1, 5, 5)), np.ones((1, 1, 3, 3)), **attributes)
+    np.testing.assert_array_equal(read_tensor(str(tiny_conv / output)),
+                                  expected.astype(np.float32))

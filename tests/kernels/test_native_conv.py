@@ -304,6 +304,16 @@ def test_a_part_of_the_output_repeats_the_whole_bit_for_bit(forced_isa):
     assert channels.tobytes() == whole[:, 2:5].tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_a_crop_of_the_rows_repeats_the_whole_bit_for_bit(forced_isa, dtype):
+    """Columns computed from a crop of the last axis equal the whole's, whatever the length of
+    the rows (96 positions fill every register tile, 39 do not)."""
+    X, W, B = random_inputs((2, 8, 12, 96), (6, 8, 3, 3), dtype)
+    whole = conv(X, W, B, pads=[1, 1, 1, 1])
+    part = conv(X[..., 29:70], W, B, pads=[1, 0, 1, 0])
+    assert part.tobytes() == whole[..., 30:69].tobytes()
+
+
 @pytest.mark.parametrize("group", [1, 2])
 def test_an_infinite_weight_times_the_padding_is_nan(forced_isa, group):
     # 0 * inf = nan: the padding zeros take part in the sums, as the spec's Xpad says
