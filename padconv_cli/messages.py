@@ -17,13 +17,15 @@ def bounded_list(items: Iterable[object], limit: int = LISTED_ITEMS, *,
     """``a, b, c ... and N more``: the first ``limit`` items joined by ``", "``.
 
     Rule: shown = items[:limit]; when len(items) > limit the text ends with
-    ``" ... and {len(items) - limit} more"``; no items gives ``empty``.
+    ``" ... and {len(items) - limit} more"``; no items gives ``empty``.  Each item is shown
+    with the characters ``str.isprintable`` rejects escaped (``\\n``, ``\\x01``): names from
+    the input may hold them, and the message stays one line.
     """
     shown: list[str] = []
     hidden = 0
     for item in items:
         if len(shown) < limit:
-            shown.append(str(item))
+            shown.append(_escaped(str(item)))
         else:
             hidden += 1
     if not shown:
@@ -35,3 +37,9 @@ def bounded_list(items: Iterable[object], limit: int = LISTED_ITEMS, *,
 def bounded_sequence(values: Iterable[object], limit: int = LISTED_ITEMS) -> str:
     """``[2, 3, 4]`` or ``[1, 1, 1 ... and 99997 more]``: a shape or dims list for a message."""
     return "[" + bounded_list(values, limit, empty="") + "]"
+
+
+def _escaped(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PYTHON_PART ".padconv-main"
@@ -43,12 +44,26 @@ static void own_folder(char *folder, size_t size, const char *fallback)
     }
 }
 
+/* A standard stream that is a folder (``padconv pad - < /``) stops CPython's start-up with a
+ * fatal error ("<stdin> is a directory"): it is closed instead, and padconv treats it as a
+ * closed stream (one line when the run needs it, nothing otherwise). */
+static void close_folder_streams(void)
+{
+    for (int fd = 0; fd <= 2; ++fd) {
+        struct stat info;
+        if (fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
+            close(fd);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     sigset_t interrupt, before;
     sigemptyset(&interrupt);
     sigaddset(&interrupt, SIGINT);
     sigprocmask(SIG_BLOCK, &interrupt, &before);
+    close_folder_streams();
 
     const char *run_as = (const char *)getauxval(AT_EXECFN);
     if (run_as == NULL) {

@@ -243,15 +243,39 @@ def _silence_stdout() -> None:
 
 
 def report(line: str) -> None:
-    """Write padconv's one line to stderr.  When stderr cannot take it (``2>/dev/full``, a full
-    disk, a closed pipe) the line is dropped and stderr pointed at /dev/null, so the exit code
-    stays the error's own (the interpreter's final flush would otherwise turn it into 120)."""
+    """Write padconv's one line to stderr, control characters and line separators escaped
+    (a value from the environment or a file may hold them: the line stays one line and the
+    terminal safe).  When stderr cannot take it (``2>/dev/full``, a full disk, a closed pipe)
+    the line is dropped and stderr pointed at /dev/null, so the exit code stays the error's own
+    (the interpreter's final flush would otherwise turn it into 120).  Nothing is imported
+    here: a Ctrl-C may have cut an import short (numpy cannot be imported a second time)."""
     try:
-        click.echo(line, err=True)
+        click.echo(_bounded(_escaped(line)), err=True)
     except (OSError, ValueError):
         from padconv_cli.streams import silence_stderr
 
         silence_stderr()
+
+
+LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
+
+
+def _bounded(line: str) -> str:
+    """``line`` cut in its middle when longer than :data:`LINE_LIMIT`: the start (command,
+    file or flag) and the end (the rule, the hint) stay; a value echoed whole from a huge
+    argument cannot make the line unbounded."""
+    if len(line) <= LINE_LIMIT:
+        return line
+    keep = LINE_LIMIT // 2
+    return f"{line[:keep]} ... ({len(line) - 2 * keep} characters cut) ... {line[-keep:]}"
+
+
+def _escaped(line: str) -> str:
+    """``line`` with every character ``str.isprintable`` rejects (controls, line and paragraph
+    separators) written as its escape (``\\x1b``, ``\\n``, ``\\u2028``)."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in line)
 
 
 def _flush_stdout() -> None:

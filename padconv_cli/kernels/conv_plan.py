@@ -17,6 +17,7 @@ import numpy as np
 
 from padconv_cli.errors import AttributeValueError
 from padconv_cli.kernels import conv_shapes
+from padconv_cli.messages import bounded_sequence
 
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -174,12 +175,13 @@ def _int_list(name: str, values: object, length: int, length_rule: str) -> tuple
         )
     items = list(values)
     if not all(_is_int(v) for v in items):
-        raise AttributeValueError(f"Conv attribute {name} must contain integers only, got {items}")
+        raise AttributeValueError(f"Conv attribute {name} must contain integers only, got "
+                                  f"{bounded_sequence(items)}")
     ints = tuple(int(v) for v in items)
     if len(ints) != length:
         raise AttributeValueError(
             f"Conv attribute {name} needs {length} values ({length_rule}), "
-            f"got {len(ints)}: {list(ints)}"
+            f"got {len(ints)}: {bounded_sequence(ints)}"
         )
     return ints
 

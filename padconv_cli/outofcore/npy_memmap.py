@@ -18,6 +18,7 @@ temporary file next to the target, and :meth:`NpyOutput.commit` renames it over 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import math
 import operator
@@ -348,13 +349,34 @@ class NpyOutput:
         return NpyHeader(self.shape, False, self.dtype, offset)
 
     def write(self, box: tuple[slice, ...], values: np.ndarray) -> None:
-        """``result[box] = values`` through a memory map that is closed again right after."""
+        """``result[box] = values``, written with ``pwrite``.
+
+        Rule: never through a memory map: the temporary file is sparse until written, and a
+        disk that fills up meanwhile (another process) would kill a mapped write with SIGBUS;
+        ``pwrite`` fails with ENOSPC instead, one :class:`OutputError`, the temporary file
+        removed.  A box of unit-step slices is written row run by row run; any other box
+        (never made by padconv's engines) goes through a short-lived memory map.
+        """
         if self._header.data_bytes == 0:
             return
+        ranges = _unit_step_ranges(box, self.shape)
+        if ranges is None:
+            return self._write_mapped(box, values)
+        part = np.ascontiguousarray(
+            np.broadcast_to(np.asarray(values, dtype=self.dtype), tuple(len(r) for r in ranges)))
+        fd = os.open(self._temp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            _pwrite_c_box(fd, self._header, ranges, part)
+        except OSError as exc:  # e.g. the disk filled up (ENOSPC)
+            raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
+        finally:
+            os.close(fd)
+
+    def _write_mapped(self, box: object, values: np.ndarray) -> None:
         array = _map(self._temp, self._header, "r+")
         try:
             array[box] = values
-        except OSError as exc:  # e.g. the disk filled up while pages were written
+        except OSError as exc:
             raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
         finally:
             del array
@@ -385,6 +407,45 @@ class NpyOutput:
             self.commit()
         else:
             self.discard()
+
+
+def _unit_step_ranges(box: object, shape: tuple[int, ...]) -> list[range] | None:
+    """The ``range`` of each axis for a box of unit-step slices, one per axis; else None."""
+    if not isinstance(box, tuple) or len(box) != len(shape):
+        return None
+    if not all(isinstance(s, slice) and s.step in (None, 1) for s in box):
+        return None
+    return [range(*s.indices(dim)) for s, dim in zip(box, shape, strict=True)]
+
+
+def _pwrite_c_box(fd: int, header: NpyHeader, ranges: list[range], part: np.ndarray) -> None:
+    """Write the C-order ``part`` at the rows ``ranges`` selects of the C-order file: as
+    :func:`_pread_c_box`, one run of whole trailing axes per index of the leading ones."""
+    if part.size == 0:
+        return
+    shape = header.shape
+    itemsize = header.dtype.itemsize
+    strides = [itemsize * math.prod(shape[axis + 1:]) for axis in range(len(shape))]
+    split = len(shape) - 1
+    while split > 0 and ranges[split] == range(shape[split]):
+        split -= 1
+    slab = strides[split] if shape else itemsize
+    run = ranges[split] if shape else range(1)
+    run_bytes = len(run) * slab
+    flat = memoryview(part.reshape(-1).view(np.uint8))
+    for number, leading in enumerate(itertools.product(*ranges[:split])):
+        offset = header.data_offset + run.start * slab + sum(
+            i * st for i, st in zip(leading, strides, strict=False))
+        _pwrite_all(fd, flat[number * run_bytes:(number + 1) * run_bytes], offset)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """``os.pwrite`` until every byte is written (a write may be partial)."""
+    while len(data):
+        written = os.pwrite(fd, data, offset)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, "no byte written")
+        data, offset = data[written:], offset + written
 
 
 def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:

@@ -32,6 +32,7 @@ def make_temp_file(folder: str, prefix: str, suffix: str) -> tuple[int, str]:
     start-up time)."""
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_NOFOLLOW", 0)
+    prefix = fitting_prefix(folder, prefix, len(suffix) + 12)
     for _ in range(100):
         path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
         try:
@@ -39,6 +40,20 @@ def make_temp_file(folder: str, prefix: str, suffix: str) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", folder)
+
+
+def fitting_prefix(folder: str, prefix: str, rest: int) -> str:
+    """``prefix`` cut (at a character) so that it and ``rest`` more bytes make a name the
+    folder's file system takes: at most NAME_MAX bytes (255 when the system does not say).
+    A target whose own name is near that limit still gets a temporary file beside it."""
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        name_max = 255
+    name_max = name_max if name_max and name_max > 0 else 255
+    while prefix and len(os.fsencode(prefix)) + rest > name_max:
+        prefix = prefix[:-1]
+    return prefix
 
 
 def _current_umask() -> int:

@@ -62,7 +62,8 @@ def read_sniffed_bytes(
 def _stdin_stream() -> BinaryIO:
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
-        raise InputError(f"{STDIN_LABEL}: no binary standard input available (stdin is closed)")
+        raise InputError(f"{STDIN_LABEL}: no binary standard input available (stdin is closed "
+                         "or is a folder)")
     return stream
 
 

@@ -23,6 +23,7 @@ INPUT_LIMIT = "io/test_input_limit.py"
 SIGNALS = "cli/test_interrupt_and_closed_streams.py"
 FAULTS = "hostile/test_faults.py"
 LAUNCHER = "cli/test_installed_command_signals_and_arguments.py"
+NAMES_STREAMS = "hostile/test_attack_corpus_names_and_folder_streams.py"
 OUTPUTS = "cli/test_output_targets.py"
 ATTACKS = "hostile/test_attack_corpus_refusals.py"
 ATTACK_RESULTS = "hostile/test_attack_corpus_results.py"
@@ -159,6 +160,31 @@ RULES = [
          "an input file (by any spelling, a hard link, FILE of FILE:NAME, the `--from-model` "
          "model): a usage error before anything is read or written",
          (f"{ATTACKS}::test_attack_is_refused_in_one_line_and_writes_nothing",)),
+    Rule("streams", "A standard stream that is a folder (`padconv pad - < /`): the installed "
+         "command treats it as closed (CPython would stop at start-up with a fatal error): "
+         "stdin needed is one line naming `<stdin>`, a result for stdout is one line, and a "
+         "run that needs neither goes on",
+         (f"{NAMES_STREAMS}::test_a_standard_stream_that_is_a_folder",)),
+    Rule("outputs", "An output whose name is at the file system's NAME_MAX is written: the "
+         "temporary file beside it gets a name cut to fit (in memory and tiled)",
+         (f"{NAMES_STREAMS}::test_an_output_name_at_name_max_is_written",)),
+    Rule("outputs", "A disk filled by another process while the tiled engine writes: one "
+         "line, exit 2, nothing published, no temporary file left (tiles are written with "
+         "pwrite, never through a memory map, so no SIGBUS)",
+         ("hostile/test_attack_corpus_full_disk.py::"
+          "test_disk_filled_during_a_tiled_conv_is_one_line",)),
+    Rule("exit codes", "The error line has no control character or line separator, whatever "
+         "a value from the environment or a file holds (escaped as `\\x1b`, `\\n`): one line, "
+         "and no escape sequence reaches the terminal",
+         ("cli/test_error_line_is_terminal_safe.py::"
+          "test_an_escape_sequence_in_an_environment_variable_is_escaped",)),
+    Rule("exit codes", "The error line is bounded: a list echoed from an argument is cut to a "
+         "dozen items, and any line over 2,000 characters is cut in its middle (the flag or "
+         "file at its start and the rule at its end stay)",
+         ("cli/test_error_line_is_terminal_safe.py::"
+          "test_a_list_echoed_from_a_huge_argument_is_cut",
+          "cli/test_error_line_is_terminal_safe.py::"
+          "test_a_huge_value_echoed_whole_is_cut_in_the_middle")),
     Rule("streams", "stderr that cannot be written (`2>/dev/full`, `2>&-`): the line is "
          "dropped and the exit code is the run's own: 2 for a refused input, 0 with the output "
          "written for a good run (a progress line that cannot be written does not stop it)",

@@ -312,3 +312,16 @@ def test_model_text_that_is_not_utf8_is_an_input_error(node, attribute):
         case_from_model(model, [np.array(["a"], dtype=object)], [np.array(["", "a", ""], object)],
                         name="t", source="dir", location="suite/t")
     assert str(error.value) == f"suite/t: attribute {attribute!r} of node 'c' is not valid UTF-8"
+
+
+def test_a_missing_input_named_with_control_characters_is_one_escaped_line(tmp_path):
+    """Found by fuzz/fuzz_models.py (verify target): the node input's name went into the
+    library's message raw, a newline included."""
+    from padconv_cli.errors import InputError
+    from padconv_cli.verification.onnx_suite import cases_from_user_dir
+
+    model = _model([helper.make_node("Pad", ["X\x01\np", "pads"], ["Y"])], [], [_vi("Y")], 13)
+    folder = write_case_dir(tmp_path / "test_case", model, [], [np.zeros(1, np.float32)])
+    with pytest.raises(InputError) as caught:
+        cases_from_user_dir(str(folder))
+    assert "\n" not in str(caught.value) and "X\\x01\\np" in str(caught.value)

@@ -1,0 +1,66 @@
+"""A disk that another process fills while the tiled engine writes its result: one line, exit
+2, nothing published and no temporary file left.  The result's temporary file is sparse until
+written; a write through a memory map to it died of SIGBUS (exit 135, the temporary file left
+behind); tiles are written with ``pwrite``, which fails with ENOSPC instead."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+from hostile.runner import padconv_command
+
+WAIT_SECONDS = 60
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 40 MiB tmpfs of its own (root only: mounting is the way to fill a disk at will)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(disk)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(folder) -> None:
+    """Write zeros into ``folder`` until its file system is full."""
+    with open(folder / "fill", "wb") as stream:
+        try:
+            while True:
+                stream.write(b"\0" * 2**20)
+                stream.flush()
+        except OSError:
+            pass
+
+
+def test_disk_filled_during_a_tiled_conv_is_one_line(tmp_path, small_disk):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", rng.standard_normal((1, 8, 1024, 1024), dtype=np.float32))
+    np.save(tmp_path / "w.npy", rng.standard_normal((8, 8, 5, 5), dtype=np.float32))
+    child = subprocess.Popen(
+        [*padconv_command(), "conv", "x.npy", "w.npy", "--pads", "2", "2", "2", "2",
+         "--engine", "tiled", "--memory-limit", "4M", "-o", str(small_disk / "y.npy")],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not any(p.name.startswith(".y.npy") for p in small_disk.iterdir()):
+        assert child.poll() is None and time.monotonic() < deadline, "no temporary file seen"
+        time.sleep(0.002)
+    _fill(small_disk)
+    _, stderr = child.communicate(timeout=WAIT_SECONDS)
+    text = stderr.decode()
+    if child.returncode == 0:
+        pytest.fail("the run finished before the disk was full; make the input larger")
+    assert child.returncode == 2, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    assert "y.npy" in text and "No space left" in text, text
+    assert sorted(p.name for p in small_disk.iterdir()) == ["fill"]
