@@ -426,6 +426,8 @@ def plug_closed_standard_streams() -> None:
                 return
     if sys.stdout is None:
         sys.stdout = _ClosedStdout()
+    if sys.stderr is None:  # descriptor 2 is /dev/null now; click before 8.1.3 needs a stream
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def _swap_interrupt_handler(handler) -> None:
