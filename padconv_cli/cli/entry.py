@@ -28,7 +28,8 @@ def exit_interrupted(signum: int = 2, frame: object = None) -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
-signals.signal(signals.SIGINT, exit_interrupted)
+if signals.getsignal(signals.SIGINT) != signals.SIG_IGN:  # ignored by the caller: stays so
+    signals.signal(signals.SIGINT, exit_interrupted)
 
 
 def main() -> None:

@@ -56,12 +56,13 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 
 def install_termination_handlers() -> None:
-    """Turn SIGTERM and SIGHUP into :class:`Terminated`, so ``finally`` blocks run."""
+    """Turn SIGTERM and SIGHUP into :class:`Terminated`, so ``finally`` blocks run; a signal
+    the caller ignores (``nohup`` ignores SIGHUP) stays ignored."""
     import signal
 
     for name in ("SIGTERM", "SIGHUP"):
         signum = getattr(signal, name, None)
-        if signum is not None:
+        if signum is not None and signal.getsignal(signum) != signal.SIG_IGN:
             signal.signal(signum, _raise_terminated)
 
 
@@ -241,6 +242,18 @@ def _silence_stdout() -> None:
         pass
 
 
+def report(line: str) -> None:
+    """Write padconv's one line to stderr.  When stderr cannot take it (``2>/dev/full``, a full
+    disk, a closed pipe) the line is dropped and stderr pointed at /dev/null, so the exit code
+    stays the error's own (the interpreter's final flush would otherwise turn it into 120)."""
+    try:
+        click.echo(line, err=True)
+    except (OSError, ValueError):
+        from padconv_cli.streams import silence_stderr
+
+        silence_stderr()
+
+
 def _flush_stdout() -> None:
     """Flush stdout, when there is one (``padconv ... -o FILE >&-`` has none)."""
     if sys.stdout is not None:
@@ -288,10 +301,10 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         _flush_stdout()
     except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
         _ignore_further_interrupts()
-        click.echo("padconv: interrupted", err=True)
+        report("padconv: interrupted")
         code = EXIT_INTERRUPTED
     except Terminated as terminated:
-        click.echo("padconv: terminated", err=True)
+        report("padconv: terminated")
         code = 128 + terminated.signum
     except (BrokenPipeError, StdoutClosed):
         _silence_stdout()
@@ -301,23 +314,23 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     except click.ClickException as error:
         if _is_no_args_help(error) and getattr(error, "ctx", None) is not None:
             return _print_help(error)
-        click.echo(_usage_error_line(error), err=True)
+        report(_usage_error_line(error))
         code = error.exit_code
     except MemoryError:
-        click.echo(_error_line(OUT_OF_MEMORY_MESSAGE, _command_path()), err=True)
+        report(_error_line(OUT_OF_MEMORY_MESSAGE, _command_path()))
         code = EXIT_USAGE
     except PadconvError as error:
-        click.echo(_input_flag_hint(error, _library_error_line(error)), err=True)
+        report(_input_flag_hint(error, _library_error_line(error)))
         code = getattr(error, "exit_code", EXIT_USAGE)
     except OSError as error:  # a report could not be written (closed or full stdout)
         _silence_stdout()
-        click.echo(_error_line(_os_error_text(error), _command_path()), err=True)
+        report(_error_line(_os_error_text(error), _command_path()))
         code = EXIT_USAGE
     except Exception as error:
         if not caused_by_interrupt(error):
             raise
         _ignore_further_interrupts()
-        click.echo("padconv: interrupted", err=True)
+        report("padconv: interrupted")
         code = EXIT_INTERRUPTED
     return code if isinstance(code, int) else 0
 
@@ -392,15 +405,16 @@ def plug_closed_standard_streams() -> None:
 
 
 def _swap_interrupt_handler(handler) -> None:
-    """Install ``handler`` for SIGINT with the signal held back meanwhile (none is lost)."""
+    """Install ``handler`` for SIGINT with the signal held back meanwhile (none is lost); the
+    mask is then restored as it was (a caller that blocked SIGINT keeps it blocked)."""
     import signal
 
     if threading_is_main():
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             signal.signal(signal.SIGINT, handler)
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def threading_is_main() -> bool:
@@ -475,7 +489,8 @@ def run_interruptible(argv: list[str] | None) -> int:
     before = signal.getsignal(signal.SIGINT) if threading_is_main() else None
     deferred = DeferredInterrupt()
     deferred.install()
-    _swap_interrupt_handler(signal.default_int_handler)
+    if before != signal.SIG_IGN:  # ignored by the caller (a background job): stays ignored
+        _swap_interrupt_handler(signal.default_int_handler)
     try:
         try:
             status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)
@@ -486,7 +501,7 @@ def run_interruptible(argv: list[str] | None) -> int:
         return status
     except KeyboardInterrupt:  # between two handlers of run_and_map_errors
         _swap_interrupt_handler(signal.SIG_IGN)
-        click.echo("padconv: interrupted", err=True)
+        report("padconv: interrupted")
         return EXIT_INTERRUPTED
     finally:
         _swap_interrupt_handler(signal.SIG_DFL if before is None else before)

@@ -6,7 +6,12 @@ For a validated :class:`~padconv_cli.kernels.conv.ConvPlan` the core computes
 
 * GEMM (``C/G > 1``): blocks of output positions; each gathers its panel of input values (one
   row per channel and kernel tap, the padding written as zeros) and multiplies it by W, packed
-  in tiles of ``TILE_ROWS`` output channels, in a register tile that holds every sum whole;
+  in tiles of ``TILE_ROWS`` output channels, in a register tile that holds every sum whole.
+  Pointwise, the panel is X itself, its column strips copied contiguous first. When the output
+  rows fill the register tiles (the last output axis a multiple of the tile's width, or nearly),
+  the row kernel runs instead: each task copies the input rows under a few output rows once,
+  zero-padded and split by stride, and the register tile reads every kernel tap's row of the
+  panel from them in place (same rows of B, same order, same bits);
 * depthwise (``C/G == 1``): rows of output positions; the input rows under the kernel are
   zero-padded (2-D with stride 1 along rows: a block of them copied once per task; otherwise
   split by stride into contiguous phases, kept for the next output rows that read them), and
@@ -19,7 +24,8 @@ tile of the output equals the same elements of the whole, bit for bit.
 Memory besides X, W and Y (:func:`scratch_bytes`): X is never copied padded. The GEMM kernel
 holds W packed (``G * ceil(M/G / TILE_ROWS) * TILE_ROWS * C/G * prod(k)`` elements) and, per
 thread, one panel of about ``PANEL_BYTES`` (at least ``C/G * prod(k) * TILE_COLUMNS`` elements,
-at most all of an image's output positions) and the stride phases of one input row; the
+at most all of an image's output positions), the stride phases of one input row and one
+column strip of the panel packed contiguously (pointwise: of X, read in place otherwise); the
 depthwise kernel holds, per thread, the padded phases of about twice the input rows one
 output row reads.
 float16 and bfloat16 inputs are read as float32 by the kernels; they add float32 copies of W and B
@@ -45,6 +51,10 @@ TILE_COLUMNS = 32
 
 MIN_TILE_COLUMNS = 8
 """Fewest output positions in one register tile over the instruction sets."""
+
+ROW_BYTES = 256 * 2**10
+"""Target size of the padded input rows one task of the GEMM's row kernel holds (the native
+core's ROW_BYTES)."""
 
 DEPTHWISE_KEPT_TAPS = 32
 """Most outer kernel taps for which the depthwise kernel keeps padded rows for the next rows."""
@@ -137,7 +147,12 @@ def scratch_bytes(
     ``R = TILE_ROWS``) plus ``T * K * round_up(min(nb, P), TILE_COLUMNS) * a`` for the panels,
     with ``P = prod(out_spatial)``, ``nb = max(TILE_COLUMNS, PANEL_BYTES // (K * a))`` positions
     per panel, plus ``s * (out + (k - 1) * d) * a`` for one input row's stride phases (last
-    axis), and ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
+    axis), plus (pointwise) ``K * TILE_COLUMNS * a + 64`` for one packed strip of X; or, for the row
+    kernel when that is more, ``min(prod(out[:-1]) * u, max(u, ROW_BYTES))`` for the padded
+    input rows, ``u = Q * ((k - 1) * d // s + v + 16) * a`` those of one output row, with
+    ``Q = C/G * prod(k[:-1]) * s`` and
+    ``v = min(max(TILE_COLUMNS, ROW_BYTES // (Q * a)), out + TILE_COLUMNS)`` (last axis); and
+    ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work
     (one per task at most, a task having at least ``MIN_TILE_COLUMNS`` positions). Depthwise,
     with ``T = min(threads, N * M_t * prod(out[:-1]))`` and the padded row
     ``R = ((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)`` elements along the last axis:
@@ -173,8 +188,15 @@ def scratch_bytes(
     panel = depth * -(-positions // TILE_COLUMNS) * TILE_COLUMNS * itemsize
     k, s, d = plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1]
     panel += s * (plan.output_shape[-1] + (k - 1) * d) * itemsize  # one row's stride phases
+    if set(plan.kernel_shape) | set(plan.strides) == {1} and not any(plan.pads):  # pointwise
+        panel += depth * TILE_COLUMNS * itemsize + 64  # one packed strip of X, 64-byte aligned
+    per_row = plan.w_shape[1] * math.prod(plan.kernel_shape[:-1]) * s  # the row kernel's
+    width = min(max(TILE_COLUMNS, ROW_BYTES // (per_row * itemsize)),
+                plan.output_shape[-1] + TILE_COLUMNS)
+    row = per_row * ((k - 1) * d // s + width + 16) * itemsize
+    slots = min(math.prod(out_spatial[:-1]) * row, max(row, ROW_BYTES))
     threads = min(threads, images * groups * -(-math.prod(out_spatial) // MIN_TILE_COLUMNS))
-    return groups * rows * depth * itemsize + threads * panel
+    return groups * rows * depth * itemsize + threads * max(panel, slots)
 
 
 def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,

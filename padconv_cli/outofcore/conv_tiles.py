@@ -243,6 +243,7 @@ def tiled_conv(
             out.write(box, y)
             progress.advance(y.nbytes)
             del y
+        x.check_unchanged()  # after the last read, before the result is published
     return TiledResult(plan.output_shape, tile_count(axis_ranges), tiling.exact)
 
 

@@ -42,7 +42,8 @@ class NpyInput:
 
     path: str
     header: NpyHeader
-    identity: tuple[int, int, int] | None = None  # (st_dev, st_ino, st_size) when opened
+    # (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) when opened
+    identity: tuple[int, ...] | None = None
     max_read_bytes: int | None = None  # the input limit where it was opened (workers keep it)
 
     @property
@@ -66,11 +67,15 @@ class NpyInput:
         return self.header.data_bytes
 
     def check_unchanged(self, fd: int | None = None) -> None:
-        """Refuse to go on when another process replaced or truncated the file meanwhile.
+        """Refuse to go on when another process replaced, truncated or changed the file
+        meanwhile.
 
-        Rule: same device and inode as when it was opened, and still at least
-        ``data_offset + data_bytes`` long.  ``fd``: the descriptor about to be read, checked
-        itself (a path checked, then opened, could be replaced in between).
+        Rule: same device and inode as when it was opened, still at least ``data_offset +
+        data_bytes`` long, and the same size, modification time and status-change time (a
+        write in place, even of the same length, moves both times; ``touch`` cannot set the
+        status-change time back).  Checked on the descriptor before each read and once more
+        after the last read, before the result is published.  ``fd``: the descriptor about to
+        be read, checked itself (a path checked, then opened, could be replaced in between).
         """
         if self.identity is None:
             return
@@ -86,6 +91,9 @@ class NpyInput:
                 f"{self.path}: truncated from {self.identity[2]} to {info.st_size} bytes by "
                 "another process while being read"
             )
+        if (info.st_size, info.st_mtime_ns, info.st_ctime_ns) != self.identity[2:]:
+            raise InputError(f"{self.path}: changed by another process while being read "
+                             "(its size or modification time moved)")
 
     def read(self, box: object) -> np.ndarray:
         """A native-byte-order, C-contiguous copy of ``array[box]``, read with ``pread``.
@@ -146,7 +154,8 @@ def open_npy_memmap(path: str) -> NpyInput:
         raise UnsupportedDtypeError(
             f"{path}: structured element type {header.dtype} is not a tensor element type"
         )
-    return NpyInput(path, header, (info.st_dev, info.st_ino, size), input_limit())
+    identity = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
+    return NpyInput(path, header, identity, input_limit())
 
 
 def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:

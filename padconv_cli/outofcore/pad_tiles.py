@@ -118,6 +118,7 @@ def tiled_pad(
                 plan.mode,
             )
             progress.advance(math.prod(stop - start for start, stop in tile) * out_dtype.itemsize)
+        data.check_unchanged()  # after the last read, before the result is published
     return TiledResult(plan.output_shape, tile_count(axis_ranges), True)
 
 

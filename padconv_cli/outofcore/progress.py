@@ -92,14 +92,16 @@ class TileProgress:
 
         done = self.bytes_done / max(self.total_bytes, 1)
         left = elapsed * (1 - done) / done if done > 0 else float("nan")
-        print(
-            f"padconv: {self.label}: {self.tiles_done}/{self.total_tiles} tiles, "
-            f"{human_bytes(self.bytes_done)} of {human_bytes(self.total_bytes)} written after "
-            f"{elapsed:.0f} s, about {left:.0f} s left (the only progress line: stderr is not "
-            "a terminal)",
-            file=sys.stderr,
-            flush=True,
-        )
+        line = (f"padconv: {self.label}: {self.tiles_done}/{self.total_tiles} tiles, "
+                f"{human_bytes(self.bytes_done)} of {human_bytes(self.total_bytes)} written "
+                f"after {elapsed:.0f} s, about {left:.0f} s left (the only progress line: "
+                "stderr is not a terminal)")
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except (OSError, ValueError):  # stderr full or gone: progress is not the run's result
+            from padconv_cli.streams import silence_stderr
+
+            silence_stderr()
 
     def _start_bar(self) -> None:
         from rich.progress import (

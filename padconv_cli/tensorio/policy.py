@@ -104,11 +104,16 @@ def check_read_bytes(size: int, label: str, what: str, limit: int | None = None)
 
 def check_single_link(fd: int, label: str) -> None:
     """Refuse an external-data file with several hard links, unless allowed (module rule)."""
-    links = os.fstat(fd).st_nlink
+    check_link_count(os.fstat(fd).st_nlink, label, f"{label}: the file", "the tensor's folder")
+
+
+def check_link_count(links: int, label: str, what: str, folder: str) -> None:
+    """Refuse a regular file with ``links > 1`` hard links unless ``allow_hardlinks`` is set:
+    one of its names may be outside ``folder``, where no path check can see it."""
     if links > 1 and not _current.allow_hardlinks:
         raise InputError(
-            f"{label}: the file has {links} hard links, one of which may lead outside the "
-            "tensor's folder; refused unless allow_hardlinks is set",
+            f"{what} has {links} hard links, one of which may lead outside {folder}; "
+            "refused unless allow_hardlinks is set",
             param="allow_hardlinks",
             source=label,
         )

@@ -10,7 +10,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line, printable
-from padconv_cli.tensorio.policy import check_input_size, check_read_bytes
+from padconv_cli.tensorio.policy import check_input_size, check_link_count, check_read_bytes
 
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
 
@@ -35,8 +35,10 @@ def check_store_entries(path: str, label: str) -> None:
 
     Rule: every entry below the store folder (metadata, chunks, shards) is a regular file or a
     folder; a symlink is followed only to a regular file or folder inside the store (its real
-    path); FIFOs, devices and sockets are refused (a read would block or never end), as for
-    external data. Object-store URLs (``s3://``) have no such entries and are not walked.
+    path); FIFOs, devices and sockets are refused (a read would block or never end), and so is
+    a regular file with more than one hard link unless ``allow_hardlinks`` is set (another name
+    of it may be outside the store), as for external data. Object-store URLs (``s3://``) have no
+    such entries and are not walked.
     """
     import os
     import stat
@@ -52,12 +54,15 @@ def check_store_entries(path: str, label: str) -> None:
                 raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
                                  "is a symlink leading outside the store", source=label)
             try:
-                mode = os.stat(entry).st_mode
+                info = os.stat(entry)
             except OSError:
                 continue  # a dangling link: zarr reads it as a missing chunk, the fill value
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
                 raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
                                  "is not a regular file (FIFO, device or socket)", source=label)
+            if stat.S_ISREG(info.st_mode):
+                check_link_count(info.st_nlink, label, f"{label}: Zarr entry "
+                                 f"{printable(os.path.relpath(entry, path))}", "the store")
 
 
 def read_zarr(path: str, label: str) -> np.ndarray:

@@ -161,3 +161,77 @@ def test_input_truncated_during_a_strided_conv_or_reflect_pad_is_one_line(tmp_pa
     assert "x.npy" in text and "truncated" in text, text
     assert not (tmp_path / "out.npy").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.npy")]
+
+
+# --- rewritten in place: same inode, same size, new bytes ------------------------------------
+
+
+def _rewrite_in_place(path) -> None:
+    """Overwrite the first data bytes of ``path`` (same inode, same size)."""
+    with open(path, "r+b") as stream:
+        stream.seek(-4096, os.SEEK_END)
+        stream.write(b"\x01" * 4096)
+
+
+def _saved_in_the_past(path, array: np.ndarray) -> None:
+    """Save ``array``, its modification time set a minute back: a rewrite now moves it even on
+    a file system whose clock ticks coarsely."""
+    np.save(path, array)
+    past = time.time_ns() - 60 * 10**9
+    os.utime(path, ns=(past, past))
+
+
+def test_tile_read_after_an_in_place_rewrite_is_an_input_error(tmp_path):
+    path = tmp_path / "x.npy"
+    _saved_in_the_past(path, np.zeros((64, 64)))
+    source = open_npy_memmap(str(path))
+    _rewrite_in_place(path)
+    with pytest.raises(InputError, match="x.npy: changed by another process"):
+        source.read((slice(0, 1), slice(0, 64)))
+
+
+def test_a_rewrite_after_the_last_read_publishes_nothing(tmp_path):
+    """One tile: the change comes after every read, so only the check before publishing sees
+    it; the target is not created."""
+    import dataclasses
+
+    from padconv_cli.outofcore.npy_memmap import NpyInput
+    from padconv_cli.outofcore.pad_tiles import tiled_pad
+
+    @dataclasses.dataclass(frozen=True)
+    class RewrittenAfterEachRead(NpyInput):
+        def read(self, box):
+            part = super().read(box)
+            _rewrite_in_place(self.path)
+            return part
+
+    path = tmp_path / "x.npy"
+    _saved_in_the_past(path, np.zeros((64, 64)))
+    opened = open_npy_memmap(str(path))
+    source = RewrittenAfterEachRead(opened.path, opened.header, opened.identity,
+                                    opened.max_read_bytes)
+    with pytest.raises(InputError, match="changed by another process"):
+        tiled_pad(source, str(tmp_path / "out.npy"), [1, 1, 1, 1], memory_limit=2**26)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_input_rewritten_in_place_during_a_tiled_pad_is_one_line(tmp_path):
+    """Through the installed command: before this rule the run exited 0 with a result mixing
+    the old and the new bytes."""
+    _saved_in_the_past(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))
+    args = ["pad", "x.npy", "--pads", "1", "1", "1", "1", "--engine", "tiled",
+            "--memory-limit", "16M", "-o", "out.npy"]
+    child = subprocess.Popen([*padconv_command(), *args], cwd=tmp_path,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not _temp_output_started(tmp_path, 4098 * 4098 * 8) and child.poll() is None:
+        assert time.monotonic() < deadline, "the tiled run never started writing"
+        time.sleep(0.005)
+    _rewrite_in_place(tmp_path / "x.npy")
+    _, stderr = child.communicate(timeout=WAIT_SECONDS)
+    text = stderr.decode()
+    assert child.returncode == 2, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    assert "x.npy" in text and "changed by another process" in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]

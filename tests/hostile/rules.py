@@ -22,6 +22,7 @@ class Rule:
 INPUT_LIMIT = "io/test_input_limit.py"
 SIGNALS = "cli/test_interrupt_and_closed_streams.py"
 FAULTS = "hostile/test_faults.py"
+LAUNCHER = "cli/test_installed_command_signals_and_arguments.py"
 OUTPUTS = "cli/test_output_targets.py"
 ATTACKS = "hostile/test_attack_corpus_refusals.py"
 ATTACK_RESULTS = "hostile/test_attack_corpus_results.py"
@@ -84,16 +85,27 @@ RULES = [
           "models/test_malformed_attributes.py::"
           "test_verify_refuses_a_constant_of_the_wrong_type",
           "case:model_conv_group_undefined", "case:verify_constant_value_typed_int")),
-    Rule("signals", "Ctrl-C at any moment from the first statement of the `padconv` script: "
-         "exit 130, one line, no traceback, no output and no temporary file left (before it, "
-         "CPython's own start-up: see the window measured below)",
+    Rule("signals", "Ctrl-C at any moment of the installed `padconv` command, CPython's own "
+         "start-up (`site`, .pth files) included: exit 130, one line, no traceback, no output "
+         "and no temporary file left (or, before the launcher's first statement, killed by "
+         "SIGINT without a word)",
          (f"{SIGNALS}::test_ctrl_c_at_any_moment_through_the_installed_command",
+          f"{LAUNCHER}::test_ctrl_c_while_site_runs_gets_padconvs_one_line",
           f"{SIGNALS}::test_ctrl_c_at_any_moment_of_padconvs_own_code",
           f"{SIGNALS}::test_ctrl_c_through_the_installed_command",
           f"{FAULTS}::test_ctrl_c_while_computing",
           f"{FAULTS}::test_ctrl_c_while_writing_out_of_core")),
     Rule("signals", "SIGTERM/SIGHUP: exit 143/129, temporary files removed",
          (f"{FAULTS}::test_sigterm_while_writing_leaves_no_temp_file",)),
+    Rule("signals", "The installed command passes through what its caller set up: arguments, "
+         "environment, a SIGINT or SIGHUP the caller ignores (a background job, `nohup`) stays "
+         "ignored, a SIGINT the caller blocked stays blocked; otherwise the run (and every "
+         "process it starts) has the normal signal mask",
+         (f"{LAUNCHER}::test_signals_the_caller_ignores_stay_ignored",
+          f"{LAUNCHER}::test_sigint_the_caller_blocked_stays_blocked",
+          f"{LAUNCHER}::test_the_run_has_a_normal_signal_mask",
+          f"{LAUNCHER}::test_arguments_pass_through_unchanged",
+          f"{LAUNCHER}::test_the_environment_passes_through")),
     Rule("streams", "The reader of stdout going away: exit 141 (or 0), nothing on stderr",
          (f"{FAULTS}::test_closed_stdout_pipe_is_quiet",)),
     Rule("streams", "stdout closed (`>&-`): a result for stdout is refused in one line, exit 2;"
@@ -110,6 +122,16 @@ RULES = [
           "test_input_truncated_during_a_strided_conv_or_reflect_pad_is_one_line",
           "engines/test_input_changed_during_tiled_run.py::"
           "test_strided_read_after_truncation_is_an_input_error")),
+    Rule("streams", "An `.npy` input rewritten in place during `--engine tiled` (same inode, "
+         "even the same size): its size, st_mtime_ns and st_ctime_ns are checked on the "
+         "descriptor before each read and once more after the last read, before the result is "
+         "published; a change is one line, exit 2, nothing published",
+         ("engines/test_input_changed_during_tiled_run.py::"
+          "test_input_rewritten_in_place_during_a_tiled_pad_is_one_line",
+          "engines/test_input_changed_during_tiled_run.py::"
+          "test_a_rewrite_after_the_last_read_publishes_nothing",
+          "engines/test_input_changed_during_tiled_run.py::"
+          "test_tile_read_after_an_in_place_rewrite_is_an_input_error")),
     Rule("exit codes", "Every bad input or flag: exit 2, one line naming the file or flag and "
          "the rule, nothing on stdout, nothing written",
          ("hostile/test_hostile_corpus.py::test_hostile_case_is_refused_cleanly",)),
@@ -123,8 +145,12 @@ RULES = [
           f"{FAULTS}::test_concurrent_writers_leave_one_complete_file")),
     Rule("confinement", "Every entry of a local Zarr store is a regular file or folder inside "
          "it: a chunk symlinked out of the store, a FIFO, device or socket is refused (show, "
-         "in memory, dask); a corrupt chunk or a chunk length of 0 is one line",
+         "in memory, dask), and so is a chunk or metadata file with more than one hard link "
+         "unless `--allow-hardlinks` is given (the external-data rule, checked when the store "
+         "is opened); a corrupt chunk or a chunk length of 0 is one line",
          (f"{ATTACKS}::test_attack_is_refused_in_one_line_and_writes_nothing",
+          "io/test_hardlinked_zarr_entries.py::test_commands_refuse_it_in_one_line",
+          "io/test_hardlinked_zarr_entries.py::test_library_refuses_a_hardlinked_store_entry",
           f"{ATTACK_RESULTS}::test_attack_gets_the_specifications_result")),
     Rule("inputs", "An .npz with two entries for one array name (`a.npy` twice, `a` and "
          "`a.npy`) is refused: zip readers disagree on which one is meant",
@@ -133,6 +159,13 @@ RULES = [
          "an input file (by any spelling, a hard link, FILE of FILE:NAME, the `--from-model` "
          "model): a usage error before anything is read or written",
          (f"{ATTACKS}::test_attack_is_refused_in_one_line_and_writes_nothing",)),
+    Rule("streams", "stderr that cannot be written (`2>/dev/full`, `2>&-`): the line is "
+         "dropped and the exit code is the run's own: 2 for a refused input, 0 with the output "
+         "written for a good run (a progress line that cannot be written does not stop it)",
+         ("cli/test_stderr_that_cannot_be_written.py::test_a_refused_input_still_exits_2",
+          "cli/test_stderr_that_cannot_be_written.py::test_a_good_run_exits_0_with_its_output",
+          "cli/test_stderr_that_cannot_be_written.py::"
+          "test_the_progress_line_to_a_full_stderr_does_not_stop_the_run")),
     Rule("streams", "A text report (show, compare, verify, audit, `--explain`) to a closed "
          "stdout or a full device: one line naming `<stdout>`, exit 2",
          (f"{ATTACK_STREAMS}::test_report_to_a_closed_stdout_is_one_line",

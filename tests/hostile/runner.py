@@ -48,6 +48,13 @@ def _installed_script() -> str | None:
 PADCONV = _installed_script()
 
 
+def sigint_as_from_a_terminal() -> None:
+    """``preexec_fn`` of a child that a test sends SIGINT: its SIGINT starts at the default
+    action, as for a command typed at a terminal, even when the suite itself runs where SIGINT
+    is ignored (a background job), which the child would inherit and keep ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def padconv_command() -> list[str]:
     """The installed console script, or ``python -m padconv_cli`` when it is not installed."""
     return [PADCONV] if PADCONV else [sys.executable, "-m", "padconv_cli"]

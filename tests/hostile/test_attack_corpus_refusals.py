@@ -351,6 +351,8 @@ def _replace_chunk(how: str):
             chunk.symlink_to(store.parent.parent / "outside" / "d.bin")
         elif how == "symlink_up_and_back":
             os.symlink("../../outside/d.bin", chunk)
+        elif how == "hardlink_outside":
+            os.link(store.parent.parent / "outside" / "d.bin", chunk)
         elif how == "fifo":
             os.mkfifo(chunk)
         elif how == "garbage":
@@ -367,11 +369,12 @@ def _zarr_stores() -> list[Case]:
     cases = []
     for how, words in (("symlink_outside", ("z.zarr", "outside the store")),
                        ("symlink_up_and_back", ("z.zarr", "outside the store")),
+                       ("hardlink_outside", ("z.zarr", "hard links", "--allow-hardlinks")),
                        ("fifo", ("z.zarr", "not a regular file"))):
         build = zarr_store("z.zarr", array, (2, 3), edit=_replace_chunk(how))
         cases.append(Case(f"zarr_chunk_{how}_show", ("show", "z.zarr"), Refused(words),
                           build=build))
-        if how != "symlink_up_and_back":  # the engines' check is the same function: twice is enough
+        if how in ("symlink_outside", "fifo"):  # the engines' check is the same function
             cases.append(Case(f"zarr_chunk_{how}_dask_pad", ("pad", "z.zarr", "--pads", "1", "1",
                                                              "1", "1", "-o", "y.zarr"),
                               Refused(words), build=build))

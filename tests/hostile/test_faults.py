@@ -16,7 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hostile.cases import KNOWN_GAPS, X_NPY, npz_image, tensor_proto
-from hostile.runner import ChildRun, listing, padconv_command, run_padconv
+from hostile.runner import (
+    ChildRun,
+    listing,
+    padconv_command,
+    run_padconv,
+    sigint_as_from_a_terminal,
+)
 
 SIGNAL_WAIT_SECONDS = 60
 EXIT_INTERRUPTED = 130
@@ -142,6 +148,7 @@ def _interrupt(process: subprocess.Popen) -> tuple[int, bytes]:
 
 
 def _start(args: list[str], cwd: Path, **options) -> subprocess.Popen:
+    options.setdefault("preexec_fn", sigint_as_from_a_terminal)
     return subprocess.Popen(
         [*padconv_command(), *args],
         cwd=cwd,

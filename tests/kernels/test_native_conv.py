@@ -56,6 +56,12 @@ CASES = {
     "3d_depthwise_many_outer_taps": ((1, 2, 9, 9, 5), (2, 1, 7, 7, 3),  # 49 rows per output row
                                      {"group": 2, "pads": [3, 3, 1, 3, 3, 1]}),
     "2d_depthwise_tiny_rows": ((2, 3, 9, 3), (6, 1, 3, 2), {"group": 3, "pads": [1, 1, 1, 0]}),
+    # output rows of 96 positions fill the register tiles of every instruction set and dtype
+    "1d_rows_of_96": ((2, 4, 96), (3, 4, 5), {"pads": [2, 2]}),
+    "2d_rows_of_96_strided_dilated_groups": ((2, 6, 9, 192), (6, 3, 3, 3),
+                                              {"group": 2, "strides": [1, 2],
+                                               "dilations": [1, 2], "pads": [1, 2, 0, 1]}),
+    "3d_rows_of_96": ((1, 3, 4, 5, 96), (4, 3, 2, 3, 3), {"pads": [1, 0, 1, 1, 1, 1]}),
 }
 
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
@@ -226,6 +232,10 @@ DETERMINISM_CASES = {
     "gemm_strided_groups": ((1, 16, 61, 33), (12, 4, 3, 5),
                             {"group": 4, "strides": [2, 1], "pads": [1, 2, 1, 2]}),
     "depthwise": ((1, 12, 70, 29), (24, 1, 3, 3), {"group": 12, "pads": [1, 1, 1, 1]}),
+    # 1x1: X read in place, its column strips packed (a partial last one, a partial row block)
+    "pointwise_groups": ((2, 12, 37, 29), (18, 6, 1, 1), {"group": 2}),
+    # rows of 96 positions (whole register tiles on every instruction set), a partial row block
+    "rows_of_96": ((2, 8, 21, 96), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
     # rows longer than a depthwise task's block of padded rows: one output row per task
     "depthwise_long_rows": ((1, 3, 7, 20000), (6, 1, 3, 3),
@@ -389,6 +399,9 @@ SANITIZED_RUN = textwrap.dedent(
         ((1, 4, 8, 7), (8, 1, 3, 3), [2, 2], [1, 1], [2, 0], 4),
         ((1, 3, 17), (5, 3, 4), [3], [2], [5], 1),
         ((1, 2, 4, 5, 6), (3, 2, 2, 3, 2), [1, 2, 1], [1, 1, 2], [1, 0, 2], 1),
+        ((2, 6, 7, 9), (10, 3, 1, 1), [1, 1], [1, 1], [0, 0], 2),  # pointwise strips
+        ((1, 4, 6, 96), (6, 4, 3, 3), [1, 1], [1, 1], [1, 1], 1),  # rows of 96: row kernel
+        ((2, 6, 5, 192), (6, 3, 3, 3), [1, 2], [1, 2], [1, 2], 2),
     ]
     for isa in _native.isas():
         for dtype in (np.float32, np.float64):

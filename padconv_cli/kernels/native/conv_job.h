@@ -38,8 +38,11 @@ struct ConvJob {
     long taps, ck;             // prod(k), C/G * prod(k)
     long outer_out;            // prod(out[:-1]): output rows
     long outer_taps;           // prod(k[:-1])
-    // GEMM kernel: blocks of `nb` flattened output positions of one image and group
+    // GEMM kernel: blocks of `nb` flattened output positions of one image and group; with
+    // row_kernel, blocks of `nb` positions of one output row (`blocks` per row), and the
+    // phases of padded input rows `row_len` elements long
     long nb, blocks;
+    long row_kernel;
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row

@@ -33,6 +33,7 @@
 namespace {
 
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
+const long ROW_BYTES = 256 * 1024;  // row kernel: padded input rows of one task
 const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
@@ -70,16 +71,25 @@ void* scratch_for(size_t bytes) {
     return t_scratch + (64 - address % 64) % 64;
 }
 
-bool cpu_has(const std::string& isa) {
+struct CpuFeatures {
+    bool avx2 = false, avx512 = false;
+    CpuFeatures() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (!padconv_have_x86_kernels) return isa == "generic";
-    __builtin_cpu_init();
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-    if (isa == "avx512") return avx2 && __builtin_cpu_supports("avx512f");
-    if (isa == "avx2") return avx2;
+        if (!padconv_have_x86_kernels) return;
+        __builtin_cpu_init();
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+        avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+        avx512 = avx2 && __builtin_cpu_supports("avx512f");
 #endif
+    }
+};
+
+// Asked once per process: under a hypervisor every cpuid traps, about 10 us each time.
+bool cpu_has(const std::string& isa) {
+    static const CpuFeatures features;
+    if (isa == "avx512") return features.avx512;
+    if (isa == "avx2") return features.avx2;
     return isa == "generic";
 }
 
@@ -185,6 +195,44 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.blocks = ceil_div(job.out_plane, nb);
 }
 
+// The row kernel when it applies (C/G > 1, not pointwise, at most PADCONV_DW_TAPS taps on the
+// last axis, output rows filling the register tiles): tasks of `nb` positions of `rows` output rows, whose padded input rows (C/G *
+// outer taps * stride of them per output row, row_len elements each) stay near ROW_BYTES,
+// with enough tasks for the threads.  False when it does not apply.
+bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
+    const int last = job.rank - 1;
+    bool pointwise = true;
+    for (int i = 0; i < job.rank; ++i)
+        pointwise = pointwise && job.k[i] == 1 && job.s[i] == 1 && job.pb[i] == 0 &&
+                    job.in[i] == job.out[i];
+    const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
+    const long L = job.out[last], per_row = job.cg * job.outer_taps * job.s[last];
+    // register tiles never span two output rows: rows that leave part of a tile idle
+    // (measured: 56 or 112 positions with 32-position tiles, 10-25% slower) take the panel
+    if (pointwise || job.k[last] > PADCONV_DW_TAPS || (round_up(L, nr) - L) * 32 > L)
+        return false;
+    const long reach = (job.k[last] - 1) * job.d[last] / job.s[last];
+    long nb = std::max(nr, ROW_BYTES / (per_row * item) / nr * nr);
+    nb = std::min(nb, round_up(L, nr));
+    const long row_bytes = per_row * round_up(reach + nb, 64 / item) * item;
+    long rows = std::max(1L, std::min(job.outer_out, ROW_BYTES / row_bytes));
+    const long images = job.n * job.group;
+    const long wanted = ceil_div(TASKS_PER_THREAD * threads, images);  // tasks per image
+    if (threads > 1 && wanted > 1) {
+        rows = std::min(rows, std::max(1L, ceil_div(job.outer_out, wanted)));
+        const long row_tasks = ceil_div(job.outer_out, rows);
+        if (row_tasks < wanted)
+            nb = std::min(nb, std::max(nr, round_up(ceil_div(L, ceil_div(wanted, row_tasks)), nr)));
+    }
+    job.row_kernel = 1;
+    job.nb = nb;
+    job.blocks = ceil_div(L, nb);
+    job.rows = rows;
+    job.row_blocks = ceil_div(job.outer_out, rows);
+    job.row_len = round_up(reach + nb, 64 / item);  // every slot 64-byte aligned
+    return true;
+}
+
 // Blocks of the depthwise kernel: output rows, and the length of one padded-row phase.
 void plan_depthwise(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const int last = job.rank - 1;
@@ -279,7 +327,9 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
         tasks = job.n * job.group * job.row_blocks;
         scratch_elems = depthwise_scratch(job);
     } else {
-        plan_gemm(job, ks, sizeof(T), threads);
+        job.row_kernel = 0;
+        const bool rows_kernel = plan_rows(job, ks, sizeof(T), threads);
+        if (!rows_kernel) plan_gemm(job, ks, sizeof(T), threads);
         const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
         const long rows = ceil_div(job.mg, ks.mr) * ks.mr;
         try {
@@ -294,8 +344,13 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
         tasks = job.n * job.group * job.blocks;
         // the panel, then the stride phases of one input row (build_panel)
         const int last = job.rank - 1;
-        scratch_elems = job.ck * round_up(job.nb, nr) +
-                        job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]);
+        if (rows_kernel) tasks *= job.row_blocks;
+        scratch_elems = round_up(job.ck * round_up(job.nb, nr) +
+                                 job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]),
+                                 16) +
+                        job.ck * nr;  // then one packed column strip, 64-byte aligned
+        if (rows_kernel)
+            scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems);
     threads = std::max(1L, std::min(threads, tasks));
