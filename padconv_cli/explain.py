@@ -9,11 +9,13 @@ FLOPs: Pad does no arithmetic (0).  Conv counts a multiply-add as 2:
 ``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel)``, plus ``N * M * prod(out_spatial)``
 additions for a bias.
 
-Memory: the inputs, the output, and the working memory of the kernel.  Pad needs nothing
-besides its output.  Conv needs the native core's buffers (W packed for its register tiles and
-one panel of gathered inputs per thread, or the padded input rows of one output row per thread
-for a depthwise Conv: :func:`padconv_cli.kernels.conv_paths.scratch_bytes`; X is never copied
-padded) and, when the element type is not float32/float64, float32 copies of X, W and the
+Memory: the inputs, the output, and the working memory of the kernel.  Pad's are the
+resource gate's (:func:`padconv_cli.needs.pad_needs`): nothing besides its output, except for a
+string result, held as python strings and written at fixed width in pieces.  Conv needs the
+native core's buffers (W packed for its register tiles and one panel of gathered inputs per
+thread, or the padded input rows of one output row per thread for a depthwise Conv:
+:func:`padconv_cli.kernels.conv_paths.scratch_bytes`; X is never copied padded) and, when the
+element type is not float32/float64, float32 copies of X, W and the
 output (sums are kept in float32).
 """
 
@@ -27,10 +29,6 @@ import numpy as np
 from padconv_cli.onnx_nodes import CONV_INPUT_NAMES, PAD_INPUT_NAMES
 from padconv_cli.operators import CONV, PAD, operator
 from padconv_cli.units import human_bytes
-
-
-def _bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
-    return math.prod(shape) * np.dtype(dtype).itemsize
 
 
 def _python(value: Any) -> Any:
@@ -102,18 +100,17 @@ def _pad_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any
         "axes": list(plan.axes),
         "constant_value": _python(effective_value),
     }
-    output_bytes = _bytes(plan.output_shape, data.dtype)
-    input_bytes = int(data.nbytes)
+    needs = operator(call.op_type).needs(call.arrays, plan, data.dtype, call.attributes, "npy")
     return {
         "attributes": attributes,
         "sources": _attribute_sources(resolved, list(attributes), flags),
         "inputs": _inputs(resolved, PAD_INPUT_NAMES),
-        "output": {"shape": list(plan.output_shape), "bytes": output_bytes},
+        "output": {"shape": list(plan.output_shape), "bytes": needs.output},
         "dims": _pad_dims(plan, pads_by_axis),
         "flops": 0,
         "flops_formula": "0 (Pad copies elements, no arithmetic)",
-        "memory": {"inputs": input_bytes, "output": output_bytes, "working": 0,
-                   "total": input_bytes + output_bytes},
+        "memory": {"inputs": needs.inputs, "output": needs.output_held,
+                   "working": needs.working, "total": needs.total},
     }
 
 
@@ -155,20 +152,18 @@ def _conv_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, An
     if plan.auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID"):
         sources["pads"] = f"auto_pad {plan.auto_pad}"
     bias_adds = math.prod(plan.output_shape) if has_bias else 0
-    output_bytes = _bytes(plan.output_shape, x.dtype)
-    input_bytes = sum(int(np.asarray(a).nbytes) for a in call.arrays if a is not None)
-    working = conv_working_bytes(plan, x.dtype)
+    needs = operator(call.op_type).needs(call.arrays, plan, x.dtype, call.attributes, "npy")
     formula = "2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)"
     return {
         "attributes": attributes,
         "sources": sources,
         "inputs": _inputs(resolved, CONV_INPUT_NAMES),
-        "output": {"shape": list(plan.output_shape), "bytes": output_bytes},
+        "output": {"shape": list(plan.output_shape), "bytes": needs.output},
         "dims": _conv_dims(plan),
         "flops": plan.flops + bias_adds,
         "flops_formula": formula + (" + N * M * prod(out_spatial) (bias)" if has_bias else ""),
-        "memory": {"inputs": input_bytes, "output": output_bytes, "working": working,
-                   "total": input_bytes + output_bytes + working},
+        "memory": {"inputs": needs.inputs, "output": needs.output_held,
+                   "working": needs.working, "total": needs.total},
     }
 
 

@@ -94,9 +94,18 @@ def test_unknown_output_suffix_is_refused_before_computing(wide):
 )
 def test_wide_result_equals_numpy_pad_bit_for_bit(tmp_path, mode, pads, constant):
     """Written in pieces, the file is the one numpy.pad + numpy.save give."""
+    _compare_with_numpy(tmp_path, "<U2000000", mode, pads, constant)  # 8 MB per element
+
+
+def test_elements_wider_than_a_piece_equal_numpy_pad_bit_for_bit(tmp_path):
+    """Each 20 MB element is written in pieces of its own (one holds 5e6 characters)."""
+    _compare_with_numpy(tmp_path, "<U5000000", "constant", [1, 1], "zz", "é" * 5_000_000)
+
+
+def _compare_with_numpy(tmp_path, dtype, mode, pads, constant, last="c" * 10):
     from padconv_cli.pipeline import Request, run
 
-    data = np.array(["ab", "", "c" * 10], dtype="<U2000000")  # a 6-element result: 48 MB
+    data = np.array(["ab", "", last], dtype=dtype)
     np.save(tmp_path / "d.npy", data)
     attributes = {"pads": pads, "mode": mode}
     if constant is not None:
