@@ -97,17 +97,24 @@ def _temp_output_started(folder, size: int) -> bool:
                for p in folder.iterdir())
 
 
-def test_input_truncated_during_a_tiled_pad_is_one_line(tmp_path):
-    np.save(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))
+def _tiled_pad_writing(folder) -> subprocess.Popen:
+    """A tiled pad of folder/x.npy (4096x4096 float64), returned once its output is being
+    written (its temporary file has reached full size)."""
     args = ["pad", "x.npy", "--pads", "1", "1", "1", "1", "--engine", "tiled",
             "--memory-limit", "16M", "-o", "out.npy"]
-    child = subprocess.Popen([*padconv_command(), *args], cwd=tmp_path,
+    child = subprocess.Popen([*padconv_command(), *args], cwd=folder,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
     deadline = time.monotonic() + WAIT_SECONDS
-    while not _temp_output_started(tmp_path, 4098 * 4098 * 8) and child.poll() is None:
+    while not _temp_output_started(folder, 4098 * 4098 * 8) and child.poll() is None:
         assert time.monotonic() < deadline, "the tiled run never started writing"
         time.sleep(0.005)
+    return child
+
+
+def test_input_truncated_during_a_tiled_pad_is_one_line(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))
+    child = _tiled_pad_writing(tmp_path)
     os.truncate(tmp_path / "x.npy", 2**20)
     _, stderr = child.communicate(timeout=WAIT_SECONDS)
     text = stderr.decode()
@@ -219,15 +226,7 @@ def test_input_rewritten_in_place_during_a_tiled_pad_is_one_line(tmp_path):
     """Through the installed command: before this rule the run exited 0 with a result mixing
     the old and the new bytes."""
     _saved_in_the_past(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))
-    args = ["pad", "x.npy", "--pads", "1", "1", "1", "1", "--engine", "tiled",
-            "--memory-limit", "16M", "-o", "out.npy"]
-    child = subprocess.Popen([*padconv_command(), *args], cwd=tmp_path,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not _temp_output_started(tmp_path, 4098 * 4098 * 8) and child.poll() is None:
-        assert time.monotonic() < deadline, "the tiled run never started writing"
-        time.sleep(0.005)
+    child = _tiled_pad_writing(tmp_path)
     _rewrite_in_place(tmp_path / "x.npy")
     _, stderr = child.communicate(timeout=WAIT_SECONDS)
     text = stderr.decode()
