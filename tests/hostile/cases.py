@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from npy_bytes import MAGIC, header_dict, npy_image, npy_preamble
 
 MAX_PEAK_RSS_BYTES = 300 * 2**20
 SENTINEL_NAME = "PWNED"
@@ -85,21 +85,6 @@ def pickled_object_npy(root: Path) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, payload, allow_pickle=True)
     return buffer.getvalue()
-
-
-def npy_image(header: str, data: bytes = b"", version: tuple[int, int] = (1, 0)) -> bytes:
-    """A hand-made ``.npy``: magic, version, length field, header text padded to 64, data."""
-    length_format = "<H" if version == (1, 0) else "<I"
-    prefix = b"\x93NUMPY" + bytes(version)
-    text = header.encode("latin1")
-    unpadded = len(prefix) + struct.calcsize(length_format) + len(text) + 1
-    text += b" " * (-unpadded % 64) + b"\n"
-    return prefix + struct.pack(length_format, len(text)) + text + data
-
-
-def npy_header_dict(descr: str, shape: tuple, fortran: bool = False) -> str:
-    """The header text numpy writes for ``descr``/``shape``."""
-    return f"{{'descr': {descr!r}, 'fortran_order': {fortran}, 'shape': {shape!r}, }}"
 
 
 def valid_npy(array: np.ndarray) -> bytes:
@@ -257,7 +242,7 @@ FILE_CASES = [
         "file .npy",
         "structured dtype with an object field",
         PAD_X,
-        files(x__npy=npy_image(npy_header_dict([("a", "<f4"), ("b", "|O")], (2,)), b"\0" * 24)),
+        files(x__npy=npy_image(header_dict([("a", "<f4"), ("b", "|O")], (2,)), b"\0" * 24)),
         ("x.npy",),
         ("object", "pickle"),
     ),
@@ -266,7 +251,7 @@ FILE_CASES = [
         "file .npy",
         "header declares 1M x 1M float64 (8 TiB), 16 bytes follow",
         PAD_X,
-        files(x__npy=npy_image(npy_header_dict("<f8", (2**20, 2**20)), b"\0" * 16)),
+        files(x__npy=npy_image(header_dict("<f8", (2**20, 2**20)), b"\0" * 16)),
         ("x.npy",),
         SIZE_WORDS,
     ),
@@ -275,7 +260,7 @@ FILE_CASES = [
         "file .npy",
         "shape whose product overflows int64",
         PAD_X,
-        files(x__npy=npy_image(npy_header_dict("<f4", (2**40, 2**40, 2**40)))),
+        files(x__npy=npy_image(header_dict("<f4", (2**40, 2**40, 2**40)))),
         ("x.npy",),
         SIZE_WORDS + ("overflow", "large"),
     ),
@@ -284,7 +269,7 @@ FILE_CASES = [
         "file .npy",
         "header length field 65535 (limit 10000)",
         PAD_X,
-        files(x__npy=b"\x93NUMPY\x01\x00" + struct.pack("<H", 65535) + b" " * 65535),
+        files(x__npy=npy_preamble(65535) + b" " * 65535),
         ("x.npy", "header"),
     ),
     Case(
@@ -292,7 +277,7 @@ FILE_CASES = [
         "file .npy",
         "v2 header length 2^31-1, file of 40 bytes",
         PAD_X,
-        files(x__npy=b"\x93NUMPY\x02\x00" + struct.pack("<I", 2**31 - 1) + b"{" * 28),
+        files(x__npy=npy_preamble(2**31 - 1, (2, 0)) + b"{" * 28),
         ("x.npy", "header"),
     ),
     Case(
@@ -313,7 +298,7 @@ FILE_CASES = [
         "file .npy",
         "shape (-1, 4)",
         PAD_X,
-        files(x__npy=npy_image(npy_header_dict("<f4", (-1, 4)), b"\0" * 16)),
+        files(x__npy=npy_image(header_dict("<f4", (-1, 4)), b"\0" * 16)),
         ("x.npy",),
         ("shape", "dimension"),
     ),
@@ -322,7 +307,7 @@ FILE_CASES = [
         "file .npy",
         "descr '<q9' is no dtype",
         PAD_X,
-        files(x__npy=npy_image(npy_header_dict("<q9", (2,)), b"\0" * 16)),
+        files(x__npy=npy_image(header_dict("<q9", (2,)), b"\0" * 16)),
         ("x.npy",),
         ("descr", "header", "dtype"),
     ),
@@ -331,7 +316,7 @@ FILE_CASES = [
         "file .npy",
         "dtype |V0 (elements of 0 bytes)",
         PAD_X,
-        files(x__npy=npy_image(npy_header_dict("|V0", (2**40,)))),
+        files(x__npy=npy_image(header_dict("|V0", (2**40,)))),
         ("x.npy",),
         ("size 0", "dtype", "type", "V0"),
     ),
@@ -349,7 +334,7 @@ FILE_CASES = [
         "file .npy",
         "magic and version only (8 bytes)",
         PAD_X,
-        files(x__npy=b"\x93NUMPY\x01\x00"),
+        files(x__npy=MAGIC + b"\x01\x00"),
         ("x.npy",),
         ("truncated", "header"),
     ),
@@ -367,7 +352,7 @@ FILE_CASES = [
         "file .npy",
         "format version 9.9",
         PAD_X,
-        files(x__npy=b"\x93NUMPY\x09\x09" + X_NPY[8:]),
+        files(x__npy=MAGIC + b"\x09\x09" + X_NPY[8:]),
         ("x.npy", "version"),
     ),
     Case("npy_empty_file", "file .npy", "0 bytes", PAD_X, files(x__npy=b""), ("x.npy", "empty")),
@@ -376,7 +361,7 @@ FILE_CASES = [
         "file .npy",
         "bool array holding the byte 7",
         PAD_X,
-        files(x__npy=npy_image(npy_header_dict("|b1", (2, 3)), bytes([0, 1, 7, 1, 0, 1]))),
+        files(x__npy=npy_image(header_dict("|b1", (2, 3)), bytes([0, 1, 7, 1, 0, 1]))),
         ("x.npy", "bool"),
     ),
     Case(
@@ -692,7 +677,7 @@ FILE_CASES = [
         "file .npz",
         "member header declares 8 TiB",
         PAD_NPZ,
-        files(x__npz=npz_image({"a.npy": npy_image(npy_header_dict("<f8", (2**20, 2**20)))})),
+        files(x__npz=npz_image({"a.npy": npy_image(header_dict("<f8", (2**20, 2**20)))})),
         ("x.npz",),
         SIZE_WORDS,
     ),

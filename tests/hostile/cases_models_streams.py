@@ -23,14 +23,13 @@ from hostile.cases import (  # hostile.cases imports this module at its end
     Case,
     both,
     files,
-    npy_header_dict,
-    npy_image,
     random_bytes,
     small_matrix,
     tensor_proto,
     valid_npy,
     work_dir,
 )
+from npy_bytes import header_dict, npy_image
 
 FLOAT = 1
 
@@ -174,7 +173,7 @@ def _npz_with_members(count: int) -> bytes:
 
 
 def _npy_declaring(shape: tuple[int, ...], body: bytes = b"\0" * 64) -> bytes:
-    return npy_image(npy_header_dict("<f8", shape), body)
+    return npy_image(header_dict("<f8", shape), body)
 
 
 def _stdin(data: bytes) -> Callable[[Path], bytes]:

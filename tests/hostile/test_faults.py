@@ -23,6 +23,7 @@ from hostile.runner import (
     run_padconv,
     sigint_as_from_a_terminal,
 )
+from npy_bytes import MAGIC
 
 SIGNAL_WAIT_SECONDS = 60
 EXIT_INTERRUPTED = 130
@@ -90,7 +91,7 @@ def test_closed_stdout_pipe_is_quiet(tmp_path):
     code, head, stderr = _read_ten_bytes_then_close(
         ["pad", "big.npy", "--pads", "1", "1", "1", "1"], tmp_path
     )
-    assert head == b"\x93NUMPY\x01\x00" + head[8:] and len(head) == 10
+    assert head[:8] == MAGIC + b"\x01\x00" and len(head) == 10
     assert stderr == b"", stderr
     assert code in (0, 141, -signal.SIGPIPE)
 
@@ -163,7 +164,7 @@ def test_ctrl_c_while_reading_stdin(tmp_path):
     save(tmp_path / "w.npy", np.ones((2, 2, 3, 3), np.float32))
     before = listing(tmp_path)
     process = _start(["conv", "-", "w.npy", "-o", "out.npy"], tmp_path, stdin=subprocess.PIPE)
-    process.stdin.write(b"\x93NUMPY\x01\x00")  # a header that never ends
+    process.stdin.write(MAGIC + b"\x01\x00")  # a header that never ends
     process.stdin.flush()
     if not _wait_for(lambda: _blocked_reading_stdin(process.pid), process):
         time.sleep(1.5)  # no /proc syscall view here: give the import time to finish
@@ -378,7 +379,7 @@ def test_existing_output_untouched_on_failure(tmp_path, failure):
     save(tmp_path / "x.npy", np.ones((512, 256), np.float64))
     save(tmp_path / "x4.npy", np.ones((1, 2, 4, 4), np.float32))
     save(tmp_path / "w4.npy", np.ones((1, 2, 3, 3), np.float32))
-    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY\x01\x00garbage")
+    (tmp_path / "bad.npy").write_bytes(MAGIC + b"\x01\x00garbage")
     (tmp_path / "out.npy").write_bytes(b"precious earlier result")
     os.utime(tmp_path / "out.npy", ns=(1_000_000_000, 1_000_000_000))
     before = listing(tmp_path)

@@ -22,6 +22,7 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 from hostile.runner import run_padconv  # noqa: E402
+from npy_bytes import header_dict, npy_image  # noqa: E402
 
 PEAK_LIMIT = 300 * 2**20
 HUGE = 30_000_000
@@ -202,16 +203,9 @@ def test_long_string_literal_padded_is_refused(tmp_path):
     _refused(run, tmp_path, "--max-output-bytes", "o.npy")
 
 
-def _npy_header_only(path: Path, descr: str, shape: tuple[int, ...]) -> None:
-    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape!r}, }}"
-    header = header.encode("latin1")
-    header += b" " * (-(len(header) + 11) % 64) + b"\n"
-    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
-
-
 def test_empty_npy_of_huge_strings_is_refused(tmp_path):
     """A 128-byte .npy declaring ``<U100000000`` of shape (0,): one fill element is 381 MiB."""
-    _npy_header_only(tmp_path / "u.npy", "<U100000000", (0,))
+    (tmp_path / "u.npy").write_bytes(npy_image(header_dict("<U100000000", (0,))))
     assert (tmp_path / "u.npy").stat().st_size == 128
     run = run_padconv(
         ["pad", "u.npy", "--pads", "1", "0", "--max-output-bytes", "200M", "-o", "o.npy"],

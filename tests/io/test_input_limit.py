@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import io
 import resource
-import struct
 import subprocess
 import zipfile
 
 import numpy as np
 import pytest
 from hostile.runner import padconv_command
+from npy_bytes import header_dict, npy_image
 
 from padconv_cli.errors import InputError
 from padconv_cli.tensor_sources import read_tensor
@@ -29,12 +29,6 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array)
     return buffer.getvalue()
-
-
-def _npy_header(shape: tuple[int, ...]) -> bytes:
-    header = f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape!r}, }}".encode()
-    header += b" " * (-(len(header) + 11) % 64) + b"\n"
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header
 
 
 def _run(args: list[str], cwd, stdin) -> subprocess.CompletedProcess:
@@ -86,7 +80,7 @@ def test_npy_header_on_stdin_is_judged_before_the_body_arrives(tmp_path):
         cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:
-        child.stdin.write(_npy_header((2**27,)))  # 1 GiB of float64 declared
+        child.stdin.write(npy_image(header_dict("<f8", (2**27,))))  # 1 GiB of float64 declared
         child.stdin.flush()
         code = child.wait(timeout=WAIT_SECONDS)
         stderr = child.stderr.read().decode()

@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from npy_bytes import MAGIC
 
 from padconv_cli.dtypes import elem_type_info, numpy_dtype_of_elem_type
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
@@ -460,7 +461,7 @@ def test_stdin_npz_with_and_without_member(monkeypatch, archive):
     ("data", "message"),
     [
         (b"", "empty input"),
-        (b"\x93NUMPY\x01\x00\xff", "truncated"),
+        (MAGIC + b"\x01\x00\xff", "truncated"),
         (b"\xff\xff\xff\xff", "not a TensorProto"),
         (b"PK\x03\x04garbage", "not a readable .npz"),
     ],
@@ -535,7 +536,7 @@ def test_closed_stdout_through_a_real_pipe(tmp_path):
 def test_format_from_suffix(tmp_path, target, fmt, expected):
     write_tensor(np.arange(3, dtype=np.int32), str(tmp_path / target), fmt=fmt)
     head = (tmp_path / target).read_bytes()[:6]
-    assert (head == b"\x93NUMPY") == (expected == "npy")
+    assert (head == MAGIC) == (expected == "npy")
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import struct
 
 import numpy as np
 import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from npy_bytes import header_dict, header_text, npy_image
 
 from padconv_cli.dtypes import numpy_dtype_of_elem_type
 from padconv_cli.errors import PadconvError
@@ -23,7 +23,7 @@ from padconv_cli.tensorio.sniff import read_sniffed_bytes
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 npy_headers = st.builds(
-    "{{'descr': {}, 'fortran_order': {}, 'shape': {}, }}".format,
+    header_text,
     st.one_of(
         st.sampled_from(
             [
@@ -55,12 +55,6 @@ npy_headers = st.builds(
 )
 
 
-def npy_image(header: str, data: bytes, version: int) -> bytes:
-    text = header.encode("utf8")
-    length_format = "<H" if version == 1 else "<I"
-    return b"\x93NUMPY" + bytes([version, 0]) + struct.pack(length_format, len(text)) + text + data
-
-
 CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -80,7 +74,8 @@ def test_npy_reader_on_arbitrary_bytes(data):
 @FUZZ
 @given(npy_headers, st.binary(max_size=64), st.sampled_from([1, 2, 3]))
 def test_npy_reader_on_plausible_headers(header, data, version):
-    assert_only_padconv_errors(read_npy_bytes, npy_image(header, data, version), "f.npy")
+    image = npy_image(header.encode("utf8"), data, (version, 0), aligned=False)
+    assert_only_padconv_errors(read_npy_bytes, image, "f.npy")
 
 
 @FUZZ
@@ -198,8 +193,8 @@ def test_literal_of_python_values_is_exact_or_refused(values, dtype):
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_fuzz_helper_builds_readable_images(version):
     """Guard for the fuzz helper itself: a well-formed image must read back."""
-    header = "{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }"
-    image = npy_image(header, np.array([1, 2], dtype="<i2").tobytes(), version)
+    header = header_dict("<i2", (2,))
+    image = npy_image(header, np.array([1, 2], dtype="<i2").tobytes(), (version, 0), aligned=False)
     assert read_npy_bytes(image, "f.npy").tolist() == [1, 2]
 
 

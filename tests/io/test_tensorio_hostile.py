@@ -11,27 +11,13 @@ import zipfile
 import numpy as np
 import onnx
 import pytest
+from npy_bytes import MAGIC, header_text, npy_image, npy_preamble
 
 from padconv_cli.errors import InputError
 from padconv_cli.tensor_sources import read_named_tensor, read_tensor
 from padconv_cli.tensorio import write_tensor
 from padconv_cli.tensorio.npy import MAX_HEADER_SIZE, read_npy_bytes
 from padconv_cli.tensorio.protobuf import read_pb_bytes
-
-
-def npy_image(header: str, data: bytes = b"", version: tuple[int, int] = (1, 0)) -> bytes:
-    """An .npy image with a hand-written header dict (padded like numpy pads it)."""
-    text = header.encode("latin1")
-    length_format = "<H" if version == (1, 0) else "<I"
-    prefix_length = 8 + struct.calcsize(length_format)
-    padded = text + b" " * (-(prefix_length + len(text) + 1) % 64) + b"\n"
-    magic = b"\x93NUMPY" + bytes(version)
-    return magic + struct.pack(length_format, len(padded)) + padded + data
-
-
-def header(descr: str = "'<f8'", shape: str = "(2,)", fortran: str = "False") -> str:
-    return f"{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}"
-
 
 CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -77,32 +63,33 @@ def test_pickled_object_in_npz_is_refused_without_unpickling(tmp_path):
 @pytest.mark.parametrize(
     ("image", "fragments"),
     [
-        (npy_image(header(shape="(1000000000000,)"), b"\0" * 64), ("8000000000000 bytes", "64")),
-        (npy_image(header(shape="(2**40,)")), ("corrupt .npy header",)),
-        (npy_image(header(shape="(-5,)")), ("integer >= 0",)),
-        (npy_image(header(shape="(2, -3)")), ("integer >= 0",)),
-        (npy_image(header(shape="(2.5,)")), ("corrupt .npy header",)),
-        (npy_image(header(shape="(True,)"), b"\0" * 8), ("integer >= 0",)),
-        (npy_image(header(shape="(3,)"), b"\0" * 23), ("declares", "only 23 bytes")),
-        (npy_image(header(descr="'O'"), b"\0" * 16), ("pickle",)),
-        (npy_image(header(descr="[('a', 'O')]"), b"\0" * 16), ("pickle",)),
-        (npy_image(header(descr="'V0'"), b""), ("size 0",)),
-        (npy_image(header(descr="('<i2', (3,))"), b"\0" * 12), ("subarray",)),
-        (npy_image(header(descr="('<i2', (3,))", shape="()"), b"\0" * 6), ("subarray",)),
-        (npy_image(header(descr="'<q9'")), ("corrupt .npy header",)),
-        (npy_image(header(fortran="1")), ("corrupt .npy header",)),
+        (npy_image(header_text(shape="(1000000000000,)"), b"\0" * 64),
+         ("8000000000000 bytes", "64")),
+        (npy_image(header_text(shape="(2**40,)")), ("corrupt .npy header",)),
+        (npy_image(header_text(shape="(-5,)")), ("integer >= 0",)),
+        (npy_image(header_text(shape="(2, -3)")), ("integer >= 0",)),
+        (npy_image(header_text(shape="(2.5,)")), ("corrupt .npy header",)),
+        (npy_image(header_text(shape="(True,)"), b"\0" * 8), ("integer >= 0",)),
+        (npy_image(header_text(shape="(3,)"), b"\0" * 23), ("declares", "only 23 bytes")),
+        (npy_image(header_text(descr="'O'"), b"\0" * 16), ("pickle",)),
+        (npy_image(header_text(descr="[('a', 'O')]"), b"\0" * 16), ("pickle",)),
+        (npy_image(header_text(descr="'V0'"), b""), ("size 0",)),
+        (npy_image(header_text(descr="('<i2', (3,))"), b"\0" * 12), ("subarray",)),
+        (npy_image(header_text(descr="('<i2', (3,))", shape="()"), b"\0" * 6), ("subarray",)),
+        (npy_image(header_text(descr="'<q9'")), ("corrupt .npy header",)),
+        (npy_image(header_text(fortran="1")), ("corrupt .npy header",)),
         (npy_image("[1, 2, 3]"), ("corrupt .npy header",)),
         (npy_image("{'descr': '<f8', 'shape': (2,)}"), ("corrupt .npy header",)),
         (npy_image("__import__('os').system('true')"), ("corrupt .npy header",)),
-        (npy_image(header(), version=(9, 9)), ("unsupported .npy format version 9.9",)),
-        (b"\x93NUMPY\x01\x00" + struct.pack("<H", 60000) + b" " * 100, ("exceeds the limit",)),
-        (b"\x93NUMPY\x02\x00" + struct.pack("<I", 2**32 - 1), ("exceeds the limit",)),
-        (b"\x93NUMPY\x01\x00" + struct.pack("<H", 200) + b"{", ("truncated .npy header",)),
-        (b"\x93NUMPY\x01", ("truncated",)),
+        (npy_image(header_text(), version=(9, 9)), ("unsupported .npy format version 9.9",)),
+        (npy_preamble(60000) + b" " * 100, ("exceeds the limit",)),
+        (npy_preamble(2**32 - 1, (2, 0)), ("exceeds the limit",)),
+        (npy_preamble(200) + b"{", ("truncated .npy header",)),
+        (MAGIC + b"\x01", ("truncated",)),
         (b"\x93NUMPZ\x01\x00" + b"\0" * 100, ("not an .npy file",)),
         (b"PK\x03\x04" + b"\0" * 100, ("not an .npy file",)),
         (b"", ("empty file",)),
-        (npy_image(header(descr="'|b1'"), b"\x00\x07"), ("bool data",)),
+        (npy_image(header_text(descr="'|b1'"), b"\x00\x07"), ("bool data",)),
     ],
 )
 def test_corrupt_npy_files(tmp_path, image, fragments):
@@ -114,7 +101,7 @@ def test_corrupt_npy_files(tmp_path, image, fragments):
 
 
 def test_npy_header_at_the_size_limit_is_still_read():
-    long_header = header(shape="(2,)") + " " * (MAX_HEADER_SIZE - 200)
+    long_header = header_text(shape="(2,)") + " " * (MAX_HEADER_SIZE - 200)
     image = npy_image(long_header, np.arange(2.0).tobytes())
     assert read_npy_bytes(image, "x").tolist() == [0.0, 1.0]
 
@@ -184,7 +171,7 @@ def zip_with(members: dict[str, bytes], method: int = zipfile.ZIP_STORED) -> byt
 
 
 def test_npz_member_whose_header_lies_about_its_size(tmp_path):
-    liar = npy_image(header(shape="(1000000000000,)"), b"\0" * 16)
+    liar = npy_image(header_text(shape="(1000000000000,)"), b"\0" * 16)
     (tmp_path / "lie.npz").write_bytes(zip_with({"x.npy": liar}))
     with pytest.raises(InputError) as excinfo:
         read_tensor(str(tmp_path / "lie.npz"))
@@ -192,16 +179,17 @@ def test_npz_member_whose_header_lies_about_its_size(tmp_path):
 
 
 def test_npz_compressed_member_whose_header_lies(tmp_path):
-    liar = npy_image(header(shape="(100000000,)"), b"\0" * 4096)
+    liar = npy_image(header_text(shape="(100000000,)"), b"\0" * 4096)
     (tmp_path / "lie.npz").write_bytes(zip_with({"x.npy": liar}, zipfile.ZIP_DEFLATED))
     with pytest.raises(InputError, match="800000000 bytes"):
         read_tensor(str(tmp_path / "lie.npz"))
 
 
 def test_npz_entry_claiming_more_than_deflate_can_produce(tmp_path):
-    data = bytearray(zip_with({"x.npy": npy_image(header(), b"\0" * 16)}, zipfile.ZIP_DEFLATED))
+    member = npy_image(header_text(), b"\0" * 16)
+    data = bytearray(zip_with({"x.npy": member}, zipfile.ZIP_DEFLATED))
     # Patch the uncompressed size in the local header (offset 22) and central directory.
-    real_size = len(npy_image(header(), b"\0" * 16))
+    real_size = len(npy_image(header_text(), b"\0" * 16))
     forged = struct.pack("<I", 2**31)
     data[22:26] = forged
     central = data.rfind(b"PK\x01\x02")
@@ -213,14 +201,14 @@ def test_npz_entry_claiming_more_than_deflate_can_produce(tmp_path):
 
 
 def test_npz_bzip2_member_is_refused(tmp_path):
-    image = npy_image(header(), b"\0" * 16)
+    image = npy_image(header_text(), b"\0" * 16)
     (tmp_path / "bz.npz").write_bytes(zip_with({"x.npy": image}, zipfile.ZIP_BZIP2))
     with pytest.raises(InputError, match="unsupported zip compression"):
         read_tensor(str(tmp_path / "bz.npz"))
 
 
 def test_npz_with_corrupted_member_data_fails_crc(tmp_path):
-    image = npy_image(header(), np.arange(2.0).tobytes())
+    image = npy_image(header_text(), np.arange(2.0).tobytes())
     data = bytearray(zip_with({"x.npy": image}))
     data[data.find(np.arange(2.0).tobytes()) + 9] ^= 0xFF
     (tmp_path / "crc.npz").write_bytes(bytes(data))
@@ -537,7 +525,7 @@ def test_tensor_name_that_is_not_utf8_is_replaced(tmp_path):
 
 @pytest.mark.parametrize("bad_name", ["a\nb", "tab\there", "esc\x1b[31m", "ls\u2028x"])
 def test_control_characters_in_member_names_are_escaped(tmp_path, bad_name):
-    image = npy_image(header(), b"\0" * 16)
+    image = npy_image(header_text(), b"\0" * 16)
     (tmp_path / "c.npz").write_bytes(zip_with({f"{bad_name}.npy": image, "other.npy": image}))
     with pytest.raises(InputError) as excinfo:
         read_tensor(str(tmp_path / "c.npz"))
