@@ -82,7 +82,7 @@ def _pad_dims(plan: Any, pads_by_axis: dict[int, tuple[int, int]]) -> list[dict[
     return dims
 
 
-def _pad_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any]:
+def _pad_explanation(resolved: Any, plan: Any, flags: set[str], needs: Any) -> dict[str, Any]:
     from padconv_cli.kernels.pad import coerce_constant_value
 
     call = resolved.call
@@ -100,7 +100,6 @@ def _pad_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any
         "axes": list(plan.axes),
         "constant_value": _python(effective_value),
     }
-    needs = operator(call.op_type).needs(call.arrays, plan, data.dtype, call.attributes, "npy")
     return {
         "attributes": attributes,
         "sources": _attribute_sources(resolved, list(attributes), flags),
@@ -134,9 +133,8 @@ def _conv_dims(plan: Any) -> list[dict[str, Any]]:
     return dims
 
 
-def _conv_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, Any]:
+def _conv_explanation(resolved: Any, plan: Any, flags: set[str], needs: Any) -> dict[str, Any]:
     call = resolved.call
-    x = np.asarray(call.arrays[0])
     has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
     attributes = {
         "auto_pad": plan.auto_pad,
@@ -152,7 +150,6 @@ def _conv_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, An
     if plan.auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID"):
         sources["pads"] = f"auto_pad {plan.auto_pad}"
     bias_adds = math.prod(plan.output_shape) if has_bias else 0
-    needs = operator(call.op_type).needs(call.arrays, plan, x.dtype, call.attributes, "npy")
     formula = "2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)"
     return {
         "attributes": attributes,
@@ -167,14 +164,20 @@ def _conv_explanation(resolved: Any, plan: Any, flags: set[str]) -> dict[str, An
     }
 
 
-def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str]) -> dict[str, Any]:
+def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
+                fmt: str = "npy") -> dict[str, Any]:
     """The explanation of a resolved call (module docstring); ``flags`` names the attributes
-    given on the command line."""
+    given on the command line; ``fmt`` is the output's format (npy or pb): the output bytes
+    and memory are those that format writes, the figures the resource gate checks
+    (:func:`padconv_cli.needs.pad_needs`, :func:`padconv_cli.needs.conv_needs`)."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.emit import operator_version
     call = resolved.call
-    body = _EXPLANATIONS[operator(call.op_type).name](resolved, plan, set(flags))
-    body["output"]["dtype"] = dtype_name(np.asarray(call.arrays[0]).dtype)
+    entry = operator(call.op_type)
+    dtype = np.asarray(call.arrays[0]).dtype
+    needs = entry.needs(call.arrays, plan, dtype, call.attributes, fmt)
+    body = _EXPLANATIONS[entry.name](resolved, plan, set(flags), needs)
+    body["output"].update(dtype=dtype_name(dtype), format=fmt)
     choice = operator_version(call)
     info: dict[str, Any] = {"operator": call.op_type}
     if resolved.origin is not None:
@@ -205,7 +208,9 @@ def format_explanation(info: dict[str, Any]) -> str:
     for name, value in info["attributes"].items():
         shown = value if not isinstance(value, list) else "[" + ", ".join(map(str, value)) + "]"
         lines.append(f"    {name:<{width}}  {shown}  ({info['sources'][name]})")
-    lines.append(f"  output: {_shape_text(info['output'])}")
+    output = info["output"]
+    lines.append(f"  output: {_shape_text(output)}, {human_bytes(output['bytes'])} written as "
+                 f"{output['format']}")
     for dim in info["dims"]:
         lines.append(f"    dim {dim['axis']}: {dim['formula']}")
     lines.append(f"  FLOPs: {info['flops']:,}  [{info['flops_formula']}]")

@@ -1,11 +1,16 @@
 """What a planned Pad or Conv call needs: its output's bytes as written and its working memory.
 
-Output bytes as written (:func:`pad_written_bytes`): ``prod(shape) * itemsize`` for
-fixed-size types written to ``.npy``; a string result held as Python objects is written to
-``.npy`` at fixed width, ``prod(shape) * 4 * longest`` (UTF-32, ``longest`` the longest string
-of the input or the fill value); a string result goes to ``.pb`` at most at
-``4 * (characters of the kept input + fill characters) + 8 * prod(shape)`` (UTF-8 at most 4
-bytes per character, plus each element's framing; a fixed-width input counts its width).
+Output bytes as written (:func:`pad_written_bytes`), in the format the writer will use
+(:func:`written_format`): ``prod(shape) * itemsize`` for fixed-size types; a string result held
+as Python objects is written to ``.npy`` at fixed width, ``prod(shape) * 4 * longest`` (UTF-32,
+``longest`` the longest string of the input or the fill value, in characters); a string result
+goes to ``.pb`` as each element's UTF-8 bytes plus its field framing (a tag byte and the
+length's varint): ``text + prod(shape) * (1 + varint(longest))``, with ``text`` the UTF-8 bytes
+of the kept input plus the fill's (constant mode) or ``prod(shape) * longest`` (edge, reflect,
+wrap: any element may be copied anywhere), ``longest`` in UTF-8 bytes.  Both figures are
+exact for an object input padded with a constant whose strings are all under 128 UTF-8 bytes,
+and upper bounds otherwise; a fixed-width input (not read for this) counts its width, at most
+4 UTF-8 bytes per character.  :func:`string_lengths` is the one count of string characters.
 
 Strings held as objects (:func:`strings_as_objects`): a fixed-width string result (``<U``,
 ``|S``) larger than ``STRING_CHUNK_BYTES`` is computed on Python strings when that holds less,
@@ -33,26 +38,19 @@ POINTER_BYTES = 8
 STR_OBJECT_BYTES = 64  # a python str's header, over its characters
 UTF8_MAX = 4
 UTF32 = 4
-PB_FRAMING = 8
+PB_TAG = 1  # the field tag byte of each string_data element
 
 
 def written_format(output: str | None, fmt: str | None) -> str:
-    """``pb`` or ``npy``: the format the writer will use (``--format``, else the suffix)."""
+    """``pb`` or ``npy``: the format the writer will use (``fmt`` as the writer reads it, else
+    the ``.pb`` suffix; anything else, stdout and Zarr stores hold fixed-size elements)."""
     if fmt is not None:
-        return fmt
+        from padconv_cli.tensorio.writing import STDOUT_TARGET, resolve_format
+
+        return resolve_format(STDOUT_TARGET, fmt)
     if output not in (None, "-") and output.lower().endswith(".pb"):
         return "pb"
     return "npy"
-
-
-def _string_lengths(array: np.ndarray) -> tuple[int, int]:
-    """``(longest, total)`` characters of a string object array (bytes count as characters)."""
-    longest = total = 0
-    for item in array.flat:
-        length = len(item) if isinstance(item, (str, bytes)) else len(str(item))
-        longest = max(longest, length)
-        total += length
-    return longest, total
 
 
 def strings_as_objects(dtype: np.dtype, plan: Any) -> bool:
@@ -68,30 +66,69 @@ def strings_as_objects(dtype: np.dtype, plan: Any) -> bool:
     return whole > STRING_CHUNK_BYTES and held < whole
 
 
-def _fixed_string_lengths(data: Any, dtype: np.dtype) -> tuple[int, int]:
-    """``(longest, total)`` characters of a fixed-width string input, at most its width."""
+UTF8_PIECE = 2**20  # characters encoded at a time to count a long string's UTF-8 bytes
+
+
+def _utf8_length(item: Any) -> int:
+    """UTF-8 bytes of one element (bytes count themselves), encoded in pieces of at most
+    ``UTF8_PIECE`` characters so that a long string is never copied whole."""
+    if isinstance(item, bytes):
+        return len(item)
+    text = item if isinstance(item, str) else str(item)
+    if text.isascii():
+        return len(text)
+    return sum(len(text[start:start + UTF8_PIECE].encode("utf-8", "surrogatepass"))
+               for start in range(0, len(text), UTF8_PIECE))
+
+
+def _characters(item: Any) -> int:
+    """Characters of one element (bytes count as characters)."""
+    return len(item) if isinstance(item, (str, bytes)) else len(str(item))
+
+
+def string_lengths(data: Any, dtype: np.dtype, *, utf8: bool = False) -> tuple[int, int]:
+    """``(longest, total)`` characters of string data, or UTF-8 bytes when ``utf8``.
+
+    An object array is counted element by element; a fixed-width array (``<U``, ``|S``) is
+    not read: each element counts its width (at most ``UTF8_MAX`` bytes a ``<U`` character)."""
+    if dtype.kind == "O":
+        measure = _utf8_length if utf8 else _characters
+        longest = total = 0
+        for item in np.asarray(data).flat:
+            length = measure(item)
+            longest = max(longest, length)
+            total += length
+        return longest, total
     width = dtype.itemsize // (UTF32 if dtype.kind == "U" else 1)
+    if utf8 and dtype.kind == "U":
+        width *= UTF8_MAX
     return width, width * math.prod(np.shape(data))
 
 
+def _varint_size(value: int) -> int:
+    """Bytes of ``value`` as a protobuf varint (7 bits a byte)."""
+    return max(1, (int(value).bit_length() + 6) // 7)
+
+
 def pad_written_bytes(data: np.ndarray, plan: Any, dtype: np.dtype, fill: Any, fmt: str) -> int:
-    """Bytes of a Pad result as written (module docstring)."""
+    """Bytes of a Pad result as written in ``fmt`` (module docstring)."""
     count = math.prod(plan.output_shape)
     if dtype.kind not in "OUS" or (dtype.kind in "US" and fmt != "pb"):
         return count * dtype.itemsize
-    if dtype.kind == "O":
-        longest, total = _string_lengths(np.asarray(data))
-    else:
-        longest, total = _fixed_string_lengths(data, dtype)
-    fill_length = len(fill) if isinstance(fill, (str, bytes)) else 0
-    if fmt != "pb":
-        return count * UTF32 * max(longest, fill_length, 1)
+    pb = fmt == "pb"
+    longest, total = string_lengths(data, np.dtype(getattr(data, "dtype", dtype)), utf8=pb)
+    fill_length = 0
+    if isinstance(fill, (str, bytes)):
+        fill_length = _utf8_length(fill) if pb else _characters(fill)
+    longest = max(longest, fill_length)
+    if not pb:
+        return count * UTF32 * max(longest, 1)
     if plan.mode == "constant":
         kept = math.prod(plan.cropped_shape)
         text = total + (count - kept) * fill_length
     else:
         text = count * longest
-    return UTF8_MAX * text + PB_FRAMING * count
+    return text + count * (PB_TAG + _varint_size(longest))
 
 
 def _nbytes(value: Any) -> int:

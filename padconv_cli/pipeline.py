@@ -162,6 +162,8 @@ def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
 
     ``chosen``: the engine choice of an ``auto`` call, whose small inputs are not read again
     and whose gate, when it already passed on the declared shapes, is not run again."""
+    from padconv_cli.needs import written_format
+
     resolved = resolve(request, chosen.others if chosen is not None else ())
     if note is not None and not request.explain:  # explain shows the notes itself
         for text in resolved.call.notes:
@@ -169,14 +171,15 @@ def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
     plan = plan_resolved(resolved, known)
     outcome = Outcome("memory", plan, resolved)
     gated = chosen is not None and chosen.gated and plan is known
+    fmt = written_format(request.output, request.fmt)
     if not (request.explain or gated):
-        gate_in_memory(request, resolved, plan)
+        gate_in_memory(request, resolved, plan, fmt)
     if request.emit_onnx is not None:
         emit_model(resolved, plan, request.emit_onnx, request.emit_initializers)
     if request.explain:
         from padconv_cli.explain import explanation
 
-        outcome.explanation = explanation(resolved, plan, request.given)
+        outcome.explanation = explanation(resolved, plan, request.given, fmt)
         return outcome
     entry = operator(resolved.call.op_type)
     outcome.result = entry.run(plan, resolved.call.arrays, resolved.call.attributes)
@@ -210,12 +213,12 @@ def call_needs(call: Any, plan: Any, fmt: str = "npy") -> Any:
                                         call.attributes, fmt)
 
 
-def gate_in_memory(request: Request, resolved: Any, plan: Any) -> None:
-    """The resource gate of an in-memory run, before the output is allocated."""
-    from padconv_cli.needs import written_format
+def gate_in_memory(request: Request, resolved: Any, plan: Any, fmt: str) -> None:
+    """The resource gate of an in-memory run, before the output is allocated: the needs of
+    the call written in ``fmt`` (the figures ``explain`` reports)."""
     from padconv_cli.resources import Limits, check_call
 
-    needs = call_needs(resolved.call, plan, written_format(request.output, request.fmt))
+    needs = call_needs(resolved.call, plan, fmt)
     limits = Limits(request.max_output_bytes, request.memory_limit)
     tiled = resolved.origin is None and tiled_possible(
         request.inputs[0], request.output, request.fmt

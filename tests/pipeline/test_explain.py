@@ -58,7 +58,7 @@ def test_pad_explain_json_fields(run_cli, files):
         "mode": "default", "pads": "flag", "axes": "flag", "constant_value": "flag",
     }
     assert info["output"] == {"shape": [2, 4, 9, 10], "bytes": 2 * 4 * 9 * 10 * 4,
-                              "dtype": "float32"}
+                              "dtype": "float32", "format": "npy"}
     assert [d["size"] for d in info["dims"]] == [2, 4, 9, 10]
     memory = info["memory"]
     assert memory["inputs"] == 2 * 4 * 9 * 7 * 4
