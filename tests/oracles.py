@@ -106,6 +106,11 @@ def conv_error_bound(X, W, B=None, *, result_dtype=None, reference=None, **attrs
     float64 Conv (padconv's own, for sizes where loops are too slow: only the magnitudes,
     not the values under test, come from it).  Bound: ``(n + 1) * (eps_acc + eps_64) * S`` plus one
     rounding ``eps_out * |y|`` when the result type is narrower than the accumulation type.
+
+    This is the tests' own rule for padconv against the oracle, tighter than the library's
+    :func:`padconv_cli.verification.conv_bound.conv_error_bound` (``2 * n * eps(X) * S``),
+    which judges any two implementations, peers that sum float16 in float16 included.  It is
+    kept apart so that no test takes its tolerance from the code under test.
     """
     result_dtype = np.dtype(result_dtype if result_dtype is not None else np.asarray(X).dtype)
     reference = reference or oracle_conv

@@ -62,30 +62,27 @@ def magnitude_sums(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
 
 
 def conv_error_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
-                     c: float = CONV_BOUND_C, dtype: Any = None, **attributes: Any
-                     ) -> np.ndarray:
+                     c: float = CONV_BOUND_C, dtype: Any = None, plan: Any = None,
+                     **attributes: Any) -> np.ndarray:
     """``c * n * eps * S`` per output element (module docstring); ``dtype`` (default: X's)
-    selects ``eps`` through :func:`accumulation_eps`."""
+    selects ``eps`` through :func:`accumulation_eps`; ``S`` comes from Conv's ``attributes``
+    or, when given, the call's ``plan`` (:func:`magnitude_sums`)."""
     x = np.asarray(x)
     eps = accumulation_eps(x.dtype if dtype is None else dtype)
     n = terms_per_output(np.asarray(w).shape)
-    return c * n * eps * magnitude_sums(x, w, b, **attributes)
+    return c * n * eps * magnitude_sums(x, w, b, plan=plan, **attributes)
 
 
 def call_error_bound(call: Any, c: float = CONV_BOUND_C, plan: Any = None) -> np.ndarray | None:
-    """The bound of a Conv :class:`~padconv_cli.onnx_nodes.KernelCall` with floating inputs,
-    None for any other call (Pad copies values: it is compared exactly); ``plan``: the call's
-    plan, when it was made already."""
+    """:func:`conv_error_bound` of a Conv :class:`~padconv_cli.onnx_nodes.KernelCall` with
+    floating inputs, None for any other call (Pad copies values: it is compared exactly);
+    ``plan``: the call's plan, when it was made already (its attributes are then not read)."""
     from padconv_cli.operators import operator
 
     if not operator(call.op_type).accumulates:
         return None
-    x = np.asarray(call.arrays[0])
-    if element_kind(x.dtype) not in ("float", "complex"):
+    if element_kind(np.asarray(call.arrays[0]).dtype) not in ("float", "complex"):
         return None
-    x_arr, w_arr, b_arr = call.arrays
-    if plan is None:
-        return conv_error_bound(x_arr, w_arr, b_arr, c=c, **call.attributes)
-    eps = accumulation_eps(x.dtype)
-    n = terms_per_output(np.asarray(w_arr).shape)
-    return c * n * eps * magnitude_sums(x_arr, w_arr, b_arr, plan=plan)
+    attributes = call.attributes if plan is None else {}
+    x, w, b = call.arrays
+    return conv_error_bound(x, w, b, c=c, plan=plan, **attributes)

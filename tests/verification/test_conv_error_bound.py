@@ -17,6 +17,7 @@ from padconv_cli.verification.compare import compare_arrays
 from padconv_cli.verification.conv_bound import (
     CONV_BOUND_C,
     accumulation_eps,
+    call_error_bound,
     conv_error_bound,
     terms_per_output,
 )
@@ -56,6 +57,27 @@ def test_the_bound_is_c_n_eps_times_the_magnitude_sums(group):
     # sums of non-negative float64 terms cannot cancel: two summation orders differ by at most
     # n * eps_64 (about 8e-15 here) relatively, whatever kernel numpy picks
     np.testing.assert_allclose(bound, expected, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("attributes", [
+    {"pads": [1, 0, 2, 1]},
+    {"auto_pad": "SAME_UPPER", "strides": [2, 3]},
+    {"auto_pad": "VALID", "dilations": [2, 1]},
+])
+def test_a_calls_bound_is_the_formula_with_or_without_its_plan(attributes):
+    """A call's bound, from its plan (``--check``) or from its attributes (verify, audit), is
+    ``c * n * eps * S`` with ``S`` over the receptive fields the resolved pads give."""
+    x, w = _cancelling_case(channels=3)
+    b = np.linspace(-1.0, 1.0, w.shape[0]).astype(np.float32)
+    call = kernel_call("Conv", attributes, [x, w, b], opset=22)
+    plan = plan_call(call)
+    resolved = {"pads": list(plan.pads), "strides": list(plan.strides),
+                "dilations": list(plan.dilations)}
+    expected = conv_error_bound(x, w, b, **resolved)
+    assert expected.shape == tuple(plan.output_shape)
+    # sums of non-negative float64 terms cannot cancel (see the test above)
+    np.testing.assert_allclose(call_error_bound(call, plan=plan), expected, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(call_error_bound(call), expected, rtol=1e-12, atol=0)
 
 
 def test_eps_is_the_element_types_own():
