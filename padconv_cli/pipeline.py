@@ -295,7 +295,7 @@ def is_zarr(path: Any) -> bool:
     """True for a Zarr store path (``.zarr`` or a folder with Zarr metadata)."""
     if not isinstance(path, str):
         return False
-    from padconv_cli.engines.zarr_paths import is_zarr_path
+    from padconv_cli.tensorio.zarr_paths import is_zarr_path
 
     return is_zarr_path(path)
 

@@ -125,9 +125,12 @@ _OPTIONS = (
 )
 
 
-def progress_display(quiet: bool, terminal: bool) -> bool | str:
+def progress_display(quiet: bool, terminal: bool, colour: bool = True) -> bool | str:
     """How the tiled and dask engines report progress: nothing with ``--quiet``, a bar on a
-    terminal, else one line if the run is long (see :mod:`padconv_cli.outofcore.progress`)."""
+    terminal (``"plain"``, without colour, when ``colour`` is off), else one line if the run
+    is long (see :mod:`padconv_cli.outofcore.progress`)."""
     if quiet:
         return False
-    return True if terminal else "line"
+    if not terminal:
+        return "line"
+    return True if colour else "plain"

@@ -182,6 +182,7 @@ def run_operator(
     resource gate before it writes --emit-onnx or computes.
     """
     from padconv_cli.cli.engine_options import progress_display
+    from padconv_cli.cli.style import color_enabled
     from padconv_cli.operators import operator
     from padconv_cli.outofcore.progress import stderr_is_terminal
     from padconv_cli.pipeline import Request, run
@@ -196,7 +197,8 @@ def run_operator(
         output=request.output, fmt=request.fmt, dtype=request.dtype,
         max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
         scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
-        show_progress=progress_display(engine_settings.quiet, stderr_is_terminal()),
+        show_progress=progress_display(engine_settings.quiet, stderr_is_terminal(),
+                                       color_enabled(err=True)),
         emit_onnx=extras.emit_onnx, emit_initializers=extras.emit_initializers,
         explain=extras.explain, check=extras.check,
         check_rtol=extras.check_rtol, check_atol=extras.check_atol,

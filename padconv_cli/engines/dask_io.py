@@ -34,7 +34,6 @@ from padconv_cli.engines.shared_files import (
     npy_fingerprint,
     zarr_fingerprint,
 )
-from padconv_cli.engines.zarr_paths import ZARR_MARKERS, is_zarr_path
 from padconv_cli.engines.zarr_store import (
     keys_touching,
     object_shape,
@@ -46,6 +45,7 @@ from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
 from padconv_cli.tensorio.files import one_line
 from padconv_cli.tensorio.policy import check_read_bytes, input_limit
+from padconv_cli.tensorio.zarr_paths import ZARR_MARKERS, is_zarr_path
 from padconv_cli.tensorio.zarr_store import check_zarr_objects
 
 

@@ -2,9 +2,10 @@
 
 Rules: nothing is shown when disabled (``--quiet``); on a terminal the bar appears only once
 the work has run for :data:`SHOW_AFTER_SECONDS`, so that quick runs print nothing, and it is
-removed when the work ends.  When stderr is not a terminal (``enabled="line"``: a log file, a
-batch job), a run still going after :data:`ANNOUNCE_AFTER_SECONDS` says once, in one line,
-what it is doing and how far it got.
+removed when the work ends; ``enabled="plain"`` draws it without colour or bold (the caller's
+colour rule said no: ``--no-color``, ``NO_COLOR``).  When stderr is not a terminal
+(``enabled="line"``: a log file, a batch job), a run still going after
+:data:`ANNOUNCE_AFTER_SECONDS` says once, in one line, what it is doing and how far it got.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class TileProgress:
     """Counts finished tiles and their output bytes; draws a rich bar when worth it.
 
     Use as a context manager and call :meth:`advance` after each tile.  ``enabled``: True
-    (a bar), ``"line"`` (one line after a while, module docstring) or False (nothing).
+    (a bar), ``"plain"`` (a bar without colour), ``"line"`` (one line after a while, module
+    docstring) or False (nothing).
     """
 
     def __init__(
@@ -113,8 +115,6 @@ class TileProgress:
             TransferSpeedColumn,
         )
 
-        from padconv_cli.cli.style import rich_console
-
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -122,10 +122,20 @@ class TileProgress:
             DownloadColumn(binary_units=True),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
-            console=rich_console(err=True),
+            console=_bar_console(plain=self.enabled == "plain"),
             transient=True,
         )
         self._progress.start()
         self._task = self._progress.add_task(
             self.label, total=max(self.total_bytes, 1), completed=self.bytes_done, tiles=""
         )
+
+
+def _bar_console(plain: bool) -> Any:
+    """A rich Console on stderr; ``plain``: no style at all (rich alone keeps bold under
+    NO_COLOR)."""
+    from rich.console import Console
+
+    if plain:
+        return Console(stderr=True, highlight=False, color_system=None, no_color=True)
+    return Console(stderr=True, highlight=False)

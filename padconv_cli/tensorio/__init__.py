@@ -119,7 +119,7 @@ def read_io_source(
     source = os.fspath(source)  # pathlib paths are welcome too
     if not source.strip():
         raise InputError("empty tensor source (give a path, - for stdin, or a literal)")
-    from padconv_cli.engines.zarr_paths import has_zarr_metadata
+    from padconv_cli.tensorio.zarr_paths import has_zarr_metadata
 
     if has_zarr_metadata(source):
         from padconv_cli.tensorio.zarr_store import read_zarr

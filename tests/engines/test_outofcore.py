@@ -348,3 +348,24 @@ def test_progress_bar_draws_tiles_and_is_silent_when_disabled(monkeypatch):
     quiet = TileProgress(4, 4096, False, "pad")
     quiet.advance(1024)
     assert quiet._progress is None and quiet.tiles_done == 1
+
+
+@pytest.mark.parametrize(("enabled", "styled"), [(True, True), ("plain", False)])
+def test_a_plain_progress_bar_has_no_colour_or_bold(monkeypatch, enabled, styled):
+    """``--no-color`` (or NO_COLOR) on a terminal: the bar still draws, without escapes of
+    style (cursor moves aside, no SGR sequence ``ESC [ ... m``)."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    monkeypatch.setattr("padconv_cli.outofcore.progress.SHOW_AFTER_SECONDS", 0.0)
+    screen = io.StringIO()
+    real = Console
+    monkeypatch.setattr("rich.console.Console", lambda **options: real(
+        **{**options, "stderr": False}, file=screen, force_terminal=True, width=120))
+    with TileProgress(4, 4096, enabled, "pad") as progress:
+        for _ in range(4):
+            progress.advance(1024)
+    assert "4/4 tiles" in screen.getvalue()
+    assert bool(re.search(r"\x1b\[[0-9;]*m", screen.getvalue())) == styled

@@ -83,4 +83,5 @@ def test_quiet_says_nothing_and_a_terminal_gets_the_bar():
 
     assert progress_display(quiet=True, terminal=False) is False
     assert progress_display(quiet=False, terminal=True) is True
+    assert progress_display(quiet=False, terminal=True, colour=False) == "plain"
     assert progress_display(quiet=False, terminal=False) == "line"
