@@ -211,30 +211,39 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
     }
 }
 
-// out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
-// element; panel rows are `pstride` apart, output rows `ostride` apart.
+// The MR x NV register tile shared by micro_tile and row_tile: acc[i][v] holds output row i,
+// positions v * lanes ..; each helper is one step of the same sum, in the same order.
+#if defined(__GNUC__) || defined(__clang__)
+#define PADCONV_TILE_INLINE inline __attribute__((always_inline))
+#else
+#define PADCONV_TILE_INLINE inline
+#endif
+
 template <typename T>
-inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
-                       T* out, long ostride) {
+PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[MR][NV]) {
     typedef typename VecOf<T>::V V;
-    typename V::type acc[MR][NV];
     for (int i = 0; i < MR; ++i)
         for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
-    for (long q = 0; q < ck; ++q) {
-        const T* row = panel + q * pstride;
-#if defined(__GNUC__) || defined(__clang__)
-        // rows of a strip lie pstride apart: fetch some ahead (a hint; never faults)
-        __builtin_prefetch(row + PREFETCH_ROWS * pstride);
-        __builtin_prefetch(row + PREFETCH_ROWS * pstride + NV * V::lanes - 1);
-#endif
-        typename V::type b[NV];
-        for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
-        const T* wq = wp + q * MR;
-        for (int i = 0; i < MR; ++i) {
-            const typename V::type a = V::bcast(wq[i]);
-            for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
-        }
+}
+
+// acc[i][v] += wq[i] * row[v * lanes ..]: one row q of the panel times column q of W's block.
+template <typename T>
+PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][NV], const T* wq,
+                                   const T* row) {
+    typedef typename VecOf<T>::V V;
+    typename V::type b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
+    for (int i = 0; i < MR; ++i) {
+        const typename V::type a = V::bcast(wq[i]);
+        for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
     }
+}
+
+// The epilogue: bias[i] added to row i (when given), then row i stored at out + i * ostride.
+template <typename T>
+PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][NV], const T* bias,
+                                    T* out, long ostride) {
+    typedef typename VecOf<T>::V V;
     if (bias) {
         for (int i = 0; i < MR; ++i) {
             const typename V::type b = V::bcast(bias[i]);
@@ -243,6 +252,26 @@ inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const
     }
     for (int i = 0; i < MR; ++i)
         for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
+}
+
+// out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
+// element; panel rows are `pstride` apart, output rows `ostride` apart.
+template <typename T>
+inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
+                       T* out, long ostride) {
+    typedef typename VecOf<T>::V V;
+    typename V::type acc[MR][NV];
+    tile_zero<T>(acc);
+    for (long q = 0; q < ck; ++q) {
+        const T* row = panel + q * pstride;
+#if defined(__GNUC__) || defined(__clang__)
+        // rows of a strip lie pstride apart: fetch some ahead (a hint; never faults)
+        __builtin_prefetch(row + PREFETCH_ROWS * pstride);
+        __builtin_prefetch(row + PREFETCH_ROWS * pstride + NV * V::lanes - 1);
+#endif
+        tile_step(acc, wp + q * MR, row);
+    }
+    tile_store(acc, bias, out, ostride);
 }
 
 // A 1x1 kernel with stride 1 and no padding: the panel is X itself.
@@ -530,32 +559,15 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
 template <typename T>
 inline void row_tile(const ConvJob& J, const T* wp, const T* slots, long slot_size,
                      const long* tap_start, const T* bias, T* out, long ostride) {
-    typedef typename VecOf<T>::V V;
-    typename V::type acc[MR][NV];
-    for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+    typename VecOf<T>::V::type acc[MR][NV];
+    tile_zero<T>(acc);
     const long KL = J.k[J.rank - 1], slot_count = J.cg * J.outer_taps;
     const T* wq = wp;
     for (long slot = 0; slot < slot_count; ++slot) {
         const T* base = slots + slot * slot_size;
-        for (long kw = 0; kw < KL; ++kw, wq += MR) {
-            const T* row = base + tap_start[kw];
-            typename V::type b[NV];
-            for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
-            for (int i = 0; i < MR; ++i) {
-                const typename V::type a = V::bcast(wq[i]);
-                for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
-            }
-        }
+        for (long kw = 0; kw < KL; ++kw, wq += MR) tile_step(acc, wq, base + tap_start[kw]);
     }
-    if (bias) {
-        for (int i = 0; i < MR; ++i) {
-            const typename V::type b = V::bcast(bias[i]);
-            for (int v = 0; v < NV; ++v) acc[i][v] = V::add(acc[i][v], b);
-        }
-    }
-    for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
+    tile_store(acc, bias, out, ostride);
 }
 
 // The row kernel (J.row_kernel; any C/G > 1 with at most PADCONV_DW_TAPS taps on the last
