@@ -8,7 +8,6 @@ import glob
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ pytest.importorskip("distributed")
 zarr = pytest.importorskip("zarr")
 
 from cluster_processes import Cluster, child_environment  # noqa: E402
+from hostile.runner import wait_while_running  # noqa: E402
 
 from padconv_cli.kernels.conv import conv  # noqa: E402
 
@@ -62,13 +62,9 @@ def start_conv(cluster: Cluster, folder, target: str) -> subprocess.Popen:
 
 def wait_for_written_blocks(folder, name: str, count: int, run: subprocess.Popen) -> None:
     """Wait until the temporary store holds ``count`` chunks (the run is under way)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and run.poll() is None:
-        chunks = glob.glob(str(folder / f".{name}.padconv-*" / "c" / "*" / "*" / "*" / "*"))
-        if len(chunks) >= count:
-            return
-        time.sleep(0.02)
-    pytest.fail(f"the run ended or stalled before writing {count} blocks")
+    pattern = str(folder / f".{name}.padconv-*" / "c" / "*" / "*" / "*" / "*")
+    if not wait_while_running(lambda: len(glob.glob(pattern)) >= count, run, 120, poll=0.02):
+        pytest.fail(f"the run ended or stalled before writing {count} blocks")
 
 
 def test_a_worker_killed_mid_run_leaves_the_result_exact(cluster, inputs):

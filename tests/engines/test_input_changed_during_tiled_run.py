@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from hostile.runner import padconv_command
+from hostile.runner import start_padconv, wait_while_running
 
 from padconv_cli.errors import InputError
 from padconv_cli.outofcore.npy_memmap import open_npy_memmap
@@ -97,19 +97,21 @@ def _temp_output_started(folder, size: int) -> bool:
                for p in folder.iterdir())
 
 
+def _started_writing(folder, args: list[str], size: int) -> subprocess.Popen:
+    """``padconv ARGS`` in ``folder``, returned once its temporary out.npy has reached ``size``
+    bytes (or once it has ended)."""
+    child = start_padconv(args, folder)
+    started = wait_while_running(lambda: _temp_output_started(folder, size), child, WAIT_SECONDS)
+    assert started or child.poll() is not None, "the tiled run never started writing"
+    return child
+
+
 def _tiled_pad_writing(folder) -> subprocess.Popen:
     """A tiled pad of folder/x.npy (4096x4096 float64), returned once its output is being
     written (its temporary file has reached full size)."""
     args = ["pad", "x.npy", "--pads", "1", "1", "1", "1", "--engine", "tiled",
             "--memory-limit", "16M", "-o", "out.npy"]
-    child = subprocess.Popen([*padconv_command(), *args], cwd=folder,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not _temp_output_started(folder, 4098 * 4098 * 8) and child.poll() is None:
-        assert time.monotonic() < deadline, "the tiled run never started writing"
-        time.sleep(0.005)
-    return child
+    return _started_writing(folder, args, 4098 * 4098 * 8)
 
 
 def test_input_truncated_during_a_tiled_pad_is_one_line(tmp_path):
@@ -128,13 +130,7 @@ def test_input_truncated_during_a_tiled_pad_is_one_line(tmp_path):
 
 def _truncate_mid_run(tmp_path, args: list[str], output_bytes: int) -> tuple[int, str]:
     """Run padconv, truncate its input once it has begun writing, return (exit code, stderr)."""
-    child = subprocess.Popen([*padconv_command(), *args], cwd=tmp_path,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not _temp_output_started(tmp_path, output_bytes) and child.poll() is None:
-        assert time.monotonic() < deadline, "the tiled run never started writing"
-        time.sleep(0.002)
+    child = _started_writing(tmp_path, args, output_bytes)
     os.truncate(tmp_path / "x.npy", 2**16)
     _, stderr = child.communicate(timeout=WAIT_SECONDS)
     if child.returncode == 0:

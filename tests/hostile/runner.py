@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,24 @@ def sigint_as_from_a_terminal() -> None:
 def padconv_command() -> list[str]:
     """The installed console script, or ``python -m padconv_cli`` when it is not installed."""
     return [PADCONV] if PADCONV else [sys.executable, "-m", "padconv_cli"]
+
+
+def start_padconv(args: Sequence[str], cwd: Path) -> subprocess.Popen:
+    """``padconv ARGS`` started in ``cwd``: stdin and stdout on /dev/null, stderr piped."""
+    return subprocess.Popen([*padconv_command(), *args], cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def wait_while_running(condition: Callable[[], bool], process: subprocess.Popen,
+                       timeout: float = CHILD_TIMEOUT_SECONDS, poll: float = 0.005) -> bool:
+    """True as soon as ``condition()`` holds; False when ``process`` ended first or
+    ``timeout`` seconds passed without it (``process.poll()`` tells the two apart)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if condition():
+            return True
+        time.sleep(poll)
+    return condition()
 
 
 @dataclass(frozen=True)

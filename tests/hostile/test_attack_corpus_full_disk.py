@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import numpy as np
 import pytest
-from hostile.runner import padconv_command
+from hostile.runner import start_padconv, wait_while_running
 
 WAIT_SECONDS = 60
 
@@ -46,15 +45,12 @@ def test_disk_filled_during_a_tiled_conv_is_one_line(tmp_path, small_disk):
     rng = np.random.default_rng(0)
     np.save(tmp_path / "x.npy", rng.standard_normal((1, 8, 1024, 1024), dtype=np.float32))
     np.save(tmp_path / "w.npy", rng.standard_normal((8, 8, 5, 5), dtype=np.float32))
-    child = subprocess.Popen(
-        [*padconv_command(), "conv", "x.npy", "w.npy", "--pads", "2", "2", "2", "2",
-         "--engine", "tiled", "--memory-limit", "4M", "-o", str(small_disk / "y.npy")],
-        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not any(p.name.startswith(".y.npy") for p in small_disk.iterdir()):
-        assert child.poll() is None and time.monotonic() < deadline, "no temporary file seen"
-        time.sleep(0.002)
+    child = start_padconv(
+        ["conv", "x.npy", "w.npy", "--pads", "2", "2", "2", "2", "--engine", "tiled",
+         "--memory-limit", "4M", "-o", str(small_disk / "y.npy")], tmp_path)
+    assert wait_while_running(
+        lambda: any(p.name.startswith(".y.npy") for p in small_disk.iterdir()), child,
+        WAIT_SECONDS, poll=0.002), "no temporary file seen"
     _fill(small_disk)
     _, stderr = child.communicate(timeout=WAIT_SECONDS)
     text = stderr.decode()

@@ -22,6 +22,7 @@ from hostile.runner import (
     padconv_command,
     run_padconv,
     sigint_as_from_a_terminal,
+    wait_while_running,
 )
 from npy_bytes import MAGIC
 
@@ -122,15 +123,6 @@ def _blocked_reading_stdin(pid: int) -> bool:
     return number is not None and fields[:2] == [number, "0x0"]
 
 
-def _wait_for(condition, process: subprocess.Popen, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.poll() is None:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def _resident_bytes(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -166,7 +158,7 @@ def test_ctrl_c_while_reading_stdin(tmp_path):
     process = _start(["conv", "-", "w.npy", "-o", "out.npy"], tmp_path, stdin=subprocess.PIPE)
     process.stdin.write(MAGIC + b"\x01\x00")  # a header that never ends
     process.stdin.flush()
-    if not _wait_for(lambda: _blocked_reading_stdin(process.pid), process):
+    if not wait_while_running(lambda: _blocked_reading_stdin(process.pid), process, 30.0):
         time.sleep(1.5)  # no /proc syscall view here: give the import time to finish
     code, stderr = _interrupt(process)
     process.stdin.close()
@@ -184,7 +176,7 @@ def test_ctrl_c_while_computing(tmp_path):
     process = _start(["conv", "x.npy", "w.npy", "-o", "out.npy"], tmp_path)
     # X is read and the computation is allocating once the child holds X plus 32 MiB.
     computing = x.stat().st_size + 32 * 2**20
-    assert _wait_for(lambda: _resident_bytes(process.pid) > computing, process), (
+    assert wait_while_running(lambda: _resident_bytes(process.pid) > computing, process, 30.0), (
         "the conv finished before it could be interrupted; make the input larger"
     )
     code, stderr = _interrupt(process)
@@ -209,9 +201,9 @@ def test_ctrl_c_while_writing_out_of_core(tmp_path):
     process = _start([*args, "-o", "out.npy"], tmp_path)
     # The memory-mapped result has its full size once the tiles start being written.
     result_bytes = 4098 * 4098 * 8
-    assert _wait_for(lambda: _temp_file_is_full_size(tmp_path, result_bytes), process), (
-        "the output was written before it could be interrupted"
-    )
+    written = wait_while_running(lambda: _temp_file_is_full_size(tmp_path, result_bytes),
+                                 process, 30.0)
+    assert written, "the output was written before it could be interrupted"
     time.sleep(0.1)  # into the tile loop (the creation window has its own test below)
     code, stderr = _interrupt(process)
     assert code == EXIT_INTERRUPTED, stderr
@@ -240,7 +232,7 @@ def test_sigterm_while_writing_leaves_no_temp_file(tmp_path):
     save(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))  # 128 MiB to write
     before = listing(tmp_path)
     process = _start(["pad", "x.npy", "--pads", "0", "0", "0", "0", "-o", "out.npy"], tmp_path)
-    assert _wait_for(lambda: _temp_file_appears(tmp_path), process, timeout=60), (
+    assert wait_while_running(lambda: _temp_file_appears(tmp_path), process, 60), (
         "the output was written before it could be interrupted"
     )
     process.send_signal(signal.SIGTERM)
