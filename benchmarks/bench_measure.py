@@ -245,7 +245,7 @@ def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
             for label, (x, _) in runs.items()}
         found["rows"] = measure_processes(commands, outputs, s.large_runs)
     for row in found["rows"].values():
-        row["command"] = row["command"].replace(at, "SCHEDULER")
+        row["command"] = row["command"].replace(at.rsplit("/", 1)[-1], "SCHEDULER")
     return found
 
 
