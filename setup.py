@@ -7,8 +7,10 @@ sets by pragmas in their own files and picked at run time from what the CPU repo
 
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # isort: split
 # setuptools provides distutils (Python 3.12 has none): import it after setuptools.
@@ -25,6 +27,26 @@ else:
     # every output element is summed by the same operations wherever it is computed.
     compile_args = ["-O3", "-std=c++17", "-ffp-contract=off", "-fno-math-errno", "-pthread"]
     link_args = ["-pthread"]
+
+class build_ext_sources_side_by_side(build_ext):  # noqa: N801 (a setuptools command name)
+    """Compiles the extension's sources side by side, one per core (setuptools compiles the
+    sources of one extension one after another): about half the build time on two cores."""
+
+    def build_extension(self, ext):
+        compile_all = self.compiler.compile
+
+        def compile_each(sources, *args, **kwargs):
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                objects = pool.map(lambda source: compile_all([source], *args, **kwargs),
+                                   sources)
+                return [path for one in objects for path in one]
+
+        self.compiler.compile = compile_each
+        try:
+            super().build_extension(ext)
+        finally:
+            del self.compiler.compile
+
 
 class build_scripts_with_launcher(build_scripts):  # noqa: N801 (a setuptools command name)
     """Linux: the Python script ``padconv`` is installed as ``.padconv-main`` and the command
@@ -65,7 +87,8 @@ class build_scripts_with_launcher(build_scripts):  # noqa: N801 (a setuptools co
 
 
 setup(
-    cmdclass={"build_scripts": build_scripts_with_launcher},
+    cmdclass={"build_ext": build_ext_sources_side_by_side,
+              "build_scripts": build_scripts_with_launcher},
     ext_modules=[
         Extension(
             "padconv_cli.kernels._native",

@@ -1,17 +1,15 @@
 """padconv's speed, accuracy and memory, side by side with its peers in one run.
 
-Usage, from a checkout (after `pip install -e '.[bench]'`; a peer that is not installed is
-reported as skipped):
+From a checkout, after `pip install -e '.[bench]'` (a peer not installed is reported skipped):
 
-    python benchmarks/bench.py                  # everything, as tables (about 12 minutes)
-    python benchmarks/bench.py --quick          # sizes / 8, a few runs: checks it in seconds
+    python benchmarks/bench.py                  # everything, as tables (about 14 minutes)
+    python benchmarks/bench.py --quick          # sizes / 8, a few runs: checks it in a minute
     python benchmarks/bench.py --cases 'conv/*' --cases cli/large    # some cases (--list)
     python benchmarks/bench.py --json           # every measured row, machine-readable
     python benchmarks/bench.py --write-docs     # also rewrite docs/benchmarks.md's results
 
-Exit status 1 when any result was wrong or a command failed. docs/benchmarks.md says what is
-measured and how; --write-docs [PATH] rewrites its part below the marker line (into PATH).
-"""
+Exit status 1 when a result was wrong or padconv failed. docs/benchmarks.md says what is
+measured and how; --write-docs [PATH] rewrites its part below the marker line (into PATH)."""
 
 import argparse
 import datetime
@@ -19,14 +17,15 @@ import importlib.util
 import json
 import shlex
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import bench_measure as bm
 import numpy as np
-from bench_cases import KERNEL_CASES, PEERS, PROCESS_CASES, matches
-from bench_report import all_tables, evaluate_targets, markdown
+from bench_cases import KERNEL_CASES, PEERS, matches
+from bench_report import all_tables, evaluate_targets, markdown, parts
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 MARKER = "<!-- Everything below is written by `python benchmarks/bench.py --write-docs`. -->"
@@ -56,17 +55,18 @@ def check_checkout() -> None:
 
 
 def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS) -> dict[str, Any]:
-    """Measure the cases matching `patterns`: {"kernels", "startup", "large", "targets"}."""
-    rng, result = np.random.default_rng(0), {"kernels": []}
+    """Measure the cases matching `patterns`: the parts of bench_report, and "targets"."""
+    rng, result = np.random.default_rng(0), {"conv": {}, "pad": {}}
     cases = [c.shrunk() if s.quick else c for c in KERNEL_CASES if matches(c.name, patterns)]
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case.name}: {case.describe()}", file=sys.stderr)
-        result["kernels"] += bm.measure_case(case, list(peers), s, rng)
-    for name, key, measure in (("cli/startup", "startup", bm.measure_startup),
-                               ("cli/large", "large", bm.measure_large)):
+        result[case.kind][case.name] = {"label": case.label, "describe": case.describe(),
+                                        "rows": bm.measure_case(case, list(peers), s, rng)}
+    for name, (key, measure) in bm.PROCESSES.items():
         if matches(name, patterns):
             print(f"{name}: whole processes", file=sys.stderr)
-            result[key] = measure(s, rng)
+            with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
+                result[key] = measure(s, rng, Path(tmp))
     return result | {"targets": evaluate_targets(result)}
 
 
@@ -79,11 +79,9 @@ def docs_text(result: dict[str, Any], command: str) -> str:
     return "\n".join([
         DOCS.read_text().split(MARKER)[0] + MARKER + "\n", f"## The run of {result['date']}\n",
         f"`{command}`.{partial}" + (
-            f" **A noisy shared host:** the load average was {load:.1f} on {m['cores']} cores "
-            "when the run started. Other jobs shared the cores, so times are inflated and "
-            "ratios unreliable, most for code whose threads spin-wait (OpenBLAS's, under padconv"
-            " and numpy): rerun on a quiet machine before drawing conclusions." if load >= 1
-            else "") + "\n",
+            f" **A noisy host:** the load average was {load:.1f} on {m['cores']} cores at the "
+            "start, so times are inflated and ratios unreliable (most for threads that "
+            "spin-wait, as OpenBLAS's do): rerun on a quiet machine." if load >= 1 else "") + "\n",
         f"- CPU: {m['cpu']}, {m['cores']} usable cores; load average (1, 5, 15 min) "
         f"{m['load_average']} at the start, {m['load_average_end']} at the end",
         f"- Python {m['python']} on {m['platform']}; numpy's BLAS: {m['numpy_blas']}",
@@ -96,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run, print the tables (or JSON), write the docs if asked; 1 when a result was wrong."""
     args = parse_args(argv)
     if args.list:
-        print("\n".join([c.name for c in KERNEL_CASES] + list(PROCESS_CASES)))
+        print("\n".join([c.name for c in KERNEL_CASES] + list(bm.PROCESSES)))
         return 0
     s = bm.QUICK if args.quick else bm.FULL
     check_checkout()
@@ -109,10 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_docs:
         command = shlex.join(["python", "benchmarks/bench.py", *(argv or sys.argv[1:])])
         args.write_docs.write_text(docs_text(result, command))
-    wrong = [r for r in result["kernels"] if r["status"] == "mismatch"]
-    wrong += [r for r in result.get("startup", {}).get("rows", {}).values() if r["note"]]
-    return 1 if wrong or (result.get("large", {}).get("agreement") or 0) > 1 else 0
-
+    return 1 if any(row["status"] == "mismatch" or row["status"] == "error" and "padconv" in who
+                    for part in parts(result) for who, row in part["rows"].items()) else 0
 
 if __name__ == "__main__":
     sys.exit(main())

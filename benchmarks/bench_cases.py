@@ -1,12 +1,12 @@
-"""What is measured: the cases, the float64 Conv oracle and its error bound, and the peers.
-
-A peer's `prepare(case, inputs)` does all that is not timed and returns the call to time.
-"""
+"""What is measured and what is right: the cases, the peers, the float64 Conv oracle and its
+error bound. A peer's `prepare(case, inputs)` does all that is not timed and returns the call
+to time."""
 
 import fnmatch
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -16,8 +16,8 @@ THREADS = 2  # of onnxruntime (intra-op) and torch
 
 @dataclass(frozen=True)
 class Case:
-    """One float32 call: Conv when `w_shape` is given (pads of the spatial axes, no bias), else
-    Pad (pads of every axis, begins then ends, and `mode`)."""
+    """One float32 call: Conv when `w_shape` is given (attributes of the spatial axes, no bias),
+    else Pad (pads of every axis, begins then ends, and `mode`)."""
 
     name: str
     label: str
@@ -33,19 +33,19 @@ class Case:
     def kind(self) -> str:
         return "conv" if self.w_shape else "pad"
 
-    def resolved(self) -> tuple[tuple[int, ...], ...]:
-        """Conv (pads, strides, dilations) with the ONNX defaults 0, 1, 1 filled in."""
-        r = len(self.x_shape) - 2
-        return self.pads or (0,) * 2 * r, self.strides or (1,) * r, self.dilations or (1,) * r
-
-    def attributes(self) -> dict[str, object]:
-        """The Conv attributes given, as the ONNX node and padconv's conv take them."""
-        given = {k: list(getattr(self, k)) for k in ("pads", "strides", "dilations")}
-        return {k: v for k, v in given.items() if v} | {"group": self.group}
+    def attributes(self) -> dict[str, Any]:
+        """The attributes that differ from the ONNX defaults (pads 0, strides, dilations and
+        group 1), as the ONNX node, padconv's API and its flags take them."""
+        if self.kind == "pad":
+            return {"pads": list(self.pads), "mode": self.mode}
+        given = {"pads": (self.pads, 0), "strides": (self.strides, 1),
+                 "dilations": (self.dilations, 1)}
+        return {k: list(v) for k, (v, default) in given.items() if set(v) != {default}} | (
+            {"group": self.group} if self.group > 1 else {})
 
     def width(self) -> list[tuple[int, int]]:
-        """Pad: ONNX [b_0..b_r-1, e_0..e_r-1] as numpy's [(b_0, e_0), ...]."""
-        r = len(self.x_shape)
+        """ONNX pads [b_0..b_r-1, e_0..e_r-1] as numpy's [(b_0, e_0), ...]."""
+        r = len(self.pads) // 2
         return [(self.pads[i], self.pads[r + i]) for i in range(r)]
 
     def output_shape(self) -> tuple[int, ...]:
@@ -53,29 +53,25 @@ class Case:
         out_i = floor((in_i + b_i + e_i - (k_i - 1) * d_i - 1) / s_i) + 1."""
         if self.kind == "pad":
             return tuple(d + b + e for d, (b, e) in zip(self.x_shape, self.width(), strict=True))
-        (pads, strides, dils), r = self.resolved(), len(self.x_shape) - 2
         return (self.x_shape[0], self.w_shape[0], *(
-            (self.x_shape[2 + i] + pads[i] + pads[r + i] - (self.w_shape[2 + i] - 1) * dils[i]
-             - 1) // strides[i] + 1 for i in range(r)))
-
-    def reduction_size(self) -> int:
-        """n, the products summed per Conv output: C/group * prod(kernel)."""
-        return math.prod(self.w_shape[1:])
+            (i + b + e - (k - 1) * d - 1) // s + 1 for i, (b, e), k, s, d in zip(
+                self.x_shape[2:], self.width(), self.w_shape[2:], self.strides, self.dilations,
+                strict=True)))
 
     def work(self) -> int:
-        """Conv: 2 * n * prod(output shape) FLOP; Pad: 4 * (input + output size) bytes moved."""
+        """Conv: 2 * n * prod(output shape) FLOP (n = C/group * prod(kernel), the products per
+        output); Pad: 4 * (input + output size) bytes moved."""
         if self.kind == "conv":
-            return 2 * self.reduction_size() * math.prod(self.output_shape())
+            return 2 * math.prod(self.w_shape[1:]) * math.prod(self.output_shape())
         return 4 * (math.prod(self.x_shape) + math.prod(self.output_shape()))
 
     def describe(self) -> str:
         """'X 1x64x56x56, W 64x64x3x3, pads 1, group 4': the shapes and attributes given."""
-        x, w = ("x".join(map(str, shape)) for shape in (self.x_shape, self.w_shape))
-        if self.kind == "pad":
-            return f"X {x}, pads [{','.join(map(str, self.pads))}]"
-        attrs = [f"{k} {v if k == 'group' else v[0] if len(set(v)) == 1 else v}"
-                 for k, v in self.attributes().items() if v != 1]
-        return ", ".join([f"X {x}", f"W {w}", *attrs])
+        shapes = [f"{k} {'x'.join(map(str, s))}" for k, s in (("X", self.x_shape),
+                                                              ("W", self.w_shape)) if s]
+        return ", ".join(shapes + [f"{k} {v[0] if len(set(v)) == 1 else v}" if k != "group"
+                                   else f"group {v}" for k, v in self.attributes().items()
+                                   if k != "mode"])
 
     def shrunk(self) -> "Case":
         """The --quick size: spatial sizes / 8, at least 9 (more than any kernel or pad here)."""
@@ -88,30 +84,34 @@ class Case:
         return {k: rng.uniform(-1, 1, s).astype(np.float32) for k, s in shapes.items()}
 
 
-def conv(name: str, label: str, x: tuple, w: tuple, pad: int = 0, **attrs: object) -> Case:
-    """A Conv case with `pad` before and after every spatial axis."""
-    return Case(name, label, x, w, pads=(pad,) * 2 * (len(x) - 2) if pad else (), **attrs)
+def conv(name: str, label: str, x: tuple, w: tuple, pad: int = 0, stride: int = 1,
+         dilation: int = 1, group: int = 1) -> Case:
+    """A Conv case with `pad` before and after every spatial axis, `stride` and `dilation` on
+    each."""
+    r = len(x) - 2
+    return Case(name, label, x, w, (pad,) * 2 * r, (stride,) * r, (dilation,) * r, group)
 
 
 CONV_CASES = (
     conv("conv/resnet3x3", "ResNet 3x3", (1, 64, 56, 56), (64, 64, 3, 3), 1),
-    conv("conv/stem7x7s2", "stem 7x7 /2", (1, 3, 224, 224), (64, 3, 7, 7), 3, strides=(2, 2)),
+    conv("conv/stem7x7s2", "stem 7x7 /2", (1, 3, 224, 224), (64, 3, 7, 7), 3, stride=2),
     conv("conv/pointwise", "pointwise 1x1", (1, 256, 28, 28), (512, 256, 1, 1)),
     conv("conv/depthwise", "depthwise 3x3", (1, 256, 56, 56), (256, 1, 3, 3), 1, group=256),
     conv("conv/1d", "1-D k9", (4, 16, 16000), (32, 16, 9), 4),
     conv("conv/3d", "3-D 3x3x3", (1, 8, 32, 32, 32), (16, 8, 3, 3, 3), 1),
-    conv("conv/dilated", "dilated 3x3 d2", (1, 32, 64, 64), (32, 32, 3, 3), 2, dilations=(2, 2)),
+    conv("conv/dilated", "dilated 3x3 d2", (1, 32, 64, 64), (32, 32, 3, 3), 2, dilation=2),
     conv("conv/batch8", "ResNet 3x3, N=8", (8, 64, 56, 56), (64, 64, 3, 3), 1),
 )
 PAD_CASES = tuple(Case(f"pad/{mode}", f"Pad {mode}", (8, 64, 128, 128),
                        pads=(0, 0, 3, 3, 0, 0, 3, 3), mode=mode)
                   for mode in ("constant", "reflect", "edge", "wrap"))
 KERNEL_CASES = CONV_CASES + PAD_CASES
-# Whole processes, the `padconv` command from .npy files to a .npy file.
+# Whole processes: the `padconv` command from files to a file.
 STARTUP = (Case("cli/startup", "padconv pad", (1, 3, 8, 8), pads=(0, 0, 1, 1) * 2,
                 mode="reflect"), conv("cli/startup", "padconv conv", (1, 3, 8, 8), (4, 3, 3, 3), 1))
 LARGE_CONV = conv("cli/large", "large", (1, 16, 1024, 4096), (16, 16, 3, 3), 1)  # 256 MiB
-PROCESS_CASES = ("cli/startup", "cli/large")
+CLUSTER_CONV = conv("cluster/dask", "cluster", (1, 1, 8192, 8192), (1, 1, 3, 3), 1)  # 256 MiB
+CLUSTER_CHUNKS, CLUSTER_WORKERS = 4, 2  # Zarr chunks per axis; worker processes, 1 thread each
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:
@@ -124,31 +124,40 @@ def matches(name: str, patterns: Iterable[str]) -> bool:
 def conv64(case: Case, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The ONNX Conv in float64, one kernel tap t at a time:
     y[n, g, m, o] = sum_{c, t} xpad[n, g, c, o * s + t * d] * w[g, m, c, t] (g: group)."""
-    (pads, strides, dils), (n, c), m, g = case.resolved(), x.shape[:2], w.shape[0], case.group
-    r, out = x.ndim - 2, case.output_shape()[2:]
-    xp = np.pad(x.astype(np.float64), [(0, 0)] * 2 + [(pads[i], pads[r + i]) for i in range(r)])
+    (n, c), m, g, out = x.shape[:2], w.shape[0], case.group, case.output_shape()[2:]
+    xp = np.pad(x.astype(np.float64), [(0, 0)] * 2 + case.width())
     xg = xp.reshape(n, g, c // g, *xp.shape[2:])
     wg = w.astype(np.float64).reshape(g, m // g, c // g, *w.shape[2:])
     y = np.zeros((n, g, m // g, *out))
     for tap in np.ndindex(*w.shape[2:]):
-        window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s)
-                       for t, d, o, s in zip(tap, dils, out, strides, strict=True))
+        window = tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(
+            tap, case.dilations, out, case.strides, strict=True))
         y += np.einsum("ngc...,gmc->ngm...", xg[(..., *window)], wg[(..., *tap)], optimize=True)
     return y.reshape(n, m, *out)
 
 
-def conv_error_ratio(case: Case, y: np.ndarray, y64: np.ndarray, scale: np.ndarray) -> float:
-    """max |y - y64| / (n * eps32 * scale), scale = conv64(|x|, |w|): at most 1 for a float32
-    result summed in any order (inf for another shape or dtype, or a nan)."""
-    if y.shape != y64.shape or y.dtype != np.float32:
-        return math.inf
-    bound = np.maximum(case.reduction_size() * EPS32 * scale, np.finfo(np.float64).tiny)
-    worst = float(np.max(np.abs(y - y64) / bound)) if y.size else 0.0
-    return worst if math.isfinite(worst) else math.inf
+def expected(case: Case, inputs: dict) -> Any:
+    """Conv: (y64, conv64(|x|, |w|)), the oracle and its bound's scale; Pad: numpy.pad's."""
+    if case.kind == "pad":
+        return np.pad(inputs["data"], case.width(), mode=case.mode)
+    x, w = inputs["X"], inputs["W"]
+    return conv64(case, x, w), conv64(case, np.abs(x), np.abs(w))
 
 
-class PeerSkipped(Exception):
-    """This peer cannot run this case; the message says why (so does a failed import)."""
+def verify(case: Case, want: Any, got: Any) -> tuple[str, float | None, str]:
+    """(status, error ratio, note). Conv: the ratio max |y - y64| / (n * eps32 * scale) is at
+    most 1 for a float32 result summed in any order (inf for another shape or dtype, or a nan).
+    Pad: bit for bit equal to numpy.pad."""
+    got = np.asarray(got)
+    if case.kind == "pad":
+        same = got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+        return ("ok", None, "") if same else ("mismatch", None, "differs from numpy.pad")
+    (y64, scale), ratio = want, math.inf
+    if got.shape == y64.shape and got.dtype == np.float32:
+        bound = np.maximum(math.prod(case.w_shape[1:]) * EPS32 * scale, np.finfo(float).tiny)
+        ratio = float(np.max(np.abs(got - y64) / bound)) if got.size else 0.0
+    ratio = ratio if math.isfinite(ratio) else math.inf
+    return ("ok", ratio, "") if ratio <= 1 else ("mismatch", ratio, f"error {ratio:.3g}x the bound")
 
 
 @dataclass(frozen=True)
@@ -169,7 +178,7 @@ def _padconv(case: Case, inputs: dict, out: bool = False) -> Callable[[], np.nda
     if case.kind == "conv":
         return lambda: conv(inputs["X"], inputs["W"], **case.attributes())
     buf = {"out": np.empty(case.output_shape(), np.float32)} if out else {}
-    return lambda: pad(inputs["data"], list(case.pads), mode=case.mode, **buf)
+    return lambda: pad(inputs["data"], **case.attributes(), **buf)
 
 
 def one_node_model(case: Case, inputs: dict) -> bytes:
@@ -207,28 +216,30 @@ def _onnx(case: Case, inputs: dict, reference: bool = False) -> Callable[[], np.
 
 
 def _torch(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
-    """F.conv{1,2,3}d (symmetric pads) or F.pad (edge = replicate, wrap = circular)."""
+    """F.conv{1,2,3}d (pads made symmetric by F.pad when they are not) or F.pad (edge =
+    replicate, wrap = circular)."""
     import torch
     import torch.nn.functional as F  # noqa: N812
 
     torch.set_num_threads(THREADS)
-    tensors = [torch.from_numpy(a) for a in inputs.values()]
+    x, *w = (torch.from_numpy(a) for a in inputs.values())
+    width = case.width()
+    while case.kind == "pad" and width[0] == (0, 0):  # F.pad's modes pad trailing axes only
+        width.pop(0)
+    flat, r = [v for pair in reversed(width) for v in pair], len(width)  # last axis first
+    symmetric = case.pads[:r] == case.pads[r:]
     if case.kind == "pad":
-        width = case.width()
-        while width[0] == (0, 0):  # F.pad's modes pad trailing axes only
-            width.pop(0)
         mode = {"edge": "replicate", "wrap": "circular"}.get(case.mode, case.mode)
-        fn, kwargs = F.pad, {"pad": [v for pair in reversed(width) for v in pair], "mode": mode}
+        fn = lambda: F.pad(x, flat, mode=mode)  # noqa: E731
     else:
-        (pads, strides, dils), r = case.resolved(), len(case.x_shape) - 2
-        if pads[:r] != pads[r:]:
-            raise PeerSkipped("torch conv takes symmetric pads only")
-        fn, kwargs = (F.conv1d, F.conv2d, F.conv3d)[r - 1], {
-            "stride": strides, "padding": pads[:r], "dilation": dils, "groups": case.group}
+        conv_nd, kwargs = (F.conv1d, F.conv2d, F.conv3d)[r - 1], {
+            "stride": case.strides, "padding": case.pads[:r] if symmetric else 0,
+            "dilation": case.dilations, "groups": case.group}
+        fn = lambda: conv_nd(x if symmetric else F.pad(x, flat), w[0], **kwargs)  # noqa: E731
 
     def run() -> np.ndarray:
         with torch.inference_mode():
-            return fn(*tensors, **kwargs).numpy()
+            return fn().numpy()
 
     return run
 
@@ -243,6 +254,7 @@ def _copy_floor(case: Case, inputs: dict) -> Callable[[], None]:
 PADCONV, PADCONV_OUT, NUMPY_PAD, COPY = "padconv", "padconv (out=)", "numpy.pad", "strided copy"
 ORT, TORCH, REFERENCE = "onnxruntime", "torch", "onnx.reference"
 INTERPRETER, ORT_SCRIPT = 'python -c "import numpy"', "onnxruntime script"  # whole processes
+DASK_SCRIPT = "dask map_overlap script"
 PEERS = (
     Peer(PADCONV, ("conv", "pad"), _padconv),
     Peer(PADCONV_OUT, ("pad",), lambda c, i: _padconv(c, i, out=True)),

@@ -1,5 +1,5 @@
-"""How it is measured: kernel calls verified then timed in turns in one process, whole
-`padconv` processes (wall time and peak RSS), and the machine."""
+"""How it is measured: kernel calls verified then timed in turns in one process; whole
+processes (wall time and peak RSS) in turns, their outputs verified; and the machine."""
 
 import gc
 import json
@@ -10,7 +10,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,11 @@ from typing import Any
 
 import bench_cases as bc
 import numpy as np
+
+try:  # the cluster measurement's
+    import zarr
+except ImportError:
+    zarr = None
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class Settings:
     budget_s: float = 6.0  # an implementation stops after 3 calls once it spent this
     reference_repeat: int = 3  # calls of onnx.reference
     process_runs: int = 10  # rounds of the start-up commands
-    large_runs: int = 3  # rounds of the large-tensor commands
+    large_runs: int = 3  # rounds of the large-tensor and cluster commands
     quick: bool = False  # sizes / 8 (Case.shrunk)
 
 
@@ -67,65 +71,42 @@ def time_in_turns(calls: dict[str, tuple[Callable, bool]], s: Settings) -> dict[
     return times
 
 
-def expected(case: bc.Case, inputs: dict) -> Any:
-    """Conv: (y64, conv64(|x|, |w|)), the oracle and its bound's scale; Pad: numpy.pad's."""
-    if case.kind == "pad":
-        return np.pad(inputs["data"], case.width(), mode=case.mode)
-    x, w = inputs["X"], inputs["W"]
-    return bc.conv64(case, x, w), bc.conv64(case, np.abs(x), np.abs(w))
-
-
-def verify(case: bc.Case, want: Any, got: Any) -> tuple[str, float | None, str]:
-    """(status, error ratio, note): Conv within the dot-product bound (error ratio <= 1), Pad
-    bit for bit equal to numpy.pad."""
-    got = np.asarray(got)
-    if case.kind == "conv":
-        ratio = bc.conv_error_ratio(case, got, *want)
-        return ("ok", ratio, "") if ratio <= 1 else ("mismatch", ratio,
-                                                     f"error {ratio:.3g}x the bound")
-    same = got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
-    return ("ok", None, "") if same else ("mismatch", None, "differs from numpy.pad")
-
-
-def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generator) -> list:
-    """One row per peer of the case's kind: each result verified once, then timed in turns."""
+def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generator) -> dict:
+    """{peer: row} for the peers of the case's kind: each result verified once, then timed in
+    turns."""
     inputs = case.make_inputs(rng)
-    want, rows, calls = expected(case, inputs), {}, {}
+    want, rows, calls = bc.expected(case, inputs), {}, {}
     for peer in (p for p in peers if case.kind in p.kinds):
-        rows[peer.name] = row = {
-            "case": case.name, "kind": case.kind, "label": case.label, "peer": peer.name,
-            "describe": case.describe(), "status": "ok", "note": "", "error_ratio": None,
-            "median_s": None, "runs": 0, "rate": None}
+        rows[peer.name] = row = {"status": "ok", "note": "", "error_ratio": None,
+                                 "median_s": None, "runs": 0, "rate": None}
         try:
             call = peer.prepare(case, inputs)
             got = call()
-        except (bc.PeerSkipped, ImportError) as exc:
+        except ImportError as exc:
             row.update(status="skipped", note=str(exc))
             continue
         except Exception as exc:  # a peer that fails is reported, not fatal
             row.update(status="error", note=f"{type(exc).__name__}: {str(exc)[:150]}")
             continue
         if not peer.floor:
-            row["status"], row["error_ratio"], row["note"] = verify(case, want, got)
+            row["status"], row["error_ratio"], row["note"] = bc.verify(case, want, got)
         if row["status"] == "ok":
             calls[peer.name] = (call, peer.capped)
     for name, durations in time_in_turns(calls, s).items():
         median = statistics.median(durations) if durations else None
         rows[name].update(median_s=median, runs=len(durations),
                           rate=median and case.work() / median / 1e9)
-    return list(rows.values())
+    return rows
 
 
 def cli_argv(case: bc.Case, paths: list[Path], out: Path, *flags: str) -> list[str]:
-    """`padconv pad|conv INPUTS --attribute v... FLAGS -o OUT` (the script beside this Python,
+    """`padconv pad|conv INPUTS FLAGS --attribute v... -o OUT` (the script beside this Python,
     else `python -m padconv_cli`)."""
     script = Path(sys.executable).with_name("padconv")
     argv = [str(script)] if script.exists() else [sys.executable, "-m", "padconv_cli"]
-    argv += [case.kind, *map(str, paths)]
-    attrs = case.attributes() if case.kind == "conv" else {"pads": case.pads, "mode": [case.mode]}
-    for key, value in attrs.items():
-        argv += [f"--{key}", *map(str, value)] if value != 1 else []
-    return [*argv, *flags, "-o", str(out)]
+    for key, value in case.attributes().items():
+        flags += (f"--{key}", *map(str, value if isinstance(value, list) else [value]))
+    return [*argv, case.kind, *map(str, paths), *flags, "-o", str(out)]
 
 
 # What a user would write instead of `padconv conv` on LARGE_CONV (argv: X.npy W.npy Y.npy).
@@ -140,6 +121,17 @@ m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)], ir_version
 o = ort.SessionOptions(); o.intra_op_num_threads = 2
 s = ort.InferenceSession(m.SerializeToString(), o, providers=["CPUExecutionProvider"])
 np.save(sys.argv[3], s.run(None, {"X": x, "W": w})[0])
+"""
+# ... and on CLUSTER_CONV, with dask (argv: SCHEDULER X.zarr W.npy Y.zarr). ONNX Conv is a
+# cross-correlation: scipy.ndimage.convolve would flip the kernel.
+DASK_SCRIPT = """\
+import sys, numpy as np, dask.array as da, scipy.ndimage
+from distributed import Client
+k = np.load(sys.argv[3])[0, 0]
+with Client(sys.argv[1]):
+    x = da.from_zarr(sys.argv[2])[0, 0]
+    y = x.map_overlap(scipy.ndimage.correlate, depth=1, boundary=0, weights=k, mode="constant")
+    y[None, None].to_zarr(sys.argv[4], overwrite=True)
 """
 # Runs argv as its only child; prints [wall seconds, the child's peak RSS (KiB on Linux), exit
 # code, last stderr line]. A child of this small process, not of the benchmark: a child's
@@ -169,7 +161,7 @@ def interleaved(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str
     for _ in range(runs):
         for label, argv in commands.items():
             done[label] += [] if failed[label] else [run_process(argv)]
-    return {label: {"note": failed[label], "runs": len(d),
+    return {label: {"note": failed[label], "runs": len(d), "error_ratio": None,
                     "status": "error" if failed[label] else "ok",
                     "command": shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a
                                           else a for a in commands[label]),
@@ -178,64 +170,92 @@ def interleaved(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str
             for label, d in done.items()}
 
 
-def conv_pair_ratio(case: bc.Case, x: np.ndarray, w: np.ndarray, a: Path, b: Path) -> float:
-    """max |a - b| / (2 * n * eps32 * max|x| * sum |w_m|), output channel m by channel: two
-    float32 results within the dot-product bound of the exact one give at most 1."""
-    ya, yb = np.load(a, mmap_mode="r"), np.load(b, mmap_mode="r")
-    if ya.shape != yb.shape or {ya.dtype, yb.dtype} != {np.dtype(np.float32)}:
-        return math.inf
-    bound = (2 * case.reduction_size() * bc.EPS32 * float(np.max(np.abs(x)))
-             * np.abs(w.astype(np.float64)).reshape(len(w), -1).sum(axis=1))
-    worst = max(float(np.max(np.abs(ya[:, m] - yb[:, m].astype(np.float64)))) / bound[m]
-                for m in range(len(w)))
-    return worst if math.isfinite(worst) else math.inf
+def measure_processes(commands: dict, outputs: dict[str, tuple], runs: int) -> dict[str, dict]:
+    """The rows of `interleaved`; the output file of each {label: (case, inputs, path)}
+    (`.npy` or Zarr) verified like a kernel case's result."""
+    rows, wanted = interleaved(commands, runs), {}
+    for label, (case, inputs, path) in outputs.items():
+        if rows[label]["status"] == "ok":
+            if case not in wanted:
+                wanted[case] = bc.expected(case, inputs)
+            got = np.load(path) if path.suffix == ".npy" else zarr.open_array(path)[...]
+            status, rows[label]["error_ratio"], why = bc.verify(case, wanted[case], got)
+            rows[label].update(status=status, note=why and f"wrong output: {why}")
+    return rows
 
 
-def _on_disk(case: bc.Case, folder: str, rng: np.random.Generator) -> tuple[dict, list[Path]]:
+def on_disk(case: bc.Case, folder: Path, rng: np.random.Generator) -> tuple[dict, list[Path]]:
+    """The case's inputs, and their `.npy` files in `folder`."""
     inputs = case.make_inputs(rng)
-    paths = [Path(folder) / f"{case.kind}_{name}.npy" for name in inputs]
+    paths = [folder / f"{case.kind}_{name}.npy" for name in inputs]
     for path, array in zip(paths, inputs.values(), strict=True):
         np.save(path, array)
     return inputs, paths
 
 
-def measure_startup(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
-    """Small `padconv pad` and `padconv conv` runs in turns with `python -c "import numpy"`,
-    their outputs verified like the kernel cases'."""
-    with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
-        commands, checks = dict(BASELINE), {}
-        for case in bc.STARTUP:
-            inputs, paths = _on_disk(case, tmp, rng)
-            out = Path(tmp) / f"{case.kind}_out.npy"
-            commands[case.label] = cli_argv(case, paths, out)
-            checks[case.label] = (case, expected(case, inputs), out)
-        rows = interleaved(commands, s.process_runs)
-        for label, (case, want, out) in checks.items():
-            row = rows[label]
-            if not row["note"] and (why := verify(case, want, np.load(out))[2]):
-                row.update(note=f"wrong output: {why}", status="mismatch")
-    return {"rows": rows}
+def measure_startup(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str, Any]:
+    """Small `padconv pad` and `padconv conv` runs in turns with `python -c "import numpy"`."""
+    commands, outputs = dict(BASELINE), {}
+    for case in bc.STARTUP:
+        inputs, paths = on_disk(case, tmp, rng)
+        outputs[case.label] = (case, inputs, tmp / f"{case.kind}_out.npy")
+        commands[case.label] = cli_argv(case, paths, outputs[case.label][2])
+    return {"rows": measure_processes(commands, outputs, s.process_runs)}
 
 
-def measure_large(s: Settings, rng: np.random.Generator) -> dict[str, Any]:
+def measure_large(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str, Any]:
     """`padconv conv` on LARGE_CONV, tiled and in memory, in turns with ORT_SCRIPT and `python
-    -c "import numpy"`; each output must agree with the script's within twice the bound."""
+    -c "import numpy"`."""
     case = bc.LARGE_CONV.shrunk() if s.quick else bc.LARGE_CONV
-    with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
-        inputs, paths = _on_disk(case, tmp, rng)
-        out = {name: Path(tmp) / f"y_{name}.npy" for name in ("tiled", "memory", "ort")}
-        commands = BASELINE | {f"padconv {engine}": cli_argv(case, paths, out[engine], "-q",
-                                                             "--engine", engine)
-                               for engine in ("tiled", "memory")}
-        commands[bc.ORT_SCRIPT] = [sys.executable, "-c", ORT_SCRIPT, *map(str, paths),
-                                   str(out["ort"])]
-        rows = interleaved(commands, s.large_runs)
-        agreement = None if any(row["note"] for row in rows.values()) else max(
-            conv_pair_ratio(case, inputs["X"], inputs["W"], out[e], out["ort"])
-            for e in ("tiled", "memory"))
-    shapes = (case.x_shape, case.w_shape, case.output_shape())
-    return {"describe": case.describe(), "rows": rows, "agreement": agreement,
-            "tensor_bytes": 4 * sum(math.prod(shape) for shape in shapes)}
+    inputs, paths = on_disk(case, tmp, rng)
+    labels = ("padconv tiled", "padconv memory", bc.ORT_SCRIPT)
+    outputs = {label: (case, inputs, tmp / f"y{i}.npy") for i, label in enumerate(labels)}
+    commands = BASELINE | {label: cli_argv(case, paths, outputs[label][2], "-q", "--engine",
+                                           label.split()[1]) for label in labels[:2]}
+    commands[bc.ORT_SCRIPT] = [sys.executable, "-c", ORT_SCRIPT, *map(str, paths),
+                               str(outputs[bc.ORT_SCRIPT][2])]
+    return {"describe": case.describe(), "tensor_bytes": tensor_bytes(case),
+            "rows": measure_processes(commands, outputs, s.large_runs)}
+
+
+def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str, Any]:
+    """`padconv conv --engine dask` on CLUSTER_CONV, Zarr or `.npy` in and out, in turns with
+    DASK_SCRIPT on one LocalCluster (worker processes on 127.0.0.1, one thread each)."""
+    case = bc.CLUSTER_CONV.shrunk() if s.quick else bc.CLUSTER_CONV
+    found = {"describe": case.describe(), "tensor_bytes": tensor_bytes(case), "rows": {}}
+    try:
+        import scipy.ndimage  # noqa: F401  (DASK_SCRIPT's)
+        from distributed import LocalCluster
+        from zarr import create_array
+    except ImportError as exc:
+        return found | {"skipped": str(exc)}
+    inputs, (x_npy, w_npy) = on_disk(case, tmp, rng)
+    x_zarr, chunk = tmp / "x.zarr", case.x_shape[-1] // bc.CLUSTER_CHUNKS
+    create_array(x_zarr, shape=case.x_shape, chunks=(1, 1, chunk, chunk), dtype="f4")[...] = (
+        inputs["X"])
+    runs = {"padconv zarr->zarr": (x_zarr, "y.zarr"), "padconv zarr->npy": (x_zarr, "y.npy"),
+            "padconv npy->npy": (x_npy, "y2.npy"), bc.DASK_SCRIPT: (x_zarr, "h.zarr")}
+    outputs = {label: (case, inputs, tmp / name) for label, (_, name) in runs.items()}
+    with LocalCluster(n_workers=bc.CLUSTER_WORKERS, threads_per_worker=1, host="127.0.0.1",
+                      dashboard_address=None, memory_limit="4GiB") as cluster:
+        at = cluster.scheduler_address
+        commands = {label: cli_argv(case, [x, w_npy], outputs[label][2], "-q", "--engine", "dask",
+                                    "--scheduler", at) if "padconv" in label else [
+            sys.executable, "-c", DASK_SCRIPT, at, str(x), str(w_npy), str(outputs[label][2])]
+            for label, (x, _) in runs.items()}
+        found["rows"] = measure_processes(commands, outputs, s.large_runs)
+    for row in found["rows"].values():
+        row["command"] = row["command"].replace(at.rsplit("/", 1)[-1], "SCHEDULER")
+    return found
+
+
+PROCESSES = {"cli/startup": ("startup", measure_startup), "cli/large": ("large", measure_large),
+             "cluster/dask": ("cluster", measure_cluster)}
+
+
+def tensor_bytes(case: bc.Case) -> int:
+    """Bytes of X, W and Y in float32."""
+    return 4 * sum(map(math.prod, (case.x_shape, case.w_shape, case.output_shape())))
 
 
 def describe_machine() -> dict[str, Any]:
@@ -243,7 +263,7 @@ def describe_machine() -> dict[str, Any]:
     cpu = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text()
                 .splitlines() if line.startswith("model name")), platform.processor())
     versions = {}
-    for name in ("numpy", "onnx", "onnxruntime", "torch", "padconv_cli"):
+    for name in ("numpy", "onnx", "onnxruntime", "torch", "dask", "padconv_cli"):
         try:
             versions[name] = __import__(name).__version__
         except ImportError:

@@ -22,27 +22,34 @@ VERDICTS = {"MET", "MISSED", "NOT MEASURED"}
 def test_quick_run_verifies_times_and_reports(tmp_path):
     docs = tmp_path / "benchmarks.md"
     argv = [sys.executable, str(BENCHMARKS / "bench.py"), "--quick", "--json", "--cases",
-            "conv/dilated", "--cases", "pad/reflect", "--cases", "cli/",
+            "conv/dilated", "--cases", "pad/reflect", "--cases", "cli/", "--cases", "cluster/",
             "--write-docs", str(docs)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    rows = {(row["case"], row["peer"]): row for row in result["kernels"]}
-    assert {case for case, _ in rows} == {"conv/dilated", "pad/reflect"}
-    for key in [("conv/dilated", p) for p in ("padconv", "onnxruntime", "onnx.reference")] + [
-            ("pad/reflect", p) for p in ("padconv", "padconv (out=)", "numpy.pad",
-                                         "strided copy", "onnxruntime")]:
-        assert rows[key]["status"] == "ok", rows[key]
-        assert rows[key]["runs"] >= 1 and rows[key]["median_s"] > 0
-    assert 0 <= rows["conv/dilated", "padconv"]["error_ratio"] <= 1
-    assert rows["conv/dilated", "torch"]["status"] in ("ok", "skipped")
-    processes = [*result["startup"]["rows"].values(), *result["large"]["rows"].values()]
-    assert [row["note"] for row in processes] == [""] * 7
-    assert all(row["median_s"] > 0 and row["peak_bytes"] > 2**20 for row in processes)
-    assert 0 <= result["large"]["agreement"] <= 1
+    assert list(result["conv"]) == ["conv/dilated"] and list(result["pad"]) == ["pad/reflect"]
+    conv, pad = result["conv"]["conv/dilated"]["rows"], result["pad"]["pad/reflect"]["rows"]
+    for row in [conv[p] for p in ("padconv", "onnxruntime", "onnx.reference")] + [
+            pad[p] for p in ("padconv", "padconv (out=)", "numpy.pad", "strided copy",
+                             "onnxruntime")]:
+        assert row["status"] == "ok", row
+        assert row["runs"] >= 1 and row["median_s"] > 0
+    assert 0 <= conv["padconv"]["error_ratio"] <= 1
+    assert conv["torch"]["status"] in ("ok", "skipped")
+    processes = {part: result[part]["rows"] for part in ("startup", "large", "cluster")}
+    assert [len(rows) for rows in processes.values()] == [3, 4, 4]
+    for rows in processes.values():
+        for label, row in rows.items():
+            assert row["status"] == "ok" and row["note"] == "", (label, row)
+            assert row["median_s"] > 0 and row["peak_bytes"] > 2**20
+            if label in ('python -c "import numpy"', "padconv pad"):  # no sum to bound
+                assert row["error_ratio"] is None
+            else:
+                assert 0 <= row["error_ratio"] <= 1, (label, row)
     assert {t["status"] for t in result["targets"]} <= VERDICTS
     text = docs.read_text()
-    for title in ("Conv (float32)", "Pad (float32)", "Large tensors", "Start-up", "Targets"):
+    for title in ("Conv (float32)", "Pad (float32)", "Large tensors", "Cluster", "Start-up",
+                  "Targets"):
         assert f"## {title}" in text
     assert text.startswith(bench.DOCS.read_text().split(bench.MARKER)[0])
     assert "partial run" in text  # (a noisy-host note appears only when the load was high)
@@ -55,11 +62,21 @@ def test_a_wrong_result_is_a_mismatch_and_is_not_timed():
 
     peers = (replace(bench_cases.PEERS[0], prepare=off_by_one), *bench_cases.PEERS[2:3])
     result = bench.run(["conv/resnet3x3", "pad/edge"], bench_measure.QUICK, peers)
-    by_case = {(row["case"], row["peer"]): row for row in result["kernels"]}
-    conv, pad = by_case["conv/resnet3x3", "padconv"], by_case["pad/edge", "padconv"]
-    assert conv["status"] == pad["status"] == "mismatch"
-    assert conv["error_ratio"] > 1 and conv["median_s"] is None and conv["runs"] == 0
-    assert by_case["conv/resnet3x3", "onnxruntime"]["status"] == "ok"
+    conv = result["conv"]["conv/resnet3x3"]["rows"]
+    assert conv["padconv"]["status"] == result["pad"]["pad/edge"]["rows"]["padconv"]["status"] == (
+        "mismatch")
+    assert conv["padconv"]["error_ratio"] > 1 and conv["padconv"]["median_s"] is None
+    assert conv["padconv"]["runs"] == 0 and conv["onnxruntime"]["status"] == "ok"
     verdicts = {t["target"].split(",")[0]: t["status"] for t in result["targets"]}
     assert verdicts["Conv: every padconv result within the dot-product error bound"] == "MISSED"
     assert verdicts["Conv: padconv / faster peer"] == "MISSED"  # the geometric mean
+
+
+def test_a_wrong_output_file_is_a_mismatch(tmp_path):
+    case = bench_cases.STARTUP[1]
+    inputs, _ = bench_measure.on_disk(case, tmp_path, np.random.default_rng(0))
+    out = tmp_path / "y.npy"
+    zeros = f"import sys, numpy; numpy.save(sys.argv[1], numpy.zeros({case.output_shape()}, 'f4'))"
+    commands = {"zeros": [sys.executable, "-c", zeros, str(out)]}
+    rows = bench_measure.measure_processes(commands, {"zeros": (case, inputs, out)}, 1)
+    assert rows["zeros"]["status"] == "mismatch" and rows["zeros"]["error_ratio"] > 1, rows
