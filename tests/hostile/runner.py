@@ -78,6 +78,20 @@ def wait_while_running(condition: Callable[[], bool], process: subprocess.Popen,
     return condition()
 
 
+def one_line_refusal(process: subprocess.Popen, event: str,
+                     timeout: float = CHILD_TIMEOUT_SECONDS) -> str:
+    """The stderr of ``process`` once it ends, which must be exit 2 with one line and no
+    traceback; ``event`` names what was done to it meanwhile (a run that finished first
+    tested nothing)."""
+    _, stderr = process.communicate(timeout=timeout)
+    text = stderr.decode("utf-8", "replace")
+    if process.returncode == 0:
+        raise AssertionError(f"the run finished before {event}; make the input larger")
+    assert process.returncode == 2, text
+    assert "Traceback" not in text and len(text.splitlines()) == 1, text
+    return text
+
+
 @dataclass(frozen=True)
 class ChildRun:
     """What one run of the child did: exit code, output, wall time and peak memory."""
