@@ -254,6 +254,26 @@ PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][NV], c
         for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
 }
 
+// The epilogue of a depthwise register block: *bias added to every lane (when given), then
+// the DW_NV vectors stored at `out`, directly when `whole` (the block ends inside the row, or
+// spills only onto positions computed after it), else through `tail`, of which the first
+// `count` elements are copied.
+template <typename T>
+PADCONV_TILE_INLINE void dw_store(typename VecOf<T>::V::type (&acc)[DW_NV], const T* bias,
+                                  T* out, bool whole, long count, T* tail) {
+    typedef typename VecOf<T>::V V;
+    if (bias) {
+        const typename V::type b = V::bcast(*bias);
+        for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
+    }
+    if (whole) {
+        for (int v = 0; v < DW_NV; ++v) V::store(out + v * V::lanes, acc[v]);
+    } else {
+        for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
+        memcpy(out, tail, count * sizeof(T));
+    }
+}
+
 // out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
 // element; panel rows are `pstride` apart, output rows `ostride` apart.
 template <typename T>
@@ -448,17 +468,9 @@ void depthwise_block_task(const ConvJob& J, long task, T* block) {
                             acc[v] = V::fma(a, V::load(at + v * V::lanes), acc[v]);
                     }
                 }
-                if (bias) {
-                    const typename V::type b = V::bcast(bias[m]);
-                    for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
-                }
                 // a block may spill past the row into the task's next rows, computed after it
-                if (j0 + width <= L || r * L + j0 + width <= r1 * L) {
-                    for (int v = 0; v < DW_NV; ++v) V::store(out + j0 + v * V::lanes, acc[v]);
-                } else {
-                    for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
-                    memcpy(out + j0, tail, (L - j0) * sizeof(T));
-                }
+                dw_store(acc, bias ? bias + m : nullptr, out + j0,
+                         j0 + width <= L || r * L + j0 + width <= r1 * L, L - j0, tail);
             }
         }
     }
@@ -536,18 +548,10 @@ void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
                             acc[v] = V::fma(a, V::load(src + v * V::lanes), acc[v]);
                     }
                 }
-                if (bias) {
-                    const typename V::type b = V::bcast(bias[m]);
-                    for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
-                }
                 // a block may spill past the row into the next rows of this task, which are
                 // computed (and overwritten) after it
-                if (j0 + width <= L || row * L + j0 + width <= r1 * L) {
-                    for (int v = 0; v < DW_NV; ++v) V::store(out + j0 + v * V::lanes, acc[v]);
-                } else {
-                    for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
-                    memcpy(out + j0, tail, (L - j0) * sizeof(T));
-                }
+                dw_store(acc, bias ? bias + m : nullptr, out + j0,
+                         j0 + width <= L || row * L + j0 + width <= r1 * L, L - j0, tail);
             }
         }
     }
