@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.errors import OutputTooLargeError
 from padconv_cli.kernels.conv import ConvPlan, plan_conv
 from padconv_cli.kernels.pad import PadPlan, coerce_constant_value, pad_element_kind, plan_pad
 from padconv_cli.outofcore.conv_geometry import ChannelTile
@@ -29,6 +28,7 @@ from padconv_cli.outofcore.conv_tiles import (
     conv_tile_cost,
     fixed_bytes,
     plan_conv_tiles,
+    tile_budget,
     tile_input,
 )
 from padconv_cli.outofcore.pad_geometry import TilePiece, crop_begins, tile_pieces
@@ -317,13 +317,7 @@ def conv_dask(
         import dask.array as da
 
         return da.zeros(plan.output_shape, dtype=x.dtype), True
-    budget = block_bytes - fixed_bytes(w, b)
-    if budget <= 0:
-        raise OutputTooLargeError(
-            f"memory_limit: a block budget of {block_bytes} bytes does not hold W and B "
-            f"({fixed_bytes(w, b)} bytes); raise memory_limit",
-            param="memory_limit",
-        )
+    budget = tile_budget(block_bytes, w, b, "memory_limit: a block budget")
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     source = block_source(x)
     axis_ranges = tiling.axis_ranges

@@ -80,6 +80,20 @@ def fixed_bytes(w: np.ndarray, b: np.ndarray | None) -> int:
     return w.nbytes + w.size * acc + bias
 
 
+def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> int:
+    """Bytes left for tiles (or blocks) once W and B are held: ``limit - fixed_bytes(w, b)``;
+    :class:`OutputTooLargeError` naming memory_limit when nothing is left.  ``what`` names
+    the limit in the message (``memory_limit``, or the dask engine's block budget)."""
+    fixed = fixed_bytes(w, b)
+    if limit - fixed <= 0:
+        raise OutputTooLargeError(
+            f"{what} of {limit} bytes does not hold W and B ({fixed} bytes with W's "
+            "accumulator copy); raise memory_limit",
+            param="memory_limit",
+        )
+    return limit - fixed
+
+
 @dataclass(frozen=True)
 class ConvTiling:
     """The tile grid: ranges of images, channel tiles, one range list per spatial axis.
@@ -225,13 +239,7 @@ def tiled_conv(
     x = open_npy_memmap(source) if isinstance(source, str) else source
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
-    budget = memory_limit - fixed_bytes(w, b)
-    if budget <= 0:
-        raise OutputTooLargeError(
-            f"memory_limit {memory_limit} bytes does not even hold W and B "
-            f"({fixed_bytes(w, b)} bytes with W's accumulator copy); raise memory_limit",
-            param="memory_limit",
-        )
+    budget = tile_budget(memory_limit, w, b, "memory_limit")
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
     axis_ranges = tiling.axis_ranges
     tiles = (tile_input(plan, images, channels, tuple(spatial))

@@ -85,3 +85,39 @@ def test_quiet_says_nothing_and_a_terminal_gets_the_bar():
     assert progress_display(quiet=False, terminal=True) is True
     assert progress_display(quiet=False, terminal=True, colour=False) == "plain"
     assert progress_display(quiet=False, terminal=False) == "line"
+
+
+# --- W and B come first: the budget left for tiles -------------------------------------------
+
+
+def _engine_runs():
+    """The tiled and the dask engine's Conv, each with a limit of ``limit`` bytes."""
+    from padconv_cli.outofcore.conv_tiles import tiled_conv
+
+    def tiled(folder, x, w, b, limit):
+        np.save(folder / "x.npy", x)
+        return tiled_conv(str(folder / "x.npy"), w, b, str(folder / "y.npy"), memory_limit=limit)
+
+    def on_dask(folder, x, w, b, limit):
+        da = pytest.importorskip("dask.array")
+        from padconv_cli.engines.dask_ops import conv_dask
+
+        return conv_dask(da.from_array(x), w, b, block_bytes=limit)
+
+    return {"tiled": tiled, "dask": on_dask}
+
+
+@pytest.mark.parametrize("engine", sorted(_engine_runs()))
+def test_a_limit_that_does_not_hold_w_and_b_is_refused_naming_it(tmp_path, engine):
+    """W (float32) held with its float32 accumulator copy, plus B: 2 * 4 * 8*8*3*3 + 4 * 8
+    bytes; a limit of exactly that leaves nothing for a tile."""
+    from padconv_cli.errors import OutputTooLargeError
+
+    x = np.ones((1, 8, 16, 16), np.float32)
+    w, b = np.ones((8, 8, 3, 3), np.float32), np.ones(8, np.float32)
+    held = 2 * w.nbytes + b.nbytes
+    with pytest.raises(OutputTooLargeError, match=f"of {held} bytes does not hold W and B "
+                       f"[(]{held} bytes") as refused:
+        _engine_runs()[engine](tmp_path, x, w, b, held)
+    assert refused.value.param == "memory_limit"
+    assert not (tmp_path / "y.npy").exists()
