@@ -38,6 +38,16 @@ def sniff_format(head: bytes) -> str:
     return "pb"
 
 
+def _sniffed_kind(head: bytes, member: str | None, label: str) -> str:
+    """:func:`sniff_format` of a non-empty image; a member name only for an .npz archive."""
+    if not head:
+        raise InputError(f"{label}: empty input, no tensor")
+    kind = sniff_format(head)
+    if member is not None and kind != "npz":
+        raise InputError(f"{label}: a member name ({member!r}) needs an .npz archive")
+    return kind
+
+
 def read_sniffed_bytes(
     data: bytes, label: str, member: str | None = None
 ) -> tuple[str | None, np.ndarray]:
@@ -45,11 +55,7 @@ def read_sniffed_bytes(
 
     A TensorProto read this way cannot use external data (there is no folder to confine it to).
     """
-    if not data:
-        raise InputError(f"{label}: empty input, no tensor")
-    kind = sniff_format(data)
-    if member is not None and kind != "npz":
-        raise InputError(f"{label}: a member name ({member!r}) needs an .npz archive")
+    kind = _sniffed_kind(data, member, label)
     if kind == "npy":
         return None, read_npy_bytes(data, label)
     if kind == "npz":
@@ -93,11 +99,7 @@ def _read_stdin_tensor(stream: BinaryIO, member: str | None) -> tuple[str | None
     from padconv_cli.tensorio.policy import input_limit
 
     head = read_exact(stream, len(NPY_MAGIC) + 2)
-    if not head:
-        raise InputError(f"{STDIN_LABEL}: empty input, no tensor")
-    kind = sniff_format(head)
-    if member is not None and kind != "npz":
-        raise InputError(f"{STDIN_LABEL}: a member name ({member!r}) needs an .npz archive")
+    kind = _sniffed_kind(head, member, STDIN_LABEL)
     if kind == "npy":
         return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL)
     limit = input_limit()

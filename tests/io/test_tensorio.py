@@ -472,6 +472,28 @@ def test_stdin_garbage(monkeypatch, data, message):
         read_tensor("-")
 
 
+@pytest.mark.parametrize("reader", ["image", "stream"])
+@pytest.mark.parametrize(
+    ("data", "member", "message"),
+    [
+        (b"", None, "empty input, no tensor"),
+        (b"", "a", "empty input, no tensor"),
+        (b"\xff\xff\xff\xff", "a", "a member name [(]'a'[)] needs an .npz archive"),
+        (MAGIC + b"\x01\x00", "a", "a member name [(]'a'[)] needs an .npz archive"),
+    ],
+)
+def test_sniffed_images_and_streams_share_their_rules(reader, data, member, message):
+    """The in-memory image (a file of unknown suffix) and the stream (stdin) are refused alike:
+    nothing to read, or a member name for what is no archive."""
+    from padconv_cli.tensorio.sniff import read_sniffed_bytes, read_stdin_stream
+
+    with pytest.raises(InputError, match=f"^<stdin>: {message}$"):
+        if reader == "image":
+            read_sniffed_bytes(data, "<stdin>", member)
+        else:
+            read_stdin_stream(io.BytesIO(data), member)
+
+
 def test_stdin_pb_may_not_use_external_data(monkeypatch):
     tensor = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=[1])
     tensor.data_location = onnx.TensorProto.EXTERNAL
