@@ -274,6 +274,22 @@ PADCONV_TILE_INLINE void dw_store(typename VecOf<T>::V::type (&acc)[DW_NV], cons
     }
 }
 
+// The bias of W's row block mb, of which `rows` rows are real: copied into `tile_bias` (MR
+// values, zeros after the real rows), or null without a bias.
+template <typename T>
+inline const T* block_bias(const T* bias, long mb, long rows, T* tile_bias) {
+    if (!bias) return 0;
+    for (int i = 0; i < MR; ++i) tile_bias[i] = i < rows ? bias[mb * MR + i] : T(0);
+    return tile_bias;
+}
+
+// The `rows` x `cols` corner of a tile computed aside (rows `nr` apart) copied into Y (rows
+// `ostride` apart): a tile at the edge of W's rows or of the positions.
+template <typename T>
+inline void copy_tile_part(const T* tile, long nr, long rows, long cols, T* out, long ostride) {
+    for (long i = 0; i < rows; ++i) memcpy(out + i * ostride, tile + i * nr, cols * sizeof(T));
+}
+
 // out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
 // element; panel rows are `pstride` apart, output rows `ostride` apart.
 template <typename T>
@@ -351,19 +367,14 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
     auto tile_at = [&](long mb, long j0, const T* from, long stride) {
         const long rows = min_l(MR, J.mg - mb * MR), cols = min_l(nr, np - j0);
         const T* w = wg + mb * MR * J.ck;
-        const T* b = 0;
-        if (bias) {
-            for (int i = 0; i < MR; ++i) tile_bias[i] = i < rows ? bias[mb * MR + i] : T(0);
-            b = tile_bias;
-        }
+        const T* b = block_bias(bias, mb, rows, tile_bias);
         T* out = y + mb * MR * J.out_plane + j0;
         if (rows == MR && cols == nr) {  // the whole tile lands in Y
             micro_tile<T>(w, from, stride, J.ck, b, out, J.out_plane);
             return;
         }
         micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
-        for (long i = 0; i < rows; ++i)
-            memcpy(out + i * J.out_plane, tile + i * nr, cols * sizeof(T));
+        copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
     };
     if (direct) {  // each strip of X packed first (its rows are far apart in X), then every W
         for (long j0 = 0; j0 < npad; j0 += nr) {
@@ -636,11 +647,7 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
     for (long mb = 0; mb < mblocks; ++mb) {
         const long rows = min_l(MR, J.mg - mb * MR);
         const T* w = wg + mb * MR * J.ck;
-        const T* b = 0;
-        if (bias) {
-            for (int i = 0; i < MR; ++i) tile_bias[i] = i < rows ? bias[mb * MR + i] : T(0);
-            b = tile_bias;
-        }
+        const T* b = block_bias(bias, mb, rows, tile_bias);
         for (long r = r0; r < r1; ++r) {
             const T* row_slot = slots + (r - r0) * row_slots;
             for (long j0 = 0; j0 < npad; j0 += nr) {
@@ -653,8 +660,7 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
                     continue;
                 }
                 row_tile<T>(J, w, row_slot, slot_size, starts, b, tile, nr);
-                for (long i = 0; i < rows; ++i)
-                    memcpy(out + i * J.out_plane, tile + i * nr, cols * sizeof(T));
+                copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
             }
         }
     }
