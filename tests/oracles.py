@@ -20,6 +20,19 @@ import ml_dtypes
 import numpy as np
 
 
+def fp16_spec_example():
+    """The spec's 3x3 example in float16, with a bias: (X, W, B, expected), each float16 sum
+    exact (multiples of 1/8 well inside float16's precision), so any summation order gives
+    these bits; run it with ``pads=[1, 1, 1, 1]``."""
+    X = (np.arange(16, dtype=np.float16) * np.float16(0.5)).reshape(1, 1, 4, 4)
+    W = np.full((1, 1, 3, 3), 0.25, dtype=np.float16)
+    B = np.array([0.5], dtype=np.float16)
+    expected = np.array(
+        [[1.75, 2.75, 3.5, 2.75], [3.875, 6.125, 7.25, 5.375], [6.875, 10.625, 11.75, 8.375],
+         [5.75, 8.75, 9.5, 6.75]], dtype=np.float16)[None, None]
+    return X, W, B, expected
+
+
 def resolve_pads(x_spatial, kernel, strides, dilations, auto_pad, pads):
     """Begin/end pads per axis, from the spec's auto_pad formulas (independent of the kernel)."""
     rank = len(x_spatial)

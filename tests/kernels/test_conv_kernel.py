@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oracles import (  # noqa: F401  (re-exported for the other conv test files)
     assert_conv_within_bound,
+    fp16_spec_example,
     oracle_conv,
     random_inputs,
     resolve_pads,
@@ -67,12 +68,7 @@ def test_spec_example(name):
 
 
 def test_spec_example_fp16_bit_for_bit():
-    X = (np.arange(16, dtype=np.float16) * np.float16(0.5)).reshape(1, 1, 4, 4)
-    W = np.full((1, 1, 3, 3), 0.25, dtype=np.float16)
-    B = np.array([0.5], dtype=np.float16)
-    expected = np.array(
-        [[1.75, 2.75, 3.5, 2.75], [3.875, 6.125, 7.25, 5.375], [6.875, 10.625, 11.75, 8.375],
-         [5.75, 8.75, 9.5, 6.75]], dtype=np.float16)[None, None]
+    X, W, B, expected = fp16_spec_example()
     Y = conv(X, W, B, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     assert Y.dtype == np.float16
     assert Y.tobytes() == expected.tobytes()

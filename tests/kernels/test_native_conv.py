@@ -15,7 +15,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from oracles import assert_conv_within_bound, random_inputs, resolve_pads
+from oracles import assert_conv_within_bound, fp16_spec_example, random_inputs, resolve_pads
 
 from padconv_cli.errors import PadconvError
 from padconv_cli.kernels import native
@@ -135,12 +135,7 @@ def test_every_isa_within_the_dot_product_bound(forced_isa, name, dtype):
 
 
 def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
-    X = (np.arange(16, dtype=np.float16) * np.float16(0.5)).reshape(1, 1, 4, 4)
-    W = np.full((1, 1, 3, 3), 0.25, dtype=np.float16)
-    B = np.array([0.5], dtype=np.float16)
-    expected = np.array(
-        [[1.75, 2.75, 3.5, 2.75], [3.875, 6.125, 7.25, 5.375], [6.875, 10.625, 11.75, 8.375],
-         [5.75, 8.75, 9.5, 6.75]], dtype=np.float16)[None, None]
+    X, W, B, expected = fp16_spec_example()
     Y = conv(X, W, B, pads=[1, 1, 1, 1])
     assert Y.tobytes() == expected.tobytes()
 
