@@ -6,6 +6,7 @@ import io
 
 import numpy as np
 import pytest
+from oracles import fp16_spec_example
 
 X5 = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
 W3 = np.ones((1, 1, 3, 3), dtype=np.float32)
@@ -55,32 +56,14 @@ def test_kernel_shape_taken_from_w_and_bias_literal(run_cli, xw):
 
 
 def test_fp16_example_bit_exact(run_cli, tmp_path):
-    x = (np.arange(16, dtype=np.float16) / 2).reshape(1, 1, 4, 4)
-    w = np.full((1, 1, 3, 3), 0.25, dtype=np.float16)
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "w.npy", w)
-    np.save(tmp_path / "b.npy", np.array([0.5], dtype=np.float16))
-    result = run_cli(
-        "conv",
-        *(str(tmp_path / n) for n in ("x.npy", "w.npy", "b.npy")),
-        "--pads",
-        "1,1,1,1",
-        "-o",
-        "-",
-    )
+    for name, tensor in zip(("x", "w", "b"), fp16_spec_example()[:3], strict=True):
+        np.save(tmp_path / f"{name}.npy", tensor)
+    result = run_cli("conv", *(str(tmp_path / f"{n}.npy") for n in "xwb"), "--pads", "1,1,1,1",
+                     "-o", "-")
     assert result.exit_code == 0, result.stderr
     got = np.load(io.BytesIO(result.stdout_bytes), allow_pickle=False)
-    expected = np.array(
-        [
-            [1.75, 2.75, 3.5, 2.75],
-            [3.875, 6.125, 7.25, 5.375],
-            [6.875, 10.625, 11.75, 8.375],
-            [5.75, 8.75, 9.5, 6.75],
-        ],
-        np.float16,
-    )
     assert got.dtype == np.float16
-    assert got[0, 0].tobytes() == expected.tobytes()
+    assert got.tobytes() == fp16_spec_example()[3].tobytes()
 
 
 ERROR_CASES = [
