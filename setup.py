@@ -93,7 +93,8 @@ setup(
         Extension(
             "padconv_cli.kernels._native",
             sources=[NATIVE + name for name in SOURCES],
-            depends=[NATIVE + "conv_job.h", NATIVE + "conv_impl.h", NATIVE + "pool.h"],
+            depends=[NATIVE + "conv_job.h", NATIVE + "conv_impl.h", NATIVE + "pool.h",
+                     NATIVE + "f16c_widen.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
             language="c++",
