@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -135,6 +136,21 @@ def _block_bytes(client: Any, memory_limit: int | None, fallback: int | None) ->
     return block_budget(worker_limits(client), memory_limit, fallback)
 
 
+def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], source: str,
+                target: str, memory_limit: int | None, scheduler: str | None,
+                show_progress: bool | str, verbose: bool, fallback_limit: int | None
+                ) -> TiledResult:
+    """One dask run of Pad or Conv: connect, size the blocks (:func:`_block_bytes`), open the
+    input, build ``blocks(x chunked, block_bytes) -> (y, exact)`` and store y into ``target``."""
+    source, target = _paths(source, target)
+    with dask_client(scheduler, verbose) as client:
+        block_bytes = _block_bytes(client, memory_limit, fallback_limit)
+        x = open_block_input(source)
+        y, exact = blocks(x.chunked(block_bytes), block_bytes)
+        count = store(client, y, target, show_progress, label, [x.fingerprint], scheduler)
+    return TiledResult(tuple(y.shape), count, exact)
+
+
 def dask_pad(
     source: str,
     target: str,
@@ -156,14 +172,12 @@ def dask_pad(
     memory limits, ``memory_limit`` (a per-worker cap, None: none) and ``fallback_limit``
     (for workers without a limit; default half the available memory).
     """
-    source, target = _paths(source, target)
-    with dask_client(scheduler, verbose) as client:
-        block_bytes = _block_bytes(client, memory_limit, fallback_limit)
-        x = open_block_input(source)
-        y = pad_dask(x.chunked(block_bytes), pads, constant_value, axes, mode,
-                     block_bytes=block_bytes, plan=plan)
-        blocks = store(client, y, target, show_progress, "pad", [x.fingerprint], scheduler)
-    return TiledResult(tuple(y.shape), blocks, True)
+    def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
+        return pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes,
+                        plan=plan), True
+
+    return _run_blocks("pad", blocks, source, target, memory_limit, scheduler, show_progress,
+                       verbose, fallback_limit)
 
 
 def dask_conv(
@@ -182,11 +196,8 @@ def dask_conv(
 ) -> TiledResult:
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
     (blocks sized as for :func:`dask_pad`)."""
-    source, target = _paths(source, target)
-    with dask_client(scheduler, verbose) as client:
-        block_bytes = _block_bytes(client, memory_limit, fallback_limit)
-        x = open_block_input(source)
-        y, exact = conv_dask(x.chunked(block_bytes), w, b, block_bytes=block_bytes, plan=plan,
-                             **attributes)
-        blocks = store(client, y, target, show_progress, "conv", [x.fingerprint], scheduler)
-    return TiledResult(tuple(y.shape), blocks, exact)
+    def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
+        return conv_dask(x, w, b, block_bytes=block_bytes, plan=plan, **attributes)
+
+    return _run_blocks("conv", blocks, source, target, memory_limit, scheduler, show_progress,
+                       verbose, fallback_limit)
