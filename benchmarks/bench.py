@@ -71,23 +71,19 @@ def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS) -> dict[str, 
 
 
 def docs_text(result: dict[str, Any], command: str) -> str:
-    """docs/benchmarks.md: its hand-written part up to MARKER, then the machine, the settings
-    and every table of this run."""
+    """docs/benchmarks.md: its hand-written part up to MARKER, then the command, the machine,
+    the settings and every table of this run."""
     m, s = result["machine"], result["settings"]
-    partial = " **A partial run.**" if s["quick"] or s["cases"] else ""
     load = float(m["load_average"].split()[0])
-    return "\n".join([
-        DOCS.read_text().split(MARKER)[0] + MARKER + "\n", f"## The run of {result['date']}\n",
-        f"`{command}`.{partial}" + (
-            f" **A noisy host:** the load average was {load:.1f} on {m['cores']} cores at the "
-            "start, so times are inflated and ratios unreliable (most for threads that "
-            "spin-wait, as OpenBLAS's do): rerun on a quiet machine." if load >= 1 else "") + "\n",
-        f"- CPU: {m['cpu']}, {m['cores']} usable cores; load average (1, 5, 15 min) "
-        f"{m['load_average']} at the start, {m['load_average_end']} at the end",
-        f"- Python {m['python']} on {m['platform']}; numpy's BLAS: {m['numpy_blas']}",
-        "- " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()),
-        "- Settings: " + ", ".join(f"{k}={v}" for k, v in s.items()) + "\n",
-        *map(markdown, all_tables(result))])
+    notes = [" **A partial run.**"] * bool(s["quick"] or s["cases"]) + [
+        f" **A noisy host:** the load average was {load:.1f} on {m['cores']} cores at the start,"
+        " so times are inflated and ratios unreliable (most for threads that spin-wait, as "
+        "OpenBLAS's do): rerun on a quiet machine."] * (load >= 1)
+    return "\n".join([DOCS.read_text().split(MARKER)[0] + MARKER + "\n",
+                      f"## The run of {result['date']}\n", f"`{command}`.{''.join(notes)}\n",
+                      *(f"- {k}: {v}" for k, v in m.items()),
+                      "- settings: " + ", ".join(f"{k}={v}" for k, v in s.items()) + "\n",
+                      *map(markdown, all_tables(result))])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +201,9 @@ def measure_startup(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
         inputs, paths = on_disk(case, tmp, rng)
         outputs[case.label] = (case, inputs, tmp / f"{case.kind}_out.npy")
         commands[case.label] = cli_argv(case, paths, outputs[case.label][2])
-    return {"rows": measure_processes(commands, outputs, s.process_runs)}
+    return {"title": "Start-up (whole processes)", "vs": bc.INTERPRETER,
+            "legend": "Small .npy files in, a .npy file out.",
+            "rows": measure_processes(commands, outputs, s.process_runs)}
 
 
 def measure_large(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str, Any]:
@@ -214,15 +217,20 @@ def measure_large(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str,
                                            label.split()[1]) for label in labels[:2]}
     commands[bc.ORT_SCRIPT] = [sys.executable, "-c", ORT_SCRIPT, *map(str, paths),
                                str(outputs[bc.ORT_SCRIPT][2])]
-    return {"describe": case.describe(), "tensor_bytes": tensor_bytes(case),
-            "rows": measure_processes(commands, outputs, s.large_runs)}
+    size = 4 * sum(map(math.prod, (case.x_shape, case.w_shape, case.output_shape())))
+    return {"title": "Large tensors (whole processes)", "vs": bc.ORT_SCRIPT, "tensor_bytes": size,
+            "legend": f"{case.describe()}, .npy in and out; input + output + weights: "
+            f"{size / 2**20:.0f} MiB.", "rows": measure_processes(commands, outputs, s.large_runs)}
 
 
 def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str, Any]:
     """`padconv conv --engine dask` on CLUSTER_CONV, Zarr or `.npy` in and out, in turns with
     DASK_SCRIPT on one LocalCluster (worker processes on 127.0.0.1, one thread each)."""
     case = bc.CLUSTER_CONV.shrunk() if s.quick else bc.CLUSTER_CONV
-    found = {"describe": case.describe(), "tensor_bytes": tensor_bytes(case), "rows": {}}
+    found = {"title": "Cluster (whole processes)", "vs": bc.DASK_SCRIPT, "rows": {}, "legend": (
+        f"{case.describe()}, Zarr ({bc.CLUSTER_CHUNKS}x{bc.CLUSTER_CHUNKS} chunks) or .npy in "
+        f"and out; one LocalCluster of {bc.CLUSTER_WORKERS} worker processes, one thread each, "
+        "shared by every command (peak RSS: the client's).")}
     try:
         import scipy.ndimage  # noqa: F401  (DASK_SCRIPT's)
         from distributed import LocalCluster
@@ -253,25 +261,24 @@ PROCESSES = {"cli/startup": ("startup", measure_startup), "cli/large": ("large",
              "cluster/dask": ("cluster", measure_cluster)}
 
 
-def tensor_bytes(case: bc.Case) -> int:
-    """Bytes of X, W and Y in float32."""
-    return 4 * sum(map(math.prod, (case.x_shape, case.w_shape, case.output_shape())))
-
-
 def describe_machine() -> dict[str, Any]:
-    """CPU, usable cores, load average, Python, package versions and numpy's BLAS."""
+    """CPU, usable cores, load average, Python, numpy's BLAS and the packages' versions."""
     cpu = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text()
                 .splitlines() if line.startswith("model name")), platform.processor())
-    versions = {}
-    for name in ("numpy", "onnx", "onnxruntime", "torch", "dask", "padconv_cli"):
-        try:
-            versions[name] = __import__(name).__version__
-        except ImportError:
-            versions[name] = "not installed"
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
     return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "load_average": load_average(),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "versions": versions, "numpy_blas": f"{blas['name']} {blas['version']}"}
+            "python": f"{platform.python_version()} on {platform.platform()}",
+            "numpy_blas": f"{blas['name']} {blas['version']}", "versions": ", ".join(
+                f"{name} {version(name)}" for name in ("numpy", "onnx", "onnxruntime", "torch",
+                                                       "dask", "padconv"))}
+
+
+def version(package: str) -> str:
+    """The installed version of `package`, or 'not installed'."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def load_average() -> str:

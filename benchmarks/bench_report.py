@@ -152,18 +152,16 @@ def kernel_table(cases: dict[str, dict], kind: str) -> Table | None:
     return table if table.rows else None
 
 
-def process_table(title: str, part: dict | None, legend: str, vs: str) -> Table | None:
-    """Whole-process commands: median wall time (and time / that of command `vs`), peak RSS,
-    and the output's error / bound."""
-    if not part:
-        return None
-    table = Table(title, ["Command", f"Median (/ {vs})", "Peak RSS", "Runs", "error / bound"],
-                  legend)
+def process_table(part: dict) -> Table:
+    """Whole-process commands: median wall time (and time / that of the part's command "vs"),
+    peak RSS, and the output's error / bound."""
+    table = Table(part["title"], ["Command", f"Median (/ {part['vs']})", "Peak RSS", "Runs",
+                                  "error / bound"], part["legend"])
     if "skipped" in part:
         table.rows.append([f"skipped {table.note(part['skipped'])}", *"----"])
     for label, row in part["rows"].items():
         peak, error = row["peak_bytes"], row["error_ratio"]
-        table.rows.append([row["command"], cell(table, part["rows"], label, vs),
+        table.rows.append([row["command"], cell(table, part["rows"], label, part["vs"]),
                            f"{peak / MIB:.0f} MiB" if peak else "-", str(row["runs"]),
                            "-" if error is None else f"{error:.2g}"])
     return table
@@ -171,22 +169,11 @@ def process_table(title: str, part: dict | None, legend: str, vs: str) -> Table 
 
 def all_tables(result: dict[str, Any]) -> list[Table]:
     """Every table of a result, in display order."""
-    large, cluster = result.get("large"), result.get("cluster")
-    tables = [
-        kernel_table(result["conv"], "conv"), kernel_table(result["pad"], "pad"),
-        process_table("Large tensors (whole processes)", large, large and (
-            f"{large['describe']}, .npy in and out; input + output + weights: "
-            f"{large['tensor_bytes'] / MIB:.0f} MiB."), bc.ORT_SCRIPT),
-        process_table("Cluster (whole processes)", cluster, cluster and (
-            f"{cluster['describe']}, Zarr ({bc.CLUSTER_CHUNKS}x{bc.CLUSTER_CHUNKS} chunks) or "
-            f".npy in and out; one LocalCluster of {bc.CLUSTER_WORKERS} worker processes, one "
-            "thread each, shared by every command (peak RSS: the client's)."), bc.DASK_SCRIPT),
-        process_table("Start-up (whole processes)", result.get("startup"),
-                      "Small .npy files in, a .npy file out.", bc.INTERPRETER),
+    kernels = [kernel_table(result["conv"], "conv"), kernel_table(result["pad"], "pad")]
+    return [table for table in kernels if table] + [
+        process_table(result[k]) for k in PROCESS_PARTS if k in result] + [
         Table("Targets", ["Target", "Verdict", "Measured"],
-              rows=[[t["target"], t["status"], t["measured"]] for t in result["targets"]]),
-    ]
-    return [table for table in tables if table]
+              rows=[[t["target"], t["status"], t["measured"]] for t in result["targets"]])]
 
 
 def markdown(table: Table) -> str:
