@@ -22,7 +22,8 @@ wide strings then never holds the wide result.
 Working memory: Conv's is the formula of its compute path
 (:func:`padconv_cli.kernels.conv_paths.working_bytes`).  Pad holds its result; one held as
 objects is its pointers, plus the strings made from the input, plus the piece being written
-(``.npy``) or the whole message (``.pb``, which is serialised at once).
+(``.npy``); a string result written to ``.pb`` (serialised at once) needs the whole message
+plus ``PB_STRING_HELD`` bytes an element.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ STR_OBJECT_BYTES = 64  # a python str's header, over its characters
 UTF8_MAX = 4
 UTF32 = 4
 PB_TAG = 1  # the field tag byte of each string_data element
+PB_STRING_HELD = 64  # memory per string while a TensorProto is built and serialised (the
+# encoded strings' list and protobuf's own copy of each: about 58 bytes measured)
 
 
 def written_format(output: str | None, fmt: str | None) -> str:
@@ -144,15 +147,21 @@ def pad_needs(data: np.ndarray, plan: Any, dtype: np.dtype, fill: Any, fmt: str)
     output = pad_written_bytes(data, plan, dtype, fill, fmt)
     count = math.prod(plan.output_shape)
     converted = strings_as_objects(dtype, plan)
-    if dtype.kind != "O" and not converted:
+    objects = dtype.kind == "O" or converted
+    serialised = fmt == "pb" and dtype.kind in "OUS"
+    if not (objects or serialised):
         return Needs(_nbytes(data), output, 0, tuple(plan.output_shape),
                      dtype_name(dtype), dtype.itemsize)
     from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
 
     made = math.prod(plan.input_shape) * (STR_OBJECT_BYTES + dtype.itemsize) if converted else 0
-    written = output if fmt == "pb" else min(output, STRING_CHUNK_BYTES)
+    if serialised:
+        written = output + count * PB_STRING_HELD
+    else:
+        written = min(output, STRING_CHUNK_BYTES)
+    itemsize = POINTER_BYTES if objects else dtype.itemsize
     return Needs(_nbytes(data), output, made + written, tuple(plan.output_shape),
-                 dtype_name(dtype), POINTER_BYTES, held=count * POINTER_BYTES)
+                 dtype_name(dtype), itemsize, held=count * itemsize)
 
 
 def conv_needs(arrays: tuple[Any, ...], plan: Any, dtype: np.dtype) -> Needs:
