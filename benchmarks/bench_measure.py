@@ -176,7 +176,7 @@ def measure_processes(commands: dict, outputs: dict[str, tuple], runs: int) -> d
     (`.npy` or Zarr) verified like a kernel case's result."""
     rows, wanted = interleaved(commands, runs), {}
     for label, (case, inputs, path) in outputs.items():
-        if rows[label]["status"] == "ok":
+        if label in rows and rows[label]["status"] == "ok":
             if case not in wanted:
                 wanted[case] = bc.expected(case, inputs)
             got = np.load(path) if path.suffix == ".npy" else zarr.open_array(path)[...]
@@ -231,12 +231,17 @@ def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
         f"{case.describe()}, Zarr ({bc.CLUSTER_CHUNKS}x{bc.CLUSTER_CHUNKS} chunks) or .npy in "
         f"and out; one LocalCluster of {bc.CLUSTER_WORKERS} worker processes, one thread each, "
         "shared by every command (peak RSS: the client's).")}
-    try:
-        import scipy.ndimage  # noqa: F401  (DASK_SCRIPT's)
+    try:  # padconv's dask extra
         from distributed import LocalCluster
         from zarr import create_array
     except ImportError as exc:
         return found | {"skipped": str(exc)}
+    try:
+        import scipy.ndimage  # noqa: F401  (DASK_SCRIPT's: a peer, skipped when missing)
+    except ImportError as exc:
+        found["rows"][bc.DASK_SCRIPT] = {"status": "skipped", "note": str(exc), "runs": 0,
+                                         "command": "python -c SCRIPT", "median_s": None,
+                                         "peak_bytes": None, "error_ratio": None}
     inputs, (x_npy, w_npy) = on_disk(case, tmp, rng)
     x_zarr, chunk = tmp / "x.zarr", case.x_shape[-1] // bc.CLUSTER_CHUNKS
     create_array(x_zarr, shape=case.x_shape, chunks=(1, 1, chunk, chunk), dtype="f4")[...] = (
@@ -250,8 +255,8 @@ def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
         commands = {label: cli_argv(case, [x, w_npy], outputs[label][2], "-q", "--engine", "dask",
                                     "--scheduler", at) if "padconv" in label else [
             sys.executable, "-c", DASK_SCRIPT, at, str(x), str(w_npy), str(outputs[label][2])]
-            for label, (x, _) in runs.items()}
-        found["rows"] = measure_processes(commands, outputs, s.large_runs)
+            for label, (x, _) in runs.items() if label not in found["rows"]}
+        found["rows"] = measure_processes(commands, outputs, s.large_runs) | found["rows"]
     for row in found["rows"].values():
         row["command"] = row["command"].replace(at.rsplit("/", 1)[-1], "SCHEDULER")
     return found

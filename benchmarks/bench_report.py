@@ -86,11 +86,11 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
               if label != bc.INTERPRETER]
     return targets + [
         target("Large tensors: padconv --engine tiled / the onnxruntime script <= 1.0",
-               large and ratio(large, bc.ORT_SCRIPT, "padconv tiled"), 1.0),
+               ratio(large, bc.ORT_SCRIPT, "padconv tiled") if large else None, 1.0),
         target("Large tensors: padconv in memory, peak RSS over the interpreter's <= input + "
                "output + weights + 100 MiB", over, allowed, f" MiB (allowed {allowed:.0f})"),
         target("Cluster: padconv --engine dask, Zarr to Zarr / the dask script <= 1.0",
-               cluster and ratio(cluster, bc.DASK_SCRIPT, "padconv zarr->zarr"), 1.0),
+               ratio(cluster, bc.DASK_SCRIPT, "padconv zarr->zarr") if cluster else None, 1.0),
         target('Start-up: padconv pad and conv / python -c "import numpy" <= 1.5',
                worst(starts, every=True), 1.5, " at worst"),
     ]
