@@ -31,12 +31,12 @@ def small_disk(tmp_path):
 
 
 def _fill(folder) -> None:
-    """Write zeros into ``folder`` until its file system is full."""
-    with open(folder / "fill", "wb") as stream:
+    """Write zeros into ``folder`` until its file system is full (unbuffered: a buffered
+    stream would raise ENOSPC again when it is closed, flushing what it still holds)."""
+    with open(folder / "fill", "wb", buffering=0) as stream:
         try:
-            while True:
-                stream.write(b"\0" * 2**20)
-                stream.flush()
+            while stream.write(b"\0" * 2**20):
+                pass
         except OSError:
             pass
 
