@@ -8,7 +8,11 @@ sockets are the status HTTP servers distributed always starts, bound to 127.0.0.
 
 Messages: distributed's own log lines and warnings (``Couldn't gather ... rescheduling``,
 reconnection attempts) reach stderr only with ``--verbose``; a lost scheduler or a dead
-worker becomes one :class:`~padconv_cli.errors.RuntimeFailure` line (exit code 3).
+worker becomes one :class:`~padconv_cli.errors.RuntimeFailure` line (exit code 3).  asyncio
+reports a future whose exception nobody read when the future is collected, which can be long
+after the run (a timeout while a loaded cluster shuts down: "Future exception was never
+retrieved"): a quiet run collects its garbage before it ends, and leaves the ``asyncio``
+logger quiet when nobody had set its level.
 
 Block sizes (:func:`block_budget`): each worker's memory budget is half of the memory limit
 the scheduler reports for it (distributed spills to disk at 60 % of that limit and pauses
@@ -22,6 +26,7 @@ smallest over the workers, at most 512 MiB.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import warnings
 from collections.abc import Iterator
@@ -81,10 +86,14 @@ def quiet_distributed(verbose: bool) -> Iterator[None]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            yield
+            try:
+                yield
+            finally:
+                gc.collect()
     finally:
         for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
+            if logger.name != "asyncio" or level != logging.NOTSET:
+                logger.setLevel(level)
 
 
 @contextlib.contextmanager

@@ -3,6 +3,8 @@ runs, and block sizes taken from the workers' memory limits."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import logging
 import os
@@ -56,6 +58,21 @@ def test_distributed_log_lines_are_hidden_unless_verbose():
     with quiet_distributed(verbose=True):
         assert logger.isEnabledFor(logging.ERROR)
     assert logger.isEnabledFor(logging.ERROR)
+
+
+def test_a_future_a_quiet_run_left_unread_reports_nothing_when_collected(caplog):
+    loop = asyncio.new_event_loop()
+    try:
+        with quiet_distributed(verbose=False):
+            future = loop.create_future()
+            future.set_exception(TimeoutError("Timeout"))
+            cycle = [future]
+            cycle.append(cycle)  # only the garbage collector frees it
+            del future, cycle
+        gc.collect()
+    finally:
+        loop.close()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
 def _leftover(folder, suffix: str, owner: dict | None) -> str:
