@@ -153,15 +153,17 @@ def run_process(argv: list[str], env: dict | None = None) -> tuple[float, int, s
     return wall, 1024 * kib, f"exit {code}: {tail[:200]}" if code else ""
 
 
-def interleaved(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str, Any]]:
+def interleaved(commands: dict[str, list[str]], s: Settings, runs: int) -> dict[str, dict]:
     """Median wall time and peak RSS of each command over `runs` rounds in turns, after one
-    discarded round (which may write bytecode caches, as an install does)."""
+    discarded round (which may write bytecode caches, as an install does) unless --quick."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    failed = {label: run_process(argv, env)[2] for label, argv in commands.items()}
     done: dict[str, list] = {label: [] for label in commands}
-    for _ in range(runs):
+    failed = {label: "" for label in commands}
+    for round_ in range(runs + (not s.quick)):
         for label, argv in commands.items():
-            done[label] += [] if failed[label] else [run_process(argv)]
+            if not failed[label]:
+                *measured, failed[label] = run_process(argv, env if round_ == 0 else None)
+                done[label] += [measured] if round_ or s.quick else []
     return {label: {"note": failed[label], "runs": len(d), "error_ratio": None,
                     "status": "error" if failed[label] else "ok",
                     "command": shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a
@@ -171,10 +173,11 @@ def interleaved(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str
             for label, d in done.items()}
 
 
-def measure_processes(commands: dict, outputs: dict[str, tuple], runs: int) -> dict[str, dict]:
+def measure_processes(commands: dict, outputs: dict[str, tuple], s: Settings,
+                      runs: int) -> dict[str, dict]:
     """The rows of `interleaved`; the output file of each {label: (case, inputs, path)}
     (`.npy` or Zarr) verified like a kernel case's result."""
-    rows, wanted = interleaved(commands, runs), {}
+    rows, wanted = interleaved(commands, s, runs), {}
     for label, (case, inputs, path) in outputs.items():
         if label in rows and rows[label]["status"] == "ok":
             if case not in wanted:
@@ -203,7 +206,7 @@ def measure_startup(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
         commands[case.label] = cli_argv(case, paths, outputs[case.label][2])
     return {"title": "Start-up (whole processes)", "vs": bc.INTERPRETER,
             "legend": "Small .npy files in, a .npy file out.",
-            "rows": measure_processes(commands, outputs, s.process_runs)}
+            "rows": measure_processes(commands, outputs, s, s.process_runs)}
 
 
 def measure_large(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str, Any]:
@@ -220,7 +223,8 @@ def measure_large(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str,
     size = 4 * sum(map(math.prod, (case.x_shape, case.w_shape, case.output_shape())))
     return {"title": "Large tensors (whole processes)", "vs": bc.ORT_SCRIPT, "tensor_bytes": size,
             "legend": f"{case.describe()}, .npy in and out; input + output + weights: "
-            f"{size / 2**20:.0f} MiB.", "rows": measure_processes(commands, outputs, s.large_runs)}
+            f"{size / 2**20:.0f} MiB.", "rows": measure_processes(commands, outputs, s,
+                                                                  s.large_runs)}
 
 
 def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[str, Any]:
@@ -256,7 +260,7 @@ def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
                                     "--scheduler", at) if "padconv" in label else [
             sys.executable, "-c", DASK_SCRIPT, at, str(x), str(w_npy), str(outputs[label][2])]
             for label, (x, _) in runs.items() if label not in found["rows"]}
-        found["rows"] = measure_processes(commands, outputs, s.large_runs) | found["rows"]
+        found["rows"] = measure_processes(commands, outputs, s, s.large_runs) | found["rows"]
     for row in found["rows"].values():
         row["command"] = row["command"].replace(at.rsplit("/", 1)[-1], "SCHEDULER")
     return found

@@ -80,5 +80,6 @@ def test_a_wrong_output_file_is_a_mismatch(tmp_path):
     out = tmp_path / "y.npy"
     zeros = f"import sys, numpy; numpy.save(sys.argv[1], numpy.zeros({case.output_shape()}, 'f4'))"
     commands = {"zeros": [sys.executable, "-c", zeros, str(out)]}
-    rows = bench_measure.measure_processes(commands, {"zeros": (case, inputs, out)}, 1)
+    rows = bench_measure.measure_processes(commands, {"zeros": (case, inputs, out)},
+                                           bench_measure.QUICK, 1)
     assert rows["zeros"]["status"] == "mismatch" and rows["zeros"]["error_ratio"] > 1, rows
