@@ -106,5 +106,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(row["status"] == "mismatch" or row["status"] == "error" and "padconv" in who
                     for part in parts(result) for who, row in part["rows"].items()) else 0
 
+
 if __name__ == "__main__":
     sys.exit(main())
