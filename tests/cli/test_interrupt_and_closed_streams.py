@@ -230,3 +230,21 @@ def test_closed_stdin_is_one_line(tmp_path):
     assert process.returncode == 2, text
     assert len(text.splitlines()) == 1 and "stdin" in text, text
     assert not (tmp_path / "y.npy").exists()
+
+
+LATE_LIBRARY_LOG = """
+import atexit, logging, sys
+from padconv_cli.cli.main import main
+atexit.register(lambda: logging.getLogger("asyncio").error("Task was destroyed but it is pending!"))
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("args, code", [(("show", "missing.npy"), 2), (("--version",), 0)],
+                         ids=["refused", "succeeded"])
+def test_a_library_logging_while_the_interpreter_exits_adds_nothing(tmp_path, args, code):
+    process = subprocess.run([sys.executable, "-c", LATE_LIBRARY_LOG, *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=WAIT_SECONDS)
+    assert process.returncode == code, process.stderr
+    assert "destroyed" not in process.stderr
+    assert len(process.stderr.splitlines()) == (1 if code else 0), process.stderr
