@@ -83,8 +83,8 @@ def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generat
         try:
             call = peer.prepare(case, inputs)
             got = call()
-        except ImportError as exc:
-            row.update(status="skipped", note=str(exc))
+        except ImportError as exc:  # a peer not installed is skipped; padconv itself fails
+            row.update(status="error" if bc.PADCONV in peer.name else "skipped", note=str(exc))
             continue
         except Exception as exc:  # a peer that fails is reported, not fatal
             row.update(status="error", note=f"{type(exc).__name__}: {str(exc)[:150]}")
@@ -153,31 +153,33 @@ def run_process(argv: list[str], env: dict | None = None) -> tuple[float, int, s
     return wall, 1024 * kib, f"exit {code}: {tail[:200]}" if code else ""
 
 
-def interleaved(commands: dict[str, list[str]], s: Settings, runs: int) -> dict[str, dict]:
-    """Median wall time and peak RSS of each command over `runs` rounds in turns, after one
-    discarded round (which may write bytecode caches, as an install does) unless --quick."""
+def process_row(argv: list[str], **values: Any) -> dict[str, Any]:
+    """A whole-process row, `values` over its defaults; the command shown with a script as
+    SCRIPT and paths by their file names."""
+    command = shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a else a for a in argv)
+    return {"status": "ok", "note": "", "runs": 0, "median_s": None, "peak_bytes": None,
+            "error_ratio": None, "command": command} | values
+
+
+def measure_processes(commands: dict[str, list[str]], outputs: dict[str, tuple], s: Settings,
+                      runs: int) -> dict[str, dict]:
+    """{label: row}: median wall time and peak RSS of each command over `runs` rounds in turns,
+    after one discarded round (which may write bytecode caches, as an install does) unless
+    --quick; then the output file of each {label: (case, inputs, path)} (`.npy` or Zarr)
+    verified like a kernel case's result."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done: dict[str, list] = {label: [] for label in commands}
-    failed = {label: "" for label in commands}
+    done, failed = {label: [] for label in commands}, dict.fromkeys(commands, "")
     for round_ in range(runs + (not s.quick)):
         for label, argv in commands.items():
             if not failed[label]:
                 *measured, failed[label] = run_process(argv, env if round_ == 0 else None)
                 done[label] += [measured] if round_ or s.quick else []
-    return {label: {"note": failed[label], "runs": len(d), "error_ratio": None,
-                    "status": "error" if failed[label] else "ok",
-                    "command": shlex.join("SCRIPT" if "\n" in a else Path(a).name if "/" in a
-                                          else a for a in commands[label]),
-                    "median_s": statistics.median(r[0] for r in d) if d else None,
-                    "peak_bytes": statistics.median(r[1] for r in d) if d else None}
+    rows = {label: process_row(commands[label], status="error" if failed[label] else "ok",
+                               note=failed[label], runs=len(d),
+                               median_s=statistics.median(r[0] for r in d) if d else None,
+                               peak_bytes=statistics.median(r[1] for r in d) if d else None)
             for label, d in done.items()}
-
-
-def measure_processes(commands: dict, outputs: dict[str, tuple], s: Settings,
-                      runs: int) -> dict[str, dict]:
-    """The rows of `interleaved`; the output file of each {label: (case, inputs, path)}
-    (`.npy` or Zarr) verified like a kernel case's result."""
-    rows, wanted = interleaved(commands, s, runs), {}
+    wanted: dict[bc.Case, Any] = {}
     for label, (case, inputs, path) in outputs.items():
         if label in rows and rows[label]["status"] == "ok":
             if case not in wanted:
@@ -243,9 +245,8 @@ def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
     try:
         import scipy.ndimage  # noqa: F401  (DASK_SCRIPT's: a peer, skipped when missing)
     except ImportError as exc:
-        found["rows"][bc.DASK_SCRIPT] = {"status": "skipped", "note": str(exc), "runs": 0,
-                                         "command": "python -c SCRIPT", "median_s": None,
-                                         "peak_bytes": None, "error_ratio": None}
+        found["rows"][bc.DASK_SCRIPT] = process_row(["python", "-c", DASK_SCRIPT],
+                                                    status="skipped", note=str(exc))
     inputs, (x_npy, w_npy) = on_disk(case, tmp, rng)
     x_zarr, chunk = tmp / "x.zarr", case.x_shape[-1] // bc.CLUSTER_CHUNKS
     create_array(x_zarr, shape=case.x_shape, chunks=(1, 1, chunk, chunk), dtype="f4")[...] = (
@@ -275,19 +276,12 @@ def describe_machine() -> dict[str, Any]:
     cpu = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text()
                 .splitlines() if line.startswith("model name")), platform.processor())
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    installed = {(d.metadata["Name"] or "").lower(): d.version for d in metadata.distributions()}
     return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "load_average": load_average(),
             "python": f"{platform.python_version()} on {platform.platform()}",
             "numpy_blas": f"{blas['name']} {blas['version']}", "versions": ", ".join(
-                f"{name} {version(name)}" for name in ("numpy", "onnx", "onnxruntime", "torch",
-                                                       "dask", "padconv"))}
-
-
-def version(package: str) -> str:
-    """The installed version of `package`, or 'not installed'."""
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+                f"{name} {installed.get(name, 'not installed')}" for name in (
+                    "numpy", "onnx", "onnxruntime", "torch", "dask", "padconv"))}
 
 
 def load_average() -> str:

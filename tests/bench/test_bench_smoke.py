@@ -83,3 +83,14 @@ def test_a_wrong_output_file_is_a_mismatch(tmp_path):
     rows = bench_measure.measure_processes(commands, {"zeros": (case, inputs, out)},
                                            bench_measure.QUICK, 1)
     assert rows["zeros"]["status"] == "mismatch" and rows["zeros"]["error_ratio"] > 1, rows
+
+
+def test_padconv_that_cannot_be_imported_fails_rather_than_being_skipped():
+    def not_installed(case, inputs):
+        raise ImportError("No module named 'padconv_cli'")
+
+    peers = (replace(bench_cases.PEERS[0], prepare=not_installed), *bench_cases.PEERS[2:3])
+    result = bench.run(["conv/resnet3x3"], bench_measure.QUICK, peers)
+    rows = result["conv"]["conv/resnet3x3"]["rows"]
+    assert rows["padconv"]["status"] == "error" and rows["onnxruntime"]["status"] == "ok"
+    assert {t["status"] for t in result["targets"][:2]} == {"MISSED"}
