@@ -533,18 +533,21 @@ def run_interruptible(argv: list[str] | None) -> int:
         _swap_interrupt_handler(signal.SIG_DFL if before is None else before)
 
 
-def silence_library_logs_after_the_outcome() -> None:
-    """Drop every log record from here to the interpreter's exit.
+def keep_quiet_after_the_outcome() -> None:
+    """Drop every log record, warning and ignored exception from here to the interpreter's exit.
 
-    Rule: the outcome (the one error line, the exit code) is reported by then; what a
-    library's background thread logs while the interpreter shuts down is not part of it.
+    Rule: the outcome (the one error line, the exit code) is reported by then; what a library's
+    background thread or finaliser says while the interpreter shuts down is not part of it.
     Example: a Zarr read that failed on one chunk leaves zarr's other chunk tasks pending in
     its event-loop thread, and asyncio logs "Task was destroyed but it is pending!" when they
     are collected at exit, after padconv's own line.
     """
     import logging
+    import warnings
 
     logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+    sys.unraisablehook = lambda unraisable: None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -552,5 +555,5 @@ def main(argv: list[str] | None = None) -> None:
     plug_closed_standard_streams()
     install_termination_handlers()
     status = run_interruptible(argv)
-    silence_library_logs_after_the_outcome()
+    keep_quiet_after_the_outcome()
     sys.exit(status)

@@ -232,19 +232,31 @@ def test_closed_stdin_is_one_line(tmp_path):
     assert not (tmp_path / "y.npy").exists()
 
 
-LATE_LIBRARY_LOG = """
-import atexit, logging, sys
+LATE_LIBRARY_NOISE = """
+import atexit, logging, sys, warnings
 from padconv_cli.cli.main import main
-atexit.register(lambda: logging.getLogger("asyncio").error("Task was destroyed but it is pending!"))
+
+class Finalised:
+    def __del__(self):
+        raise RuntimeError("ignored in a finaliser")
+
+def noise():
+    logging.getLogger("asyncio").error("Task was destroyed but it is pending!")
+    warnings.warn("coroutine was never awaited", RuntimeWarning)
+    global leftover
+    leftover = None
+
+leftover = Finalised()
+atexit.register(noise)
 main(sys.argv[1:])
 """
 
 
 @pytest.mark.parametrize("args, code", [(("show", "missing.npy"), 2), (("--version",), 0)],
                          ids=["refused", "succeeded"])
-def test_a_library_logging_while_the_interpreter_exits_adds_nothing(tmp_path, args, code):
-    process = subprocess.run([sys.executable, "-c", LATE_LIBRARY_LOG, *args], cwd=tmp_path,
+def test_what_libraries_say_while_the_interpreter_exits_adds_nothing(tmp_path, args, code):
+    process = subprocess.run([sys.executable, "-c", LATE_LIBRARY_NOISE, *args], cwd=tmp_path,
                              capture_output=True, text=True, timeout=WAIT_SECONDS)
     assert process.returncode == code, process.stderr
-    assert "destroyed" not in process.stderr
+    assert not {"destroyed", "awaited", "finaliser"} & set(process.stderr.split()), process.stderr
     assert len(process.stderr.splitlines()) == (1 if code else 0), process.stderr

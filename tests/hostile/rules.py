@@ -114,10 +114,11 @@ RULES = [
          (f"{SIGNALS}::test_closed_stdout_is_one_line_and_exit_2",
           f"{SIGNALS}::test_closed_stdout_does_not_stop_a_file_output",
           f"{SIGNALS}::test_closed_stdin_is_one_line")),
-    Rule("streams", "Nothing follows the outcome: what a library logs while the interpreter "
-         "exits (asyncio's \"Task was destroyed but it is pending!\" for the chunk reads "
-         "zarr left running after a corrupt chunk) adds no line to stderr",
-         (f"{SIGNALS}::test_a_library_logging_while_the_interpreter_exits_adds_nothing",
+    Rule("streams", "Nothing follows the outcome: what a library logs, warns or raises in a "
+         "finaliser while the interpreter exits (asyncio's \"Task was destroyed but it is "
+         "pending!\" for the chunk reads zarr left running after a corrupt chunk) adds no "
+         "line to stderr",
+         (f"{SIGNALS}::test_what_libraries_say_while_the_interpreter_exits_adds_nothing",
           "hostile/test_attack_corpus_refusals.py::"
           "test_attack_is_refused_in_one_line_and_writes_nothing")),
     Rule("streams", "An input truncated or replaced by another process during `--engine "
