@@ -255,7 +255,7 @@ def measure_cluster(s: Settings, rng: np.random.Generator, tmp: Path) -> dict[st
             "padconv npy->npy": (x_npy, "y2.npy"), bc.DASK_SCRIPT: (x_zarr, "h.zarr")}
     outputs = {label: (case, inputs, tmp / name) for label, (_, name) in runs.items()}
     with LocalCluster(n_workers=bc.CLUSTER_WORKERS, threads_per_worker=1, host="127.0.0.1",
-                      dashboard_address=None, memory_limit="4GiB") as cluster:
+                      dashboard_address="127.0.0.1:0", memory_limit="4GiB") as cluster:
         at = cluster.scheduler_address
         commands = {label: cli_argv(case, [x, w_npy], outputs[label][2], "-q", "--engine", "dask",
                                     "--scheduler", at) if "padconv" in label else [

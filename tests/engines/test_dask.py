@@ -29,14 +29,14 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.fixture(scope="module")
 def scheduler():
-    """A one-worker, two-thread cluster on 127.0.0.1 over TCP, no dashboard."""
+    """A one-worker, two-thread cluster on 127.0.0.1 over TCP (its dashboard on a free port)."""
     with LocalCluster(
         n_workers=1,
         threads_per_worker=2,
         processes=False,
         host="127.0.0.1",
         protocol="tcp",
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",
     ) as local:
         yield local.scheduler_address
 

@@ -127,7 +127,7 @@ def test_worker_limits_are_the_ones_the_scheduler_reports():
     with (
         LocalCluster(
             n_workers=1, threads_per_worker=2, processes=False, memory_limit="300MiB",
-            dashboard_address=None,
+            dashboard_address="127.0.0.1:0",
         ) as cluster,
         Client(cluster) as client,
     ):
