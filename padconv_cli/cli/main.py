@@ -551,7 +551,8 @@ def keep_quiet_after_the_outcome() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``padconv`` console script (see :mod:`padconv_cli.cli.entry`)."""
+    """Entry point of the ``padconv`` console script (see :mod:`padconv_cli.cli.entry`); it
+    ends the process, quiet after the outcome (see :func:`keep_quiet_after_the_outcome`)."""
     plug_closed_standard_streams()
     install_termination_handlers()
     status = run_interruptible(argv)
