@@ -455,29 +455,42 @@ REDELIVERY_SECONDS = 0.001
 
 
 class DeferredInterrupt:
-    """A Ctrl-C whose KeyboardInterrupt was raised inside a callback Python cannot raise from
-    (a weakref callback of the import system, a ``__del__``) is not lost.  Python reports such
-    an exception to ``sys.unraisablehook`` and goes on, so the run would end with exit 0 after
-    "Exception ignored in ..." on stderr.  The hook raises nothing itself (an exception there is
-    ignored the same way): it arms a one-shot timer, and the timer's SIGALRM handler raises
-    KeyboardInterrupt where the main thread runs next.  If that is still inside the hook, or the
-    interrupt is swallowed again, the timer is simply armed again."""
+    """A Ctrl-C during the run is never lost, nor reported as anything else.
+
+    SIGINT's handler notes that it arrived (:attr:`received`) and raises KeyboardInterrupt.
+
+    A KeyboardInterrupt raised inside a callback Python cannot raise from (a weakref callback
+    of the import system, a ``__del__``) goes to ``sys.unraisablehook``, and Python goes on: the
+    run would end with exit 0 after "Exception ignored in ...".  The hook raises nothing itself
+    (an exception there is ignored the same way): it arms a one-shot timer, and the timer's
+    SIGALRM handler raises KeyboardInterrupt where the main thread runs next.  If that is still
+    inside the hook, or the interrupt is swallowed again, the timer is simply armed again.
+
+    C code may print a pending KeyboardInterrupt and raise another exception in its place,
+    with no link to it (numpy 1.26 does when its import is interrupted: a traceback, then
+    "ImportError: numpy.core.multiarray failed to import").  ``sys.excepthook`` prints nothing
+    for a KeyboardInterrupt during the run, and the other exception is the Ctrl-C
+    (:meth:`explains`)."""
 
     def __init__(self) -> None:
         self.previous_hook = sys.unraisablehook
+        self.previous_excepthook = sys.excepthook
         self.previous_alarm = None
+        self.received = False
 
     def install(self) -> None:
-        """Take over ``sys.unraisablehook`` and SIGALRM (main thread only)."""
+        """Take over ``sys.unraisablehook``, ``sys.excepthook`` and SIGALRM (main thread
+        only)."""
         import signal
 
         if not hasattr(signal, "setitimer") or not threading_is_main():
             return
         self.previous_alarm = signal.signal(signal.SIGALRM, self._raise_now)
         sys.unraisablehook = self._hook
+        sys.excepthook = self._print_hook
 
     def uninstall(self) -> bool:
-        """Stop the timer, restore SIGALRM and the hook; True when an interrupt was still
+        """Stop the timer, restore SIGALRM and the hooks; True when an interrupt was still
         waiting to be raised (the run ended within the timer's delay)."""
         import signal
 
@@ -486,8 +499,26 @@ class DeferredInterrupt:
         remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self.previous_alarm)
         sys.unraisablehook = self.previous_hook
+        sys.excepthook = self.previous_excepthook
         self.previous_alarm = None
         return remaining > 0
+
+    def on_sigint(self, signum: int, frame) -> None:
+        """SIGINT's handler during the run: note the Ctrl-C, raise KeyboardInterrupt."""
+        self.received = True
+        raise KeyboardInterrupt
+
+    def explains(self, error: BaseException) -> bool:
+        """True when ``error`` is the Ctrl-C: a KeyboardInterrupt, or any exception once a
+        Ctrl-C has arrived (a run stops at its first Ctrl-C; what follows is its unwinding)."""
+        return isinstance(error, KeyboardInterrupt) or (
+            isinstance(error, Exception) and (self.received or caused_by_interrupt(error)))
+
+    def _print_hook(self, kind, value, traceback) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            self.received = True
+            return
+        self.previous_excepthook(kind, value, traceback)
 
     def _hook(self, unraisable) -> None:
         import signal
@@ -516,7 +547,7 @@ def run_interruptible(argv: list[str] | None) -> int:
     deferred = DeferredInterrupt()
     deferred.install()
     if before != signal.SIG_IGN:  # ignored by the caller (a background job): stays ignored
-        _swap_interrupt_handler(signal.default_int_handler)
+        _swap_interrupt_handler(deferred.on_sigint)
     try:
         try:
             status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)
@@ -525,7 +556,9 @@ def run_interruptible(argv: list[str] | None) -> int:
         if still_waiting:
             raise KeyboardInterrupt
         return status
-    except KeyboardInterrupt:  # between two handlers of run_and_map_errors
+    except (KeyboardInterrupt, Exception) as error:  # between two handlers of run_and_map_errors,
+        if not deferred.explains(error):  # or a Ctrl-C that C code replaced by another error
+            raise
         _swap_interrupt_handler(signal.SIG_IGN)
         report("padconv: interrupted")
         return EXIT_INTERRUPTED

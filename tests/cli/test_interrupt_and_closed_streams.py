@@ -260,3 +260,41 @@ def test_what_libraries_say_while_the_interpreter_exits_adds_nothing(tmp_path, a
     assert process.returncode == code, process.stderr
     assert not {"destroyed", "awaited", "finaliser"} & set(process.stderr.split()), process.stderr
     assert len(process.stderr.splitlines()) == (1 if code else 0), process.stderr
+
+
+CTRL_C_REPLACED = """
+import os, signal, sys
+import click
+from padconv_cli.cli.main import COMMANDS, main
+
+@click.command()
+def replaced():
+    how = sys.argv[1]
+    try:
+        if how == "printed":  # what C code's PyErr_Print does with a pending Ctrl-C
+            raise KeyboardInterrupt
+        if how == "swallowed":
+            os.kill(os.getpid(), signal.SIGINT)
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())  # delivered here, at the latest
+    except KeyboardInterrupt:
+        if how == "printed":
+            sys.excepthook(*sys.exc_info())
+    raise ImportError("numpy.core.multiarray failed to import") from None
+
+COMMANDS["replaced"] = "__main__:replaced"
+main(["replaced"])
+"""
+
+
+@pytest.mark.parametrize("how", ["printed", "swallowed"])
+def test_a_ctrl_c_that_c_code_replaced_by_another_error_is_still_the_interrupt(how):
+    result = subprocess.run([sys.executable, "-c", CTRL_C_REPLACED, how], capture_output=True,
+                            text=True, timeout=WAIT_SECONDS)
+    assert (result.returncode, result.stderr) == (130, "padconv: interrupted\n")
+
+
+def test_the_same_error_without_a_ctrl_c_is_not_taken_for_one():
+    result = subprocess.run([sys.executable, "-c", CTRL_C_REPLACED, "none"], capture_output=True,
+                            text=True, timeout=WAIT_SECONDS)
+    assert result.returncode == 1
+    assert "ImportError: numpy.core.multiarray failed to import" in result.stderr

@@ -96,6 +96,12 @@ RULES = [
           f"{SIGNALS}::test_ctrl_c_through_the_installed_command",
           f"{FAULTS}::test_ctrl_c_while_computing",
           f"{FAULTS}::test_ctrl_c_while_writing_out_of_core")),
+    Rule("signals", "A Ctrl-C that a library's C code prints and replaces by another exception "
+         "(numpy 1.26, interrupted while it is imported, raises \"ImportError: "
+         "numpy.core.multiarray failed to import\"), or swallows, is still the interrupt: exit "
+         "130, one line; the same exception without a Ctrl-C stays a traceback",
+         (f"{SIGNALS}::test_a_ctrl_c_that_c_code_replaced_by_another_error_is_still_the_interrupt",
+          f"{SIGNALS}::test_the_same_error_without_a_ctrl_c_is_not_taken_for_one")),
     Rule("signals", "SIGTERM/SIGHUP: exit 143/129, temporary files removed",
          (f"{FAULTS}::test_sigterm_while_writing_leaves_no_temp_file",)),
     Rule("signals", "The installed command passes through what its caller set up: arguments, "
