@@ -289,12 +289,12 @@ main(["replaced"])
 @pytest.mark.parametrize("how", ["printed", "swallowed"])
 def test_a_ctrl_c_that_c_code_replaced_by_another_error_is_still_the_interrupt(how):
     result = subprocess.run([sys.executable, "-c", CTRL_C_REPLACED, how], capture_output=True,
-                            text=True, timeout=WAIT_SECONDS)
+                            text=True, timeout=WAIT_SECONDS, preexec_fn=sigint_as_from_a_terminal)
     assert (result.returncode, result.stderr) == (130, "padconv: interrupted\n")
 
 
 def test_the_same_error_without_a_ctrl_c_is_not_taken_for_one():
     result = subprocess.run([sys.executable, "-c", CTRL_C_REPLACED, "none"], capture_output=True,
-                            text=True, timeout=WAIT_SECONDS)
+                            text=True, timeout=WAIT_SECONDS, preexec_fn=sigint_as_from_a_terminal)
     assert result.returncode == 1
     assert "ImportError: numpy.core.multiarray failed to import" in result.stderr
