@@ -505,8 +505,17 @@ class DeferredInterrupt:
 
     def on_sigint(self, signum: int, frame) -> None:
         """SIGINT's handler during the run: note the Ctrl-C, raise KeyboardInterrupt."""
-        self.received = True
+        self._note_interrupt()
         raise KeyboardInterrupt
+
+    def _note_interrupt(self) -> None:
+        """From the first Ctrl-C on, the run is unwinding: what it warns of meanwhile (a Cython
+        module whose import was interrupted: "failed to patch module with custom type") is
+        not shown before the one line."""
+        import warnings
+
+        self.received = True
+        warnings.simplefilter("ignore")
 
     def explains(self, error: BaseException) -> bool:
         """True when ``error`` is the Ctrl-C: a KeyboardInterrupt, or any exception once a
@@ -516,7 +525,7 @@ class DeferredInterrupt:
 
     def _print_hook(self, kind, value, traceback) -> None:
         if issubclass(kind, KeyboardInterrupt):
-            self.received = True
+            self._note_interrupt()
             return
         self.previous_excepthook(kind, value, traceback)
 
