@@ -504,8 +504,11 @@ class DeferredInterrupt:
         return remaining > 0
 
     def on_sigint(self, signum: int, frame) -> None:
-        """SIGINT's handler during the run: note the Ctrl-C, raise KeyboardInterrupt."""
+        """SIGINT's handler during the run: note the Ctrl-C, raise KeyboardInterrupt, or
+        :class:`Interrupted` where click would catch it first (see :func:`lands_in_click`)."""
         self._note_interrupt()
+        if lands_in_click(frame):
+            raise Interrupted()
         raise KeyboardInterrupt
 
     def _note_interrupt(self) -> None:
@@ -544,6 +547,21 @@ class DeferredInterrupt:
             signal.setitimer(signal.ITIMER_REAL, REDELIVERY_SECONDS)
             return
         raise KeyboardInterrupt
+
+
+def lands_in_click(frame) -> bool:
+    """True when a KeyboardInterrupt raised in ``frame`` would reach click's ``Command.main``
+    before padconv's group turns it into :class:`Interrupted`: in click's own lines around
+    the context (entering, leaving, between parsing and invoking), where click would print
+    an empty line before padconv's one."""
+    converting = (LazyGroup.make_context.__code__, LazyGroup.invoke.__code__)
+    while frame is not None:
+        if frame.f_code in converting:
+            return False
+        if frame.f_code is click.Command.main.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def run_interruptible(argv: list[str] | None) -> int:

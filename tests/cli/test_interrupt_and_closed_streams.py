@@ -302,3 +302,27 @@ def test_the_same_error_without_a_ctrl_c_is_not_taken_for_one():
                             text=True, timeout=WAIT_SECONDS, preexec_fn=sigint_as_from_a_terminal)
     assert result.returncode == 1
     assert "ImportError: numpy.core.multiarray failed to import" in result.stderr
+
+
+CTRL_C_AS_CLICK_CLOSES = """
+import os, signal
+import click
+from padconv_cli.cli.main import COMMANDS, main
+
+def interrupt():
+    os.kill(os.getpid(), signal.SIGINT)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+
+@click.command()
+def closing():
+    click.get_current_context().find_root().call_on_close(interrupt)
+
+COMMANDS["closing"] = "__main__:closing"
+main(["closing"])
+"""
+
+
+def test_a_ctrl_c_while_click_closes_the_run_is_one_line_without_an_empty_one():
+    result = subprocess.run([sys.executable, "-c", CTRL_C_AS_CLICK_CLOSES], capture_output=True,
+                            text=True, timeout=WAIT_SECONDS, preexec_fn=sigint_as_from_a_terminal)
+    assert (result.returncode, result.stderr) == (130, "padconv: interrupted\n")
