@@ -1,9 +1,11 @@
-"""Fixtures of the hostile corpus: each selected case is laid out in its own temporary folder
-and run once through the installed ``padconv`` (two at a time) before the tests inspect it."""
+"""The hostile corpus' fixture: each selected case is laid out in its own temporary folder and
+run once through the installed ``padconv`` (two at a time) before the tests inspect it."""
 
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,28 @@ TESTS_DIR = Path(__file__).resolve().parents[1]
 if str(TESTS_DIR) not in sys.path:  # so that `hostile.*` imports however pytest is started
     sys.path.insert(0, str(TESTS_DIR))
 
-from hostile.cases import CASES_BY_NAME  # noqa: E402
-from hostile.corpus import CaseOutcome, run_cases  # noqa: E402
+from hostile.cases import CASES_BY_NAME, Case, prepare, work_dir  # noqa: E402
+from hostile.runner import ChildRun, listing, run_padconv  # noqa: E402
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """A case's folder before and after the run, and the run itself."""
+
+    case: Case
+    root: Path
+    before: dict
+    after: dict
+    run: ChildRun
+
+
+def run_case(case: Case, root: Path) -> CaseOutcome:
+    """Lay out ``case`` under ``root``, run its command in root/case, record both listings."""
+    prepare(case, root)
+    before = listing(root)
+    stdin = case.stdin(root) if case.stdin is not None else None
+    run = run_padconv(case.args, cwd=work_dir(root), stdin=stdin, measure_memory=True)
+    return CaseOutcome(case, root, before, listing(root), run)
 
 
 def _selected_case_names(session: pytest.Session) -> list[str]:
@@ -28,6 +50,9 @@ def _selected_case_names(session: pytest.Session) -> list[str]:
 
 @pytest.fixture(scope="session")
 def corpus_outcomes(request, tmp_path_factory) -> dict[str, CaseOutcome]:
-    """Every case selected in this session, run once, by name."""
+    """Every case selected in this session, run once (two at a time), by name."""
     names = _selected_case_names(request.session)
-    return run_cases(names, tmp_path_factory.mktemp("hostile"))
+    base = tmp_path_factory.mktemp("hostile")
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = pool.map(lambda name: run_case(CASES_BY_NAME[name], base / name), names)
+        return dict(zip(names, outcomes, strict=True))

@@ -1,6 +1,6 @@
 """Faults around a run of the installed ``padconv``: closed pipes, Ctrl-C, full disks,
 unwritable folders, concurrent writers, output equal to an input, failures next to an existing
-output.  Every test names a row of docs/reliability.md (see tests/hostile/cases.py)."""
+output."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def test_pickle_payload_is_live(tmp_path):
     assert any(str(tmp_path / SENTINEL_NAME) in s for s in strings)
 
 
-def test_case_names_are_unique_and_documentable():
+def test_case_names_are_unique_identifiers():
     names = [case.name for case in CASES]
     assert len(names) == len(set(names))
     assert all(name.isidentifier() and name.islower() for name in names)

@@ -2,7 +2,7 @@
 
 Pad copies elements, so its output must be bit-identical to a reference built from the input's
 bits (NaN payloads and -0.0 included).  Conv is arithmetic, so NaN and ±Inf must land exactly
-where an IEEE float64 reference loop puts them.  Every test names a row of docs/reliability.md.
+where an IEEE float64 reference loop puts them.
 """
 
 from __future__ import annotations
