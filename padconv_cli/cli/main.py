@@ -19,7 +19,7 @@ import sys
 
 import click
 
-from padconv_cli import __version__
+from padconv_cli.cli.version import version_option
 from padconv_cli.errors import PadconvError
 
 EXIT_USAGE = 2
@@ -163,7 +163,7 @@ def collect_garbage() -> None:
 
 
 @click.group("padconv", cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
-@click.version_option(__version__, "-V", "--version", prog_name="padconv")
+@version_option()
 def cli() -> None:
     """Apply the ONNX Pad and Conv operators to tensors in files, exactly as the spec says.
 

@@ -6,14 +6,7 @@ import click
 import numpy as np
 import pytest
 
-from padconv_cli import __version__
 from padconv_cli.cli.options import IntListType, int_list_option, parse_size
-
-
-def test_version(run_cli):
-    result = run_cli("--version")
-    assert result.exit_code == 0
-    assert result.stdout.strip() == f"padconv, version {__version__}"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,91 @@
+"""``padconv --version``: padconv's version, the versions of the libraries whose results it
+depends on, and the native instruction set that Conv runs on.
+
+A bug report needs all of them: the same padconv gives the same bits on every instruction set,
+but ``--check`` and ``audit`` compare against onnx and onnxruntime, whose versions decide which
+known deviations apply.  Versions are read from the installed distributions' metadata, so
+nothing heavy is imported; only the native extension is loaded, to ask the CPU.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+NOT_INSTALLED = "not installed"
+# Distributions that provide the ``onnxruntime`` module, the plain CPU build first.
+ONNXRUNTIME_DISTRIBUTIONS = (
+    "onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
+    "onnxruntime-qnn", "ort-nightly",
+)
+
+
+def distribution_version(*names: str) -> str:
+    """The version of the first installed distribution among ``names``, else ``not installed``."""
+    from importlib import metadata
+
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return NOT_INSTALLED
+
+
+def padconv_version() -> str:
+    """The installed distribution's version; the package's own ``__version__`` when padconv
+    runs from a source tree that was never installed."""
+    from padconv_cli import __version__
+
+    found = distribution_version("padconv")
+    return __version__ if found == NOT_INSTALLED else found
+
+
+def native_isa_description() -> str:
+    """The instruction set Conv uses (``selected_isa``) with those the CPU offers, or why the
+    native core is not usable (not built, or ``PADCONV_NATIVE_ISA`` names a missing one)."""
+    from padconv_cli.errors import PadconvError
+
+    try:
+        from padconv_cli.kernels.native import available_isas, selected_isa
+
+        selected, available = selected_isa(), available_isas()
+    except ImportError as error:
+        return f"unavailable (the native extension cannot be imported: {error})"
+    except PadconvError as error:
+        return f"unavailable ({error})"
+    return f"{selected} (this CPU: {', '.join(available)})"
+
+
+def version_lines() -> list[str]:
+    """The lines ``padconv --version`` prints: padconv, numpy, onnx, onnxruntime, the native
+    instruction set, and the interpreter with its platform."""
+    onnxruntime = distribution_version(*ONNXRUNTIME_DISTRIBUTIONS)
+    return [
+        f"padconv, version {padconv_version()}",
+        f"  numpy        {distribution_version('numpy')}",
+        f"  onnx         {distribution_version('onnx')}",
+        f"  onnxruntime  {onnxruntime}",
+        f"  native ISA   {native_isa_description()}",
+        f"  python       {platform.python_version()} ({sys.platform}, {platform.machine()})",
+    ]
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo("\n".join(version_lines()))
+    ctx.exit(0)
+
+
+def version_option() -> Callable[[Any], Any]:
+    """The ``-V/--version`` flag of the command group: print :func:`version_lines`, exit 0."""
+    return click.option(
+        "-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+        callback=_print_version,
+        help="Show padconv's version, its libraries' versions and the native instruction set.",
+    )
