@@ -36,7 +36,9 @@ Examples:
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random inputs (inputs not given as files).")
 @click.option("--dim", "dims", metavar="NAME=VALUE", multiple=True,
-              help="Value of a symbolic input dimension (repeatable), e.g. --dim batch=1.")
+              help="Size of the input dimensions named NAME (repeatable), e.g. --dim batch=2, "
+              "--dim ?=48. Unknown dims not set take defaults (batch 1, channels as the first "
+              "Conv takes, spatial 64) and the input line says so.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON object.")
 @click.option("--junit-xml", metavar="FILE", default=None, shell_complete=complete_path,
               help="Also write the audit as JUnit XML (one test case per node).")
@@ -66,6 +68,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     with _Progress(enabled=not quiet) as progress:
         report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
                              progress=progress.update)
+    _refuse_chosen_sizes_that_stopped(report)
     if junit_xml is not None:
         from padconv_cli.verification.report import write_atomically
 
@@ -78,6 +81,23 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
         click.echo("\n".join(table_lines(report)))
     if not report.passed:
         raise click.exceptions.Exit(EXIT_OUTSIDE)
+
+
+def _refuse_chosen_sizes_that_stopped(report) -> None:
+    """Sizes audit chose for unknown dims that stop the model before a node are a problem of
+    the inputs (exit 2), not a node outside its bound."""
+    from padconv_cli.audit.inputs import chose_dims
+    from padconv_cli.audit.judge import NOT_RUN
+    from padconv_cli.errors import InputError
+
+    stopped = [node for node in report.nodes if node.status == NOT_RUN]
+    if not stopped or not chose_dims(report.inputs):
+        return
+    chosen = ", ".join(f"{name} {origin.split(' (')[0].removeprefix('random ')}"
+                       for name, origin in report.inputs.items() if origin.startswith("random"))
+    raise InputError(f"{report.model}: the model does not run with the sizes chosen for its "
+                     f"unknown dims ({chosen}): {stopped[0].detail}; give the inputs or set "
+                     "their dims with --dim NAME=VALUE", source=report.model)
 
 
 class _Progress:
