@@ -78,7 +78,9 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
         click.echo(dumps(report_record(report), indent=2))
     else:
-        click.echo("\n".join(table_lines(report)))
+        from padconv_cli.cli.style import output_width
+
+        click.echo("\n".join(table_lines(report, output_width())))
     if not report.passed:
         raise click.exceptions.Exit(EXIT_OUTSIDE)
 
