@@ -19,6 +19,7 @@ Examples:
   padconv audit model.onnx input=x.npy --runtime onnx.reference
   padconv audit model.onnx --dim batch=2 --seed 7 --json
   padconv audit model.onnx x.pb --junit-xml audit.xml
+  padconv audit model.onnx --save cases/ && padconv verify cases/
 """
 
 
@@ -42,10 +43,14 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON object.")
 @click.option("--junit-xml", metavar="FILE", default=None, shell_complete=complete_path,
               help="Also write the audit as JUnit XML (one test case per node).")
+@click.option("--save", "save_dir", metavar="DIR", default=None, shell_complete=complete_path,
+              help="Also write every checked node as an ONNX backend-test case folder in DIR "
+              "(the node alone, its inputs from the run, padconv's output): padconv verify "
+              "DIR replays them.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed: int,
                   dims: tuple[str, ...], as_json: bool, junit_xml: str | None,
-                  quiet: bool) -> None:
+                  save_dir: str | None, quiet: bool) -> None:
     """Run MODEL once, capture every Pad and Conv node's inputs and output, recompute each
     node with padconv and compare: Pad exactly, Conv within the dot-product error bound
     |a-b| <= atol + rtol*|ref| + c*n*eps*sum(|x|*|w|). When they differ a float64
@@ -67,8 +72,13 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     dim_values = parse_dims(dims)
     with _Progress(enabled=not quiet) as progress:
         report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
-                             progress=progress.update)
+                             progress=progress.update, keep_arrays=save_dir is not None)
     _refuse_chosen_sizes_that_stopped(report)
+    saved = []
+    if save_dir is not None:
+        from padconv_cli.audit.save import save_cases
+
+        saved = save_cases(report, save_dir)
     if junit_xml is not None:
         from padconv_cli.verification.report import write_atomically
 
@@ -76,11 +86,17 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     if as_json:
         from padconv_cli.json_output import dumps
 
-        click.echo(dumps(report_record(report), indent=2))
+        record = report_record(report)
+        if save_dir is not None:
+            record["saved"] = [str(path) for path in saved]
+        click.echo(dumps(record, indent=2))
     else:
         from padconv_cli.cli.style import output_width
 
         click.echo("\n".join(table_lines(report, output_width())))
+        if save_dir is not None:
+            click.echo(f"saved {len(saved)} case folder{'s' * (len(saved) != 1)} in "
+                       f"{save_dir} (padconv verify {save_dir} replays them)")
     if not report.passed:
         raise click.exceptions.Exit(EXIT_OUTSIDE)
 
