@@ -5,8 +5,15 @@ gives input NAME (an unknown NAME is an error listing the inputs, unless the who
 an existing file); any other word is the next input in graph order.  A given tensor must have
 the declared element type and every declared fixed dimension.  An input not given is random,
 drawn from ``seed``: standard normal values for floats, integers in ``[0, 4)``, random bools.
-Symbolic dimensions (``batch``) take their value from ``dims`` (``--dim batch=1``); a random
-input with a symbolic dimension missing there, or a dimension of unknown size, is an error.
+
+Dimensions: a declared size >= 0 is fixed; exporters write dynamic ones as a name (``batch``),
+as ``?`` or as ``-1`` (a negative size), all of which a given tensor may fill with any size.
+For a random input, a named dimension takes its value from ``dims`` (``--dim batch=1``; every
+dimension of that name, ``?`` included, gets it); any other takes a default, the same for
+every dimension of one name: axis 0 (batch) 1; axis 1 of a rank 3+ input (channels) what the
+first Conv reading the input takes (``W.shape[1] * group``), else 3; any other axis (spatial)
+:data:`DEFAULT_SPATIAL`, or the first Conv's dilated kernel extent when larger.  The input's
+origin then says which sizes were chosen, in one line.
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ import numpy as np
 from padconv_cli.errors import InputError
 
 RANDOM_INT_HIGH = 4
+DEFAULT_BATCH = 1
+DEFAULT_CHANNELS = 3
+DEFAULT_SPATIAL = 64  # divisible by 32: detectors downsample 5 times
+CHOSEN = "unknown dims chosen"
 
 
 @dataclass(frozen=True)
@@ -65,8 +76,9 @@ def declared_inputs(model: Any, path: str = "model") -> list[DeclaredInput]:
 
 
 def _dim(dim: Any) -> int | str | None:
+    """A fixed size, a name, or None (unknown: no size, or a negative one such as -1)."""
     if dim.HasField("dim_value"):
-        return int(dim.dim_value)
+        return int(dim.dim_value) if dim.dim_value >= 0 else None
     if dim.HasField("dim_param") and dim.dim_param:
         return dim.dim_param
     return None
@@ -84,26 +96,73 @@ def parse_dims(texts: Sequence[str]) -> dict[str, int]:
     return dims
 
 
-def concrete_shape(declared: DeclaredInput, dims: Mapping[str, int], path: str
-                   ) -> tuple[int, ...]:
-    """The shape of a random input: fixed dims as declared, symbolic ones from ``dims``."""
+def concrete_shape(declared: DeclaredInput, dims: Mapping[str, int], path: str,
+                   defaults: Mapping[int, int] | None = None) -> tuple[int, ...]:
+    """The shape of a random input: fixed dims as declared, named ones from ``dims``, any
+    other from ``defaults`` (axis -> size, :func:`default_sizes`)."""
     if declared.dims is None:
         raise InputError(f"{path}: input {declared.name!r} has no declared shape; give it "
                          "as a file", source=path)
+    defaults = defaults or {}
     shape = []
     for axis, dim in enumerate(declared.dims):
         if isinstance(dim, int):
             shape.append(dim)
         elif isinstance(dim, str) and dim in dims:
             shape.append(dims[dim])
-        elif isinstance(dim, str):
-            raise InputError(f"{path}: input {declared.name!r} dim {axis} is symbolic "
-                             f"({dim!r}); set it with dim {dim}=VALUE or give the input",
-                             param="dim", source=path)
+        elif axis in defaults:
+            shape.append(defaults[axis])
         else:
             raise InputError(f"{path}: input {declared.name!r} dim {axis} has no size; give "
-                             "the input as a file", source=path)
+                             "the input as a file or set it with dim NAME=VALUE",
+                             param="dim", source=path)
     return tuple(shape)
+
+
+def default_sizes(model: Any, declared: DeclaredInput,
+                  dims: Mapping[str, int]) -> dict[int, int]:
+    """Axis -> default size of every dimension of ``declared`` neither fixed nor set by
+    ``dims`` (module rules)."""
+    if declared.dims is None:
+        return {}
+    channels, extent = _first_conv_needs(model, declared.name)
+    by_name: dict[str, int] = {}
+    sizes = {}
+    for axis, dim in enumerate(declared.dims):
+        if isinstance(dim, int) or (isinstance(dim, str) and dim in dims):
+            continue
+        if axis == 0:
+            size = DEFAULT_BATCH
+        elif axis == 1 and len(declared.dims) >= 3:
+            size = channels
+        else:
+            size = max(DEFAULT_SPATIAL, extent)
+        if isinstance(dim, str) and dim != "?":
+            size = by_name.setdefault(dim, size)
+        sizes[axis] = size
+    return sizes
+
+
+def _first_conv_needs(model: Any, name: str) -> tuple[int, int]:
+    """(channels, largest dilated kernel extent) of the first Conv reading input ``name``
+    with stored weights; (:data:`DEFAULT_CHANNELS`, 0) when there is none."""
+    from onnx import helper
+
+    stored = {tensor.name: tensor for tensor in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type != "Conv" or not node.input or node.input[0] != name:
+            continue
+        if len(node.input) < 2 or node.input[1] not in stored:
+            continue
+        w_dims = list(stored[node.input[1]].dims)
+        if len(w_dims) < 3:
+            continue
+        values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        group = int(values.get("group", 1))
+        dilations = list(values.get("dilations", [])) or [1] * (len(w_dims) - 2)
+        extent = max((k - 1) * d + 1 for k, d in zip(w_dims[2:], dilations, strict=False))
+        return int(w_dims[1]) * max(group, 1), int(extent)
+    return DEFAULT_CHANNELS, 0
 
 
 def random_input(declared: DeclaredInput, shape: tuple[int, ...], rng: np.random.Generator,
@@ -184,7 +243,15 @@ def model_feeds(model: Any, given: Sequence[str], dims: Mapping[str, int], seed:
             feeds[entry.name] = _check_given(entry, array, sources[entry.name])
             origins[entry.name] = sources[entry.name]
         else:
-            shape = concrete_shape(entry, dims, path)
+            defaults = default_sizes(model, entry, dims)
+            shape = concrete_shape(entry, dims, path, defaults)
             feeds[entry.name] = random_input(entry, shape, rng, path)
-            origins[entry.name] = f"random (seed {seed})"
+            chosen = f"; {CHOSEN}, see --dim" if defaults else ""
+            shown = f" {list(shape)}" if defaults else ""
+            origins[entry.name] = f"random{shown} (seed {seed}{chosen})"
     return feeds, origins
+
+
+def chose_dims(origins: Mapping[str, str]) -> bool:
+    """True when some input's size was chosen by default (:func:`model_feeds`' origins)."""
+    return any(CHOSEN in origin for origin in origins.values())

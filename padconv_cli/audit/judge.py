@@ -53,6 +53,8 @@ class NodeAudit:
     right: str = ""
     detail: str = ""
     notes: list[str] = field(default_factory=list)
+    # (node, opset, inputs, padconv's output) when the audit keeps them (audit --save)
+    arrays: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def failed(self) -> bool:
@@ -224,7 +226,8 @@ def _bound_use(comparison: Any, theirs: np.ndarray, ours: np.ndarray, bound: Any
     return float(np.max(ratio)) if ratio.size else 0.0
 
 
-def judge_node(origin: Any, captured: NodeCapture | None, where: str) -> NodeAudit:
+def judge_node(origin: Any, captured: NodeCapture | None, where: str,
+               keep: bool = False) -> NodeAudit:
     """The verdict on one node (module rules)."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.onnx_nodes import call_for_node
@@ -254,6 +257,8 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str) -> NodeAud
         audit.detail = f"padconv crashed: {type(error).__name__}: {error}"
         return audit
     audit.output_shape, audit.dtype = _shape(ours), dtype_name(ours.dtype)
+    if keep:
+        audit.arrays = (origin.node, origin.opset, inputs, ours)
     bound = call_error_bound(call)
     if theirs is None:
         audit.status, audit.detail = RUNTIME_REFUSED, captured.refused
@@ -292,12 +297,14 @@ def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: lis
 
 def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = None,
                 seed: int = 0, dims: dict[str, int] | None = None,
-                progress: Callable[[int, int, str], None] | None = None) -> AuditReport:
+                progress: Callable[[int, int, str], None] | None = None,
+                keep_arrays: bool = False) -> AuditReport:
     """Audit every Pad and Conv node of the model at ``path`` (module rules).
 
     ``given``: INPUT words (``NAME=SOURCE`` or positional sources); ``runtime``:
     ``onnxruntime`` or ``onnx.reference`` (default: onnxruntime when installed);
-    ``progress(done, total, label)`` is called after each node.
+    ``progress(done, total, label)`` is called after each node; ``keep_arrays`` keeps each
+    node's inputs and padconv's output on its verdict (``arrays``).
     """
     from padconv_cli.audit.capture import (
         ONNXRUNTIME,
@@ -324,7 +331,7 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     stopped = _run_stopped(capture, reference)
     for done, origin in enumerate(origins, 1):
         captured = capture.nodes.get(node_key(origin.node))
-        audit = judge_node(origin, captured, where.get(node_key(origin.node), ""))
+        audit = judge_node(origin, captured, where.get(node_key(origin.node), ""), keep_arrays)
         if captured is None and stopped:
             audit.status, audit.detail = NOT_RUN, stopped
         report.nodes.append(audit)

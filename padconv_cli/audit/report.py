@@ -4,7 +4,9 @@ one JSON object, JUnit XML.
 Table: one row per node (label, operator, output shape, largest absolute and relative
 difference from the runtime, result), then indented lines with the element type, the input
 shapes and key attributes and, for a node that is not ``ok``, why and which side is right.
-Long labels are shortened in the middle; other long lines are wrapped.
+The NODE column widens with the terminal; labels too long for it are shortened, distinct
+(around what tells similar labels apart, else numbered), with the whole label on the next
+line; other long lines are wrapped.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Any
 from padconv_cli.audit.judge import NOT_REACHED, OK, AuditReport, NodeAudit
 
 WIDTH = 80
-COLUMNS = (("NODE", 20), ("OP", 8), ("OUTPUT", 18), ("MAX |D|", 7), ("MAX REL", 7),
+NODE_MIN = 20
+COLUMNS = (("NODE", NODE_MIN), ("OP", 8), ("OUTPUT", 18), ("MAX |D|", 7), ("MAX REL", 7),
            ("RESULT", 15))
+OTHER_COLUMNS = sum(w for _, w in COLUMNS[1:]) + len(COLUMNS) - 1
 
 
 def _short(text: str, width: int) -> str:
@@ -27,11 +31,60 @@ def _short(text: str, width: int) -> str:
     return text[: keep // 2] + "~" + text[len(text) - (keep - keep // 2):]
 
 
-def _wrapped(text: str, indent: str = "  ") -> list[str]:
-    """``text`` as lines of at most WIDTH columns, each starting with ``indent``."""
+def _common_prefix(texts: list[str]) -> int:
+    import os
+
+    return len(os.path.commonprefix(texts))
+
+
+def _around_difference(label: str, group: list[str], width: int) -> str:
+    """``label`` shortened to ``width`` around the part that tells it from the other labels
+    of ``group`` (widened to whole ``/`` parts when they fit), ``~`` where text was cut, then
+    as much of its end as fits."""
+    start = _common_prefix(group)
+    end = len(label) - min(_common_prefix([g[::-1] for g in group]), len(label) - start)
+    whole_start = label.rfind("/", 0, start) + 1
+    whole_end = label.find("/", end) if label.find("/", end) >= 0 else len(label)
+    if whole_end - whole_start + 2 <= width:
+        start, end = whole_start, whole_end
+    head = "~" if start > 0 else ""
+    window = label[start:end]
+    room = width - len(head) - len(window)
+    if end >= len(label):
+        return _short(head + window, width)
+    tail = label[end:]
+    if len(tail) > room:
+        tail = "~" + tail[len(tail) - room + 1:] if room > 1 else ""
+    return _short(head + window + tail, width)
+
+
+def distinct_labels(labels: list[str], width: int) -> list[str]:
+    """Every label fitted to ``width`` columns, distinct where the labels are: shortened in
+    the middle; labels that would then look alike are shortened around what tells them
+    apart; any still alike get their position (``#3``) at the end."""
+    short = [_short(label, width) for label in labels]
+    by_text: dict[str, set[str]] = {}
+    for label, text in zip(labels, short, strict=True):
+        by_text.setdefault(text, set()).add(label)
+    for index, label in enumerate(labels):
+        group = sorted(by_text[short[index]])
+        if len(group) > 1:
+            short[index] = _around_difference(label, group, width)
+    counts: dict[str, int] = {}
+    for text in short:
+        counts[text] = counts.get(text, 0) + 1
+    for index, text in enumerate(short):
+        if counts[text] > 1:
+            tag = f"#{index + 1}"
+            short[index] = _short(text, width - len(tag)) + tag
+    return short
+
+
+def _wrapped(text: str, indent: str = "  ", width: int = WIDTH) -> list[str]:
+    """``text`` as lines of at most ``width`` columns, each starting with ``indent``."""
     import textwrap
 
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
                          break_long_words=True, break_on_hyphens=False)
 
 
@@ -49,20 +102,23 @@ def _number(value: float | None) -> str:
     return f"{value:.2g}"
 
 
-def _cells(values: tuple[str, ...]) -> str:
-    cells = [_short(v, w).ljust(w) for v, (_, w) in zip(values, COLUMNS, strict=True)]
+def _cells(values: tuple[str, ...], node_width: int) -> str:
+    widths = [node_width] + [w for _, w in COLUMNS[1:]]
+    cells = [_short(v, w).ljust(w) for v, w in zip(values, widths, strict=True)]
     return " ".join(cells).rstrip()
 
 
-def _row(node: NodeAudit) -> str:
+def _row(node: NodeAudit, label: str, node_width: int) -> str:
     output = "-" if node.status == NOT_REACHED else _dims(node.output_shape)
     result = node.status.upper() if node.failed else node.status
-    return _cells((node.label, node.operator, output, _number(node.max_abs),
-                   _number(node.max_rel), result))
+    return _cells((label, node.operator, output, _number(node.max_abs),
+                   _number(node.max_rel), result), node_width)
 
 
-def _detail_lines(node: NodeAudit) -> list[str]:
+def _detail_lines(node: NodeAudit, width: int = WIDTH, shortened: bool = False) -> list[str]:
     lines = []
+    if shortened:
+        lines.append(f"  node {node.label}")
     words = []
     if node.input_shapes:
         inputs = " ".join(_dims(shape) for shape in node.input_shapes)
@@ -70,15 +126,15 @@ def _detail_lines(node: NodeAudit) -> list[str]:
     if node.attributes:
         words.append(node.attributes)
     if words:
-        lines.extend(_wrapped("  ".join(words)))
+        lines.extend(_wrapped("  ".join(words), width=width))
     if node.status != OK and node.status != NOT_REACHED:
         why = node.detail or node.status
         right = f"; right: {node.right}" if node.right else ""
-        lines.extend(_wrapped(f"{why}{right}"))
+        lines.extend(_wrapped(f"{why}{right}", width=width))
     if node.graph and node.graph != "main":
-        lines.extend(_wrapped(f"in {node.graph}"))
+        lines.extend(_wrapped(f"in {node.graph}", width=width))
     for note in node.notes:
-        lines.extend(_wrapped(f"note: {note}"))
+        lines.extend(_wrapped(f"note: {note}", width=width))
     return lines
 
 
@@ -91,19 +147,25 @@ def summary_line(report: AuditReport) -> str:
     return f"{total} Pad/Conv node{plural}: {', '.join(parts) or 'none'} ({report.runtime})"
 
 
-def table_lines(report: AuditReport) -> list[str]:
-    """The audit as text lines of at most 80 columns."""
+def table_lines(report: AuditReport, width: int = WIDTH) -> list[str]:
+    """The audit as text lines of at most ``width`` columns (80 at least): the NODE column
+    takes what the other columns leave, labels distinct (:func:`distinct_labels`), the whole
+    label on the next line when it was shortened."""
+    width = max(width, WIDTH)
+    longest = max((len(node.label) for node in report.nodes), default=0)
+    node_width = max(NODE_MIN, min(longest, width - OTHER_COLUMNS))
+    labels = distinct_labels([node.label for node in report.nodes], node_width)
     lines = _wrapped(f"audit {report.model} (opset {report.opset}, runtime {report.runtime})",
-                     "")
+                     "", width)
     for name, origin in report.inputs.items():
-        lines.extend(_wrapped(f"input {name}: {origin}"))
+        lines.extend(_wrapped(f"input {name}: {origin}", width=width))
     for note in report.notes:
-        lines.extend(_wrapped(f"note: {note}"))
-    lines.append(_cells(tuple(name for name, _ in COLUMNS)))
-    for node in report.nodes:
-        lines.append(_row(node))
-        lines.extend(_detail_lines(node))
-    lines.extend(_wrapped(summary_line(report), ""))
+        lines.extend(_wrapped(f"note: {note}", width=width))
+    lines.append(_cells(tuple(name for name, _ in COLUMNS), node_width))
+    for node, label in zip(report.nodes, labels, strict=True):
+        lines.append(_row(node, label, node_width))
+        lines.extend(_detail_lines(node, width, shortened=label != node.label))
+    lines.extend(_wrapped(summary_line(report), "", width))
     return lines
 
 

@@ -19,6 +19,7 @@ Examples:
   padconv audit model.onnx input=x.npy --runtime onnx.reference
   padconv audit model.onnx --dim batch=2 --seed 7 --json
   padconv audit model.onnx x.pb --junit-xml audit.xml
+  padconv audit model.onnx --save cases/ && padconv verify cases/
 """
 
 
@@ -36,14 +37,20 @@ Examples:
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random inputs (inputs not given as files).")
 @click.option("--dim", "dims", metavar="NAME=VALUE", multiple=True,
-              help="Value of a symbolic input dimension (repeatable), e.g. --dim batch=1.")
+              help="Size of the input dimensions named NAME (repeatable), e.g. --dim batch=2, "
+              "--dim ?=48. Unknown dims not set take defaults (batch 1, channels as the first "
+              "Conv takes, spatial 64) and the input line says so.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON object.")
 @click.option("--junit-xml", metavar="FILE", default=None, shell_complete=complete_path,
               help="Also write the audit as JUnit XML (one test case per node).")
+@click.option("--save", "save_dir", metavar="DIR", default=None, shell_complete=complete_path,
+              help="Also write every checked node as an ONNX backend-test case folder in DIR "
+              "(the node alone, its inputs from the run, padconv's output): padconv verify "
+              "DIR replays them.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed: int,
                   dims: tuple[str, ...], as_json: bool, junit_xml: str | None,
-                  quiet: bool) -> None:
+                  save_dir: str | None, quiet: bool) -> None:
     """Run MODEL once, capture every Pad and Conv node's inputs and output, recompute each
     node with padconv and compare: Pad exactly, Conv within the dot-product error bound
     |a-b| <= atol + rtol*|ref| + c*n*eps*sum(|x|*|w|). When they differ a float64
@@ -65,7 +72,13 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     dim_values = parse_dims(dims)
     with _Progress(enabled=not quiet) as progress:
         report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
-                             progress=progress.update)
+                             progress=progress.update, keep_arrays=save_dir is not None)
+    _refuse_chosen_sizes_that_stopped(report)
+    saved = []
+    if save_dir is not None:
+        from padconv_cli.audit.save import save_cases
+
+        saved = save_cases(report, save_dir)
     if junit_xml is not None:
         from padconv_cli.verification.report import write_atomically
 
@@ -73,11 +86,36 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     if as_json:
         from padconv_cli.json_output import dumps
 
-        click.echo(dumps(report_record(report), indent=2))
+        record = report_record(report)
+        if save_dir is not None:
+            record["saved"] = [str(path) for path in saved]
+        click.echo(dumps(record, indent=2))
     else:
-        click.echo("\n".join(table_lines(report)))
+        from padconv_cli.cli.style import output_width
+
+        click.echo("\n".join(table_lines(report, output_width())))
+        if save_dir is not None:
+            click.echo(f"saved {len(saved)} case folder{'s' * (len(saved) != 1)} in "
+                       f"{save_dir} (padconv verify {save_dir} replays them)")
     if not report.passed:
         raise click.exceptions.Exit(EXIT_OUTSIDE)
+
+
+def _refuse_chosen_sizes_that_stopped(report) -> None:
+    """Sizes audit chose for unknown dims that stop the model before a node are a problem of
+    the inputs (exit 2), not a node outside its bound."""
+    from padconv_cli.audit.inputs import chose_dims
+    from padconv_cli.audit.judge import NOT_RUN
+    from padconv_cli.errors import InputError
+
+    stopped = [node for node in report.nodes if node.status == NOT_RUN]
+    if not stopped or not chose_dims(report.inputs):
+        return
+    chosen = ", ".join(f"{name} {origin.split(' (')[0].removeprefix('random ')}"
+                       for name, origin in report.inputs.items() if origin.startswith("random"))
+    raise InputError(f"{report.model}: the model does not run with the sizes chosen for its "
+                     f"unknown dims ({chosen}): {stopped[0].detail}; give the inputs or set "
+                     "their dims with --dim NAME=VALUE", source=report.model)
 
 
 class _Progress:

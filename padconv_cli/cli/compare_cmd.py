@@ -170,8 +170,26 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     hidden = comparison.mismatch_count - len(comparison.mismatches)
     if hidden > 0:
         lines.append(f"  ... and {hidden} more")
+    if _may_be_conv_output(comparison, first[1]):
+        lines += CONV_BOUND_POINTER
     lines.append("  " + tolerance_hint(comparison, TOLERANCE_FLAGS))
     return lines
+
+
+CONV_BOUND_POINTER = [
+    "  Conv outputs? Sums in another order differ by up to c*n*eps*sum(|x|*|w|);",
+    "  judge by that bound: --conv-x X --conv-w W [--conv-b B] and the Conv's flags,",
+    "  or --conv-x X --from-model MODEL.onnx [--node NAME]",
+]
+
+
+def _may_be_conv_output(comparison, reference) -> bool:
+    """A float failure of rank 3 or more (N, C, spatial...), judged without the Conv bound,
+    that some tolerance would pass: it may be a correct Conv output summed in another order."""
+    from padconv_cli.dtypes import element_kind
+
+    return (not comparison.bounded and comparison.min_atol is not None
+            and reference.ndim >= 3 and element_kind(reference.dtype) == "float")
 
 
 def _record(comparison, first: tuple, second: tuple) -> dict:

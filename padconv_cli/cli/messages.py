@@ -9,6 +9,13 @@ from typing import Any
 
 import click
 
+# what each required argument takes, by the name the help shows
+ARGUMENT_KINDS = {
+    "MODEL.onnx": "an ONNX model file",
+    "FILE": "a tensor file or an ONNX model",
+}
+TENSOR_ARGUMENT = "a tensor file, '-' for stdin, or a literal"
+
 # (command, parameter, pattern in the message) -> what to do
 HINTS: tuple[tuple[str, str, str, str], ...] = (
     ("pad", "pads", r"2 \* rank", "give --axes to pad fewer axes"),
@@ -150,6 +157,9 @@ def render_usage_error(error: click.ClickException) -> str:
         close = ", ".join(error.possibilities or [])
         hint = f"; did you mean {close}?" if close else ""
         return f"No such option {error.option_name!r}{hint}"
+    if isinstance(error, click.MissingParameter) and isinstance(error.param, click.Argument):
+        label = _label(error.param)
+        return f"missing argument {label}: {ARGUMENT_KINDS.get(label, TENSOR_ARGUMENT)}"
     if isinstance(error, click.BadParameter) and error.param is not None:
         label = error.param_hint or _label(error.param)
         if isinstance(label, (list, tuple)):

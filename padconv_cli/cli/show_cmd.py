@@ -50,7 +50,10 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
     callback=_positive_or_zero,
     help="Values shown at each end of every axis of large tensors; 0 hides the values.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per tensor.")
+@click.option("--initializers", "every_initializer", is_flag=True,
+              help="For a model: describe every initializer in full, not its nodes.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list, one object per tensor (a model's initializers).")
 @click.option("--png", "png", metavar="FILE.png", default=None,
               help="Also draw the tensor (one only) as a picture: a 2-D slice, or a grid of "
               "channels; needs padconv[png].")
@@ -64,12 +67,18 @@ def show_command(
     as_json: bool,
     dtype: str | None,
     png: str | None,
+    every_initializer: bool,
 ) -> None:
     """Show name, dtype, shape, min/max/mean/std, NaN/Inf counts and a preview of each tensor.
 
-    FILE is a .npy, .npz (every array, or FILE.npz:NAME), .pb or .onnx file (every
-    initializer), - for stdin, or an inline literal. Statistics are over the finite values;
-    complex tensors are summarised by |x|.
+    FILE is a .npy, .npz (every array, or FILE.npz:NAME), .pb file, polygraphy .json file
+    (every array, or FILE.json:NAME), - for stdin, or an inline literal. Statistics are over
+    the finite values; complex tensors are summarised by |x|.
+
+    A model (.onnx) is listed node by node: operator, name, key attributes (Conv's kernel,
+    strides, pads, dilations, group; Pad's mode and pads), input and output shapes, with its
+    initializers summarised on the last lines; MODEL.onnx:NAME describes one of them,
+    --initializers (or --json) every one.
     """
     from padconv_cli.cli.output import refuse_output_onto_inputs
     from padconv_cli.cli.style import output_width
@@ -80,6 +89,11 @@ def show_command(
         raise click.UsageError("only one FILE can be - (stdin)")
     descriptions = []
     for source in sources:
+        if _is_model_file(source) and not (as_json or every_initializer or histogram):
+            from padconv_cli.cli.show_model import model_lines
+
+            click.echo("\n".join(model_lines(source, output_width())))
+            continue
         try:
             for label, array in named_tensors(source, dtype=dtype):
                 descriptions.append(
@@ -96,6 +110,13 @@ def show_command(
         click.echo(dumps(descriptions, indent=2))
     if png is not None:
         _draw(sources, dtype, png)
+
+
+def _is_model_file(source: str) -> bool:
+    """An existing ``.onnx`` file named whole (not ``MODEL.onnx:NAME``)."""
+    import os
+
+    return source.lower().endswith(".onnx") and os.path.isfile(source)
 
 
 def _out_of_memory(source: str) -> Exception:

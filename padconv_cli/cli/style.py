@@ -45,15 +45,16 @@ def color_enabled(err: bool = False) -> bool:
 
 
 def output_width(err: bool = False) -> int:
-    """Columns to fit: the terminal's width on a terminal, else COLUMNS, else 80."""
+    """Columns to fit: COLUMNS when set (as shutil reads it: the user's word wins), else the
+    terminal's width on a terminal, else 80."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 40:
+        return int(columns)
     if is_terminal(err):
         try:
             return max(os.get_terminal_size(_stream(err).fileno()).columns, 40)
         except (OSError, ValueError):
             pass
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) >= 40:
-        return int(columns)
     return DEFAULT_WIDTH
 
 

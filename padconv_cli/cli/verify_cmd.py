@@ -84,8 +84,9 @@ def verify_command(
     other computing nodes is reported as unsupported (neither passed nor failed).
 
     One line per case (result, name, operator, output, max abs; more columns on wide
-    terminals); details of every case that did not pass, of every case with -v; a single
-    selected case is also shown side by side (inputs, expected, actual, difference).
+    terminals; case names always whole, as -k takes them); details of every case that did
+    not pass, of every case with -v; a single case picked with -k (or shown with -v) is also
+    shown side by side (inputs, expected, actual, difference).
 
     \b
     Comparison rule: shapes and dtypes must match exactly; integers, bools
@@ -122,7 +123,8 @@ def verify_command(
     else:
         from padconv_cli.cli.style import SETTINGS
 
-        side = len(selected) == 1 and not SETTINGS["quiet"]
+        picked = bool(patterns) or SETTINGS["verbose"]
+        side = len(selected) == 1 and picked and not SETTINGS["quiet"]
         _print_results(results, _use_colour(no_color), SETTINGS["verbose"], SETTINGS["quiet"],
                        side_by_side=side)
     sys.stdout.flush()

@@ -1,11 +1,18 @@
 """Polygraphy's JSON tensor files (``polygraphy run --save-inputs/--save-outputs``,
 ``polygraphy data to-input``): every array inside, with a name, read without pickles.
 
-Format: JSON whose arrays are objects ``{"array": BASE64, "polygraphy_class": "ndarray"}``,
-BASE64 being the bytes of a ``.npy`` file. An inputs file is a list of feed dicts (one per
-iteration); a results file is ``{"lst": [[runner, [outputs dict, ...]], ...],
-"polygraphy_class": "RunResults"}``. Names: the tensor's own name when it is unique in the
-file, else ``runner/iteration/name`` (``iteration/name`` for inputs).
+Format, as polygraphy writes it: a value of a polygraphy class is a JSON object carrying
+``"polygraphy_class": CLASS`` (older versions: a key ``__polygraphy_encoded_CLASS`` whose value
+is ``polygraphy_serialized_json_type``).  An array is ``ndarray`` ``{"array": BASE64}``,
+BASE64 being the bytes of a ``.npy`` file (very old versions: the bytes as latin-1 text); a
+result array is wrapped as ``LazyArray`` (formerly ``LazyNumpyArray``) ``{"values": ndarray}``.
+An inputs file is a list of feed dicts (one per iteration); a results file is ``RunResults``
+``{"lst": [[runner, [IterationResult, ...]], ...]}``, an ``IterationResult`` holding its
+arrays under ``"outputs"``.  A torch tensor (``Tensor``) is a ``torch.save`` pickle: refused.
+
+Names: the tensor's own name when it is unique in the file; else it is qualified, ``/``
+between the parts, by the runner when the file holds several runners and by the iteration
+when a runner (or an inputs file) holds several iterations: ``0/y``, ``trt-runner-N0/y``.
 """
 
 from __future__ import annotations
@@ -48,38 +55,103 @@ def _load(path: str, label: str) -> Any:
         raise InputError(f"{label}: not a JSON file ({str(exc)[:80]})", source=label) from None
 
 
-def _is_array(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("polygraphy_class") == "ndarray"
+_TYPE_MARKER = "polygraphy_class"
+_LEGACY_MARKER = "polygraphy_serialized_json_type"
+_LEGACY_PREFIX = "__polygraphy_encoded_"
+_LAZY_CLASSES = ("LazyArray", "LazyNumpyArray")
+_TENSOR_CLASSES = ("ndarray", "Tensor")
+
+
+def _class_of(value: Any) -> str | None:
+    """The polygraphy class a JSON object encodes (current or legacy marker), else None."""
+    if not isinstance(value, dict):
+        return None
+    marked = value.get(_TYPE_MARKER)
+    if isinstance(marked, str):
+        return marked
+    for key, item in value.items():
+        if item == _LEGACY_MARKER and str(key).startswith(_LEGACY_PREFIX):
+            return str(key)[len(_LEGACY_PREFIX):]
+    return None
+
+
+def _unwrapped(value: Any) -> dict | None:
+    """The encoded array of a value (a ``LazyArray`` unwrapped), or None if it holds none."""
+    if _class_of(value) in _LAZY_CLASSES:
+        value = value.get("values")
+    return value if _class_of(value) in _TENSOR_CLASSES else None
 
 
 def _decode(value: dict, label: str) -> np.ndarray:
     from padconv_cli.tensorio.npy import read_npy_bytes
 
+    if _class_of(value) == "Tensor":
+        raise InputError(f"{label}: a torch tensor (a torch.save pickle, never loaded); save "
+                         "numpy arrays instead (polygraphy --data-loader-backend-module numpy)",
+                         source=label)
+    return read_npy_bytes(_payload(str(value.get("array", "")), label), label)
+
+
+def _payload(text: str, label: str) -> bytes:
+    """The ``.npy`` bytes of an array: base64, or latin-1 text in very old files."""
     try:
-        payload = base64.b64decode(str(value.get("array", "")), validate=True)
+        return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise InputError(f"{label}: an array's data is not base64", source=label) from None
-    return read_npy_bytes(payload, label)
+        pass
+    try:
+        raw = text.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = b""
+    if raw.startswith(b"\x93NUMPY"):
+        return raw
+    raise InputError(f"{label}: an array's data is not base64", source=label)
 
 
-def _entries(document: Any) -> list[tuple[list[str], dict]]:
-    """(name parts, encoded array) of every array, outermost structure first."""
-    if isinstance(document, dict) and document.get("polygraphy_class") == "RunResults":
-        found = []
-        for runner, iterations in document.get("lst", []):
-            for index, outputs in enumerate(iterations):
-                found += [([str(runner), str(index), n], v) for n, v in _arrays_of(outputs)]
-        return found
+def _iterations(document: dict) -> list[tuple[str, list]]:
+    """(runner, [iteration result, ...]) of a ``RunResults``; malformed entries skipped."""
+    pairs = document.get("lst")
+    if not isinstance(pairs, list):
+        return []
+    return [(str(pair[0]), pair[1]) for pair in pairs
+            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], list)]
+
+
+def _entries(document: Any) -> list[tuple[tuple[str, str], str, dict]]:
+    """((runner, iteration), name, encoded array) of every array, in the file's order."""
+    if _class_of(document) == "RunResults":
+        return [((runner, str(index)), name, value)
+                for runner, iterations in _iterations(document)
+                for index, outputs in enumerate(iterations)
+                for name, value in _arrays_of(outputs)]
     if isinstance(document, list):
-        return [([str(index), n], v) for index, feed in enumerate(document)
-                for n, v in _arrays_of(feed)]
-    return [([n], v) for n, v in _arrays_of(document)]
+        return [(("", str(index)), name, value) for index, feed in enumerate(document)
+                for name, value in _arrays_of(feed)]
+    return [(("", "0"), name, value) for name, value in _arrays_of(document)]
 
 
 def _arrays_of(mapping: Any) -> list[tuple[str, dict]]:
+    if _class_of(mapping) == "IterationResult":
+        mapping = mapping.get("outputs")
     if not isinstance(mapping, dict):
         return []
-    return [(str(name), value) for name, value in mapping.items() if _is_array(value)]
+    found = [(str(name), _unwrapped(value)) for name, value in mapping.items()]
+    return [(name, value) for name, value in found if value is not None]
+
+
+def _qualified_names(entries: list[tuple[tuple[str, str], str, dict]]) -> list[str]:
+    """The module's naming rule: the own name when unique, else runner and/or iteration."""
+    counts: dict[str, int] = {}
+    for _, name, _ in entries:
+        counts[name] = counts.get(name, 0) + 1
+    several_runners = len({where[0] for where, _, _ in entries}) > 1
+    several_iterations = len({where for where, _, _ in entries}) > len(
+        {where[0] for where, _, _ in entries})
+    names = []
+    for (runner, iteration), name, _ in entries:
+        parts = ([runner] if several_runners else []) + (
+            [iteration] if several_iterations else [])
+        names.append(name if counts[name] == 1 else "/".join([*parts, name]))
+    return names
 
 
 def json_tensor_names(path: str, label: str) -> list[tuple[str, dict]]:
@@ -87,11 +159,8 @@ def json_tensor_names(path: str, label: str) -> list[tuple[str, dict]]:
     entries = _entries(_load(path, label))
     if not entries:
         raise InputError(f"{label}: no polygraphy arrays in this JSON file", source=label)
-    counts: dict[str, int] = {}
-    for parts, _ in entries:
-        counts[parts[-1]] = counts.get(parts[-1], 0) + 1
-    return [(parts[-1] if counts[parts[-1]] == 1 else "/".join(parts), value)
-            for parts, value in entries]
+    return list(zip(_qualified_names(entries), [value for _, _, value in entries],
+                    strict=True))
 
 
 def read_json_tensors(path: str, label: str) -> list[tuple[str, np.ndarray]]:

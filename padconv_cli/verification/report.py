@@ -72,7 +72,9 @@ def row_cells(result: CaseResult) -> tuple[str, ...]:
 def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) -> list[str]:
     """Lines explaining a failed or unsupported result: the reason, the first mismatching
     elements and the smallest tolerances that would have passed."""
-    lines = [f"{STATUS_WORDS[result.status]} {result.case.name} ({result.case.location})"]
+    lines = [f"{STATUS_WORDS[result.status]} {result.case.name}"]
+    if result.case.location:
+        lines.append(f"  in {result.case.location}")
     lines.append(f"  {result.reason}")
     comparison = result.comparison
     if result.status != FAILED or comparison is None:
@@ -114,17 +116,6 @@ ELLIPSIS = "..."
 DEFAULT_WIDTH = 80
 
 
-def _elide(text: str, width: int) -> str:
-    """``text`` cut in the middle to ``width`` characters (``...`` marks the cut)."""
-    if len(text) <= width:
-        return text
-    if width <= len(ELLIPSIS) + 2:
-        return text[:width]
-    head = (width - len(ELLIPSIS) + 1) // 2
-    tail = width - len(ELLIPSIS) - head
-    return text[:head] + ELLIPSIS + text[len(text) - tail :]
-
-
 def _cut(text: str, width: int) -> str:
     """``text`` cut at the end to ``width`` characters (``...`` marks the cut)."""
     if len(text) <= width:
@@ -140,24 +131,28 @@ def line_cells(result: CaseResult) -> dict[str, str]:
 def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
     """The columns that fit ``width`` and their widths.
 
-    Rule: result, case, operator, output and max abs always (the case name is elided in the
-    middle when the others leave it too little room); ``max rel`` then ``attributes`` are added
-    when at least :data:`WIDE_EXTRA_MIN` columns remain after the case names at full width.
+    Rule: result and case always, the case name whole (``verify -k`` takes it back, so a name
+    longer than the line overflows it rather than being cut); output, operator and max abs
+    while they fit (dropped in that order); ``max rel`` then ``attributes`` are added when at
+    least :data:`WIDE_EXTRA_MIN` columns remain.
     """
     rows = [line_cells(result) for result in results]
     header = {name: name.upper() for name in COLUMNS}
     widths = {name: max(len(row[name]) for row in [header, *rows]) for name in COLUMNS}
     columns = list(NARROW_COLUMNS)
-    used = sum(widths[name] for name in columns) + 2 * (len(columns) - 1)
-    if used + 2 + widths["max rel"] <= width:
+
+    def used() -> int:
+        return sum(widths[name] for name in columns) + 2 * (len(columns) - 1)
+
+    for optional in ("output", "operator", "max abs"):
+        if used() > width:
+            columns.remove(optional)
+    if "max abs" in columns and used() + 2 + widths["max rel"] <= width:
         columns.append("max rel")
-        used += 2 + widths["max rel"]
-        room = width - used - 2
-        if room >= WIDE_EXTRA_MIN:
+        room = width - used() - 2
+        if room >= WIDE_EXTRA_MIN and "output" in columns:
             columns.insert(3, "attributes")
             widths["attributes"] = min(widths["attributes"], room)
-    elif used > width:
-        widths["case"] = max(widths["case"] - (used - width), len("CASE") + 8)
     return columns, widths
 
 
@@ -182,9 +177,7 @@ def _table_line(cells: dict[str, str], columns: list[str], widths: dict[str, int
     parts = []
     for name in columns:
         text = cells[name]
-        if name == "case":
-            text = _elide(text, widths[name])
-        elif name == "attributes":
+        if name == "attributes":
             text = _cut(text, widths[name])
         numeric = name in ("max abs", "max rel")
         parts.append(text.rjust(widths[name]) if numeric else text.ljust(widths[name]))
@@ -193,12 +186,12 @@ def _table_line(cells: dict[str, str], columns: list[str], widths: dict[str, int
 
 def wrap_lines(lines: list[str], width: int) -> list[str]:
     """Each line wrapped to ``width`` columns, continuation lines indented by 4 spaces more than
-    the line's own indent."""
+    the line's own indent; a line that is a status word and a case name stays whole."""
     import textwrap
 
     wrapped = []
     for line in lines:
-        if len(line) <= width:
+        if len(line) <= width or _is_case_heading(line):
             wrapped.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip(" ")))
@@ -207,6 +200,12 @@ def wrap_lines(lines: list[str], width: int) -> list[str]:
             break_on_hyphens=False,
         )
     return wrapped
+
+
+def _is_case_heading(line: str) -> bool:
+    """``FAIL NAME``: a status word and one name, which ``verify -k`` takes back whole."""
+    words = line.split(" ")
+    return len(words) == 2 and words[0] in STATUS_WORDS.values()
 
 
 def verbose_details(result: CaseResult) -> list[str]:

@@ -78,3 +78,20 @@ def test_a_conv_of_another_shape_is_refused(run_cli, conv_files):
     result = run_cli("compare", conv_files["y"], conv_files["y"], "--conv-x", conv_files["x"],
                      "--conv-w", conv_files["w"])
     assert result.exit_code == 2 and "gives shape [1, 16, 8, 8]" in result.stderr
+
+
+def test_a_failing_conv_output_points_to_the_bound_options(run_cli, conv_files):
+    result = run_cli("compare", conv_files["other"], conv_files["y"])
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    pointer = [i for i, line in enumerate(lines) if "--conv-x X --conv-w W" in line]
+    atol = [i for i, line in enumerate(lines) if "would pass with --atol" in line]
+    assert pointer and atol and pointer[0] < atol[0], result.stdout
+    assert "--from-model" in "\n".join(lines[pointer[0]:])
+    assert max(len(line) for line in lines[pointer[0]:atol[0]]) <= 80
+
+
+def test_a_failure_that_cannot_be_a_conv_output_does_not_point_there(run_cli):
+    result = run_cli("compare", "[[1.0, 2.0]]", "[[1.0, 2.5]]")
+    assert result.exit_code == 1
+    assert "--conv-x" not in result.stdout

@@ -198,7 +198,8 @@ def test_model_without_initializers_says_so(run_cli, tmp_path, as_json):
         [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
     )
     onnx.save(onnx.helper.make_model(graph), str(tmp_path / "m.onnx"))
-    result = run_cli("show", str(tmp_path / "m.onnx"), *(["--json"] if as_json else []))
+    result = run_cli("show", str(tmp_path / "m.onnx"),
+                     *(["--json"] if as_json else ["--initializers"]))
     assert result.exit_code == 0, result.stderr
     assert result.stderr == f"{tmp_path}/m.onnx: no initializers in the main graph\n"
     assert (_strict_json(result.stdout) == []) if as_json else (result.stdout == "")

@@ -40,16 +40,16 @@ def test_show_lists_every_array(run_cli, inputs_file, results_file):
     headers = [line for line in result.stdout.splitlines() if not line.startswith(" ")]
     assert headers == [
         f"{inputs_file}:x: float32[2, 3] (6 elements, 24 bytes)",
-        f"{results_file}:onnxrt-runner-N0/0/y: float16[2, 2] (4 elements, 8 bytes)",
-        f"{results_file}:trt-runner-N0/0/y: float16[2, 2] (4 elements, 8 bytes)",
+        f"{results_file}:onnxrt-runner-N0/y: float16[2, 2] (4 elements, 8 bytes)",
+        f"{results_file}:trt-runner-N0/y: float16[2, 2] (4 elements, 8 bytes)",
     ]
 
 
 def test_compare_and_pad_read_one_array(run_cli, inputs_file, results_file, tmp_path):
     np.save(tmp_path / "x.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
     assert run_cli("compare", str(inputs_file), str(tmp_path / "x.npy")).exit_code == 0
-    differ = run_cli("compare", f"{results_file}:onnxrt-runner-N0/0/y",
-                     f"{results_file}:trt-runner-N0/0/y")
+    differ = run_cli("compare", f"{results_file}:onnxrt-runner-N0/y",
+                     f"{results_file}:trt-runner-N0/y")
     assert differ.exit_code == 1
     out = tmp_path / "y.npy"
     assert run_cli("pad", f"{inputs_file}:x", "--pads", "0", "1", "0", "0",
@@ -60,7 +60,7 @@ def test_compare_and_pad_read_one_array(run_cli, inputs_file, results_file, tmp_
 def test_several_arrays_need_a_name(run_cli, results_file):
     result = run_cli("compare", str(results_file), "[1.0]")
     assert result.exit_code == 2
-    assert "holds 2 arrays" in result.stderr and "onnxrt-runner-N0/0/y" in result.stderr
+    assert "holds 2 arrays" in result.stderr and "onnxrt-runner-N0/y" in result.stderr
 
 
 def test_a_pickled_array_is_refused(run_cli, tmp_path):
