@@ -211,7 +211,7 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
     for size, k, s, d, pb, out in zip(plan.x_shape[2:], offset, plan.strides, plan.dilations,
                                       plan.pads_begin, plan.output_shape[2:], strict=True):
         start = k * d - pb  # output of input 0
-        first = max(0, -(-(-start) // s))  # first i with start + i*s >= 0
+        first = max(0, -(start // s))  # first i with start + i*s >= 0
         last = min(size - 1, (out - 1 - start) // s)
         if last < first:
             return

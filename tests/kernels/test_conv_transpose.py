@@ -81,7 +81,8 @@ def test_any_attributes_match_the_oracle(data):
     kernel = [data.draw(st.integers(1, 3)) for _ in range(rank)]
     strides = [data.draw(st.integers(1, 3)) for _ in range(rank)]
     dilations = [data.draw(st.integers(1, 3)) for _ in range(rank)]
-    padding = [data.draw(st.integers(0, max(s, d) - 1)) for s, d in zip(strides, dilations)]
+    padding = [data.draw(st.integers(0, max(s, d) - 1))
+               for s, d in zip(strides, dilations, strict=True)]
     attrs = {"strides": strides, "dilations": dilations, "group": group,
              "output_padding": padding}
     mode = data.draw(st.sampled_from(["pads", "SAME_UPPER", "SAME_LOWER", "VALID", "shape"]))
