@@ -220,3 +220,58 @@ def test_onnxruntime_differs_only_by_its_float32_requantization(per_channel):
         modelled = float32_requantization(acc, args[1], args[4], args[6], args[7], np.uint8)
         assert np.all(np.abs(ours.astype(int) - theirs.astype(int))[differ] == 1)
         np.testing.assert_array_equal(theirs[differ], modelled[differ])
+
+
+# Exact ties (real value k + 1/2) where a float32 multiplier lands on the other side:
+# (acc, x_scale, y_scale, exactly rounded result) with w_scale 1.
+FLOAT32_TIES = [
+    (-227, 3570 * 2.0**-14, 3405 * 2.0**-12, -60),   # -59.5
+    (61, 3048 * 2.0**-14, 732 * 2.0**-12, 64),       # 63.5
+    (1494, 316 * 2.0**-14, 996 * 2.0**-12, 118),     # 118.5
+]
+
+
+def one_product(acc):
+    """A uint8 X and int8 W of one element each whose product is ``acc``."""
+    x_value = abs(acc) if abs(acc) < 256 else abs(acc) // 6
+    return (np.array([[[x_value]]], np.uint8), np.array([[[acc // x_value]]], np.int8))
+
+
+@pytest.mark.parametrize(("acc", "x_scale", "y_scale", "expected"), FLOAT32_TIES)
+def test_ties_that_float32_requantization_rounds_the_other_way(acc, x_scale, y_scale,
+                                                               expected):
+    x, w = one_product(acc)
+    args = [x, np.float32(x_scale), np.uint8(0), w, np.float32(1), np.int8(0),
+            np.float32(y_scale), np.uint8(128)]
+    ours = int(qlinear_conv(*args).reshape(-1)[0]) - 128
+    assert ours == expected
+    modelled = float32_requantization(np.array([[[[acc]]]], np.int64), x_scale, 1.0, y_scale,
+                                      128, np.uint8)
+    assert abs(int(modelled.reshape(-1)[0]) - 128 - ours) == 1
+
+
+@pytest.mark.parametrize(("acc", "x_scale", "y_scale", "expected"), FLOAT32_TIES)
+def test_onnxruntime_at_a_tie_gives_the_exact_or_the_float32_result(acc, x_scale, y_scale,
+                                                                    expected):
+    """onnxruntime 1.32 gives the float32 result at these ties (a classified deviation)."""
+    from onnx import TensorProto, helper
+
+    x, w = one_product(acc)
+    values = [x, np.float32(x_scale), np.uint8(0), w, np.float32(1), np.int8(0),
+              np.float32(y_scale), np.uint8(128)]
+    names = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"]
+    types = [TensorProto.UINT8, TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8,
+             TensorProto.FLOAT, TensorProto.INT8, TensorProto.FLOAT, TensorProto.UINT8]
+    graph = helper.make_graph(
+        [helper.make_node("QLinearConv", names, ["y"])], "g",
+        [helper.make_tensor_value_info(n, t, np.shape(a)) for n, t, a in
+         zip(names, types, values, strict=True)],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    model.ir_version = 8
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    (theirs,) = session.run(None, {n: np.asarray(a) for n, a in zip(names, values, strict=True)})
+    modelled = float32_requantization(np.array([[[[acc]]]], np.int64), x_scale, 1.0, y_scale,
+                                      128, np.uint8)
+    assert int(theirs.reshape(-1)[0]) in (expected + 128, int(modelled.reshape(-1)[0]))
