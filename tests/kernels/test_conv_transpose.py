@@ -175,3 +175,15 @@ def test_agrees_with_torch(x_shape, w_shape, attrs):
     y = conv_transpose(x, w, b, **attrs)
     assert y.shape == expected.shape
     np.testing.assert_allclose(y, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_library_bound_covers_a_float32_result_against_float64():
+    from padconv_cli.verification.conv_transpose_bound import conv_transpose_error_bound
+
+    x, w, b = random_case((1, 32, 6, 6), (32, 4, 4, 4), np.float32, seed=9)
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    narrow = conv_transpose(x, w, b, **attrs).astype(np.float64)
+    wide = conv_transpose(*(t.astype(np.float64) for t in (x, w, b)), **attrs)
+    bound = conv_transpose_error_bound(x, w, b, **attrs)
+    assert np.all(np.abs(narrow - wide) <= bound)
+    assert np.all(bound > 0)
