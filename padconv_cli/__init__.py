@@ -3,6 +3,7 @@
 Public API (numpy in, numpy out)::
 
     from padconv_cli import pad, conv, read_tensor, write_tensor
+    from padconv_cli import conv_transpose, conv_integer, qlinear_conv
 
 The names are resolved lazily so that ``padconv --help`` does not pay for kernels it does not run.
 """
@@ -16,16 +17,22 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "pad": "padconv_cli.kernels.pad",
     "conv": "padconv_cli.kernels.conv",
+    "conv_transpose": "padconv_cli.kernels.conv_transpose",
+    "conv_integer": "padconv_cli.kernels.integer_conv",
+    "qlinear_conv": "padconv_cli.kernels.integer_conv",
     "read_tensor": "padconv_cli.tensor_sources",
     "write_tensor": "padconv_cli.tensorio",
     "PadconvError": "padconv_cli.errors",
 }
 
-__all__ = ["PadconvError", "__version__", "conv", "pad", "read_tensor", "write_tensor"]
+__all__ = ["PadconvError", "__version__", "conv", "conv_integer", "conv_transpose", "pad",
+           "qlinear_conv", "read_tensor", "write_tensor"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from padconv_cli.errors import PadconvError
     from padconv_cli.kernels.conv import conv
+    from padconv_cli.kernels.conv_transpose import conv_transpose
+    from padconv_cli.kernels.integer_conv import conv_integer, qlinear_conv
     from padconv_cli.kernels.pad import pad
     from padconv_cli.tensor_sources import read_tensor
     from padconv_cli.tensorio import write_tensor

@@ -1,0 +1,264 @@
+"""ONNX ``ConvTranspose`` (opsets 1, 11 and 22): the public kernel.
+
+``Y[n, m, o] = B[m] + sum over (c, i, k) with i*s + k*d - pads_begin == o of
+X[n, c, i] * W[c, m - g*M/G, k]`` (``c`` in group ``g = m // (M/G)``), computed without a
+zero-stuffed input: the output is split by *stride phases*. Along an axis, the outputs ``o``
+with ``(o + pad_begin) % s == r`` receive exactly the taps ``k`` with ``(k*d) % s == r``; those
+form a progression ``k0, k0 + L, ...`` (``L = s / gcd(s, d)``) and reach the inputs
+``j - base - t * d/gcd(s, d)``, so each phase is an ordinary stride-1 Conv of X with the
+flipped sub-kernel, run by the native Conv core (:mod:`padconv_cli.kernels.native`) into a
+phase buffer and copied to its strided place in Y. Each output element is therefore summed in
+one fixed order (channels, then its phase's taps) by the core, whatever the thread count.
+
+float16 and bfloat16 are accumulated in float32 and rounded once; float32 in float32; float64 in
+float64. Weights that are not all finite take a numpy path (GEMM, then col2im adds) that forms
+only the products the definition has: the phase Conv would multiply its zero padding by an
+infinite weight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+
+from padconv_cli.errors import UnsupportedDtypeError
+from padconv_cli.kernels.conv_transpose_plan import ConvTransposePlan, plan_conv_transpose
+
+__all__ = ["ConvTransposePlan", "conv_transpose", "conv_transpose_planned",
+           "plan_conv_transpose", "working_bytes"]
+
+FLOAT_DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
+
+
+def conv_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: Sequence[int] | None = None,
+    group: int = 1,
+    kernel_shape: Sequence[int] | None = None,
+    output_padding: Sequence[int] | None = None,
+    output_shape: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+) -> np.ndarray:
+    """ONNX ConvTranspose-22: ``Y[n, m, o] = B[m] + sum_{c, i, k: i*s + k*d - pb = o}
+    X[n, c, i] * W[c, m % (M/G), k]``, over the channels ``c`` of ``m``'s group.
+
+    X, W and B share one float dtype (float16, bfloat16, float32, float64); the sums run in
+    float32 (float64 for float64) and are rounded once to that dtype. Pads, output length and
+    the rulings applied: :func:`plan_conv_transpose`.
+    """
+    x, w, b = _float_inputs(x, w, b)
+    plan = plan_conv_transpose(
+        x.shape, w.shape, None if b is None else b.shape, auto_pad=auto_pad,
+        dilations=dilations, group=group, kernel_shape=kernel_shape,
+        output_padding=output_padding, output_shape=output_shape, pads=pads, strides=strides)
+    return _compute(plan, x, w, b)
+
+
+def conv_transpose_planned(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
+                           b: np.ndarray | None = None) -> np.ndarray:
+    """:func:`conv_transpose` with a plan made beforehand by :func:`plan_conv_transpose` for
+    these shapes: the same element-type rules and result, without planning again."""
+    x, w, b = _float_inputs(x, w, b)
+    if (x.shape, w.shape) != (plan.x_shape, plan.w_shape):
+        raise ValueError(f"the plan is for X {plan.x_shape} and W {plan.w_shape}, not "
+                         f"{x.shape} and {w.shape}")
+    return _compute(plan, x, w, b)
+
+
+def accumulator_dtype(dtype: np.dtype) -> np.dtype:
+    """float64 accumulates in float64, every other float type in float32."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+# --- stride phases ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AxisPhase:
+    """One stride phase of one axis: the outputs ``first, first + s, ...`` (``count`` of them)
+    are a stride-1 Conv of X (cropped by ``crop`` elements at its start) with the kernel taps
+    ``taps`` (already in the flipped order the Conv reads them), dilation ``dilation`` and
+    begin pad ``pad``. ``taps`` is empty when no tap reaches these outputs."""
+
+    first: int
+    count: int
+    taps: tuple[int, ...]
+    dilation: int
+    pad: int
+    crop: int
+
+
+def axis_phases(size: int, kernel: int, stride: int, dilation: int, pad_begin: int,
+                out: int) -> list[AxisPhase]:
+    """The ``stride`` phases of one axis (module docstring), those with outputs only."""
+    step = stride // math.gcd(stride, dilation)
+    reach = dilation // math.gcd(stride, dilation)
+    phases = []
+    for r in range(stride):
+        first = (r - pad_begin) % stride
+        count = max(0, -(-(out - first) // stride))
+        if count == 0:
+            continue
+        taps = [k for k in range(kernel) if (k * dilation) % stride == r]
+        if not taps:
+            phases.append(AxisPhase(first, count, (), 1, 0, 0))
+            continue
+        base = (taps[0] * dilation - r) // stride
+        j0 = (first + pad_begin - r) // stride
+        pad = base + (len(taps) - 1) * reach - j0
+        crop = max(0, -pad)
+        if crop >= size:
+            phases.append(AxisPhase(first, count, (), 1, 0, 0))
+            continue
+        flipped = tuple(taps[0] + t * step for t in reversed(range(len(taps))))
+        phases.append(AxisPhase(first, count, flipped, reach, max(0, pad), crop))
+    return phases
+
+
+def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
+             b: np.ndarray | None) -> np.ndarray:
+    y = np.empty(plan.output_shape, x.dtype)
+    if y.size == 0:
+        return y
+    if not np.isfinite(w).all():
+        return scatter_add(plan, x, w, b).astype(x.dtype)
+    acc = accumulator_dtype(x.dtype)
+    x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+    conv_w = conv_layout(w, plan.group).astype(acc)
+    bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
+    per_axis = [axis_phases(*args) for args in zip(
+        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
+        plan.output_shape[2:], strict=True)]
+    for phase in product(*per_axis):
+        where = (slice(None), slice(None),
+                 *(slice(p.first, None, s) for p, s in zip(phase, plan.strides, strict=True)))
+        y[where] = _phase_values(plan, phase, x, conv_w, bias, acc)
+    return y
+
+
+def _phase_values(plan: ConvTransposePlan, phase: tuple[AxisPhase, ...], x: np.ndarray,
+                  conv_w: np.ndarray, bias: np.ndarray | None, acc: np.dtype) -> np.ndarray:
+    """The outputs of one phase (all axes), in the accumulator dtype."""
+    counts = tuple(p.count for p in phase)
+    shape = (plan.output_shape[0], plan.output_shape[1], *counts)
+    if any(not p.taps for p in phase) or plan.x_shape[1] == 0:
+        values = np.zeros(shape, acc)
+        if bias is not None:
+            values += bias.reshape((-1,) + (1,) * len(counts))
+        return values
+    from padconv_cli.kernels import native
+
+    sub_w = np.ascontiguousarray(conv_w[(slice(None), slice(None),
+                                         *np.ix_(*(p.taps for p in phase)))])
+    if any(p.crop for p in phase):
+        x = np.ascontiguousarray(x[(slice(None), slice(None),
+                                    *(slice(p.crop, None) for p in phase))])
+    values = np.empty(shape, acc)
+    native.conv_into(x, sub_w, bias, values, strides=(1,) * len(phase),
+                     dilations=tuple(p.dilation for p in phase),
+                     pads_begin=tuple(p.pad for p in phase), group=plan.group)
+    return values
+
+
+def conv_layout(w: np.ndarray, group: int) -> np.ndarray:
+    """ConvTranspose's ``W (C, M/G, k...)`` in Conv's layout ``(M, C/G, k...)``: group by
+    group, the two channel axes swapped."""
+    c, mg = w.shape[:2]
+    grouped = w.reshape(group, c // group, mg, *w.shape[2:])
+    return np.ascontiguousarray(np.swapaxes(grouped, 1, 2).reshape(group * mg, c // group,
+                                                                   *w.shape[2:]))
+
+
+# --- the definition, for weights that are not all finite ------------------------------------
+
+
+def scatter_add(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
+                b: np.ndarray | None) -> np.ndarray:
+    """The definition as GEMM then col2im, in the accumulator dtype: per group,
+    ``cols = W_g^T @ X_g`` holds every product summed over the group's channels; tap ``k``'s
+    values are added at ``i * s + k * d - pads_begin`` (taps in C order)."""
+    acc = accumulator_dtype(x.dtype)
+    n, c = plan.x_shape[:2]
+    group, mg, rank = plan.group, plan.w_shape[1], plan.spatial_rank
+    cg, taps = c // group, math.prod(plan.kernel_shape)
+    y = np.zeros(plan.output_shape, acc)
+    xs = x.astype(acc).reshape(n, group, cg, -1)
+    ws = w.astype(acc).reshape(group, cg, mg * taps)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for image, g in product(range(n), range(group)):
+            cols = (ws[g].T @ xs[image, g]).reshape(mg, taps, *plan.x_shape[2:])
+            target = y[image, g * mg:(g + 1) * mg]
+            for t, offset in enumerate(np.ndindex(*plan.kernel_shape)):
+                _add_tap(target, cols[:, t], offset, plan)
+        if b is not None:
+            y += b.astype(acc).reshape((-1,) + (1,) * rank)
+    return y
+
+
+def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
+             plan: ConvTransposePlan) -> None:
+    """``target[:, i*s + k*d - pb] += values[:, i]`` for the ``i`` that land inside."""
+    src, dst = [slice(None)], [slice(None)]
+    for size, k, s, d, pb, out in zip(plan.x_shape[2:], offset, plan.strides, plan.dilations,
+                                      plan.pads_begin, plan.output_shape[2:], strict=True):
+        start = k * d - pb  # output of input 0
+        first = max(0, -(start // s))  # first i with start + i*s >= 0
+        last = min(size - 1, (out - 1 - start) // s)
+        if last < first:
+            return
+        src.append(slice(first, last + 1))
+        dst.append(slice(start + first * s, start + last * s + 1, s))
+    target[tuple(dst)] += values[tuple(src)]
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
+    """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
+    the largest phase's output ``N * M * prod(ceil(out / s))`` in the accumulator dtype, a
+    copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
+    scratch (bounded by :func:`padconv_cli.kernels.conv_paths.PANEL_BYTES` per thread and
+    packed W)."""
+    from padconv_cli.kernels import conv_paths, native
+
+    acc = accumulator_dtype(np.dtype(dtype)).itemsize
+    phase_out = plan.output_shape[0] * plan.output_shape[1] * math.prod(
+        -(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides, strict=True))
+    weights = 2 * math.prod(plan.w_shape) * acc
+    crop = math.prod(plan.x_shape) * np.dtype(dtype).itemsize if any(
+        pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,
+                                             plan.dilations, strict=True)) else 0
+    scratch = native.thread_count() * (conv_paths.PANEL_BYTES + conv_paths.ROW_BYTES)
+    return phase_out * acc + weights + crop + scratch + 2 * math.prod(plan.w_shape) * acc
+
+
+# --- element types -------------------------------------------------------------------------
+
+
+def _float_inputs(x: np.ndarray, w: np.ndarray, b: np.ndarray | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """X, W, B as arrays after checking they share one of ConvTranspose's float dtypes."""
+    named = [("X", np.asarray(x)), ("W", np.asarray(w))]
+    if b is not None:
+        named.append(("B", np.asarray(b)))
+    for name, array in named:
+        if array.dtype.name not in FLOAT_DTYPE_NAMES:
+            raise UnsupportedDtypeError(
+                f"ConvTranspose takes float tensors ({', '.join(FLOAT_DTYPE_NAMES)}); got "
+                f"{array.dtype.name if array.dtype.kind not in 'USO' else 'string'} {name}",
+                param=name)
+    if len({array.dtype.name for _, array in named}) > 1:
+        listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
+        raise UnsupportedDtypeError(f"ConvTranspose inputs must share one dtype; got {listing}",
+                                    param="W")
+    return named[0][1], named[1][1], named[2][1] if b is not None else None

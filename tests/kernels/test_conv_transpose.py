@@ -1,0 +1,189 @@
+"""ConvTranspose against the float64 scatter-add oracle, torch, and itself on other threads."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from family_oracles import assert_transpose_within_bound, oracle_conv_transpose
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
+from padconv_cli.kernels.conv_transpose import conv_transpose, plan_conv_transpose, scatter_add
+
+
+def random_case(x_shape, w_shape, dtype=np.float32, seed=0, group=1):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    b = rng.standard_normal(w_shape[1] * group).astype(dtype)
+    return x, w, b
+
+
+CASES = [
+    ((1, 3, 5), (3, 2, 3), {}),
+    ((2, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 3], "pads": [1, 0, 2, 1]}),
+    ((1, 4, 4, 5), (4, 2, 2, 3), {"group": 2, "strides": [3, 2], "dilations": [2, 3]}),
+    ((1, 6, 4, 4), (6, 1, 3, 3), {"group": 6, "strides": [2, 2], "pads": [1, 1, 1, 1],
+                                  "output_padding": [1, 1]}),
+    ((1, 2, 3, 4, 3), (2, 2, 2, 3, 2), {"strides": [2, 1, 3], "dilations": [1, 2, 1]}),
+    ((1, 2, 4, 4), (2, 3, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),
+    ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER",
+                                  "output_padding": [1, 0]}),
+    ((1, 2, 5), (2, 2, 2), {"strides": [4], "pads": [5, 3]}),
+    ((1, 2, 5), (2, 2, 3), {"strides": [3], "dilations": [4], "output_padding": [3]}),
+    ((1, 2, 3), (2, 1, 1), {"strides": [3], "auto_pad": "SAME_UPPER"}),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_matches_the_scatter_add_oracle(x_shape, w_shape, attrs, dtype):
+    x, w, b = random_case(x_shape, w_shape, dtype, group=attrs.get("group", 1))
+    y = conv_transpose(x, w, b, **attrs)
+    assert y.dtype == np.dtype(dtype)
+    assert_transpose_within_bound(y, x, w, b, **attrs)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_col2im_path_matches_the_oracle(x_shape, w_shape, attrs):
+    x, w, b = random_case(x_shape, w_shape, np.float64, group=attrs.get("group", 1))
+    plan = plan_conv_transpose(x.shape, w.shape, b.shape, **attrs)
+    assert_transpose_within_bound(scatter_add(plan, x, w, b), x, w, b, **attrs)
+
+
+def test_infinite_weight_makes_no_nan_from_padding():
+    x = np.ones((1, 1, 2), np.float32)
+    w = np.array([[[np.inf, 1.0]]], np.float32)
+    y = conv_transpose(x, w, strides=[3])
+    np.testing.assert_array_equal(y, [[[np.inf, 1.0, 0.0, np.inf, 1.0]]])
+
+
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_result_does_not_depend_on_the_thread_count(monkeypatch, threads):
+    x, w, b = random_case((2, 16, 9, 11), (16, 8, 4, 4), seed=3)
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    monkeypatch.setenv("PADCONV_NATIVE_THREADS", "1")
+    one = conv_transpose(x, w, b, **attrs)
+    monkeypatch.setenv("PADCONV_NATIVE_THREADS", threads)
+    np.testing.assert_array_equal(conv_transpose(x, w, b, **attrs), one)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_any_attributes_match_the_oracle(data):
+    rank = data.draw(st.integers(1, 2), label="rank")
+    group = data.draw(st.integers(1, 2), label="group")
+    cg, mg = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    size = [data.draw(st.integers(1, 4)) for _ in range(rank)]
+    kernel = [data.draw(st.integers(1, 3)) for _ in range(rank)]
+    strides = [data.draw(st.integers(1, 3)) for _ in range(rank)]
+    dilations = [data.draw(st.integers(1, 3)) for _ in range(rank)]
+    padding = [data.draw(st.integers(0, max(s, d) - 1))
+               for s, d in zip(strides, dilations, strict=True)]
+    attrs = {"strides": strides, "dilations": dilations, "group": group,
+             "output_padding": padding}
+    mode = data.draw(st.sampled_from(["pads", "SAME_UPPER", "SAME_LOWER", "VALID", "shape"]))
+    if mode == "pads":
+        attrs["pads"] = [data.draw(st.integers(0, 2)) for _ in range(2 * rank)]
+    elif mode == "shape":
+        attrs["output_shape"] = [data.draw(st.integers(1, 12)) for _ in range(rank)]
+    else:
+        attrs["auto_pad"] = mode
+    x, w, b = random_case((1, cg * group, *size), (cg * group, mg, *kernel), np.float64,
+                          seed=data.draw(st.integers(0, 99)), group=group)
+    try:
+        plan = plan_conv_transpose(x.shape, w.shape, b.shape, **attrs)
+    except AttributeValueError:
+        return  # an empty output
+    y = conv_transpose(x, w, b, **attrs)
+    assert y.shape == plan.output_shape
+    assert_transpose_within_bound(y, x, w, b, **attrs)
+
+
+def test_grouped_weights_keep_their_groups():
+    """W is (C, M/group, k): each group's output channels see only its input channels, and
+    each output channel its own bias."""
+    x = np.zeros((1, 4, 1), np.float64)
+    x[0, 2] = 1.0  # only group 1 (channels 2, 3) has input
+    w = np.arange(4 * 3 * 1, dtype=np.float64).reshape(4, 3, 1)
+    b = np.arange(6, dtype=np.float64) * 100
+    y = conv_transpose(x, w, b, group=2)
+    np.testing.assert_array_equal(y[0, :, 0], [0, 100, 200, 300 + 6, 400 + 7, 500 + 8])
+    np.testing.assert_array_equal(y, oracle_conv_transpose(x, w, b, group=2))
+
+
+@pytest.mark.parametrize(("attrs", "param"), [
+    ({"output_padding": [2]}, "output_padding"),
+    ({"output_padding": [-1]}, "output_padding"),
+    ({"pads": [1, 1], "auto_pad": "SAME_UPPER"}, ("pads", "auto_pad")),
+    ({"output_shape": [0]}, "output_shape"),
+    ({"output_shape": [3, 4]}, "output_shape"),
+    ({"strides": [0]}, "strides"),
+    ({"group": 3}, "group"),
+    ({"pads": [4, 4]}, "pads"),
+    ({"kernel_shape": [2]}, "kernel_shape"),
+])
+def test_bad_attributes_name_their_parameter(attrs, param):
+    x, w, b = random_case((1, 2, 3), (2, 2, 3))
+    with pytest.raises(AttributeValueError) as caught:
+        conv_transpose(x, w, b, strides=attrs.pop("strides", [2]), **attrs)
+    assert caught.value.param == param
+
+
+def test_weights_with_the_wrong_channel_count_are_refused():
+    x, w, _ = random_case((1, 2, 3), (3, 2, 3))
+    with pytest.raises(AttributeValueError, match="W"):
+        conv_transpose(x, w)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.complex64])
+def test_non_float_inputs_are_refused(dtype):
+    with pytest.raises(UnsupportedDtypeError):
+        conv_transpose(np.zeros((1, 1, 2), dtype), np.zeros((1, 1, 1), dtype))
+
+
+def test_mixed_dtypes_are_refused():
+    with pytest.raises(UnsupportedDtypeError):
+        conv_transpose(np.zeros((1, 1, 2), np.float32), np.zeros((1, 1, 1), np.float64))
+
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((1, 8, 7), (8, 4, 5), {"strides": [3], "pads": [2, 2], "output_padding": [1]}),
+    ((2, 6, 5, 6), (6, 2, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 3}),
+    ((1, 4, 3, 4, 5), (4, 3, 3, 2, 3), {"strides": [1, 2, 2], "dilations": [2, 1, 1],
+                                        "pads": [0, 1, 1, 0, 1, 1]}),
+    ((1, 2, 5), (2, 2, 3), {"strides": [2], "dilations": [3], "output_padding": [2]}),
+])
+def test_agrees_with_torch(x_shape, w_shape, attrs):
+    """torch takes symmetric pads, output_padding below stride or dilation, W (C, M/G, k)."""
+    x, w, b = random_case(x_shape, w_shape, np.float64, seed=5, group=attrs.get("group", 1))
+    rank = len(x_shape) - 2
+    pads = attrs.get("pads", [0] * 2 * rank)
+    function = {1: torch.nn.functional.conv_transpose1d, 2: torch.nn.functional.conv_transpose2d,
+                3: torch.nn.functional.conv_transpose3d}[rank]
+    expected = function(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                        stride=attrs.get("strides", 1), padding=pads[:rank],
+                        output_padding=attrs.get("output_padding", 0),
+                        groups=attrs.get("group", 1),
+                        dilation=attrs.get("dilations", 1)).numpy()
+    y = conv_transpose(x, w, b, **attrs)
+    assert y.shape == expected.shape
+    np.testing.assert_allclose(y, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_library_bound_covers_a_float32_result_against_float64():
+    from padconv_cli.verification.conv_transpose_bound import conv_transpose_error_bound
+
+    x, w, b = random_case((1, 32, 6, 6), (32, 4, 4, 4), np.float32, seed=9)
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    narrow = conv_transpose(x, w, b, **attrs).astype(np.float64)
+    wide = conv_transpose(*(t.astype(np.float64) for t in (x, w, b)), **attrs)
+    bound = conv_transpose_error_bound(x, w, b, **attrs)
+    assert np.all(np.abs(narrow - wide) <= bound)
+    assert np.all(bound > 0)
