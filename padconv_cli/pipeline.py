@@ -27,14 +27,14 @@ Python users call :func:`run`::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError
-from padconv_cli.operators import CONV, PAD, dtype_of, operator, shape_of
+from padconv_cli.ops import dtype_of, operator, shape_of
 
 ENGINES = ("auto", "memory", "tiled", "dask")
 
@@ -137,7 +137,7 @@ def plan_resolved(resolved: Any, known: Any = None) -> Any:
     in its errors."""
     from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
     from padconv_cli.models import with_node_context
-    from padconv_cli.operators import plan_call
+    from padconv_cli.ops import plan_call
 
     if known is not None and _plan_fits(known, resolved.call):
         return known
@@ -149,10 +149,7 @@ def plan_resolved(resolved: Any, known: Any = None) -> Any:
 
 def _plan_fits(plan: Any, call: Any) -> bool:
     """True when ``plan`` was made for the shapes of ``call``'s data inputs."""
-    shapes = [shape_of(a) for a in call.arrays]
-    if hasattr(plan, "input_shape"):
-        return plan.input_shape == shapes[0]
-    return len(shapes) > 1 and (plan.x_shape, plan.w_shape) == (shapes[0], shapes[1])
+    return operator(call.op_type).plan_fits(plan, [shape_of(a) for a in call.arrays])
 
 
 def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
@@ -233,33 +230,10 @@ def tiled_fits(call: Any, plan: Any, limit: int) -> bool:
     from padconv_cli.errors import OutputTooLargeError
 
     try:
-        TILE_PLANNERS[operator(call.op_type).name](call, plan, limit)
+        operator(call.op_type).plan_tiles(call, plan, limit)
     except OutputTooLargeError:
         return False
     return True
-
-
-def _pad_tiles(call: Any, plan: Any, limit: int) -> Any:
-    from padconv_cli.outofcore.pad_tiles import plan_pad_tiles
-
-    return plan_pad_tiles(plan, dtype_of(call.arrays[0]).itemsize, limit)
-
-
-def _conv_tiles(call: Any, plan: Any, limit: int) -> Any:
-    from padconv_cli.errors import OutputTooLargeError
-    from padconv_cli.outofcore.conv_tiles import fixed_bytes, plan_conv_tiles
-
-    x, w, b = call.arrays
-    budget = limit - fixed_bytes(np.asarray(w), None if b is None else np.asarray(b))
-    if budget <= 0:
-        raise OutputTooLargeError("W and B alone exceed the limit", param="memory_limit")
-    return plan_conv_tiles(plan, dtype_of(x).itemsize, budget)
-
-
-
-
-
-DATA_INPUTS = frozenset({"data", "X", "W", "B"})  # the data inputs of the emitted nodes
 
 
 def emit_model(resolved: Any, plan: Any, path: str, with_data: bool = False) -> None:
@@ -268,7 +242,8 @@ def emit_model(resolved: Any, plan: Any, path: str, with_data: bool = False) -> 
     from padconv_cli.emit import save_model, single_node_model
 
     node_name = resolved.origin.node.name if resolved.origin is not None else None
-    embedded = set(resolved.embedded) | (DATA_INPUTS if with_data else set())
+    data_inputs = set(operator(resolved.call.op_type).input_names) if with_data else set()
+    embedded = set(resolved.embedded) | data_inputs
     model = single_node_model(resolved.call, plan, embedded=embedded, node_name=node_name or None)
     save_model(model, path)
 
@@ -379,9 +354,9 @@ def run_out_of_core(request: Request, choice: EngineChoice | None = None) -> Out
     if choice.engine == "memory":
         return Outcome("memory", choice.plan)
     _gate_out_of_core(request, choice.source, choice.plan)
-    run_engine = ENGINE_RUNS[operator(request.operator).name]
-    tiled = run_engine(choice.engine, choice.source, list(choice.others), choice.plan,
-                       _attributes(request, choice.source), _engine_settings(request))
+    entry = operator(request.operator)
+    tiled = entry.run_engine(choice.engine, choice.source, list(choice.others), choice.plan,
+                             _attributes(request, choice.source), _engine_settings(request))
     return Outcome(choice.engine, choice.plan, tiled=tiled)
 
 
@@ -404,11 +379,9 @@ def _fits_in_memory(request: Request, source: Any, others: list[Any], plan: Any)
 def _attributes(request: Request, source: Any) -> dict[str, Any]:
     """The caller's attributes over the operator's defaults (a call without a model), a text
     constant_value read as an element of the input's type."""
-    from padconv_cli.constant_text import typed_attributes
-
     entry = operator(request.operator)
     given = {k: v for k, v in request.attributes.items() if v is not None}
-    return typed_attributes({**entry.defaults, **given}, dtype_of(source))
+    return entry.typed({**entry.defaults, **given}, dtype_of(source))
 
 
 def _declared_input(data: str) -> Any:
@@ -506,46 +479,3 @@ def _engine_settings(request: Request) -> dict[str, Any]:
             "verbose": request.verbose,
         },
     }
-
-
-# --- the engines of each operator ------------------------------------------------------
-
-
-def _pad_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
-                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    arguments = (attributes["pads"], attributes.get("constant_value"), attributes.get("axes"),
-                 attributes.get("mode", "constant"))
-    if engine == "tiled":
-        from padconv_cli.outofcore.pad_tiles import tiled_pad
-
-        return tiled_pad(source, settings["output"], *arguments, plan=plan,
-                         memory_limit=settings["memory_limit"],
-                         show_progress=settings["show_progress"])
-    from padconv_cli.engines.dask_engine import dask_pad
-
-    return dask_pad(settings["source_path"], settings["output"], *arguments, plan=plan,
-                    **settings["dask"])
-
-
-def _conv_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
-                 attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    from padconv_cli.errors import InputError
-
-    w, b = (list(others) + [None, None])[:2]
-    if w is None:
-        raise InputError("conv: W is required", param="W")
-    if engine == "tiled":
-        from padconv_cli.outofcore.conv_tiles import tiled_conv
-
-        return tiled_conv(source, w, b, settings["output"], plan=plan,
-                          memory_limit=settings["memory_limit"],
-                          show_progress=settings["show_progress"], **attributes)
-    from padconv_cli.engines.dask_engine import dask_conv
-
-    return dask_conv(settings["source_path"], w, b, settings["output"], plan=plan,
-                     **settings["dask"], **attributes)
-
-
-ENGINE_RUNS: dict[str, Callable[..., Any]] = {PAD.name: _pad_engine, CONV.name: _conv_engine}
-TILE_PLANNERS: dict[str, Callable[[Any, Any, int], Any]] = {PAD.name: _pad_tiles,
-                                                         CONV.name: _conv_tiles}

@@ -80,9 +80,9 @@ def complete_node(ctx: click.Context, param: click.Parameter, incomplete: str) -
     if not model:
         return []
     from padconv_cli.models import model_nodes
-    from padconv_cli.operators import COMMANDS, OPERATORS
+    from padconv_cli.ops import OPERATORS, find
 
-    entry = COMMANDS.get(ctx.info_name or "")
+    entry = find(ctx.info_name or "")
     try:
         nodes = model_nodes(model, (entry.name,) if entry else tuple(OPERATORS))
     except PadconvError:
@@ -183,7 +183,7 @@ def run_operator(
     """
     from padconv_cli.cli.engine_options import progress_display
     from padconv_cli.cli.style import color_enabled
-    from padconv_cli.operators import operator
+    from padconv_cli.ops import operator
     from padconv_cli.outofcore.progress import stderr_is_terminal
     from padconv_cli.pipeline import Request, run
 
