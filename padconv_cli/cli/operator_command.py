@@ -133,45 +133,53 @@ def run_operator(
     extras: ExtraOptions,
     engine_settings: Any,
 ) -> None:
-    """Build the library request of an operator's command line, run the pipeline
-    (:func:`padconv_cli.pipeline.run`), and render what it gives: the result (file, stdout
-    bytes or terminal), the --explain text or JSON, the --check report and exit code.
+    """Build the library request of an operator's command line and take it through the
+    pipeline (:mod:`padconv_cli.pipeline`): plan, then --explain (no gate: it reports the
+    figures), else the gate, --emit-onnx, the run, the --check report and the result.
 
-    A refused run writes nothing: the pipeline checks the targets, plans once and passes the
-    resource gate before it writes --emit-onnx or computes.
+    A refused run writes nothing: the targets are checked, the call planned once and the
+    resource gate passed before --emit-onnx is written or anything computed.  explain, check
+    and emit run in memory.
     """
     from padconv_cli.cli.engine_options import progress_display
     from padconv_cli.cli.style import color_enabled
     from padconv_cli.outofcore.progress import stderr_is_terminal
-    from padconv_cli.pipeline import Request, run
+    from padconv_cli.pipeline import Request, plan
 
     _check_output_targets(request.output, extras.emit_onnx)
     from padconv_cli.cli.output import refuse_output_onto_inputs
 
     refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx, (*sources, extras.from_model))
+    in_memory = extras.explain or extras.check or extras.emit_onnx is not None
     call = Request(
         entry.name, tuple(sources), explicit_flags(**attributes),
-        model=extras.from_model, node=extras.node, engine=engine_settings.engine,
+        model=extras.from_model, node=extras.node,
+        engine="memory" if in_memory else engine_settings.engine,
         output=request.output, fmt=request.fmt, dtype=request.dtype,
         max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
         scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
         show_progress=progress_display(engine_settings.quiet, stderr_is_terminal(),
                                        color_enabled(err=True)),
-        emit_onnx=extras.emit_onnx, emit_initializers=extras.emit_initializers,
-        explain=extras.explain, check=extras.check,
-        check_rtol=extras.check_rtol, check_atol=extras.check_atol,
-        given=frozenset(_flag_names()),
     )
-    outcome = run(call, write=False, note=_print_note)
+    planned = plan(call, note=None if extras.explain else _print_note)
+    if not extras.explain:
+        planned.gate()
+    if extras.emit_onnx is not None:
+        planned.emit(extras.emit_onnx, extras.emit_initializers)
+    if extras.explain:
+        _print_explanation(planned.explain(frozenset(_flag_names())), extras)
+        return
+    outcome = planned.execute(write=False)
     if outcome.tiled is not None:
         _note_inexact(outcome.tiled, engine_settings)
-    elif outcome.explanation is not None:
-        _print_explanation(outcome.explanation, extras)
-    else:
-        from padconv_cli.cli.output import emit_result
+        return
+    report = None
+    if extras.check:
+        report = planned.check(outcome.result, extras.check_rtol, extras.check_atol)
+    from padconv_cli.cli.output import emit_result
 
-        emit_result(outcome.result, request.output, request.fmt, outcome.string_dtype)
-        finish(outcome.report, extras, request.output, request.fmt)
+    emit_result(outcome.result, request.output, request.fmt, outcome.string_dtype)
+    finish(report, extras, request.output, request.fmt)
 
 
 def _print_note(text: str) -> None:
