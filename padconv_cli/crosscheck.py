@@ -5,9 +5,9 @@ input).  Each peer ends in one status:
 
 * ``agree`` / ``disagree``: it ran; its output compared with padconv's by the rule of
   :func:`padconv_cli.verification.compare.compare_arrays` (the peer's output is the expected
-  side, so relative errors are relative to it); for Conv each element may also differ by the
-  dot-product error bound ``c * n * eps * sum(|x| * |w|)`` of
-  :mod:`padconv_cli.verification.conv_bound`;
+  side, so relative errors are relative to it); each element may also differ by the
+  operator's error bound (Conv: the dot-product bound ``c * n * eps * sum(|x| * |w|)`` of
+  :mod:`padconv_cli.verification.conv_bound`; Pad: none, compared exactly);
 * ``refused``: it rejected the inputs while running (padconv accepted them);
 * ``unsupported``: it cannot load the model (no kernel for the type, opset too new);
 * ``unavailable``: not installed.
@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.operators import PAD, operator
+from padconv_cli.ops import operator
+from padconv_cli.ops.protocol import ONNXRUNTIME_PEER, REFERENCE_PEER
 
-REFERENCE = "onnx.reference"
-ONNXRUNTIME = "onnxruntime"
+REFERENCE = REFERENCE_PEER
+ONNXRUNTIME = ONNXRUNTIME_PEER
 FAILING = ("disagree", "refused")
 
 
@@ -70,55 +71,12 @@ class CheckReport:
         return not any(peer.failed for peer in self.peers)
 
 
-# --- known deviations ------------------------------------------------------------------------
-
-
-def _reflect_too_long(plan: Any) -> str | None:
-    for axis, ax in enumerate(plan.per_axis):
-        longest = max(ax.pad_begin, ax.pad_end)
-        if longest > ax.cropped_dim - 1 and longest > 0:
-            return (
-                f"onnxruntime refuses reflect pads longer than the axis minus one (pad "
-                f"{longest} on axis {axis} of length {ax.cropped_dim}); the spec sets no such "
-                "limit and padconv reflects again, as numpy.pad does"
-            )
-    return None
-
-
-def _default_string_fill(call: Any, plan: Any) -> bool:
-    """A constant-mode pad of a string tensor without constant_value that adds elements."""
-    data = np.asarray(call.arrays[0])
-    return (
-        data.dtype.kind in "OU"
-        and plan.mode == "constant"
-        and call.attributes.get("constant_value") is None
-        and plan.adds_elements
-    )
-
-
 def known_deviation(peer: str, call: Any, plan: Any) -> str | None:
-    """Why ``peer`` is expected to refuse or differ on this call, or None.
-
-    Known: both refuse rank-0 data; onnxruntime refuses reflect pads longer than
-    ``axis length - 1``; onnx.reference refuses negative pads (it calls numpy.pad, which
-    cannot crop) and fills strings with 0 instead of "".  (onnxruntime has no ``SAME_*``
-    auto_pad with dilations above 1, but the emitted model writes resolved pads there.)
-    """
-    deviation = _KNOWN_DEVIATIONS.get(operator(call.op_type).name)
-    return None if deviation is None else deviation(peer, call, plan)
-
-
-def pad_known_deviation(peer: str, call: Any, plan: Any) -> str | None:
-    """The known deviations of the peers on a Pad call (:func:`known_deviation`)."""
-    if len(plan.input_shape) == 0:
-        return f"{peer} refuses rank-0 data (the spec allows it: pads is then empty)"
-    if peer == ONNXRUNTIME and plan.mode == "reflect":
-        return _reflect_too_long(plan)
-    if peer == REFERENCE and any(int(p) < 0 for p in call.attributes["pads"]):
-        return "onnx.reference refuses negative pads (numpy.pad cannot crop)"
-    if peer == REFERENCE and _default_string_fill(call, plan):
-        return "onnx.reference fills strings with the integer 0, not the spec's empty string"
-    return None
+    """Why ``peer`` is expected to refuse or differ on this call, or None: the operator's
+    ``known_deviation`` (Pad's are listed in :func:`padconv_cli.ops.pad.known_deviation`;
+    none is known on Conv: onnxruntime has no ``SAME_*`` auto_pad with dilations above 1, but
+    the emitted model writes resolved pads there)."""
+    return operator(call.op_type).known_deviation(peer, call, plan)
 
 
 # --- running the peers -----------------------------------------------------------------------
@@ -226,11 +184,10 @@ def crosscheck(
     """Run ``call`` (a KernelCall validated as ``plan``) through each peer and compare with
     padconv's ``result`` (module docstring)."""
     from padconv_cli.emit import single_node_model
-    from padconv_cli.verification.conv_bound import call_error_bound
 
     model = single_node_model(call, plan)
     feeds = _feeds(model, call)
-    bound = call_error_bound(call, plan=plan)
+    bound = operator(call.op_type).error_bound(call, plan)
     report = CheckReport()
     for peer in peers:
         status, output = PEERS[peer](model, feeds)
@@ -286,5 +243,3 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
         peers.append(entry)
     return {"passed": report.passed, "peers": peers}
 
-
-_KNOWN_DEVIATIONS = {PAD.name: pad_known_deviation}  # Conv has none known

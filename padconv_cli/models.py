@@ -29,18 +29,22 @@ import functools
 import os
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
 from padconv_cli.folding import fold_loader, fold_specs, lazy, subgraphs
-from padconv_cli.operators import CONV, OPERATORS, PAD, operator
+from padconv_cli.ops import OPERATORS, operator, plain_call
+from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
+
+__all__ = ["ModelNode", "ResolvedCall", "find_node", "load_model", "model_initializers",
+           "model_nodes", "model_opset", "resolve_call", "stored_tensor", "stored_values",
+           "with_node_context"]
 
 MODEL_OPS = tuple(OPERATORS)
 LISTED_NODES = 12
-PAD_FLAG_INPUTS = {1: "pads", 2: "constant_value", 3: "axes"}
 SHORTHAND_CONSTANTS = (
     "value_float", "value_floats", "value_int", "value_ints", "value_string", "value_strings"
 )
@@ -87,16 +91,26 @@ class ModelNode:
         loader = self.constants.get(self.input_name(index))
         return None if loader is None else loader()
 
-
-@dataclass(frozen=True)
-class ResolvedCall:
-    """A kernel call ready for planning, and where its pieces came from."""
-
-    call: Any  # padconv_cli.onnx_nodes.KernelCall
-    given: frozenset[str]  # attributes set by a flag or by the model (others are defaults)
-    embedded: frozenset[str] = frozenset()  # data inputs taken from the model
-    origin: ModelNode | None = None
-    overridden: tuple[str, ...] = field(default=())  # model attributes a flag replaced
+    def slot(self, index: int, given: np.ndarray | None, what: str, remedy: str,
+             embedded: set[str], embed_as: str | None = None,
+             param: str | None = None) -> np.ndarray | None:
+        """Input ``index`` of the call: the command-line value ``given``, else the stored
+        constant (its name added to ``embedded`` as ``embed_as``), else None for an omitted
+        slot; an input computed at run time is an InputError naming ``remedy``."""
+        if given is not None:
+            return given
+        if not self.input_name(index):
+            return None
+        stored = self.constant(index)
+        if stored is None:
+            raise InputError(
+                f"{self.describe()}: {what} comes from {self.input_name(index)!r}, which is "
+                f"computed at run time, not stored in the model; {remedy}",
+                param=param,
+            )
+        if embed_as:
+            embedded.add(embed_as)
+        return stored
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -362,7 +376,7 @@ def _other_op_hint(nodes: list[ModelNode]) -> str:
     if not others:
         return " (Pad/Conv nodes: none)"
     return "; " + "; ".join(
-        f"its {op} nodes ({_node_list(nodes, op)}) are for `padconv {op.lower()}`"
+        f"its {op} nodes ({_node_list(nodes, op)}) are for `padconv {operator(op).command}`"
         for op in others
     )
 
@@ -397,65 +411,6 @@ def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: st
 # --- merging model and flags -----------------------------------------------------------------
 
 
-def _runtime_input_error(origin: ModelNode, index: int, what: str, remedy: str,
-                        param: str | None = None) -> InputError:
-    return InputError(
-        f"{origin.describe()}: {what} comes from {origin.input_name(index)!r}, which is computed "
-        f"at run time, not stored in the model; {remedy}",
-        param=param,
-    )
-
-
-def _slot(origin: ModelNode, index: int, given: np.ndarray | None, what: str, remedy: str,
-          embedded: set[str], embed_as: str | None = None,
-          param: str | None = None) -> np.ndarray | None:
-    """Input ``index``: the command-line value, else the stored constant, else an error."""
-    if given is not None:
-        return given
-    if not origin.input_name(index):
-        return None
-    stored = origin.constant(index)
-    if stored is None:
-        raise _runtime_input_error(origin, index, what, remedy, param)
-    if embed_as:
-        embedded.add(embed_as)
-    return stored
-
-
-def _pad_slots(origin: ModelNode, arrays: tuple, flags: Mapping[str, Any],
-               embedded: set[str]) -> list[np.ndarray | None]:
-    """Input arrays of a Pad node.  Where a flag replaces an input, the stored value is not
-    read: pads/axes flags stand in for it, a constant_value flag leaves the slot empty."""
-    slots = [_slot(origin, 0, arrays[0], "data", "give DATA", embedded, "data")]
-    if origin.version < 11:
-        return slots
-    for index, name in PAD_FLAG_INPUTS.items():
-        if index >= len(origin.node.input):
-            break
-        if name in flags:
-            standin = flags[name] if name != "constant_value" else None
-            slots.append(None if standin is None else np.array(standin, dtype=np.int64))
-            continue
-        slots.append(_slot(origin, index, None, name, f"give {name}", embedded, param=name))
-    return slots
-
-
-def _conv_model_slots(origin: ModelNode, arrays: tuple, flags: Mapping[str, Any],
-                      embedded: set[str]) -> list:
-    """Input arrays of a Conv node (flags do not stand in for inputs)."""
-    return _conv_slots(origin, arrays, embedded)
-
-
-def _conv_slots(origin: ModelNode, arrays: tuple, embedded: set[str]) -> list:
-    from padconv_cli.onnx_nodes import CONV_INPUT_NAMES
-
-    slots = []
-    for index, (name, given) in enumerate(zip(CONV_INPUT_NAMES, arrays, strict=True)):
-        remedy = f"give {name} on the command line"
-        slots.append(_slot(origin, index, given, name, remedy, embedded, name))
-    return slots
-
-
 def _model_call(origin: ModelNode, slots: list) -> Any:
     """Translate the node (its own opset rules) with ``slots`` as its inputs."""
     from padconv_cli.onnx_nodes import call_for_node
@@ -468,19 +423,8 @@ def _model_call(origin: ModelNode, slots: list) -> Any:
         raise AttributeValueError(f"{origin.describe()}: {error}") from None
 
 
-def _conv_flag_rules(model_attributes: dict, flags: Mapping[str, Any], w_given: bool) -> None:
-    """Drop model attributes that a flag makes meaningless (module docstring)."""
-    if w_given and "kernel_shape" not in flags:
-        model_attributes["kernel_shape"] = None
-    if "pads" in flags and "auto_pad" not in flags:
-        model_attributes["auto_pad"] = "NOTSET"
-    if "auto_pad" in flags and "pads" not in flags:
-        model_attributes["pads"] = None
-
-
-def _given_by_model(attributes: Mapping[str, Any]) -> set[str]:
+def _given_by_model(attributes: Mapping[str, Any], defaults: Mapping[str, Any]) -> set[str]:
     """Attributes the model sets to something other than the default."""
-    defaults = {"auto_pad": "NOTSET", "group": 1, "mode": "constant"}
     return {
         name
         for name, value in attributes.items()
@@ -488,15 +432,12 @@ def _given_by_model(attributes: Mapping[str, Any]) -> set[str]:
     }
 
 
-def _coerced(call: Any) -> Any:
-    """The call with a command-line constant_value text turned into an element of data's type."""
-    text = call.attributes.get("constant_value")
-    if not isinstance(text, str) or call.arrays[0] is None:  # only Pad has a constant_value
+def _typed(call: KernelCall) -> KernelCall:
+    """The call with its attributes read in the data's element type (a command-line
+    constant_value text)."""
+    if call.arrays[0] is None:
         return call
-    from padconv_cli.constant_text import typed_attributes
-    from padconv_cli.onnx_nodes import KernelCall
-
-    attributes = typed_attributes(call.attributes, np.asarray(call.arrays[0]).dtype)
+    attributes = operator(call.op_type).typed(call.attributes, dtype_of(call.arrays[0]))
     return KernelCall(call.op_type, call.version, call.arrays, attributes, call.notes)
 
 
@@ -511,40 +452,26 @@ def resolve_call(
     ``arrays`` are the command-line tensors (``(data,)`` or ``(X, W, B)``, None where not
     given); ``flags`` holds only the attributes given on the command line, in kernel terms.
     """
-    from padconv_cli.onnx_nodes import KernelCall
-
     if origin is None:
-        return _plain_call(op_type, arrays, flags)
+        return plain_call(op_type, arrays, dict(flags))
     from padconv_cli.onnx_nodes import check_node_input_count
 
     check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
     entry = operator(op_type)
     embedded: set[str] = set()
-    slots = _MODEL_SLOTS[entry.name](origin, arrays, flags, embedded)
+    slots = entry.model_slots(origin, arrays, flags, embedded)
     model_call = _model_call(origin, slots)
     attributes = dict(model_call.attributes)
-    flag_rules = _FLAG_RULES.get(entry.name)
-    if flag_rules is not None:
-        flag_rules(attributes, flags, arrays[1] is not None)
-    from_model = _given_by_model(attributes)
+    entry.flag_rules(attributes, flags, arrays)
+    from_model = _given_by_model(attributes, entry.defaults)
     overridden = tuple(sorted(name for name in flags if name in from_model))
     attributes.update(flags)
     notes = tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
     if attributes.get("mode") != "wrap":  # --mode replaced the off-spec wrap
         notes = ()
-    call = _coerced(KernelCall(op_type, model_call.version, model_call.arrays, attributes, notes))
+    call = _typed(KernelCall(op_type, model_call.version, model_call.arrays, attributes, notes))
     given = frozenset(from_model | set(flags))
     return ResolvedCall(call, given, frozenset(embedded), origin, overridden)
-
-
-def _plain_call(op_type: str, arrays: tuple, flags: Mapping[str, Any]) -> ResolvedCall:
-    """A call built from flags alone, by the newest operator version padconv implements."""
-    from padconv_cli.onnx_nodes import KernelCall
-
-    entry = operator(op_type)
-    attributes = {**entry.defaults, **flags}
-    call = KernelCall(entry.name, entry.newest_version, tuple(arrays), attributes)
-    return ResolvedCall(_coerced(call), frozenset(flags))
 
 
 def stored_values(path: str) -> dict[str, Callable[[], np.ndarray]]:
@@ -600,6 +527,3 @@ def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
         yield tensor.name, _tensor_loader(tensor, f"{path}: initializer {tensor.name!r}",
                                           base_dir)()
 
-
-_MODEL_SLOTS = {PAD.name: _pad_slots, CONV.name: _conv_model_slots}  # the model's inputs per slot
-_FLAG_RULES = {CONV.name: _conv_flag_rules}  # how flags combine with the node's attributes

@@ -20,73 +20,42 @@ objects; everything else works on plain dicts and numpy arrays.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.operators import CONV, OPERATORS, PAD, operator
+from padconv_cli.ops import OPERATORS, compute, find, operator
+from padconv_cli.ops.protocol import (
+    FLOAT,
+    FLOATS,
+    INT,
+    INTS,
+    SPARSE_TENSOR,
+    STRING,
+    STRINGS,
+    TENSOR,
+    KernelCall,
+)
 
-OPERATOR_VERSIONS = {name: entry.versions for name, entry in OPERATORS.items()}
+__all__ = ["KernelCall", "call_for_node", "check_attribute_type", "check_node_input_count",
+           "decode_attribute_text", "default_opset", "kernel_call", "max_input_count",
+           "node_attributes", "operator_version", "run_node"]
+
 DEFAULT_DOMAINS = ("", "ai.onnx")
-CONV_ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
-PAD_INPUT_NAMES = ("data",)  # the data inputs of padconv's own calls (the rest are attributes)
-CONV_INPUT_NAMES = ("X", "W", "B")
-
-
-@dataclass(frozen=True)
-class KernelCall:
-    """A resolved kernel invocation: ``kernel(*arrays, **attributes)``."""
-
-    op_type: str
-    version: int
-    arrays: tuple[np.ndarray | None, ...]
-    attributes: dict[str, Any] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()  # one-line remarks for the user (an off-spec node computed)
-
-    @property
-    def operator(self) -> str:
-        """``"Pad-2"``, ``"Conv-22"``: operator name and the version whose rules applied."""
-        return f"{self.op_type}-{self.version}"
-
-    def run(self) -> np.ndarray:
-        """Run the kernel and return its single output."""
-        return operator(self.op_type).kernel(*self.arrays, **self.attributes)
-
-    def describe(self) -> str:
-        """The attributes that were given, as ``name=value`` words (``mode=reflect pads=[0,2]``)."""
-        defaults = {"auto_pad": "NOTSET", "group": 1}
-        words = []
-        for name, value in self.attributes.items():
-            if value is None or defaults.get(name, object()) == value:
-                continue
-            words.append(f"{name}={_short(value, quote=name == 'constant_value')}")
-        return " ".join(words)
-
-
-def _short(value: Any, *, quote: bool = False) -> str:
-    """Compact text of an attribute value: lists without spaces, numpy scalars as Python,
-    strings quoted when ``quote`` (a string constant_value, unlike a mode name)."""
-    if isinstance(value, (tuple, list)):
-        return "[" + ",".join(str(v) for v in value) + "]"
-    if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_)):
-        return str(value)  # shortest text that round-trips in the value's own type
-    if isinstance(value, str) and not quote:
-        return value
-    return repr(value)
 
 
 def is_supported_op(op_type: str, domain: str = "") -> bool:
     """True for Pad and Conv of the default ONNX domain."""
-    return domain in DEFAULT_DOMAINS and op_type in OPERATOR_VERSIONS
+    return domain in DEFAULT_DOMAINS and op_type in OPERATORS
 
 
 def operator_version(op_type: str, opset: int) -> int:
     """The operator version in force at ``opset``: max(v in versions of op_type, v <= opset)."""
-    versions = OPERATOR_VERSIONS.get(op_type)
-    if versions is None:
+    entry = OPERATORS.get(op_type)
+    if entry is None:
         raise AttributeValueError(f"operator {op_type!r} is not supported (only Pad and Conv)")
+    versions = entry.versions
     usable = [v for v in versions if v <= opset]
     if not usable:
         raise AttributeValueError(
@@ -114,7 +83,7 @@ def kernel_call(
     attributes = {
         name: _plain(value, f"{op_type}: attribute {name!r}") for name, value in attributes.items()
     }
-    return _NODE_CALLS[operator(op_type).name](version, attributes, list(inputs))
+    return operator(op_type).node_call(version, attributes, list(inputs))
 
 
 def run_node(
@@ -124,8 +93,8 @@ def run_node(
     *,
     opset: int,
 ) -> np.ndarray:
-    """Shortcut: ``kernel_call(...).run()``."""
-    return kernel_call(op_type, attributes, inputs, opset=opset).run()
+    """Shortcut: ``compute(kernel_call(...))``."""
+    return compute(kernel_call(op_type, attributes, inputs, opset=opset))
 
 
 def decode_attribute_text(raw: bytes, where: str) -> str:
@@ -148,151 +117,6 @@ def _plain(value: Any, where: str) -> Any:
     return value
 
 
-# --- Pad -------------------------------------------------------------------------------------
-
-
-def _pad_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
-    """Pad of any version -> ``pad(data, pads, constant_value, axes, mode)``."""
-    operator = f"Pad-{version}"
-    mode = _pad_mode(operator, version, attributes.get("mode", "constant"))
-    notes = _wrap_note(operator, version, mode)
-    if version < 11:
-        pads_name = "paddings" if version == 1 else "pads"
-        _check_attribute_names(operator, attributes, ("mode", pads_name, "value"))
-        _check_input_count(operator, inputs, 1, 1)
-        pads = _required_attribute(operator, attributes, pads_name)
-        value = attributes.get("value")  # absent: the kernel's default 0, as Pad-1/2 define
-        return _pad_kernel_call(version, inputs[0], pads, value, None, mode, notes)
-    _check_attribute_names(operator, attributes, ("mode",))
-    _check_input_count(operator, inputs, 2, 4 if version >= 18 else 3)
-    data, pads_tensor, constant_tensor, axes_tensor = (inputs + [None, None])[:4]
-    pads = _int_vector(operator, "pads", pads_tensor, required=True)
-    axes = _int_vector(operator, "axes", axes_tensor, required=False)
-    value = _constant_value(operator, constant_tensor, data)
-    return _pad_kernel_call(version, data, pads, value, axes, mode, notes)
-
-
-def _pad_kernel_call(version: int, data, pads, value, axes, mode: str,
-                     notes: tuple[str, ...] = ()) -> KernelCall:
-    """KernelCall with the attribute names of ``padconv_cli.kernels.pad.pad``."""
-    if data is None:
-        raise AttributeValueError(f"Pad-{version}: input 'data' is missing")
-    attributes = {
-        "mode": mode,
-        "pads": pads,  # validated by the kernel, like the --pads flag
-        "constant_value": value,
-        "axes": axes,
-    }
-    return KernelCall(PAD.name, version, (data,), attributes, notes)
-
-
-def _pad_mode(operator: str, version: int, mode: Any) -> str:
-    """The mode string (the kernel validates it); ``wrap`` before Pad-19 is accepted."""
-    return str(mode)
-
-
-def _wrap_note(operator: str, version: int, mode: str) -> tuple[str, ...]:
-    """The note for ``wrap`` before Pad-19: defined only from Pad-19 (opset 19), computed as
-    Pad-19 does (what onnxruntime and onnx.reference run)."""
-    if mode != "wrap" or version >= 19:
-        return ()
-    return (
-        f"mode 'wrap' needs Pad-19 (opset 19), this node is {operator}: the model is "
-        "off-spec; computed as Pad-19 does, as onnxruntime does",
-    )
-
-
-def _int_vector(
-    operator: str, name: str, tensor: np.ndarray | None, *, required: bool
-) -> tuple[int, ...] | None:
-    """A 1-D integer tensor input as a tuple of ints (None when optional and omitted)."""
-    if tensor is None:
-        if required:
-            raise AttributeValueError(f"{operator}: input {name!r} is missing")
-        return None
-    tensor = np.asarray(tensor)
-    if tensor.dtype.kind not in "iu" or tensor.ndim != 1:
-        raise AttributeValueError(
-            f"{operator}: input {name!r} must be a 1-D integer tensor, "
-            f"got {tensor.dtype.name} of shape {tuple(tensor.shape)}"
-        )
-    return tuple(int(v) for v in tensor)
-
-
-def _constant_value(operator: str, tensor: np.ndarray | None, data: np.ndarray | None) -> Any:
-    """The constant_value input as a scalar of data's type (None when omitted or empty).
-
-    An empty tensor is treated as omitted, as onnxruntime does; otherwise it must hold exactly
-    one element of the same type T as data.
-    """
-    if tensor is None:
-        return None
-    tensor = np.asarray(tensor)
-    if tensor.size == 0:
-        return None
-    if tensor.size != 1:
-        raise AttributeValueError(
-            f"{operator}: input 'constant_value' must be a scalar, got shape {tuple(tensor.shape)}"
-        )
-    if data is not None and tensor.dtype != np.asarray(data).dtype:
-        raise AttributeValueError(
-            f"{operator}: constant_value type {tensor.dtype.name} != data type "
-            f"{np.asarray(data).dtype.name} (both are T)"
-        )
-    return tensor.reshape(())[()]
-
-
-# --- Conv ------------------------------------------------------------------------------------
-
-
-def _conv_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
-    """Conv of any version -> ``conv(X, W, B, auto_pad=..., dilations=..., ...)``."""
-    operator = f"Conv-{version}"
-    _check_attribute_names(operator, attributes, CONV_ATTRIBUTES)
-    _check_input_count(operator, inputs, 2, 3)
-    x, w, b = (inputs + [None])[:3]
-    for name, array in (("X", x), ("W", w)):
-        if array is None:
-            raise AttributeValueError(f"{operator}: input {name!r} is missing")
-    kwargs = {name: attributes.get(name) for name in CONV_ATTRIBUTES}
-    kwargs["auto_pad"] = str(kwargs["auto_pad"] or "NOTSET")
-    kwargs["group"] = int(1 if kwargs["group"] is None else kwargs["group"])
-    return KernelCall(CONV.name, version, (x, w, b), kwargs)
-
-
-# --- shared checks ---------------------------------------------------------------------------
-
-
-def _check_attribute_names(operator: str, attributes: Mapping[str, Any], allowed) -> None:
-    """Every attribute must be defined by this operator version."""
-    for name in attributes:
-        if name not in allowed:
-            raise AttributeValueError(
-                f"{operator}: attribute {name!r} is not defined for this version "
-                f"(allowed: {', '.join(allowed)})"
-            )
-
-
-def _check_input_count(operator: str, inputs: Sequence, low: int, high: int) -> None:
-    """low <= number of inputs (trailing omitted ones dropped) <= high."""
-    count = len(inputs)
-    while count and inputs[count - 1] is None:
-        count -= 1
-    if not low <= count <= high:
-        raise AttributeValueError(
-            f"{operator}: takes {low} to {high} inputs, got {count}"
-            if low != high
-            else f"{operator}: takes {low} input(s), got {count}"
-        )
-
-
-def _required_attribute(operator: str, attributes: Mapping[str, Any], name: str) -> Any:
-    """The attribute's value, or an error naming it when absent."""
-    if name not in attributes:
-        raise AttributeValueError(f"{operator}: required attribute {name!r} is missing")
-    return attributes[name]
-
-
 # --- onnx objects ----------------------------------------------------------------------------
 
 
@@ -301,15 +125,20 @@ ATTRIBUTE_TYPE_NAMES = (
     "UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS",
     "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS",
 )
-_FLOAT, _INT, _STRING, _TENSOR, _FLOATS, _INTS, _STRINGS, _SPARSE = 1, 2, 3, 4, 6, 7, 8, 11
-ATTRIBUTE_TYPES = {
-    CONV.name: {"auto_pad": _STRING, "dilations": _INTS, "group": _INT, "kernel_shape": _INTS,
-             "pads": _INTS, "strides": _INTS},
-    PAD.name: {"mode": _STRING, "pads": _INTS, "paddings": _INTS, "value": _FLOAT},
-    "Constant": {"value": _TENSOR, "value_float": _FLOAT, "value_floats": _FLOATS,
-                 "value_int": _INT, "value_ints": _INTS, "value_string": _STRING,
-                 "value_strings": _STRINGS, "sparse_value": _SPARSE},
+CONSTANT_ATTRIBUTE_TYPES = {
+    "value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS, "value_int": INT,
+    "value_ints": INTS, "value_string": STRING, "value_strings": STRINGS,
+    "sparse_value": SPARSE_TENSOR,
 }
+
+
+def _declared_types(op_type: str) -> Mapping[str, int]:
+    """The AttributeProto type of each attribute ``op_type`` defines (Constant's, or the
+    operator's declarations; nothing for another operator)."""
+    if op_type == "Constant":
+        return CONSTANT_ATTRIBUTE_TYPES
+    entry = find(op_type)
+    return entry.onnx_attribute_types if entry is not None else {}
 
 
 def attribute_type_name(number: int) -> str:
@@ -330,7 +159,7 @@ def check_attribute_type(attribute: Any, op_type: str, where: str) -> None:
     kind = attribute.type
     if kind == 0 or not 0 < kind < len(ATTRIBUTE_TYPE_NAMES):
         raise InputError(f"{where} has {attribute_type_name(kind)} as its type (malformed)")
-    expected = ATTRIBUTE_TYPES.get(op_type, {}).get(attribute.name)
+    expected = _declared_types(op_type).get(attribute.name)
     if expected is not None and kind != expected:
         raise InputError(
             f"{where} is typed {attribute_type_name(kind)}; {op_type} defines it as "
@@ -402,5 +231,3 @@ def call_for_node(
     attributes = node_attributes(node, source=source, label=label)
     return kernel_call(node.op_type, attributes, inputs, opset=opset, domain=node.domain)
 
-
-_NODE_CALLS = {PAD.name: _pad_call, CONV.name: _conv_call}  # a node's attributes -> the kernel call

@@ -1,47 +1,54 @@
-"""The operator pipeline as a library: one call from tensor sources to the written result.
+"""The operator pipeline as a library: one straight call from tensor sources to the result.
 
-    request -> resolve -> ONE plan -> resource gate -> engine -> execute -> write -> check
+    open -> resolve -> plan -> gate (chooses the engine) -> execute -> write
 
-* **request** (:class:`Request`): the operator, its input sources (paths, ``-``, literals or
-  arrays), the attributes the caller gave, optionally a model node, the engine, the output
-  and the limits;
-* **resolve**: defaults, then the model node's values, then the caller's
-  (:func:`padconv_cli.models.resolve_call`);
-* **plan**: the operator's planner (``plan_pad`` / ``plan_conv``) runs once per call, from the
-  inputs' shapes (a ``.npy`` file or Zarr store is not read for it); the kernels, the tiled
-  and dask engines, ``explain``, ``emit`` and ``check`` all receive that plan;
-* **gate** (:mod:`padconv_cli.resources`): output bytes as written and the working memory of
-  the path that will run, against ``max_output_bytes`` and ``memory_limit``, before any
-  output is allocated;
-* **engine**: ``auto`` picks ``dask`` for Zarr input or output (or a scheduler), ``tiled`` for
-  a ``.npy`` input and ``.npy`` output whose in-memory run (inputs + output + working
-  memory) would exceed ``memory_limit``, else ``memory``.  Calls with a model node, explain,
-  check or emit run in memory.
+* **open** the inputs: a ``.npy`` file or Zarr store that may run out of core is opened for
+  its declared shape and dtype (nothing is read); anything else is read, as are Conv's small
+  inputs W and B;
+* **resolve**: the operator's defaults, then the model node's values, then the caller's
+  (:func:`padconv_cli.ops.plain_call`; :func:`padconv_cli.models.resolve_call` with a model);
+* **plan**: the operator's planner, once, from the inputs' shapes; the kernels, the tiled and
+  dask engines, explain, emit and check all take that plan;
+* **gate** (:mod:`padconv_cli.resources`): the one resource gate, which also chooses the
+  engine from the plan: ``auto`` is ``dask`` for Zarr input or output (or a scheduler),
+  ``tiled`` for a ``.npy`` input and ``.npy`` output whose in-memory run (inputs + output +
+  working memory) exceeds ``memory_limit``, else ``memory``; the in-memory engine is gated on
+  output bytes as written and working memory, the out-of-core engines on the output's bytes
+  and the free disk space;
+* **execute** on that engine and **write** the result.
+
+explain, emit and check are calls on the planned call (:class:`Planned`), not part of the
+request; a caller that wants them asks for ``engine="memory"`` (they need the inputs read).
 
 Python users call :func:`run`::
 
     from padconv_cli.pipeline import Request, run
     run(Request("Pad", ("x.npy",), {"pads": [0, 1, 0, 1]}, output="y.zarr", engine="dask"))
+
+or :func:`plan` for the steps one by one: ``planned = plan(request)``, ``planned.explain()``,
+``planned.gate()``, ``planned.emit(path)``, ``planned.execute()``, ``planned.check(result)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from padconv_cli.errors import InputError, OutputError
-from padconv_cli.operators import CONV, PAD, dtype_of, operator, shape_of
+from padconv_cli.errors import InputError, OutputError, PadconvError
+from padconv_cli.ops import Operator, ResolvedCall, dtype_of, operator, plain_call, shape_of
 
 ENGINES = ("auto", "memory", "tiled", "dask")
 
 
 @dataclass(frozen=True)
 class Request:
-    """One Pad or Conv call (module docstring).  ``attributes`` hold only what the caller gave,
+    """One operator call (module docstring).  ``attributes`` hold only what the caller gave,
     in kernel terms; ``model``/``node`` name a model node whose values come first."""
 
     operator: str
@@ -58,174 +65,266 @@ class Request:
     scheduler: str | None = None
     show_progress: bool | str = False
     verbose: bool = False
-    emit_onnx: str | None = None
-    emit_initializers: bool = False  # store the given tensors in the emitted model too
-    explain: bool = False
-    check: bool = False
-    check_rtol: float | None = None
-    check_atol: float | None = None
-    given: frozenset[str] = frozenset()
-
-    @property
-    def computes_only(self) -> bool:
-        """No model node, explain, check or emit: the call may run out of core."""
-        return self.model is None and not (self.explain or self.check or self.emit_onnx)
 
 
 @dataclass
 class Outcome:
-    """What a call did: the engine, the plan, and the result (in memory), the tiled result
-    (out of core), the explanation or the check report."""
+    """What a call did: the engine, the plan, and the result (in memory) or the tiled result
+    (out of core)."""
 
     engine: str
     plan: Any = None
     resolved: Any = None
     result: np.ndarray | None = None
     tiled: Any = None
-    explanation: dict[str, Any] | None = None
-    report: Any = None
     string_dtype: np.dtype | None = None  # the fixed width of a wide string result held as str
 
 
 def run(request: Request, *, write: bool = True,
         note: Callable[[str], None] | None = None) -> Outcome:
-    """Run ``request`` through the pipeline (module docstring).
+    """Run ``request`` through the pipeline (module docstring): open, resolve, plan, gate,
+    execute and, with ``write`` (default), write the result to ``request.output`` (a path, or
+    ``-`` for stdout bytes); with ``output`` None or ``write=False`` it is returned in memory.
+    ``note`` receives the one-line remarks of a resolved model node (an off-spec node)."""
+    planned = plan(request, note=note)
+    planned.gate()
+    return planned.execute(write=write)
 
-    With ``write`` (default) the result goes to ``request.output`` (a path, or ``-`` for
-    stdout bytes); with ``output`` None or ``write=False`` it is returned in memory.  Explain
-    computes nothing; check compares the result with onnx.reference and onnxruntime.
-    ``note`` receives the one-line remarks of a resolved model node (an off-spec node).
-    """
+
+@dataclass
+class Planned:
+    """A call opened, resolved and planned: the steps after the plan are its methods."""
+
+    request: Request
+    entry: Operator
+    resolved: ResolvedCall
+    plan: Any
+    engine: str  # the engine as known before the gate (``auto``: chosen by the gate)
+    declared: bool = False  # the data input is opened for its declared shape, not read
+
+    @property
+    def call(self) -> Any:
+        """The resolved :class:`~padconv_cli.ops.protocol.KernelCall`."""
+        return self.resolved.call
+
+    @property
+    def written_format(self) -> str:
+        """``npy`` or ``pb``: the format the output is written in."""
+        from padconv_cli.needs import written_format
+
+        return written_format(self.request.output, self.request.fmt)
+
+    def needs(self) -> Any:
+        """The in-memory run's :class:`~padconv_cli.resources.Needs`: output bytes as written,
+        inputs and working memory (the figures explain reports and the gate checks)."""
+        call = self.call
+        return self.entry.needs(call.arrays, self.plan, dtype_of(call.arrays[0]),
+                                call.attributes, self.written_format)
+
+    def gate(self) -> str:
+        """The one resource gate; it chooses the engine (module docstring) and returns it."""
+        from padconv_cli.resources import Limits, check_call
+
+        request = self.request
+        limits = Limits(request.max_output_bytes, request.memory_limit)
+        if self.engine in ("memory", "auto"):
+            needs = self.needs()
+            if self.engine == "auto":
+                self.engine = "memory" if needs.total <= limits.memory() else "tiled"
+            if self.engine == "memory":
+                check_call(needs, limits, tiled_possible=self._tiled_hint(needs, limits))
+                return self.engine
+        self._gate_out_of_core()
+        return self.engine
+
+    def _tiled_hint(self, needs: Any, limits: Any) -> bool:
+        """True when a refusal may say the tiled engine would take the call: no model, a
+        ``.npy`` input and output, and (over the memory limit) its smallest tile fits."""
+        request = self.request
+        if self.resolved.origin is not None:
+            return False
+        if not tiled_possible(request.inputs[0], request.output, request.fmt):
+            return False
+        return needs.total <= limits.memory() or tiled_fits(self.call, self.plan,
+                                                             limits.memory())
+
+    def _gate_out_of_core(self) -> None:
+        """Representable result, explicit max_output_bytes, then the free disk space."""
+        from padconv_cli.outofcore.npy_memmap import check_disk_space
+        from padconv_cli.resources import Limits, Needs, check_call
+
+        call, request = self.call, self.request
+        dtype = self.entry.output_dtype(dtype_of(call.arrays[0]), call.attributes, self.plan)
+        check_element_width(dtype, request.engine)
+        shape = tuple(self.plan.output_shape)
+        nbytes = math.prod(shape) * dtype.itemsize
+        needs = Needs(0, nbytes, 0, shape, dtype.name, dtype.itemsize)
+        check_call(needs, Limits(request.max_output_bytes), in_memory=False)
+        check_disk_space(request.output, shape, dtype)
+
+    def execute(self, write: bool = True) -> Outcome:
+        """Run the call on the gated engine; in memory, write the result to the request's
+        output unless ``write`` is False."""
+        if self.engine in ("tiled", "dask"):
+            call = self.call
+            source, *others = call.arrays
+            tiled = self.entry.run_engine(self.engine, source, others, self.plan,
+                                          call.attributes, _engine_settings(self.request))
+            return Outcome(self.engine, self.plan, self.resolved, tiled=tiled)
+        self._read_declared()
+        call = self.call
+        outcome = Outcome("memory", self.plan, self.resolved)
+        outcome.result = self.entry.run(self.plan, call.arrays, call.attributes)
+        outcome.string_dtype = self._written_string_dtype(outcome.result)
+        request = self.request
+        if write and request.output is not None:
+            from padconv_cli.tensorio import write_tensor
+
+            fmt = request.fmt or ("npy" if request.output == "-" else None)
+            write_tensor(outcome.result, request.output, fmt=fmt,
+                         string_dtype=outcome.string_dtype)
+        return outcome
+
+    def _read_declared(self) -> None:
+        """Read in full the data input that was opened for its declared shape (once); the
+        plan stays, unless the file no longer has that shape."""
+        if not self.declared:
+            return
+        from padconv_cli.tensor_sources import read_tensor
+
+        call = self.call
+        data = read_tensor(self.request.inputs[0], dtype=self.request.dtype)
+        arrays = (data, *call.arrays[1:])
+        self.resolved = dataclasses.replace(
+            self.resolved, call=dataclasses.replace(call, arrays=arrays))
+        self.declared = False
+        if not self.entry.plan_fits(self.plan, [shape_of(a) for a in arrays]):
+            self.plan = plan_resolved(self.resolved)
+
+    def _written_string_dtype(self, result: np.ndarray) -> np.dtype | None:
+        """The fixed-width type of a string result the kernel held as python strings (wide
+        strings, :func:`padconv_cli.needs.strings_as_objects`), None for any other result."""
+        if result.dtype != np.object_:
+            return None
+        call = self.call
+        dtype = self.entry.output_dtype(dtype_of(call.arrays[0]), call.attributes, self.plan)
+        return dtype if dtype.kind in "US" else None
+
+    def explain(self, flags: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+        """What the call will do, from the plan (:mod:`padconv_cli.explain`); ``flags`` names
+        the attributes given on the command line."""
+        from padconv_cli.explain import explanation
+
+        return explanation(self.resolved, self.plan, flags, self.written_format)
+
+    def emit(self, path: str, with_data: bool = False) -> None:
+        """Write the equivalent single-node ONNX model of the call to ``path``; ``with_data``
+        stores every given data tensor as an initializer (the model then needs no inputs)."""
+        from padconv_cli.emit import save_model, single_node_model
+
+        resolved = self.resolved
+        node_name = resolved.origin.node.name if resolved.origin is not None else None
+        data_inputs = set(self.entry.input_names) if with_data else set()
+        model = single_node_model(resolved.call, self.plan,
+                                  embedded=resolved.embedded | data_inputs,
+                                  node_name=node_name or None)
+        save_model(model, path)
+
+    def check(self, result: np.ndarray, rtol: float | None = None,
+              atol: float | None = None) -> Any:
+        """Compare ``result`` with onnx.reference and onnxruntime running the same node
+        (:func:`padconv_cli.crosscheck.crosscheck`)."""
+        from padconv_cli.crosscheck import crosscheck
+
+        return crosscheck(self.call, self.plan, result, rtol=rtol, atol=atol)
+
+
+# --- open, resolve, plan -----------------------------------------------------------------------
+
+
+def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned:
+    """Open the inputs, resolve the call and plan it once (module docstring); ``note``
+    receives the remarks of a resolved model node."""
     check_output_format(request.output, request.fmt)
-    if not request.computes_only:
-        return run_in_memory(request, write=write, note=note)
-    choice = choose_engine(request)
-    if choice.engine != "memory":
-        return run_out_of_core(request, choice)
-    return run_in_memory(request, choice.plan, write=write, note=note, chosen=choice)
-
-
-# --- in memory -------------------------------------------------------------------------------
-
-
-def resolve(request: Request, read: tuple[Any, ...] = ()) -> Any:
-    """Read the inputs and merge the caller's attributes over the model node's values;
-    ``read`` holds inputs already read (the engine choice read W and B), by position after
-    the first."""
-    from padconv_cli.models import find_node, resolve_call
-    from padconv_cli.tensor_sources import read_tensor
-
     entry = operator(request.operator)
-    values = (request.inputs[0], *read, *request.inputs[1 + len(read):])
-    tensors = tuple(_read(value, request.dtype, read_tensor) for value in values)
-    origin = None
-    if request.model is not None:
-        origin = find_node(request.model, request.node, entry.name)
-    attributes = {k: v for k, v in request.attributes.items() if v is not None}
-    return resolve_call(entry.name, tensors, attributes, origin)
+    engine = first_engine(request)
+    data, declared, engine = _open_data(request, engine)
+    arrays = (data, *(_read(value, request.dtype) for value in request.inputs[1:]))
+    resolved = _resolve(request, entry, arrays)
+    if note is not None:
+        for text in resolved.call.notes:
+            note(text)
+    return Planned(request, entry, resolved, plan_resolved(resolved), engine, declared)
 
 
-def _read(value: Any, dtype: str | None, read_tensor: Any) -> Any:
+def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
+    """The data input, whether it was opened for its declared shape only, and the engine:
+    an ``auto`` input that cannot be opened that way is read (the in-memory path reports a
+    bad file in its own words)."""
+    data = request.inputs[0]
+    if engine == "memory":
+        return _read(data, request.dtype), False, engine
+    if engine != "auto":
+        check_file_input(data, engine)
+        check_file_output(request.output, request.fmt, engine)
+    try:
+        return _declared_input(data), True, engine
+    except PadconvError:
+        if engine != "auto":
+            raise
+    return _read(data, request.dtype), False, "memory"
+
+
+def _read(value: Any, dtype: str | None) -> Any:
     if value is None or isinstance(value, np.ndarray):
         return value
+    from padconv_cli.tensor_sources import read_tensor
+
     return read_tensor(value, dtype=dtype)
 
 
-def plan_resolved(resolved: Any, known: Any = None) -> Any:
-    """The call's one plan: ``known`` when it was made for these shapes (out-of-core
-    candidates plan before reading), else the operator's planner, with the model node named
-    in its errors."""
-    from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
-    from padconv_cli.models import with_node_context
-    from padconv_cli.operators import plan_call
+def _resolve(request: Request, entry: Operator, arrays: tuple[Any, ...]) -> ResolvedCall:
+    """Defaults, then the model node's values, then the caller's attributes."""
+    given = {k: v for k, v in request.attributes.items() if v is not None}
+    if request.model is None:
+        return plain_call(entry.name, arrays, given)
+    from padconv_cli.models import find_node, resolve_call
 
-    if known is not None and _plan_fits(known, resolved.call):
-        return known
+    origin = find_node(request.model, request.node, entry.name)
+    return resolve_call(entry.name, arrays, given, origin)
+
+
+def plan_resolved(resolved: ResolvedCall) -> Any:
+    """The call's one plan by its operator's planner, with the model node named in errors."""
+    from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
+    from padconv_cli.ops import plan_call
+
     try:
         return plan_call(resolved.call)
     except (AttributeValueError, UnsupportedDtypeError) as error:
+        if resolved.origin is None:
+            raise
+        from padconv_cli.models import with_node_context
+
         raise with_node_context(resolved.origin, error) from None
 
 
-def _plan_fits(plan: Any, call: Any) -> bool:
-    """True when ``plan`` was made for the shapes of ``call``'s data inputs."""
-    shapes = [shape_of(a) for a in call.arrays]
-    if hasattr(plan, "input_shape"):
-        return plan.input_shape == shapes[0]
-    return len(shapes) > 1 and (plan.x_shape, plan.w_shape) == (shapes[0], shapes[1])
+def _declared_input(data: str) -> Any:
+    """The ``.npy`` file or Zarr store opened for its declared shape and dtype (not read)."""
+    if is_zarr(data):
+        from padconv_cli.engines.dask_io import open_block_input
 
+        return open_block_input(data)
+    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
 
-def run_in_memory(request: Request, known: Any = None, *, write: bool = True,
-                  note: Callable[[str], None] | None = None,
-                  chosen: EngineChoice | None = None) -> Outcome:
-    """Read, resolve, plan once, gate, then emit, explain or compute, write and check.
-
-    ``chosen``: the engine choice of an ``auto`` call, whose small inputs are not read again
-    and whose gate, when it already passed on the declared shapes, is not run again."""
-    from padconv_cli.needs import written_format
-
-    resolved = resolve(request, chosen.others if chosen is not None else ())
-    if note is not None and not request.explain:  # explain shows the notes itself
-        for text in resolved.call.notes:
-            note(text)
-    plan = plan_resolved(resolved, known)
-    outcome = Outcome("memory", plan, resolved)
-    gated = chosen is not None and chosen.gated and plan is known
-    fmt = written_format(request.output, request.fmt)
-    if not (request.explain or gated):
-        gate_in_memory(request, resolved, plan, fmt)
-    if request.emit_onnx is not None:
-        emit_model(resolved, plan, request.emit_onnx, request.emit_initializers)
-    if request.explain:
-        from padconv_cli.explain import explanation
-
-        outcome.explanation = explanation(resolved, plan, request.given, fmt)
-        return outcome
-    entry = operator(resolved.call.op_type)
-    outcome.result = entry.run(plan, resolved.call.arrays, resolved.call.attributes)
-    outcome.string_dtype = _written_string_dtype(resolved.call, plan, outcome.result)
-    if write and request.output is not None:
-        from padconv_cli.tensorio import write_tensor
-
-        fmt = request.fmt or ("npy" if request.output == "-" else None)
-        write_tensor(outcome.result, request.output, fmt=fmt, string_dtype=outcome.string_dtype)
-    if request.check:
-        from padconv_cli.crosscheck import crosscheck
-
-        outcome.report = crosscheck(resolved.call, plan, outcome.result,
-                                    rtol=request.check_rtol, atol=request.check_atol)
-    return outcome
-
-
-def _written_string_dtype(call: Any, plan: Any, result: np.ndarray) -> np.dtype | None:
-    """The fixed-width type of a string result the kernel held as python strings (wide
-    strings, :func:`padconv_cli.needs.strings_as_objects`), None for any other result."""
-    if result.dtype != np.object_:
-        return None
-    dtype = operator(call.op_type).output_dtype(dtype_of(call.arrays[0]), call.attributes, plan)
-    return dtype if dtype.kind in "US" else None
+    return open_npy_memmap(data)
 
 
 def call_needs(call: Any, plan: Any, fmt: str = "npy") -> Any:
     """The :class:`~padconv_cli.resources.Needs` of a KernelCall planned as ``plan``, written
-    in ``fmt`` (by the operator table's ``needs``)."""
+    in ``fmt`` (by the operator's ``needs``)."""
     return operator(call.op_type).needs(call.arrays, plan, dtype_of(call.arrays[0]),
                                         call.attributes, fmt)
-
-
-def gate_in_memory(request: Request, resolved: Any, plan: Any, fmt: str) -> None:
-    """The resource gate of an in-memory run, before the output is allocated: the needs of
-    the call written in ``fmt`` (the figures ``explain`` reports)."""
-    from padconv_cli.resources import Limits, check_call
-
-    needs = call_needs(resolved.call, plan, fmt)
-    limits = Limits(request.max_output_bytes, request.memory_limit)
-    tiled = resolved.origin is None and tiled_possible(
-        request.inputs[0], request.output, request.fmt
-    )
-    if tiled and needs.total > limits.memory():  # the hint must be true: its smallest tile fits
-        tiled = tiled_fits(resolved.call, plan, limits.memory())
-    check_call(needs, limits, tiled_possible=tiled)
 
 
 def tiled_fits(call: Any, plan: Any, limit: int) -> bool:
@@ -233,44 +332,10 @@ def tiled_fits(call: Any, plan: Any, limit: int) -> bool:
     from padconv_cli.errors import OutputTooLargeError
 
     try:
-        TILE_PLANNERS[operator(call.op_type).name](call, plan, limit)
+        operator(call.op_type).plan_tiles(call, plan, limit)
     except OutputTooLargeError:
         return False
     return True
-
-
-def _pad_tiles(call: Any, plan: Any, limit: int) -> Any:
-    from padconv_cli.outofcore.pad_tiles import plan_pad_tiles
-
-    return plan_pad_tiles(plan, dtype_of(call.arrays[0]).itemsize, limit)
-
-
-def _conv_tiles(call: Any, plan: Any, limit: int) -> Any:
-    from padconv_cli.errors import OutputTooLargeError
-    from padconv_cli.outofcore.conv_tiles import fixed_bytes, plan_conv_tiles
-
-    x, w, b = call.arrays
-    budget = limit - fixed_bytes(np.asarray(w), None if b is None else np.asarray(b))
-    if budget <= 0:
-        raise OutputTooLargeError("W and B alone exceed the limit", param="memory_limit")
-    return plan_conv_tiles(plan, dtype_of(x).itemsize, budget)
-
-
-
-
-
-DATA_INPUTS = frozenset({"data", "X", "W", "B"})  # the data inputs of the emitted nodes
-
-
-def emit_model(resolved: Any, plan: Any, path: str, with_data: bool = False) -> None:
-    """Write the equivalent single-node ONNX model of the call to ``path``; ``with_data``
-    stores every given data tensor as an initializer (the model then needs no inputs)."""
-    from padconv_cli.emit import save_model, single_node_model
-
-    node_name = resolved.origin.node.name if resolved.origin is not None else None
-    embedded = set(resolved.embedded) | (DATA_INPUTS if with_data else set())
-    model = single_node_model(resolved.call, plan, embedded=embedded, node_name=node_name or None)
-    save_model(model, path)
 
 
 def check_output_format(output: str | None, fmt: str | None) -> None:
@@ -288,7 +353,7 @@ def check_output_format(output: str | None, fmt: str | None) -> None:
     resolve_format(output, fmt)
 
 
-# --- out of core -----------------------------------------------------------------------------
+# --- engines -----------------------------------------------------------------------------------
 
 
 def is_zarr(path: Any) -> bool:
@@ -319,8 +384,11 @@ def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
 
 
 def first_engine(request: Request) -> str:
-    """The engine before sizes are known: the choice, or for ``auto`` ``dask`` (Zarr, a
-    scheduler), ``memory`` (not a ``.npy`` input and output), else ``auto`` (by the plan)."""
+    """The engine before sizes are known: ``memory`` for a model node, else the choice, or
+    for ``auto`` ``dask`` (Zarr, a scheduler), ``memory`` (not a ``.npy`` input and output),
+    else ``auto`` (the gate chooses by the plan)."""
+    if request.model is not None:
+        return "memory"
     if request.engine != "auto":
         return request.engine
     data = request.inputs[0]
@@ -331,126 +399,6 @@ def first_engine(request: Request) -> str:
     if not tiled_possible(data, request.output, request.fmt):
         return "memory"
     return "auto"
-
-
-@dataclass(frozen=True)
-class EngineChoice:
-    """The engine a call runs on, and what choosing it needed: the plan from the declared
-    shapes, the declared input and the small inputs (None where not made)."""
-
-    engine: str
-    plan: Any = None
-    source: Any = None
-    others: tuple[Any, ...] = ()
-    gated: bool = False  # the in-memory gate passed on the declared shapes
-
-
-def choose_engine(request: Request) -> EngineChoice:
-    """The engine of a call that only computes (module docstring): ``auto`` becomes ``tiled``
-    for a ``.npy`` input and output whose in-memory run would exceed memory_limit (which,
-    when it fits, passes the in-memory gate here, before the input is read in full)."""
-    from padconv_cli.errors import PadconvError
-
-    engine = first_engine(request)
-    if engine == "memory":
-        return EngineChoice("memory")
-    data = request.inputs[0]
-    if engine != "auto":
-        check_file_input(data, engine)
-        check_file_output(request.output, request.fmt, engine)
-    try:
-        source, others = _declared_input(data), _small_inputs(request)
-        plan = _plan_declared(request, source, others)
-    except PadconvError:
-        if engine != "auto":
-            raise
-        return EngineChoice("memory")  # the in-memory path reports it in its own words
-    gated = False
-    if engine == "auto":
-        gated = _fits_in_memory(request, source, others, plan)
-        engine = "memory" if gated else "tiled"
-    return EngineChoice(engine, plan, source, tuple(others), gated)
-
-
-def run_out_of_core(request: Request, choice: EngineChoice | None = None) -> Outcome:
-    """The tiled or dask engine on the call's one plan (``choice``: made already), or
-    ``Outcome("memory", plan)`` when the in-memory engine applies."""
-    choice = choice or choose_engine(request)
-    if choice.engine == "memory":
-        return Outcome("memory", choice.plan)
-    _gate_out_of_core(request, choice.source, choice.plan)
-    run_engine = ENGINE_RUNS[operator(request.operator).name]
-    tiled = run_engine(choice.engine, choice.source, list(choice.others), choice.plan,
-                       _attributes(request, choice.source), _engine_settings(request))
-    return Outcome(choice.engine, choice.plan, tiled=tiled)
-
-
-def _fits_in_memory(request: Request, source: Any, others: list[Any], plan: Any) -> bool:
-    """True when the in-memory run (inputs + output + working) fits memory_limit; it then
-    passes the whole in-memory gate here, before the input is read."""
-    from padconv_cli.needs import written_format
-    from padconv_cli.resources import Limits, check_call
-
-    entry = operator(request.operator)
-    needs = entry.needs((source, *others), plan, dtype_of(source), _attributes(request, source),
-                        written_format(request.output, request.fmt))
-    limits = Limits(request.max_output_bytes, request.memory_limit)
-    if needs.total > limits.memory():
-        return False
-    check_call(needs, limits)
-    return True
-
-
-def _attributes(request: Request, source: Any) -> dict[str, Any]:
-    """The caller's attributes over the operator's defaults (a call without a model), a text
-    constant_value read as an element of the input's type."""
-    from padconv_cli.constant_text import typed_attributes
-
-    entry = operator(request.operator)
-    given = {k: v for k, v in request.attributes.items() if v is not None}
-    return typed_attributes({**entry.defaults, **given}, dtype_of(source))
-
-
-def _declared_input(data: str) -> Any:
-    """The ``.npy`` file or Zarr store opened for its declared shape and dtype (not read)."""
-    if is_zarr(data):
-        from padconv_cli.engines.dask_io import open_block_input
-
-        return open_block_input(data)
-    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
-
-    return open_npy_memmap(data)
-
-
-def _small_inputs(request: Request) -> list[Any]:
-    """W and B of a Conv (read whole: they are small), nothing for Pad."""
-    from padconv_cli.tensor_sources import read_tensor
-
-    return [_read(value, request.dtype, read_tensor) for value in request.inputs[1:]]
-
-
-def _plan_declared(request: Request, source: Any, others: list[Any]) -> Any:
-    """The call's one plan from the declared shapes."""
-    entry = operator(request.operator)
-    shapes = [shape_of(source), *(shape_of(o) for o in others)]
-    return entry.plan(shapes, dtype_of(source), _attributes(request, source))
-
-
-def _gate_out_of_core(request: Request, source: Any, plan: Any) -> None:
-    """Representable result, explicit max_output_bytes, then the free disk space."""
-    import math
-
-    from padconv_cli.outofcore.npy_memmap import check_disk_space
-    from padconv_cli.resources import Limits, Needs, check_call
-
-    entry = operator(request.operator)
-    dtype = entry.output_dtype(dtype_of(source), _attributes(request, source), plan)
-    check_element_width(dtype, request.engine)
-    shape = tuple(plan.output_shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    needs = Needs(0, nbytes, 0, shape, dtype.name, dtype.itemsize)
-    check_call(needs, Limits(request.max_output_bytes), in_memory=False)
-    check_disk_space(request.output, shape, dtype)
 
 
 def check_element_width(dtype: np.dtype, engine: str) -> None:
@@ -506,46 +454,3 @@ def _engine_settings(request: Request) -> dict[str, Any]:
             "verbose": request.verbose,
         },
     }
-
-
-# --- the engines of each operator ------------------------------------------------------
-
-
-def _pad_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
-                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    arguments = (attributes["pads"], attributes.get("constant_value"), attributes.get("axes"),
-                 attributes.get("mode", "constant"))
-    if engine == "tiled":
-        from padconv_cli.outofcore.pad_tiles import tiled_pad
-
-        return tiled_pad(source, settings["output"], *arguments, plan=plan,
-                         memory_limit=settings["memory_limit"],
-                         show_progress=settings["show_progress"])
-    from padconv_cli.engines.dask_engine import dask_pad
-
-    return dask_pad(settings["source_path"], settings["output"], *arguments, plan=plan,
-                    **settings["dask"])
-
-
-def _conv_engine(engine: str, source: Any, others: Sequence[Any], plan: Any,
-                 attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    from padconv_cli.errors import InputError
-
-    w, b = (list(others) + [None, None])[:2]
-    if w is None:
-        raise InputError("conv: W is required", param="W")
-    if engine == "tiled":
-        from padconv_cli.outofcore.conv_tiles import tiled_conv
-
-        return tiled_conv(source, w, b, settings["output"], plan=plan,
-                          memory_limit=settings["memory_limit"],
-                          show_progress=settings["show_progress"], **attributes)
-    from padconv_cli.engines.dask_engine import dask_conv
-
-    return dask_conv(settings["source_path"], w, b, settings["output"], plan=plan,
-                     **settings["dask"], **attributes)
-
-
-ENGINE_RUNS: dict[str, Callable[..., Any]] = {PAD.name: _pad_engine, CONV.name: _conv_engine}
-TILE_PLANNERS: dict[str, Callable[[Any, Any, int], Any]] = {PAD.name: _pad_tiles,
-                                                         CONV.name: _conv_tiles}

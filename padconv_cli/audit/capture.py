@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError
-from padconv_cli.operators import OPERATORS
+from padconv_cli.ops import OPERATORS
 
 REFERENCE = "onnx.reference"
 ONNXRUNTIME = "onnxruntime"

@@ -2,8 +2,9 @@
 
 Per node, from the inputs the run captured (stored inputs from the model where the run had no
 value): padconv computes the node (the node's own opset rules, :mod:`padconv_cli.onnx_nodes`)
-and its output is compared with the runtime's: Pad exactly, Conv within the dot-product error
-bound ``atol + rtol*|ref| + c*n*eps*sum(|x|*|w|)``.  Statuses:
+and its output is compared with the runtime's within ``atol + rtol*|ref|`` plus the
+operator's error bound (Pad: none, exact; Conv: the dot-product bound
+``c*n*eps*sum(|x|*|w|)``).  Statuses:
 
 * ``ok``: within the bound;  ``outside``: not (exit 1);
 * ``not reached``: the run never executed the node (an ``If`` branch not taken);
@@ -26,7 +27,7 @@ import numpy as np
 
 from padconv_cli.audit.capture import REFERENCE, Capture, NodeCapture, node_key
 from padconv_cli.errors import PadconvError
-from padconv_cli.operators import CONV, PAD, operator
+from padconv_cli.ops import compute, operator
 
 OK, OUTSIDE, NOT_REACHED, NOT_RUN = "ok", "outside", "not reached", "not run"
 RUNTIME_REFUSED, PADCONV_REFUSED = "runtime refused", "padconv refused"
@@ -121,70 +122,10 @@ def _inputs(origin: Any, captured: NodeCapture | None) -> list[np.ndarray | None
     return values
 
 
-def _pad_reference(call: Any) -> np.ndarray:
-    """Pad by its index definition, independent of the kernel: output index ``i`` along an
-    axis reads input ``i - begin`` (constant outside, or clipped / wrapped / reflected into
-    the kept part), ``out_dim = dim + begin + end``."""
-    from padconv_cli.kernels.pad import plan_pad
-
-    data = np.asarray(call.arrays[0])
-    attributes = call.attributes
-    plan = plan_pad(data.shape, attributes["pads"], attributes["axes"], attributes["mode"])
-    out = data[plan.crop_slices]
-    fill = _fill(call, data)
-    for axis, ax in enumerate(plan.per_axis):
-        n = ax.cropped_dim
-        if n == 0:  # nothing kept (constant mode): the axis is all fill
-            out = np.full(_with(out.shape, axis, ax.out_dim), fill, dtype=out.dtype)
-            continue
-        index, inside = _axis_source(np.arange(ax.out_dim) - ax.pad_begin, n, plan.mode)
-        out = np.take(out, np.clip(index, 0, n - 1), axis=axis)
-        if plan.mode == "constant":
-            out = np.where(inside.reshape(_with([1] * out.ndim, axis, ax.out_dim)), out, fill)
-    return np.asarray(out).astype(data.dtype, copy=False)
-
-
-def _with(shape: Sequence[int], axis: int, value: int) -> tuple[int, ...]:
-    shape = list(shape)
-    shape[axis] = value
-    return tuple(shape)
-
-
-def _fill(call: Any, data: np.ndarray) -> Any:
-    value = call.attributes.get("constant_value")
-    if value is not None:
-        return value
-    return "" if data.dtype.kind in "OU" else np.zeros((), data.dtype)[()]
-
-
-def _axis_source(j: np.ndarray, n: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """Source index into the kept part for output offsets ``j`` and whether it is inside."""
-    inside = (j >= 0) & (j < n)
-    if mode == "constant" or n == 0:
-        return j, inside
-    if mode == "edge":
-        return np.clip(j, 0, n - 1), inside
-    if mode == "wrap":
-        return j % n, inside
-    if n == 1:
-        return np.zeros_like(j), inside
-    period = 2 * (n - 1)
-    m = j % period
-    return np.where(m < n, m, period - m), inside
-
-
 def _reference_output(call: Any) -> np.ndarray:
-    """The float64 recomputation: Conv in float64 (same inputs, same attributes), Pad by
-    :func:`_pad_reference`."""
-    return _REFERENCES[operator(call.op_type).name](call)
-
-
-def _conv_reference(call: Any) -> np.ndarray:
-    """Conv recomputed in float64 from the same inputs and attributes."""
-    from padconv_cli.kernels.conv import conv
-
-    x, w, b = (None if a is None else np.asarray(a).astype(np.float64) for a in call.arrays)
-    return conv(x, w, b, **call.attributes)
+    """The recomputation that decides: the operator's ``reference`` (Conv in float64 from
+    the same inputs, Pad by its index definition)."""
+    return operator(call.op_type).reference(call)
 
 
 def _within(reference: np.ndarray, side: np.ndarray, bound: Any, dtype: np.dtype) -> bool:
@@ -232,7 +173,6 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.onnx_nodes import call_for_node
     from padconv_cli.verification.compare import compare_arrays
-    from padconv_cli.verification.conv_bound import call_error_bound
 
     audit = NodeAudit(origin.label, origin.operator, NOT_REACHED, where)
     if captured is None:
@@ -245,7 +185,7 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
         call = call_for_node(origin.node, inputs, opset=origin.opset, source=origin.path,
                              label=origin.label)
         audit.attributes, audit.notes = call.describe(), list(call.notes)
-        ours = np.asarray(call.run())
+        ours = np.asarray(compute(call))
     except PadconvError as error:
         audit.status, audit.detail = PADCONV_REFUSED, str(error)
         if theirs is None:
@@ -259,7 +199,7 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
     audit.output_shape, audit.dtype = _shape(ours), dtype_name(ours.dtype)
     if keep:
         audit.arrays = (origin.node, origin.opset, inputs, ours)
-    bound = call_error_bound(call)
+    bound = operator(call.op_type).error_bound(call, None)
     if theirs is None:
         audit.status, audit.detail = RUNTIME_REFUSED, captured.refused
         audit.right = _who_is_right(call, ours, None, bound)
@@ -361,5 +301,3 @@ def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture
     if reference is not None and reference is not capture and reference.error:
         report.notes.append(f"onnx.reference stopped ({reference.error})")
 
-
-_REFERENCES = {PAD.name: _pad_reference, CONV.name: _conv_reference}  # the float64 recomputation

@@ -102,8 +102,6 @@ def compare_command(
         raise click.exceptions.Exit(EXIT_DIFFERENT)
 
 
-_CONV_ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
-
 
 def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     """The Conv error bound of the --conv-*/--from-model options (None without --conv-x)."""
@@ -117,17 +115,17 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     if options["node"] is not None and options["from_model"] is None:
         raise click.UsageError("--node needs --from-model MODEL.onnx")
     from padconv_cli.models import find_node, resolve_call, with_node_context
-    from padconv_cli.operators import CONV, plan_call
+    from padconv_cli.ops import error_bound, plan_call
+    from padconv_cli.ops.conv import ATTRIBUTE_NAMES, NAME
     from padconv_cli.tensor_sources import read_tensor
-    from padconv_cli.verification.conv_bound import call_error_bound
 
     arrays = tuple(None if options[k] is None else read_tensor(options[k], dtype=dtype)
                    for k in ("conv_x", "conv_w", "conv_b"))
-    flags = {k: options[k] for k in _CONV_ATTRIBUTES if options[k] is not None}
+    flags = {k: options[k] for k in ATTRIBUTE_NAMES if options[k] is not None}
     origin = None
     if options["from_model"] is not None:
-        origin = find_node(options["from_model"], options["node"], CONV.name)
-    resolved = resolve_call(CONV.name, arrays, flags, origin)
+        origin = find_node(options["from_model"], options["node"], NAME)
+    resolved = resolve_call(NAME, arrays, flags, origin)
     try:
         plan = plan_call(resolved.call)
     except PadconvError as error:
@@ -137,7 +135,7 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
             f"the Conv of --conv-x gives shape {list(plan.output_shape)}, A has shape "
             f"{list(shape)}"
         )
-    return call_error_bound(resolved.call, plan=plan)
+    return error_bound(resolved.call, plan)
 
 
 def _tensor_text(source: str, array) -> str:

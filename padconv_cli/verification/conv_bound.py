@@ -71,18 +71,3 @@ def conv_error_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, 
     eps = accumulation_eps(x.dtype if dtype is None else dtype)
     n = terms_per_output(np.asarray(w).shape)
     return c * n * eps * magnitude_sums(x, w, b, plan=plan, **attributes)
-
-
-def call_error_bound(call: Any, c: float = CONV_BOUND_C, plan: Any = None) -> np.ndarray | None:
-    """:func:`conv_error_bound` of a Conv :class:`~padconv_cli.onnx_nodes.KernelCall` with
-    floating inputs, None for any other call (Pad copies values: it is compared exactly);
-    ``plan``: the call's plan, when it was made already (its attributes are then not read)."""
-    from padconv_cli.operators import operator
-
-    if not operator(call.op_type).accumulates:
-        return None
-    if element_kind(np.asarray(call.arrays[0]).dtype) not in ("float", "complex"):
-        return None
-    attributes = call.attributes if plan is None else {}
-    x, w, b = call.arrays
-    return conv_error_bound(x, w, b, c=c, plan=plan, **attributes)

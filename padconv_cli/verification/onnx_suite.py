@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli import operators
+from padconv_cli import ops
 from padconv_cli.errors import InputError, PadconvError
 from padconv_cli.messages import bounded_list
 from padconv_cli.verification.cases import Case
@@ -30,7 +30,7 @@ DATA_SET_PREFIX = "test_data_set_"
 # Conformance folders of the installed onnx package, in the order they are reported; a folder
 # not listed here is scanned after them. Cases are picked by the model's node, not by name.
 SUITE_ORDER = ("node", "pytorch-converted", "pytorch-operator", "simple")
-OPERATORS = tuple(operators.OPERATORS)
+OPERATORS = tuple(ops.OPERATORS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Modules of onnx.backend.test.case.node whose import generates the Pad and Conv node cases.
 NODE_CASE_MODULES = ("pad", "conv")

@@ -44,6 +44,7 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     the result with the expected output (rule: :func:`compare_arrays`; Conv cases add the
     dot-product error bound of :mod:`padconv_cli.verification.conv_bound`)."""
     from padconv_cli.onnx_nodes import kernel_call
+    from padconv_cli.ops import compute
 
     if case.unsupported:
         return CaseResult(case, UNSUPPORTED, operator=case.op)
@@ -52,7 +53,7 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     try:
         call = kernel_call(case.op, case.attributes, case.inputs, opset=case.opset)
         result.operator, result.attributes = call.operator, call.describe()
-        actual = np.asarray(call.run())
+        actual = np.asarray(compute(call))
     except PadconvError as exc:
         result.error = f"kernel refused the case: {exc}"
     except Exception as exc:  # a kernel bug must show up as a failed case, not end the run
@@ -70,9 +71,9 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
 
 def _conv_bound(call, actual: np.ndarray) -> np.ndarray | None:
     """The dot-product error bound of a Conv case (None for Pad, compared exactly)."""
-    from padconv_cli.verification.conv_bound import call_error_bound
+    from padconv_cli.ops import error_bound
 
-    bound = call_error_bound(call)
+    bound = error_bound(call)
     return bound if bound is not None and bound.shape == actual.shape else None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from padconv_cli.operators import operator
+from padconv_cli.ops import operator
 from padconv_cli.verification.cases import Case
 
 

@@ -66,7 +66,7 @@ def test_a_library_error_with_param_and_source_is_rendered_with_the_flag(run_cli
     def refuse(*args, **kwargs):
         raise AttributeValueError("axes repeats axis 1", param="axes", source="axes.npy")
 
-    monkeypatch.setattr("padconv_cli.models.resolve_call", refuse)
+    monkeypatch.setattr("padconv_cli.pipeline.plain_call", refuse)
     line = one_error_line(run_cli("pad", str(x4), "--pads", "1", "1", "--axes", "1", "1"),
                           "pad")
     assert line == "padconv pad: error: axes.npy: --axes repeats axis 1"

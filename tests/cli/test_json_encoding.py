@@ -70,7 +70,7 @@ def test_explain_json_constant_value(run_cli, tmp_path, dtype, constant, encoded
 
 
 def _off_by(monkeypatch, offset):
-    from padconv_cli import operators
+    from padconv_cli import ops as operators
 
     entry = operators.OPERATORS["Pad"]
     monkeypatch.setitem(operators.OPERATORS, "Pad", dataclasses.replace(

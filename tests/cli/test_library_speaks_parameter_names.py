@@ -25,9 +25,28 @@ def _docstring_nodes(tree: ast.AST) -> set[int]:
     return ids
 
 
+COMMAND_DECLARATIONS = ("Attribute", "Command")  # an operator's flags and command texts
+COMMAND_LINE_BUILDERS = ("sample_arguments", "notes")  # an operator's words for the CLI
+
+
+def _command_words(tree: ast.AST) -> set[int]:
+    """The strings an operator module declares for its command: flag help, the command's
+    texts and examples, a case's command line, remarks on the flags given."""
+    ids = set()
+    for node in ast.walk(tree):
+        declared = isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
+            COMMAND_DECLARATIONS)
+        built = isinstance(node, ast.FunctionDef) and node.name in COMMAND_LINE_BUILDERS
+        if declared or built:
+            ids.update(id(inner) for inner in ast.walk(node))
+    return ids
+
+
 def _flag_literals(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = _docstring_nodes(tree)
+    if path.parent.name == "ops":
+        docstrings |= _command_words(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -12,7 +12,7 @@ from padconv_cli.cli.engine_options import EngineSettings, engine_options
 from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.kernels.conv import conv
 from padconv_cli.kernels.pad import pad
-from padconv_cli.pipeline import Request, choose_engine, run_out_of_core
+from padconv_cli.pipeline import Request, plan
 
 
 def _request(operator, inputs, attributes, output, fmt, settings):
@@ -22,13 +22,23 @@ def _request(operator, inputs, attributes, output, fmt, settings):
 
 
 def run_with_engine(operator, inputs, attributes, output, fmt, settings):
-    """True when the pipeline ran the call out of core (False: the in-memory engine applies)."""
-    request = _request(operator, inputs, attributes, output, fmt, settings)
-    return run_out_of_core(request).engine != "memory"
+    """True when the pipeline ran the call out of core (False: the in-memory engine applies,
+    and nothing ran)."""
+    planned = plan(_request(operator, inputs, attributes, output, fmt, settings))
+    if planned.gate() == "memory":
+        return False
+    return planned.execute().engine != "memory"
 
 
 def resolve_engine(operator, inputs, attributes, output, fmt, settings):
-    return choose_engine(_request(operator, inputs, attributes, output, fmt, settings)).engine
+    """The engine the gate chooses (also when the gate then refuses the call)."""
+    from padconv_cli.errors import OutputTooLargeError
+
+    planned = plan(_request(operator, inputs, attributes, output, fmt, settings))
+    try:
+        return planned.gate()
+    except OutputTooLargeError:
+        return planned.engine
 
 RNG = np.random.default_rng(5)
 
@@ -128,17 +138,21 @@ def test_auto_picks_tiled_only_for_large_npy_to_npy(tmp_path):
     assert resolve_engine("pad", [source], attrs, None, None, settings(limit=10_000)) == "memory"
     assert resolve_engine("pad", [source], attrs, "y.pb", None, settings(limit=10_000)) == "memory"
     assert resolve_engine("pad", [source], attrs, "y.zarr", None, settings()) == "dask"
-    assert resolve_engine("pad", ["[1]"], attrs, target, None, settings(limit=1)) == "memory"
+    literal_attrs = {"pads": [1, 1], "mode": "constant"}
+    assert resolve_engine("pad", ["[1]"], literal_attrs, target, None, settings(limit=1)) == (
+        "memory")
     assert resolve_engine("pad", [source], attrs, target, None, settings("tiled")) == "tiled"
 
 
-def test_auto_leaves_invalid_attributes_to_the_in_memory_path(tmp_path):
+def test_auto_reports_invalid_attributes_as_the_planner_words_them(tmp_path):
+    from padconv_cli.errors import AttributeValueError
+
     np.save(tmp_path / "x.npy", np.zeros((100, 100), np.float32))
-    attrs = {"pads": [1, 1], "mode": "constant"}  # wrong count: the command reports it
-    engine = resolve_engine(
-        "pad", [str(tmp_path / "x.npy")], attrs, str(tmp_path / "y.npy"), None, settings(limit=10)
-    )
-    assert engine == "memory"
+    attrs = {"pads": [1, 1], "mode": "constant"}  # wrong count
+    with pytest.raises(AttributeValueError, match="2 \\* rank"):
+        resolve_engine("pad", [str(tmp_path / "x.npy")], attrs, str(tmp_path / "y.npy"), None,
+                       settings(limit=10))
+    assert not (tmp_path / "y.npy").exists()
 
 
 def test_run_with_engine_conv_reads_w_and_b_and_writes_bits(tmp_path):

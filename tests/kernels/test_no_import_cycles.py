@@ -1,11 +1,9 @@
 """The package's imports form no cycle (the layers import downwards only), counting every
-import statement wherever it stands (module level, inside functions, under TYPE_CHECKING), and
-no module outside the operator table dispatches on the operator names."""
+import statement wherever it stands (module level, inside functions, under TYPE_CHECKING)."""
 
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "padconv_cli"
@@ -109,26 +107,11 @@ def test_finder_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-OPERATOR_TEST = re.compile(r"""op_type\s*[!=]=\s*["'](Pad|Conv)["']""")
-
-
-def test_operator_names_are_tested_only_in_the_table():
-    """``op_type == "Pad"``-style dispatch lives in padconv_cli/operators.py only."""
-    offenders = [
-        f"{path.relative_to(PACKAGE)}:{number}"
-        for path in PACKAGE.rglob("*.py")
-        if path.name != "operators.py"
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if OPERATOR_TEST.search(line)
-    ]
-    assert offenders == []
-
-
 def test_tensor_io_imports_nothing_above_it():
     """Data flows one way: the tensor readers know nothing of models, the pipeline or the
     source dispatch above them."""
     above = ("padconv_cli.models", "padconv_cli.folding", "padconv_cli.pipeline",
-             "padconv_cli.tensor_sources", "padconv_cli.operators")
+             "padconv_cli.tensor_sources", "padconv_cli.ops")
     graph = _imports()
     offenders = {module: sorted(t for t in targets if t.startswith(above))
                  for module, targets in graph.items() if module.startswith("padconv_cli.tensorio")}

@@ -954,7 +954,7 @@ def test_element_types_are_exactly_pad25s():
 )
 def test_types_outside_pad25_are_refused_by_plan_and_run(dtype, name):
     from padconv_cli.models import resolve_call
-    from padconv_cli.operators import plan_call
+    from padconv_cli.ops import plan_call
 
     data = np.zeros((2, 2), dtype)
     expected = (f"Pad does not support the element type {name}; Pad-25 takes "

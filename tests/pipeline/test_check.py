@@ -12,7 +12,7 @@ import pytest
 
 from padconv_cli import crosscheck
 from padconv_cli.models import resolve_call
-from padconv_cli.operators import plan_call
+from padconv_cli.ops import compute, plan_call
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_known_refusals_name_padconv_as_right(run_cli, files, monkeypatch, args,
 
 def test_disagreement_exits_1_and_names_no_winner(run_cli, files, monkeypatch):
     monkeypatch.chdir(files)
-    from padconv_cli import operators
+    from padconv_cli import ops as operators
 
     pad_entry = operators.OPERATORS["Pad"]
     off = dataclasses.replace(
@@ -132,7 +132,7 @@ def test_missing_onnxruntime_is_reported_as_unavailable(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", without_onnxruntime)
     call = resolve_call("Pad", (np.ones((2, 2), np.float32),), {"pads": (1, 1, 1, 1)}).call
     plan = plan_call(call)
-    report = crosscheck.crosscheck(call, plan, call.run())
+    report = crosscheck.crosscheck(call, plan, compute(call))
     statuses = {p.peer: p.status for p in report.peers}
     assert statuses == {"onnx.reference": "agree", "onnxruntime": "unavailable"}
     assert report.passed
@@ -144,7 +144,7 @@ def test_unexplained_refusal_fails(monkeypatch):
         crosscheck.ONNXRUNTIME: lambda model, feeds: ("unavailable", "not installed"),
     })
     call = resolve_call("Pad", (np.ones((2, 2), np.float32),), {"pads": (1, 1, 1, 1)}).call
-    report = crosscheck.crosscheck(call, plan_call(call), call.run())
+    report = crosscheck.crosscheck(call, plan_call(call), compute(call))
     assert not report.passed
     assert "believed right: unknown" in crosscheck.format_report(report)
 

@@ -12,12 +12,12 @@ import pytest
 from padconv_cli.crosscheck import crosscheck, report_dict
 from padconv_cli.kernels.conv import conv
 from padconv_cli.onnx_nodes import kernel_call
-from padconv_cli.operators import plan_call
+from padconv_cli.ops import compute, plan_call
+from padconv_cli.ops import error_bound as call_error_bound
 from padconv_cli.verification.compare import compare_arrays
 from padconv_cli.verification.conv_bound import (
     CONV_BOUND_C,
     accumulation_eps,
-    call_error_bound,
     conv_error_bound,
     terms_per_output,
 )
@@ -76,7 +76,7 @@ def test_a_calls_bound_is_the_formula_with_or_without_its_plan(attributes):
     expected = conv_error_bound(x, w, b, **resolved)
     assert expected.shape == tuple(plan.output_shape)
     # sums of non-negative float64 terms cannot cancel (see the test above)
-    np.testing.assert_allclose(call_error_bound(call, plan=plan), expected, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(call_error_bound(call, plan), expected, rtol=1e-12, atol=0)
     np.testing.assert_allclose(call_error_bound(call), expected, rtol=1e-12, atol=0)
 
 
@@ -132,7 +132,7 @@ def test_check_judges_conv_by_the_bound_and_flags_a_wrong_result():
     x, w = _cancelling_case()
     call = kernel_call("Conv", {"pads": [1, 1, 1, 1]}, [x, w], opset=22)
     plan = plan_call(call)
-    result = call.run()
+    result = compute(call)
     report = crosscheck(call, plan, result)
     assert report.passed
     assert all(entry["conv_bound"] for entry in report_dict(report)["peers"])

@@ -1,0 +1,372 @@
+"""ONNX Conv: every rule padconv applies to it, from the command line to the emitted node.
+
+Versions 1, 11, 22 (the kernel is Conv-22's); every version takes inputs ``X, W[, B]`` and the
+attributes auto_pad, dilations, group, kernel_shape, pads, strides, which map one to one onto
+``conv(X, W, B, **attributes)``.
+
+Conv sums products: audit, compare and check allow each element the dot-product error bound
+``c * n * eps * sum(|x| * |w|)`` (:mod:`padconv_cli.verification.conv_bound`) on top of the
+tolerance; the float64 recomputation (:func:`reference`) decides who is right.
+
+FLOPs (``--explain``): a multiply-add counts 2, ``2 * N * M * prod(out_spatial) * (C/group) *
+prod(kernel)``, plus ``N * M * prod(out_spatial)`` additions for a bias.  Memory: the inputs,
+the output and the working memory of the compute path that will run
+(:func:`padconv_cli.kernels.conv_paths.working_bytes`).
+
+The emitted node writes every attribute resolved.  With a dilation above 1 the pads that
+``auto_pad`` resolves to are written instead of ``auto_pad``: the inputs have fixed shapes, and
+onnxruntime cannot run SAME_* with dilations.  Conv-11 is the first version that defines
+``SAME_*`` with a stride above 1 as ``ceil(in / stride)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.kernels.conv_plan import AUTO_PAD_VALUES
+from padconv_cli.ops.protocol import (
+    INT,
+    INTS,
+    OPTIONAL,
+    STRING,
+    UNLESS_MODEL,
+    Attribute,
+    Command,
+    Input,
+    KernelCall,
+    Operator,
+    dtype_of,
+    no_known_deviation,
+)
+
+if TYPE_CHECKING:
+    from padconv_cli.ops.onnx_graph import GraphParts, VersionChoice
+
+NAME = "Conv"
+VERSIONS = (1, 11, 22)
+
+INPUTS = (Input("X"), Input("W", required=UNLESS_MODEL), Input("B", required=OPTIONAL))
+ATTRIBUTES = (
+    Attribute("auto_pad", "choice", "NOTSET", choices=AUTO_PAD_VALUES, show_default=True,
+              help="SAME_UPPER/SAME_LOWER: output = ceil(input / stride), odd padding at the "
+              "end/begin; VALID: no padding; NOTSET: use --pads."),
+    Attribute("dilations", "ints", help="Dilation per spatial axis (default 1)."),
+    Attribute("group", "int", 1, show_default=True,
+              help="Number of groups input and output channels are split into."),
+    Attribute("kernel_shape", "ints",
+              help="Kernel spatial shape; must match W (default: taken from W)."),
+    Attribute("pads", "ints", help="Pads [x1_begin, x2_begin, ..., x1_end, x2_end] (default 0)."),
+    Attribute("strides", "ints", help="Stride per spatial axis (default 1)."),
+)
+ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
+TEXTS = Command(
+    summary="ONNX Conv: convolve X with W, plus optional bias B.",
+    help="Convolve X (N x C x D1 x ... x Dn) with W (M x C/group x k1 x ... x kn), plus bias "
+    """B (M).
+
+    Each input is a .npy, .npz[:NAME] or .pb file, MODEL.onnx:NAME (a stored tensor), - for
+    stdin, or an inline literal.
+    With --from-model, W, B and the attributes come from a Conv node of a model (any opset);
+    tensors and flags given here override them.
+    """,
+    examples="""\b
+Examples:
+  padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy \\
+      --pads 1 1 1 1
+  padconv conv x.npy --from-model model.onnx --node conv1 \\
+      --auto-pad SAME_UPPER --explain
+  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv conv - w.npy --check
+""",
+)
+
+
+def max_inputs(version: int) -> int:
+    """X, W, B in every version."""
+    return 3
+
+
+# --- plan, kernel, needs -----------------------------------------------------------------------
+
+
+def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
+    """``plan_conv`` from the shapes of X, W and B (nothing is read)."""
+    from padconv_cli.kernels.conv_plan import plan_conv
+
+    shapes = list(shapes) + [None] * (3 - len(shapes))
+    if shapes[1] is None:
+        raise AttributeValueError("Conv needs W", param="W")
+    return plan_conv(shapes[0], shapes[1], shapes[2], **attributes)
+
+
+def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
+    """True when ``made`` was planned for these X and W shapes."""
+    return len(shapes) > 1 and (made.x_shape, made.w_shape) == (shapes[0], shapes[1])
+
+
+def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
+    """The public kernel ``conv(X, W, B, **attributes)``."""
+    from padconv_cli.kernels.conv import conv
+
+    return conv(*arrays, **attributes)
+
+
+def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.ndarray:
+    """``conv_planned`` on the plan."""
+    from padconv_cli.kernels.conv import conv_planned
+
+    x, w, *rest = arrays
+    return conv_planned(made, x, w, rest[0] if rest else None)
+
+
+def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
+    """Conv's attributes do not depend on the data's type."""
+    return dict(attributes)
+
+
+def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
+    """X's type."""
+    return np.dtype(dtype)
+
+
+def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
+          fmt: str) -> Any:
+    """:func:`padconv_cli.needs.conv_needs`: inputs, output, the compute path's working memory."""
+    from padconv_cli.needs import conv_needs
+
+    return conv_needs(tuple(arrays), made, dtype)
+
+
+# --- engines -----------------------------------------------------------------------------------
+
+
+def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
+    """The tiled engine's tiles within ``limit`` bytes, W and B held whole besides them."""
+    from padconv_cli.errors import OutputTooLargeError
+    from padconv_cli.outofcore.conv_tiles import fixed_bytes, plan_conv_tiles
+
+    x, w, b = call.arrays
+    budget = limit - fixed_bytes(np.asarray(w), None if b is None else np.asarray(b))
+    if budget <= 0:
+        raise OutputTooLargeError("W and B alone exceed the limit", param="memory_limit")
+    return plan_conv_tiles(made, dtype_of(x).itemsize, budget)
+
+
+def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
+               attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
+    """The tiled or dask engine on the call's plan (W and B held whole)."""
+    w, b = (list(others) + [None, None])[:2]
+    if w is None:
+        raise InputError("conv: W is required", param="W")
+    if engine == "tiled":
+        from padconv_cli.outofcore.conv_tiles import tiled_conv
+
+        return tiled_conv(source, w, b, settings["output"], plan=made,
+                          memory_limit=settings["memory_limit"],
+                          show_progress=settings["show_progress"], **attributes)
+    from padconv_cli.engines.dask_engine import dask_conv
+
+    return dask_conv(settings["source_path"], w, b, settings["output"], plan=made,
+                     **settings["dask"], **attributes)
+
+
+# --- explain -----------------------------------------------------------------------------------
+
+
+def _dims(made: Any) -> list[dict[str, Any]]:
+    """N, M, then one spatial formula per axis (from the plan)."""
+    n, m, *spatial = made.output_shape
+    dims = [
+        {"axis": 0, "size": n, "formula": f"N = X.shape[0] = {n}"},
+        {"axis": 1, "size": m, "formula": f"M = W.shape[0] = {m}"},
+    ]
+    for index, (size, formula) in enumerate(zip(spatial, made.formulas, strict=True)):
+        dims.append({"axis": index + 2, "size": size, "formula": formula})
+    return dims
+
+
+def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
+    """The resolved attributes (kernel_shape from W, pads from auto_pad), each output
+    dimension's formula, the FLOPs (module docstring)."""
+    has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
+    attributes = {
+        "auto_pad": made.auto_pad,
+        "kernel_shape": list(made.kernel_shape),
+        "strides": list(made.strides),
+        "dilations": list(made.dilations),
+        "group": made.group,
+        "pads": list(made.pads),
+    }
+    sources = {name: source_of(name) for name in attributes}
+    if sources["kernel_shape"] == "default":
+        sources["kernel_shape"] = "W.shape[2:]"
+    if made.auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID"):
+        sources["pads"] = f"auto_pad {made.auto_pad}"
+    bias_adds = math.prod(made.output_shape) if has_bias else 0
+    formula = "2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)"
+    return {
+        "attributes": attributes,
+        "sources": sources,
+        "dims": _dims(made),
+        "flops": made.flops + bias_adds,
+        "flops_formula": formula + (" + N * M * prod(out_spatial) (bias)" if has_bias else ""),
+    }
+
+
+# --- the emitted node --------------------------------------------------------------------------
+
+
+def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
+    """True when the emitted Conv keeps ``auto_pad``: it is not NOTSET and no dilation is above
+    1 (otherwise the resolved pads are written, module docstring)."""
+    return str(auto_pad or "NOTSET") != "NOTSET" and not any(d > 1 for d in dilations or ())
+
+
+def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
+    """The oldest Conv version with the call's element type and auto_pad semantics."""
+    from padconv_cli.ops.onnx_graph import (
+        VersionChoice,
+        first_version_for_type,
+        onnx_type_string,
+    )
+
+    needed = [(first_version_for_type(NAME, VERSIONS, dtype), onnx_type_string(dtype))]
+    strides = attributes.get("strides") or ()
+    auto_pad = attributes.get("auto_pad", "NOTSET")
+    if (
+        writes_auto_pad(auto_pad, attributes.get("dilations"))
+        and str(auto_pad).startswith("SAME")
+        and any(s > 1 for s in strides)
+    ):
+        needed.append((11, "auto_pad SAME with a stride above 1"))
+    version, reason = max(needed, key=lambda need: need[0])
+    if version == VERSIONS[0]:
+        reason = "Conv-1 has every feature used"
+    return VersionChoice(NAME, version, reason)
+
+
+def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[str],
+                made: Any) -> GraphParts:
+    """Conv node parts with every attribute written out as resolved by the plan."""
+    from padconv_cli.ops.onnx_graph import GraphParts
+
+    attributes: dict[str, Any] = {
+        "kernel_shape": list(made.kernel_shape),
+        "strides": list(made.strides),
+        "dilations": list(made.dilations),
+        "group": int(made.group),
+    }
+    if writes_auto_pad(made.auto_pad, made.dilations):
+        attributes["auto_pad"] = made.auto_pad
+    else:
+        attributes["pads"] = list(made.pads)
+    parts = GraphParts(attributes=attributes)
+    for declared, array in zip(INPUTS, call.arrays, strict=False):
+        if array is not None:
+            parts.add_data_input(declared.name, array, embedded)
+    return parts
+
+
+# --- judging -----------------------------------------------------------------------------------
+
+
+def reference(call: KernelCall) -> np.ndarray:
+    """Conv recomputed in float64 from the same inputs and attributes."""
+    from padconv_cli.kernels.conv import conv
+
+    x, w, b = (None if a is None else np.asarray(a).astype(np.float64) for a in call.arrays)
+    return conv(x, w, b, **call.attributes)
+
+
+def error_bound(call: KernelCall, made: Any = None) -> np.ndarray | None:
+    """The dot-product error bound per output element for floating inputs, None (exact
+    comparison) for any other; ``made``: the call's plan, when it was made already (its
+    attributes are then not read)."""
+    from padconv_cli.dtypes import element_kind
+    from padconv_cli.verification.conv_bound import conv_error_bound
+
+    if element_kind(np.asarray(call.arrays[0]).dtype) not in ("float", "complex"):
+        return None
+    attributes = call.attributes if made is None else {}
+    x, w, b = call.arrays
+    return conv_error_bound(x, w, b, plan=made, **attributes)
+
+
+def sample_arguments(case: Any, folder: str) -> list[str]:
+    """``conv X W [B] --kernel-shape ... --group G --auto-pad A`` of a verify case."""
+    tensors = [f"{folder}/{case.samples[p]}" for p in sorted(case.samples)]
+    arguments = ["conv", *tensors]
+    for name in ("kernel_shape", "pads", "strides", "dilations"):
+        if name in case.attributes:
+            flag = "--" + name.replace("_", "-")
+            arguments += [flag, *(str(v) for v in case.attributes[name])]
+    if "group" in case.attributes:
+        arguments += ["--group", str(case.attributes["group"])]
+    if "auto_pad" in case.attributes:
+        arguments += ["--auto-pad", str(case.attributes["auto_pad"])]
+    return arguments
+
+
+# --- model nodes -------------------------------------------------------------------------------
+
+
+def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
+    """Conv of any version -> ``conv(X, W, B, auto_pad=..., dilations=..., ...)``."""
+    from padconv_cli.ops.node_rules import (
+        check_attribute_names,
+        check_input_count,
+        require_inputs,
+    )
+
+    operator = f"Conv-{version}"
+    check_attribute_names(operator, attributes, ATTRIBUTE_NAMES)
+    check_input_count(operator, inputs, 2, 3)
+    x, w, b = (inputs + [None])[:3]
+    require_inputs(operator, ("X", "W"), (x, w))
+    kwargs = {name: attributes.get(name) for name in ATTRIBUTE_NAMES}
+    kwargs["auto_pad"] = str(kwargs["auto_pad"] or "NOTSET")
+    kwargs["group"] = int(1 if kwargs["group"] is None else kwargs["group"])
+    return KernelCall(NAME, version, (x, w, b), kwargs)
+
+
+def model_slots(origin: Any, arrays: tuple, flags: Mapping[str, Any],
+                embedded: set[str]) -> list[Any]:
+    """Input arrays of a Conv node: the command line's, else the stored ones (flags do not
+    stand in for inputs)."""
+    slots = []
+    for index, (declared, given) in enumerate(zip(INPUTS, arrays, strict=True)):
+        name = declared.name
+        slots.append(origin.slot(index, given, name, f"give {name} on the command line",
+                                 embedded, name))
+    return slots
+
+
+def flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
+               arrays: Sequence[Any]) -> None:
+    """Replacing W drops the model's kernel_shape (it belongs to the model's W); ``--pads``
+    without ``--auto-pad`` sets auto_pad to NOTSET and ``--auto-pad`` without ``--pads`` drops
+    the model's pads."""
+    if arrays[1] is not None and "kernel_shape" not in flags:
+        model_attributes["kernel_shape"] = None
+    if "pads" in flags and "auto_pad" not in flags:
+        model_attributes["auto_pad"] = "NOTSET"
+    if "auto_pad" in flags and "pads" not in flags:
+        model_attributes["pads"] = None
+
+
+OPERATOR = Operator(
+    name=NAME, command="conv", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
+    texts=TEXTS, max_inputs=max_inputs, output_name="Y",
+    onnx_attribute_types={"auto_pad": STRING, "dilations": INTS, "group": INT,
+                          "kernel_shape": INTS, "pads": INTS, "strides": INTS},
+    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
+    explain=explain, version_choice=version_choice, graph_parts=graph_parts,
+    reference=reference, error_bound=error_bound, known_deviation=no_known_deviation,
+    sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
+    flag_rules=flag_rules,
+)
