@@ -89,6 +89,8 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
     info.update(body)
     info["onnx"] = {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
                     "reason": choice.reason}
+    if described.get("rulings"):
+        info["rulings"] = described["rulings"]
     if call.notes:
         info["notes"] = list(call.notes)
     return info
@@ -124,6 +126,7 @@ def format_explanation(info: dict[str, Any]) -> str:
     )
     onnx = info["onnx"]
     lines.append(f"  ONNX: {onnx['operator']} at opset {onnx['opset']} ({onnx['reason']})")
+    lines.extend(f"  ruling {r['name']}: {r['rule']}" for r in info.get("rulings", ()))
     lines.extend(f"  note: {note}" for note in info.get("notes", ()))
     return "\n".join(lines)
 

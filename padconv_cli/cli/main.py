@@ -33,6 +33,9 @@ OUT_OF_MEMORY_MESSAGE = (
 COMMANDS = {
     "pad": "padconv_cli.cli.pad_cmd:pad_command",
     "conv": "padconv_cli.cli.conv_cmd:conv_command",
+    "conv-transpose": "padconv_cli.cli.conv_transpose_cmd:conv_transpose_command",
+    "conv-integer": "padconv_cli.cli.conv_integer_cmd:conv_integer_command",
+    "qlinear-conv": "padconv_cli.cli.qlinear_conv_cmd:qlinear_conv_command",
     "verify": "padconv_cli.cli.verify_cmd:verify_command",
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",

@@ -12,10 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.ops import conv, pad
+from padconv_cli.ops import conv, conv_integer, conv_transpose, pad, qlinear_conv
 from padconv_cli.ops.protocol import KernelCall, Operator, ResolvedCall, dtype_of, shape_of
 
-OPERATORS: dict[str, Operator] = {entry.name: entry for entry in (pad.OPERATOR, conv.OPERATOR)}
+OPERATORS: dict[str, Operator] = {
+    entry.name: entry
+    for entry in (pad.OPERATOR, conv.OPERATOR, conv_transpose.OPERATOR, conv_integer.OPERATOR,
+                  qlinear_conv.OPERATOR)
+}
 COMMANDS: dict[str, Operator] = {entry.command: entry for entry in OPERATORS.values()}
 
 __all__ = ["COMMANDS", "OPERATORS", "KernelCall", "Operator", "ResolvedCall", "compute", "dtype_of",
@@ -52,6 +56,8 @@ def plan_call(call: KernelCall) -> Any:
     """The plan of ``call`` from its inputs' shapes and its attributes, by its operator's
     planner."""
     entry = operator(call.op_type)
+    if entry.plan_arrays is not None:
+        return entry.plan_arrays(call.arrays, call.attributes)
     shapes = [shape_of(a) for a in call.arrays]
     return entry.plan(shapes, dtype_of(call.arrays[0]), call.attributes)
 

@@ -165,6 +165,10 @@ class Operator:
     model_slots: Fn  # (origin, arrays, flags, embedded) -> the node's input arrays
     flag_rules: Fn  # (model_attributes, flags, arrays) -> None: flags drop model values
     notes: Fn = lambda given: ()  # (flags given) -> remarks on the command line
+    # (arrays, attributes) -> plan, used instead of ``plan`` when set: a planner that needs
+    # every input's element type too (the integer operators' zero points and scales), from
+    # the inputs' declared shapes and types (nothing is read)
+    plan_arrays: Fn | None = None
 
     @property
     def newest_version(self) -> int:

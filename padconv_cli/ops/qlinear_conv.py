@@ -1,0 +1,342 @@
+"""ONNX QLinearConv: every rule padconv applies to it, from the command line to the emitted node.
+
+Version 10, inputs ``x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+y_zero_point[, B]``: x, w and y int8/uint8 (y's type is ``y_zero_point``'s), positive finite
+float32 scales, ``w_scale``/``w_zero_point`` scalars or one per output channel, an int32
+bias; Conv's attributes (declared once, in :mod:`padconv_cli.ops.conv`).  The kernel is
+:func:`padconv_cli.kernels.integer_conv.qlinear_conv`: exact sums plus the bias, requantized
+exactly rounded (rulings ``qlinear-exact-accumulation``, ``qlinear-exactly-rounded``).
+
+Judging: exactly (no error bound); the reference recomputes the sums as float64 Conv of the
+shifted values (exact) and requantizes in exact rational arithmetic.  A peer that differs by
+one unit is classified (:func:`classify_difference`): a tie of the exact value, onnxruntime's
+float32 requantization, or 16-bit saturation of a pair of products.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import padconv_cli.ops.conv_family as conv_family
+from padconv_cli.ops.conv import OPERATOR as CONV
+from padconv_cli.ops.conv_integer import add_inputs, exact_sums, integer_needs
+from padconv_cli.ops.protocol import (
+    ONNXRUNTIME_PEER,
+    OPTIONAL,
+    REFERENCE_PEER,
+    UNLESS_MODEL,
+    Command,
+    Input,
+    KernelCall,
+    Operator,
+    dtype_of,
+    shape_of,
+)
+
+if TYPE_CHECKING:
+    from padconv_cli.ops.onnx_graph import GraphParts, VersionChoice
+
+NAME = "QLinearConv"
+VERSIONS = (10,)
+
+INPUTS = (
+    Input("x"), Input("x_scale", required=UNLESS_MODEL),
+    Input("x_zero_point", required=UNLESS_MODEL), Input("w", required=UNLESS_MODEL),
+    Input("w_scale", required=UNLESS_MODEL), Input("w_zero_point", required=UNLESS_MODEL),
+    Input("y_scale", required=UNLESS_MODEL), Input("y_zero_point", required=UNLESS_MODEL),
+    Input("B", required=OPTIONAL),
+)
+W_INDEX = 3
+ATTRIBUTES = CONV.attributes
+ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
+TEXTS = Command(
+    summary="ONNX QLinearConv: quantized convolution, exactly rounded requantization.",
+    help="Quantized convolution of x (N x C x D1 x ... x Dn) with w (M x C/group x k1 x ... x "
+    """kn), int8/uint8, plus the int32 bias B (M); the result has y_zero_point's type.
+
+    y = saturate(round_half_to_even(acc * x_scale * w_scale[m] / y_scale) + y_zero_point),
+    acc = B[m] + sum (x - x_zero_point) * (w - w_zero_point[m]) exactly, the quotient rounded
+    once from its real value.  Scales are positive finite float32; w_scale and w_zero_point
+    may hold one value per output channel.  Each input is a .npy, .npz[:NAME] or .pb file,
+    MODEL.onnx:NAME (a stored tensor) or - for stdin.  With --from-model, every input but x
+    and the attributes come from a QLinearConv node of a model; tensors and flags given here
+    override them.
+    """,
+    examples="""\b
+Examples:
+  padconv qlinear-conv x.npy xs.npy xz.npy w.npy ws.npy wz.npy ys.npy yz.npy b.npy \\
+      --pads 1 1 1 1
+  padconv qlinear-conv x.npy --from-model model_int8.onnx --node conv1 --check
+""",
+)
+
+
+def max_inputs(version: int) -> int:
+    """Eight inputs and the optional bias."""
+    return 9
+
+
+# --- plan, kernel, needs -----------------------------------------------------------------------
+
+
+def plan_arrays(arrays: Sequence[Any], attributes: Mapping[str, Any]) -> Any:
+    """``plan_qlinear_conv`` from the inputs' shapes and element types (nothing is read)."""
+    from padconv_cli.errors import AttributeValueError
+    from padconv_cli.kernels.quantized_plan import Operand, plan_qlinear_conv
+
+    operands = [None if a is None else Operand(shape_of(a), dtype_of(a))
+                for a in (list(arrays) + [None] * 9)[:9]]
+    for declared, operand in zip(INPUTS[:8], operands[:8], strict=True):
+        if operand is None:
+            raise AttributeValueError(f"QLinearConv needs {declared.name}", param=declared.name)
+    return plan_qlinear_conv(*operands, **attributes)
+
+
+def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
+    """The plan when every input has x's element type (:func:`plan_arrays` otherwise)."""
+    return plan_arrays(conv_family.declared(shapes, dtype), attributes)
+
+
+def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
+    """True when ``made`` was planned for these x and w shapes."""
+    return len(shapes) > W_INDEX and (made.conv.x_shape, made.conv.w_shape) == (
+        shapes[0], shapes[W_INDEX])
+
+
+def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
+    """The public kernel ``qlinear_conv(x, x_scale, ..., y_zero_point, B, **attributes)``."""
+    from padconv_cli.kernels.integer_conv import qlinear_conv
+
+    return qlinear_conv(*arrays, **attributes)
+
+
+def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.ndarray:
+    """``qlinear_conv_planned`` on the plan (it checks the scale values first)."""
+    from padconv_cli.kernels.integer_conv import qlinear_conv_planned
+
+    return qlinear_conv_planned(made, *[None if a is None else np.asarray(a)
+                                        for a in (list(arrays) + [None] * 9)[:9]])
+
+
+def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
+    """The attributes do not depend on the data's type."""
+    return dict(attributes)
+
+
+def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
+    """y_zero_point's type (int8 or uint8)."""
+    return np.dtype(made.y_dtype)
+
+
+def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
+          fmt: str) -> Any:
+    """Inputs, the output, the exact sums' working memory plus the requantization's float64
+    estimate, rounding and mask (about 4 float64 arrays of the output's size)."""
+    from dataclasses import replace
+
+    base = integer_needs(arrays, made, np.dtype(made.y_dtype))
+    return replace(base, working=base.working + 4 * 8 * math.prod(made.output_shape))
+
+
+plan_tiles, run_engine = conv_family.memory_engine_only(NAME)
+
+
+# --- explain -----------------------------------------------------------------------------------
+
+
+def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
+    """Conv's resolved attributes and formulas, the FLOPs, and the rulings applied (the
+    requantization formula among them)."""
+    geometry = made.conv
+    attributes = conv_family.conv_attributes(geometry)
+    attributes["w_scale"] = "per channel" if made.w_scale_per_channel else "per tensor"
+    attributes["w_zero_point"] = "per channel" if made.w_zero_point_per_channel else \
+        "per tensor"
+    sources = conv_family.attribute_sources(attributes, geometry.auto_pad, source_of)
+    sources["w_scale"] = sources["w_zero_point"] = "input shape"
+    bias_adds = math.prod(made.output_shape) if made.has_bias else 0
+    formula = "2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)"
+    return {
+        "attributes": attributes,
+        "sources": sources,
+        "dims": conv_family.conv_dims(geometry),
+        "flops": geometry.flops + bias_adds,
+        "flops_formula": formula + (" + N * M * prod(out_spatial) (bias)" if made.has_bias
+                                    else ""),
+        "rulings": conv_family.ruling_lines(made.rulings),
+    }
+
+
+# --- the emitted node --------------------------------------------------------------------------
+
+
+def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
+    """QLinearConv-10, the only version."""
+    from padconv_cli.ops.onnx_graph import VersionChoice
+
+    return VersionChoice(NAME, 10, "QLinearConv-10 is the only version")
+
+
+def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[str],
+                made: Any) -> GraphParts:
+    """QLinearConv node parts with every attribute written out as resolved by the plan."""
+    from padconv_cli.ops.onnx_graph import GraphParts
+
+    parts = GraphParts(attributes=conv_family.resolved_node_attributes(made.conv))
+    add_inputs(parts, INPUTS, call.arrays, embedded)
+    return parts
+
+
+# --- judging -----------------------------------------------------------------------------------
+
+
+def _unpack(call: KernelCall) -> list[Any]:
+    return [None if a is None else np.asarray(a) for a in (list(call.arrays) + [None] * 9)[:9]]
+
+
+def accumulators(call: KernelCall) -> np.ndarray:
+    """int64 ``acc = B[m] + sum (x - xz) * (w - wz[m])``, exactly."""
+    x, _xs, xz, w, _ws, wz, _ys, _yz, b = _unpack(call)
+    acc = exact_sums(call.attributes, x, w, xz, wz)
+    if b is not None:
+        acc = acc + b.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    return acc
+
+
+def exact_quotients(call: KernelCall, acc: np.ndarray) -> np.ndarray:
+    """``acc * x_scale * w_scale[m] / y_scale`` in float64 (for classifying differences)."""
+    _x, xs, _xz, _w, ws, _wz, ys, _yz, _b = _unpack(call)
+    scale = (float(xs.reshape(-1)[0]) * ws.astype(np.float64).reshape(-1)
+             / float(ys.reshape(-1)[0]))
+    scale = np.broadcast_to(scale, (acc.shape[1],)).reshape((1, -1) + (1,) * (acc.ndim - 2))
+    return acc.astype(np.float64) * scale
+
+
+def reference(call: KernelCall) -> np.ndarray:
+    """The exact accumulators requantized in exact rational arithmetic
+    (:func:`padconv_cli.kernels.requantize.requantize`)."""
+    from padconv_cli.kernels.requantize import channel_multipliers, requantize
+
+    _x, xs, _xz, _w, ws, _wz, ys, yz, _b = _unpack(call)
+    multipliers = channel_multipliers(float(xs.reshape(-1)[0]), ws.astype(np.float32),
+                                      float(ys.reshape(-1)[0]))
+    return requantize(accumulators(call), multipliers, int(yz.reshape(-1)[0]), yz.dtype)
+
+
+def error_bound(call: KernelCall, made: Any = None) -> None:
+    """None: integers are compared exactly."""
+    return None
+
+
+def float32_requantized(call: KernelCall, acc: np.ndarray) -> np.ndarray:
+    """onnxruntime's way: ``float32(acc) * float32(x_scale * w_scale / y_scale)`` rounded half
+    to even in float32, plus y_zero_point, saturated."""
+    _x, xs, _xz, _w, ws, _wz, ys, yz, _b = _unpack(call)
+    multiplier = (np.float32(xs.reshape(-1)[0]) * ws.astype(np.float32).reshape(-1)
+                  / np.float32(ys.reshape(-1)[0])).astype(np.float32)
+    multiplier = np.broadcast_to(multiplier, (acc.shape[1],)).reshape(
+        (1, -1) + (1,) * (acc.ndim - 2))
+    values = np.rint(acc.astype(np.float32) * multiplier) + np.float32(yz.reshape(-1)[0])
+    info = np.iinfo(yz.dtype)
+    return np.clip(values, info.min, info.max).astype(yz.dtype)
+
+
+def classify_difference(call: KernelCall, ours: np.ndarray, theirs: np.ndarray) -> str | None:
+    """Why a peer's result differs by one unit from the exactly rounded one, or None when
+    some difference is larger or unexplained: every differing element is a tie of the exact
+    value (``rounding tie``), or what float32 requantization gives (``float32 requantization``);
+    with neither, a difference of one unit on a uint8 x with int8 w is named ``16-bit
+    saturation`` only when the peer's values are all lower in magnitude (pairs of products
+    saturated)."""
+    ours, theirs = np.asarray(ours).astype(np.int64), np.asarray(theirs).astype(np.int64)
+    if ours.shape != theirs.shape:
+        return None
+    differs = ours != theirs
+    if not differs.any():
+        return None
+    if np.abs(ours - theirs).max() > 1:
+        return _saturation(call, ours, theirs, differs)
+    acc = accumulators(call)
+    quotient = exact_quotients(call, acc)
+    ties = np.abs(np.abs(quotient - np.floor(quotient)) - 0.5) < 1e-9
+    float32 = float32_requantized(call, acc).astype(np.int64)
+    kinds = []
+    if (ties | ~differs).all():
+        kinds.append("rounding tie")
+    if (float32 == theirs)[differs].all():
+        kinds.append("float32 requantization")
+    if not kinds:
+        return _saturation(call, ours, theirs, differs)
+    count = int(differs.sum())
+    return (f"{count} element{'s' if count != 1 else ''} differ by 1: "
+            f"{' and '.join(kinds)} (padconv rounds the exact value once)")
+
+
+def _saturation(call: KernelCall, ours: np.ndarray, theirs: np.ndarray, differs: np.ndarray
+                ) -> str | None:
+    """``16-bit saturation`` when x is uint8 and w int8 and the peer's values are all nearer
+    y_zero_point than padconv's (pairs of products clamped to int16 lose magnitude)."""
+    x, _xs, _xz, w, _ws, _wz, _ys, yz, _b = _unpack(call)
+    if (x.dtype, w.dtype) != (np.dtype(np.uint8), np.dtype(np.int8)):
+        return None
+    zero = int(yz.reshape(-1)[0])
+    if not (np.abs(theirs - zero) < np.abs(ours - zero))[differs].all():
+        return None
+    count = int(differs.sum())
+    return (f"{count} element{'s' if count != 1 else ''} nearer zero than the exact result: "
+            "16-bit saturation of pairs of uint8 x int8 products (onnxruntime#16105)")
+
+
+def known_deviation(peer: str, call: KernelCall, made: Any) -> str | None:
+    """Known differences of the peers on QLinearConv (docs/semantics-family.md)."""
+    if peer == REFERENCE_PEER and made.w_scale_per_channel and len(made.conv.kernel_shape) != 2:
+        return "onnx.reference 1.23 gets per-channel QLinearConv wrong for 1-D and 3-D"
+    if peer == ONNXRUNTIME_PEER:
+        return ("onnxruntime requantizes in float32, which differs by 1 near ties from the "
+                "exactly rounded result")
+    return None
+
+
+def sample_arguments(case: Any, folder: str) -> list[str]:
+    """``qlinear-conv x x_scale ... [B] --pads ...`` of a verify case."""
+    return ["qlinear-conv", *CONV.sample_arguments(case, folder)[1:]]
+
+
+# --- model nodes -------------------------------------------------------------------------------
+
+
+def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
+    """QLinearConv-10 -> ``qlinear_conv(x, x_scale, ..., y_zero_point, B, ...)``."""
+    return conv_family.node_call(NAME, version, attributes, inputs, ATTRIBUTE_NAMES, 8, 9,
+                                 tuple(i.name for i in INPUTS[:8]))
+
+
+def model_slots(origin: Any, arrays: tuple, flags: Mapping[str, Any],
+                embedded: set[str]) -> list[Any]:
+    """Input arrays of a QLinearConv node: the command line's, else the stored ones."""
+    return conv_family.model_slots(INPUTS, origin, arrays, embedded)
+
+
+def flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
+               arrays: Sequence[Any]) -> None:
+    """Conv's rules, with w in its place: a new w drops kernel_shape; --pads resets
+    auto_pad, --auto-pad drops the pads."""
+    w = arrays[W_INDEX] if len(arrays) > W_INDEX else None
+    CONV.flag_rules(model_attributes, flags, (arrays[0], w))
+
+
+OPERATOR = Operator(
+    name=NAME, command="qlinear-conv", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
+    texts=TEXTS, max_inputs=max_inputs, output_name="y",
+    onnx_attribute_types=CONV.onnx_attribute_types,
+    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
+    explain=explain, version_choice=version_choice, graph_parts=graph_parts,
+    reference=reference, error_bound=error_bound, known_deviation=known_deviation,
+    sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
+    flag_rules=flag_rules, plan_arrays=plan_arrays,
+)
