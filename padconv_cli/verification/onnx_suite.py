@@ -32,8 +32,8 @@ DATA_SET_PREFIX = "test_data_set_"
 SUITE_ORDER = ("node", "pytorch-converted", "pytorch-operator", "simple")
 OPERATORS = tuple(ops.OPERATORS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
-# Modules of onnx.backend.test.case.node whose import generates the Pad and Conv node cases.
-NODE_CASE_MODULES = ("pad", "conv")
+# Modules of onnx.backend.test.case.node whose import generates the node cases of the operators.
+NODE_CASE_MODULES = ("pad", "conv", "convtranspose", "convinteger", "qlinearconv")
 
 
 def _index_of(path: Path) -> int:
