@@ -397,9 +397,9 @@ def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: st
     """``; did you mean 'conv1'? Conv nodes: ...`` for an unknown node name."""
     wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n, labels)]
     if wrong_type:
-        return f" ({name!r} is a {wrong_type[0].op_type} node); {op_type} nodes: " + (
-            _node_list(nodes, op_type)
-        )
+        other = wrong_type[0].op_type
+        return (f" ({name!r} is a {other} node: use `padconv {operator(other).command}`); "
+                f"{op_type} nodes: " + (_node_list(nodes, op_type) or "none"))
     labels = [n.label for n in nodes if n.op_type == op_type]
     import difflib  # only for this error message
 

@@ -32,6 +32,7 @@ from padconv_cli.ops import compute, operator
 OK, OUTSIDE, NOT_REACHED, NOT_RUN = "ok", "outside", "not reached", "not run"
 RUNTIME_REFUSED, PADCONV_REFUSED = "runtime refused", "padconv refused"
 FAILING = (OUTSIDE, PADCONV_REFUSED, NOT_RUN)
+CHECKED = (OK, OUTSIDE, RUNTIME_REFUSED)  # padconv's result was judged
 
 
 @dataclass
@@ -75,9 +76,15 @@ class AuditReport:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def checked(self) -> int:
+        """How many nodes had padconv's result judged (ok, outside, runtime refused)."""
+        return sum(1 for node in self.nodes if node.status in CHECKED)
+
+    @property
     def passed(self) -> bool:
-        """No node outside the bound, none refused by padconv, none left unrun."""
-        return not any(node.failed for node in self.nodes)
+        """At least one node checked; none outside the bound, none refused by padconv, none
+        left unrun (a run that checked nothing did not pass)."""
+        return self.checked > 0 and not any(node.failed for node in self.nodes)
 
     def counts(self) -> dict[str, int]:
         """Number of nodes per status."""

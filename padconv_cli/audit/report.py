@@ -139,12 +139,19 @@ def _detail_lines(node: NodeAudit, width: int = WIDTH, shortened: bool = False) 
 
 
 def summary_line(report: AuditReport) -> str:
-    """``12 nodes: 11 ok, 1 not reached (onnxruntime)``."""
+    """``12 nodes: 11 ok, 1 not reached (onnxruntime)``; a run that checked no node says so
+    and names the operators audit checks."""
     counts = report.counts()
     parts = [f"{count} {status}" for status, count in counts.items()]
     total = len(report.nodes)
     plural = "" if total == 1 else "s"
-    return f"{total} Pad/Conv node{plural}: {', '.join(parts) or 'none'} ({report.runtime})"
+    line = f"{total} node{plural} padconv implements: {', '.join(parts) or 'none'} " \
+        f"({report.runtime})"
+    if report.checked == 0:
+        from padconv_cli.ops import OPERATORS
+
+        line += f"; no node was checked (audit checks {', '.join(OPERATORS)} nodes)"
+    return line
 
 
 def table_lines(report: AuditReport, width: int = WIDTH) -> list[str]:
@@ -178,6 +185,7 @@ def report_record(report: AuditReport) -> dict[str, Any]:
         "inputs": report.inputs,
         "notes": report.notes,
         "passed": report.passed,
+        "checked": report.checked,
         "counts": report.counts(),
         "nodes": [
             {

@@ -1,4 +1,5 @@
-"""``padconv audit MODEL.onnx [INPUT...]``: every Pad and Conv node of a model, checked."""
+"""``padconv audit MODEL.onnx [INPUT...]``: every node of the operators padconv
+implements (Pad, Conv, ConvTranspose, ConvInteger, QLinearConv), checked."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ Examples:
     "audit",
     context_settings=CONTEXT_SETTINGS,
     epilog=EXAMPLES,
-    short_help="Check every Pad and Conv node of a model against a runtime.",
+    short_help="Check every Pad/Conv-family node of a model against a runtime.",
 )
 @click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)
 @click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=complete_path)
@@ -51,15 +52,17 @@ Examples:
 def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed: int,
                   dims: tuple[str, ...], as_json: bool, junit_xml: str | None,
                   save_dir: str | None, quiet: bool) -> None:
-    """Run MODEL once, capture every Pad and Conv node's inputs and output, recompute each
-    node with padconv and compare: Pad exactly, Conv within the dot-product error bound
-    |a-b| <= atol + rtol*|ref| + c*n*eps*sum(|x|*|w|). When they differ a float64
-    recomputation says which side is right.
+    """Run MODEL once, capture the inputs and output of every Pad, Conv, ConvTranspose,
+    ConvInteger and QLinearConv node, recompute each node with padconv and compare: Pad and
+    the integer operators exactly, Conv and ConvTranspose within the dot-product error bound
+    |a-b| <= atol + rtol*|ref| + c*n*eps*sum(|x|*|w|). When they differ a float64 (or
+    exact) recomputation says which side is right.
 
     INPUT is NAME=FILE or FILE (the model's inputs in order), any tensor source padconv
     reads; inputs not given are random from the declared types and shapes (--seed, --dim).
     Exit 0 when every node was checked and is within the bound, 1 when one is not (or the
-    run stopped before it), 2 for bad input.
+    run stopped before it, or nothing was checked: no node of an operator padconv
+    implements), 2 for bad input.
     """
     from padconv_cli.audit import audit_model
     from padconv_cli.audit.inputs import parse_dims
@@ -97,8 +100,19 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
         if save_dir is not None:
             click.echo(f"saved {len(saved)} case folder{'s' * (len(saved) != 1)} in "
                        f"{save_dir} (padconv verify {save_dir} replays them)")
+    if report.checked == 0:
+        click.echo(f"padconv audit: nothing was checked: {_unchecked_reason(report)}", err=True)
     if not report.passed:
         raise click.exceptions.Exit(EXIT_OUTSIDE)
+
+
+def _unchecked_reason(report) -> str:
+    """Why no node was checked: the model has none padconv implements, or none was judged."""
+    from padconv_cli.ops import OPERATORS
+
+    if not report.nodes:
+        return f"{report.model} has no node padconv implements ({', '.join(OPERATORS)})"
+    return f"none of its {len(report.nodes)} node(s) was judged (see the table)"
 
 
 def _refuse_chosen_sizes_that_stopped(report) -> None:
