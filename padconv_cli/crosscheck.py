@@ -54,6 +54,8 @@ class PeerResult:
     @property
     def believed_right(self) -> str | None:
         """Which side is believed right when the outcome is not agreement."""
+        if self.status == "known deviation":
+            return "padconv"
         if self.status not in FAILING:
             return None
         return "padconv" if self.known else "unknown (check against the specification)"
@@ -154,8 +156,10 @@ def _comparable(array: np.ndarray) -> np.ndarray:
 
 
 def _judge(peer: str, status: str, output: Any, result: np.ndarray, known: str | None,
-           rtol: float | None, atol: float | None, bound: np.ndarray | None = None
-           ) -> PeerResult:
+           rtol: float | None, atol: float | None, bound: np.ndarray | None = None,
+           classified: Any = None) -> PeerResult:
+    """The peer's status and comparison; ``classified(output)`` names a difference the
+    operator explains (then ``known deviation``, not a failure), or None."""
     if status != "ran":
         # a deviation is a note about what the peer did: none for a peer that never ran
         ran = status == "refused"
@@ -166,6 +170,10 @@ def _judge(peer: str, status: str, output: Any, result: np.ndarray, known: str |
     usable = bound if bound is not None and np.shape(output) == np.shape(bound) else None
     comparison = compare_arrays(output, _comparable(result), rtol=rtol, atol=atol, bound=usable)
     verdict = "agree" if comparison.passed else "disagree"
+    if verdict == "disagree" and classified is not None:
+        verdict, known = "known deviation", classified(output)
+        if known is None:
+            verdict = "disagree"
     return PeerResult(
         peer, verdict, comparison.reason, known, comparison.max_abs, comparison.max_rel,
         comparison,
@@ -187,12 +195,18 @@ def crosscheck(
 
     model = single_node_model(call, plan)
     feeds = _feeds(model, call)
-    bound = operator(call.op_type).error_bound(call, plan)
+    entry = operator(call.op_type)
+    bound = entry.error_bound(call, plan)
+    classified = None
+    if entry.classify_difference is not None:
+        def classified(output: Any) -> str | None:
+            return entry.classify_difference(call, result, np.asarray(output))
     report = CheckReport()
     for peer in peers:
         status, output = PEERS[peer](model, feeds)
         known = known_deviation(peer, call, plan)
-        report.peers.append(_judge(peer, status, output, result, known, rtol, atol, bound))
+        report.peers.append(_judge(peer, status, output, result, known, rtol, atol, bound,
+                                   classified))
     return report
 
 

@@ -169,6 +169,9 @@ class Operator:
     # every input's element type too (the integer operators' zero points and scales), from
     # the inputs' declared shapes and types (nothing is read)
     plan_arrays: Fn | None = None
+    # (call, ours, theirs) -> why a peer's result differs in a known, explained way (a
+    # QLinearConv rounding tie, float32 requantization), or None: then it is a disagreement
+    classify_difference: Fn | None = None
 
     @property
     def newest_version(self) -> int:

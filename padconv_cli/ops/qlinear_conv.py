@@ -272,7 +272,7 @@ def classify_difference(call: KernelCall, ours: np.ndarray, theirs: np.ndarray) 
     if not kinds:
         return _saturation(call, ours, theirs, differs)
     count = int(differs.sum())
-    return (f"{count} element{'s' if count != 1 else ''} differ by 1: "
+    return (f"{count} element{'s differ' if count != 1 else ' differs'} by 1: "
             f"{' and '.join(kinds)} (padconv rounds the exact value once)")
 
 
@@ -338,5 +338,5 @@ OPERATOR = Operator(
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound, known_deviation=known_deviation,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
-    flag_rules=flag_rules, plan_arrays=plan_arrays,
+    flag_rules=flag_rules, plan_arrays=plan_arrays, classify_difference=classify_difference,
 )
