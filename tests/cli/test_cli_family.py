@@ -225,3 +225,34 @@ def test_help_lists_the_family_commands(run_cli):
     text = run_cli("--help").stdout
     for command in ("conv-transpose", "conv-integer", "qlinear-conv"):
         assert command in text
+
+
+@pytest.mark.parametrize("arguments, named", [
+    (["--dilations", "2", "2", "--output-padding", "1", "1"], ["onnxruntime#14208",
+                                                               "output_padding >= stride"]),
+    (["--strides", "2", "2", "--output-shape", "13", "13"], ["derived from output_shape",
+                                                             "more than one element past"]),
+])
+def test_check_names_the_peers_known_conv_transpose_deviations(run_cli, float_case, arguments,
+                                                               named):
+    pytest.importorskip("onnxruntime")
+    result = run_cli("conv-transpose", float_case["x"], float_case["w"], *arguments, "--check",
+                     "-o", str(float_case["dir"] / "y.npy"))
+    text = result.stdout + result.stderr
+    assert result.exit_code == 0, text
+    for words in named:
+        assert words in text
+    assert "believed right: padconv" in text
+
+
+def test_check_names_the_reference_deviation_on_grouped_conv_transpose(run_cli, tmp_path):
+    pytest.importorskip("onnxruntime")
+    x = RNG.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    w = RNG.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", w)
+    result = run_cli("conv-transpose", str(tmp_path / "x.npy"), str(tmp_path / "w.npy"),
+                     "--group", "2", "--check", "-o", str(tmp_path / "y.npy"))
+    text = result.stdout + result.stderr
+    assert "grouped ConvTranspose" in text
+    assert "onnxruntime     agree" in text
