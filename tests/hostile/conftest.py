@@ -1,5 +1,6 @@
 """The hostile corpus' fixture: each selected case is laid out in its own temporary folder and
-run once through the installed ``padconv`` (two at a time) before the tests inspect it."""
+run once as ``python -m padconv_cli`` forked from a server with the imports done
+(hostile/fork_server.py), two at a time, before the tests inspect it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ if str(TESTS_DIR) not in sys.path:  # so that `hostile.*` imports however pytest
     sys.path.insert(0, str(TESTS_DIR))
 
 from hostile.cases import CASES_BY_NAME, Case, prepare, work_dir  # noqa: E402
-from hostile.runner import ChildRun, listing, run_padconv  # noqa: E402
+from hostile.fork_server import forked_padconv  # noqa: E402
+from hostile.runner import ChildRun, listing  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -29,12 +31,12 @@ class CaseOutcome:
     run: ChildRun
 
 
-def run_case(case: Case, root: Path) -> CaseOutcome:
+def run_case(case: Case, root: Path, run_padconv) -> CaseOutcome:
     """Lay out ``case`` under ``root``, run its command in root/case, record both listings."""
     prepare(case, root)
     before = listing(root)
     stdin = case.stdin(root) if case.stdin is not None else None
-    run = run_padconv(case.args, cwd=work_dir(root), stdin=stdin, measure_memory=True)
+    run = run_padconv(case.args, work_dir(root), stdin)
     return CaseOutcome(case, root, before, listing(root), run)
 
 
@@ -53,6 +55,6 @@ def corpus_outcomes(request, tmp_path_factory) -> dict[str, CaseOutcome]:
     """Every case selected in this session, run once (two at a time), by name."""
     names = _selected_case_names(request.session)
     base = tmp_path_factory.mktemp("hostile")
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = pool.map(lambda name: run_case(CASES_BY_NAME[name], base / name), names)
+    with forked_padconv(2) as run, ThreadPoolExecutor(2) as pool:
+        outcomes = pool.map(lambda name: run_case(CASES_BY_NAME[name], base / name, run), names)
         return dict(zip(names, outcomes, strict=True))

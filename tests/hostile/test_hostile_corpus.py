@@ -98,3 +98,23 @@ def test_memory_measure_sees_the_child_and_not_the_parent(tmp_path):
     assert big.returncode == 0 and small.returncode == 0
     assert big.peak_rss_bytes > 200 * 2**20
     assert 0 < small.peak_rss_bytes < 50 * 2**20
+
+
+def test_forked_runs_are_padconv_runs_measured_on_their_own(tmp_path):
+    """The corpora's forked runs (hostile/fork_server.py) behave as the command: a result is
+    written with exit 0, a refusal is exit 2 with its line; each run's peak memory is its own
+    (a 128 MiB result is seen, and the next, small run is not charged for it)."""
+    import numpy as np
+    from hostile.fork_server import forked_padconv
+
+    np.save(tmp_path / "x.npy", np.zeros((4096, 4096), np.float64))
+    np.save(tmp_path / "s.npy", np.zeros((2, 3), np.float64))
+    with forked_padconv(1) as run:
+        big = run(["pad", "x.npy", "--pads", "0", "0", "0", "0", "-o", "y.npy"], tmp_path)
+        small = run(["pad", "s.npy", "--pads", "1", "-o", "z.npy"], tmp_path)
+    assert (big.returncode, big.stderr) == (0, b""), big.stderr_text
+    assert np.load(tmp_path / "y.npy", mmap_mode="r").shape == (4096, 4096)
+    assert big.peak_rss_bytes > 128 * 2**20
+    assert small.returncode == 2 and small.stderr_lines[0].startswith("padconv pad: error: ")
+    assert 0 < small.peak_rss_bytes < 100 * 2**20, small.peak_rss_bytes
+    assert not (tmp_path / "z.npy").exists()
