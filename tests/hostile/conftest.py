@@ -58,3 +58,11 @@ def corpus_outcomes(request, tmp_path_factory) -> dict[str, CaseOutcome]:
     with forked_padconv(2) as run, ThreadPoolExecutor(2) as pool:
         outcomes = pool.map(lambda name: run_case(CASES_BY_NAME[name], base / name, run), names)
         return dict(zip(names, outcomes, strict=True))
+
+
+@pytest.fixture(scope="session")
+def forked_run():
+    """``run(args, cwd, stdin=None)`` -> ChildRun: ``padconv ARGS`` forked from a server that
+    has done the imports (hostile/fork_server.py), its peak memory measured."""
+    with forked_padconv(1) as run:
+        yield run
