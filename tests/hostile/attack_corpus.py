@@ -9,7 +9,7 @@ states what must happen:
   the float64 loop oracle within the dot-product bound for Conv), inputs untouched;
 * :class:`Exits`: a report command's own exit code (``compare``: 1 for a difference).
 
-Every child's peak resident memory is measured (``wait4``) and bounded by MAX_PEAK_RSS_BYTES.
+Every child's peak resident memory is measured (``wait4``) and bounded by runner.MAX_PEAK_RSS_BYTES.
 Cases run two at a time, once per session, before the tests inspect them.
 """
 
@@ -30,7 +30,6 @@ import numpy as np
 from hostile.fork_server import forked_padconv
 from hostile.runner import ChildRun, listing, padconv_command, run_command
 
-MAX_PEAK_RSS_BYTES = 300 * 2**20
 SECRET = b"bytes outside the case folder\n" * 8
 OUT = ("-o", "out.npy")
 FLOAT, UINT8, INT8, INT16, BOOL, FLOAT16, UINT32 = 1, 2, 3, 5, 9, 10, 12
