@@ -1,5 +1,7 @@
 """Smoke test of the benchmark harness: a --quick run from the checkout verifies every result,
-times the peers, judges the targets and writes the report; a wrong result is caught."""
+times the peers, judges the targets and writes the report; a wrong result is caught.  The
+cluster part (a dask LocalCluster: two thirds of a --quick run's time) is left to the real
+benchmark runs."""
 
 import json
 import subprocess
@@ -22,8 +24,7 @@ VERDICTS = {"MET", "MISSED", "NOT MEASURED"}
 def test_quick_run_verifies_times_and_reports(tmp_path):
     docs = tmp_path / "benchmarks.md"
     argv = [sys.executable, str(BENCHMARKS / "bench.py"), "--quick", "--json", "--cases",
-            "conv/dilated", "--cases", "pad/reflect", "--cases", "cli/", "--cases", "cluster/",
-            "--write-docs", str(docs)]
+            "conv/dilated", "--cases", "pad/reflect", "--cases", "cli/", "--write-docs", str(docs)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -36,10 +37,8 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
         assert row["runs"] >= 1 and row["median_s"] > 0
     assert 0 <= conv["padconv"]["error_ratio"] <= 1
     assert conv["torch"]["status"] in ("ok", "skipped")
-    processes = {part: result[part]["rows"] for part in ("startup", "large", "cluster")}
-    assert [len(rows) for rows in processes.values()] == [3, 4, 4]
-    if processes["cluster"]["dask map_overlap script"]["status"] == "skipped":  # no scipy
-        assert "scipy" in processes["cluster"].pop("dask map_overlap script")["note"]
+    processes = {part: result[part]["rows"] for part in ("startup", "large")}
+    assert [len(rows) for rows in processes.values()] == [3, 4]
     for rows in processes.values():
         for label, row in rows.items():
             assert row["status"] == "ok" and row["note"] == "", (label, row)
@@ -50,8 +49,7 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
                 assert 0 <= row["error_ratio"] <= 1, (label, row)
     assert {t["status"] for t in result["targets"]} <= VERDICTS
     text = docs.read_text()
-    for title in ("Conv (float32)", "Pad (float32)", "Large tensors", "Cluster", "Start-up",
-                  "Targets"):
+    for title in ("Conv (float32)", "Pad (float32)", "Large tensors", "Start-up", "Targets"):
         assert f"## {title}" in text
     assert text.startswith(bench.DOCS.read_text().split(bench.MARKER)[0])
     assert "partial run" in text  # (a noisy-host note appears only when the load was high)

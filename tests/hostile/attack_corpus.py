@@ -9,7 +9,7 @@ states what must happen:
   the float64 loop oracle within the dot-product bound for Conv), inputs untouched;
 * :class:`Exits`: a report command's own exit code (``compare``: 1 for a difference).
 
-Every child's peak resident memory is measured (``wait4``) and bounded by MAX_PEAK_RSS_BYTES.
+Every child's peak resident memory is measured (``wait4``) and bounded by runner.MAX_PEAK_RSS_BYTES.
 Cases run two at a time, once per session, before the tests inspect them.
 """
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from hostile.fork_server import forked_padconv
 from hostile.runner import ChildRun, listing, padconv_command, run_command
 
-MAX_PEAK_RSS_BYTES = 300 * 2**20
 SECRET = b"bytes outside the case folder\n" * 8
 OUT = ("-o", "out.npy")
 FLOAT, UINT8, INT8, INT16, BOOL, FLOAT16, UINT32 = 1, 2, 3, 5, 9, 10, 12
@@ -234,20 +234,25 @@ def lay_out(case: Case, root: Path) -> None:
         case.build(case_dir)
 
 
-def run_case(case: Case, root: Path) -> Outcome:
-    """Lay the case out under ``root`` and run it once, measuring the child's peak memory."""
+def run_case(case: Case, root: Path, run_forked: Callable[..., ChildRun]) -> Outcome:
+    """Lay the case out under ``root`` and run it once, measuring the child's peak memory:
+    forked from a fork server, or, with environment variables, as the installed command."""
     lay_out(case, root)
     before = listing(root)
-    env_words = [f"{key}={value}" for key, value in case.env.items()]
-    command = [shutil.which("env") or "/usr/bin/env", *env_words, *padconv_command(), *case.args]
-    run = run_command(command, cwd=root / "case", stdin=case.stdin, measure_memory=True)
+    if case.env:
+        env_words = [f"{key}={value}" for key, value in case.env.items()]
+        command = [shutil.which("env") or "/usr/bin/env", *env_words, *padconv_command(),
+                   *case.args]
+        run = run_command(command, cwd=root / "case", stdin=case.stdin, measure_memory=True)
+    else:
+        run = run_forked(case.args, root / "case", case.stdin)
     return Outcome(case, root, run, before, listing(root))
 
 
 def run_all(cases: list[Case], base: Path) -> dict[str, Outcome]:
     """Every case, two at a time, each in base/NAME."""
-    with ThreadPoolExecutor(2) as pool:
-        outcomes = pool.map(lambda case: run_case(case, base / case.name), cases)
+    with forked_padconv(2) as run, ThreadPoolExecutor(2) as pool:
+        outcomes = pool.map(lambda case: run_case(case, base / case.name, run), cases)
         return {case.name: outcome for case, outcome in zip(cases, outcomes, strict=True)}
 
 

@@ -8,9 +8,10 @@ code, so the corpus is readable and reviewable.  The folder layout of a case is:
     ROOT/case/       the inputs; the command runs here and is asked to write out.npy
 
 Every case must end with exit code 2, exactly one stderr line without a traceback, no new or
-changed file in ROOT (in particular no out.npy and no PWNED), below the peak-memory bound
-below.  A run still going after runner.CHILD_TIMEOUT_SECONDS is killed and fails as hung;
-there is no tighter time bound (wall time on a shared machine says nothing about correctness).
+changed file in ROOT (in particular no out.npy and no PWNED), a peak memory below
+runner.MAX_PEAK_RSS_BYTES.  A run still going after runner.CHILD_TIMEOUT_SECONDS is killed and
+fails as hung; there is no tighter time bound (wall time on a shared machine says nothing about
+correctness).
 A new case is one more entry in a list below.
 """
 
@@ -26,7 +27,6 @@ from pathlib import Path
 import numpy as np
 from npy_bytes import MAGIC, header_dict, npy_image, npy_preamble
 
-MAX_PEAK_RSS_BYTES = 300 * 2**20
 SENTINEL_NAME = "PWNED"
 SECRET_BYTES = b"top secret bytes outside the work folder\n" * 4
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHILD_TIMEOUT_SECONDS = 60.0
+MAX_PEAK_RSS_BYTES = 300 * 2**20
+MAX_LINE_CHARACTERS = 1000  # one line a person can read: lists in messages are cut
+CONTROL_BYTES = re.compile(rb"[\x00-\x1f\x7f]")  # what a terminal acts on: must be escaped
 
 # A fork keeps the parent's resident-set high-water mark through exec, so a child started by a
 # large test process would report the parent's size.  The launcher below is a fresh, small
@@ -218,3 +222,24 @@ def listing(folder: Path) -> dict[str, tuple[int, int]]:
         info = path.lstat()
         entries[str(path.relative_to(folder))] = (info.st_size, info.st_mtime_ns)
     return entries
+
+
+def assert_refused_in_one_line(run: ChildRun, detail: str, words: Sequence[str] = (),
+                               any_of: Sequence[str] = ()) -> None:
+    """The corpora's refusal: no hang, exit 2, one ``padconv ...: error: ...`` line of at most
+    MAX_LINE_CHARACTERS naming every word of ``words`` and one of ``any_of`` (ignoring case),
+    no traceback, no raw control byte, nothing on stdout, a peak under MAX_PEAK_RSS_BYTES."""
+    assert not run.timed_out, "hung: " + detail
+    assert run.returncode == 2, detail
+    assert "Traceback" not in run.stderr_text, detail
+    assert len(run.stderr_lines) == 1, detail
+    line = run.stderr_lines[0]
+    assert line.startswith("padconv") and ": error: " in line, detail
+    assert len(line) <= MAX_LINE_CHARACTERS, f"a {len(line)}-character line: " + detail
+    for word in words:
+        assert word.lower() in line.lower(), f"should name {word!r}: {detail}"
+    if any_of:
+        assert any(w.lower() in line.lower() for w in any_of), f"none of {any_of}: {detail}"
+    assert not CONTROL_BYTES.search(run.stderr.rstrip(b"\n")), "raw control bytes: " + detail
+    assert run.stdout == b"", detail
+    assert 0 < run.peak_rss_bytes < MAX_PEAK_RSS_BYTES, detail

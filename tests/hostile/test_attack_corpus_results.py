@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hostile.attack_corpus import (
-    MAX_PEAK_RSS_BYTES,
     OUT,
     Accepted,
     Case,
@@ -26,7 +25,7 @@ from hostile.attack_corpus import (
     tensor_proto,
     zarr_store,
 )
-from hostile.attack_fixtures import attack_outcomes  # noqa: F401  (the fixture)
+from hostile.runner import MAX_PEAK_RSS_BYTES
 from oracles import assert_conv_within_bound
 
 RNG = np.random.default_rng(20261201)
@@ -347,7 +346,7 @@ CASES = (_pad_dtype_cases() + _pad_layout_cases() + _pad_source_cases() + _conv_
 
 
 @pytest.mark.parametrize("attack", [case.name for case in CASES])
-def test_attack_gets_the_specifications_result(attack, attack_outcomes):  # noqa: F811
+def test_attack_gets_the_specifications_result(attack, attack_outcomes):
     outcome = attack_outcomes[attack]
     run, detail, expect = outcome.run, outcome.describe(), outcome.case.expect
     assert not run.timed_out, "hung: " + detail

@@ -1,7 +1,8 @@
 """Tiny inputs that ask for gigabytes are refused up front by the one resource gate.
 
-Each case builds its input in ``tmp_path`` and runs the installed ``padconv`` as a child whose
-peak resident memory is measured: a refusal is exit 2, one line on stderr naming the limit,
+Each case builds its input in ``tmp_path`` and runs ``padconv`` as a child (forked from a
+server with the imports done: hostile/fork_server.py; the installed command under ``ulimit -v``)
+whose peak resident memory is measured: a refusal is exit 2, one line on stderr naming the limit,
 what was needed and the flag that changes it, nothing written, and a peak under 300 MiB.
 """
 
@@ -62,11 +63,10 @@ def _ints(*values: int) -> list[str]:
     return [str(v) for v in values]
 
 
-def test_working_memory_over_the_limit_is_refused(tiny_conv):
-    run = run_padconv(
+def test_working_memory_over_the_limit_is_refused(tiny_conv, forked_run):
+    run = forked_run(
         ["conv", "x.npy", "w.npy", *DIAGONAL, "--memory-limit", "200M", "-o", "y.pb"],
-        cwd=tiny_conv, measure_memory=True,
-    )
+        tiny_conv)
     line = _refused(run, tiny_conv, "--memory-limit", "y.pb")
     assert "working" in line and "200.0 MiB" in line
     assert "tiled" not in line  # a .pb output cannot go to the tiled engine
@@ -87,7 +87,8 @@ def test_working_memory_over_the_limit_is_refused(tiny_conv):
          "same_upper_dilation_3e7_on_one_axis", "same_upper_dilation_3e7",
          "pads_and_dilation_3e7"],
 )
-def test_tiny_conv_with_huge_geometry_runs_in_little_memory(tiny_conv, attributes, engine):
+def test_tiny_conv_with_huge_geometry_runs_in_little_memory(tiny_conv, attributes, engine,
+                                                             forked_run):
     """Taps and outputs that read only padding are not computed on rows of zeros: the spec's
     result, in a few MiB."""
     from oracles import oracle_conv
@@ -97,8 +98,9 @@ def test_tiny_conv_with_huge_geometry_runs_in_little_memory(tiny_conv, attribute
         flags += [f"--{name.replace('_', '-')}", *map(str, np.atleast_1d(values))]
     x = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
     np.save(tiny_conv / "x.npy", x)
-    run = run_padconv(["conv", "x.npy", "w.npy", *flags, "--engine", engine, "-o", "y.npy"],
-                      cwd=tiny_conv, measure_memory=True)
+    run = forked_run(
+        ["conv", "x.npy", "w.npy", *flags, "--engine", engine, "-o", "y.npy"],
+        tiny_conv)
     assert run.returncode == 0, run.stderr_text
     assert run.stderr_text == ""
     assert 0 < run.peak_rss_bytes < PEAK_LIMIT
@@ -106,35 +108,32 @@ def test_tiny_conv_with_huge_geometry_runs_in_little_memory(tiny_conv, attribute
     np.testing.assert_array_equal(np.load(tiny_conv / "y.npy"), expected.astype(np.float32))
 
 
-def test_refusal_names_the_tiled_engine_when_it_would_fit(tmp_path):
+def test_refusal_names_the_tiled_engine_when_it_would_fit(tmp_path, forked_run):
     np.save(tmp_path / "d.npy", np.ones((2048, 1024), np.float32))  # 8 MiB in, 8 MiB out
-    run = run_padconv(
+    run = forked_run(
         ["pad", "d.npy", "--pads", "1", "1", "1", "1", "--memory-limit", "12M", "--engine",
          "memory", "-o", "y.npy"],
-        cwd=tmp_path, measure_memory=True,
-    )
+        tmp_path)
     line = _refused(run, tmp_path, "--memory-limit", "y.npy")
     assert line.endswith("; --engine tiled works within that limit")
 
 
-def test_refusal_names_no_tiled_engine_that_would_not_fit(tiny_conv):
+def test_refusal_names_no_tiled_engine_that_would_not_fit(tiny_conv, forked_run):
     """Pads and strides of 3e7: the tiled engine's smallest tile needs gigabytes too (the
     depthwise kernel's rows grow with the stride), so the refusal does not suggest it."""
-    run = run_padconv(
+    run = forked_run(
         ["conv", "x.npy", "w.npy", *DIAGONAL, "--memory-limit", "200M", "--engine", "memory",
          "-o", "y.npy"],
-        cwd=tiny_conv, measure_memory=True,
-    )
+        tiny_conv)
     assert "tiled" not in _refused(run, tiny_conv, "--memory-limit", "y.npy")
 
 
-def test_auto_engine_refuses_when_neither_engine_fits(tiny_conv):
+def test_auto_engine_refuses_when_neither_engine_fits(tiny_conv, forked_run):
     """auto considers the tiled engine for a .npy input and output when the in-memory path
     would exceed --memory-limit; when its smallest tile does not fit either, one line."""
-    run = run_padconv(
+    run = forked_run(
         ["conv", "x.npy", "w.npy", *DIAGONAL, "--memory-limit", "200M", "-o", "y.npy"],
-        cwd=tiny_conv, measure_memory=True,
-    )
+        tiny_conv)
     _refused(run, tiny_conv, "--memory-limit", "y.npy")
 
 
@@ -149,14 +148,13 @@ def _conv_model(path: Path, **attributes) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
 
 
-def test_model_node_with_huge_pads_is_refused(tiny_conv):
+def test_model_node_with_huge_pads_is_refused(tiny_conv, forked_run):
     _conv_model(tiny_conv / "m.onnx", pads=[2 * HUGE] * 4, strides=[HUGE, HUGE],
                 dilations=[HUGE, HUGE])
     assert (tiny_conv / "m.onnx").stat().st_size < 400
-    run = run_padconv(
+    run = forked_run(
         ["conv", "x.npy", "--from-model", "m.onnx", "--memory-limit", "200M", "-o", "y.npy"],
-        cwd=tiny_conv, measure_memory=True,
-    )
+        tiny_conv)
     _refused(run, tiny_conv, "--memory-limit", "y.npy")
 
 
@@ -175,66 +173,63 @@ def test_default_limits_come_from_the_one_memory_probe(tiny_conv):
     _refused(run, tiny_conv, "--memory-limit", "y.pb")
 
 
-def test_string_pb_padded_counts_strings_at_written_width(tmp_path):
+def test_string_pb_padded_counts_strings_at_written_width(tmp_path, forked_run):
     """One 30,000-character string padded by 5,000: 1.1 GiB as a fixed-width .npy."""
     tensor = helper.make_tensor("s", TensorProto.STRING, [1], [b"a" * 30_000])
     (tmp_path / "s.pb").write_bytes(tensor.SerializeToString())
-    run = run_padconv(
+    run = forked_run(
         ["pad", "s.pb", "--pads", "5000", "5000", "--max-output-bytes", "200M", "-o", "o.npy"],
-        cwd=tmp_path, measure_memory=True,
-    )
+        tmp_path)
     line = _refused(run, tmp_path, "--max-output-bytes", "o.npy")
     assert "as written" in line
     # written as .pb, the empty fill strings are tiny: the same call fits
-    run = run_padconv(
+    run = forked_run(
         ["pad", "s.pb", "--pads", "5000", "5000", "--max-output-bytes", "200M", "-o", "o.pb"],
-        cwd=tmp_path, measure_memory=True,
-    )
+        tmp_path)
     assert run.returncode == 0, run.stderr_text
     assert run.peak_rss_bytes < PEAK_LIMIT
 
 
-def test_long_string_literal_padded_is_refused(tmp_path):
+def test_long_string_literal_padded_is_refused(tmp_path, forked_run):
     literal = '["' + "b" * 100_000 + '"]'
-    run = run_padconv(
+    run = forked_run(
         ["pad", literal, "--pads", "3000", "3000", "--max-output-bytes", "200M", "-o", "o.npy"],
-        cwd=tmp_path, measure_memory=True,
-    )
+        tmp_path)
     _refused(run, tmp_path, "--max-output-bytes", "o.npy")
 
 
-def test_empty_npy_of_huge_strings_is_refused(tmp_path):
+def test_empty_npy_of_huge_strings_is_refused(tmp_path, forked_run):
     """A 128-byte .npy declaring ``<U100000000`` of shape (0,): one fill element is 381 MiB."""
     (tmp_path / "u.npy").write_bytes(npy_image(header_dict("<U100000000", (0,))))
     assert (tmp_path / "u.npy").stat().st_size == 128
-    run = run_padconv(
+    run = forked_run(
         ["pad", "u.npy", "--pads", "1", "0", "--max-output-bytes", "200M", "-o", "o.npy"],
-        cwd=tmp_path, measure_memory=True,
-    )
+        tmp_path)
     _refused(run, tmp_path, "--max-output-bytes", "o.npy")
 
 
-def test_declared_shape_of_a_zarr_store_counts(tmp_path):
+def test_declared_shape_of_a_zarr_store_counts(tmp_path, forked_run):
     """A Zarr store of a few hundred bytes declaring a 4 TiB float32 array."""
     zarr = pytest.importorskip("zarr", reason="the Zarr engine needs padconv[dask]")
     pytest.importorskip("distributed", reason="the Zarr engine needs padconv[dask]")
     zarr.open(str(tmp_path / "big.zarr"), mode="w", shape=(1024,) * 4,
               chunks=(1, 1, 1024, 1024), dtype="f4")
-    run = run_padconv(
+    run = forked_run(
         ["pad", "big.zarr", "--pads", *_ints(1, 0, 0, 0, 0, 0, 0, 0), "--max-output-bytes",
          "1G", "-o", "out.zarr"],
-        cwd=tmp_path, measure_memory=True,
-    )
+        tmp_path)
     line = _refused(run, tmp_path, "--max-output-bytes", "out.zarr")
     assert "4.0 TiB" in line
 
 
 @pytest.mark.parametrize("output", ["y.pb", "y.npy"])
-def test_no_image_with_pads_of_2_to_the_62_is_refused_in_one_line(tiny_conv, output):
+def test_no_image_with_pads_of_2_to_the_62_is_refused_in_one_line(tiny_conv, output, forked_run):
     """Default limits; a .pb output keeps the call on the in-memory engine, a .npy output lets
     auto consider the tiled engine, which cannot hold it either."""
-    run = run_padconv(["conv", "x0.npy", "w.npy", "--pads", *_ints(INT62, INT62, INT62, INT62),
-                       "-o", output], cwd=tiny_conv, measure_memory=True)
+    run = forked_run(
+        ["conv", "x0.npy", "w.npy", "--pads", *_ints(INT62, INT62, INT62, INT62),
+                       "-o", output],
+        tiny_conv)
     _refused(run, tiny_conv, None, output)
 
 
@@ -245,7 +240,8 @@ def test_no_image_with_pads_of_2_to_the_62_is_refused_in_one_line(tiny_conv, out
      {"pads": [INT62] * 4, "strides": [INT62, INT62]}],
     ids=["same_upper_dilation_2e62", "pads_strides_2e62"],
 )
-def test_geometry_of_2_to_the_62_gets_the_specifications_result(tiny_conv, attributes, output):
+def test_geometry_of_2_to_the_62_gets_the_specifications_result(tiny_conv, attributes, output,
+                                                                forked_run):
     """Default limits: only the taps and outputs that read X are computed (index arithmetic
     in Python integers, none of them past int64)."""
     from oracles import oracle_conv
@@ -255,8 +251,9 @@ def test_geometry_of_2_to_the_62_gets_the_specifications_result(tiny_conv, attri
     flags = []
     for name, values in attributes.items():
         flags += [f"--{name.replace('_', '-')}", *map(str, np.atleast_1d(values))]
-    run = run_padconv(["conv", "x.npy", "w.npy", *flags, "-o", output], cwd=tiny_conv,
-                      measure_memory=True)
+    run = forked_run(
+        ["conv", "x.npy", "w.npy", *flags, "-o", output],
+        tiny_conv)
     assert run.returncode == 0 and run.stderr_text == "", run.stderr_text
     assert 0 < run.peak_rss_bytes < PEAK_LIMIT
     expected = oracle_conv(np.ones((1, 1, 5, 5)), np.ones((1, 1, 3, 3)), **attributes)
