@@ -8,14 +8,16 @@ epilog, which click prints after every option.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import click
 
 
 def with_examples_first(help_text: str, examples: str) -> str:
-    """``help_text`` with ``examples`` inserted after its first paragraph (the summary)."""
-    summary, _, rest = help_text.strip().partition("\n\n")
+    """``help_text`` (a docstring: its indentation is removed first) with ``examples``
+    inserted after its first paragraph (the summary)."""
+    summary, _, rest = inspect.cleandoc(help_text).partition("\n\n")
     parts = [summary, examples.strip("\n"), rest.strip()]
     return "\n\n".join(part for part in parts if part) + "\n"
 

@@ -23,7 +23,8 @@ def _command() -> click.Command:
     def pad(pads: str) -> None:
         """Pad DATA as ONNX Pad does.
 
-        A longer description that comes after the examples.
+        A longer description that comes after the examples, long enough to be wrapped by
+        click at the terminal's width.
         """
 
     return pad
@@ -34,6 +35,10 @@ def test_examples_come_after_the_summary_and_before_description_and_options():
     summary = output.index("Pad DATA as ONNX Pad does.")
     examples = output.index("Examples:")
     assert summary < examples < output.index("A longer description") < output.index("Options:")
+    assert "examples, long enough to be wrapped by click at the terminal's width." in " ".join(
+        output.split())
+    description = output[output.index("A longer"):output.index("Options:")]
+    assert all("  " not in line.strip() for line in description.splitlines())
 
 
 def test_the_rendered_examples_read_back_as_whole_commands():
