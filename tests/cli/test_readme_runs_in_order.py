@@ -1,7 +1,7 @@
-"""The README runs in order: every command block, top to bottom, in one temporary folder that
-holds a copy of samples/ (as a fresh clone does). Shell blocks must exit 0; a ``$ command``
-transcript must print exactly what the README shows. A block is left out only with a
-``<!-- readme-test: skip (reason) -->`` line right above it."""
+"""The README and the guide run in order: every command block of each, top to bottom, in one
+temporary folder per document that holds a copy of samples/ (as a fresh clone does). Shell
+blocks must exit 0; a ``$ command`` transcript must print exactly what the document shows. A
+block is left out only with a ``<!-- readme-test: skip (reason) -->`` line right above it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+GUIDE = REPO / "docs" / "guide.md"
+# each document with the fewest blocks it must run (a parser that finds none fails)
+DOCUMENTS = {README: 6, GUIDE: 10}
 SKIP = re.compile(r"<!-- readme-test: skip \((.+)\) -->")
 FENCE = re.compile(r"^```(\w*)\s*$")
 
@@ -29,8 +32,8 @@ class Block:
     skip_reason: str | None
 
 
-def readme_blocks() -> list[Block]:
-    lines = README.read_text(encoding="utf-8").splitlines()
+def readme_blocks(document: Path = README) -> list[Block]:
+    lines = document.read_text(encoding="utf-8").splitlines()
     blocks, index = [], 0
     while index < len(lines):
         match = FENCE.match(lines[index])
@@ -54,9 +57,9 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _run(block: Block, folder: Path) -> None:
+def _run(block: Block, folder: Path, document: Path) -> None:
     env = _environment()
-    where = f"README.md line {block.line}"
+    where = f"{document.relative_to(REPO)} line {block.line}"
     if block.language == "python":
         done = subprocess.run([sys.executable, "-c", block.text], cwd=folder, env=env,
                               capture_output=True, text=True, timeout=300)
@@ -69,20 +72,21 @@ def _run(block: Block, folder: Path) -> None:
         command, _, shown = block.text.partition("\n")
         done = subprocess.run(["bash", "-c", command[2:]], cwd=folder, env=env,
                               capture_output=True, text=True, timeout=300)
-        assert done.stdout == shown, f"{where}: README shows\n{shown}\nbut it printed\n" + (
+        assert done.stdout == shown, f"{where}: the document shows\n{shown}\nbut it printed\n" + (
             done.stdout + done.stderr
         )
     else:
         pytest.fail(f"{where}: a block that is neither sh, python nor a $ transcript")
 
 
-def test_every_readme_block_runs_in_order(tmp_path):
+@pytest.mark.parametrize("document", list(DOCUMENTS), ids=lambda path: path.name)
+def test_every_block_runs_in_order(tmp_path, document):
     shutil.copytree(REPO / "samples", tmp_path / "samples")
-    blocks = readme_blocks()
+    blocks = readme_blocks(document)
     ran = [block for block in blocks if block.skip_reason is None]
-    assert len(ran) >= 10
+    assert len(ran) >= DOCUMENTS[document]
     for block in ran:
-        _run(block, tmp_path)
+        _run(block, tmp_path, document)
 
 
 def test_readme_starts_with_the_quick_start_commands():

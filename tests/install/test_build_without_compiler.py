@@ -21,7 +21,8 @@ def _source_copy(folder: Path) -> Path:
     source = folder / "source"
     source.mkdir()
     for name in BUILD_FILES:
-        shutil.copy(REPO / name, source / name)
+        if (REPO / name).exists():
+            shutil.copy(REPO / name, source / name)
     for folder_name in ("padconv_cli", "scripts"):
         if (REPO / folder_name).is_dir():
             shutil.copytree(REPO / folder_name, source / folder_name,
