@@ -148,9 +148,11 @@ def _first_conv_needs(model: Any, name: str) -> tuple[int, int]:
     with stored weights; (:data:`DEFAULT_CHANNELS`, 0) when there is none."""
     from onnx import helper
 
+    from padconv_cli.operators import CONV
+
     stored = {tensor.name: tensor for tensor in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type != "Conv" or not node.input or node.input[0] != name:
+        if node.op_type != CONV.name or not node.input or node.input[0] != name:
             continue
         if len(node.input) < 2 or node.input[1] not in stored:
             continue
