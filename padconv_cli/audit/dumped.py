@@ -3,7 +3,8 @@
 A runtime (TensorRT, OpenVINO, CoreML, onnxruntime...) dumped the model's intermediate
 tensors: polygraphy's results file (``polygraphy run --save-outputs F.json --onnx-outputs mark
 all`` or ``--trt-outputs mark all``; ``F.json:RUNNER`` picks a runner when it holds several;
-the first iteration is used) or a folder of ``.npy``/``.pb`` files named by tensor.  Nothing
+the first iteration is used; ``--save-outputs DIR``'s per-iteration files too) or a folder of
+``.npy``/``.pb`` files named by tensor.  Nothing
 is run: each Pad/Conv node of the main graph is recomputed by padconv from *that runtime's
 own* values of the node's inputs (stored ones from the model), and that runtime's output of
 the node is judged as :mod:`.judge` does (Pad exactly, Conv within the dot-product error
@@ -41,10 +42,23 @@ def file_key(name: str) -> str:
     return _UNSAFE.sub("_", name)
 
 
+def first_iteration_file(folder: str) -> str | None:
+    """The first of polygraphy's per-iteration files (``--save-outputs DIR`` writes
+    ``0000000000.json``...) in ``folder``, when it holds no .npy/.pb file; else None."""
+    names = sorted(os.listdir(folder))
+    if any(name.lower().endswith((".npy", ".pb")) for name in names):
+        return None
+    iterations = [name for name in names if name.lower().endswith(".json")]
+    return os.path.join(folder, iterations[0]) if iterations else None
+
+
 def dumped_tensors(source: str) -> tuple[str, dict[str, np.ndarray]]:
     """(who produced them, tensor name or file key -> array) of ``--outputs``."""
     if os.path.isdir(source):
-        return f"the tensors in {source}", _folder_tensors(Path(source))
+        first = first_iteration_file(source)
+        if first is None:
+            return f"the tensors in {source}", _folder_tensors(Path(source))
+        source = first
     from padconv_cli.tensorio.files import printable
     from padconv_cli.tensorio.polygraphy_json import runner_outputs, split_json_source
 
@@ -96,6 +110,8 @@ def _given_inputs(model, given: Sequence[str], path: str
     names = [entry.name for entry in declared_inputs(model, path)]
     position = 0
     for word in given:
+        if os.path.isdir(word) and first_iteration_file(word):
+            word = first_iteration_file(word)
         split = split_json_source(word)
         if split is not None and split[1] is None and os.path.isfile(split[0]):
             for name, array in read_json_tensors(split[0], word):

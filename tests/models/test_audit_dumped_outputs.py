@@ -112,3 +112,17 @@ def test_what_polygraphy_dumps_now_is_judged(run_cli, tmp_path):
                      "--outputs", str(tmp_path / "out.json"), "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["counts"] == {"ok": 7}
+
+
+@needs_polygraphy
+def test_polygraphy_iteration_folders_are_read(run_cli, tmp_path):
+    import subprocess
+
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
+    subprocess.run([*polygraphy_command(), "run", path, "--onnxrt", "--onnx-outputs", "mark",
+                    "all", "--save-inputs", "inputs", "--save-outputs", "outputs"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    result = run_cli("audit", path, str(tmp_path / "inputs"),
+                     "--outputs", str(tmp_path / "outputs"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["counts"] == {"ok": 7}
