@@ -148,9 +148,11 @@ def _first_conv_needs(model: Any, name: str) -> tuple[int, int]:
     with stored weights; (:data:`DEFAULT_CHANNELS`, 0) when there is none."""
     from onnx import helper
 
+    from padconv_cli.operators import CONV
+
     stored = {tensor.name: tensor for tensor in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type != "Conv" or not node.input or node.input[0] != name:
+        if node.op_type != CONV.name or not node.input or node.input[0] != name:
             continue
         if len(node.input) < 2 or node.input[1] not in stored:
             continue
@@ -167,8 +169,19 @@ def _first_conv_needs(model: Any, name: str) -> tuple[int, int]:
 
 def random_input(declared: DeclaredInput, shape: tuple[int, ...], rng: np.random.Generator,
                  path: str) -> np.ndarray:
-    """A random tensor of the declared type (module rules)."""
+    """A random tensor of the declared type (module rules); one larger than a tenth of the
+    memory available is refused (the model's activations need many times more)."""
+    import math
+
+    from padconv_cli.resources import available_memory_bytes
+    from padconv_cli.units import human_bytes
+
     dtype = declared.dtype
+    size = math.prod(shape) * max(dtype.itemsize, 1)
+    if size > available_memory_bytes() // 10:
+        raise InputError(f"{path}: input {declared.name!r} of shape {list(shape)} needs "
+                         f"{human_bytes(size)}, over a tenth of the memory available; give "
+                         "smaller sizes with dim NAME=VALUE", param="dim", source=path)
     if dtype.kind == "f" or dtype.kind == "V":
         return rng.standard_normal(shape).astype(dtype)
     if dtype.kind in "iu":

@@ -21,6 +21,7 @@ Examples:
   padconv audit model.onnx --dim batch=2 --seed 7 --json
   padconv audit model.onnx x.pb --junit-xml audit.xml
   padconv audit model.onnx --save cases/ && padconv verify cases/
+  padconv audit model.onnx inputs.json --outputs trt_outputs.json
 """
 
 
@@ -44,6 +45,13 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON object.")
 @click.option("--junit-xml", metavar="FILE", default=None, shell_complete=complete_path,
               help="Also write the audit as JUnit XML (one test case per node).")
+@click.option("--outputs", "dumped", metavar="FILE|DIR", default=None,
+              shell_complete=complete_path,
+              help="Judge another runtime's own tensors instead of running the model: "
+              "polygraphy's --save-outputs .json (with --onnx-outputs/--trt-outputs mark all; "
+              "FILE.json:RUNNER picks a runner) or a folder of .npy/.pb named by tensor. Each "
+              "Pad/Conv node is recomputed from that runtime's inputs for it; the first node "
+              "outside its bound is named. The model's inputs come from INPUT.")
 @click.option("--save", "save_dir", metavar="DIR", default=None, shell_complete=complete_path,
               help="Also write every checked node as an ONNX backend-test case folder in DIR "
               "(the node alone, its inputs from the run, padconv's output): padconv verify "
@@ -51,7 +59,7 @@ Examples:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed: int,
                   dims: tuple[str, ...], as_json: bool, junit_xml: str | None,
-                  save_dir: str | None, quiet: bool) -> None:
+                  dumped: str | None, save_dir: str | None, quiet: bool) -> None:
     """Run MODEL once, capture the inputs and output of every Pad, Conv, ConvTranspose,
     ConvInteger and QLinearConv node, recompute each node with padconv and compare: Pad and
     the integer operators exactly, Conv and ConvTranspose within the dot-product error bound
@@ -60,6 +68,8 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
     INPUT is NAME=FILE or FILE (the model's inputs in order), any tensor source padconv
     reads; inputs not given are random from the declared types and shapes (--seed, --dim).
+    With --outputs, nothing runs: another runtime's dumped tensors are judged node by node.
+
     Exit 0 when every node was checked and is within the bound, 1 when one is not (or the
     run stopped before it, or nothing was checked: no node of an operator padconv
     implements), 2 for bad input.
@@ -73,10 +83,13 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     refuse_output_onto_inputs("--junit-xml", junit_xml,
                               (model, *(item.partition("=")[2] or item for item in inputs)))
     dim_values = parse_dims(dims)
-    with _Progress(enabled=not quiet) as progress:
-        report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
-                             progress=progress.update, keep_arrays=save_dir is not None)
-    _refuse_chosen_sizes_that_stopped(report)
+    if dumped is not None:
+        report = _audit_dumped(model, dumped, inputs, runtime, dims, save_dir is not None)
+    else:
+        with _Progress(enabled=not quiet) as progress:
+            report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
+                                 progress=progress.update, keep_arrays=save_dir is not None)
+        _refuse_chosen_sizes_that_stopped(report)
     saved = []
     if save_dir is not None:
         from padconv_cli.audit.save import save_cases
@@ -113,6 +126,17 @@ def _unchecked_reason(report) -> str:
     if not report.nodes:
         return f"{report.model} has no node padconv implements ({', '.join(OPERATORS)})"
     return f"none of its {len(report.nodes)} node(s) was judged (see the table)"
+
+
+def _audit_dumped(model: str, dumped: str, inputs: tuple[str, ...], runtime: str | None,
+                  dims: tuple[str, ...], keep: bool):
+    """``--outputs``: nothing runs, so --runtime and --dim have no meaning with it."""
+    from padconv_cli.audit.dumped import audit_dumped
+
+    if runtime is not None or dims:
+        raise click.UsageError(f"{'--runtime' if runtime else '--dim'} runs the model; "
+                               "--outputs judges tensors another runtime dumped")
+    return audit_dumped(model, dumped, inputs, keep_arrays=keep)
 
 
 def _refuse_chosen_sizes_that_stopped(report) -> None:

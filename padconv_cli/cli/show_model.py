@@ -142,12 +142,14 @@ def _node_row(node: Any, index: int, shapes: dict, stored: dict) -> tuple[str, s
 def _key_attributes(node: Any, stored: dict) -> str:
     from onnx import helper
 
+    from padconv_cli.operators import CONV, PAD
+
     values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    if node.op_type == "Conv":
+    if node.op_type == CONV.name:
         if "kernel_shape" not in values and len(node.input) > 1 and node.input[1] in stored:
             values["kernel_shape"] = list(stored[node.input[1]].dims)[2:]
         return _conv_attributes(values)
-    if node.op_type == "Pad":
+    if node.op_type == PAD.name:
         return _pad_attributes(node, values, stored)
     shown = [f"{key}={_short(value)}" for key, value in values.items()
              if len(_short(value)) <= SHORT_VALUE]

@@ -184,3 +184,33 @@ def read_json_tensor(path: str, name: str | None, label: str) -> tuple[str, np.n
             return name, _decode(value, f"{label}:{name}")
     raise InputError(f"{label}: no array {name!r} (arrays: {', '.join(names[:8])})",
                      source=label)
+
+
+def is_results_file(path: str, label: str) -> bool:
+    """True when the JSON file is polygraphy's ``RunResults`` (``--save-outputs``)."""
+    return _class_of(_load(path, label)) == "RunResults"
+
+
+def runner_outputs(path: str, runner: str | None, label: str
+                   ) -> tuple[str, int, dict[str, np.ndarray]]:
+    """(runner, iterations, tensor name -> array) of one runner's first iteration in a
+    results file.  ``runner``: its name or a prefix naming one runner; needed when the file
+    holds several."""
+    document = _load(path, label)
+    runs = _iterations(document) if _class_of(document) == "RunResults" else []
+    if not runs:
+        raise InputError(f"{label}: not polygraphy results (RunResults, as --save-outputs "
+                         "writes them)", source=label)
+    names = [name for name, _ in runs]
+    picked = [pair for pair in runs if runner is None or pair[0] == runner] or [
+        pair for pair in runs if pair[0].startswith(runner or "")]
+    if len(picked) != 1:
+        wanted = "one runner" if runner is None else f"one runner named {runner!r}"
+        raise InputError(f"{label}: holds the results of {', '.join(names)}; name {wanted} "
+                         f"as {label}:RUNNER", source=label)
+    name, iterations = picked[0]
+    if not iterations:
+        raise InputError(f"{label}: runner {name} has no results", source=label)
+    arrays = {tensor: _decode(value, f"{label}:{tensor}")
+              for tensor, value in _arrays_of(iterations[0])}
+    return name, len(iterations), arrays

@@ -12,6 +12,7 @@ import pytest
     ("compare", "A", "a tensor file, '-' for stdin, or a literal"),
     ("audit", "MODEL.onnx", "an ONNX model file"),
     ("show", "FILE", "a tensor file or an ONNX model"),
+    ("convert", "IN", "a tensor file, '-' for stdin, or a literal"),
 ])
 def test_missing_argument_is_named_with_what_it_takes(run_cli, command, label, what):
     result = run_cli(command)

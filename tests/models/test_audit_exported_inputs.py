@@ -67,3 +67,10 @@ def test_chosen_sizes_that_stop_the_model_are_a_bad_input(run_cli, tmp_path):
     assert "sizes chosen for its unknown dims (x [1, 3, 64, 64])" in result.stderr
     assert "--dim NAME=VALUE" in result.stderr
     assert run_cli("audit", str(tmp_path / "m.onnx"), "--dim", "?=48").exit_code == 0
+
+
+def test_a_huge_chosen_size_is_refused_before_anything_is_allocated(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    result = run_cli("audit", path, "--dim", "?=100000")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "over a tenth of the memory available" in result.stderr

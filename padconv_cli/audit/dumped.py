@@ -1,0 +1,174 @@
+"""``padconv audit MODEL.onnx --outputs FILE|DIR``: judging another runtime's own tensors.
+
+A runtime (TensorRT, OpenVINO, CoreML, onnxruntime...) dumped the model's intermediate
+tensors: polygraphy's results file (``polygraphy run --save-outputs F.json --onnx-outputs mark
+all`` or ``--trt-outputs mark all``; ``F.json:RUNNER`` picks a runner when it holds several;
+the first iteration is used; ``--save-outputs DIR``'s per-iteration files too) or a folder of
+``.npy``/``.pb`` files named by tensor.  Nothing
+is run: each Pad/Conv node of the main graph is recomputed by padconv from *that runtime's
+own* values of the node's inputs (stored ones from the model), and that runtime's output of
+the node is judged as :mod:`.judge` does (Pad exactly, Conv within the dot-product error
+bound; a float64 recomputation says which side is right).  The nodes are judged in graph
+order, and the first one outside its bound is named: where that runtime leaves the spec.
+
+Folder names: a ``.pb`` file names its tensor by its TensorProto name, else (and for
+``.npy``) by its file name without suffix, in which the characters a file name cannot hold
+(``/``, ``:``) may be written as ``_``.  The model's inputs, which dumps of outputs do not
+hold, come from INPUT (polygraphy's ``--save-inputs`` file, or ``NAME=FILE``).  A node whose
+output or inputs were not dumped is ``not dumped`` (not judged); a dump that holds none of
+the nodes' outputs is a bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from padconv_cli.audit.capture import NodeCapture
+from padconv_cli.audit.judge import OUTSIDE, AuditReport, NodeAudit, judge_node
+from padconv_cli.errors import InputError
+
+NOT_DUMPED = "not dumped"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def file_key(name: str) -> str:
+    """A tensor name as a file name may spell it: characters other than letters, digits,
+    ``_ . -`` written as ``_``."""
+    return _UNSAFE.sub("_", name)
+
+
+def first_iteration_file(folder: str) -> str | None:
+    """The first of polygraphy's per-iteration files (``--save-outputs DIR`` writes
+    ``0000000000.json``...) in ``folder``, when it holds no .npy/.pb file; else None."""
+    names = sorted(os.listdir(folder))
+    if any(name.lower().endswith((".npy", ".pb")) for name in names):
+        return None
+    iterations = [name for name in names if name.lower().endswith(".json")]
+    return os.path.join(folder, iterations[0]) if iterations else None
+
+
+def dumped_tensors(source: str) -> tuple[str, dict[str, np.ndarray]]:
+    """(who produced them, tensor name or file key -> array) of ``--outputs``."""
+    if os.path.isdir(source):
+        first = first_iteration_file(source)
+        if first is None:
+            return f"the tensors in {source}", _folder_tensors(Path(source))
+        source = first
+    from padconv_cli.tensorio.files import printable
+    from padconv_cli.tensorio.polygraphy_json import runner_outputs, split_json_source
+
+    split = split_json_source(source)
+    if split is None or not os.path.isfile(split[0]):
+        raise InputError(f"{printable(source)}: --outputs takes polygraphy's results .json "
+                         "(--save-outputs) or a folder of .npy/.pb files", param="outputs")
+    path, runner = split
+    label = printable(path)
+    name, iterations, arrays = runner_outputs(path, runner, label)
+    more = f", iteration 0 of {iterations}" if iterations > 1 else ""
+    return f"{name} ({label}{more})", arrays
+
+
+def _folder_tensors(folder: Path) -> dict[str, np.ndarray]:
+    from padconv_cli.tensor_sources import read_named_tensor
+
+    tensors: dict[str, np.ndarray] = {}
+    for path in sorted(folder.iterdir()):
+        if path.suffix.lower() not in (".npy", ".pb") or not path.is_file():
+            continue
+        stored, array = read_named_tensor(str(path))
+        tensors[file_key(path.stem)] = array
+        if stored and path.suffix.lower() == ".pb":
+            tensors[stored] = array
+    if not tensors:
+        raise InputError(f"{folder}: no .npy or .pb files to judge", param="outputs")
+    return tensors
+
+
+def _lookup(tensors: dict[str, np.ndarray], name: str) -> np.ndarray | None:
+    if not name:
+        return None
+    found = tensors.get(name)
+    return found if found is not None else tensors.get(file_key(name))
+
+
+def _given_inputs(model, given: Sequence[str], path: str
+                  ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(tensor name -> array, tensor name -> source) of the INPUT words: a polygraphy inputs
+    .json gives every array by its name; ``NAME=SOURCE`` names one; other words are the
+    model's inputs in order."""
+    from padconv_cli.audit.inputs import declared_inputs
+    from padconv_cli.tensor_sources import read_tensor
+    from padconv_cli.tensorio.polygraphy_json import read_json_tensors, split_json_source
+
+    values: dict[str, np.ndarray] = {}
+    origins: dict[str, str] = {}
+    names = [entry.name for entry in declared_inputs(model, path)]
+    position = 0
+    for word in given:
+        if os.path.isdir(word) and first_iteration_file(word):
+            word = first_iteration_file(word)
+        split = split_json_source(word)
+        if split is not None and split[1] is None and os.path.isfile(split[0]):
+            for name, array in read_json_tensors(split[0], word):
+                values[name], origins[name] = array, f"{word}:{name}"
+            continue
+        name, equal, source = word.partition("=")
+        if not equal or os.path.lexists(word):
+            while position < len(names) and names[position] in values:
+                position += 1
+            if position >= len(names):
+                raise InputError(f"{path}: {word!r} is one input too many", source=path)
+            name, source = names[position], word
+        values[name], origins[name] = read_tensor(source), source
+    return values, origins
+
+
+def audit_dumped(path: str, outputs: str, given: Sequence[str] = (),
+                 keep_arrays: bool = False) -> AuditReport:
+    """Judge every main-graph Pad/Conv node of the model at ``path`` on the tensors another
+    runtime dumped (module rules)."""
+    from padconv_cli.models import load_model, model_nodes, model_opset
+
+    model = load_model(path)
+    producer, tensors = dumped_tensors(outputs)
+    given_values, origins = _given_inputs(model, given, path)
+    tensors = {**tensors, **given_values}
+    main_outputs = {node.output[0] for node in model.graph.node if node.output}
+    report = AuditReport(path, producer, model_opset(model, path), origins)
+    judged = 0
+    for origin in model_nodes(path):
+        if not origin.node.output or origin.node.output[0] not in main_outputs:
+            continue
+        audit = _judge(origin, tensors, producer, keep_arrays)
+        judged += audit.status != NOT_DUMPED
+        report.nodes.append(audit)
+    if not judged:
+        raise InputError(f"{outputs}: holds no Pad/Conv node's output and inputs of {path} "
+                         "(dump every tensor: polygraphy run --onnx-outputs mark all "
+                         "--save-outputs F.json; give the model's inputs as INPUT)",
+                         param="outputs")
+    first = next((node for node in report.nodes if node.status == OUTSIDE), None)
+    report.notes.append(f"first node outside the bound: {first.label}" if first else
+                        f"every judged node is within the bound ({judged} of "
+                        f"{len(report.nodes)} judged)")
+    return report
+
+
+def _judge(origin, tensors: dict[str, np.ndarray], producer: str, keep: bool) -> NodeAudit:
+    node = origin.node
+    theirs = _lookup(tensors, node.output[0])
+    inputs = [_lookup(tensors, name) for name in node.input]
+    missing = [name for index, (name, value) in enumerate(zip(node.input, inputs, strict=True))
+               if name and value is None and origin.constant(index) is None]
+    if theirs is None or missing:
+        absent = ", ".join(repr(n) for n in ([node.output[0]] if theirs is None else [])
+                           + missing)
+        return NodeAudit(origin.label, origin.operator, NOT_DUMPED,
+                         detail=f"not in the dump: {absent}")
+    captured = NodeCapture(inputs, theirs, runtime=producer)
+    return judge_node(origin, captured, "main", keep)

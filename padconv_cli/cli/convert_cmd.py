@@ -1,0 +1,61 @@
+"""``padconv convert IN OUT``: any tensor padconv reads, written as ``.npy`` or ``.pb``."""
+
+from __future__ import annotations
+
+import click
+
+from padconv_cli.cli.input_options import input_options
+from padconv_cli.cli.main import CONTEXT_SETTINGS
+from padconv_cli.cli.model_options import complete_path
+from padconv_cli.cli.options import dtype_option
+
+EXAMPLES = """\b
+Examples:
+  padconv convert model.onnx:conv1.weight w.npy
+  padconv convert outputs.json:y y.pb
+  padconv convert '[[1, 2], [3, 4]]' x.pb --dtype float16 --name x
+"""
+
+
+@click.command(
+    "convert",
+    context_settings=CONTEXT_SETTINGS,
+    epilog=EXAMPLES,
+    short_help="Write any tensor padconv reads as .npy or .pb.",
+)
+@click.argument("source", metavar="IN", shell_complete=complete_path)
+@click.argument("target", metavar="OUT", shell_complete=complete_path)
+@click.option("--format", "fmt", type=click.Choice(["npy", "pb"]), default=None,
+              help="Output format (default: from OUT's suffix, else npy).")
+@click.option("--name", default=None,
+              help="Name of the TensorProto in a .pb (default: the name IN stores, else OUT's "
+              "file name without suffix).")
+@dtype_option
+@input_options
+def convert_command(source: str, target: str, fmt: str | None, name: str | None,
+                    dtype: str | None) -> None:
+    """Read tensor IN and write it to OUT, unchanged: same element type, same shape.
+
+    IN is any tensor source: .npy, .npz (FILE.npz:NAME), .pb, a model's stored tensor
+    (MODEL.onnx:NAME), polygraphy's .json (FILE.json:NAME), - for stdin, or an inline
+    literal. OUT is a .npy or .pb path (written atomically), or - for stdout. One line says
+    what was written (nothing when OUT is -).
+    """
+    import os
+
+    from padconv_cli.cli.output import refuse_binary_to_terminal, refuse_output_onto_inputs
+    from padconv_cli.dtypes import dtype_name
+    from padconv_cli.tensor_sources import read_named_tensor
+    from padconv_cli.tensorio import resolve_format, write_tensor
+
+    refuse_output_onto_inputs("OUT", target, (source,))
+    resolved = resolve_format(target, fmt)
+    if target == "-":
+        refuse_binary_to_terminal(target, resolved)
+    stored, array = read_named_tensor(source, dtype=dtype)
+    proto_name = name or stored or os.path.splitext(os.path.basename(target))[0] or None
+    write_tensor(array, target, fmt=resolved, name=proto_name if resolved == "pb" else None)
+    if target != "-":
+        shape = ", ".join(str(d) for d in array.shape)
+        named = f" (TensorProto {proto_name!r})" if resolved == "pb" and proto_name else ""
+        click.echo(f"wrote {target}: {dtype_name(array.dtype)}[{shape}]{named}")
