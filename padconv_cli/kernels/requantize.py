@@ -62,6 +62,33 @@ def requantize(acc: np.ndarray, multipliers: list[Fraction], y_zero_point: int,
     return (np.clip(rounded, low, high) + y_zero_point).astype(out_dtype)
 
 
+def requantize_int32(acc: np.ndarray, bias: np.ndarray | None, multipliers: list[Fraction],
+                     y_zero_point: int, out_dtype: np.dtype) -> np.ndarray:
+    """:func:`requantize` of ``acc + bias[m]`` for an int32 ``acc`` (exact sums) and an int32
+    bias, with the float64 step in the native core: the same estimate, the same test for the
+    elements near a tie, which are then decided here exactly."""
+    from padconv_cli.kernels import native
+
+    m = acc.shape[1]
+    factors = multipliers * m if len(multipliers) == 1 else multipliers
+    floats = np.array([float(f) for f in factors], np.float64)
+    y = np.empty(acc.shape, out_dtype)
+    unsure = np.zeros(acc.shape, np.uint8)
+    bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.int32)
+    native.extension().requantize(np.ascontiguousarray(acc), bias, floats, int(y_zero_point),
+                                  y, unsure)
+    if unsure.any():
+        marked = unsure.astype(bool)
+        wide = acc.astype(np.int64)
+        if bias is not None:
+            wide += bias.astype(np.int64).reshape((1, m) + (1,) * (acc.ndim - 2))
+        info = np.iinfo(out_dtype)
+        exact = _exact_rounding(wide, factors, marked)
+        y[marked] = (np.clip(exact, info.min - y_zero_point, info.max - y_zero_point)
+                     + y_zero_point).astype(out_dtype)
+    return y
+
+
 def _exact_rounding(acc: np.ndarray, factors: list[Fraction], unsure: np.ndarray
                     ) -> np.ndarray:
     """``round_half_even(acc * factor[m])`` in Python integers for the ``unsure`` elements,
