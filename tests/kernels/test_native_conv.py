@@ -419,6 +419,17 @@ SANITIZED_RUN = textwrap.dedent(
                 y = np.empty((xs[0], ws[0], *out), dtype)
                 _native.conv(x, w, b, y, tuple(s), tuple(d), tuple(p), g, 3, isa)
                 assert np.isfinite(y).all()
+        for xs, ws, s, d, p, g in cases:  # the integer kernels
+            x = rng.integers(0, 256, xs).astype(np.uint8)
+            w = rng.integers(-128, 128, ws).astype(np.int8)
+            out = [(n + 2 * q - (k - 1) * dd - 1) // ss + 1
+                   for n, q, k, dd, ss in zip(xs[2:], p, ws[2:], d, s)]
+            y = np.empty((xs[0], ws[0], *out), np.int32)
+            wz = np.arange(ws[0], dtype=np.int32) - 3
+            _native.qconv(x, False, w, True, 7, wz, y, tuple(s), tuple(d), tuple(p), g, 3, isa)
+            unsure = np.zeros(y.shape, np.uint8)
+            _native.requantize(y, wz, np.full(ws[0], 1e-3), 5, np.empty(y.shape, np.uint8),
+                               unsure)
     print("sanitized run ok")
     """
 )
@@ -446,7 +457,8 @@ def test_the_native_code_is_clean_under_asan_and_ubsan(tmp_path: Path):
         "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
         "-fno-omit-frame-pointer", f"-I{sysconfig.get_paths()['include']}",
         *(str(source / name) for name in
-          ("module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp")),
+          ("module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp",
+           "qconv_module.cpp", "qconv_generic.cpp", "qconv_avx2.cpp", "qconv_vnni.cpp")),
         "-o", str(target),
     ]
     built = subprocess.run(command, capture_output=True, text=True, check=False)
