@@ -119,10 +119,11 @@ def qlinear_conv_planned(plan: QLinearConvPlan, x: np.ndarray, x_scale: np.ndarr
     _check_plan(plan.conv, x, w)
     m = w.shape[0]
     xz, wz = _scalar(x_zero_point), _per_channel(w_zero_point, m)
-    multipliers = channel_multipliers(float(xs), ws, float(ys))
     if fits_int32(plan.conv):
         acc32 = wrapped_sums(plan.conv, x, xz, w, wz)  # exact: no sum leaves int32
-        return requantize_int32(acc32, b, multipliers, _scalar(y_zero_point), plan.y_dtype)
+        return requantize_int32(acc32, None if b is None else np.asarray(b), float(xs), ws,
+                                float(ys), _scalar(y_zero_point), plan.y_dtype)
+    multipliers = channel_multipliers(float(xs), ws, float(ys))
     acc = exact_sums(plan.conv, x, xz, w, wz)
     if b is not None:
         acc += np.asarray(b, np.int64).reshape((1, m) + (1,) * (acc.ndim - 2))

@@ -59,5 +59,8 @@ extern const QKernel padconv_qconv_avx2;   // CPUs with AVX2
 extern const QKernel padconv_qconv_vnni;   // CPUs with AVX-512F, BW and VNNI
 extern const int padconv_have_qconv_x86;   // 1 when the two above were compiled in
 
-// Shared by the kernels (qconv_panel.h): pack the panel of one task.
+// QLinearConv's float64 requantization of one plane, AVX2 (CPUs with AVX2 only).
+void padconv_requantize_plane_avx2(const int32_t* in, double factor, double bias, double low,
+                                   double high, int yz, bool is_signed, long count,
+                                   uint8_t* y, uint8_t* unsure);
 #endif

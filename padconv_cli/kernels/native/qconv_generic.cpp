@@ -16,7 +16,8 @@ void task(const QJob& job, long index, void* scratch) {
     int16_t* panel = static_cast<int16_t*>(scratch);
     int32_t* sumx = reinterpret_cast<int32_t*>(panel + job.words * 2 * job.block);
     int32_t* acc = sumx + job.block;
-    qpanel::pack<int16_t, 2>(job, n, g, p0, count, panel);
+    qpanel::pack<2>(job, n, g, p0, count, reinterpret_cast<uint32_t*>(panel),
+                    reinterpret_cast<uint8_t*>(acc + MR * TILE));
     const int32_t* wg = job.wpack + g * job.rows * job.words;
     for (long row0 = 0; row0 < job.rows; row0 += MR) {
         for (long p = 0; p < count; p += TILE) {

@@ -109,7 +109,8 @@ bool run(const QJob& job, const QKernel& kernel, long threads) {
     const long tasks = job.n * job.group * job.blocks;
     const size_t element = kernel.pack == 4 ? 1 : 2;
     const size_t scratch = job.words * kernel.pack * job.block * element +
-                           4 * (job.block + (size_t)kernel.mr * kernel.tile) + 64;
+                           4 * (job.block + (size_t)kernel.mr * kernel.tile) +
+                           kernel.pack * job.block + 64;
     if (threads > tasks) threads = tasks;
     if (threads < 1) threads = 1;
     std::atomic<long> next(0);
@@ -241,6 +242,48 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
 // its buffer format says so, else uint8), marking in the 1-byte `unsure` each element whose
 // e lies within |e| * 4.5e-16 of a half-integer inside the output range: the caller decides
 // those exactly (padconv_cli/kernels/requantize.py gives the argument).
+namespace {
+
+// Round to nearest, ties to even, for |v| < 2**51 (the default rounding mode of the add).
+inline double round_even(double v) {
+    const double magic = 6755399441055744.0;  // 1.5 * 2**52
+    return (v + magic) - magic;
+}
+
+// The requantization of `planes` planes of `plane` elements (plane i has channel i % m).
+void requantize_planes(const int32_t* a, const int32_t* b, const double* f, int yz, double low,
+                       double high, bool is_signed, long planes, long m, long plane,
+                       uint8_t* out, uint8_t* mark) {
+    for (long k = 0; k < planes; ++k) {
+        const long channel = k % m;
+        const double factor = f[channel], bias = b ? (double)b[channel] : 0.0;
+        const int32_t* in = a + k * plane;
+        uint8_t* y = out + k * plane;
+        uint8_t* unsure = mark + k * plane;
+        static const bool avx2 = x86_has("avx2");
+        if (avx2) {
+            padconv_requantize_plane_avx2(in, factor, bias, low, high, yz, is_signed, plane, y,
+                                          unsure);
+            continue;
+        }
+        for (long i = 0; i < plane; ++i) {
+            double e = ((double)in[i] + bias) * factor;
+            e = e < low - 2 ? low - 2 : e > high + 2 ? high + 2 : e;  // beyond: saturated
+            const double r = round_even(e);
+            const double below = r > e ? r - 1 : r;  // floor(e)
+            const double distance = e - below - 0.5;
+            const double size = e < 0 ? -e : e;
+            unsure[i] = (distance < 0 ? -distance : distance) <= size * 4.5e-16 &&
+                        e > low - 1 && e < high + 1;
+            const double kept = r < low ? low : r > high ? high : r;
+            const int value = (int)kept + yz;
+            y[i] = is_signed ? (uint8_t)(int8_t)value : (uint8_t)value;
+        }
+    }
+}
+
+}  // namespace
+
 PyObject* padconv_py_requantize(PyObject*, PyObject* args) {
     PyObject *acc_obj, *bias_obj, *factor_obj, *y_obj, *unsure_obj;
     int yz;
@@ -287,16 +330,7 @@ PyObject* padconv_py_requantize(PyObject*, PyObject* args) {
         uint8_t* mark = static_cast<uint8_t*>(unsure.buf);
         const double low = (is_signed ? -128.0 : 0.0) - yz, high = (is_signed ? 127.0 : 255.0) - yz;
         Py_BEGIN_ALLOW_THREADS
-        for (long i = 0; i < count; ++i) {
-            const long channel = (i / plane) % m;
-            const double e = ((double)a[i] + (b ? (double)b[channel] : 0.0)) * f[channel];
-            double r = __builtin_nearbyint(e);  // the default rounding: to nearest even
-            const double distance = __builtin_fabs(e - __builtin_floor(e) - 0.5);
-            mark[i] = distance <= __builtin_fabs(e) * 4.5e-16 && e > low - 1 && e < high + 1;
-            r = r < low ? low : r > high ? high : r;
-            const int value = (int)r + yz;
-            out[i] = is_signed ? (uint8_t)(int8_t)value : (uint8_t)value;
-        }
+        requantize_planes(a, b, f, yz, low, high, is_signed, count / plane, m, plane, out, mark);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&acc);

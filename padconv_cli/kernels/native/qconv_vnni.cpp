@@ -30,7 +30,8 @@ void task(const QJob& job, long index, void* scratch) {
     uint8_t* panel = static_cast<uint8_t*>(scratch);
     int32_t* sumx = reinterpret_cast<int32_t*>(panel + job.words * 4 * job.block);
     int32_t* acc = sumx + job.block;
-    qpanel::pack<uint8_t, 4>(job, n, g, p0, count, panel);
+    qpanel::pack<4>(job, n, g, p0, count, reinterpret_cast<uint32_t*>(panel),
+                    reinterpret_cast<uint8_t*>(acc + MR * TILE));
     const int32_t* wg = job.wpack + g * job.rows * job.words;
     for (long row0 = 0; row0 < job.rows; row0 += MR) {
         const int32_t* w0 = wg + row0 * job.words;
