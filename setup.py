@@ -20,7 +20,8 @@ from setuptools.command.build_ext import build_ext
 from distutils.command.build_scripts import build_scripts
 
 NATIVE = "padconv_cli/kernels/native/"
-SOURCES = ["module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp"]
+SOURCES = ["module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp",
+           "qconv_module.cpp", "qconv_generic.cpp", "qconv_avx2.cpp", "qconv_vnni.cpp"]
 
 if sys.platform == "win32":
     compile_args = ["/O2", "/std:c++17", "/fp:precise"]
@@ -157,7 +158,7 @@ setup(
             "padconv_cli.kernels._native",
             sources=[NATIVE + name for name in SOURCES],
             depends=[NATIVE + "conv_job.h", NATIVE + "conv_impl.h", NATIVE + "pool.h",
-                     NATIVE + "f16c_widen.h"],
+                     NATIVE + "f16c_widen.h", NATIVE + "qconv.h", NATIVE + "qconv_panel.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
             language="c++",

@@ -7,13 +7,16 @@ ruling ``integer-padding-is-zero-point``). ConvInteger returns them reduced modu
 int32; QLinearConv adds the int32 bias and requantizes exactly
 (:mod:`padconv_cli.kernels.requantize`).
 
-How the sums are exact. Each product is an integer of magnitude at most 255 * 255 < 2**16,
-and every partial sum of output channel ``m`` is at most ``max|x - xz| * sum|W[m] - wz[m]|``
-in magnitude. The sums run in the native Conv core (:mod:`padconv_cli.kernels.conv_paths`) on
-the zero-point-shifted values as floats: float32 when that bound is below 2**24, float64 (exact
-below 2**53, i.e. for any ``C/G * prod(k)`` below 2**37) otherwise. Every intermediate value
-is an integer the float type represents, so no operation rounds and the result is exact,
-whatever the summation order, the thread count or the instruction set.
+How the sums are exact. The native integer kernel (``qconv`` of the native core: AVX-512 VNNI,
+AVX2 or portable, picked like Conv's by ``PADCONV_NATIVE_ISA``) sums the products in 32-bit
+integers modulo 2**32 with no intermediate saturation: that is ConvInteger's int32 result
+exactly, and QLinearConv's exact sum whenever ``C/G * prod(k) * 255 * 255 < 2**31`` (no sum
+can then leave int32). Beyond that, QLinearConv's sums run in the native Conv core
+(:mod:`padconv_cli.kernels.conv_paths`) on the zero-point-shifted values as floats: each
+product is an integer of magnitude at most 255 * 255 < 2**16 and every partial sum of channel
+``m`` at most ``max|x - xz| * sum|W[m] - wz[m]|``, so float32 is exact when that bound is below
+2**24 and float64 below 2**53 (any ``C/G * prod(k)`` below 2**37). Integer sums are exact in
+any order: results depend neither on the thread count nor on the instruction set.
 """
 
 from __future__ import annotations
@@ -32,10 +35,15 @@ from padconv_cli.kernels.quantized_plan import (
     plan_conv_integer,
     plan_qlinear_conv,
 )
-from padconv_cli.kernels.requantize import channel_multipliers, requantize
+from padconv_cli.kernels.requantize import (
+    channel_multipliers,
+    requantize,
+    requantize_int32,
+)
 
 __all__ = ["conv_integer", "conv_integer_planned", "exact_sums", "plan_conv_integer",
-           "plan_qlinear_conv", "qlinear_conv", "qlinear_conv_planned", "working_bytes"]
+           "plan_qlinear_conv", "qlinear_conv", "qlinear_conv_planned", "working_bytes",
+           "wrapped_sums"]
 
 FLOAT32_EXACT = 2**24
 FLOAT64_EXACT = 2**53
@@ -68,9 +76,8 @@ def conv_integer_planned(plan: ConvIntegerPlan, x: np.ndarray, w: np.ndarray,
     """:func:`conv_integer` on a plan made beforehand by :func:`plan_conv_integer`."""
     x, w = np.asarray(x), np.asarray(w)
     _check_plan(plan.conv, x, w)
-    sums = exact_sums(plan.conv, x, _scalar(x_zero_point), w, _per_channel(w_zero_point,
-                                                                            w.shape[0]))
-    return sums.astype(np.int32)  # int64 -> int32 keeps the low 32 bits: modulo 2**32
+    return wrapped_sums(plan.conv, x, _scalar(x_zero_point), w,
+                        _per_channel(w_zero_point, w.shape[0]))
 
 
 def qlinear_conv(
@@ -111,20 +118,42 @@ def qlinear_conv_planned(plan: QLinearConvPlan, x: np.ndarray, x_scale: np.ndarr
     x, w = np.asarray(x), np.asarray(w)
     _check_plan(plan.conv, x, w)
     m = w.shape[0]
-    acc = exact_sums(plan.conv, x, _scalar(x_zero_point), w, _per_channel(w_zero_point, m))
+    xz, wz = _scalar(x_zero_point), _per_channel(w_zero_point, m)
+    if fits_int32(plan.conv):
+        acc32 = wrapped_sums(plan.conv, x, xz, w, wz)  # exact: no sum leaves int32
+        return requantize_int32(acc32, None if b is None else np.asarray(b), float(xs), ws,
+                                float(ys), _scalar(y_zero_point), plan.y_dtype)
+    multipliers = channel_multipliers(float(xs), ws, float(ys))
+    acc = exact_sums(plan.conv, x, xz, w, wz)
     if b is not None:
         acc += np.asarray(b, np.int64).reshape((1, m) + (1,) * (acc.ndim - 2))
-    multipliers = channel_multipliers(float(xs), ws, float(ys))
     return requantize(acc, multipliers, _scalar(y_zero_point), plan.y_dtype)
 
 
 # --- the exact sums ---------------------------------------------------------------------------
 
 
+def wrapped_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
+                 w_zero_points: np.ndarray) -> np.ndarray:
+    """int32 ``sum (Xpad - xz) * (W[m] - wz[m])`` modulo 2**32, by the native integer kernel."""
+    from padconv_cli.kernels import native
+
+    y = np.empty(plan.output_shape, np.int32)
+    native.extension().qconv(
+        np.ascontiguousarray(x), x.dtype == np.int8, np.ascontiguousarray(w), w.dtype == np.int8,
+        int(x_zero_point), np.ascontiguousarray(w_zero_points, dtype=np.int32), y,
+        plan.strides, plan.dilations, plan.pads_begin, plan.group, native.thread_count(),
+        native.selected_isa())
+    return y
+
+
 def exact_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
                w_zero_points: np.ndarray) -> np.ndarray:
     """int64 ``sum (Xpad - xz) * (W[m] - wz[m])`` exactly (module docstring)."""
     from padconv_cli.kernels.conv_paths import convolve
+
+    if fits_int32(plan):
+        return wrapped_sums(plan, x, x_zero_point, w, w_zero_points).astype(np.int64)
 
     m = w.shape[0]
     shifted_w = w.astype(np.int32) - w_zero_points.reshape((m,) + (1,) * (w.ndim - 1))
@@ -138,6 +167,11 @@ def exact_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
     return values.astype(np.int64)
 
 
+def fits_int32(plan: ConvPlan) -> bool:
+    """No sum of ``C/G * prod(k)`` products of at most 255 * 255 can leave int32."""
+    return plan.w_shape[1] * int(np.prod(plan.kernel_shape)) * 255 * 255 < 2**31
+
+
 def _float_type(x: np.ndarray, x_zero_point: int, shifted_w: np.ndarray) -> np.dtype:
     """float32 when every partial sum stays below 2**24, else float64."""
     if not x.size or not shifted_w.size:
@@ -149,9 +183,10 @@ def _float_type(x: np.ndarray, x_zero_point: int, shifted_w: np.ndarray) -> np.d
 
 
 def working_bytes(plan: ConvPlan, x_size: int) -> int:
-    """Memory besides the inputs and Y, at most: X and W shifted as float64, the float64 sums,
-    their int64 copy, and the Conv core's own (:func:`padconv_cli.kernels.conv_paths.
-    working_bytes` for float64)."""
+    """Memory besides the inputs and Y, at most (the float path, needed beyond 33 000 products
+    per sum; the native kernel needs far less: packed W and a panel of about 192 KiB per
+    thread): X and W shifted as float64, the float64 sums, their int64 copy, and the Conv
+    core's own (:func:`padconv_cli.kernels.conv_paths.working_bytes` for float64)."""
     from padconv_cli.kernels import conv_paths
 
     out = int(np.prod(plan.output_shape))

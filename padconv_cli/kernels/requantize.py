@@ -62,13 +62,52 @@ def requantize(acc: np.ndarray, multipliers: list[Fraction], y_zero_point: int,
     return (np.clip(rounded, low, high) + y_zero_point).astype(out_dtype)
 
 
+def requantize_int32(acc: np.ndarray, bias: np.ndarray | None, x_scale: float,
+                     w_scales: np.ndarray, y_scale: float, y_zero_point: int,
+                     out_dtype: np.dtype) -> np.ndarray:
+    """:func:`requantize` of ``acc + bias[m]`` for an int32 ``acc`` (exact sums) and an int32
+    bias, with the float64 step in the native core: the same estimate, the same test for the
+    elements near a tie, which are then decided here exactly. ``f = fl64(fl64(xs * ws) / ys)``
+    is ``fl64(F)``: the float32 product is exact in float64, so only the division rounds."""
+    from padconv_cli.kernels import native
+
+    m = acc.shape[1]
+    scales = np.broadcast_to(np.asarray(w_scales, np.float32).reshape(-1), (m,))
+    floats = np.float64(np.float32(x_scale)) * scales.astype(np.float64) / np.float64(
+        np.float32(y_scale))
+    y = np.empty(acc.shape, out_dtype)
+    unsure = np.zeros(acc.shape, np.uint8)
+    bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.int32)
+    native.extension().requantize(np.ascontiguousarray(acc), bias, floats, int(y_zero_point),
+                                  y, unsure)
+    if unsure.any():
+        marked = unsure.view(bool)
+        channels = np.nonzero(marked)[1]
+        values = acc[marked].astype(np.int64)
+        if bias is not None:
+            values += bias[channels]
+        info = np.iinfo(out_dtype)
+        factors = {int(c): f for c, f in zip(
+            np.unique(channels), channel_multipliers(x_scale, scales[np.unique(channels)],
+                                                      y_scale), strict=True)}
+        exact = _exact_values(values, channels, factors)
+        y[marked] = (np.clip(exact, info.min - y_zero_point, info.max - y_zero_point)
+                     + y_zero_point).astype(out_dtype)
+    return y
+
+
 def _exact_rounding(acc: np.ndarray, factors: list[Fraction], unsure: np.ndarray
                     ) -> np.ndarray:
     """``round_half_even(acc * factor[m])`` in Python integers for the ``unsure`` elements,
     once per distinct ``(acc, m)``; huge values are clipped to a float64 far outside any
     output range."""
-    channels = np.nonzero(unsure)[1]
-    values = acc[unsure]
+    return _exact_values(acc[unsure], np.nonzero(unsure)[1], factors)
+
+
+def _exact_values(values: np.ndarray, channels: np.ndarray,
+                  factors: list[Fraction] | dict[int, Fraction]) -> np.ndarray:
+    """``round_half_even(values[i] * factors[channels[i]])`` exactly, once per distinct pair
+    (values of 2**60 or more clipped to 2**60, far outside any output range)."""
     pairs, inverse = np.unique(np.stack([values, channels]), axis=1, return_inverse=True)
     results = np.empty(pairs.shape[1], np.float64)
     for index, (value, channel) in enumerate(pairs.T):

@@ -156,3 +156,32 @@ def test_agrees_with_onnxruntime_per_tensor():
     (expected,) = session.run(None, {"x": x, "w": w, "xz": np.array(xz), "wz": np.array(wz)})
     np.testing.assert_array_equal(conv_integer(x, w, xz, wz, pads=[1, 1, 1, 1], strides=[2, 2]),
                                   expected)
+
+
+def _isas():
+    from padconv_cli.kernels import native
+
+    return native.available_isas()
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "generic"])
+@pytest.mark.parametrize("x_type", TYPES)
+@pytest.mark.parametrize("w_type", TYPES)
+def test_every_instruction_set_is_exact(monkeypatch, isa, x_type, w_type):
+    """VNNI (u8 x s8, no 16-bit saturation), AVX2 (int16 pairs) and portable kernels: the
+    extreme values 255 * -128 in every product, and the int32 wrap."""
+    if isa not in _isas():
+        pytest.skip(f"{isa} is not available on this CPU")
+    monkeypatch.setenv("PADCONV_NATIVE_ISA", isa)
+    rng = np.random.default_rng(12)
+    x = random_integers((2, 6, 7, 9), x_type, rng)
+    w = random_integers((10, 3, 3, 2), w_type, rng)
+    xz, wz = random_integers((), x_type, rng), random_integers((10,), w_type, rng)
+    attrs = {"group": 2, "pads": [2, 1, 0, 1], "strides": [1, 2], "dilations": [2, 1]}
+    np.testing.assert_array_equal(conv_integer(x, w, xz, wz, **attrs),
+                                  oracle_conv_integer(x, w, xz, wz, **attrs))
+    extreme_x = np.full((1, 40000, 1), np.iinfo(x_type).max, x_type)
+    extreme_w = np.full((1, 40000, 1), np.iinfo(w_type).min, w_type)
+    expected = np.iinfo(x_type).max * np.iinfo(w_type).min * 40000
+    got = int(conv_integer(extreme_x, extreme_w).reshape(-1)[0])
+    assert got == (expected + 2**31) % 2**32 - 2**31

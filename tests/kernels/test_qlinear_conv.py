@@ -275,3 +275,15 @@ def test_onnxruntime_at_a_tie_gives_the_exact_or_the_float32_result(acc, x_scale
     modelled = float32_requantization(np.array([[[[acc]]]], np.int64), x_scale, 1.0, y_scale,
                                       128, np.uint8)
     assert int(theirs.reshape(-1)[0]) in (expected + 128, int(modelled.reshape(-1)[0]))
+
+
+def test_per_channel_ties_in_many_channels_round_to_even():
+    """Power-of-two scales make half the sums exact ties, in every channel."""
+    rng = np.random.default_rng(21)
+    x = random_integers((1, 3, 6, 6), np.uint8, rng)
+    w = random_integers((4, 3, 2, 2), np.int8, rng)
+    args = [x, np.float32(0.5), np.uint8(3), w, np.array([0.5, 0.25, 1.0, 0.125], np.float32),
+            np.array([1, -2, 0, 3], np.int8), np.float32(8.0), np.uint8(100),
+            rng.integers(-300, 300, 4).astype(np.int32)]
+    y = qlinear_conv(*args, pads=[1, 0, 0, 1])
+    np.testing.assert_array_equal(y, oracle_qlinear_conv(*args, pads=[1, 0, 0, 1]))

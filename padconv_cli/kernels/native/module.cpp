@@ -30,6 +30,9 @@
 #include <pthread.h>
 #endif
 
+PyObject* padconv_py_qconv(PyObject*, PyObject* args);       // qconv_module.cpp
+PyObject* padconv_py_requantize(PyObject*, PyObject* args);  // qconv_module.cpp
+
 namespace {
 
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
@@ -484,6 +487,12 @@ PyObject* py_isas(PyObject*, PyObject*) {
 }
 
 PyMethodDef methods[] = {
+    {"qconv", padconv_py_qconv, METH_VARARGS,
+     "qconv(x, x_signed, w, w_signed, x_zero_point, w_zero_points, y, strides, dilations, "
+     "pads_begin, group, threads, isa): integer Conv sums modulo 2**32 into int32 y (qconv.h)."},
+    {"requantize", padconv_py_requantize, METH_VARARGS,
+     "requantize(acc, bias, factors, y_zero_point, y, unsure): QLinearConv's float64 "
+     "requantization, marking the elements near a tie (qconv_module.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "

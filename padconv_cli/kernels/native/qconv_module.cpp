@@ -1,0 +1,346 @@
+// padconv_cli.kernels._native.qconv: the Python entry point of the native integer Conv.
+//
+// qconv(x, x_signed, w, w_signed, x_zero_point, w_zero_points, y, strides, dilations,
+//       pads_begin, group, threads, isa) writes into the C-contiguous int32 y (N, M, *out)
+// the sums  sum (Xpad - xz) * (W[m] - wz[m])  modulo 2**32 (qconv.h), for the C-contiguous
+// 1-byte x (N, C, *in) and w (M, C/group, *k), int8 when *_signed else uint8, the zero points
+// given as plain integers (w_zero_points: an int32 array of M).  Shapes and attributes must
+// already be validated (padconv's plan_conv); this function re-checks only what keeps its
+// memory accesses inside the buffers.  The GIL is released while the kernel runs; tasks are
+// shared by `threads` threads started for the call.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include <atomic>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qconv.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
+namespace {
+
+const long QPANEL_BYTES = 192 * 1024;  // one task's panel, about
+
+bool x86_has(const char* what) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!padconv_have_qconv_x86) return false;
+    __builtin_cpu_init();
+    const std::string name(what);
+    if (name == "avx2") return __builtin_cpu_supports("avx2");
+    if (name == "vnni")
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vnni");
+#endif
+    (void)what;
+    return false;
+}
+
+// The kernel for padconv's instruction-set name: avx512 means VNNI when the CPU has it (else
+// the AVX2 kernel), avx2 the AVX2 kernel; null when the CPU lacks it.
+const QKernel* kernel_for(const std::string& isa) {
+    static const bool avx2 = x86_has("avx2"), vnni = x86_has("vnni");
+    if (isa == "generic") return &padconv_qconv_generic;
+    if (isa == "avx2") return avx2 ? &padconv_qconv_avx2 : 0;
+    if (isa == "avx512") return vnni ? &padconv_qconv_vnni : avx2 ? &padconv_qconv_avx2 : 0;
+    return 0;
+}
+
+bool read_longs(PyObject* seq, int count, long* out, const char* name, long minimum) {
+    PyObject* fast = PySequence_Fast(seq, name);
+    if (!fast) return false;
+    bool ok = PySequence_Fast_GET_SIZE(fast) == count;
+    for (int i = 0; ok && i < count; ++i) {
+        out[i] = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1 && PyErr_Occurred()) ok = false;
+        else if (out[i] < minimum) ok = false;
+    }
+    Py_DECREF(fast);
+    if (!ok && !PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "bad %s", name);
+    return ok;
+}
+
+struct Views {
+    Py_buffer x, w, wz, y;
+    bool hx = false, hw = false, hz = false, hy = false;
+    ~Views() {
+        if (hx) PyBuffer_Release(&x);
+        if (hw) PyBuffer_Release(&w);
+        if (hz) PyBuffer_Release(&wz);
+        if (hy) PyBuffer_Release(&y);
+    }
+};
+
+long round_up(long v, long step) { return (v + step - 1) / step * step; }
+
+// W packed per group for the kernel (qconv.h): row 0 ones, rows 1..M/G the channels' w'.
+void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
+            std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
+    packed.assign(job.group * job.rows * job.words, 0);
+    sumw.assign(job.m, 0);
+    for (long g = 0; g < job.group; ++g) {
+        int32_t* rows = packed.data() + g * job.rows * job.words;
+        for (long r = 0; r <= job.mg; ++r) {
+            for (long kk = 0; kk < job.kk; ++kk) {
+                int value = 1;
+                if (r > 0) {
+                    const uint8_t byte = w[(g * job.mg + r - 1) * job.kk + kk];
+                    value = w_signed ? (int)(int8_t)byte : (int)byte - 128;
+                    sumw[g * job.mg + r - 1] += value;
+                }
+                uint32_t& word = reinterpret_cast<uint32_t&>(rows[r * job.words + kk / pack]);
+                const int lane = (int)(kk % pack);
+                if (pack == 4) word |= (uint32_t)(uint8_t)(int8_t)value << (8 * lane);
+                else word |= (uint32_t)(uint16_t)(int16_t)value << (16 * lane);
+            }
+        }
+    }
+}
+
+bool run(const QJob& job, const QKernel& kernel, long threads) {
+    const long tasks = job.n * job.group * job.blocks;
+    const size_t element = kernel.pack == 4 ? 1 : 2;
+    const size_t scratch = job.words * kernel.pack * job.block * element +
+                           4 * (job.block + (size_t)kernel.mr * kernel.tile) +
+                           kernel.pack * job.block + 64;
+    if (threads > tasks) threads = tasks;
+    if (threads < 1) threads = 1;
+    std::atomic<long> next(0);
+    std::atomic<bool> failed(false);
+    auto work = [&]() {
+        char* buffer = new (std::nothrow) char[scratch + 64];
+        if (!buffer) {
+            failed = true;
+            return;
+        }
+        char* aligned = buffer + (64 - reinterpret_cast<size_t>(buffer) % 64) % 64;
+        for (long t = next++; t < tasks && !failed; t = next++) kernel.task(job, t, aligned);
+        delete[] buffer;
+    };
+    std::vector<std::thread> helpers;
+    for (long i = 1; i < threads; ++i) {
+        try {
+            helpers.emplace_back(work);
+        } catch (...) {
+            break;
+        }
+    }
+    work();
+    for (auto& helper : helpers) helper.join();
+    return !failed;
+}
+
+}  // namespace
+
+PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
+    PyObject *x, *w, *wz, *y, *strides, *dilations, *pads;
+    int x_signed, w_signed, xz;
+    long group, threads;
+    const char* isa;
+    if (!PyArg_ParseTuple(args, "OpOpiOOOOOlls", &x, &x_signed, &w, &w_signed, &xz, &wz, &y,
+                          &strides, &dilations, &pads, &group, &threads, &isa))
+        return 0;
+    const QKernel* kernel = kernel_for(isa);
+    if (!kernel || !kernel->task) {
+        PyErr_Format(PyExc_ValueError, "instruction set %s is not available on this CPU", isa);
+        return 0;
+    }
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_ND;
+    Views v;
+    if (PyObject_GetBuffer(x, &v.x, flags) < 0) return 0;
+    v.hx = true;
+    if (PyObject_GetBuffer(w, &v.w, flags) < 0) return 0;
+    v.hw = true;
+    if (PyObject_GetBuffer(wz, &v.wz, flags) < 0) return 0;
+    v.hz = true;
+    if (PyObject_GetBuffer(y, &v.y, flags | PyBUF_WRITABLE) < 0) return 0;
+    v.hy = true;
+    const int ndim = v.x.ndim;
+    if (v.x.itemsize != 1 || v.w.itemsize != 1 || v.y.itemsize != 4 || v.wz.itemsize != 4 ||
+        ndim < 3 || ndim - 2 > PADCONV_QMAX_RANK || v.w.ndim != ndim || v.y.ndim != ndim ||
+        group < 1) {
+        PyErr_SetString(PyExc_ValueError, "x, w: 1-byte arrays of one rank >= 3; y, "
+                                          "w_zero_points: 4-byte arrays");
+        return 0;
+    }
+    QJob job;
+    memset(&job, 0, sizeof(job));
+    job.rank = ndim - 2;
+    job.n = v.x.shape[0];
+    job.c = v.x.shape[1];
+    job.m = v.w.shape[0];
+    job.cg = v.w.shape[1];
+    job.group = group;
+    job.mg = job.m / group;
+    job.in_plane = job.out_plane = job.taps = 1;
+    for (int a = 0; a < job.rank; ++a) {
+        job.in[a] = v.x.shape[a + 2];
+        job.k[a] = v.w.shape[a + 2];
+        job.out[a] = v.y.shape[a + 2];
+        job.in_plane *= job.in[a];
+        job.out_plane *= job.out[a];
+        job.taps *= job.k[a];
+    }
+    if (job.cg * group != job.c || job.mg * group != job.m || v.y.shape[0] != job.n ||
+        v.y.shape[1] != job.m || v.wz.len != 4 * job.m) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent x, w, y or w_zero_points shapes");
+        return 0;
+    }
+    if (!read_longs(strides, job.rank, job.s, "strides", 1) ||
+        !read_longs(dilations, job.rank, job.d, "dilations", 1) ||
+        !read_longs(pads, job.rank, job.pb, "pads_begin", 0))
+        return 0;
+    if (job.n == 0 || job.m == 0 || job.out_plane == 0) Py_RETURN_NONE;
+    job.kk = job.cg * job.taps;
+    job.x = static_cast<const uint8_t*>(v.x.buf);
+    job.x_signed = x_signed;
+    job.xz = x_signed ? xz + 128 : xz;
+    job.words = (job.kk + kernel->pack - 1) / kernel->pack;
+    job.rows = round_up(job.mg + 1, kernel->mr);
+    std::vector<int32_t> wzs(job.m);
+    const int32_t* given = static_cast<const int32_t*>(v.wz.buf);
+    for (long m = 0; m < job.m; ++m) wzs[m] = w_signed ? given[m] : given[m] - 128;
+    std::vector<int32_t> packed, sumw;
+    bool ok = true;
+    try {
+        pack_w(job, static_cast<const uint8_t*>(v.w.buf), w_signed, kernel->pack, packed, sumw);
+    } catch (const std::bad_alloc&) {
+        return PyErr_NoMemory();
+    }
+    job.wpack = packed.data();
+    job.wz = wzs.data();
+    job.sumw = sumw.data();
+    job.y = static_cast<int32_t*>(v.y.buf);
+    const long per_position = job.words * kernel->pack * (kernel->pack == 4 ? 1 : 2);
+    long block = QPANEL_BYTES / (per_position > 0 ? per_position : 1);
+    block = round_up(block < kernel->tile ? kernel->tile : block, kernel->tile);
+    // enough tasks for the threads: split the positions further when there are few images
+    const long wanted = threads * 4;
+    while (block > kernel->tile && job.n * group * ((job.out_plane + block - 1) / block) < wanted)
+        block = round_up(block / 2, kernel->tile);
+    if (block > round_up(job.out_plane, kernel->tile)) block = round_up(job.out_plane, kernel->tile);
+    job.block = block;
+    job.blocks = (job.out_plane + block - 1) / block;
+    Py_BEGIN_ALLOW_THREADS
+    ok = run(job, *kernel, threads);
+    Py_END_ALLOW_THREADS
+    if (!ok) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+// requantize(acc, bias, factors, y_zero_point, y, unsure): QLinearConv's
+// y = saturate(rint(e) + yz) with e = (acc + bias[m]) * factors[m] in float64, for the int32
+// acc (N, M, P) and bias (M,) (or None), float64 factors (M,), into the 1-byte y (int8 when
+// its buffer format says so, else uint8), marking in the 1-byte `unsure` each element whose
+// e lies within |e| * 4.5e-16 of a half-integer inside the output range: the caller decides
+// those exactly (padconv_cli/kernels/requantize.py gives the argument).
+namespace {
+
+// Round to nearest, ties to even, for |v| < 2**51 (the default rounding mode of the add).
+inline double round_even(double v) {
+    const double magic = 6755399441055744.0;  // 1.5 * 2**52
+    return (v + magic) - magic;
+}
+
+// The requantization of `planes` planes of `plane` elements (plane i has channel i % m).
+void requantize_planes(const int32_t* a, const int32_t* b, const double* f, int yz, double low,
+                       double high, bool is_signed, long planes, long m, long plane,
+                       uint8_t* out, uint8_t* mark) {
+    for (long k = 0; k < planes; ++k) {
+        const long channel = k % m;
+        const double factor = f[channel], bias = b ? (double)b[channel] : 0.0;
+        const int32_t* in = a + k * plane;
+        uint8_t* y = out + k * plane;
+        uint8_t* unsure = mark + k * plane;
+        static const bool avx2 = x86_has("avx2");
+        if (avx2) {
+            padconv_requantize_plane_avx2(in, factor, bias, low, high, yz, is_signed, plane, y,
+                                          unsure);
+            continue;
+        }
+        for (long i = 0; i < plane; ++i) {
+            double e = ((double)in[i] + bias) * factor;
+            e = e < low - 2 ? low - 2 : e > high + 2 ? high + 2 : e;  // beyond: saturated
+            const double r = round_even(e);
+            const double below = r > e ? r - 1 : r;  // floor(e)
+            const double distance = e - below - 0.5;
+            const double size = e < 0 ? -e : e;
+            unsure[i] = (distance < 0 ? -distance : distance) <= size * 4.5e-16 &&
+                        e > low - 1 && e < high + 1;
+            const double kept = r < low ? low : r > high ? high : r;
+            const int value = (int)kept + yz;
+            y[i] = is_signed ? (uint8_t)(int8_t)value : (uint8_t)value;
+        }
+    }
+}
+
+}  // namespace
+
+PyObject* padconv_py_requantize(PyObject*, PyObject* args) {
+    PyObject *acc_obj, *bias_obj, *factor_obj, *y_obj, *unsure_obj;
+    int yz;
+    if (!PyArg_ParseTuple(args, "OOOiOO", &acc_obj, &bias_obj, &factor_obj, &yz, &y_obj,
+                          &unsure_obj))
+        return 0;
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND;
+    Py_buffer acc, bias, factor, y, unsure;
+    if (PyObject_GetBuffer(acc_obj, &acc, flags) < 0) return 0;
+    const bool has_bias = bias_obj != Py_None;
+    if (has_bias && PyObject_GetBuffer(bias_obj, &bias, flags) < 0) {
+        PyBuffer_Release(&acc);
+        return 0;
+    }
+    bool ok = PyObject_GetBuffer(factor_obj, &factor, flags) == 0;
+    if (ok && PyObject_GetBuffer(y_obj, &y, flags | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&factor);
+        ok = false;
+    }
+    if (ok && PyObject_GetBuffer(unsure_obj, &unsure, flags | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&factor);
+        PyBuffer_Release(&y);
+        ok = false;
+    }
+    if (!ok) {
+        PyBuffer_Release(&acc);
+        if (has_bias) PyBuffer_Release(&bias);
+        return 0;
+    }
+    const long m = acc.ndim >= 2 ? (long)acc.shape[1] : 0;
+    const long count = acc.len / 4;
+    const long plane = (acc.ndim >= 2 && m > 0 && acc.shape[0] > 0) ? count / (m * acc.shape[0])
+                                                                    : 0;
+    const bool is_signed = y.format && std::string(y.format) == "b";
+    const bool shapes_ok = acc.itemsize == 4 && acc.ndim >= 2 && factor.itemsize == 8 &&
+                           factor.len == 8 * m && y.itemsize == 1 && y.len == count &&
+                           unsure.itemsize == 1 && unsure.len == count &&
+                           (!has_bias || (bias.itemsize == 4 && bias.len == 4 * m));
+    if (shapes_ok && count > 0) {
+        const int32_t* a = static_cast<const int32_t*>(acc.buf);
+        const int32_t* b = has_bias ? static_cast<const int32_t*>(bias.buf) : 0;
+        const double* f = static_cast<const double*>(factor.buf);
+        uint8_t* out = static_cast<uint8_t*>(y.buf);
+        uint8_t* mark = static_cast<uint8_t*>(unsure.buf);
+        const double low = (is_signed ? -128.0 : 0.0) - yz, high = (is_signed ? 127.0 : 255.0) - yz;
+        Py_BEGIN_ALLOW_THREADS
+        requantize_planes(a, b, f, yz, low, high, is_signed, count / plane, m, plane, out, mark);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&acc);
+    if (has_bias) PyBuffer_Release(&bias);
+    PyBuffer_Release(&factor);
+    PyBuffer_Release(&y);
+    PyBuffer_Release(&unsure);
+    if (!shapes_ok) {
+        PyErr_SetString(PyExc_ValueError, "requantize: inconsistent buffers");
+        return 0;
+    }
+    Py_RETURN_NONE;
+}
