@@ -47,14 +47,6 @@ def _inputs(resolved: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
     return described
 
 
-def conv_working_bytes(plan: Any, dtype: np.dtype) -> int:
-    """Conv's working memory: :func:`padconv_cli.kernels.conv_paths.working_bytes`, the one
-    formula the kernel's paths state."""
-    from padconv_cli.kernels.conv_paths import working_bytes
-
-    return working_bytes(plan, np.dtype(dtype))
-
-
 def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
                 fmt: str = "npy") -> dict[str, Any]:
     """The explanation of a resolved call (module docstring); ``flags`` names the attributes

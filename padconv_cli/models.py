@@ -18,9 +18,10 @@ Everything else is computed at run time and must come from the command line.
 
 Merging (:func:`resolve_call`): the node's attributes and constant inputs are translated by
 :mod:`padconv_cli.onnx_nodes` (any opset, Pad-2 attribute style included) into kernel
-attributes; command-line flags then replace them one by one.  Replacing W drops the model's
-kernel_shape (it belongs to the model's W); ``--pads`` without ``--auto-pad`` sets auto_pad to
-NOTSET and ``--auto-pad`` without ``--pads`` drops the model's pads.
+attributes; command-line flags then replace them one by one, after the operator's
+``flag_rules`` dropped the model values a flag makes meaningless (Conv: replacing W drops the
+model's kernel_shape; ``--pads`` without ``--auto-pad`` sets auto_pad to NOTSET, ``--auto-pad``
+without ``--pads`` drops the model's pads).
 """
 
 from __future__ import annotations
@@ -374,7 +375,7 @@ def _other_op_hint(nodes: list[ModelNode]) -> str:
     """`` (Pad/Conv nodes: none)`` or ``; its Conv nodes (a, b) are for `padconv conv```."""
     others = sorted({n.op_type for n in nodes})
     if not others:
-        return " (Pad/Conv nodes: none)"
+        return f" ({'/'.join(OPERATORS)} nodes: none)"
     return "; " + "; ".join(
         f"its {op} nodes ({_node_list(nodes, op)}) are for `padconv {operator(op).command}`"
         for op in others

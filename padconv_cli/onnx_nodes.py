@@ -1,20 +1,15 @@
-"""An ONNX Pad or Conv node of any opset turned into a call of padconv's own kernels.
+"""An ONNX node of an operator padconv implements, of any opset, turned into a kernel call.
 
 The operator version in force is the newest one whose ``since_version`` is <= the model's
-opset. Each version's way of passing arguments is mapped onto the one kernel signature:
+opset.  Each version's way of passing arguments (Pad-2's attributes, Pad-11's inputs...) is
+mapped onto the one kernel signature by the operator's ``node_call`` (the rules are in
+:mod:`padconv_cli.ops.pad` and :mod:`padconv_cli.ops.conv`).  This module reads the node:
+the default domain only, at most ``max_inputs(version)`` inputs, every attribute of the type
+the operator declares (``onnx_attribute_types``), text as UTF-8.
 
-* Pad-1: attributes ``paddings``, ``value``, ``mode``.
-* Pad-2..10: attributes ``pads``, ``value``, ``mode``.
-* Pad-11+: inputs ``data, pads[, constant_value]``, attribute ``mode``; Pad-18+ adds the input
-  ``axes``; Pad-19+ adds ``mode="wrap"``.  Exporters write ``wrap`` at older opsets (PyTorch's
-  dynamo exporter at opset 18), and onnxruntime and onnx.reference run it: such a node is
-  computed as Pad-19 does, with a note saying the model is off-spec.
-* Conv-1/11/22: inputs ``X, W[, B]``, attributes auto_pad, dilations, group, kernel_shape, pads,
-  strides.
-
-Attribute values then go through the kernels' own validation, exactly as the ``padconv pad`` and
-``padconv conv`` flags do. Only :func:`node_attributes` and :func:`call_for_node` touch onnx
-objects; everything else works on plain dicts and numpy arrays.
+Attribute values then go through the kernels' own validation, exactly as the commands' flags
+do.  Only :func:`node_attributes` and :func:`call_for_node` touch onnx objects; everything
+else works on plain dicts and numpy arrays.
 """
 
 from __future__ import annotations
@@ -45,8 +40,14 @@ __all__ = ["KernelCall", "call_for_node", "check_attribute_type", "check_node_in
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
+def _supported() -> str:
+    """``Pad and Conv``: the operators padconv implements, in words."""
+    *others, last = OPERATORS
+    return f"{', '.join(others)} and {last}" if others else last
+
+
 def is_supported_op(op_type: str, domain: str = "") -> bool:
-    """True for Pad and Conv of the default ONNX domain."""
+    """True for an operator padconv implements, of the default ONNX domain."""
     return domain in DEFAULT_DOMAINS and op_type in OPERATORS
 
 
@@ -54,7 +55,7 @@ def operator_version(op_type: str, opset: int) -> int:
     """The operator version in force at ``opset``: max(v in versions of op_type, v <= opset)."""
     entry = OPERATORS.get(op_type)
     if entry is None:
-        raise AttributeValueError(f"operator {op_type!r} is not supported (only Pad and Conv)")
+        raise AttributeValueError(f"operator {op_type!r} is not supported (only {_supported()})")
     versions = entry.versions
     usable = [v for v in versions if v <= opset]
     if not usable:
@@ -77,7 +78,7 @@ def kernel_call(
     if not is_supported_op(op_type, domain):
         raise AttributeValueError(
             f"operator {domain + '.' if domain else ''}{op_type} is not supported "
-            "(only Pad and Conv of the default ONNX domain)"
+            f"(only {_supported()} of the default ONNX domain)"
         )
     version = operator_version(op_type, opset)
     attributes = {

@@ -320,13 +320,6 @@ def _declared_input(data: str) -> Any:
     return open_npy_memmap(data)
 
 
-def call_needs(call: Any, plan: Any, fmt: str = "npy") -> Any:
-    """The :class:`~padconv_cli.resources.Needs` of a KernelCall planned as ``plan``, written
-    in ``fmt`` (by the operator's ``needs``)."""
-    return operator(call.op_type).needs(call.arrays, plan, dtype_of(call.arrays[0]),
-                                        call.attributes, fmt)
-
-
 def tiled_fits(call: Any, plan: Any, limit: int) -> bool:
     """True when the tiled engine can cut the call into tiles that fit ``limit`` bytes."""
     from padconv_cli.errors import OutputTooLargeError

@@ -27,9 +27,8 @@ from typing import Any
 import click
 
 from padconv_cli.cli.options import SizeType
+from padconv_cli.pipeline import ENGINES
 from padconv_cli.resources import default_memory_limit
-
-ENGINES = ("auto", "memory", "tiled", "dask")
 
 
 @dataclass(frozen=True)

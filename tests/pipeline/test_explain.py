@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.explain import conv_working_bytes, explanation
+from padconv_cli.explain import explanation
 from padconv_cli.models import resolve_call
 from padconv_cli.ops import compute, plan_call
 
@@ -159,7 +159,7 @@ def test_working_memory_estimate_covers_the_float32_copies_and_the_panels():
     x = np.ones((1, 8, 32, 32), np.float16)
     w = np.ones((8, 8, 3, 3), np.float16)
     plan = plan_call(resolve_call("Conv", (x, w, None), {"pads": (1, 1, 1, 1)}).call)
-    working = conv_working_bytes(plan, np.dtype(np.float16))
+    working = conv_paths.working_bytes(plan, np.dtype(np.float16))
     # W and B in float32, and the float32 output in one chunk (X is read in place)
     copies = (w.size + 8 + 8 * 32 * 32) * 4
     packed = 8 * 72 * 4  # W packed in tiles of 8 output channels
