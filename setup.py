@@ -15,10 +15,6 @@ from setuptools import Extension, setup
 from setuptools.command.build import build
 from setuptools.command.build_ext import build_ext
 
-# isort: split
-# setuptools provides distutils (Python 3.12 has none): import it after setuptools.
-from distutils.command.build_scripts import build_scripts
-
 NATIVE = "padconv_cli/kernels/native/"
 SOURCES = ["module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp",
            "qconv_module.cpp", "qconv_generic.cpp", "qconv_avx2.cpp", "qconv_vnni.cpp"]
@@ -111,48 +107,9 @@ class build_ext_sources_side_by_side(build_ext):  # noqa: N801 (a setuptools com
             del self.compiler.compile
 
 
-class build_scripts_with_launcher(build_scripts):  # noqa: N801 (a setuptools command name)
-    """Linux: the Python script ``padconv`` is installed as ``.padconv-main`` and the command
-    ``padconv`` is ``scripts/launcher.c`` compiled, which blocks SIGINT and execs it (the
-    script unblocks it once padconv's handler is in place; docs/reliability.md).  The script's
-    ``#!`` line, rewritten by the installer, stays what chooses the interpreter.  Elsewhere, or
-    when the launcher cannot be compiled, the Python script itself is the command."""
-
-    def run(self):
-        self.force = True  # the launcher built last time has the script's name: copy again
-        super().run()
-        if not sys.platform.startswith("linux"):
-            return
-        launcher = self._compile_launcher()
-        if launcher is None:
-            return
-        command = os.path.join(self.build_dir, "padconv")
-        os.replace(command, os.path.join(self.build_dir, ".padconv-main"))
-        os.replace(launcher, command)
-
-    def _compile_launcher(self):
-        """The compiled launcher's path in the build folder, or None (with a warning)."""
-        from distutils.ccompiler import new_compiler
-        from distutils.errors import CCompilerError, DistutilsError
-        from distutils.sysconfig import customize_compiler
-
-        compiler = new_compiler()
-        customize_compiler(compiler)
-        temp = self.get_finalized_command("build").build_temp
-        try:
-            objects = compiler.compile(["scripts/launcher.c"], output_dir=temp,
-                                       extra_postargs=["-O2"])
-            compiler.link_executable(objects, "padconv-launcher", output_dir=temp)
-        except (CCompilerError, DistutilsError, OSError) as error:
-            self.warn(f"the padconv launcher was not built ({error}); the command is the script")
-            return None
-        return os.path.join(temp, "padconv-launcher")
-
-
 setup(
     cmdclass={"build": build_checking_tools_first,
-              "build_ext": build_ext_sources_side_by_side,
-              "build_scripts": build_scripts_with_launcher},
+              "build_ext": build_ext_sources_side_by_side},
     ext_modules=[
         Extension(
             "padconv_cli.kernels._native",

@@ -1,11 +1,19 @@
-"""The ``padconv`` command group: lazy command loading and the mapping of errors to exit codes.
+"""The ``padconv`` command group: lazy command loading and how a run ends.
 
 Exit codes: 0 success (``padconv`` alone prints the help, like ``padconv --help``), 1 a
 verification or comparison found a difference, 2 bad usage, bad input or not enough memory
 (one line on stderr, no traceback, nothing written), 3 a runtime failure of the engine (the
 dask scheduler was lost, a worker died: one line, nothing written), 130 interrupted (Ctrl-C),
-143/129 terminated (SIGTERM/SIGHUP, temporary files removed), 141 the reader of stdout went away
+143/129 terminated (SIGTERM/SIGHUP), 141 the reader of stdout went away
 (``padconv ... | head -c 10``).
+
+Signals, once :func:`main` runs: SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP raise
+:class:`Terminated` where the main thread is, so every ``finally`` on the way out runs (temporary
+files are removed); the handler also asks the native kernels to stop, and they look for it
+between their tasks.  Further signals are then ignored, so the clean-up is not cut short.  A
+signal the caller ignores (a background job's SIGINT, ``nohup``'s SIGHUP) stays ignored.  A
+Ctrl-C during the interpreter's own start-up, before :func:`main`, gets Python's traceback, as
+for any Python command: nothing has been read or written yet.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import importlib
 import io
 import os
 import re
+import signal
 import sys
 
 import click
@@ -55,19 +64,32 @@ class Terminated(BaseException):
         self.signum = signum
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def on_stop_signal(signum: int, frame: object) -> None:
+    """The first SIGINT, SIGTERM or SIGHUP: ignore the next ones (the clean-up runs to its end),
+    ask running native kernels to stop, and raise KeyboardInterrupt or :class:`Terminated`."""
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    native = sys.modules.get("padconv_cli.kernels._native")  # only when loaded: no import here
+    if native is not None:
+        native.request_stop()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 
-def install_termination_handlers() -> None:
-    """Turn SIGTERM and SIGHUP into :class:`Terminated`, so ``finally`` blocks run; a signal
-    the caller ignores (``nohup`` ignores SIGHUP) stays ignored."""
-    import signal
-
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is not None and signal.getsignal(signum) != signal.SIG_IGN:
-            signal.signal(signum, _raise_terminated)
+def install_stop_handlers() -> None:
+    """Handle SIGINT, SIGTERM and SIGHUP with :func:`on_stop_signal` (main thread only); a signal
+    the caller ignores stays ignored."""
+    if not threading_is_main():
+        return
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, on_stop_signal)
 
 
 class Interrupted(Exception):
@@ -135,35 +157,10 @@ class LazyGroup(click.Group):
 
 
 def _with_global_options(command: click.Command) -> click.Command:
-    """The command with the global flags (--no-color, -v, -q) added where it lacks them, and
-    a context that starts the garbage collector when its callback runs."""
+    """The command with the global flags (--no-color, -v, -q) added where it lacks them."""
     from padconv_cli.cli.style import add_global_options
 
-    if command.context_class is click.Context:
-        command.context_class = CommandContext
     return add_global_options(command)
-
-
-class CommandContext(click.Context):
-    """A command's context: invoking its callback calls :func:`collect_garbage` first."""
-
-    def invoke(self, callback, /, *args, **kwargs):
-        collect_garbage()
-        return super().invoke(callback, *args, **kwargs)
-
-
-def collect_garbage() -> None:
-    """Start the cyclic garbage collector, which ``scripts/padconv`` keeps off while the
-    interpreter imports what the command needs (those objects live for the whole run, and
-    each collection meanwhile would walk them all: about 5% of a small run's CPU time).
-    What exists now is frozen, never collected; what the command allocates is collected as
-    usual.  Nothing happens when the collector is on (``python -m padconv_cli``, a library).
-    """
-    import gc
-
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
 
 
 @click.group("padconv", cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
@@ -251,8 +248,7 @@ def report(line: str) -> None:
     (a value from the environment or a file may hold them: the line stays one line and the
     terminal safe).  When stderr cannot take it (``2>/dev/full``, a full disk, a closed pipe)
     the line is dropped and stderr pointed at /dev/null, so the exit code stays the error's own
-    (the interpreter's final flush would otherwise turn it into 120).  Nothing is imported
-    here: a Ctrl-C may have cut an import short (numpy cannot be imported a second time)."""
+    (the interpreter's final flush would otherwise turn it into 120)."""
     try:
         click.echo(_bounded(_escaped(line)), err=True)
     except (OSError, ValueError):
@@ -308,12 +304,11 @@ def _input_flag_hint(error: PadconvError, line: str) -> str:
     return flag_hint(error, line)
 
 
-def _ignore_further_interrupts() -> None:
-    """After the first Ctrl-C has been caught, a second one must not interrupt the report."""
-    import signal
-
+def _ignore_further_signals() -> None:
+    """Once the run is interrupted, a second Ctrl-C must not cut the report short."""
     if threading_is_main():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
@@ -328,10 +323,11 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
         _flush_stdout()
     except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
-        _ignore_further_interrupts()
+        _ignore_further_signals()
         report("padconv: interrupted")
         code = EXIT_INTERRUPTED
     except Terminated as terminated:
+        _ignore_further_signals()
         report("padconv: terminated")
         code = 128 + terminated.signum
     except (BrokenPipeError, StdoutClosed):
@@ -357,7 +353,7 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     except Exception as error:
         if not caused_by_interrupt(error):
             raise
-        _ignore_further_interrupts()
+        _ignore_further_signals()
         report("padconv: interrupted")
         code = EXIT_INTERRUPTED
     return code if isinstance(code, int) else 0
@@ -434,167 +430,11 @@ def plug_closed_standard_streams() -> None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
-def _swap_interrupt_handler(handler) -> None:
-    """Install ``handler`` for SIGINT with the signal held back meanwhile (none is lost); the
-    mask is then restored as it was (a caller that blocked SIGINT keeps it blocked)."""
-    import signal
-
-    if threading_is_main():
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            signal.signal(signal.SIGINT, handler)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
 def threading_is_main() -> bool:
     """True in the main thread (the only one that may set signal handlers)."""
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-# How long a swallowed Ctrl-C waits before it is raised again (see DeferredInterrupt).
-REDELIVERY_SECONDS = 0.001
-
-
-class DeferredInterrupt:
-    """A Ctrl-C during the run is never lost, nor reported as anything else.
-
-    SIGINT's handler notes that it arrived (:attr:`received`) and raises KeyboardInterrupt.
-
-    A KeyboardInterrupt raised inside a callback Python cannot raise from (a weakref callback
-    of the import system, a ``__del__``) goes to ``sys.unraisablehook``, and Python goes on: the
-    run would end with exit 0 after "Exception ignored in ...".  The hook raises nothing itself
-    (an exception there is ignored the same way): it arms a one-shot timer, and the timer's
-    SIGALRM handler raises KeyboardInterrupt where the main thread runs next.  If that is still
-    inside the hook, or the interrupt is swallowed again, the timer is simply armed again.
-
-    C code may print a pending KeyboardInterrupt and raise another exception in its place,
-    with no link to it (numpy 1.26 does when its import is interrupted: a traceback, then
-    "ImportError: numpy.core.multiarray failed to import").  ``sys.excepthook`` prints nothing
-    for a KeyboardInterrupt during the run, and the other exception is the Ctrl-C
-    (:meth:`explains`)."""
-
-    def __init__(self) -> None:
-        self.previous_hook = sys.unraisablehook
-        self.previous_excepthook = sys.excepthook
-        self.previous_alarm = None
-        self.received = False
-
-    def install(self) -> None:
-        """Take over ``sys.unraisablehook``, ``sys.excepthook`` and SIGALRM (main thread
-        only)."""
-        import signal
-
-        if not hasattr(signal, "setitimer") or not threading_is_main():
-            return
-        self.previous_alarm = signal.signal(signal.SIGALRM, self._raise_now)
-        sys.unraisablehook = self._hook
-        sys.excepthook = self._print_hook
-
-    def uninstall(self) -> bool:
-        """Stop the timer, restore SIGALRM and the hooks; True when an interrupt was still
-        waiting to be raised (the run ended within the timer's delay)."""
-        import signal
-
-        if self.previous_alarm is None:
-            return False
-        remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, self.previous_alarm)
-        sys.unraisablehook = self.previous_hook
-        sys.excepthook = self.previous_excepthook
-        self.previous_alarm = None
-        return remaining > 0
-
-    def on_sigint(self, signum: int, frame) -> None:
-        """SIGINT's handler during the run: note the Ctrl-C, raise KeyboardInterrupt, or
-        :class:`Interrupted` where click would catch it first (see :func:`lands_in_click`)."""
-        self._note_interrupt()
-        if lands_in_click(frame):
-            raise Interrupted()
-        raise KeyboardInterrupt
-
-    def _note_interrupt(self) -> None:
-        """From the first Ctrl-C on, the run is unwinding: what it warns of meanwhile (a Cython
-        module whose import was interrupted: "failed to patch module with custom type") is
-        not shown before the one line."""
-        import warnings
-
-        self.received = True
-        warnings.simplefilter("ignore")
-
-    def explains(self, error: BaseException) -> bool:
-        """True when ``error`` is the Ctrl-C: a KeyboardInterrupt, or any exception once a
-        Ctrl-C has arrived (a run stops at its first Ctrl-C; what follows is its unwinding)."""
-        return isinstance(error, KeyboardInterrupt) or (
-            isinstance(error, Exception) and (self.received or caused_by_interrupt(error)))
-
-    def _print_hook(self, kind, value, traceback) -> None:
-        if issubclass(kind, KeyboardInterrupt):
-            self._note_interrupt()
-            return
-        self.previous_excepthook(kind, value, traceback)
-
-    def _hook(self, unraisable) -> None:
-        import signal
-
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            signal.setitimer(signal.ITIMER_REAL, REDELIVERY_SECONDS)
-            return
-        self.previous_hook(unraisable)
-
-    def _raise_now(self, signum: int, frame) -> None:
-        import signal
-
-        if frame is not None and frame.f_code is DeferredInterrupt._hook.__code__:
-            signal.setitimer(signal.ITIMER_REAL, REDELIVERY_SECONDS)
-            return
-        raise KeyboardInterrupt
-
-
-def lands_in_click(frame) -> bool:
-    """True when a KeyboardInterrupt raised in ``frame`` would reach click's ``Command.main``
-    before padconv's group turns it into :class:`Interrupted`: in click's own lines around
-    the context (entering, leaving, between parsing and invoking), where click would print
-    an empty line before padconv's one."""
-    converting = (LazyGroup.make_context.__code__, LazyGroup.invoke.__code__)
-    while frame is not None:
-        if frame.f_code in converting:
-            return False
-        if frame.f_code is click.Command.main.__code__:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def run_interruptible(argv: list[str] | None) -> int:
-    """Run the command with Ctrl-C unwinding it (``finally`` blocks remove temporary files),
-    then, for the interpreter's exit, go back to the handler that was there before (the entry
-    module's "one line, exit 130 at once")."""
-    import signal
-
-    before = signal.getsignal(signal.SIGINT) if threading_is_main() else None
-    deferred = DeferredInterrupt()
-    deferred.install()
-    if before != signal.SIG_IGN:  # ignored by the caller (a background job): stays ignored
-        _swap_interrupt_handler(deferred.on_sigint)
-    try:
-        try:
-            status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)
-        finally:
-            still_waiting = deferred.uninstall()
-        if still_waiting:
-            raise KeyboardInterrupt
-        return status
-    except (KeyboardInterrupt, Exception) as error:  # between two handlers of run_and_map_errors,
-        if not deferred.explains(error):  # or a Ctrl-C that C code replaced by another error
-            raise
-        _swap_interrupt_handler(signal.SIG_IGN)
-        report("padconv: interrupted")
-        return EXIT_INTERRUPTED
-    finally:
-        _swap_interrupt_handler(signal.SIG_DFL if before is None else before)
 
 
 def keep_quiet_after_the_outcome() -> None:
@@ -615,10 +455,11 @@ def keep_quiet_after_the_outcome() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``padconv`` console script (see :mod:`padconv_cli.cli.entry`); it
-    ends the process, quiet after the outcome (see :func:`keep_quiet_after_the_outcome`)."""
+    """Entry point of the ``padconv`` console script: run the command with padconv's signal
+    handling (module docstring), report the outcome, exit; quiet after the outcome (see
+    :func:`keep_quiet_after_the_outcome`)."""
     plug_closed_standard_streams()
-    install_termination_handlers()
-    status = run_interruptible(argv)
+    install_stop_handlers()
+    status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)
     keep_quiet_after_the_outcome()
     sys.exit(status)

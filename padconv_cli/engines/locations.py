@@ -23,7 +23,6 @@ from typing import Any
 
 from padconv_cli.engines.shared_files import is_url
 from padconv_cli.errors import PadconvError
-from padconv_cli.held_signals import signals_held
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss")
 METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
@@ -124,16 +123,7 @@ class Location:
     def publish(self, temp: str, target: str) -> None:
         """Put the store ``temp`` at ``target`` (module docstring)."""
         if not self.url:
-            import tempfile
-
-            old = None
-            with signals_held():  # never the old store moved aside and the new one not in
-                if os.path.exists(target):
-                    old = tempfile.mkdtemp(prefix=".old.", dir=os.path.dirname(target))
-                    os.replace(target, os.path.join(old, "store"))
-                os.replace(temp, target)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+            replace_folder(temp, target)
             return
         self.remove_tree(target)
         root = self.fs._strip_protocol(temp).rstrip("/")
@@ -143,3 +133,23 @@ class Location:
         for source in chunks + [p for p in objects if p not in chunks]:
             self.fs.copy(source, target_root + source[len(root):])
         self.remove_tree(temp)
+
+
+def replace_folder(temp: str, target: str) -> None:
+    """Move the local store ``temp`` to ``target``.  An old store there is moved aside first,
+    into a folder named before the ``try``; if the move is cut short (a Ctrl-C) and ``target``
+    is left empty, the old store goes back; the folder aside is removed in any case."""
+    aside = None
+    if os.path.lexists(target):
+        aside = os.path.join(os.path.dirname(target) or ".", f".old.{os.urandom(6).hex()}")
+    try:
+        if aside is not None:
+            os.mkdir(aside, 0o700)
+            os.replace(target, os.path.join(aside, "store"))
+        os.replace(temp, target)
+    finally:
+        if aside is not None:
+            old = os.path.join(aside, "store")
+            if not os.path.lexists(target) and os.path.lexists(old):
+                os.replace(old, target)
+            shutil.rmtree(aside, ignore_errors=True)

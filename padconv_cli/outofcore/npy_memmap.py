@@ -29,8 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
-from padconv_cli.held_signals import signals_held
-from padconv_cli.tensorio.atomic import make_temp_file
+from padconv_cli.tensorio.atomic import create_exclusive, temp_name
 from padconv_cli.tensorio.files import one_line, open_regular_file
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
 from padconv_cli.tensorio.policy import check_read_bytes, input_limit
@@ -327,10 +326,9 @@ class NpyOutput:
         self.target = target
         self.shape = tuple(int(d) for d in shape)
         self.dtype = _npy_storable(np.dtype(dtype), target)
-        self._temp = None
+        # named before the ``try``: a Ctrl-C right after the file's creation still removes it
+        self._temp = _temp_path_for(target)
         try:
-            with signals_held():  # a Ctrl-C right after the creation still finds ``_temp`` set
-                self._temp = _temp_path_for(target)
             self._header = self._create()
         except BaseException:  # no ``with`` owns this object yet
             self.discard()
@@ -339,10 +337,14 @@ class NpyOutput:
     def _create(self) -> NpyHeader:
         try:
             return self._create_temp_file()
+        except FileExistsError as exc:  # the name was taken: that file is not ours to remove
+            self._temp = None
+            raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
         except (OSError, ValueError) as exc:
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
 
     def _create_temp_file(self) -> NpyHeader:
+        os.close(create_exclusive(self._temp))
         array = np.lib.format.open_memmap(self._temp, mode="w+", dtype=self.dtype, shape=self.shape)
         offset = array.offset if isinstance(array, np.memmap) else _header_length(self._temp)
         del array
@@ -462,18 +464,14 @@ def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:
 
 
 def _temp_path_for(target: str) -> str:
+    """A temporary name beside ``target`` (nothing is created), its folder checked."""
     real = os.path.realpath(target)
     folder = os.path.dirname(real) or "."
     if os.path.isdir(real):
         raise OutputError(f"{target}: is a directory")
     if not os.path.isdir(folder):
         raise OutputError(f"{target}: folder {folder} does not exist")
-    try:
-        fd, temp = make_temp_file(folder, f".{os.path.basename(real)}.", ".tmp")
-    except OSError as exc:
-        raise OutputError(f"{target}: cannot create a file in {folder} ({one_line(exc)})") from None
-    os.close(fd)
-    return temp
+    return temp_name(folder, f".{os.path.basename(real)}.", ".tmp")
 
 
 def _final_mode(target: str) -> int:

@@ -21,22 +21,32 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from padconv_cli.errors import OutputError
-from padconv_cli.held_signals import signals_held
 from padconv_cli.tensorio.files import one_line, printable
 
 
-def make_temp_file(folder: str, prefix: str, suffix: str) -> tuple[int, str]:
-    """A new file ``folder/prefix<12 random hex digits>suffix``, mode 0600, opened for reading
-    and writing: ``(descriptor, path)``, as ``tempfile.mkstemp`` makes it (``O_EXCL``: never
-    an existing file or a symlink), without importing tempfile (shutil, random, bz2, lzma:
-    start-up time)."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    flags |= getattr(os, "O_NOFOLLOW", 0)
+def temp_name(folder: str, prefix: str, suffix: str) -> str:
+    """A fresh name ``folder/prefix<12 random hex digits>suffix`` (nothing is created)."""
     prefix = fitting_prefix(folder, prefix, len(suffix) + 12)
+    return os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+
+
+def create_exclusive(path: str) -> int:
+    """Create the file ``path``, mode 0600, open for reading and writing; ``O_EXCL``: never an
+    existing file or a symlink (FileExistsError then)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+
+
+def make_temp_file(folder: str, prefix: str, suffix: str) -> tuple[int, str]:
+    """A new file made by :func:`create_exclusive` under a :func:`temp_name`: ``(descriptor,
+    path)``, as ``tempfile.mkstemp`` makes it, without importing tempfile (start-up time).
+
+    A caller that must remove the file whatever happens (a Ctrl-C may land right after the
+    creation) chooses the name with :func:`temp_name` before its ``try`` instead."""
     for _ in range(100):
-        path = os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+        path = temp_name(folder, prefix, suffix)
         try:
-            return os.open(path, flags, 0o600), path
+            return create_exclusive(path), path
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", folder)
@@ -152,14 +162,25 @@ def _check_folder(path: str, folder: str) -> None:
         raise OutputError(f"{printable(path)}: folder {printable(folder)} is not writable")
 
 
-def _make_temp(path: str, real: str) -> tuple[int, str]:
+def _temp_for(path: str, real: str) -> str:
+    """A temporary name beside ``real`` (module docstring), its folder checked."""
     folder = os.path.dirname(real) or "."
     _check_folder(path, folder)
+    return temp_name(folder, f".{os.path.basename(real)}.", ".tmp")
+
+
+class _NameTaken(OutputError):
+    """The temporary name was taken already (by another file, which is not ours to remove)."""
+
+
+def _create_temp(path: str, temp: str) -> int:
+    """Create ``temp`` (:func:`create_exclusive`); OutputError naming ``path`` when it cannot."""
     try:
-        return make_temp_file(folder, f".{os.path.basename(real)}.", ".tmp")
+        return create_exclusive(temp)
     except OSError as exc:
-        raise OutputError(
-            f"{printable(path)}: cannot create a file in {printable(folder)} "
+        failure = _NameTaken if isinstance(exc, FileExistsError) else OutputError
+        raise failure(
+            f"{printable(path)}: cannot create a file in {printable(os.path.dirname(temp))} "
             f"({one_line(exc.strerror or exc)})"
         ) from None
 
@@ -188,11 +209,11 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
         _write_through(path, write)
         return
     real, mode = _resolve_target(path, info)
-    temp = None
+    # The name is chosen before the ``try``: a Ctrl-C right after the file's creation still
+    # removes it.  (A name taken already is refused by O_EXCL, so the file removed is ours.)
+    temp = _temp_for(path, real)
     try:
-        with signals_held():  # a Ctrl-C right after the creation still finds ``temp`` set
-            fd, temp = _make_temp(path, real)
-        with os.fdopen(fd, "wb") as stream:
+        with os.fdopen(_create_temp(path, temp), "wb") as stream:
             write(stream)
             stream.flush()
             os.fsync(stream.fileno())
@@ -200,7 +221,7 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
             os.chmod(temp, mode)
         os.replace(temp, real)
     except BaseException as exc:
-        if temp is not None:
+        if not isinstance(exc, _NameTaken):
             with contextlib.suppress(OSError):
                 os.unlink(temp)
         if isinstance(exc, OSError):

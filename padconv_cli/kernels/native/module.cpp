@@ -4,8 +4,15 @@
 // Conv of the C-contiguous float32 or float64 arrays x (N, C, *in) and w (M, C/group, *k), with
 // the optional bias b (M,), into the preallocated y (N, M, *out), without the GIL, on `threads`
 // threads.  With x_kind "float16" or "bfloat16", x holds those 2-byte values (any 2-byte buffer
-// format) and w, b, y are float32: X is read as float32 on the fly.  Shapes and attributes must already be validated (padconv's plan_conv): this
-// module only re-checks what keeps its memory accesses inside the buffers.
+// format) and w, b, y are float32: X is read as float32 on the fly.  Shapes and attributes must
+// already be validated (padconv's plan_conv): this module only re-checks what keeps its memory
+// accesses inside the buffers.
+//
+// Stopping early: a running conv takes no new task once request_stop() was called (by the
+// command's signal handler, from any thread), and, on the main thread, once a Python signal
+// handler raised (the calling thread runs them every SIGNAL_CHECK_MS, between its tasks).  The
+// call then raises that exception, or RuntimeError (on a thread of a dask worker, say, where a
+// KeyboardInterrupt would stop the worker's own machinery), and y is garbage.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -13,6 +20,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <new>
 #include <string>
@@ -41,7 +49,11 @@ const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one 
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
+const long SIGNAL_CHECK_MS = 20;  // how often a conv on the main thread runs signal handlers
+
 padconv::Pool* the_pool = 0;  // started on first use; forgotten in a child after fork
+std::atomic<long> stop_requests{0};  // request_stop() calls so far
+unsigned long main_thread = 0;  // the thread Python runs signal handlers in
 
 padconv::Pool& pool() {
     if (!the_pool) the_pool = new padconv::Pool();
@@ -265,17 +277,50 @@ long depthwise_scratch(const ConvJob& job) {
     return job.dw_slots * job.s[job.rank - 1] * job.row_len;
 }
 
+// Whether one conv should stop taking tasks (module comment): a request_stop() since it began,
+// or a Python signal handler that raised when the calling thread ran them.
+struct Stop {
+    const long requests_at_start = stop_requests.load();
+    const std::thread::id caller = std::this_thread::get_id();
+    PyThreadState* main_state = 0;  // the caller's state when it is the main thread
+    std::chrono::steady_clock::time_point next_check = std::chrono::steady_clock::now();
+    std::atomic<bool> stopped{false};
+
+    bool now() {
+        if (stopped.load(std::memory_order_relaxed)) return true;
+        if (stop_requests.load(std::memory_order_relaxed) != requests_at_start ||
+            handler_raised())
+            stopped = true;
+        return stopped.load(std::memory_order_relaxed);
+    }
+
+  private:
+    // On the main thread, at most every SIGNAL_CHECK_MS: take the GIL and run the handlers of
+    // the signals that arrived (their exception stays set for the caller to raise).
+    bool handler_raised() {
+        if (!main_state || std::this_thread::get_id() != caller) return false;
+        const auto at = std::chrono::steady_clock::now();
+        if (at < next_check) return false;
+        next_check = at + std::chrono::milliseconds(SIGNAL_CHECK_MS);
+        PyEval_RestoreThread(main_state);
+        const bool raised = PyErr_CheckSignals() < 0;
+        PyEval_SaveThread();
+        return raised;
+    }
+};
+
 template <typename T>
 struct Run {
     const ConvJob& job;
     const KernelSet& ks;
     bool depthwise;
     long tasks, scratch_elems;
+    Stop& stop;
     std::atomic<long> next{0};
     std::atomic<bool> failed{false};
 
-    Run(const ConvJob& j, const KernelSet& k, bool dw, long t, long s)
-        : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s) {}
+    Run(const ConvJob& j, const KernelSet& k, bool dw, long t, long s, Stop& st)
+        : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s), stop(st) {}
 
     void work() {
         T* scratch = static_cast<T*>(scratch_for(scratch_elems * sizeof(T)));
@@ -283,7 +328,8 @@ struct Run {
             failed = true;
             return;
         }
-        for (long task = next++; task < tasks && !failed; task = next++) run_task(task, scratch);
+        for (long task = next++; task < tasks && !failed && !stop.now(); task = next++)
+            run_task(task, scratch);
         if (t_scratch_size > KEPT_SCRATCH_BYTES) release_scratch();
     }
 
@@ -311,9 +357,10 @@ void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
     ks.pack_w_f64(w, m, ck, p);
 }
 
-// Runs the job on `threads` threads (the caller's included); false when memory ran out.
+// Runs the job on `threads` threads (the caller's included), until done or `stop`; false when
+// memory ran out.
 template <typename T>
-bool execute(ConvJob& job, const KernelSet& ks, long threads) {
+bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
     if (job.ck == 0) {  // no input channels: every sum is empty, Y = B (or 0)
         T* y = static_cast<T*>(job.y);
         const T* bias = static_cast<const T*>(job.bias);
@@ -355,7 +402,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads) {
         if (rows_kernel)
             scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
     }
-    Run<T> run(job, ks, depthwise, tasks, scratch_elems);
+    Run<T> run(job, ks, depthwise, tasks, scratch_elems, stop);
     threads = std::max(1L, std::min(threads, tasks));
     // fewer threads than asked (pool busy, or no thread could start): the same sums
     pool().run(&Run<T>::work_of, &run, threads - 1);
@@ -415,13 +462,40 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     job.bias = bufs.have_b ? bufs.b.buf : 0;
     job.y = bufs.y.buf;
     bool ok = true;
+    Stop stop;
     if (job.n > 0 && job.out_plane > 0 && job.m > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        ok = item == 4 ? execute<float>(job, *ks, threads) : execute<double>(job, *ks, threads);
-        Py_END_ALLOW_THREADS
+        const bool on_main_thread = PyThread_get_thread_ident() == main_thread;
+        PyThreadState* state = PyEval_SaveThread();
+        stop.main_state = on_main_thread ? state : 0;
+        ok = item == 4 ? execute<float>(job, *ks, threads, stop)
+                       : execute<double>(job, *ks, threads, stop);
+        PyEval_RestoreThread(state);
+    }
+    if (stop.stopped) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "conv stopped: request_stop()");
+        return 0;
     }
     if (!ok) return PyErr_NoMemory();
     Py_RETURN_NONE;
+}
+
+PyObject* py_request_stop(PyObject*, PyObject*) {
+    ++stop_requests;
+    Py_RETURN_NONE;
+}
+
+// The identity of Python's main thread (threading.main_thread()); this thread's if unknown.
+unsigned long main_thread_ident() {
+    unsigned long ident = PyThread_get_thread_ident();
+    PyObject* threading = PyImport_ImportModule("threading");
+    PyObject* main = threading ? PyObject_CallMethod(threading, "main_thread", 0) : 0;
+    PyObject* number = main ? PyObject_GetAttrString(main, "ident") : 0;
+    if (number && PyLong_Check(number)) ident = PyLong_AsUnsignedLong(number);
+    Py_XDECREF(number);
+    Py_XDECREF(main);
+    Py_XDECREF(threading);
+    PyErr_Clear();
+    return ident;
 }
 
 // dst[i] = src[i] rounded to bfloat16, to nearest even (a nan becomes the quiet nan of its
@@ -500,6 +574,9 @@ PyMethodDef methods[] = {
     {"narrow", py_narrow, METH_VARARGS,
      "narrow(y, out, kind, isa): out = float32 y rounded once to float16/bfloat16 (to nearest "
      "even); False when float16 cannot be done natively on that instruction set."},
+    {"request_stop", py_request_stop, METH_NOARGS,
+     "request_stop(): every conv running now stops taking tasks and raises (RuntimeError, or "
+     "the exception a signal handler raised); later calls are not affected."},
     {"isas", py_isas, METH_NOARGS,
      "Instruction sets this CPU can run, fastest first (always ends with 'generic')."},
     {0, 0, 0, 0},
@@ -514,5 +591,6 @@ PyMODINIT_FUNC PyInit__native(void) {
 #ifndef _WIN32
     pthread_atfork(0, 0, forget_pool_in_child);
 #endif
+    main_thread = main_thread_ident();
     return PyModule_Create(&module);
 }
