@@ -148,7 +148,7 @@ def _first_conv_needs(model: Any, name: str) -> tuple[int, int]:
     with stored weights; (:data:`DEFAULT_CHANNELS`, 0) when there is none."""
     from onnx import helper
 
-    from padconv_cli.operators import CONV
+    from padconv_cli.ops.conv import OPERATOR as CONV
 
     stored = {tensor.name: tensor for tensor in model.graph.initializer}
     for node in model.graph.node:

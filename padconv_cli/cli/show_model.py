@@ -140,16 +140,21 @@ def _node_row(node: Any, index: int, shapes: dict, stored: dict) -> tuple[str, s
 
 
 def _key_attributes(node: Any, stored: dict) -> str:
+    """The attributes worth a glance, by what the operator declares: a convolution's kernel
+    (from its stored W when the node has no ``kernel_shape``), strides, dilations, pads and
+    group; a padding's mode and pads; the short values of any other node."""
     from onnx import helper
 
-    from padconv_cli.operators import CONV, PAD
+    from padconv_cli.ops import find
 
     values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    if node.op_type == CONV.name:
+    declared = find(node.op_type)
+    names = declared.attribute_names if declared is not None else ()
+    if "kernel_shape" in names:
         if "kernel_shape" not in values and len(node.input) > 1 and node.input[1] in stored:
             values["kernel_shape"] = list(stored[node.input[1]].dims)[2:]
         return _conv_attributes(values)
-    if node.op_type == PAD.name:
+    if "mode" in names:
         return _pad_attributes(node, values, stored)
     shown = [f"{key}={_short(value)}" for key, value in values.items()
              if len(_short(value)) <= SHORT_VALUE]
