@@ -64,8 +64,8 @@ def dumped_tensors(source: str) -> tuple[str, dict[str, np.ndarray]]:
 
     split = split_json_source(source)
     if split is None or not os.path.isfile(split[0]):
-        raise InputError(f"{printable(source)}: --outputs takes polygraphy's results .json "
-                         "(--save-outputs) or a folder of .npy/.pb files", param="outputs")
+        raise InputError(f"{printable(source)}: neither polygraphy's results .json nor a "
+                         "folder of .npy/.pb files", param="outputs")
     path, runner = split
     label = printable(path)
     name, iterations, arrays = runner_outputs(path, runner, label)
@@ -149,8 +149,8 @@ def audit_dumped(path: str, outputs: str, given: Sequence[str] = (),
         report.nodes.append(audit)
     if not judged:
         raise InputError(f"{outputs}: holds no Pad/Conv node's output and inputs of {path} "
-                         "(dump every tensor: polygraphy run --onnx-outputs mark all "
-                         "--save-outputs F.json; give the model's inputs as INPUT)",
+                         "(have the runtime dump every tensor, as polygraphy's 'mark all' "
+                         "does; give the model's inputs as INPUT)",
                          param="outputs")
     first = next((node for node in report.nodes if node.status == OUTSIDE), None)
     report.notes.append(f"first node outside the bound: {first.label}" if first else

@@ -31,7 +31,7 @@ RANDOM_INT_HIGH = 4
 DEFAULT_BATCH = 1
 DEFAULT_CHANNELS = 3
 DEFAULT_SPATIAL = 64  # divisible by 32: detectors downsample 5 times
-CHOSEN = "unknown dims chosen"
+CHOSEN = "unknown dims chosen by default"
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ def model_feeds(model: Any, given: Sequence[str], dims: Mapping[str, int], seed:
             defaults = default_sizes(model, entry, dims)
             shape = concrete_shape(entry, dims, path, defaults)
             feeds[entry.name] = random_input(entry, shape, rng, path)
-            chosen = f"; {CHOSEN}, see --dim" if defaults else ""
+            chosen = f"; {CHOSEN}" if defaults else ""
             shown = f" {list(shape)}" if defaults else ""
             origins[entry.name] = f"random{shown} (seed {seed}{chosen})"
     return feeds, origins

@@ -210,7 +210,8 @@ def _short(value: Any) -> str:
 
 def _node_lines(rows: list[tuple[str, str, str, str]], width: int) -> list[str]:
     """One line per node: in aligned columns when every node fits ``width`` so; else each node
-    on one unaligned line, or two (the name whole on the first) when even that is too wide."""
+    on one unaligned line, or two (the name whole on the first) when even that is too wide,
+    three (attributes, then shapes) when the details alone are."""
     if not rows:
         return []
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
@@ -224,8 +225,10 @@ def _node_lines(rows: list[tuple[str, str, str, str]], width: int) -> list[str]:
         line = f"  {op} {name}  {details}"
         if len(line) <= width:
             lines.append(line)
-        else:
+        elif len(details) + 6 <= width or not attrs:
             lines += [f"  {op} {name}", f"      {details}"]
+        else:
+            lines += [f"  {op} {name}", f"      {attrs}", f"      {flow}"]
     return lines
 
 

@@ -87,7 +87,7 @@ def _decode(value: dict, label: str) -> np.ndarray:
 
     if _class_of(value) == "Tensor":
         raise InputError(f"{label}: a torch tensor (a torch.save pickle, never loaded); save "
-                         "numpy arrays instead (polygraphy --data-loader-backend-module numpy)",
+                         "numpy arrays instead (polygraphy's numpy data loader backend)",
                          source=label)
     return read_npy_bytes(_payload(str(value.get("array", "")), label), label)
 
@@ -199,8 +199,8 @@ def runner_outputs(path: str, runner: str | None, label: str
     document = _load(path, label)
     runs = _iterations(document) if _class_of(document) == "RunResults" else []
     if not runs:
-        raise InputError(f"{label}: not polygraphy results (RunResults, as --save-outputs "
-                         "writes them)", source=label)
+        raise InputError(f"{label}: not polygraphy results (RunResults, as polygraphy run "
+                         "saves outputs)", source=label)
     names = [name for name, _ in runs]
     picked = [pair for pair in runs if runner is None or pair[0] == runner] or [
         pair for pair in runs if pair[0].startswith(runner or "")]

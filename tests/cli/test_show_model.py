@@ -37,9 +37,10 @@ def test_at_80_columns_every_node_name_is_whole(tmp_path):
 
 
 def test_a_resnet_lists_nodes_not_initializers(run_cli, tmp_path):
-    path = em.save(em.resnet18_like(width=8, size=32), tmp_path / "r.onnx")
+    path = em.save(em.resnet18_like(width=64, size=224), tmp_path / "r.onnx")
     result = run_cli("show", path, env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
     assert result.stdout.count(" Conv ") + result.stdout.count(" Conv\n") >= 20
     assert "min at" not in result.stdout  # no per-initializer statistics
     full = run_cli("show", path, "--initializers", "--edge-items", "0")

@@ -110,7 +110,8 @@ def test_a_runtime_that_is_wrong_is_outside_and_padconv_is_right(tmp_path):
 def test_symbolic_dims_take_a_default_and_say_so(tmp_path):
     path = em.save(em.symbolic_batch_model(), tmp_path / "m.onnx")
     report = audit_model(path)
-    assert report.inputs == {"x": "random [1, 2, 5, 5] (seed 0; unknown dims chosen, see --dim)"}
+    assert report.inputs == {
+        "x": "random [1, 2, 5, 5] (seed 0; unknown dims chosen by default)"}
     assert report.passed
 
 

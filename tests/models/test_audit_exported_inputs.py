@@ -14,7 +14,7 @@ def test_minus_one_and_question_marks_take_defaults(run_cli, tmp_path):
     path = exported_model(tmp_path / "m.onnx")
     result = run_cli("audit", path)
     assert result.exit_code == 0, result.stderr
-    assert "  input x: random [1, 3, 64, 64] (seed 0; unknown dims chosen, see --dim)" in (
+    assert "  input x: random [1, 3, 64, 64] (seed 0; unknown dims chosen by default)" in (
         result.stdout.splitlines())
 
 
@@ -30,7 +30,7 @@ def test_dim_question_mark_sets_every_question_mark(run_cli, tmp_path):
     path = exported_model(tmp_path / "m.onnx")
     result = run_cli("audit", path, "--dim", "?=48")
     assert result.exit_code == 0, result.stderr
-    assert "  input x: random [1, 3, 48, 48] (seed 0; unknown dims chosen, see --dim)" in (
+    assert "  input x: random [1, 3, 48, 48] (seed 0; unknown dims chosen by default)" in (
         result.stdout.splitlines())
 
 
