@@ -36,12 +36,13 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.ops import Operator, ResolvedCall, dtype_of, operator, plain_call, shape_of
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENGINES = ("auto", "memory", "tiled", "dask")
 
@@ -204,7 +205,7 @@ class Planned:
     def _written_string_dtype(self, result: np.ndarray) -> np.dtype | None:
         """The fixed-width type of a string result the kernel held as python strings (wide
         strings, :func:`padconv_cli.needs.strings_as_objects`), None for any other result."""
-        if result.dtype != np.object_:
+        if result.dtype.kind != "O":
             return None
         call = self.call
         dtype = self.entry.output_dtype(dtype_of(call.arrays[0]), call.attributes, self.plan)
@@ -276,6 +277,9 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
 
 
 def _read(value: Any, dtype: str | None) -> Any:
+    """An input as an array: arrays as given, sources read (:func:`read_tensor`)."""
+    import numpy as np
+
     if value is None or isinstance(value, np.ndarray):
         return value
     from padconv_cli.tensor_sources import read_tensor
