@@ -142,7 +142,7 @@ class Planned:
         """True when a refusal may say the tiled engine would take the call: no model, a
         ``.npy`` input and output, and (over the memory limit) its smallest tile fits."""
         request = self.request
-        if self.resolved.origin is not None:
+        if self.resolved.origin is not None or "tiled" not in self.entry.engines:
             return False
         if not tiled_possible(request.inputs[0], request.output, request.fmt):
             return False
@@ -248,7 +248,7 @@ def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned
     receives the remarks of a resolved model node."""
     check_output_format(request.output, request.fmt)
     entry = operator(request.operator)
-    engine = first_engine(request)
+    engine = first_engine(request, entry.engines)
     data, declared, engine = _open_data(request, engine)
     arrays = (data, *(_read(value, request.dtype) for value in request.inputs[1:]))
     resolved = _resolve(request, entry, arrays)
@@ -380,20 +380,23 @@ def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
     return is_npy_file(data) and is_npy_target(output, fmt)
 
 
-def first_engine(request: Request) -> str:
-    """The engine before sizes are known: ``memory`` for a model node, else the choice, or
-    for ``auto`` ``dask`` (Zarr, a scheduler), ``memory`` (not a ``.npy`` input and output),
-    else ``auto`` (the gate chooses by the plan)."""
+def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
+    """The engine before sizes are known: ``memory`` for a model node, else the choice (one
+    of the operator's ``engines``), or for ``auto`` ``dask`` (Zarr, a scheduler),
+    ``memory`` (not a ``.npy`` input and output, or no tiled engine), else ``auto`` (the gate
+    chooses by the plan)."""
     if request.model is not None:
         return "memory"
-    if request.engine != "auto":
-        return request.engine
     data = request.inputs[0]
-    if is_zarr(data) or (request.output is not None and is_zarr(request.output)):
-        return "dask"
-    if request.scheduler:
-        return "dask"
-    if not tiled_possible(data, request.output, request.fmt):
+    engine = request.engine
+    if engine == "auto" and (is_zarr(data) or is_zarr(request.output) or request.scheduler):
+        engine = "dask"
+    if engine not in ("auto", *engines):
+        raise InputError(f"engine {engine} does not run {request.operator}; it runs on "
+                         f"{', '.join(engines)}", param="engine")
+    if engine != "auto":
+        return engine
+    if "tiled" not in engines or not tiled_possible(data, request.output, request.fmt):
         return "memory"
     return "auto"
 

@@ -167,6 +167,7 @@ class Operator:
     model_slots: Fn  # (origin, arrays, flags, embedded) -> the node's input arrays
     flag_rules: Fn  # (model_attributes, flags, arrays) -> None: flags drop model values
     notes: Fn = lambda given: ()  # (flags given) -> remarks on the command line
+    engines: tuple[str, ...] = ("memory", "tiled", "dask")  # the engines that can run it
 
     @property
     def newest_version(self) -> int:
