@@ -36,12 +36,13 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.ops import Operator, ResolvedCall, dtype_of, operator, plain_call, shape_of
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENGINES = ("auto", "memory", "tiled", "dask")
 
@@ -141,7 +142,7 @@ class Planned:
         """True when a refusal may say the tiled engine would take the call: no model, a
         ``.npy`` input and output, and (over the memory limit) its smallest tile fits."""
         request = self.request
-        if self.resolved.origin is not None:
+        if self.resolved.origin is not None or "tiled" not in self.entry.engines:
             return False
         if not tiled_possible(request.inputs[0], request.output, request.fmt):
             return False
@@ -204,7 +205,7 @@ class Planned:
     def _written_string_dtype(self, result: np.ndarray) -> np.dtype | None:
         """The fixed-width type of a string result the kernel held as python strings (wide
         strings, :func:`padconv_cli.needs.strings_as_objects`), None for any other result."""
-        if result.dtype != np.object_:
+        if result.dtype.kind != "O":
             return None
         call = self.call
         dtype = self.entry.output_dtype(dtype_of(call.arrays[0]), call.attributes, self.plan)
@@ -247,7 +248,7 @@ def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned
     receives the remarks of a resolved model node."""
     check_output_format(request.output, request.fmt)
     entry = operator(request.operator)
-    engine = first_engine(request)
+    engine = first_engine(request, entry.engines)
     data, declared, engine = _open_data(request, engine)
     arrays = (data, *(_read(value, request.dtype) for value in request.inputs[1:]))
     resolved = _resolve(request, entry, arrays)
@@ -276,6 +277,9 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
 
 
 def _read(value: Any, dtype: str | None) -> Any:
+    """An input as an array: arrays as given, sources read (:func:`read_tensor`)."""
+    import numpy as np
+
     if value is None or isinstance(value, np.ndarray):
         return value
     from padconv_cli.tensor_sources import read_tensor
@@ -376,20 +380,23 @@ def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
     return is_npy_file(data) and is_npy_target(output, fmt)
 
 
-def first_engine(request: Request) -> str:
-    """The engine before sizes are known: ``memory`` for a model node, else the choice, or
-    for ``auto`` ``dask`` (Zarr, a scheduler), ``memory`` (not a ``.npy`` input and output),
-    else ``auto`` (the gate chooses by the plan)."""
+def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
+    """The engine before sizes are known: ``memory`` for a model node, else the choice (one
+    of the operator's ``engines``), or for ``auto`` ``dask`` (Zarr, a scheduler),
+    ``memory`` (not a ``.npy`` input and output, or no tiled engine), else ``auto`` (the gate
+    chooses by the plan)."""
     if request.model is not None:
         return "memory"
-    if request.engine != "auto":
-        return request.engine
     data = request.inputs[0]
-    if is_zarr(data) or (request.output is not None and is_zarr(request.output)):
-        return "dask"
-    if request.scheduler:
-        return "dask"
-    if not tiled_possible(data, request.output, request.fmt):
+    engine = request.engine
+    if engine == "auto" and (is_zarr(data) or is_zarr(request.output) or request.scheduler):
+        engine = "dask"
+    if engine not in ("auto", *engines):
+        raise InputError(f"engine {engine} does not run {request.operator}; it runs on "
+                         f"{', '.join(engines)}", param="engine")
+    if engine != "auto":
+        return engine
+    if "tiled" not in engines or not tiled_possible(data, request.output, request.fmt):
         return "memory"
     return "auto"
 

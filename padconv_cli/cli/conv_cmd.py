@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from padconv_cli.cli.operator_command import operator_command
-from padconv_cli.kernels.conv_plan import AUTO_PAD_VALUES
-from padconv_cli.ops.conv import OPERATOR
+from padconv_cli.ops.conv import AUTO_PAD_VALUES, OPERATOR
 
 __all__ = ["AUTO_PAD_VALUES", "conv_command"]
 

@@ -25,10 +25,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.kernels.conv_plan import AUTO_PAD_VALUES
 from padconv_cli.ops.protocol import (
     INT,
     INTS,
@@ -45,10 +42,15 @@ from padconv_cli.ops.protocol import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from padconv_cli.ops.onnx_graph import GraphParts, VersionChoice
 
 NAME = "Conv"
 VERSIONS = (1, 11, 22)
+# the kernel's own list (kernels.conv_plan.AUTO_PAD_VALUES), written here so that the command's
+# help loads no kernel (start-up time); a test keeps the two equal
+AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 INPUTS = (Input("X"), Input("W", required=UNLESS_MODEL), Input("B", required=OPTIONAL))
 ATTRIBUTES = (
@@ -130,6 +132,7 @@ def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
     """X's type."""
+    import numpy as np
     return np.dtype(dtype)
 
 
@@ -146,6 +149,8 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
 
 def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
     """The tiled engine's tiles within ``limit`` bytes, W and B held whole besides them."""
+    import numpy as np
+
     from padconv_cli.errors import OutputTooLargeError
     from padconv_cli.outofcore.conv_tiles import fixed_bytes, plan_conv_tiles
 
@@ -276,6 +281,8 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
 
 def reference(call: KernelCall) -> np.ndarray:
     """Conv recomputed in float64 from the same inputs and attributes."""
+    import numpy as np
+
     from padconv_cli.kernels.conv import conv
 
     x, w, b = (None if a is None else np.asarray(a).astype(np.float64) for a in call.arrays)
@@ -286,6 +293,8 @@ def error_bound(call: KernelCall, made: Any = None) -> np.ndarray | None:
     """The dot-product error bound per output element for floating inputs, None (exact
     comparison) for any other; ``made``: the call's plan, when it was made already (its
     attributes are then not read)."""
+    import numpy as np
+
     from padconv_cli.dtypes import element_kind
     from padconv_cli.verification.conv_bound import conv_error_bound
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from padconv_cli.errors import AttributeValueError
 from padconv_cli.ops.protocol import (
     ATTRIBUTE,
@@ -41,10 +39,14 @@ from padconv_cli.ops.protocol import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from padconv_cli.ops.onnx_graph import GraphParts, VersionChoice
 
 NAME = "Pad"
 VERSIONS = (1, 2, 11, 13, 18, 19, 21, 23, 24, 25)
+# the kernel's own list (kernels.pad_plan.PAD_MODES), written here so that the command's help
+# loads no kernel (start-up time); a test keeps the two equal
 MODES = ("constant", "reflect", "edge", "wrap")
 
 INPUTS = (
@@ -122,6 +124,8 @@ def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
 
 def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.ndarray:
     """``pad_planned`` on the plan; a wide string result is computed on python strings."""
+    import numpy as np
+
     from padconv_cli.kernels.pad import pad_planned
     from padconv_cli.needs import strings_as_objects
 
@@ -202,6 +206,8 @@ def _dims(made: Any, pads_by_axis: dict[int, tuple[int, int]]) -> list[dict[str,
 def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     """The resolved attributes, where each came from, every output dimension's formula;
     Pad does no arithmetic (0 FLOPs)."""
+    import numpy as np
+
     from padconv_cli.kernels.pad import coerce_constant_value
 
     data = np.asarray(call.arrays[0])
@@ -255,6 +261,8 @@ def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionCho
 def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[str],
                 made: Any = None) -> GraphParts:
     """Pad-2 (attributes) or Pad-11+ (initializer inputs) node parts."""
+    import numpy as np
+
     from padconv_cli.ops.onnx_graph import GraphParts, scalar_of
 
     data = np.asarray(call.arrays[0])
@@ -284,6 +292,8 @@ def reference(call: KernelCall) -> np.ndarray:
     """Pad by its index definition, independent of the kernel: output index ``i`` along an
     axis reads input ``i - begin`` (constant outside, or clipped / wrapped / reflected into
     the kept part), ``out_dim = dim + begin + end``."""
+    import numpy as np
+
     from padconv_cli.kernels.pad import plan_pad
 
     data = np.asarray(call.arrays[0])
@@ -310,6 +320,7 @@ def _with(shape: Sequence[int], axis: int, value: int) -> tuple[int, ...]:
 
 
 def _reference_fill(call: KernelCall, data: np.ndarray) -> Any:
+    import numpy as np
     value = call.attributes.get("constant_value")
     if value is not None:
         return value
@@ -318,6 +329,7 @@ def _reference_fill(call: KernelCall, data: np.ndarray) -> Any:
 
 def _axis_source(j: np.ndarray, n: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """Source index into the kept part for output offsets ``j`` and whether it is inside."""
+    import numpy as np
     inside = (j >= 0) & (j < n)
     if mode == "constant" or n == 0:
         return j, inside
@@ -351,6 +363,7 @@ def _reflect_too_long(made: Any) -> str | None:
 
 def _default_string_fill(call: KernelCall, made: Any) -> bool:
     """A constant-mode pad of a string tensor without constant_value that adds elements."""
+    import numpy as np
     data = np.asarray(call.arrays[0])
     return (
         data.dtype.kind in "OU"
@@ -451,6 +464,7 @@ def _constant_value(operator: str, tensor: np.ndarray | None, data: np.ndarray |
     An empty tensor is treated as omitted, as onnxruntime does; otherwise it must hold exactly
     one element of the same type T as data.
     """
+    import numpy as np
     if tensor is None:
         return None
     tensor = np.asarray(tensor)
@@ -472,6 +486,7 @@ def model_slots(origin: Any, arrays: tuple, flags: Mapping[str, Any],
                 embedded: set[str]) -> list[Any]:
     """Input arrays of a Pad node.  Where a flag replaces an input, the stored value is not
     read: pads/axes flags stand in for it, a constant_value flag leaves the slot empty."""
+    import numpy as np
     slots = [origin.slot(0, arrays[0], "data", "give DATA", embedded, "data")]
     if origin.version < 11:
         return slots

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 DATA, ATTRIBUTE = "data", "attribute"  # the roles of an input (see Input)
 ALWAYS, UNLESS_MODEL, OPTIONAL = "always", "unless model", "optional"  # when one is required
@@ -106,6 +107,7 @@ class ResolvedCall:
 def _short(value: Any, *, quote: bool = False) -> str:
     """Compact text of an attribute value: lists without spaces, numpy scalars as Python,
     strings quoted when ``quote`` (a string constant_value, unlike a mode name)."""
+    import numpy as np
     if isinstance(value, (tuple, list)):
         return "[" + ",".join(str(v) for v in value) + "]"
     if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_)):
@@ -172,6 +174,7 @@ class Operator:
     # (call, ours, theirs) -> why a peer's result differs in a known, explained way (a
     # QLinearConv rounding tie, float32 requantization), or None: then it is a disagreement
     classify_difference: Fn | None = None
+    engines: tuple[str, ...] = ("memory", "tiled", "dask")  # the engines that can run it
 
     @property
     def newest_version(self) -> int:
@@ -214,6 +217,7 @@ FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS, SPARSE_TENSOR = 1, 2, 3, 4, 6
 
 def shape_of(value: Any) -> tuple[int, ...] | None:
     """The shape of an input (array, memory-mapped file, declared store) without reading it."""
+    import numpy as np
     if value is None:
         return None
     shape = getattr(value, "shape", None)
@@ -222,5 +226,6 @@ def shape_of(value: Any) -> tuple[int, ...] | None:
 
 def dtype_of(value: Any) -> np.dtype:
     """The element type of an input without reading it."""
+    import numpy as np
     dtype = getattr(value, "dtype", None)
     return np.dtype(dtype) if dtype is not None else np.asarray(value).dtype

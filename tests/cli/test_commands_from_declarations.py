@@ -75,3 +75,23 @@ def test_the_built_command_runs_the_call(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     window_sums = [[x[0, 0, i:i + 3, j:j + 3].sum() for j in range(2)] for i in range(2)]
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy")[0, 0], window_sums)
+
+
+def test_the_declared_choices_are_the_values_the_kernels_accept():
+    from padconv_cli.kernels.conv_plan import AUTO_PAD_VALUES
+    from padconv_cli.kernels.pad_plan import PAD_MODES
+    from padconv_cli.ops.pad import OPERATOR as PAD
+
+    declared = {a.name: a.choices for a in (*PAD.attributes, *CONV.attributes) if a.choices}
+    assert declared == {"mode": PAD_MODES, "auto_pad": AUTO_PAD_VALUES}
+
+
+def test_the_commands_help_loads_no_numpy():
+    import subprocess
+    import sys
+
+    code = ("import sys; from padconv_cli.cli.main import cli\n"
+            "try:\n    cli(['conv', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('numpy' in sys.modules, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stderr.strip().splitlines()[-1] == "False", result.stderr

@@ -226,3 +226,25 @@ def test_real_pad_command_runs_tiled(tmp_path, run_cli):
     assert result.exit_code == 0, result.stderr
     expected = pad(data, [1, 2, 3, 4], mode="wrap")
     assert np.load(tmp_path / "y.npy").tobytes() == expected.tobytes()
+
+
+def test_an_operator_without_out_of_core_engines_runs_in_memory_or_is_refused(tmp_path,
+                                                                               monkeypatch):
+    import dataclasses
+
+    from padconv_cli import ops
+
+    monkeypatch.setitem(ops.OPERATORS, "Pad",
+                        dataclasses.replace(ops.OPERATORS["Pad"], engines=("memory",)))
+    np.save(tmp_path / "x.npy", np.zeros((100, 100), np.float32))
+    source, target = str(tmp_path / "x.npy"), str(tmp_path / "y.npy")
+    attrs = {"pads": [1, 1, 1, 1], "mode": "constant"}
+    assert resolve_engine("pad", [source], attrs, target, None, settings(limit=10_000)) == (
+        "memory")
+    for engine in ("tiled", "dask"):
+        with pytest.raises(InputError, match=f"engine {engine} does not run Pad; it runs on "
+                           "memory"):
+            resolve_engine("pad", [source], attrs, target, None, settings(engine))
+    with pytest.raises(InputError, match="engine dask does not run Pad"):
+        resolve_engine("pad", [source], attrs, str(tmp_path / "y.zarr"), None, settings())
+    assert not (tmp_path / "y.npy").exists()
