@@ -138,23 +138,28 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     per_axis = [axis_phases(*args) for args in zip(
         plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
         plan.output_shape[2:], strict=True)]
+    if any(not p.taps for axis in per_axis for p in axis) or plan.x_shape[1] == 0:
+        y[...] = 0 if b is None else b.reshape((-1,) + (1,) * plan.spatial_rank)
+        per_axis = [[p for p in axis if p.taps] for axis in per_axis]  # the rest: bias only
+        if plan.x_shape[1] == 0:
+            return y
+    largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
+                  default=0)
+    buffer = np.empty(plan.output_shape[0] * plan.output_shape[1] * largest, acc)  # reused
     for phase in product(*per_axis):
         where = (slice(None), slice(None),
                  *(slice(p.first, None, s) for p, s in zip(phase, plan.strides, strict=True)))
-        y[where] = _phase_values(plan, phase, x, conv_w, bias, acc)
+        y[where] = _phase_values(plan, phase, x, conv_w, bias, buffer)
     return y
 
 
 def _phase_values(plan: ConvTransposePlan, phase: tuple[AxisPhase, ...], x: np.ndarray,
-                  conv_w: np.ndarray, bias: np.ndarray | None, acc: np.dtype) -> np.ndarray:
-    """The outputs of one phase (all axes), in the accumulator dtype."""
+                  conv_w: np.ndarray, bias: np.ndarray | None, buffer: np.ndarray
+                  ) -> np.ndarray:
+    """The outputs of one phase (all axes), in the accumulator dtype, held in ``buffer``."""
     counts = tuple(p.count for p in phase)
     shape = (plan.output_shape[0], plan.output_shape[1], *counts)
-    if any(not p.taps for p in phase) or plan.x_shape[1] == 0:
-        values = np.zeros(shape, acc)
-        if bias is not None:
-            values += bias.reshape((-1,) + (1,) * len(counts))
-        return values
+    values = buffer[:math.prod(shape)].reshape(shape)
     from padconv_cli.kernels import native
 
     sub_w = np.ascontiguousarray(conv_w[(slice(None), slice(None),
@@ -162,7 +167,6 @@ def _phase_values(plan: ConvTransposePlan, phase: tuple[AxisPhase, ...], x: np.n
     if any(p.crop for p in phase):
         x = np.ascontiguousarray(x[(slice(None), slice(None),
                                     *(slice(p.crop, None) for p in phase))])
-    values = np.empty(shape, acc)
     native.conv_into(x, sub_w, bias, values, strides=(1,) * len(phase),
                      dilations=tuple(p.dilation for p in phase),
                      pads_begin=tuple(p.pad for p in phase), group=plan.group)
@@ -225,7 +229,8 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
 
 def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
-    the largest phase's output ``N * M * prod(ceil(out / s))`` in the accumulator dtype, a
+    one buffer of the largest phase's output ``N * M * prod(ceil(out / s))`` in the
+    accumulator dtype (reused by every phase), a
     copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
     scratch (bounded by :func:`padconv_cli.kernels.conv_paths.PANEL_BYTES` per thread and
     packed W)."""

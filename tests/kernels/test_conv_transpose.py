@@ -187,3 +187,19 @@ def test_library_bound_covers_a_float32_result_against_float64():
     bound = conv_transpose_error_bound(x, w, b, **attrs)
     assert np.all(np.abs(narrow - wide) <= bound)
     assert np.all(bound > 0)
+
+
+def test_outputs_no_tap_reaches_hold_the_bias():
+    """Stride 7 with a kernel of 2: five of every seven outputs are the bias alone."""
+    x, w, b = random_case((1, 3, 4, 3), (3, 2, 2, 1), np.float64, seed=4)
+    attrs = {"strides": [7, 5], "output_padding": [6, 4]}
+    y = conv_transpose(x, w, b, **attrs)
+    assert_transpose_within_bound(y, x, w, b, **attrs)
+    np.testing.assert_array_equal(y[0, :, 2, 1], b)
+
+
+def test_no_input_channels_gives_the_bias():
+    x = np.zeros((1, 0, 3), np.float32)
+    w = np.zeros((0, 2, 2), np.float32)
+    b = np.array([1.5, -2.0], np.float32)
+    np.testing.assert_array_equal(conv_transpose(x, w, b), np.broadcast_to(b[:, None], (1, 2, 4)))
