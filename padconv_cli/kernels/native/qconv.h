@@ -42,7 +42,7 @@ struct QJob {
     int32_t* y;            // N x M x prod(out)
     long block;            // output positions per task (a multiple of the kernel's tile)
     long blocks;           // ceil(prod(out) / block)
-    // Direct path (every stride 1, VNNI): X transformed once into `xq`, per image and group
+    // Direct path (every stride 1, VNNI, C/G >= 4): X transformed once into `xq`, per image and group
     // [C/G / 4 quads][padded input grid pd][4 channels] uint8, the padding holding xz'; a
     // "virtual" position v of the padded grid (strides sv) reads word q at v + offsets[q]
     // (positions along the grid whose coordinates reach past `out` are computed and dropped).

@@ -272,7 +272,8 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     job.x = static_cast<const uint8_t*>(v.x.buf);
     job.x_signed = x_signed;
     job.xz = x_signed ? xz + 128 : xz;
-    bool direct = kernel == &padconv_qconv_vnni;
+    // the direct path pads channels to quads: worth it from 4 channels per group
+    bool direct = kernel == &padconv_qconv_vnni && job.cg >= 4;
     for (int a = 0; a < job.rank; ++a) direct = direct && job.s[a] == 1;
     if (direct) kernel = &padconv_qconv_vnni_direct;
     job.words = direct ? (job.cg + 3) / 4 * job.taps : (job.kk + kernel->pack - 1) / kernel->pack;
