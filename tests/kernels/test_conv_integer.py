@@ -206,3 +206,18 @@ def test_stride_one_convolutions_are_exact(monkeypatch, isa, x_shape, w_shape, a
         wz = random_integers((w_shape[0],), w_type, rng)
         np.testing.assert_array_equal(conv_integer(x, w, xz, wz, **attrs),
                                       oracle_conv_integer(x, w, xz, wz, **attrs))
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "param"), [
+    ((1, 2, 3), (1, 3, 1), {}, "w"),
+    ((1, 2), (1, 2), {}, "x"),
+    ((1, 2, 3), (3, 1, 1), {"group": 2}, "group"),
+    ((1, 1, 3), (1, 1, 5), {}, "pads"),
+    ((1, 1, 3), (1, 1, 1), {"pads": [-1, 0]}, "pads"),
+    ((1, 1, 3), (1, 1, 1), {"auto_pad": "SAME_UPPER", "pads": [0, 0]}, ("pads", "auto_pad")),
+    ((1, 1, 3), (1, 1, 1), {"dilations": [0]}, "dilations"),
+])
+def test_geometry_errors_name_their_parameter(x_shape, w_shape, attrs, param):
+    with pytest.raises(AttributeValueError, match="ConvInteger") as caught:
+        conv_integer(np.zeros(x_shape, np.uint8), np.zeros(w_shape, np.uint8), **attrs)
+    assert caught.value.param == param
