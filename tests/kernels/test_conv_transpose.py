@@ -285,3 +285,13 @@ def test_chunks_of_output_channels_give_the_same_bits(monkeypatch, group):
     assert len(module.channel_chunks(plan, 4 * 8)) > 1
     np.testing.assert_array_equal(conv_transpose(x, w, b, **attrs), whole)
     assert_transpose_within_bound(whole, x, w, b, **attrs)
+
+
+@pytest.mark.parametrize("output_shape", [[11, 3], [1, 9], [2, 14]])
+def test_output_shape_far_from_the_uncropped_output(output_shape):
+    """Totals of -7 (pads -3 and -4: bias-only borders) to +3 (cropping inside X)."""
+    x, w, b = random_case((1, 2, 2, 3), (2, 3, 2, 2), np.float64, seed=8)
+    attrs = {"strides": [2, 3], "output_shape": output_shape}
+    y = conv_transpose(x, w, b, **attrs)
+    assert y.shape[2:] == tuple(output_shape)
+    assert_transpose_within_bound(y, x, w, b, **attrs)
