@@ -105,9 +105,10 @@ void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
     }
 }
 
-// W packed for the direct path: word q = quad * taps + t holds w'[m, 4 * quad + j, t] in
-// lane j (0 for channels beyond C/G); row 0 holds ones for the real channels.
-void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed,
+// W packed for the direct path: word q = (c / pack) * taps + t holds w'[m, c, t] in lane
+// c % pack (bytes for pack 4, int16 for pack 2; 0 for channels beyond C/G); row 0 holds
+// ones for the real channels.
+void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed, int pack,
                    std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
     packed.assign(job.group * job.rows * job.words, 0);
     sumw.assign(job.m, 0);
@@ -122,20 +123,22 @@ void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed,
                         value = w_signed ? (int)(int8_t)byte : (int)byte - 128;
                         sumw[g * job.mg + r - 1] += value;
                     }
-                    uint32_t& word =
-                        reinterpret_cast<uint32_t&>(rows[r * job.words + (c / 4) * job.taps + t]);
-                    word |= (uint32_t)(uint8_t)(int8_t)value << (8 * (c % 4));
+                    uint32_t& word = reinterpret_cast<uint32_t&>(
+                        rows[r * job.words + (c / pack) * job.taps + t]);
+                    if (pack == 4) word |= (uint32_t)(uint8_t)(int8_t)value << (8 * (c % 4));
+                    else word |= (uint32_t)(uint16_t)(int16_t)value << (16 * (c % 2));
                 }
             }
         }
     }
 }
 
-// X for the direct path (QJob::xq): per image and group, quads of channels woven into words
-// over the padded grid, x' inside and xz' in the padding; lanes of missing channels 0.
-void transform_x(const QJob& job, uint8_t* xq) {
+// X for the direct path (QJob::xq): per image and group, `pack` channels woven into words
+// over the padded grid (bytes for pack 4, int16 for pack 2), x' inside and xz' in the
+// padding; lanes of missing channels 0.
+void transform_x(const QJob& job, int pack, uint8_t* xq) {
     const int r = job.rank;
-    const long quads = (job.cg + 3) / 4, width = job.pd[r - 1];
+    const long width = job.pd[r - 1];
     const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
     std::vector<uint8_t> row(width);
     long o[PADCONV_QMAX_RANK];
@@ -145,7 +148,7 @@ void transform_x(const QJob& job, uint8_t* xq) {
             memset(image, 0, job.xq_image);
             for (long c = 0; c < job.cg; ++c) {
                 const uint8_t* plane = job.x + (n * job.c + g * job.cg + c) * job.in_plane;
-                uint8_t* lanes = image + (c / 4) * job.grid * 4 + c % 4;
+                uint8_t* lanes = image + (c / pack) * job.grid * 4 + (c % pack) * (4 / pack);
                 const long rows = job.grid / width;
                 for (int a = 0; a < r; ++a) o[a] = 0;
                 for (long k = 0; k < rows; ++k) {
@@ -168,7 +171,6 @@ void transform_x(const QJob& job, uint8_t* xq) {
                     for (int a = r - 2; a >= 0 && ++o[a] == job.pd[a]; --a) o[a] = 0;
                 }
             }
-            (void)quads;
         }
     }
 }
@@ -272,11 +274,15 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     job.x = static_cast<const uint8_t*>(v.x.buf);
     job.x_signed = x_signed;
     job.xz = x_signed ? xz + 128 : xz;
-    // the direct path pads channels to quads: worth it from 4 channels per group
-    bool direct = kernel == &padconv_qconv_vnni && job.cg >= 4;
+    // the direct path rounds channels up to the pack: worth it from 4 channels per group
+    bool direct = (kernel == &padconv_qconv_vnni || kernel == &padconv_qconv_avx2) &&
+                  job.cg >= 4;
     for (int a = 0; a < job.rank; ++a) direct = direct && job.s[a] == 1;
-    if (direct) kernel = &padconv_qconv_vnni_direct;
-    job.words = direct ? (job.cg + 3) / 4 * job.taps : (job.kk + kernel->pack - 1) / kernel->pack;
+    if (direct)
+        kernel = kernel == &padconv_qconv_vnni ? &padconv_qconv_vnni_direct
+                                               : &padconv_qconv_avx2_direct;
+    const long pack = kernel->pack;
+    job.words = direct ? (job.cg + pack - 1) / pack * job.taps : (job.kk + pack - 1) / pack;
     job.rows = round_up(job.mg + 1, kernel->mr);
     std::vector<int32_t> wzs(job.m);
     const int32_t* given = static_cast<const int32_t*>(v.wz.buf);
@@ -287,7 +293,8 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     std::vector<long> offsets;
     try {
         if (direct) {
-            pack_w_direct(job, static_cast<const uint8_t*>(v.w.buf), w_signed, packed, sumw);
+            pack_w_direct(job, static_cast<const uint8_t*>(v.w.buf), w_signed, kernel->pack,
+                          packed, sumw);
             job.grid = 1;
             for (int a = job.rank - 1; a >= 0; --a) {
                 job.pd[a] = job.out[a] + (job.k[a] - 1) * job.d[a];
@@ -295,7 +302,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
                 job.grid *= job.pd[a];
             }
             job.vtotal = job.out[0] * job.sv[0];
-            job.xq_image = ((job.cg + 3) / 4 * job.grid + 64) * 4;
+            job.xq_image = ((job.cg + pack - 1) / pack * job.grid + 64) * 4;
             offsets.resize(job.words);
             for (long q = 0; q < job.words; ++q) {
                 long t = q % job.taps, offset = (q / job.taps) * job.grid;
@@ -332,7 +339,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     Py_BEGIN_ALLOW_THREADS
     if (direct) {
         job.xq = xq.data();
-        transform_x(job, xq.data());
+        transform_x(job, kernel->pack, xq.data());
     }
     ok = run(job, *kernel, threads);
     Py_END_ALLOW_THREADS
