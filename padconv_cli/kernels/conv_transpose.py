@@ -138,35 +138,57 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     per_axis = [axis_phases(*args) for args in zip(
         plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
         plan.output_shape[2:], strict=True)]
+    if any(not p.taps for axis in per_axis for p in axis) or plan.x_shape[1] == 0:
+        y[...] = 0 if b is None else b.reshape((-1,) + (1,) * plan.spatial_rank)
+        per_axis = [[p for p in axis if p.taps] for axis in per_axis]  # the rest: bias only
+        if plan.x_shape[1] == 0:
+            return y
+    largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
+                  default=0)
+    chunks = channel_chunks(plan, largest * acc.itemsize)
+    buffer = np.empty(max((m1 - m0) * largest for m0, m1 in chunks), acc)  # reused
     for phase in product(*per_axis):
-        where = (slice(None), slice(None),
-                 *(slice(p.first, None, s) for p, s in zip(phase, plan.strides, strict=True)))
-        y[where] = _phase_values(plan, phase, x, conv_w, bias, acc)
+        _run_phase(plan, phase, x, conv_w, bias, chunks, buffer, y)
     return y
 
 
-def _phase_values(plan: ConvTransposePlan, phase: tuple[AxisPhase, ...], x: np.ndarray,
-                  conv_w: np.ndarray, bias: np.ndarray | None, acc: np.dtype) -> np.ndarray:
-    """The outputs of one phase (all axes), in the accumulator dtype."""
-    counts = tuple(p.count for p in phase)
-    shape = (plan.output_shape[0], plan.output_shape[1], *counts)
-    if any(not p.taps for p in phase) or plan.x_shape[1] == 0:
-        values = np.zeros(shape, acc)
-        if bias is not None:
-            values += bias.reshape((-1,) + (1,) * len(counts))
-        return values
+PHASE_BYTES = 32 * 2**20
+"""Most bytes of phase output computed at a time (one image, a range of output channels)."""
+
+
+def channel_chunks(plan: ConvTransposePlan, plane_bytes: int) -> list[tuple[int, int]]:
+    """Output-channel ranges ``[m0, m1)`` of one image computed at a time: whole groups
+    (any channels when ``group == 1``), as many as keep ``(m1 - m0) * plane_bytes`` within
+    :data:`PHASE_BYTES` (one unit at least)."""
+    m, unit = plan.out_channels, 1 if plan.group == 1 else plan.w_shape[1]
+    step = max(1, PHASE_BYTES // max(1, plane_bytes * unit)) * unit
+    return [(m0, min(m, m0 + step)) for m0 in range(0, m, step)]
+
+
+def _run_phase(plan: ConvTransposePlan, phase: tuple[AxisPhase, ...], x: np.ndarray,
+               conv_w: np.ndarray, bias: np.ndarray | None, chunks: list[tuple[int, int]],
+               buffer: np.ndarray, y: np.ndarray) -> None:
+    """One phase (all axes): per image and chunk of output channels, the stride-1 Conv of X
+    with the phase's flipped sub-kernel into ``buffer``, then copied to its strided place."""
     from padconv_cli.kernels import native
 
+    counts = tuple(p.count for p in phase)
     sub_w = np.ascontiguousarray(conv_w[(slice(None), slice(None),
                                          *np.ix_(*(p.taps for p in phase)))])
     if any(p.crop for p in phase):
         x = np.ascontiguousarray(x[(slice(None), slice(None),
                                     *(slice(p.crop, None) for p in phase))])
-    values = np.empty(shape, acc)
-    native.conv_into(x, sub_w, bias, values, strides=(1,) * len(phase),
-                     dilations=tuple(p.dilation for p in phase),
-                     pads_begin=tuple(p.pad for p in phase), group=plan.group)
-    return values
+    spatial = tuple(slice(p.first, None, s) for p, s in zip(phase, plan.strides, strict=True))
+    mg, cg = plan.w_shape[1], plan.x_shape[1] // plan.group
+    for n, (m0, m1) in product(range(plan.output_shape[0]), chunks):
+        groups = 1 if plan.group == 1 else (m1 - m0) // mg
+        c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
+        values = buffer[:(m1 - m0) * math.prod(counts)].reshape((1, m1 - m0, *counts))
+        native.conv_into(x[n:n + 1, c0:c1], sub_w[m0:m1],
+                         None if bias is None else bias[m0:m1], values,
+                         strides=(1,) * len(phase), dilations=tuple(p.dilation for p in phase),
+                         pads_begin=tuple(p.pad for p in phase), group=groups)
+        y[(slice(n, n + 1), slice(m0, m1), *spatial)] = values
 
 
 def conv_layout(w: np.ndarray, group: int) -> np.ndarray:
@@ -225,15 +247,18 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
 
 def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
-    the largest phase's output ``N * M * prod(ceil(out / s))`` in the accumulator dtype, a
+    one buffer for a chunk of the largest phase's output (one image, the output channels of
+    :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
     copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
     scratch (bounded by :func:`padconv_cli.kernels.conv_paths.PANEL_BYTES` per thread and
     packed W)."""
     from padconv_cli.kernels import conv_paths, native
 
     acc = accumulator_dtype(np.dtype(dtype)).itemsize
-    phase_out = plan.output_shape[0] * plan.output_shape[1] * math.prod(
-        -(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides, strict=True))
+    plane = math.prod(-(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides,
+                                                  strict=True))
+    phase_out = plane * max((m1 - m0 for m0, m1 in channel_chunks(plan, plane * acc)),
+                            default=0)
     weights = 2 * math.prod(plan.w_shape) * acc
     crop = math.prod(plan.x_shape) * np.dtype(dtype).itemsize if any(
         pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,

@@ -115,7 +115,7 @@ def plan_conv_transpose(
     explicit = _explicit_pads(pads, rank)
     rulings: list[str] = []
     padding = _output_padding(output_padding, strides_t, dilations_t, rulings)
-    requested = _requested_output(output_shape, rank, x_shape[0], w_shape[1] * group, rulings)
+    requested = _requested_output(output_shape, rank, x_shape[0], w_shape[1] * group)
     if b_shape is not None:
         _check_bias(_shape("B", b_shape), w_shape[1] * group)
     if requested is not None and pads is not None:
@@ -297,23 +297,19 @@ def _output_padding(values: object, strides: tuple[int, ...], dilations: tuple[i
     return ints
 
 
-def _requested_output(values: object, rank: int, batch: int, out_channels: int,
-                      rulings: list[str]) -> tuple[int, ...] | None:
-    """``output_shape``: one length >= 1 per spatial axis (or N, M and those)."""
+def _requested_output(values: object, rank: int, batch: int, out_channels: int
+                      ) -> tuple[int, ...] | None:
+    """``output_shape``: one length >= 1 per spatial axis (the operator text: N and M are not
+    part of it; ONNX shape inference and onnxruntime refuse any other length)."""
     if values is None:
         return None
     items = list(values) if isinstance(values, (Sequence, np.ndarray)) else values
-    if isinstance(items, list) and len(items) == rank + 2 and rank > 0:
-        ints = _int_list("output_shape", items, rank + 2, "one per spatial axis")
-        if ints[:2] != (batch, out_channels):
-            raise AttributeValueError(
-                f"{OP} attribute output_shape has {rank + 2} values but its first two "
-                f"{list(ints[:2])} are not (N, M) = ({batch}, {out_channels}); give the "
-                f"{rank} spatial lengths", param="output_shape")
-        rulings.append("output-shape-with-batch-and-channels")
-        ints = ints[2:]
-    else:
-        ints = _int_list("output_shape", values, rank, "one per spatial axis")
+    if isinstance(items, list) and len(items) == rank + 2:
+        raise AttributeValueError(
+            f"{OP} attribute output_shape needs {rank} values, one per spatial axis, got "
+            f"{rank + 2}: {items[:8]!r}; leave out N and M ({batch}, {out_channels})",
+            param="output_shape")
+    ints = _int_list("output_shape", values, rank, "one per spatial axis")
     if any(v < 1 for v in ints):
         raise AttributeValueError(f"{OP} attribute output_shape must be >= 1 on every axis, "
                                   f"got {list(ints)}", param="output_shape")

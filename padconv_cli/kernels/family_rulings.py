@@ -23,9 +23,6 @@ RULINGS: dict[str, str] = {
     "output-padding-below-stride-or-dilation": (
         "ConvTranspose: output_padding[i] must be below max(stride[i], dilation[i]); a value "
         "at or above the stride but below the dilation is accepted"),
-    "output-shape-with-batch-and-channels": (
-        "ConvTranspose: an output_shape of rank+2 values whose first two are N and M is read "
-        "as its spatial part"),
     "integer-padding-is-zero-point": (
         "ConvInteger/QLinearConv: padded positions hold x_zero_point, so a padded tap adds "
         "nothing to the sum"),

@@ -184,9 +184,10 @@ def _float_type(x: np.ndarray, x_zero_point: int, shifted_w: np.ndarray) -> np.d
 
 def working_bytes(plan: ConvPlan, x_size: int) -> int:
     """Memory besides the inputs and Y, at most (the float path, needed beyond 33 000 products
-    per sum; the native kernel needs far less: packed W and a panel of about 192 KiB per
-    thread): X and W shifted as float64, the float64 sums, their int64 copy, and the Conv
-    core's own (:func:`padconv_cli.kernels.conv_paths.working_bytes` for float64)."""
+    per sum; the native kernel needs far less: packed W, a panel of about 192 KiB per thread,
+    and with every stride 1 on AVX-512 VNNI a padded copy of X, channels rounded up to 4):
+    X and W shifted as float64, the float64 sums, their int64 copy, and the Conv core's own
+    (:func:`padconv_cli.kernels.conv_paths.working_bytes` for float64)."""
     from padconv_cli.kernels import conv_paths
 
     out = int(np.prod(plan.output_shape))

@@ -171,16 +171,29 @@ def _geometry(op: str, x: Operand, w: Operand, b: Operand | None, **attributes: 
         return plan_conv(x.shape, w.shape, None, **attributes)  # type: ignore[arg-type]
     except AttributeValueError as error:
         message = str(error).replace("Conv ", f"{op} ", 1)
-        raise AttributeValueError(message, param=error.param or _leading_name(message)) \
+        raise AttributeValueError(message, param=error.param or _leading_name(str(error))) \
             from None
 
 
-def _leading_name(message: str) -> str | None:
-    """The attribute or input a Conv message names (``... attribute pads ...``)."""
+def _leading_name(message: str) -> str | tuple[str, ...] | None:
+    """The parameter a Conv message is about: the attribute it names, the input X or W, W
+    for a channel mismatch, group for output channels, pads for an empty output."""
     words = message.split()
-    for marker in ("attribute", "attributes", "input"):
-        if marker in words and words.index(marker) + 1 < len(words):
-            return words[words.index(marker) + 1].rstrip(",:").lower()
+    following = {marker: words[words.index(marker) + 1].rstrip(",:")
+                 for marker in ("attribute", "attributes", "input", "output")
+                 if marker in words and words.index(marker) + 1 < len(words)}
+    if "attributes" in following:
+        return ("pads", "auto_pad")
+    if "attribute" in following:
+        return following["attribute"]
+    if following.get("input") in ("X", "W"):
+        return following["input"].lower()
+    if following.get("input") == "channels" or "kernel" in words[:3]:
+        return "w"
+    if following.get("output") == "channels":
+        return "group"
+    if following.get("output") == "spatial":
+        return "pads"
     return None
 
 

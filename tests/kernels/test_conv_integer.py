@@ -185,3 +185,39 @@ def test_every_instruction_set_is_exact(monkeypatch, isa, x_type, w_type):
     expected = np.iinfo(x_type).max * np.iinfo(w_type).min * 40000
     got = int(conv_integer(extreme_x, extreme_w).reshape(-1)[0])
     assert got == (expected + 2**31) % 2**32 - 2**31
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "generic"])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((2, 10, 7, 9), (6, 5, 3, 2), {"group": 2, "pads": [2, 0, 1, 3], "dilations": [2, 1]}),
+    ((1, 3, 11), (4, 3, 4), {"pads": [3, 1], "dilations": [3]}),
+    ((1, 6, 4, 5, 3), (4, 3, 2, 3, 2), {"group": 2, "pads": [1, 0, 2, 0, 1, 1]}),
+    ((1, 9, 6, 6), (9, 1, 3, 3), {"group": 9, "pads": [1, 1, 1, 1]}),  # depthwise
+])
+def test_stride_one_convolutions_are_exact(monkeypatch, isa, x_shape, w_shape, attrs):
+    """Every stride 1: the VNNI kernel reads a transformed, padded X directly (no panel)."""
+    if isa not in _isas():
+        pytest.skip(f"{isa} is not available on this CPU")
+    monkeypatch.setenv("PADCONV_NATIVE_ISA", isa)
+    rng = np.random.default_rng(13)
+    for x_type, w_type in [(np.uint8, np.int8), (np.int8, np.uint8)]:
+        x, w = random_integers(x_shape, x_type, rng), random_integers(w_shape, w_type, rng)
+        xz = random_integers((), x_type, rng)
+        wz = random_integers((w_shape[0],), w_type, rng)
+        np.testing.assert_array_equal(conv_integer(x, w, xz, wz, **attrs),
+                                      oracle_conv_integer(x, w, xz, wz, **attrs))
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "param"), [
+    ((1, 2, 3), (1, 3, 1), {}, "w"),
+    ((1, 2), (1, 2), {}, "x"),
+    ((1, 2, 3), (3, 1, 1), {"group": 2}, "group"),
+    ((1, 1, 3), (1, 1, 5), {}, "pads"),
+    ((1, 1, 3), (1, 1, 1), {"pads": [-1, 0]}, "pads"),
+    ((1, 1, 3), (1, 1, 1), {"auto_pad": "SAME_UPPER", "pads": [0, 0]}, ("pads", "auto_pad")),
+    ((1, 1, 3), (1, 1, 1), {"dilations": [0]}, "dilations"),
+])
+def test_geometry_errors_name_their_parameter(x_shape, w_shape, attrs, param):
+    with pytest.raises(AttributeValueError, match="ConvInteger") as caught:
+        conv_integer(np.zeros(x_shape, np.uint8), np.zeros(w_shape, np.uint8), **attrs)
+    assert caught.value.param == param

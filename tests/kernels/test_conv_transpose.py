@@ -187,3 +187,111 @@ def test_library_bound_covers_a_float32_result_against_float64():
     bound = conv_transpose_error_bound(x, w, b, **attrs)
     assert np.all(np.abs(narrow - wide) <= bound)
     assert np.all(bound > 0)
+
+
+def test_outputs_no_tap_reaches_hold_the_bias():
+    """Stride 7 with a kernel of 2: five of every seven outputs are the bias alone."""
+    x, w, b = random_case((1, 3, 4, 3), (3, 2, 2, 1), np.float64, seed=4)
+    attrs = {"strides": [7, 5], "output_padding": [6, 4]}
+    y = conv_transpose(x, w, b, **attrs)
+    assert_transpose_within_bound(y, x, w, b, **attrs)
+    np.testing.assert_array_equal(y[0, :, 2, 1], b)
+
+
+def test_no_input_channels_gives_the_bias():
+    x = np.zeros((1, 0, 3), np.float32)
+    w = np.zeros((0, 2, 2), np.float32)
+    b = np.array([1.5, -2.0], np.float32)
+    np.testing.assert_array_equal(conv_transpose(x, w, b), np.broadcast_to(b[:, None], (1, 2, 4)))
+
+
+def _onnxruntime_conv_transpose(x, w, b, attrs):
+    """onnxruntime's ConvTranspose-22 of float32 inputs, or None when it refuses the case."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
+                      for n, a in (("x", x), ("w", w), ("b", b))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    model.ir_version = 10
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": x, "w": w, "b": b})[0]
+    except Exception:  # onnxruntime refuses some valid cases (docs/semantics-family.md)
+        return None
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_onnxruntime_agrees_within_the_bound(data):
+    """Random attributes; SAME where in*stride exceeds the un-cropped output is onnxruntime's
+    documented deviation and is not drawn."""
+    rank = data.draw(st.integers(1, 2))
+    group = data.draw(st.integers(1, 2))
+    size = [data.draw(st.integers(1, 4)) for _ in range(rank)]
+    kernel = [data.draw(st.integers(1, 3)) for _ in range(rank)]
+    strides = [data.draw(st.integers(1, 3)) for _ in range(rank)]
+    dilations = [data.draw(st.integers(1, 2)) for _ in range(rank)]
+    padding = [data.draw(st.integers(0, s - 1)) for s in strides]
+    attrs = {"strides": strides, "dilations": dilations, "group": group,
+             "output_padding": padding}
+    mode = data.draw(st.sampled_from(["pads", "SAME_UPPER", "SAME_LOWER", "shape"]))
+    if mode == "pads":
+        attrs["pads"] = [data.draw(st.integers(0, 1)) for _ in range(2 * rank)]
+    elif mode == "shape":
+        full = [s * (n - 1) + (k - 1) * d + 1 + p for n, k, s, d, p in
+                zip(size, kernel, strides, dilations, padding, strict=True)]
+        attrs["output_shape"] = [max(1, f - data.draw(st.integers(0, 2))) for f in full]
+    else:
+        attrs["auto_pad"] = mode
+    x, w, b = random_case((1, 2 * group, *size), (2 * group, 2, *kernel), np.float32,
+                          seed=data.draw(st.integers(0, 99)), group=group)
+    try:
+        plan = plan_conv_transpose(x.shape, w.shape, b.shape, **attrs)
+    except AttributeValueError:
+        return
+    if mode.startswith("SAME") and any(p < 0 for p in plan.pads):
+        return
+    theirs = _onnxruntime_conv_transpose(x, w, b, attrs)
+    if theirs is None:
+        return
+    from family_oracles import conv_transpose_error_bound
+
+    ours = conv_transpose(x, w, b, **attrs)
+    assert theirs.shape == ours.shape
+    oracle = oracle_conv_transpose(x, w, b, **attrs)
+    bound = conv_transpose_error_bound(x, w, b, **attrs)
+    assert np.all(np.abs(theirs - oracle) <= 2 * bound)
+    assert np.all(np.abs(ours - oracle) <= bound)
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_chunks_of_output_channels_give_the_same_bits(monkeypatch, group):
+    """Images and ranges of output channels computed one at a time (a small phase budget):
+    the same result, bit for bit."""
+    from padconv_cli.kernels import conv_transpose as module
+
+    x, w, b = random_case((2, 4, 5, 6), (4, 3, 3, 3), np.float32, seed=6, group=group)
+    attrs = {"strides": [2, 3], "pads": [1, 0, 0, 2], "group": group}
+    whole = conv_transpose(x, w, b, **attrs)
+    monkeypatch.setattr(module, "PHASE_BYTES", 64)
+    plan = plan_conv_transpose(x.shape, w.shape, b.shape, **attrs)
+    assert len(module.channel_chunks(plan, 4 * 8)) > 1
+    np.testing.assert_array_equal(conv_transpose(x, w, b, **attrs), whole)
+    assert_transpose_within_bound(whole, x, w, b, **attrs)
+
+
+@pytest.mark.parametrize("output_shape", [[11, 3], [1, 9], [2, 14]])
+def test_output_shape_far_from_the_uncropped_output(output_shape):
+    """Totals of -7 (pads -3 and -4: bias-only borders) to +3 (cropping inside X)."""
+    x, w, b = random_case((1, 2, 2, 3), (2, 3, 2, 2), np.float64, seed=8)
+    attrs = {"strides": [2, 3], "output_shape": output_shape}
+    y = conv_transpose(x, w, b, **attrs)
+    assert y.shape[2:] == tuple(output_shape)
+    assert_transpose_within_bound(y, x, w, b, **attrs)

@@ -101,12 +101,11 @@ def test_output_shape_overrides_pads():
     assert plan.pads == (1, 1, 0, 0) and "output-shape-overrides-pads" in plan.rulings
 
 
-def test_output_shape_with_batch_and_channels_is_read_as_spatial():
-    plan = plan_conv_transpose((2, 1, 3), (1, 4, 3), output_shape=[2, 4, 6], strides=[2])
-    assert plan.output_shape == (2, 4, 6)
-    assert "output-shape-with-batch-and-channels" in plan.rulings
-    with pytest.raises(AttributeValueError):
-        plan_conv_transpose((2, 1, 3), (1, 4, 3), output_shape=[1, 4, 6], strides=[2])
+def test_output_shape_with_batch_and_channels_is_refused():
+    """ONNX shape inference and onnxruntime refuse an output_shape of rank + 2 values."""
+    with pytest.raises(AttributeValueError, match="leave out N and M") as caught:
+        plan_conv_transpose((2, 1, 3), (1, 4, 3), output_shape=[2, 4, 6], strides=[2])
+    assert caught.value.param == "output_shape"
 
 
 def test_integer_plans_name_their_rulings():

@@ -42,6 +42,17 @@ struct QJob {
     int32_t* y;            // N x M x prod(out)
     long block;            // output positions per task (a multiple of the kernel's tile)
     long blocks;           // ceil(prod(out) / block)
+    // Direct path (every stride 1, VNNI or AVX2, C/G >= 4): X transformed once into `xq`, per
+    // image and group [C/G / pack][padded input grid pd][pack channels] (uint8 lanes for
+    // VNNI, int16 for AVX2), the padding holding xz'; a
+    // "virtual" position v of the padded grid (strides sv) reads word q at v + offsets[q]
+    // (positions along the grid whose coordinates reach past `out` are computed and dropped).
+    const uint8_t* xq;
+    long pd[PADCONV_QMAX_RANK], sv[PADCONV_QMAX_RANK];
+    long grid;             // prod(pd): positions of one quad's padded grid
+    long vtotal;           // virtual positions computed: out[0] * sv[0]
+    long xq_image;         // bytes of xq per image and group: quads * grid * 4 + slack
+    const long* offsets;   // words offsets (in positions) of word q = (quad, tap)
 };
 
 struct QKernel {
@@ -56,7 +67,9 @@ struct QKernel {
 
 extern const QKernel padconv_qconv_generic;
 extern const QKernel padconv_qconv_avx2;   // CPUs with AVX2
+extern const QKernel padconv_qconv_avx2_direct;  // the direct path of the same CPUs
 extern const QKernel padconv_qconv_vnni;   // CPUs with AVX-512F, BW and VNNI
+extern const QKernel padconv_qconv_vnni_direct;  // the direct path of the same CPUs
 extern const int padconv_have_qconv_x86;   // 1 when the two above were compiled in
 
 // QLinearConv's float64 requantization of one plane, AVX2 (CPUs with AVX2 only).

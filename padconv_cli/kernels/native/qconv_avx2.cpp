@@ -58,6 +58,45 @@ void task(const QJob& job, long index, void* scratch) {
     }
 }
 
+// The direct path (every stride 1): X transformed into int16 channel pairs over its padded
+// grid, read in place (qconv.h); no panel is packed.
+void direct_task(const QJob& job, long index, void* scratch) {
+    const long b = index % job.blocks, g = (index / job.blocks) % job.group,
+               n = index / (job.blocks * job.group);
+    const long v0 = b * job.block;
+    const long count = job.vtotal - v0 < job.block ? job.vtotal - v0 : job.block;
+    int32_t* sumx = static_cast<int32_t*>(scratch);
+    int32_t* acc = sumx + job.block;
+    const uint8_t* xg = job.xq + (n * job.group + g) * job.xq_image;
+    const int32_t* wg = job.wpack + g * job.rows * job.words;
+    for (long row0 = 0; row0 < job.rows; row0 += MR) {
+        const int32_t* w0 = wg + row0 * job.words;
+        for (long p = 0; p < count; p += TILE) {
+            __m256i s[MR][NR];
+            for (int i = 0; i < MR; ++i)
+                for (int j = 0; j < NR; ++j) s[i][j] = _mm256_setzero_si256();
+            const uint8_t* base = xg + (v0 + p) * 4;
+            for (long q = 0; q < job.words; ++q) {
+                const uint8_t* xq = base + job.offsets[q] * 4;
+                __m256i xv[NR];
+                for (int j = 0; j < NR; ++j)
+                    xv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j * 32));
+                for (int i = 0; i < MR; ++i) {
+                    const __m256i wv = _mm256_set1_epi32(w0[i * job.words + q]);
+                    for (int j = 0; j < NR; ++j)
+                        s[i][j] = _mm256_add_epi32(s[i][j], _mm256_madd_epi16(xv[j], wv));
+                }
+            }
+            for (int i = 0; i < MR; ++i)
+                for (int j = 0; j < NR; ++j)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i * TILE + j * LANES),
+                                        s[i][j]);
+            const long valid = count - p < TILE ? count - p : TILE;
+            qpanel::store_virtual(job, n, g, row0, MR, v0 + p, valid, acc, TILE, sumx + p);
+        }
+    }
+}
+
 }  // namespace
 
 // QLinearConv's float64 requantization of one plane (qconv_module.cpp's requantize_planes):
@@ -117,9 +156,11 @@ void padconv_requantize_plane_avx2(const int32_t* in, double factor, double bias
 #endif
 
 extern const QKernel padconv_qconv_avx2 = {"avx2", 2, MR, TILE, task};
+extern const QKernel padconv_qconv_avx2_direct = {"avx2-direct", 2, MR, TILE, direct_task};
 extern const int padconv_have_qconv_x86 = 1;
 #else
 extern const QKernel padconv_qconv_avx2 = {"avx2", 2, 1, 1, 0};
+extern const QKernel padconv_qconv_avx2_direct = {"avx2-direct", 2, 1, 1, 0};
 extern const int padconv_have_qconv_x86 = 0;
 void padconv_requantize_plane_avx2(const int32_t*, double, double, double, double, int, bool,
                                    long, uint8_t*, uint8_t*) {}  // never called without AVX2

@@ -105,10 +105,81 @@ void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
     }
 }
 
+// W packed for the direct path: word q = (c / pack) * taps + t holds w'[m, c, t] in lane
+// c % pack (bytes for pack 4, int16 for pack 2; 0 for channels beyond C/G); row 0 holds
+// ones for the real channels.
+void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed, int pack,
+                   std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
+    packed.assign(job.group * job.rows * job.words, 0);
+    sumw.assign(job.m, 0);
+    for (long g = 0; g < job.group; ++g) {
+        int32_t* rows = packed.data() + g * job.rows * job.words;
+        for (long r = 0; r <= job.mg; ++r) {
+            for (long c = 0; c < job.cg; ++c) {
+                for (long t = 0; t < job.taps; ++t) {
+                    int value = 1;
+                    if (r > 0) {
+                        const uint8_t byte = w[((g * job.mg + r - 1) * job.cg + c) * job.taps + t];
+                        value = w_signed ? (int)(int8_t)byte : (int)byte - 128;
+                        sumw[g * job.mg + r - 1] += value;
+                    }
+                    uint32_t& word = reinterpret_cast<uint32_t&>(
+                        rows[r * job.words + (c / pack) * job.taps + t]);
+                    if (pack == 4) word |= (uint32_t)(uint8_t)(int8_t)value << (8 * (c % 4));
+                    else word |= (uint32_t)(uint16_t)(int16_t)value << (16 * (c % 2));
+                }
+            }
+        }
+    }
+}
+
+// X for the direct path (QJob::xq): per image and group, `pack` channels woven into words
+// over the padded grid (bytes for pack 4, int16 for pack 2), x' inside and xz' in the
+// padding; lanes of missing channels 0.
+void transform_x(const QJob& job, int pack, uint8_t* xq) {
+    const int r = job.rank;
+    const long width = job.pd[r - 1];
+    const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
+    std::vector<uint8_t> row(width);
+    long o[PADCONV_QMAX_RANK];
+    for (long n = 0; n < job.n; ++n) {
+        for (long g = 0; g < job.group; ++g) {
+            uint8_t* image = xq + (n * job.group + g) * job.xq_image;
+            memset(image, 0, job.xq_image);
+            for (long c = 0; c < job.cg; ++c) {
+                const uint8_t* plane = job.x + (n * job.c + g * job.cg + c) * job.in_plane;
+                uint8_t* lanes = image + (c / pack) * job.grid * 4 + (c % pack) * (4 / pack);
+                const long rows = job.grid / width;
+                for (int a = 0; a < r; ++a) o[a] = 0;
+                for (long k = 0; k < rows; ++k) {
+                    long in_row = 0;
+                    bool inside = true;
+                    for (int a = 0; a < r - 1; ++a) {
+                        const long i = o[a] - job.pb[a];
+                        if (i < 0 || i >= job.in[a]) inside = false;
+                        in_row = in_row * job.in[a] + i;
+                    }
+                    memset(row.data(), pad, width);
+                    if (inside) {
+                        const uint8_t* src = plane + in_row * job.in[r - 1];
+                        const long pbl = job.pb[r - 1];
+                        for (long i = 0; i < job.in[r - 1]; ++i)
+                            if (i + pbl < width) row[i + pbl] = src[i] ^ flip;
+                    }
+                    uint8_t* out = lanes + k * width * 4;
+                    for (long j = 0; j < width; ++j) out[j * 4] = row[j];
+                    for (int a = r - 2; a >= 0 && ++o[a] == job.pd[a]; --a) o[a] = 0;
+                }
+            }
+        }
+    }
+}
+
 bool run(const QJob& job, const QKernel& kernel, long threads) {
     const long tasks = job.n * job.group * job.blocks;
     const size_t element = kernel.pack == 4 ? 1 : 2;
-    const size_t scratch = job.words * kernel.pack * job.block * element +
+    const size_t panel = job.xq ? 0 : job.words * kernel.pack * job.block * element;
+    const size_t scratch = panel +
                            4 * (job.block + (size_t)kernel.mr * kernel.tile) +
                            kernel.pack * job.block + 64;
     if (threads > tasks) threads = tasks;
@@ -203,15 +274,50 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     job.x = static_cast<const uint8_t*>(v.x.buf);
     job.x_signed = x_signed;
     job.xz = x_signed ? xz + 128 : xz;
-    job.words = (job.kk + kernel->pack - 1) / kernel->pack;
+    // the direct path rounds channels up to the pack: worth it from 4 channels per group
+    bool direct = (kernel == &padconv_qconv_vnni || kernel == &padconv_qconv_avx2) &&
+                  job.cg >= 4;
+    for (int a = 0; a < job.rank; ++a) direct = direct && job.s[a] == 1;
+    if (direct)
+        kernel = kernel == &padconv_qconv_vnni ? &padconv_qconv_vnni_direct
+                                               : &padconv_qconv_avx2_direct;
+    const long pack = kernel->pack;
+    job.words = direct ? (job.cg + pack - 1) / pack * job.taps : (job.kk + pack - 1) / pack;
     job.rows = round_up(job.mg + 1, kernel->mr);
     std::vector<int32_t> wzs(job.m);
     const int32_t* given = static_cast<const int32_t*>(v.wz.buf);
     for (long m = 0; m < job.m; ++m) wzs[m] = w_signed ? given[m] : given[m] - 128;
     std::vector<int32_t> packed, sumw;
     bool ok = true;
+    std::vector<uint8_t> xq;
+    std::vector<long> offsets;
     try {
-        pack_w(job, static_cast<const uint8_t*>(v.w.buf), w_signed, kernel->pack, packed, sumw);
+        if (direct) {
+            pack_w_direct(job, static_cast<const uint8_t*>(v.w.buf), w_signed, kernel->pack,
+                          packed, sumw);
+            job.grid = 1;
+            for (int a = job.rank - 1; a >= 0; --a) {
+                job.pd[a] = job.out[a] + (job.k[a] - 1) * job.d[a];
+                job.sv[a] = job.grid;
+                job.grid *= job.pd[a];
+            }
+            job.vtotal = job.out[0] * job.sv[0];
+            job.xq_image = ((job.cg + pack - 1) / pack * job.grid + 64) * 4;
+            offsets.resize(job.words);
+            for (long q = 0; q < job.words; ++q) {
+                long t = q % job.taps, offset = (q / job.taps) * job.grid;
+                for (int a = job.rank - 1; a >= 0; --a) {
+                    offset += (t % job.k[a]) * job.d[a] * job.sv[a];
+                    t /= job.k[a];
+                }
+                offsets[q] = offset;
+            }
+            xq.resize(job.n * job.group * job.xq_image);
+            job.offsets = offsets.data();
+        } else {
+            pack_w(job, static_cast<const uint8_t*>(v.w.buf), w_signed, kernel->pack, packed,
+                   sumw);
+        }
     } catch (const std::bad_alloc&) {
         return PyErr_NoMemory();
     }
@@ -219,17 +325,22 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     job.wz = wzs.data();
     job.sumw = sumw.data();
     job.y = static_cast<int32_t*>(v.y.buf);
+    const long positions = direct ? job.vtotal : job.out_plane;
     const long per_position = job.words * kernel->pack * (kernel->pack == 4 ? 1 : 2);
-    long block = QPANEL_BYTES / (per_position > 0 ? per_position : 1);
+    long block = direct ? 16 * kernel->tile : QPANEL_BYTES / (per_position > 0 ? per_position : 1);
     block = round_up(block < kernel->tile ? kernel->tile : block, kernel->tile);
     // enough tasks for the threads: split the positions further when there are few images
     const long wanted = threads * 4;
-    while (block > kernel->tile && job.n * group * ((job.out_plane + block - 1) / block) < wanted)
+    while (block > kernel->tile && job.n * group * ((positions + block - 1) / block) < wanted)
         block = round_up(block / 2, kernel->tile);
-    if (block > round_up(job.out_plane, kernel->tile)) block = round_up(job.out_plane, kernel->tile);
+    if (block > round_up(positions, kernel->tile)) block = round_up(positions, kernel->tile);
     job.block = block;
-    job.blocks = (job.out_plane + block - 1) / block;
+    job.blocks = (positions + block - 1) / block;
     Py_BEGIN_ALLOW_THREADS
+    if (direct) {
+        job.xq = xq.data();
+        transform_x(job, kernel->pack, xq.data());
+    }
     ok = run(job, *kernel, threads);
     Py_END_ALLOW_THREADS
     if (!ok) return PyErr_NoMemory();

@@ -124,6 +124,51 @@ inline void store(const QJob& job, long n, long g, long row0, long rows, long p0
     }
 }
 
+// The direct path's store: the tile's `valid` virtual positions from v (sums of x' of the
+// tile's positions in `sumx`, written by row 0): each position whose grid coordinates lie
+// inside `out` goes to y, the others are dropped.
+inline void store_virtual(const QJob& job, long n, long g, long row0, long rows, long v,
+                          long valid, const int32_t* acc, long tile, int32_t* sumx) {
+    long target[256];  // flattened output position of each virtual one, or -1
+    const int r = job.rank;
+    long o[PADCONV_QMAX_RANK];
+    long rest = v;
+    for (int a = 0; a < r; ++a) {
+        o[a] = rest / job.sv[a];
+        rest %= job.sv[a];
+    }
+    for (long j = 0; j < valid; ++j) {
+        long flat = 0;
+        bool inside = true;
+        for (int a = 0; a < r; ++a) {
+            if (o[a] >= job.out[a]) inside = false;
+            flat = flat * job.out[a] + o[a];
+        }
+        target[j] = inside ? flat : -1;
+        for (int a = r - 1; a >= 0; --a) {  // the next virtual position
+            if (++o[a] < job.pd[a] || a == 0) break;
+            o[a] = 0;
+        }
+    }
+    for (long i = 0; i < rows; ++i) {
+        const long row = row0 + i;
+        if (row == 0) {
+            for (long j = 0; j < valid; ++j) sumx[j] = acc[i * tile + j];
+            continue;
+        }
+        if (row > job.mg) break;
+        const long m = g * job.mg + row - 1;
+        const uint32_t wz = (uint32_t)job.wz[m];
+        const uint32_t base = (uint32_t)job.kk * (uint32_t)job.xz * wz -
+                              (uint32_t)job.xz * (uint32_t)job.sumw[m];
+        int32_t* y = job.y + (n * job.m + m) * job.out_plane;
+        for (long j = 0; j < valid; ++j)
+            if (target[j] >= 0)
+                y[target[j]] =
+                    (int32_t)((uint32_t)acc[i * tile + j] - wz * (uint32_t)sumx[j] + base);
+    }
+}
+
 }  // namespace qpanel
 }  // namespace
 
