@@ -417,9 +417,9 @@ def _declared_input(data: str) -> Any:
         from padconv_cli.engines.dask_io import open_block_input
 
         return open_block_input(data)
-    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+    from padconv_cli.outofcore.npy_blocks import open_npy_input
 
-    return open_npy_memmap(data)
+    return open_npy_input(data)
 
 
 def _small_inputs(request: Request) -> list[Any]:
@@ -440,7 +440,7 @@ def _gate_out_of_core(request: Request, source: Any, plan: Any) -> None:
     """Representable result, explicit max_output_bytes, then the free disk space."""
     import math
 
-    from padconv_cli.outofcore.npy_memmap import check_disk_space
+    from padconv_cli.outofcore.npy_blocks import check_disk_space
     from padconv_cli.resources import Limits, Needs, check_call
 
     entry = operator(request.operator)

@@ -139,12 +139,6 @@ def _client(scheduler: str | None) -> Iterator[Any]:
         yield client
 
 
-def worker_threads(client: Any) -> int:
-    """Total threads of the cluster's workers (at least 1)."""
-    info = client.scheduler_info()
-    return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
-
-
 def _close_quietly(client: Any) -> None:
     """Close the client without waiting long for a scheduler that is gone."""
     with contextlib.suppress(Exception):
