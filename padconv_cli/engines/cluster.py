@@ -86,10 +86,15 @@ def quiet_distributed(verbose: bool) -> Iterator[None]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            ending = False
             try:
                 yield
+            except BaseException as exc:
+                ending = not isinstance(exc, Exception)  # a signal: the process ends now
+                raise
             finally:
-                gc.collect()
+                if not ending:  # what distributed's objects say when collected stays hidden
+                    gc.collect()
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             if logger.name != "asyncio" or level != logging.NOTSET:
