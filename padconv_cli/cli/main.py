@@ -339,15 +339,14 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
 
 def stop_outcome(error: BaseException) -> tuple[int, str] | None:
     """``(exit code, line)`` when ``error`` ends a run stopped by a signal: a SIGINT, SIGTERM
-    or SIGHUP arrived (:data:`stopped_by`), or the error is or wraps a Ctrl-C (click's Abort,
-    :class:`Interrupted`, a KeyboardInterrupt in its chain: see :func:`caused_by_interrupt`)."""
-    signum = stopped_by
-    if isinstance(error, Terminated):
-        signum = error.signum
+    or SIGHUP arrived (:data:`stopped_by`; what its unwinding raised in the place of its
+    exception is still the signal), or ``error`` is a Ctrl-C (KeyboardInterrupt, click's
+    Abort, :class:`Interrupted`)."""
+    signum = error.signum if isinstance(error, Terminated) else stopped_by
     if signum is not None and signum != signal.SIGINT:
         return 128 + signum, "padconv: terminated"
-    if signum is not None or isinstance(error, (click.exceptions.Abort, Interrupted)) or (
-            caused_by_interrupt(error)):
+    if signum is not None or isinstance(
+            error, (KeyboardInterrupt, click.exceptions.Abort, Interrupted)):
         return EXIT_INTERRUPTED, "padconv: interrupted"
     return None
 
@@ -377,22 +376,6 @@ def _mapped_error(error: BaseException) -> int:
         _silence_stdout()
         report(_error_line(_os_error_text(error), _command_path()))
         return EXIT_USAGE
-
-
-def caused_by_interrupt(error: BaseException) -> bool:
-    """True when a KeyboardInterrupt is in ``error``'s chain of causes and contexts.
-
-    Python turns a Ctrl-C that lands in some places into another exception (during a class
-    definition, ``__set_name__`` wraps it in a RuntimeError; an import hook may wrap it too):
-    that is still the Ctrl-C, not a failure of padconv.
-    """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
 
 
 class StdoutUnavailable(OSError):
