@@ -151,7 +151,7 @@ class Planned:
 
     def _gate_out_of_core(self) -> None:
         """Representable result, explicit max_output_bytes, then the free disk space."""
-        from padconv_cli.outofcore.npy_memmap import check_disk_space
+        from padconv_cli.outofcore.npy_blocks import check_disk_space
         from padconv_cli.resources import Limits, Needs, check_call
 
         call, request = self.call, self.request
@@ -319,9 +319,9 @@ def _declared_input(data: str) -> Any:
         from padconv_cli.engines.dask_io import open_block_input
 
         return open_block_input(data)
-    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+    from padconv_cli.outofcore.npy_blocks import open_npy_input
 
-    return open_npy_memmap(data)
+    return open_npy_input(data)
 
 
 def tiled_fits(call: Any, plan: Any, limit: int) -> bool:

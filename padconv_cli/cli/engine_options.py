@@ -4,8 +4,8 @@ the library pipeline (:mod:`padconv_cli.pipeline`).
 Engines:
 
 * ``memory``: read everything, run the kernel, write the result (the commands' own path);
-* ``tiled``: out of core on one machine — a ``.npy`` DATA/X is memory-mapped and processed in
-  tiles that fit ``--memory-limit``, the result goes to ``-o FILE.npy`` through a memory map;
+* ``tiled``: out of core on one machine — a ``.npy`` DATA/X is read box by box and processed
+  in tiles that fit ``--memory-limit``, each tile of the result written into ``-o FILE.npy``;
 * ``dask``: blocks on a ``dask.distributed`` cluster (``--scheduler ADDRESS``, else a local
   one); ``.npy`` or Zarr (``.zarr``) input and output; needs ``padconv[dask]``;
 * ``auto`` (default): ``dask`` when the input or ``-o`` is a Zarr store; ``tiled`` when DATA/X

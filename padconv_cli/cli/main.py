@@ -69,9 +69,16 @@ STOP_SIGNALS = tuple(
 )
 
 
+stopped_by: int | None = None
+"""The stop signal that arrived during the run, if any (set by :func:`on_stop_signal`)."""
+
+
 def on_stop_signal(signum: int, frame: object) -> None:
-    """The first SIGINT, SIGTERM or SIGHUP: ignore the next ones (the clean-up runs to its end),
-    ask running native kernels to stop, and raise KeyboardInterrupt or :class:`Terminated`."""
+    """The first SIGINT, SIGTERM or SIGHUP: note it, ignore the next ones (the clean-up runs to
+    its end), ask running native kernels to stop, and raise KeyboardInterrupt or
+    :class:`Terminated`."""
+    global stopped_by
+    stopped_by = signum
     for other in STOP_SIGNALS:
         signal.signal(other, signal.SIG_IGN)
     native = sys.modules.get("padconv_cli.kernels._native")  # only when loaded: no import here
@@ -316,63 +323,63 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
 
     PadconvError and click usage errors: one line on stderr, exit 2; MemoryError: one line
     suggesting the tiled engine, exit 2; no arguments at all: the help on stdout, exit 0 (a
-    request for help, not a mistake); Ctrl-C: 130; a closed stdout pipe: 141, silently.
+    request for help, not a mistake); a closed stdout pipe: 141, silently.  Once a stop signal
+    arrived, whatever ends the run (the signal's exception, or an error its unwinding raised
+    in its place) is that signal: 130 or 128 + signal, one line (:func:`stop_outcome`).
     """
     _reset_settings()
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
         _flush_stdout()
-    except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
+    except BaseException as error:  # noqa: BLE001 - every ending is mapped or raised again
+        outcome = stop_outcome(error)
+        if outcome is None:
+            return _mapped_error(error)
         _ignore_further_signals()
-        report("padconv: interrupted")
-        code = EXIT_INTERRUPTED
-    except Terminated as terminated:
-        _ignore_further_signals()
-        report("padconv: terminated")
-        code = 128 + terminated.signum
+        report(outcome[1])
+        return outcome[0]
+    return code if isinstance(code, int) else 0
+
+
+def stop_outcome(error: BaseException) -> tuple[int, str] | None:
+    """``(exit code, line)`` when ``error`` ends a run stopped by a signal: a SIGINT, SIGTERM
+    or SIGHUP arrived (:data:`stopped_by`; what its unwinding raised in the place of its
+    exception is still the signal), or ``error`` is a Ctrl-C (KeyboardInterrupt, click's
+    Abort, :class:`Interrupted`)."""
+    signum = error.signum if isinstance(error, Terminated) else stopped_by
+    if signum is not None and signum != signal.SIGINT:
+        return 128 + signum, "padconv: terminated"
+    if signum is not None or isinstance(
+            error, (KeyboardInterrupt, click.exceptions.Abort, Interrupted)):
+        return EXIT_INTERRUPTED, "padconv: interrupted"
+    return None
+
+
+def _mapped_error(error: BaseException) -> int:
+    """The exit code of an ending that is not a signal, its one line reported; anything not
+    listed is raised again."""
+    try:
+        raise error
     except (BrokenPipeError, StdoutClosed):
         _silence_stdout()
-        code = EXIT_BROKEN_PIPE
+        return EXIT_BROKEN_PIPE
     except click.exceptions.Exit as exit_:
-        code = exit_.exit_code
+        return exit_.exit_code
     except click.ClickException as error:
         if _is_no_args_help(error) and getattr(error, "ctx", None) is not None:
             return _print_help(error)
         report(_usage_error_line(error))
-        code = error.exit_code
+        return error.exit_code
     except MemoryError:
         report(_error_line(OUT_OF_MEMORY_MESSAGE, _command_path()))
-        code = EXIT_USAGE
+        return EXIT_USAGE
     except PadconvError as error:
         report(_input_flag_hint(error, _library_error_line(error)))
-        code = getattr(error, "exit_code", EXIT_USAGE)
+        return getattr(error, "exit_code", EXIT_USAGE)
     except OSError as error:  # a report could not be written (closed or full stdout)
         _silence_stdout()
         report(_error_line(_os_error_text(error), _command_path()))
-        code = EXIT_USAGE
-    except Exception as error:
-        if not caused_by_interrupt(error):
-            raise
-        _ignore_further_signals()
-        report("padconv: interrupted")
-        code = EXIT_INTERRUPTED
-    return code if isinstance(code, int) else 0
-
-
-def caused_by_interrupt(error: BaseException) -> bool:
-    """True when a KeyboardInterrupt is in ``error``'s chain of causes and contexts.
-
-    Python turns a Ctrl-C that lands in some places into another exception (during a class
-    definition, ``__set_name__`` wraps it in a RuntimeError; an import hook may wrap it too):
-    that is still the Ctrl-C, not a failure of padconv.
-    """
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
+        return EXIT_USAGE
 
 
 class StdoutUnavailable(OSError):
@@ -457,9 +464,27 @@ def keep_quiet_after_the_outcome() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``padconv`` console script: run the command with padconv's signal
     handling (module docstring), report the outcome, exit; quiet after the outcome (see
-    :func:`keep_quiet_after_the_outcome`)."""
+    :func:`keep_quiet_after_the_outcome`).  After a signal the process ends at once
+    (:func:`exit_now`)."""
     plug_closed_standard_streams()
     install_stop_handlers()
     status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)
     keep_quiet_after_the_outcome()
+    if status >= 128 and status != EXIT_BROKEN_PIPE:
+        exit_now(status)
     sys.exit(status)
+
+
+def exit_now(status: int) -> None:
+    """End the process with ``status`` without the interpreter's own shut-down.
+
+    Rule: after a signal, padconv's clean-up (every ``finally`` on the way out) has run and
+    the line is printed; what the interpreter would still do is libraries' teardown, such as
+    a dask worker's idle threads, each waiting up to a second for work before it ends.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed or full stream: the status tells
+            pass
+    os._exit(status)

@@ -1,11 +1,12 @@
 """Dask arrays from ``.npy`` files and Zarr stores, and block-wise writing of results.
 
-Inputs: a ``.npy`` file becomes a dask array whose chunks are read through short-lived memory
-maps (:class:`padconv_cli.outofcore.npy_memmap.NpyInput`, same header checks as tensorio); a
+Inputs: a ``.npy`` file becomes a dask array whose chunks are read with ``pread``
+(:class:`padconv_cli.outofcore.npy_blocks.NpyInput`, same header checks as tensorio); a
 Zarr store (a folder with ``zarr.json`` or ``.zarray``) is opened with ``dask.array.from_zarr``.
 
-Outputs: a ``.npy`` target is created with ``open_memmap`` in a temporary file that the
-workers fill block by block, then renamed over the target; a ``.zarr`` target is written to a
+Outputs: a ``.npy`` target is created in a temporary file that the workers fill block by
+block with ``pwrite`` (:class:`padconv_cli.outofcore.npy_blocks.NpyOutput`), then renamed over
+the target; a ``.zarr`` target is written to a
 temporary store next to it, block by block on chunks equal to the blocks (no two tasks touch
 one chunk), then moved into place.  Either way the target is replaced only when every block
 is written.
@@ -42,18 +43,11 @@ from padconv_cli.engines.zarr_store import (
 )
 from padconv_cli.errors import OutputError
 from padconv_cli.json_output import dumps
-from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.tensorio.files import one_line
 from padconv_cli.tensorio.policy import check_read_bytes, input_limit
 from padconv_cli.tensorio.zarr_paths import ZARR_MARKERS, is_zarr_path
 from padconv_cli.tensorio.zarr_store import check_zarr_objects
-
-
-def input_chunks(shape: tuple[int, ...], dtype: np.dtype, chunk_bytes: int) -> Any:
-    """Chunks of about ``chunk_bytes`` (dask's ``auto`` rule with that limit)."""
-    from dask.array.core import normalize_chunks
-
-    return normalize_chunks("auto", shape, limit=max(chunk_bytes, 1), dtype=dtype)
 
 
 def open_block_input(path: str) -> Any:
@@ -70,7 +64,7 @@ class NpySource:
     """A ``.npy`` file read box by box through short-lived memory maps on the workers."""
 
     def __init__(self, path: str) -> None:
-        self.array = open_npy_memmap(path)
+        self.array = open_npy_input(path)
         header = self.array.header
         self.fingerprint = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
         self.shape, self.dtype, self.ndim = self.array.shape, self.array.dtype, self.array.ndim

@@ -123,9 +123,9 @@ def fingerprint(kind: str, path: str) -> Fingerprint:
         from padconv_cli.engines.zarr_store import open_zarr_input
 
         return zarr_fingerprint(open_zarr_input(path), path)
-    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+    from padconv_cli.outofcore.npy_blocks import open_npy_input
 
-    source = open_npy_memmap(path)
+    source = open_npy_input(path)
     header = source.header
     return npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
 

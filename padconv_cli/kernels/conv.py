@@ -7,7 +7,6 @@ here: ``plan_conv`` and ``ConvPlan`` are public API) and hands the numbers to
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,11 +39,9 @@ def conv(
     (float64 for float64 inputs) and rounded once to the input dtype.
     """
     x, w, b = _float_inputs(X, W, B)
-    attributes = {
-        "auto_pad": auto_pad, "dilations": dilations, "group": group,
-        "kernel_shape": kernel_shape, "pads": pads, "strides": strides,
-    }
-    plan = _remembered_plan(x.shape, w.shape, None if b is None else b.shape, attributes)
+    plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, auto_pad=auto_pad,
+                     dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+                     strides=strides)
     from padconv_cli.kernels.conv_paths import convolve
 
     return convolve(plan, x, w, b)
@@ -62,47 +59,6 @@ def conv_planned(
     from padconv_cli.kernels.conv_paths import convolve
 
     return convolve(plan, x, w, b)
-
-
-# --- plans of recent calls -----------------------------------------------------------------
-
-_PLANS: dict[object, ConvPlan] = {}
-_PLANS_LOCK = threading.Lock()
-_REMEMBERED_PLANS = 64
-
-
-def _remembered_plan(
-    x_shape: tuple[int, ...],
-    w_shape: tuple[int, ...],
-    b_shape: tuple[int, ...] | None,
-    attributes: dict[str, object],
-) -> ConvPlan:
-    """:func:`plan_conv`, remembered for the last calls with the same shapes and attributes.
-
-    Attributes are told apart by type as well as value (``1``, ``1.0`` and ``True`` are
-    different keys, as plan_conv accepts only the first); attributes that cannot be hashed
-    (numpy arrays) are planned afresh. A call that fails validation is never remembered.
-    """
-    try:
-        key = (x_shape, w_shape, b_shape, _typed(tuple(attributes.values())))
-        plan = _PLANS.get(key)
-    except TypeError:
-        return plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
-    if plan is None:
-        plan = plan_conv(x_shape, w_shape, b_shape, **attributes)  # type: ignore[arg-type]
-        with _PLANS_LOCK:  # conv may be called from several threads
-            if len(_PLANS) >= _REMEMBERED_PLANS:
-                _PLANS.pop(next(iter(_PLANS)), None)
-            _PLANS[key] = plan
-    return plan
-
-
-def _typed(value: object) -> object:
-    """``value`` as a hashable key that keeps every element's type: ``(type, value)``, with
-    lists and tuples turned into tuples of typed elements."""
-    if isinstance(value, (list, tuple)):
-        return type(value), tuple(_typed(item) for item in value)
-    return type(value), value
 
 
 # --- element types -------------------------------------------------------------------------

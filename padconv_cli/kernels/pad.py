@@ -15,8 +15,7 @@ Rules implemented here:
 * The output has the input's dtype; values are copied bit for bit.  A numpy ``<U`` array
   is widened when the constant string is longer than its items.
 
-The kernel allocates the output once (or writes into the caller's ``out``; large outputs
-reuse the memory of dropped earlier results, see :mod:`padconv_cli.kernels.recycled`), copies
+The kernel allocates the output once (or writes into the caller's ``out``), copies
 the cropped input into its centre once and then fills only the border, axis by axis, from
 parts of the output that are already final.  Large outputs are handled in cache-sized blocks
 of the leading unpadded axes, so that a block's border is filled while its centre is still in
@@ -47,7 +46,6 @@ from padconv_cli.kernels.pad_values import (
     output_dtype,
     pad_element_kind,
 )
-from padconv_cli.kernels.recycled import new_array
 from padconv_cli.kernels.workers import run_tasks, worker_count
 
 __all__ = [
@@ -99,9 +97,7 @@ def pad(
     Returns a new array of ``data``'s dtype, or ``out`` when it is given (numpy's convention):
     ``out`` must have exactly the output's shape and dtype, be writable and share no memory
     with ``data``, else :class:`AttributeValueError`.  Reusing one ``out`` across calls saves
-    the page faults of fresh memory, which for a large output cost about as much as the copy;
-    without ``out``, an output of 32 MiB or more reuses the memory of an earlier result that
-    is no longer referenced (:mod:`padconv_cli.kernels.recycled`).
+    the page faults of fresh memory, which for a large output cost about as much as the copy.
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
     pad_element_kind(array.dtype)
@@ -128,7 +124,7 @@ def pad_planned(
 
 def _allocate(shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
     try:
-        return new_array(shape, dt)
+        return np.empty(shape, dtype=dt)
     except (ValueError, MemoryError):
         nbytes = math.prod(shape) * dt.itemsize
         raise OutputTooLargeError(

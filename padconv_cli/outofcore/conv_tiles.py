@@ -1,4 +1,5 @@
-"""ONNX Conv from a memory-mapped ``.npy`` X to a memory-mapped ``.npy`` Y, one tile at a time.
+"""ONNX Conv from a ``.npy`` X to a ``.npy`` Y, one tile at a time (read and written with
+``pread``/``pwrite``, :mod:`padconv_cli.outofcore.npy_blocks`).
 
 A tile is a range of images, a channel tile (see
 :func:`padconv_cli.outofcore.conv_geometry.channel_tiles`) and a range per output spatial
@@ -28,7 +29,7 @@ from padconv_cli.outofcore.conv_geometry import (
     spatial_window,
     tile_in_channels,
 )
-from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
@@ -58,8 +59,8 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
     """Upper bound of the bytes one tile ``(images, out channels, *out spatial)`` needs.
 
     With ``X_t`` the elements of the tile's input window and ``Y_t`` its outputs:
-    ``2*X_t*itemsize`` (mapped pages + the window's copy) ``+ 2*Y_t*itemsize`` (the result
-    and its mapped output pages) ``+`` the kernel's working memory for the tile's plan
+    ``2*X_t*itemsize`` (the rows read + the window's copy) ``+ 2*Y_t*itemsize`` (the result
+    and its copy written out) ``+`` the kernel's working memory for the tile's plan
     (:func:`padconv_cli.kernels.conv_paths.working_bytes`, the one formula, on the native
     core's threads).
     """
@@ -236,7 +237,7 @@ def tiled_conv(
     whether the tiling was bit-identical (see :func:`plan_conv_tiles`).  ``plan``: the call's
     plan when the caller made it already (:func:`plan_conv` of the same shapes and attributes).
     """
-    x = open_npy_memmap(source) if isinstance(source, str) else source
+    x = open_npy_input(source) if isinstance(source, str) else source
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = tile_budget(memory_limit, w, b, "memory_limit")

@@ -158,16 +158,6 @@ def crop_begins(plan: PadPlan) -> tuple[int, ...]:
     return tuple(axis.crop_begin for axis in plan.per_axis)
 
 
-def hull_box(pieces: list[TilePiece], plan: PadPlan) -> tuple[slice, ...]:
-    """The smallest box of the original input holding every piece's window (per-axis hull)."""
-    begins = crop_begins(plan)
-    boxes = [piece.window_box(begins) for piece in pieces]
-    return tuple(
-        slice(min(box[i].start for box in boxes), max(box[i].stop for box in boxes))
-        for i in range(len(begins))
-    )
-
-
 def axis_extremes(length: int, tile: int, axis: AxisPad, mode: str) -> tuple[int, int]:
     """Largest total window and largest kernel result along an axis split in tiles of
     ``tile``: the total window of a tile is the sum of its pieces' window lengths (what the

@@ -1,4 +1,5 @@
-"""ONNX Pad from a memory-mapped ``.npy`` to a memory-mapped ``.npy``, one tile at a time.
+"""ONNX Pad from a ``.npy`` file to a ``.npy`` file, one tile at a time (read and written with
+``pread``/``pwrite``, :mod:`padconv_cli.outofcore.npy_blocks`).
 
 Every tile is produced by padconv's own Pad kernel run on a small window of the input with
 pads computed for that tile, then cropped (see :mod:`padconv_cli.outofcore.pad_geometry`), so
@@ -25,7 +26,7 @@ from padconv_cli.kernels.pad import (
     pad_planned,
     plan_pad,
 )
-from padconv_cli.outofcore.npy_memmap import NpyInput, NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.outofcore.pad_geometry import TilePiece, axis_extremes, crop_begins, tile_pieces
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
@@ -39,10 +40,10 @@ def _extremes(length: int, tile: int, axis: Any, mode: str) -> tuple[int, int]:
 def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> int:
     """Upper bound of the bytes one tile of ``tile_shape`` needs.
 
-    ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))``: the mapped
-    pages and the copies of the input windows of all the tile's pieces (the dask engine holds
-    them together; the tiled engine one at a time), the kernel's result, and the mapped output
-    pages, with the per-axis maxima over all tiles of that shape (``windows``: the sum of the
+    ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))``: the rows read
+    and the copies of the input windows of all the tile's pieces (the dask engine holds
+    them together; the tiled engine one at a time), the kernel's result, and its copy
+    written out, with the per-axis maxima over all tiles of that shape (``windows``: the sum of the
     pieces' window lengths, see :func:`~padconv_cli.outofcore.pad_geometry.axis_extremes`).
     """
     windows, result = 1, 1
@@ -91,7 +92,7 @@ def tiled_pad(
     written.  Returns the output shape and the tile count.  ``plan``: the call's plan when the
     caller made it already (:func:`plan_pad` of the same shape and attributes).
     """
-    data = open_npy_memmap(source) if isinstance(source, str) else source
+    data = open_npy_input(source) if isinstance(source, str) else source
     pad_element_kind(data.dtype)
     plan = plan if plan is not None else plan_pad(data.shape, pads, axes, mode)
     value = None if constant_value is None else coerce_constant_value(constant_value, data.dtype)

@@ -13,7 +13,7 @@ import pytest
 from hostile.runner import one_line_refusal, start_padconv, wait_while_running
 
 from padconv_cli.errors import InputError
-from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+from padconv_cli.outofcore.npy_blocks import open_npy_input
 
 WAIT_SECONDS = 60
 
@@ -22,7 +22,7 @@ WAIT_SECONDS = 60
 def opened(tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.arange(4096, dtype=np.float64).reshape(64, 64))
-    return path, open_npy_memmap(str(path))
+    return path, open_npy_input(str(path))
 
 
 def test_tile_read_after_truncation_is_an_input_error(opened):
@@ -45,7 +45,7 @@ def test_tiles_read_by_pread_equal_numpy_slices(tmp_path):
     for order in ("C", "F"):
         array = rng.standard_normal((3, 5, 7)).astype(">f4")
         np.save(tmp_path / "a.npy", np.asfortranarray(array) if order == "F" else array)
-        source = open_npy_memmap(str(tmp_path / "a.npy"))
+        source = open_npy_input(str(tmp_path / "a.npy"))
         for box in [(slice(0, 3), slice(1, 4), slice(0, 7)), (slice(1, 2), slice(0, 5),
                     slice(2, 6)), (slice(0, 3), slice(0, 5), slice(0, 7)),
                     (slice(2, 2), slice(0, 5), slice(0, 7))]:
@@ -67,19 +67,19 @@ BOXES = [
 def test_strided_and_integer_boxes_read_by_pread_equal_numpy_indexing(tmp_path, order, box):
     array = np.random.default_rng(2).standard_normal((3, 5, 7)).astype(">f4")
     np.save(tmp_path / "a.npy", np.asfortranarray(array) if order == "F" else array)
-    part = open_npy_memmap(str(tmp_path / "a.npy")).read(box)
+    part = open_npy_input(str(tmp_path / "a.npy")).read(box)
     np.testing.assert_array_equal(part, array[box])
     assert part.flags.c_contiguous and part.dtype.isnative
 
 
 def test_long_strided_rows_equal_numpy_indexing(tmp_path, monkeypatch):
     """Steps over rows wider than the scratch buffer, and many steps within one buffer."""
-    from padconv_cli.outofcore import npy_memmap
+    from padconv_cli.outofcore import npy_blocks
 
-    monkeypatch.setattr(npy_memmap, "STRIDED_SCRATCH_BYTES", 256)
+    monkeypatch.setattr(npy_blocks, "STRIDED_SCRATCH_BYTES", 256)
     array = np.arange(5 * 4000, dtype=np.int32).reshape(5, 4000)
     np.save(tmp_path / "a.npy", array)
-    source = open_npy_memmap(str(tmp_path / "a.npy"))
+    source = open_npy_input(str(tmp_path / "a.npy"))
     for box in [(slice(None), slice(3, None, 7)), (slice(None), slice(0, None, 300)),
                 (slice(0, 5, 2), slice(None)), (slice(None), slice(None, None, -33))]:
         np.testing.assert_array_equal(source.read(box), array[box])
@@ -178,7 +178,7 @@ def _saved_in_the_past(path, array: np.ndarray) -> None:
 def test_tile_read_after_an_in_place_rewrite_is_an_input_error(tmp_path):
     path = tmp_path / "x.npy"
     _saved_in_the_past(path, np.zeros((64, 64)))
-    source = open_npy_memmap(str(path))
+    source = open_npy_input(str(path))
     _rewrite_in_place(path)
     with pytest.raises(InputError, match="x.npy: changed by another process"):
         source.read((slice(0, 1), slice(0, 64)))
@@ -189,7 +189,7 @@ def test_a_rewrite_after_the_last_read_publishes_nothing(tmp_path):
     it; the target is not created."""
     import dataclasses
 
-    from padconv_cli.outofcore.npy_memmap import NpyInput
+    from padconv_cli.outofcore.npy_blocks import NpyInput
     from padconv_cli.outofcore.pad_tiles import tiled_pad
 
     @dataclasses.dataclass(frozen=True)
@@ -201,7 +201,7 @@ def test_a_rewrite_after_the_last_read_publishes_nothing(tmp_path):
 
     path = tmp_path / "x.npy"
     _saved_in_the_past(path, np.zeros((64, 64)))
-    opened = open_npy_memmap(str(path))
+    opened = open_npy_input(str(path))
     source = RewrittenAfterEachRead(opened.path, opened.header, opened.identity,
                                     opened.max_read_bytes)
     with pytest.raises(InputError, match="changed by another process"):

@@ -21,7 +21,7 @@ from padconv_cli.outofcore.conv_tiles import (
     plan_conv_tiles,
     tile_input,
 )
-from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+from padconv_cli.outofcore.npy_blocks import open_npy_input
 from padconv_cli.outofcore.pad_geometry import axis_pieces, region_bounds, tile_pieces
 from padconv_cli.outofcore.pad_tiles import pad_tile_cost, run_pieces
 from padconv_cli.outofcore.progress import TileProgress
@@ -308,14 +308,14 @@ def test_forged_header_is_refused_before_mapping(tmp_path):
     raw = path.read_bytes().replace(b"(4, 4)", b"(9999, 4)")
     path.write_bytes(raw)
     with pytest.raises(InputError, match="declares shape"):
-        open_npy_memmap(str(path))
+        open_npy_input(str(path))
 
 
 def test_object_npy_is_refused(tmp_path):
     path = tmp_path / "objects.npy"
     np.save(path, np.array(["a", 1], dtype=object), allow_pickle=True)
     with pytest.raises(InputError, match="pickle"):
-        open_npy_memmap(str(path))
+        open_npy_input(str(path))
 
 
 def test_bool_bytes_are_checked(tmp_path):
@@ -325,7 +325,7 @@ def test_bool_bytes_are_checked(tmp_path):
     raw[-1] = 7
     path.write_bytes(bytes(raw))
     with pytest.raises(InputError, match="bool"):
-        open_npy_memmap(str(path)).read((slice(None),))
+        open_npy_input(str(path)).read((slice(None),))
 
 
 # --- progress ------------------------------------------------------------------------------

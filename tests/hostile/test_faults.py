@@ -216,14 +216,14 @@ def test_interrupt_while_creating_the_out_of_core_output(tmp_path, monkeypatch):
     """Ctrl-C can land while the tiled engine creates its temporary result file (a subprocess
     run leaves a 128-byte .out.npy.*.tmp about one time in three); made deterministic here by
     interrupting the header write in-process."""
-    from padconv_cli.outofcore import npy_memmap
+    from padconv_cli.outofcore import npy_blocks
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(npy_memmap.np.lib.format, "open_memmap", interrupted)
+    monkeypatch.setattr(npy_blocks.np.lib.format, "open_memmap", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        npy_memmap.NpyOutput(str(tmp_path / "out.npy"), (4, 4), np.dtype(np.float32))
+        npy_blocks.NpyOutput(str(tmp_path / "out.npy"), (4, 4), np.dtype(np.float32))
     assert list(tmp_path.iterdir()) == []
 
 

@@ -280,11 +280,11 @@ def test_zarr_array_over_the_limit_is_refused_in_memory(tmp_path):
 
 
 def test_library_reads_follow_the_policy(tmp_path):
-    from padconv_cli.outofcore.npy_memmap import open_npy_memmap
+    from padconv_cli.outofcore.npy_blocks import open_npy_input
 
     np.save(tmp_path / "x.npy", np.ones((64, 64), np.float64))
     with reading(max_input_bytes=4096):
-        source = open_npy_memmap(str(tmp_path / "x.npy"))
+        source = open_npy_input(str(tmp_path / "x.npy"))
     assert source.read((slice(0, 8), slice(None))).shape == (8, 64)  # 4 KiB: within
     with pytest.raises(InputError, match="max_input_bytes"):
         source.read((slice(0, 9), slice(None)))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from padconv_cli.engines import locations
-from padconv_cli.outofcore import npy_memmap
-from padconv_cli.outofcore.npy_memmap import NpyOutput
+from padconv_cli.outofcore import npy_blocks
+from padconv_cli.outofcore.npy_blocks import NpyOutput
 from padconv_cli.tensorio import atomic
 from padconv_cli.tensorio.atomic import atomic_write
 
@@ -35,8 +35,8 @@ def test_ctrl_c_after_the_temporary_file_is_made_leaves_nothing(tmp_path, monkey
 
 
 def test_ctrl_c_after_the_tiled_output_is_made_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(npy_memmap, "create_exclusive",
-                        _interrupt_right_after(npy_memmap.create_exclusive))
+    monkeypatch.setattr(npy_blocks, "create_exclusive",
+                        _interrupt_right_after(npy_blocks.create_exclusive))
     with pytest.raises(KeyboardInterrupt):
         NpyOutput(str(tmp_path / "out.npy"), (4, 4), np.dtype(np.float32))
     assert list(tmp_path.iterdir()) == []

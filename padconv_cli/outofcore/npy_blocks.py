@@ -1,18 +1,18 @@
-"""``.npy`` files read box by box with ``pread`` and written through short-lived memory maps.
+"""``.npy`` files read and written box by box with ``pread`` and ``pwrite`` (never through a
+memory map).
 
-Reading: :func:`open_npy_memmap` validates the header (magic, version, header size, no object
+Reading: :func:`open_npy_input` validates the header (magic, version, header size, no object
 dtype, sane shape; see :func:`padconv_cli.tensorio.npy.read_npy_header`) and refuses a header
 that promises more bytes than the file holds.  :meth:`NpyInput.read` then reads only the rows a
-box selects with ``pread``, after checking on the opened descriptor that the file is the one
-opened and still long enough: an input truncated or replaced by another process during the
-run is one :class:`InputError`, never the SIGBUS of a memory-mapped page past the file's end.
+box selects, after checking on the opened descriptor that the file is the one opened and still
+long enough: an input truncated or replaced by another process during the run is one
+:class:`InputError`.
 
-Resident memory: :class:`NpyOutput` maps the result only for the duration of one tile and
-unmaps it right after, so that resident memory follows the tile, not the file.
-
-Writing: :class:`NpyOutput` creates the result with ``numpy.lib.format.open_memmap`` in a
-temporary file next to the target, and :meth:`NpyOutput.commit` renames it over the target
-(atomic, like :func:`padconv_cli.tensorio.write_tensor`).
+Writing: :class:`NpyOutput` creates the result (header and full length, still sparse) with
+``numpy.lib.format.open_memmap`` in a temporary file next to the target, writes each box with
+``pwrite`` (a full disk is one :class:`OutputError`, never the SIGBUS of a mapped page), and
+:meth:`NpyOutput.commit` renames it over the target (atomic, like
+:func:`padconv_cli.tensorio.write_tensor`).  Resident memory follows the box, not the file.
 """
 
 from __future__ import annotations
@@ -132,8 +132,9 @@ class NpyInput:
         return self.read(box)
 
 
-def open_npy_memmap(path: str) -> NpyInput:
-    """Validate an ``.npy`` file for memory-mapped reading without loading its data.
+def open_npy_input(path: str) -> NpyInput:
+    """Validate an ``.npy`` file for reading box by box (:meth:`NpyInput.read`) without loading
+    its data.
 
     Rules (as :func:`padconv_cli.tensor_sources.read_tensor` applies them): the path is a regular
     file; the header parses and declares no object dtype; ``prod(shape) * itemsize`` fits in
@@ -290,26 +291,6 @@ def _pread_exact(fd: int, target: memoryview, offset: int, path: str) -> None:
         done += count
 
 
-def _map(path: str, header: NpyHeader, mode: str) -> np.ndarray:
-    if header.data_bytes == 0:
-        return np.empty(header.shape, dtype=header.dtype)
-    order = "F" if header.fortran_order else "C"
-    try:
-        return np.memmap(
-            path,
-            dtype=header.dtype,
-            mode=mode,
-            offset=header.data_offset,
-            shape=header.shape,
-            order=order,
-        )
-    except OSError as exc:
-        raise InputError(f"{path}: cannot map ({one_line(exc.strerror or exc)})") from None
-    except ValueError as exc:  # "mmap length is greater than file size": it shrank meanwhile
-        raise InputError(f"{path}: cannot map, the file is shorter than its header says "
-                         f"(changed while being read? {one_line(exc, 80)})") from None
-
-
 def _check_bool_bytes(array: np.ndarray, label: str) -> None:
     if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
         raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
@@ -356,14 +337,14 @@ class NpyOutput:
         Rule: never through a memory map: the temporary file is sparse until written, and a
         disk that fills up meanwhile (another process) would kill a mapped write with SIGBUS;
         ``pwrite`` fails with ENOSPC instead, one :class:`OutputError`, the temporary file
-        removed.  A box of unit-step slices is written row run by row run; any other box
-        (never made by padconv's engines) goes through a short-lived memory map.
+        removed.  ``box``: one slice of step 1 per axis (what the engines make), written row
+        run by row run.
         """
         if self._header.data_bytes == 0:
             return
         ranges = _unit_step_ranges(box, self.shape)
         if ranges is None:
-            return self._write_mapped(box, values)
+            raise ValueError(f"box {box!r} is not one unit-step slice per axis")
         part = np.ascontiguousarray(
             np.broadcast_to(np.asarray(values, dtype=self.dtype), tuple(len(r) for r in ranges)))
         fd = os.open(self._temp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
@@ -373,15 +354,6 @@ class NpyOutput:
             raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
         finally:
             os.close(fd)
-
-    def _write_mapped(self, box: object, values: np.ndarray) -> None:
-        array = _map(self._temp, self._header, "r+")
-        try:
-            array[box] = values
-        except OSError as exc:
-            raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
-        finally:
-            del array
 
     def commit(self) -> None:
         """Make the data durable, give the file its final mode and rename it over the target."""
