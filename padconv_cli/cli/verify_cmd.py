@@ -84,8 +84,8 @@ def verify_command(
     test_data_set_*/input_*.pb and output_*.pb), or folders of such cases. --onnx-suite adds
     the conformance cases of the installed onnx package.
 
-    Every case goes through the same code as the operator's command ('padconv conv' ...). A model with
-    other computing nodes is reported as unsupported (neither passed nor failed).
+    Every case goes through the same code as the operator's command ('padconv conv' ...). A
+    model with other computing nodes is reported as unsupported (neither passed nor failed).
 
     One line per case (result, name, operator, output, max abs; more columns on wide
     terminals; case names always whole, as -k takes them); details of every case that did
