@@ -1,6 +1,6 @@
-"""The tiled engine runs ConvInteger and QLinearConv bit-identical to the in-memory result,
-whatever the tiles (tiles reading only padding included); the engines that do not run an
-operator of the family refuse in one line naming the engines that do."""
+"""The tiled engine runs ConvTranspose, ConvInteger and QLinearConv bit-identical to the
+in-memory result, whatever the tiles (tiles reading only padding, or no input at all,
+included); the dask engine refuses them in one line naming the engines that run them."""
 
 from __future__ import annotations
 
@@ -65,8 +65,7 @@ def test_auto_engine_takes_tiled_over_the_memory_limit(tmp_path, integer_files):
 
 @pytest.mark.parametrize("command, engine, runs", [
     ("conv-integer", "dask", "--engine memory or --engine tiled"),
-    ("conv-transpose", "tiled", "--engine memory"),
-    ("conv-transpose", "dask", "--engine memory"),
+    ("conv-transpose", "dask", "--engine memory or --engine tiled"),
 ])
 def test_engines_that_do_not_run_an_operator_refuse(run_cli, tmp_path, integer_files, command,
                                                     engine, runs):
@@ -82,3 +81,58 @@ def test_engines_that_do_not_run_an_operator_refuse(run_cli, tmp_path, integer_f
     assert runs in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+TRANSPOSE_CASES = [
+    {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 2},
+    {"strides": [3, 2], "dilations": [2, 3], "output_padding": [1, 2], "group": 2},
+    {"strides": [2, 2], "output_shape": [44, 33], "group": 2},  # extends past the inputs
+    {"strides": [3, 3], "auto_pad": "SAME_LOWER", "group": 2},
+    {"strides": [1, 1], "pads": [3, 3, 3, 2], "group": 2},
+    {"strides": [2, 3], "pads": [4, 0, 0, 5]},
+]
+
+
+@pytest.mark.parametrize("attributes", TRANSPOSE_CASES)
+@pytest.mark.parametrize("rows, columns", [(1, 1), (3, 5), (7, 2)])
+def test_conv_transpose_tiles_of_any_shape_are_bit_identical(attributes, rows, columns):
+    from padconv_cli.kernels.conv_transpose import conv_transpose, conv_transpose_planned
+    from padconv_cli.kernels.conv_transpose_plan import plan_conv_transpose
+    from padconv_cli.outofcore.conv_transpose_tiles import tile_plan
+    from padconv_cli.outofcore.tiling import split_range
+
+    x = RNG.standard_normal((2, 6, 17, 13)).astype(np.float32)
+    w = RNG.standard_normal((6, 4 // attributes.get("group", 1) * 2, 4, 3)).astype(np.float32)
+    m = w.shape[1] * attributes.get("group", 1)
+    b = RNG.standard_normal(m).astype(np.float32)
+    expected = conv_transpose(x, w, b, **attributes)
+    plan = plan_conv_transpose(x.shape, w.shape, b.shape, **attributes)
+    got = np.full(expected.shape, np.nan, np.float32)
+    height, width = plan.output_shape[2:]
+    for images in split_range(2, 1):
+        for r in split_range(height, rows):
+            for c in split_range(width, columns):
+                box, piece = tile_plan(plan, images, (r, c))
+                where = (slice(*images), slice(None), slice(*r), slice(*c))
+                if box is None:
+                    got[where] = b.reshape(-1, 1, 1)
+                else:
+                    got[where] = conv_transpose_planned(piece, x[box], w, b)
+    assert np.array_equal(got, expected)
+
+
+def test_conv_transpose_tiled_engine_writes_the_memory_result(tmp_path):
+    x = RNG.standard_normal((2, 6, 17, 13)).astype(np.float32)
+    w = RNG.standard_normal((6, 4, 4, 3)).astype(np.float32)
+    b = RNG.standard_normal(8).astype(np.float32)
+    inputs = []
+    for name, array in (("x", x), ("w", w), ("b", b)):
+        np.save(tmp_path / f"{name}.npy", array)
+        inputs.append(str(tmp_path / f"{name}.npy"))
+    attributes = {"strides": [2, 2], "output_shape": [40, 30], "group": 2}
+    expected = run(Request("ConvTranspose", tuple(inputs), attributes), write=False).result
+    target = str(tmp_path / "y.npy")
+    outcome = run(Request("ConvTranspose", tuple(inputs), attributes, engine="tiled",
+                          output=target, memory_limit=1_640_000))
+    assert outcome.tiled.tiles > 1
+    assert np.array_equal(np.load(target), expected)
