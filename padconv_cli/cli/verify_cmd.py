@@ -25,7 +25,7 @@ Examples:
     "verify",
     context_settings=CONTEXT_SETTINGS,
     epilog=EXAMPLES,
-    short_help="Run operator cases (built-in, ONNX suite, or DIRs) and compare.",
+    short_help="Run operator cases (built-in, ONNX suite, DIRs); compare.",
 )
 @click.argument("dirs", metavar="[DIR]...", nargs=-1)
 @click.option(

@@ -110,7 +110,7 @@ def declared(shapes: Sequence[Any], dtype: Any) -> list[Any]:
 def engine_refusal(engine: str, name: str, runs: str = "memory") -> AttributeValueError:
     """The one-line refusal of an engine that does not run ``name``; ``runs`` names the
     engines that do."""
-    engines = " or ".join(f"--engine {e}" for e in runs.split())
+    engines = " or ".join(f"engine {e}" for e in runs.split())
     return AttributeValueError(f"engine {engine} does not run {name} yet; use {engines}",
                                param="engine")
 

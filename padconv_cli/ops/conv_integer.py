@@ -47,7 +47,7 @@ INPUTS = (Input("x"), Input("w", required=UNLESS_MODEL),
 ATTRIBUTES = CONV.attributes
 ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
 TEXTS = Command(
-    summary="ONNX ConvInteger: integer convolution of x with w, exact int32 sums.",
+    summary="ONNX ConvInteger: x convolved with w, exact int32 sums.",
     help="Integer convolution of x (N x C x D1 x ... x Dn, int8/uint8) with w (M x C/group x "
     """k1 x ... x kn, int8/uint8), each shifted by its zero point; an int32 result.
 

@@ -74,7 +74,7 @@ ATTRIBUTES = (
 )
 ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
 TEXTS = Command(
-    summary="ONNX ConvTranspose: the transposed convolution of X with W, plus bias B.",
+    summary="ONNX ConvTranspose: transposed convolution, plus bias B.",
     help="Transposed convolution of X (N x C x D1 x ... x Dn) with W (C x M/group x k1 x ... "
     """x kn), plus bias B (M).
 

@@ -54,7 +54,7 @@ W_INDEX = 3
 ATTRIBUTES = CONV.attributes
 ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
 TEXTS = Command(
-    summary="ONNX QLinearConv: quantized convolution, exactly rounded requantization.",
+    summary="ONNX QLinearConv: quantized Conv, exactly rounded.",
     help="Quantized convolution of x (N x C x D1 x ... x Dn) with w (M x C/group x k1 x ... x "
     """kn), int8/uint8, plus the int32 bias B (M); the result has y_zero_point's type.
 
