@@ -140,9 +140,13 @@ def all_cases():
             yield f"test_fam_{name}", op, attributes, inputs
 
 
+GIT_ATTRIBUTES = "# backend-test case data: protobuf bytes, never text\n*.pb binary\n*.onnx binary\n"
+
+
 def write_all(target: Path) -> None:
-    """Every case folder under ``target``."""
+    """Every case folder under ``target``, and the .gitattributes that keeps them binary."""
     target.mkdir(parents=True, exist_ok=True)
+    (target / ".gitattributes").write_text(GIT_ATTRIBUTES, encoding="utf-8")
     for folder, op, attributes, inputs in all_cases():
         output = ORACLES[op](*inputs, **_oracle_attributes(op, attributes))
         if op == "ConvTranspose":
