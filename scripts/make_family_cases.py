@@ -140,7 +140,8 @@ def all_cases():
             yield f"test_fam_{name}", op, attributes, inputs
 
 
-GIT_ATTRIBUTES = "# backend-test case data: protobuf bytes, never text\n*.pb binary\n*.onnx binary\n"
+GIT_ATTRIBUTES = ("# backend-test case data: protobuf bytes, never text\n"
+                  "*.pb binary\n*.onnx binary\n")
 
 
 def write_all(target: Path) -> None:
