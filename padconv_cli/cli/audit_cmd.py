@@ -29,7 +29,7 @@ Examples:
     "audit",
     context_settings=CONTEXT_SETTINGS,
     epilog=EXAMPLES,
-    short_help="Check every Pad/Conv-family node of a model against a runtime.",
+    short_help="Check every node padconv implements in a model.",
 )
 @click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)
 @click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=complete_path)

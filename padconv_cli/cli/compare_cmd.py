@@ -51,9 +51,12 @@ Examples:
 @int_list_option("--pads", default=None, help="pads of that Conv.")
 @int_list_option("--strides", default=None, help="strides of that Conv.")
 @click.option("--from-model", metavar="MODEL.onnx", default=None, shell_complete=complete_path,
-              help="Take that Conv's W, B and attributes from a Conv node of this model.")
+              help="Take that Conv's W, B and attributes from a node of this model (Conv, or "
+              "ConvTranspose/ConvInteger/QLinearConv: --conv-x is then its first input).")
 @click.option("--node", metavar="NAME", default=None,
-              help="The Conv node of --from-model (name, Conv#k or output name).")
+              help="The node of --from-model (name, Conv#k or output name). A QLinearConv "
+              "difference of one unit is then classified (rounding tie, float32 "
+              "requantization, 16-bit saturation).")
 def compare_command(
     expected: str,
     actual: str,
@@ -85,15 +88,20 @@ def compare_command(
     refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
     reference = read_tensor(expected, dtype=dtype)
     candidate = read_tensor(actual, dtype=dtype)
-    bound = _conv_bound(conv_options, reference.shape, dtype)
+    bound, call = _conv_bound(conv_options, reference.shape, dtype)
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
+    known = None if comparison.passed else _classified(call, reference, candidate)
     if as_json:
         from padconv_cli.json_output import dumps
 
         record = _record(comparison, (expected, reference), (actual, candidate))
+        record["known_deviation"] = known
         click.echo(dumps(record, indent=2))
     else:
-        click.echo("\n".join(_lines(comparison, (expected, reference), (actual, candidate))))
+        lines = _lines(comparison, (expected, reference), (actual, candidate))
+        if known is not None:
+            lines.insert(1, f"  known deviation: {known}")
+        click.echo("\n".join(lines))
     if png is not None:
         from padconv_cli.images import difference_picture, write_png
 
@@ -103,39 +111,73 @@ def compare_command(
 
 
 
+def _classified(call, reference, candidate) -> str | None:
+    """How the node's operator explains B's difference from A (A taken as padconv's exact
+    result: a QLinearConv rounding tie, float32 requantization, 16-bit saturation), or None."""
+    if call is None:
+        return None
+    from padconv_cli.ops import operator
+
+    classify = operator(call.op_type).classify_difference
+    if classify is None or reference.shape != candidate.shape:
+        return None
+    return classify(call, reference, candidate)
+
+
+def _node_operator(path: str, name: str | None) -> str:
+    """The operator of the node ``name`` of the model (Conv when the name is not given or
+    names no node of another operator padconv implements)."""
+    if name is None:
+        return "Conv"
+    from padconv_cli.models import model_nodes
+
+    for node in model_nodes(path):
+        if name in (node.node.name, node.label) or name in node.node.output:
+            return node.op_type
+    return "Conv"
+
+
 def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
-    """The Conv error bound of the --conv-*/--from-model options (None without --conv-x)."""
+    """The error bound of the --conv-*/--from-model options and the node's call (None, None
+    without --conv-x); with --from-model the node may be of any operator padconv implements
+    (--conv-x is then its first input)."""
     given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
     if options["conv_x"] is None:
         if given:
             raise click.UsageError(f"{given[0]} describes the Conv of --conv-x; give --conv-x")
-        return None
+        return None, None
     if options["conv_w"] is None and options["from_model"] is None:
         raise click.UsageError("--conv-x needs the Conv's W: --conv-w W or --from-model")
     if options["node"] is not None and options["from_model"] is None:
         raise click.UsageError("--node needs --from-model MODEL.onnx")
     from padconv_cli.models import find_node, resolve_call, with_node_context
-    from padconv_cli.ops import error_bound, plan_call
-    from padconv_cli.ops.conv import ATTRIBUTE_NAMES, NAME
+    from padconv_cli.ops import error_bound, operator, plan_call
+    from padconv_cli.ops.conv import ATTRIBUTE_NAMES
     from padconv_cli.tensor_sources import read_tensor
 
+    name = "Conv"
+    if options["from_model"] is not None:
+        name = _node_operator(options["from_model"], options["node"])
+    entry = operator(name)
     arrays = tuple(None if options[k] is None else read_tensor(options[k], dtype=dtype)
                    for k in ("conv_x", "conv_w", "conv_b"))
+    if name != "Conv":
+        arrays = (arrays[0],) + (None,) * (len(entry.inputs) - 1)
     flags = {k: options[k] for k in ATTRIBUTE_NAMES if options[k] is not None}
     origin = None
     if options["from_model"] is not None:
-        origin = find_node(options["from_model"], options["node"], NAME)
-    resolved = resolve_call(NAME, arrays, flags, origin)
+        origin = find_node(options["from_model"], options["node"], name)
+    resolved = resolve_call(name, arrays, flags, origin)
     try:
         plan = plan_call(resolved.call)
     except PadconvError as error:
         raise with_node_context(origin, error) from None
     if tuple(plan.output_shape) != tuple(shape):
         raise click.UsageError(
-            f"the Conv of --conv-x gives shape {list(plan.output_shape)}, A has shape "
+            f"the {name} of --conv-x gives shape {list(plan.output_shape)}, A has shape "
             f"{list(shape)}"
         )
-    return error_bound(resolved.call, plan)
+    return error_bound(resolved.call, plan), resolved.call
 
 
 def _tensor_text(source: str, array) -> str:

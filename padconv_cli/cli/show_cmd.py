@@ -100,8 +100,11 @@ def show_command(
                     describe_tensor(label, array, bins=bins if histogram else None,
                                     edge_items=edge_items, width=output_width())
                 )
+                quantization = _quantization(label, array, descriptions[-1])
                 if not as_json:
                     click.echo(format_description(descriptions[-1]))
+                    if quantization is not None:
+                        click.echo(quantization)
         except MemoryError:
             raise _out_of_memory(source) from None
     if as_json:
@@ -110,6 +113,21 @@ def show_command(
         click.echo(dumps(descriptions, indent=2))
     if png is not None:
         _draw(sources, dtype, png)
+
+
+def _quantization(label: str, array, description: dict) -> str | None:
+    """For a tensor a model stores (``MODEL.onnx:NAME``) that a node quantizes: its scale and
+    zero point added to ``description``, and the line that shows them (None otherwise)."""
+    path, separator, name = label.rpartition(":")
+    if not separator or not path.lower().endswith(".onnx") or array.dtype.kind not in "iu":
+        return None
+    from padconv_cli.quantization import quantization_line, quantization_of
+
+    quantization = quantization_of(path, name)
+    if quantization is None:
+        return None
+    description["quantization"] = quantization
+    return quantization_line(array, quantization)
 
 
 def _is_model_file(source: str) -> bool:

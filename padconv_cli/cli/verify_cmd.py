@@ -14,7 +14,7 @@ EXIT_FAILED = 1
 
 EXAMPLES = """\b
 Examples:
-  padconv verify                   # the built-in Pad and Conv examples
+  padconv verify                   # the built-in examples and ruling cases
   padconv verify -k pad_doc_reflect    # one case, side by side
   padconv verify --onnx-suite -k 'test_Conv*' --junit-xml report.xml
   padconv verify my_cases/test_my_pad --atol 1e-4 --json
@@ -25,13 +25,14 @@ Examples:
     "verify",
     context_settings=CONTEXT_SETTINGS,
     epilog=EXAMPLES,
-    short_help="Run Pad and Conv cases (built-in, ONNX suite, or DIRs) and compare.",
+    short_help="Run operator cases (built-in, ONNX suite, DIRs); compare.",
 )
 @click.argument("dirs", metavar="[DIR]...", nargs=-1)
 @click.option(
     "--onnx-suite",
     is_flag=True,
-    help="Also run the Pad and Conv conformance cases shipped in the installed onnx package "
+    help="Also run the conformance cases of padconv's operators shipped in the installed onnx "
+    "package "
     "(node cases, pytorch-converted, pytorch-operator).",
 )
 @click.option(
@@ -73,15 +74,18 @@ def verify_command(
     atol: float | None,
     no_color: bool,
 ) -> None:
-    """Run Pad and Conv cases through padconv and compare with the expected outputs.
+    """Run cases of padconv's operators (Pad, Conv, ConvTranspose, ConvInteger, QLinearConv)
+    through padconv and compare with the expected outputs.
 
-    Without DIR: the built-in cases (the Pad and Conv examples of the ONNX operator docs and a
-    few hand-computed ones). With DIR...: cases in the ONNX backend-test layout (model.onnx
-    with one Pad or Conv node, test_data_set_*/input_*.pb and output_*.pb), or folders of
-    such cases. --onnx-suite adds the conformance cases of the installed onnx package.
+    Without DIR: the built-in cases (the Pad and Conv examples of the ONNX operator docs, a
+    few hand-computed ones, and one backend-test folder per ruling of the convolution family,
+    whose expected outputs come from independent oracles). With DIR...: cases in the ONNX
+    backend-test layout (model.onnx with one node of those operators,
+    test_data_set_*/input_*.pb and output_*.pb), or folders of such cases. --onnx-suite adds
+    the conformance cases of the installed onnx package.
 
-    Every case goes through the same code as 'padconv pad' and 'padconv conv'. A model with
-    other computing nodes is reported as unsupported (neither passed nor failed).
+    Every case goes through the same code as the operator's command ('padconv conv' ...). A
+    model with other computing nodes is reported as unsupported (neither passed nor failed).
 
     One line per case (result, name, operator, output, max abs; more columns on wide
     terminals; case names always whole, as -k takes them); details of every case that did
@@ -147,15 +151,15 @@ def _ran_any(results: list) -> bool:
 
 
 def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
-    """Built-in cases unless DIRs are given, then the suite's, then the DIRs' (in that order)."""
+    """Built-in cases (the JSON examples and the shipped case folders) unless DIRs are given,
+    then the suite's, then the DIRs' (in that order)."""
+    from padconv_cli.verification import onnx_suite as suite_module
     from padconv_cli.verification.cases import builtin_cases
 
     if not dirs and not onnx_suite:
-        return builtin_cases()
-    from padconv_cli.verification import onnx_suite as suite_module
-
+        return builtin_cases() + suite_module.shipped_cases()
     dir_cases = [case for path in dirs for case in suite_module.cases_from_user_dir(path)]
-    collected = [] if dirs else builtin_cases()
+    collected = [] if dirs else builtin_cases() + suite_module.shipped_cases()
     if onnx_suite:
         collected += suite_module.suite_cases()
     return collected + dir_cases

@@ -107,13 +107,29 @@ def declared(shapes: Sequence[Any], dtype: Any) -> list[Any]:
             for shape in shapes]
 
 
+def engine_refusal(engine: str, name: str, runs: str = "memory") -> AttributeValueError:
+    """The one-line refusal of an engine that does not run ``name``; ``runs`` names the
+    engines that do."""
+    engines = " or ".join(f"engine {e}" for e in runs.split())
+    return AttributeValueError(f"engine {engine} does not run {name} yet; use {engines}",
+                               param="engine")
+
+
+def integer_tiles(call: KernelCall, made: Any, limit: int, out_itemsize: int) -> Any:
+    """The tiled engine's tiles of an integer convolution within ``limit`` bytes, the inputs
+    other than x held whole besides them."""
+    from padconv_cli.errors import OutputTooLargeError
+    from padconv_cli.outofcore.integer_tiles import fixed_bytes, plan_integer_tiles
+
+    held = fixed_bytes(call.arrays[1:])
+    if limit - held <= 0:
+        raise OutputTooLargeError("the inputs held whole exceed the limit", param="memory_limit")
+    return plan_integer_tiles(made.conv, out_itemsize, limit - held, held)
+
+
 def memory_engine_only(name: str) -> tuple[Any, Any]:
     """``plan_tiles`` and ``run_engine`` of an operator the out-of-core engines do not run:
     both refuse in one line that names ``--engine memory``."""
-
-    def refusal(engine: str) -> AttributeValueError:
-        return AttributeValueError(
-            f"engine {engine} does not run {name} yet; use --engine memory", param="engine")
 
     def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
         from padconv_cli.errors import OutputTooLargeError
@@ -122,6 +138,6 @@ def memory_engine_only(name: str) -> tuple[Any, Any]:
 
     def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                    attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-        raise refusal(engine)
+        raise engine_refusal(engine, name)
 
     return plan_tiles, run_engine

@@ -47,7 +47,7 @@ INPUTS = (Input("x"), Input("w", required=UNLESS_MODEL),
 ATTRIBUTES = CONV.attributes
 ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
 TEXTS = Command(
-    summary="ONNX ConvInteger: integer convolution of x with w, exact int32 sums.",
+    summary="ONNX ConvInteger: x convolved with w, exact int32 sums.",
     help="Integer convolution of x (N x C x D1 x ... x Dn, int8/uint8) with w (M x C/group x "
     """k1 x ... x kn, int8/uint8), each shifted by its zero point; an int32 result.
 
@@ -147,7 +147,30 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
     return integer_needs(arrays, made, np.dtype(np.int32))
 
 
-plan_tiles, run_engine = conv_family.memory_engine_only(NAME)
+def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
+    """The tiled engine's tiles within ``limit`` bytes (w and the zero points held whole)."""
+    return conv_family.integer_tiles(call, made, limit, 4)
+
+
+def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
+               attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
+    """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`), bit-identical to the
+    in-memory result; the dask engine does not run ConvInteger yet."""
+    from padconv_cli.kernels.integer_conv import _per_channel, _scalar
+    from padconv_cli.outofcore.integer_tiles import fixed_bytes, tiled_integer_conv
+
+    if engine != "tiled":
+        raise conv_family.engine_refusal(engine, NAME, "memory tiled")
+    w, xz, wz = (list(others) + [None] * 3)[:3]
+    w = np.asarray(w)
+
+    def finish(sums: np.ndarray, m0: int, m1: int) -> np.ndarray:
+        return sums.astype(np.int32)  # the low 32 bits: modulo 2**32
+
+    return tiled_integer_conv(source, made.conv, finish, np.dtype(np.int32), w, _scalar(xz),
+                              _per_channel(wz, w.shape[0]), settings["output"],
+                              memory_limit=settings["memory_limit"], held=fixed_bytes(others),
+                              show_progress=settings["show_progress"])
 
 
 # --- explain -----------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ ATTRIBUTES = (
 )
 ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
 TEXTS = Command(
-    summary="ONNX ConvTranspose: the transposed convolution of X with W, plus bias B.",
+    summary="ONNX ConvTranspose: transposed convolution, plus bias B.",
     help="Transposed convolution of X (N x C x D1 x ... x Dn) with W (C x M/group x k1 x ... "
     """x kn), plus bias B (M).
 
@@ -180,7 +180,31 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
                  dtype_name(dtype), dtype.itemsize)
 
 
-plan_tiles, run_engine = conv_family.memory_engine_only(NAME)
+def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
+    """The tiled engine's tiles within ``limit`` bytes, W and B held whole besides them."""
+    from padconv_cli.errors import OutputTooLargeError
+    from padconv_cli.outofcore import conv_transpose_tiles as tiles
+
+    x, w, b = (list(call.arrays) + [None])[:3]
+    held = tiles.fixed_bytes(w, b)
+    if limit - held <= 0:
+        raise OutputTooLargeError("W and B alone exceed the limit", param="memory_limit")
+    return tiles.plan_tiles(made, dtype_of(x).itemsize, limit - held, held)
+
+
+def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
+               attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
+    """The tiled engine (:mod:`padconv_cli.outofcore.conv_transpose_tiles`), bit-identical
+    to the in-memory result; the dask engine does not run ConvTranspose yet."""
+    from padconv_cli.outofcore.conv_transpose_tiles import tiled_conv_transpose
+
+    if engine != "tiled":
+        raise conv_family.engine_refusal(engine, NAME, "memory tiled")
+    _check_types([source, *others])
+    w, b = (list(others) + [None, None])[:2]
+    return tiled_conv_transpose(source, w, b, settings["output"], plan=made,
+                                memory_limit=settings["memory_limit"],
+                                show_progress=settings["show_progress"])
 
 
 # --- explain -----------------------------------------------------------------------------------

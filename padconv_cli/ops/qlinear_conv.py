@@ -54,7 +54,7 @@ W_INDEX = 3
 ATTRIBUTES = CONV.attributes
 ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
 TEXTS = Command(
-    summary="ONNX QLinearConv: quantized convolution, exactly rounded requantization.",
+    summary="ONNX QLinearConv: quantized Conv, exactly rounded.",
     help="Quantized convolution of x (N x C x D1 x ... x Dn) with w (M x C/group x k1 x ... x "
     """kn), int8/uint8, plus the int32 bias B (M); the result has y_zero_point's type.
 
@@ -142,7 +142,42 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
     return replace(base, working=base.working + 4 * 8 * math.prod(made.output_shape))
 
 
-plan_tiles, run_engine = conv_family.memory_engine_only(NAME)
+def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
+    """The tiled engine's tiles within ``limit`` bytes (every input but x held whole)."""
+    return conv_family.integer_tiles(call, made, limit, 1)
+
+
+def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
+               attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
+    """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`): each tile's exact sums
+    plus the bias, requantized with the channels' exact multipliers, bit-identical to the
+    in-memory result; the dask engine does not run QLinearConv yet."""
+    from padconv_cli.kernels.integer_conv import _per_channel, _scalar
+    from padconv_cli.kernels.quantized_plan import check_scale_values
+    from padconv_cli.kernels.requantize import channel_multipliers, requantize
+    from padconv_cli.outofcore.integer_tiles import fixed_bytes, tiled_integer_conv
+
+    if engine != "tiled":
+        raise conv_family.engine_refusal(engine, NAME, "memory tiled")
+    xs, xz, w, ws, wz, ys, yz, b = (list(others) + [None] * 8)[:8]
+    w = np.asarray(w)
+    multipliers = channel_multipliers(
+        float(check_scale_values(NAME, "x_scale", xs).reshape(-1)[0]),
+        check_scale_values(NAME, "w_scale", ws).reshape(-1),
+        float(check_scale_values(NAME, "y_scale", ys).reshape(-1)[0]))
+    y_zero_point = _scalar(yz)
+
+    def finish(sums: np.ndarray, m0: int, m1: int) -> np.ndarray:
+        if b is not None:
+            sums = sums + np.asarray(b, np.int64)[m0:m1].reshape(
+                (1, -1) + (1,) * (sums.ndim - 2))
+        chosen = multipliers if len(multipliers) == 1 else multipliers[m0:m1]
+        return requantize(sums, chosen, y_zero_point, made.y_dtype)
+
+    return tiled_integer_conv(source, made.conv, finish, np.dtype(made.y_dtype), w,
+                              _scalar(xz), _per_channel(wz, w.shape[0]), settings["output"],
+                              memory_limit=settings["memory_limit"], held=fixed_bytes(others),
+                              show_progress=settings["show_progress"])
 
 
 # --- explain -----------------------------------------------------------------------------------

@@ -308,6 +308,27 @@ def is_single_operator_model(model: Any) -> bool:
     )
 
 
+SHIPPED_FOLDERS = ("family_cases",)  # backend-test case folders shipped with padconv
+
+
+def shipped_cases() -> list[Case]:
+    """padconv's own cases in the backend-test layout, shipped as package data
+    (``verification/family_cases``: one folder per ruling of the convolution family, made by
+    ``scripts/make_family_cases.py`` from independent oracles); source ``builtin``."""
+    from importlib import resources
+
+    from padconv_cli.verification.cases import BUILTIN_SOURCE
+
+    cases = []
+    for name in SHIPPED_FOLDERS:
+        root = Path(str(resources.files("padconv_cli.verification").joinpath(name)))
+        if not root.is_dir():
+            continue
+        for folder in sorted(child for child in root.iterdir() if is_case_dir(child)):
+            cases.extend(cases_from_dir(folder, source=BUILTIN_SOURCE))
+    return cases
+
+
 def suite_cases() -> list[Case]:
     """All conformance cases: generated Pad/Conv node cases, then the on-disk folders (a node
     folder whose name a generated case already has is skipped)."""

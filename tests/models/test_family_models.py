@@ -106,3 +106,33 @@ def test_conv_on_a_model_without_conv_points_to_the_family_command(run_cli, tmp_
     result = run_cli("conv", str(tmp_path / "x.npy"), "--from-model", str(model))
     assert result.exit_code == 2
     assert "padconv conv-integer" in result.stderr
+
+
+def test_compare_classifies_a_one_unit_qlinear_conv_difference(run_cli, tmp_path):
+    import onnx
+    import onnxruntime as ort
+
+    model_path = qlinear_conv_model(tmp_path / "m.onnx")
+    model = onnx.load(str(model_path))
+    for name in ("xq", "yq"):
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            name, onnx.TensorProto.UINT8, None))
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    _, xq, yq = session.run(None, {"x": x})
+    np.save(tmp_path / "xq.npy", xq)
+    np.save(tmp_path / "ort.npy", yq)
+    ours = tmp_path / "ours.npy"
+    assert run_cli("qlinear-conv", str(tmp_path / "xq.npy"), "--from-model", str(model_path),
+                   "--node", "qlconv", "-o", str(ours)).exit_code == 0
+    result = run_cli("compare", str(ours), str(tmp_path / "ort.npy"), "--conv-x",
+                     str(tmp_path / "xq.npy"), "--from-model", str(model_path), "--node",
+                     "qlconv", "--json")
+    record = json.loads(result.stdout)
+    differing = np.load(ours).astype(int) != yq.astype(int)
+    if not differing.any():
+        assert result.exit_code == 0 and record["known_deviation"] is None
+        return
+    assert result.exit_code == 1
+    assert "float32 requantization" in record["known_deviation"]

@@ -158,10 +158,12 @@ def test_onnx_suite_has_each_family(suite_results):
     converted = by_source["pytorch-converted"]
     assert {"test_ConstantPad2d", "test_ReflectionPad2d", "test_ReplicationPad2d"} <= converted
     assert {"test_ZeroPad2d", "test_Conv3d_dilated_strided", "test_Conv2d_groups"} <= converted
-    assert not any("Transpose" in name for name in converted)
-    assert by_source["pytorch-operator"] == {"test_operator_conv", "test_operator_pad"}
+    assert {"test_ConvTranspose2d", "test_ConvTranspose2d_no_bias"} <= converted
+    assert by_source["pytorch-operator"] == {"test_operator_conv", "test_operator_pad",
+                                             "test_operator_convtranspose"}
     operators = {r.operator for r in suite_results}
-    assert {"Pad-2", "Pad-25", "Conv-1", "Conv-22"} <= operators
+    assert {"Pad-2", "Pad-25", "Conv-1", "Conv-22", "ConvTranspose-1", "ConvInteger-10",
+            "QLinearConv-10"} <= operators
 
 
 # --- case folders ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from onnx import numpy_helper
 
 from padconv_cli.verification.cases import Case, builtin_cases
-from padconv_cli.verification.onnx_suite import onnx_data_root
+from padconv_cli.verification.onnx_suite import onnx_data_root, shipped_cases
 from padconv_cli.verification.report import case_table, side_by_side
 from padconv_cli.verification.runner import run_case
 
@@ -67,7 +67,8 @@ def test_failure_details_are_shown_and_wrapped(run_cli, failing_dir):
 
 def test_quiet_keeps_failures_and_summary(run_cli, failing_dir):
     result = run_cli("verify", "-q")
-    assert result.stdout.strip() == f"{len(BUILTIN)} passed, 0 failed"
+    total = len(BUILTIN) + len(shipped_cases())
+    assert result.stdout.strip() == f"{total} passed, 0 failed"
     result = run_cli("-q", "verify", str(failing_dir), env={"COLUMNS": "80"})
     assert "FAIL" in result.stdout and result.stdout.splitlines()[-1] == "0 passed, 1 failed"
 

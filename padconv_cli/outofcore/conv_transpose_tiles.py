@@ -1,0 +1,134 @@
+"""ONNX ConvTranspose from a memory-mapped ``.npy`` X to a ``.npy`` Y, one output tile at a time.
+
+A tile is a range of images and a range per output spatial axis (every output channel).  Along
+an axis, output ``o`` receives input ``i`` through tap ``k`` when ``o = i*s + k*d - pb``, so the
+outputs ``[o0, o1)`` read only the inputs ``[i0, i1)`` with
+``i0 = max(0, ceil((o0 + pb - (K-1)*d) / s))`` and ``i1 = min(n, floor((o1 - 1 + pb) / s) + 1)``.
+The tile is the kernel's own computation on that window, with the plan of the call shifted:
+X the window, the output ``o1 - o0`` long, the begin pad ``pb + o0 - i0*s`` (negative: the
+output starts before the window's first product).  Each output keeps its stride phase and its
+taps, and the kernel sums each element in one fixed order (channels, then its phase's taps), so
+the tiles are bit-identical to the in-memory result.  A tile no input reaches holds the bias.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.progress import TiledResult, TileProgress
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+
+
+def input_window(o0: int, o1: int, size: int, kernel: int, stride: int, dilation: int,
+                 pad_begin: int) -> tuple[int, int]:
+    """``[i0, i1)``: the inputs of one axis that reach the outputs ``[o0, o1)`` (module
+    docstring); ``i1 <= i0`` when none does."""
+    reach = (kernel - 1) * dilation
+    i0 = max(0, -(-(o0 + pad_begin - reach) // stride))
+    i1 = min(size, (o1 - 1 + pad_begin) // stride + 1)
+    return i0, i1
+
+
+def tile_plan(plan: Any, images: tuple[int, int], spatial: tuple[tuple[int, int], ...]
+              ) -> tuple[tuple[slice, ...] | None, Any]:
+    """The box of X a tile reads (None when no input reaches it) and the tile's plan."""
+    windows, begins = [], []
+    for (o0, o1), size, k, s, d, pb in zip(spatial, plan.x_shape[2:], plan.kernel_shape,
+                                           plan.strides, plan.dilations, plan.pads_begin,
+                                           strict=True):
+        i0, i1 = input_window(o0, o1, size, k, s, d, pb)
+        windows.append((i0, i1))
+        begins.append(pb + o0 - i0 * s)
+    out_shape = (images[1] - images[0], plan.output_shape[1],
+                 *(o1 - o0 for o0, o1 in spatial))
+    x_shape = (images[1] - images[0], plan.x_shape[1], *(max(0, i1 - i0) for i0, i1 in windows))
+    piece = dataclasses.replace(plan, x_shape=x_shape, output_shape=out_shape,
+                                pads=tuple(begins) + tuple(plan.pads_end),
+                                output_padding=(0,) * plan.spatial_rank)
+    if any(i1 <= i0 for i0, i1 in windows):
+        return None, piece
+    box = (slice(*images), slice(None), *(slice(i0, i1) for i0, i1 in windows))
+    return box, piece
+
+
+def tile_cost(tile_shape: tuple[int, ...], *, plan: Any, itemsize: int) -> int:
+    """Upper bound of the bytes one tile needs: its X window (mapped and read), its output
+    and mapped pages, and the kernel's working memory on the tile's plan
+    (:func:`padconv_cli.kernels.conv_transpose.working_bytes`)."""
+    from padconv_cli.kernels.conv_transpose import working_bytes
+
+    images, _channels, *spatial = tile_shape
+    longest = [min(n, -(-o // s) + -(-((k - 1) * d + 1) // s) + 1)
+               for o, n, k, s, d in zip(spatial, plan.x_shape[2:], plan.kernel_shape,
+                                        plan.strides, plan.dilations, strict=True)]
+    piece = dataclasses.replace(plan, x_shape=(images, plan.x_shape[1], *longest),
+                                output_shape=tuple(tile_shape))
+    window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
+    dtype = {2: np.float16, 4: np.float32, 8: np.float64}.get(itemsize, np.float32)
+    return 2 * (window + outputs) * itemsize + working_bytes(piece, np.dtype(dtype))
+
+
+def fixed_bytes(w: Any, b: Any) -> int:
+    """W and B held for the run, and W's two copies in Conv's layout (accumulator type)."""
+    w = np.asarray(w)
+    return w.nbytes + 2 * 8 * w.size + (0 if b is None else np.asarray(b).nbytes)
+
+
+def plan_tiles(plan: Any, itemsize: int, budget: int, overhead: int = 0) -> list[list[Any]]:
+    """The ranges per output axis (images, all channels, spatial axes) of tiles that each fit
+    ``budget`` bytes."""
+    cost = functools.partial(tile_cost, plan=plan, itemsize=itemsize)
+    order = [0, *range(2, len(plan.output_shape))]
+    shape = choose_tile_shape(plan.output_shape, cost, budget, order, "ConvTranspose tile",
+                              None, overhead)
+    return [split_range(length, step) for length, step in zip(plan.output_shape, shape,
+                                                              strict=True)]
+
+
+def _bias_only(piece: Any, b: Any, dtype: np.dtype) -> np.ndarray:
+    """The output of a tile no input reaches: the bias (zero without one)."""
+    y = np.zeros(piece.output_shape, dtype)
+    if b is not None:
+        y += np.asarray(b).astype(dtype).reshape((-1,) + (1,) * piece.spatial_rank)
+    return y
+
+
+def tiled_conv_transpose(source: Any, w: Any, b: Any, target: str, *, plan: Any,
+                         memory_limit: int, show_progress: bool | str = False) -> TiledResult:
+    """Write ConvTranspose of the ``.npy`` ``source`` into ``target`` tile by tile (module
+    docstring); ``memory_limit`` bounds the bytes in flight, W and B included."""
+    from padconv_cli.errors import OutputTooLargeError
+    from padconv_cli.kernels.conv_transpose import conv_transpose_planned
+
+    x = open_npy_memmap(source) if isinstance(source, str) else source
+    held = fixed_bytes(w, b)
+    if memory_limit - held <= 0:
+        raise OutputTooLargeError(f"memory_limit of {memory_limit} bytes does not hold W and B "
+                                  f"({held} bytes with W's copies)", param="memory_limit")
+    ranges = plan_tiles(plan, x.dtype.itemsize, memory_limit - held, held)
+    spatial_ranges = [ranges[0], *ranges[2:]]
+    tiles = [(images, tuple(spatial), *tile_plan(plan, images, tuple(spatial)))
+             for images, *spatial in grid(spatial_ranges)]
+    x.check_reads(box for _, _, box, _ in tiles if box is not None)
+    check_disk_space(target, plan.output_shape, x.dtype)
+    total = math.prod(plan.output_shape) * x.dtype.itemsize
+    w, b = np.asarray(w), None if b is None else np.asarray(b)
+    with (
+        NpyOutput(target, plan.output_shape, x.dtype) as out,
+        TileProgress(len(tiles), total, show_progress, "conv-transpose") as progress,
+    ):
+        for images, spatial, box, piece in tiles:
+            if box is None:
+                y = _bias_only(piece, b, x.dtype)
+            else:
+                y = conv_transpose_planned(piece, x.read(box), w, b)
+            out.write((slice(*images), slice(None), *(slice(*r) for r in spatial)), y)
+            progress.advance(y.nbytes)
+        x.check_unchanged()
+    return TiledResult(plan.output_shape, tile_count(spatial_ranges), True)

@@ -1,0 +1,1 @@
+ByJ2leddegdbbj[`^^rO\ZZz\`__k``acceghhdhijjckkllba\\[]
