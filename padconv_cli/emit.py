@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import OutputError
-from padconv_cli.ops import operator
+from padconv_cli.ops import dtype_of, operator
 from padconv_cli.ops.onnx_graph import (
     MIN_RUNTIME_OPSET,
     GraphParts,
@@ -41,8 +41,7 @@ PROTOBUF_LIMIT = 2**31 - 1
 
 def operator_version(call: Any) -> VersionChoice:
     """The :class:`VersionChoice` of a :class:`padconv_cli.onnx_nodes.KernelCall`."""
-    dtype = np.asarray(call.arrays[0]).dtype
-    return operator(call.op_type).version_choice(dtype, call.attributes)
+    return operator(call.op_type).version_choice(dtype_of(call.arrays[0]), call.attributes)
 
 
 def single_node_model(

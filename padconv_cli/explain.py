@@ -6,15 +6,19 @@ The explanation is a JSON-ready dict (:func:`explanation`) and its text form
 the memory the call needs.  The operator's ``explain`` gives the attributes, the dimensions
 and the FLOPs (:mod:`padconv_cli.ops.pad`, :mod:`padconv_cli.ops.conv`); the inputs, the
 output and the memory are the resource gate's figures (the operator's ``needs``).
+
+The engine is the one the call would run on: in memory the figures are inputs + output +
+working memory; out of core (``tiled``, ``dask``) the input is read and the output written
+block by block, so what the machine holds at once is bounded by ``--memory-limit`` instead,
+and the in-memory figures are given for comparison.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-import numpy as np
-
-from padconv_cli.ops import operator
+from padconv_cli.ops import dtype_of, operator, shape_of
 from padconv_cli.units import human_bytes
 
 
@@ -36,28 +40,30 @@ def _inputs(resolved: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
     for name, array in zip(names, resolved.call.arrays, strict=False):
         if array is None:
             continue
-        array = np.asarray(array)
+        shape, dtype = shape_of(array), dtype_of(array)  # a declared input is not read
         described.append({
             "name": name,
-            "dtype": dtype_name(array.dtype),
-            "shape": list(array.shape),
-            "bytes": int(array.nbytes),
+            "dtype": dtype_name(dtype),
+            "shape": list(shape),
+            "bytes": int(math.prod(shape)) * dtype.itemsize,
             "from": "model" if name in resolved.embedded else "command line",
         })
     return described
 
 
 def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
-                fmt: str = "npy") -> dict[str, Any]:
+                fmt: str = "npy", engine: str = "memory",
+                memory_limit: int | None = None) -> dict[str, Any]:
     """The explanation of a resolved call (module docstring); ``flags`` names the attributes
     given on the command line; ``fmt`` is the output's format (npy or pb): the output bytes
-    and memory are those that format writes, the figures the resource gate checks."""
+    and memory are those that format writes, the figures the resource gate checks;
+    ``engine`` the engine the call runs on, within ``memory_limit`` bytes out of core."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.emit import operator_version
 
     call = resolved.call
     entry = operator(call.op_type)
-    dtype = np.asarray(call.arrays[0]).dtype
+    dtype = dtype_of(call.arrays[0])
     needs = entry.needs(call.arrays, plan, dtype, call.attributes, fmt)
     described = entry.explain(call, plan, _source_of(resolved, set(flags)))
     body = {
@@ -72,7 +78,10 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
         "flops_formula": described["flops_formula"],
         "memory": {"inputs": needs.inputs, "output": needs.output_held,
                    "working": needs.working, "total": needs.total},
+        "engine": {"name": engine},
     }
+    if engine != "memory":
+        body["engine"]["memory_limit"] = memory_limit
     choice = operator_version(call)
     info: dict[str, Any] = {"operator": call.op_type}
     if resolved.origin is not None:
@@ -111,11 +120,17 @@ def format_explanation(info: dict[str, Any]) -> str:
     for dim in info["dims"]:
         lines.append(f"    dim {dim['axis']}: {dim['formula']}")
     lines.append(f"  FLOPs: {info['flops']:,}  [{info['flops_formula']}]")
-    memory = info["memory"]
-    lines.append(
-        f"  memory: {human_bytes(memory['total'])} = inputs {human_bytes(memory['inputs'])}"
-        f" + output {human_bytes(memory['output'])} + working {human_bytes(memory['working'])}"
-    )
+    memory, engine = info["memory"], info.get("engine", {"name": "memory"})
+    in_memory = (f"{human_bytes(memory['total'])} = inputs {human_bytes(memory['inputs'])}"
+                 f" + output {human_bytes(memory['output'])}"
+                 f" + working {human_bytes(memory['working'])}")
+    if engine["name"] == "memory":
+        lines.append(f"  engine: memory; memory: {in_memory}")
+    else:
+        lines.append(f"  engine: {engine['name']}: the input read and the output written block"
+                     f" by block, at most {human_bytes(engine['memory_limit'])} held at once"
+                     f" (--memory-limit)")
+        lines.append(f"    in memory it would take {in_memory}")
     onnx = info["onnx"]
     lines.append(f"  ONNX: {onnx['operator']} at opset {onnx['opset']} ({onnx['reason']})")
     lines.extend(f"  ruling {r['name']}: {r['rule']}" for r in info.get("rulings", ()))

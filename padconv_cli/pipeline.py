@@ -128,13 +128,11 @@ class Planned:
 
         request = self.request
         limits = Limits(request.max_output_bytes, request.memory_limit)
-        if self.engine in ("memory", "auto"):
+        self.engine = self.foreseen_engine()
+        if self.engine == "memory":
             needs = self.needs()
-            if self.engine == "auto":
-                self.engine = "memory" if needs.total <= limits.memory() else "tiled"
-            if self.engine == "memory":
-                check_call(needs, limits, tiled_possible=self._tiled_hint(needs, limits))
-                return self.engine
+            check_call(needs, limits, tiled_possible=self._tiled_hint(needs, limits))
+            return self.engine
         self._gate_out_of_core()
         return self.engine
 
@@ -212,11 +210,25 @@ class Planned:
         return dtype if dtype.kind in "US" else None
 
     def explain(self, flags: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-        """What the call will do, from the plan (:mod:`padconv_cli.explain`); ``flags`` names
-        the attributes given on the command line."""
+        """What the call will do on the engine it would run on, from the plan
+        (:mod:`padconv_cli.explain`); ``flags`` names the attributes given on the command
+        line."""
         from padconv_cli.explain import explanation
+        from padconv_cli.resources import Limits
 
-        return explanation(self.resolved, self.plan, flags, self.written_format)
+        limit = Limits(self.request.max_output_bytes, self.request.memory_limit).memory()
+        return explanation(self.resolved, self.plan, flags, self.written_format,
+                           self.foreseen_engine(), limit)
+
+    def foreseen_engine(self) -> str:
+        """The engine the gate would choose, without gating: ``auto`` is ``memory`` when the
+        in-memory run fits ``memory_limit``, else ``tiled``."""
+        if self.engine != "auto":
+            return self.engine
+        from padconv_cli.resources import Limits
+
+        limits = Limits(self.request.max_output_bytes, self.request.memory_limit)
+        return "memory" if self.needs().total <= limits.memory() else "tiled"
 
     def emit(self, path: str, with_data: bool = False) -> None:
         """Write the equivalent single-node ONNX model of the call to ``path``; ``with_data``

@@ -150,7 +150,7 @@ def run_operator(
     from padconv_cli.cli.output import refuse_output_onto_inputs
 
     refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx, (*sources, extras.from_model))
-    in_memory = extras.explain or extras.check or extras.emit_onnx is not None
+    in_memory = extras.check or extras.emit_onnx is not None  # they need the inputs read
     call = Request(
         entry.name, tuple(sources), explicit_flags(**attributes),
         model=extras.from_model, node=extras.node,

@@ -210,10 +210,10 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
 
     from padconv_cli.kernels.pad import coerce_constant_value
 
-    data = np.asarray(call.arrays[0])
+    dtype = dtype_of(call.arrays[0])  # a declared input (out of core) is not read
     value = call.attributes.get("constant_value")
     if value is None:
-        value = coerce_constant_value(0 if data.dtype.kind not in "OU" else "", data.dtype)
+        value = coerce_constant_value(0 if dtype.kind not in "OU" else "", dtype)
     pads = [int(p) for p in call.attributes["pads"]]
     count = len(made.axes)
     pads_by_axis = {axis: (pads[i], pads[count + i]) for i, axis in enumerate(made.axes)}
@@ -363,10 +363,8 @@ def _reflect_too_long(made: Any) -> str | None:
 
 def _default_string_fill(call: KernelCall, made: Any) -> bool:
     """A constant-mode pad of a string tensor without constant_value that adds elements."""
-    import numpy as np
-    data = np.asarray(call.arrays[0])
     return (
-        data.dtype.kind in "OU"
+        dtype_of(call.arrays[0]).kind in "OU"
         and made.mode == "constant"
         and call.attributes.get("constant_value") is None
         and made.adds_elements
