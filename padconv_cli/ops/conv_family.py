@@ -1,7 +1,7 @@
 """Pieces the convolution family's operator modules share (ConvTranspose, ConvInteger,
 QLinearConv): the Conv attributes written resolved into an emitted node, the rulings a plan
 applied as explain lines, the per-dimension formulas of a Conv geometry, the node mapping of
-an operator whose attributes are Conv's, and the engines these operators do not run on.
+an operator whose attributes are Conv's, and the integer operators' tiles.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from padconv_cli.errors import AttributeValueError
 from padconv_cli.ops.protocol import KernelCall
 
 
@@ -107,14 +106,6 @@ def declared(shapes: Sequence[Any], dtype: Any) -> list[Any]:
             for shape in shapes]
 
 
-def engine_refusal(engine: str, name: str, runs: str = "memory") -> AttributeValueError:
-    """The one-line refusal of an engine that does not run ``name``; ``runs`` names the
-    engines that do."""
-    engines = " or ".join(f"engine {e}" for e in runs.split())
-    return AttributeValueError(f"engine {engine} does not run {name} yet; use {engines}",
-                               param="engine")
-
-
 def integer_tiles(call: KernelCall, made: Any, limit: int, out_itemsize: int) -> Any:
     """The tiled engine's tiles of an integer convolution within ``limit`` bytes, the inputs
     other than x held whole besides them."""
@@ -125,19 +116,3 @@ def integer_tiles(call: KernelCall, made: Any, limit: int, out_itemsize: int) ->
     if limit - held <= 0:
         raise OutputTooLargeError("the inputs held whole exceed the limit", param="memory_limit")
     return plan_integer_tiles(made.conv, out_itemsize, limit - held, held)
-
-
-def memory_engine_only(name: str) -> tuple[Any, Any]:
-    """``plan_tiles`` and ``run_engine`` of an operator the out-of-core engines do not run:
-    both refuse in one line that names ``--engine memory``."""
-
-    def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
-        from padconv_cli.errors import OutputTooLargeError
-
-        raise OutputTooLargeError(f"engine tiled does not run {name}", param="engine")
-
-    def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
-                   attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-        raise engine_refusal(engine, name)
-
-    return plan_tiles, run_engine

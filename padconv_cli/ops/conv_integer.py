@@ -154,23 +154,31 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
 
 def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`), bit-identical to the
-    in-memory result; the dask engine does not run ConvInteger yet."""
+    """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`) or the dask engine
+    (:mod:`padconv_cli.engines.family_dask`), bit-identical to the in-memory result."""
+    from padconv_cli.engines.family_dask import finish_sums
     from padconv_cli.kernels.integer_conv import _per_channel, _scalar
     from padconv_cli.outofcore.integer_tiles import fixed_bytes, tiled_integer_conv
 
-    if engine != "tiled":
-        raise conv_family.engine_refusal(engine, NAME, "memory tiled")
     w, xz, wz = (list(others) + [None] * 3)[:3]
     w = np.asarray(w)
+    int32 = np.dtype(np.int32)
+    zero_points = _per_channel(wz, w.shape[0])
+    if engine == "dask":
+        from padconv_cli.engines.family_dask import integer_dask, run_family_dask
+
+        def blocks(x: Any, block_bytes: int) -> Any:
+            return integer_dask(x, made.conv, w, _scalar(xz), zero_points, None, int32,
+                                fixed_bytes(others), block_bytes)
+
+        return run_family_dask("conv-integer", blocks, settings)
 
     def finish(sums: np.ndarray, m0: int, m1: int) -> np.ndarray:
-        return sums.astype(np.int32)  # the low 32 bits: modulo 2**32
+        return finish_sums(sums, m0, m1, None)  # the low 32 bits: modulo 2**32
 
-    return tiled_integer_conv(source, made.conv, finish, np.dtype(np.int32), w, _scalar(xz),
-                              _per_channel(wz, w.shape[0]), settings["output"],
-                              memory_limit=settings["memory_limit"], held=fixed_bytes(others),
-                              show_progress=settings["show_progress"])
+    return tiled_integer_conv(source, made.conv, finish, int32, w, _scalar(xz), zero_points,
+                              settings["output"], memory_limit=settings["memory_limit"],
+                              held=fixed_bytes(others), show_progress=settings["show_progress"])
 
 
 # --- explain -----------------------------------------------------------------------------------

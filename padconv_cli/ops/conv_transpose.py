@@ -194,14 +194,20 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
 
 def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    """The tiled engine (:mod:`padconv_cli.outofcore.conv_transpose_tiles`), bit-identical
-    to the in-memory result; the dask engine does not run ConvTranspose yet."""
+    """The tiled engine (:mod:`padconv_cli.outofcore.conv_transpose_tiles`) or the dask
+    engine (:mod:`padconv_cli.engines.family_dask`), bit-identical to the in-memory result."""
     from padconv_cli.outofcore.conv_transpose_tiles import tiled_conv_transpose
 
-    if engine != "tiled":
-        raise conv_family.engine_refusal(engine, NAME, "memory tiled")
     _check_types([source, *others])
     w, b = (list(others) + [None, None])[:2]
+    w, b = np.asarray(w), None if b is None else np.asarray(b)
+    if engine == "dask":
+        from padconv_cli.engines.family_dask import conv_transpose_dask, run_family_dask
+
+        def blocks(x: Any, block_bytes: int) -> Any:
+            return conv_transpose_dask(x, w, b, made, block_bytes)
+
+        return run_family_dask("conv-transpose", blocks, settings)
     return tiled_conv_transpose(source, w, b, settings["output"], plan=made,
                                 memory_limit=settings["memory_limit"],
                                 show_progress=settings["show_progress"])

@@ -149,33 +149,38 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
 
 def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`): each tile's exact sums
-    plus the bias, requantized with the channels' exact multipliers, bit-identical to the
-    in-memory result; the dask engine does not run QLinearConv yet."""
+    """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`) or the dask engine
+    (:mod:`padconv_cli.engines.family_dask`): each tile's exact sums plus the bias,
+    requantized with the channels' exact multipliers, bit-identical to the in-memory result."""
+    from padconv_cli.engines.family_dask import Requantization, finish_sums
     from padconv_cli.kernels.integer_conv import _per_channel, _scalar
     from padconv_cli.kernels.quantized_plan import check_scale_values
-    from padconv_cli.kernels.requantize import channel_multipliers, requantize
+    from padconv_cli.kernels.requantize import channel_multipliers
     from padconv_cli.outofcore.integer_tiles import fixed_bytes, tiled_integer_conv
 
-    if engine != "tiled":
-        raise conv_family.engine_refusal(engine, NAME, "memory tiled")
     xs, xz, w, ws, wz, ys, yz, b = (list(others) + [None] * 8)[:8]
     w = np.asarray(w)
     multipliers = channel_multipliers(
         float(check_scale_values(NAME, "x_scale", xs).reshape(-1)[0]),
         check_scale_values(NAME, "w_scale", ws).reshape(-1),
         float(check_scale_values(NAME, "y_scale", ys).reshape(-1)[0]))
-    y_zero_point = _scalar(yz)
+    step = Requantization(None if b is None else np.asarray(b), multipliers, _scalar(yz),
+                          np.dtype(made.y_dtype))
+    zero_points = _per_channel(wz, w.shape[0])
+    if engine == "dask":
+        from padconv_cli.engines.family_dask import integer_dask, run_family_dask
+
+        def blocks(x: Any, block_bytes: int) -> Any:
+            return integer_dask(x, made.conv, w, _scalar(xz), zero_points, step, step.y_dtype,
+                                fixed_bytes(others), block_bytes)
+
+        return run_family_dask("qlinear-conv", blocks, settings)
 
     def finish(sums: np.ndarray, m0: int, m1: int) -> np.ndarray:
-        if b is not None:
-            sums = sums + np.asarray(b, np.int64)[m0:m1].reshape(
-                (1, -1) + (1,) * (sums.ndim - 2))
-        chosen = multipliers if len(multipliers) == 1 else multipliers[m0:m1]
-        return requantize(sums, chosen, y_zero_point, made.y_dtype)
+        return finish_sums(sums, m0, m1, step)
 
-    return tiled_integer_conv(source, made.conv, finish, np.dtype(made.y_dtype), w,
-                              _scalar(xz), _per_channel(wz, w.shape[0]), settings["output"],
+    return tiled_integer_conv(source, made.conv, finish, step.y_dtype, w, _scalar(xz),
+                              zero_points, settings["output"],
                               memory_limit=settings["memory_limit"], held=fixed_bytes(others),
                               show_progress=settings["show_progress"])
 

@@ -53,7 +53,7 @@ def tile_plan(plan: Any, images: tuple[int, int], spatial: tuple[tuple[int, int]
                                 output_padding=(0,) * plan.spatial_rank)
     if any(i1 <= i0 for i0, i1 in windows):
         return None, piece
-    box = (slice(*images), slice(None), *(slice(i0, i1) for i0, i1 in windows))
+    box = (slice(*images), slice(0, plan.x_shape[1]), *(slice(i0, i1) for i0, i1 in windows))
     return box, piece
 
 

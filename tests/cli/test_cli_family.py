@@ -1,7 +1,7 @@
 """``padconv conv-transpose``, ``conv-integer`` and ``qlinear-conv`` as a user runs them: the
 result equals the public API's, bad input is one line and exit 2, --explain names the rulings,
---emit-onnx writes a model onnxruntime runs, --check compares with the peers, and the dask
-engine refuses in one line naming the engines that run them."""
+--emit-onnx writes a model onnxruntime runs, --check compares with the peers, and the
+out-of-core engines write the in-memory result."""
 
 from __future__ import annotations
 
@@ -210,14 +210,15 @@ def test_check_names_onnxruntimes_per_channel_conv_integer_refusal(run_cli, inte
     assert result.exit_code == 0, text
 
 
-def test_dask_engine_refuses_naming_the_engines_that_run_it(run_cli, float_case):
-    out = float_case["dir"] / "y.npy"
-    result = run_cli("conv-transpose", float_case["x"], float_case["w"], "--engine", "dask",
-                     "-o", str(out))
-    assert result.exit_code == 2
-    assert "--engine memory or --engine tiled" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert not out.exists()
+@pytest.mark.parametrize("engine", ["tiled", "dask"])
+def test_out_of_core_engines_write_the_in_memory_result(run_cli, float_case, engine):
+    pytest.importorskip("dask")
+    memory, out = float_case["dir"] / "m.npy", float_case["dir"] / "y.npy"
+    arguments = [float_case["x"], float_case["w"], float_case["b"], "--strides", "2", "2"]
+    assert run_cli("conv-transpose", *arguments, "-o", str(memory)).exit_code == 0
+    result = run_cli("conv-transpose", *arguments, "--engine", engine, "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert np.array_equal(np.load(out), np.load(memory))
 
 
 def test_help_lists_the_family_commands(run_cli):

@@ -1,6 +1,6 @@
-"""The tiled engine runs ConvTranspose, ConvInteger and QLinearConv bit-identical to the
-in-memory result, whatever the tiles (tiles reading only padding, or no input at all,
-included); the dask engine refuses them in one line naming the engines that run them."""
+"""The tiled and dask engines run ConvTranspose, ConvInteger and QLinearConv bit-identical to
+the in-memory result, whatever the tiles or blocks (tiles reading only padding, or no input at
+all, included), from a .npy file or a chunked Zarr store."""
 
 from __future__ import annotations
 
@@ -63,24 +63,35 @@ def test_auto_engine_takes_tiled_over_the_memory_limit(tmp_path, integer_files):
     assert np.array_equal(np.load(target), expected)
 
 
-@pytest.mark.parametrize("command, engine, runs", [
-    ("conv-integer", "dask", "--engine memory or --engine tiled"),
-    ("conv-transpose", "dask", "--engine memory or --engine tiled"),
+def _zarr_copy(path, folder):
+    zarr = pytest.importorskip("zarr")
+    array = np.load(path)
+    chunks = (1, array.shape[1], *(max(1, n // 3) for n in array.shape[2:]))
+    store = zarr.open(str(folder / "x.zarr"), mode="w", shape=array.shape, chunks=chunks,
+                      dtype=array.dtype)
+    store[...] = array
+    return str(folder / "x.zarr")
+
+
+@pytest.mark.parametrize("op, attributes", [
+    ("ConvInteger", {"pads": [5, 5, 5, 5], "group": 2}),
+    ("QLinearConv", {"pads": [1, 0, 2, 1], "strides": [3, 2], "dilations": [2, 1],
+                     "group": 2}),
 ])
-def test_engines_that_do_not_run_an_operator_refuse(run_cli, tmp_path, integer_files, command,
-                                                    engine, runs):
-    if command == "conv-transpose":
-        np.save(tmp_path / "fx.npy", np.ones((1, 2, 4, 4), np.float32))
-        np.save(tmp_path / "fw.npy", np.ones((2, 3, 3, 3), np.float32))
-        arguments = [str(tmp_path / "fx.npy"), str(tmp_path / "fw.npy")]
-    else:
-        arguments = [integer_files["x"], integer_files["w"], "--group", "2"]
-    out = tmp_path / "y.npy"
-    result = run_cli(command, *arguments, "--engine", engine, "-o", str(out))
-    assert result.exit_code == 2
-    assert runs in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-    assert not out.exists()
+@pytest.mark.parametrize("source", ["npy", "zarr"])
+def test_dask_engine_is_bit_identical_for_the_integer_operators(tmp_path, integer_files, op,
+                                                                attributes, source):
+    pytest.importorskip("dask")
+    inputs = _inputs(integer_files, op)
+    expected = run(Request(op, inputs, attributes), write=False).result
+    if source == "zarr":
+        inputs = (_zarr_copy(inputs[0], tmp_path), *inputs[1:])
+    target = str(tmp_path / "y.npy")
+    outcome = run(Request(op, inputs, attributes, engine="dask", output=target,
+                          memory_limit=600_000))
+    assert outcome.tiled.tiles > 1
+    got = np.load(target)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
 
 
 TRANSPOSE_CASES = [
@@ -134,5 +145,26 @@ def test_conv_transpose_tiled_engine_writes_the_memory_result(tmp_path):
     target = str(tmp_path / "y.npy")
     outcome = run(Request("ConvTranspose", tuple(inputs), attributes, engine="tiled",
                           output=target, memory_limit=1_640_000))
+    assert outcome.tiled.tiles > 1
+    assert np.array_equal(np.load(target), expected)
+
+
+@pytest.mark.parametrize("source", ["npy", "zarr"])
+def test_conv_transpose_dask_engine_writes_the_memory_result(tmp_path, source):
+    pytest.importorskip("dask")
+    x = RNG.standard_normal((2, 6, 17, 13)).astype(np.float32)
+    w = RNG.standard_normal((6, 4, 4, 3)).astype(np.float32)
+    b = RNG.standard_normal(8).astype(np.float32)
+    inputs = []
+    for name, array in (("x", x), ("w", w), ("b", b)):
+        np.save(tmp_path / f"{name}.npy", array)
+        inputs.append(str(tmp_path / f"{name}.npy"))
+    attributes = {"strides": [3, 3], "auto_pad": "SAME_LOWER", "group": 2}
+    expected = run(Request("ConvTranspose", tuple(inputs), attributes), write=False).result
+    if source == "zarr":
+        inputs[0] = _zarr_copy(inputs[0], tmp_path)
+    target = str(tmp_path / "y.npy")
+    outcome = run(Request("ConvTranspose", tuple(inputs), attributes, engine="dask",
+                          output=target, memory_limit=6_600_000))
     assert outcome.tiled.tiles > 1
     assert np.array_equal(np.load(target), expected)
