@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
@@ -106,7 +106,7 @@ def tiled_conv_transpose(source: Any, w: Any, b: Any, target: str, *, plan: Any,
     from padconv_cli.errors import OutputTooLargeError
     from padconv_cli.kernels.conv_transpose import conv_transpose_planned
 
-    x = open_npy_memmap(source) if isinstance(source, str) else source
+    x = open_npy_input(source) if isinstance(source, str) else source
     held = fixed_bytes(w, b)
     if memory_limit - held <= 0:
         raise OutputTooLargeError(f"memory_limit of {memory_limit} bytes does not hold W and B "

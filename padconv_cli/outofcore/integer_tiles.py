@@ -21,7 +21,7 @@ import numpy as np
 
 from padconv_cli.outofcore.conv_geometry import channel_tiles
 from padconv_cli.outofcore.conv_tiles import ConvTiling, tile_input, tile_order, tile_plan
-from padconv_cli.outofcore.npy_memmap import NpyOutput, check_disk_space, open_npy_memmap
+from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
@@ -78,7 +78,7 @@ def tiled_integer_conv(source: Any, geometry: Any, finish: Any, out_dtype: np.dt
     from padconv_cli.kernels.integer_conv import exact_sums
     from padconv_cli.outofcore.conv_tiles import block_plan
 
-    x = open_npy_memmap(source) if isinstance(source, str) else source
+    x = open_npy_input(source) if isinstance(source, str) else source
     budget = memory_limit - held
     if budget <= 0:
         raise OutputTooLargeError(f"memory_limit of {memory_limit} bytes does not hold w and "
