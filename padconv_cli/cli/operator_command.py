@@ -3,12 +3,13 @@
 :func:`operator_command` makes the click command of an operator from what its module declares
 (:mod:`padconv_cli.ops.protocol`): one argument per data input (``X``, ``[W]``, ``[B]``), one
 flag per attribute (``--kernel-shape``: its kind gives the type, ``choices`` a choice with
-suggestions, ``help`` the help), the command's summary, help and examples, then the options
-every operator command shares (``--dtype``, ``-o``/``--format``, ``--from-model``/``--explain``/
-``--check``..., the engine and input options).  The command checks what the declarations
-require (an input or attribute needed unless ``--from-model`` gives it, at most one ``-`` for
-stdin), prints the operator's notes on the flags given, and runs :func:`run_operator`: the
-library pipeline, then the result, the ``--explain`` text or the ``--check`` report.
+suggestions, ``help`` the help), the command's summary, help and examples (shown right after
+the summary), then the options every operator command shares (``--dtype``, ``-o``/``--format``,
+``--from-model``/``--explain``/``--check``..., the engine and input options).  The command
+checks what the declarations require (an input or attribute needed unless ``--from-model`` gives
+it, at most one ``-`` for stdin), prints the operator's notes on the flags given, and runs
+:func:`run_operator`: the library pipeline, then the result, the ``--explain`` text or the
+``--check`` report.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import click
 
 from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.help_examples import with_examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import ExtraOptions, complete_path, model_options
@@ -64,7 +66,7 @@ def operator_command(entry: Operator) -> click.Command:
                                  required=declared.required == ALWAYS,
                                  shell_complete=complete_path)(command)
     return click.command(entry.command, context_settings=CONTEXT_SETTINGS,
-                         help=entry.texts.help, epilog=entry.texts.examples,
+                         help=with_examples_first(entry.texts.help, entry.texts.examples),
                          short_help=entry.texts.summary)(command)
 
 
