@@ -218,13 +218,19 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
 
 
 def _print_explanation(info: dict[str, Any], extras: ExtraOptions) -> None:
-    """``--explain``: the resolved call as text or, with --json, as JSON."""
+    """``--explain``: the resolved call as text or, with --json, as JSON.  On a terminal the
+    text's long lines are wrapped to its width at token boundaries (piped, it is unchanged)."""
+    from padconv_cli.cli.output import stdout_is_terminal
+    from padconv_cli.cli.style import output_width, wrap_at_tokens
     from padconv_cli.explain import format_explanation
 
     if extras.as_json:
         _print_json(info)
-    else:
-        click.echo(format_explanation(info))
+        return
+    text = format_explanation(info)
+    if stdout_is_terminal():
+        text = wrap_at_tokens(text, output_width())
+    click.echo(text)
 
 
 def _flag_names() -> set[str]:
