@@ -48,7 +48,7 @@ def print_commands() -> None:
     """One line per built-in case with sample files: the case name and its command."""
     for case in builtin_cases():
         if has_command(case):
-            print(f"{case.name}: {command_line(case, output='out.npy')}")
+            print(f"{case.name}: {command_line(case, 'samples', output='out.npy')}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import time
 
 import click
 
+from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
 
@@ -16,19 +17,20 @@ PROGRESS_AFTER_SECONDS = 1.0
 
 EXAMPLES = """\b
 Examples:
-  padconv audit model.onnx
-  padconv audit model.onnx input=x.npy --runtime onnx.reference
-  padconv audit model.onnx --dim batch=2 --seed 7 --json
-  padconv audit model.onnx x.pb --junit-xml audit.xml
-  padconv audit model.onnx --save cases/ && padconv verify cases/
-  padconv audit model.onnx inputs.json --outputs trt_outputs.json
+  padconv convert '[[[[0, 1, 2], [3, 4, 5]]]]' x.npy --dtype float32
+  padconv conv x.npy '[[[[1, 1], [1, 1]]]]' --dtype float32 \\
+      --emit-onnx m.onnx -o y.npy                     # a model to audit
+  padconv audit m.onnx
+  padconv audit m.onnx --seed 7 --runtime onnx.reference --json
+  padconv audit m.onnx X=x.npy --junit-xml audit.xml
+  padconv audit m.onnx --save cases/ && padconv verify cases/
 """
 
 
+@examples_first(EXAMPLES)
 @click.command(
     "audit",
     context_settings=CONTEXT_SETTINGS,
-    epilog=EXAMPLES,
     short_help="Check every node padconv implements in a model.",
 )
 @click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.conv_cmd import AUTO_PAD_VALUES
+from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
@@ -15,16 +16,16 @@ EXIT_DIFFERENT = 1
 
 EXAMPLES = """\b
 Examples:
-  padconv compare y_ref.pb y.npy --rtol 1e-4 --atol 1e-6 --json
-  padconv conv x.npy w.npy | padconv compare y_ref.npy - && echo same
-  padconv compare y_ort.npy y.npy --conv-x x.npy --from-model m.onnx
+  padconv pad '[[1.0, 2.0]]' --pads 0 1 0 1 -o a.npy
+  padconv compare a.npy '[[0.0, 1.0, 2.0, 0.0]]' && echo same
+  padconv compare a.npy '[[0.0, 1.0, 2.001, 0.0]]' --atol 1e-2 --json
 """
 
 
+@examples_first(EXAMPLES)
 @click.command(
     "compare",
     context_settings=CONTEXT_SETTINGS,
-    epilog=EXAMPLES,
     short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.",
 )
 @click.argument("expected", metavar="A", shell_complete=complete_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
@@ -11,16 +12,18 @@ from padconv_cli.cli.options import dtype_option
 
 EXAMPLES = """\b
 Examples:
-  padconv convert model.onnx:conv1.weight w.npy
-  padconv convert outputs.json:y y.pb
   padconv convert '[[1, 2], [3, 4]]' x.pb --dtype float16 --name x
+  padconv convert x.pb x.npy
+  padconv conv '[[[[1, 2], [3, 4]]]]' '[[[[1]]]]' --dtype float32 \\
+      --emit-onnx m.onnx --emit-initializers -o y.npy
+  padconv convert m.onnx:W w.npy                  # a tensor the model stores
 """
 
 
+@examples_first(EXAMPLES)
 @click.command(
     "convert",
     context_settings=CONTEXT_SETTINGS,
-    epilog=EXAMPLES,
     short_help="Write any tensor padconv reads as .npy or .pb.",
 )
 @click.argument("source", metavar="IN", shell_complete=complete_path)

@@ -175,18 +175,18 @@ def _with_global_options(command: click.Command) -> click.Command:
 def cli() -> None:
     """Apply the ONNX Pad and Conv operators to tensors in files, exactly as the spec says.
 
+    \b
+    Examples:
+      padconv verify
+      padconv pad '[[1, 2, 3], [4, 5, 6]]' --pads 0 2 0 1 --mode reflect
+      padconv conv '[[[[0, 1, 2], [3, 4, 5]]]]' '[[[[1, 1], [1, 1]]]]' \\
+          --dtype float32 --pads 0 0 1 1
+      padconv show '[1.0, nan, inf]'
+
     Tensors come from .npy, .npz (FILE.npz:NAME), ONNX TensorProto .pb files, a model's
     stored tensors (MODEL.onnx:NAME), - (stdin) or inline literals such as '[[1, 2], [3, 4]]'.
     Results go to -o FILE (.npy or .pb), to stdout as .npy bytes when piped, or are
     pretty-printed on a terminal.
-
-    \b
-    Examples:
-      padconv verify
-      padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect
-      padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy \\
-          --pads 1 1 1 1
-      padconv show samples/pad_nan_data.npy
     """
 
 

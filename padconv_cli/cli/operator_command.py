@@ -3,12 +3,13 @@
 :func:`operator_command` makes the click command of an operator from what its module declares
 (:mod:`padconv_cli.ops.protocol`): one argument per data input (``X``, ``[W]``, ``[B]``), one
 flag per attribute (``--kernel-shape``: its kind gives the type, ``choices`` a choice with
-suggestions, ``help`` the help), the command's summary, help and examples, then the options
-every operator command shares (``--dtype``, ``-o``/``--format``, ``--from-model``/``--explain``/
-``--check``..., the engine and input options).  The command checks what the declarations
-require (an input or attribute needed unless ``--from-model`` gives it, at most one ``-`` for
-stdin), prints the operator's notes on the flags given, and runs :func:`run_operator`: the
-library pipeline, then the result, the ``--explain`` text or the ``--check`` report.
+suggestions, ``help`` the help), the command's summary, help and examples (shown right after
+the summary), then the options every operator command shares (``--dtype``, ``-o``/``--format``,
+``--from-model``/``--explain``/``--check``..., the engine and input options).  The command
+checks what the declarations require (an input or attribute needed unless ``--from-model`` gives
+it, at most one ``-`` for stdin), prints the operator's notes on the flags given, and runs
+:func:`run_operator`: the library pipeline, then the result, the ``--explain`` text or the
+``--check`` report.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import click
 
 from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.help_examples import with_examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import ExtraOptions, complete_path, model_options
@@ -64,7 +66,7 @@ def operator_command(entry: Operator) -> click.Command:
                                  required=declared.required == ALWAYS,
                                  shell_complete=complete_path)(command)
     return click.command(entry.command, context_settings=CONTEXT_SETTINGS,
-                         help=entry.texts.help, epilog=entry.texts.examples,
+                         help=with_examples_first(entry.texts.help, entry.texts.examples),
                          short_help=entry.texts.summary)(command)
 
 
@@ -216,13 +218,19 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
 
 
 def _print_explanation(info: dict[str, Any], extras: ExtraOptions) -> None:
-    """``--explain``: the resolved call as text or, with --json, as JSON."""
+    """``--explain``: the resolved call as text or, with --json, as JSON.  On a terminal the
+    text's long lines are wrapped to its width at token boundaries (piped, it is unchanged)."""
+    from padconv_cli.cli.output import stdout_is_terminal
+    from padconv_cli.cli.style import output_width, wrap_at_tokens
     from padconv_cli.explain import format_explanation
 
     if extras.as_json:
         _print_json(info)
-    else:
-        click.echo(format_explanation(info))
+        return
+    text = format_explanation(info)
+    if stdout_is_terminal():
+        text = wrap_at_tokens(text, output_width())
+    click.echo(text)
 
 
 def _flag_names() -> set[str]:

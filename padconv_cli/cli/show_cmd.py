@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
@@ -11,9 +12,9 @@ from padconv_cli.cli.options import dtype_option
 
 EXAMPLES = """\b
 Examples:
-  padconv show samples/pad_constant_data.npy
-  padconv show weights.npz model.onnx --histogram --bins 20
-  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv show - --json
+  padconv show '[1.0, nan, inf]'
+  padconv pad '[[1, 2], [3, 4]]' --pads 1 1 1 1 -o y.npy
+  padconv show y.npy --histogram --bins 4 --json
 """
 
 
@@ -23,10 +24,10 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
     return value
 
 
+@examples_first(EXAMPLES)
 @click.command(
     "show",
     context_settings=CONTEXT_SETTINGS,
-    epilog=EXAMPLES,
     short_help="Show dtype, shape and statistics of tensors in files.",
 )
 @click.argument(

@@ -119,3 +119,38 @@ def add_global_options(command: click.Command) -> click.Command:
             command.params.append(option)
     command._padconv_globals = True  # type: ignore[attr-defined]
     return command
+
+
+# A line may break after a space, after "=", after "+" (not the exponent sign of 1e+05) and
+# after "," (not a digit group such as 1,000): never inside a number or a name.
+_BREAK_AFTER = r"(?<= )|(?<==)|(?<=,)(?!\d)|(?<=\+)(?<![0-9.][eE]\+)"
+HANGING_INDENT = 4
+
+
+def wrap_at_tokens(text: str, width: int) -> str:
+    """``text`` with each line longer than ``width`` broken at token boundaries (after a space,
+    ``=``, ``+`` or ``,``), continuation lines indented by the line's own indent plus
+    ``HANGING_INDENT``; a single token longer than a line stays whole on a line of its own.
+    Lines that fit are unchanged."""
+    return "\n".join(
+        wrapped for line in text.split("\n") for wrapped in _wrap_line(line, width)
+    )
+
+
+def _wrap_line(line: str, width: int) -> list[str]:
+    import re
+
+    if len(line) <= width:
+        return [line]
+    own_indent = len(line) - len(line.lstrip(" "))
+    indent = " " * (own_indent + HANGING_INDENT)
+    pieces = [piece for piece in re.split(_BREAK_AFTER, line[own_indent:]) if piece]
+    lines: list[str] = []
+    current = line[:own_indent]
+    for piece in pieces:
+        if len(current + piece.rstrip(" ")) > width and current.strip():
+            lines.append(current.rstrip(" "))
+            current = indent + piece.lstrip(" ")
+        else:
+            current += piece
+    return [*lines, current.rstrip(" ")]

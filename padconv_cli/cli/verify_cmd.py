@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.options import TOLERANCE_FLAGS, env_flag, tolerance_options
@@ -17,14 +18,13 @@ Examples:
   padconv verify                   # the built-in examples and ruling cases
   padconv verify -k pad_doc_reflect    # one case, side by side
   padconv verify --onnx-suite -k 'test_Conv*' --junit-xml report.xml
-  padconv verify my_cases/test_my_pad --atol 1e-4 --json
 """
 
 
+@examples_first(EXAMPLES)
 @click.command(
     "verify",
     context_settings=CONTEXT_SETTINGS,
-    epilog=EXAMPLES,
     short_help="Run operator cases (built-in, ONNX suite, DIRs); compare.",
 )
 @click.argument("dirs", metavar="[DIR]...", nargs=-1)

@@ -78,11 +78,12 @@ TEXTS = Command(
     """,
     examples="""\b
 Examples:
-  padconv conv samples/conv_basic_x.npy samples/conv_basic_w.npy \\
-      --pads 1 1 1 1
-  padconv conv x.npy --from-model model.onnx --node conv1 \\
-      --auto-pad SAME_UPPER --explain
-  padconv pad x.npy --pads 0 0 1 1 0 0 1 1 | padconv conv - w.npy --check
+  padconv conv '[[[[0, 1, 2], [3, 4, 5]]]]' '[[[[1, 1], [1, 1]]]]' \\
+      --dtype float32 --pads 0 0 1 1 -o y.npy
+  padconv conv y.npy '[[[[1, 1], [1, 1]]]]' --dtype float32 \\
+      --emit-onnx m.onnx --emit-initializers -o z.npy
+  padconv conv y.npy --from-model m.onnx --auto-pad SAME_UPPER --explain
+  padconv pad y.npy --pads 0 0 1 1 0 0 1 1 | padconv conv - y.npy --check
 """,
 )
 

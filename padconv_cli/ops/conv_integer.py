@@ -60,8 +60,10 @@ TEXTS = Command(
     """,
     examples="""\b
 Examples:
-  padconv conv-integer x.npy w.npy xz.npy wz.npy --pads 1 1 1 1
-  padconv conv-integer x.npy --from-model model.onnx --node conv1 --check
+  padconv conv-integer '[[[[1, 2, 3], [4, 5, 6]]]]' '[[[[1, 2]]]]' 1 2 \\
+      --dtype uint8 --pads 0 1 0 1 -o y.npy
+  padconv conv-integer '[[[[1, 2, 3]]]]' '[[[[1, -1]]]]' --dtype int8 \\
+      --emit-onnx ci.onnx --emit-initializers --explain
 """,
 )
 

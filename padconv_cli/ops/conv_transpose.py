@@ -86,11 +86,13 @@ TEXTS = Command(
     """,
     examples="""\b
 Examples:
-  padconv conv-transpose x.npy w.npy --strides 2 2 --pads 1 1 1 1 \\
-      --output-padding 1 1
-  padconv conv-transpose x.npy w.npy b.npy --strides 2 2 \\
-      --output-shape 10 8 --explain
-  padconv conv-transpose x.npy --from-model unet.onnx --node up1 --check
+  padconv conv-transpose '[[[[1, 2], [3, 4]]]]' '[[[[1, 1], [1, 1]]]]' \\
+      --dtype float32 --strides 2 2 --output-padding 1 1 -o y.npy
+  padconv conv-transpose '[[[[1, 2]]]]' '[[[[1, 1]]]]' '[0.5]' \\
+      --dtype float32 --strides 2 2 --output-shape 2 5 --explain
+  padconv conv-transpose y.npy '[[[[1]], [[2]]]]' --dtype float32 \\
+      --emit-onnx ct.onnx --emit-initializers -o z.npy
+  padconv conv-transpose y.npy --from-model ct.onnx --group 1 --check
 """,
 )
 

@@ -77,12 +77,12 @@ TEXTS = Command(
     """,
     examples="""\b
 Examples:
-  padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0
-  padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0 --mode reflect \\
-      -o padded.npy
+  padconv pad '[[1, 2, 3], [4, 5, 6]]' --pads 0 2 0 1 --mode reflect -o y.npy
+  padconv pad y.npy --pads 1 0 1 0 --mode edge --explain   # begins, then ends
   padconv pad '[[1, 2], [3, 4]]' --dtype int8 --pads 1 -1 --axes 1 \\
       --constant-value 7
-  padconv pad x.npy --from-model model.onnx --node pad1 --explain
+  padconv pad y.npy --pads 0 1 0 1 --emit-onnx pad.onnx -o z.npy
+  padconv pad '[[5, 6]]' --from-model pad.onnx --mode wrap --check
 """,
 )
 

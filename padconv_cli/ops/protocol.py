@@ -119,7 +119,8 @@ def _short(value: Any, *, quote: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Command:
-    """The texts of the operator's command: one-line summary, help, examples (epilog)."""
+    """The texts of the operator's command: one-line summary, help, examples (shown
+    right after the summary)."""
 
     summary: str
     help: str

@@ -67,9 +67,13 @@ TEXTS = Command(
     """,
     examples="""\b
 Examples:
-  padconv qlinear-conv x.npy xs.npy xz.npy w.npy ws.npy wz.npy ys.npy yz.npy b.npy \\
-      --pads 1 1 1 1
-  padconv qlinear-conv x.npy --from-model model_int8.onnx --node conv1 --check
+  padconv convert '[[[[1, 2], [3, 4]]]]' x.npy --dtype uint8
+  padconv convert 0.5 s.npy --dtype float32
+  padconv convert 0 z.npy --dtype uint8
+  padconv qlinear-conv x.npy s.npy z.npy x.npy s.npy z.npy s.npy z.npy \\
+      --pads 1 1 1 1 -o y.npy
+  padconv qlinear-conv x.npy s.npy z.npy x.npy s.npy z.npy s.npy z.npy \\
+      --emit-onnx q.onnx --emit-initializers --check
 """,
 )
 

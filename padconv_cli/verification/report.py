@@ -431,10 +431,7 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
     """One case in full, for ``padconv verify -k NAME``: the command that reproduces it (when
     given), each input, the attributes, then expected, actual and ``|actual - expected|`` next
     to each other (one below the other when they do not fit ``width``)."""
-    lines = [f"{case.name} ({case.location or case.source})"]
-    if command:
-        lines.append(f"  command: {command}")
-    lines.append(f"  operator: {result.operator or case.op}")
+    lines = [f"  operator: {result.operator or case.op}"]
     if result.attributes:
         lines.append(f"  attributes: {result.attributes}")
     for position, array in enumerate(case.inputs):
@@ -461,4 +458,46 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
         lines += columns_side_by_side(rendered, width)
     if result.reason:
         lines.append(f"  {result.reason}")
-    return wrap_lines(lines, width)
+    heading = f"{case.name} ({case.location or case.source})"
+    shown_command = shell_lines(command, width, "  command: ") if command else []
+    return wrap_lines([heading], width) + shown_command + wrap_lines(lines, width)
+
+
+def shell_lines(command: str, width: int, prefix: str) -> list[str]:
+    """``command`` laid out to paste into a shell: whole words per line, each line but the
+    last ending in `` \\``; a quoted literal too long for a line is broken after its commas
+    (a newline inside the quotes, which the literal's brackets allow), never inside a number."""
+    import shlex
+
+    indent = " " * 6
+    lines: list[str] = []
+    current = prefix.rstrip(" ")
+    for word in (shlex.quote(w) for w in shlex.split(command)):
+        if len(current) + 1 + len(word) + 2 <= width or current == prefix.rstrip(" "):
+            pieces = _literal_pieces(word, width - len(current) - 1, width - len(indent))
+            current = f"{current} {pieces[0]}"
+        else:
+            lines.append(current + " \\")
+            pieces = _literal_pieces(word, width - len(indent), width - len(indent))
+            current = indent + pieces[0]
+        for piece in pieces[1:]:
+            lines.append(current)
+            current = indent + piece
+    return [*lines, current]
+
+
+def _literal_pieces(word: str, first: int, rest: int) -> list[str]:
+    """``word`` as one piece, or a quoted literal (``'[...]'``) cut after ``", "`` into
+    pieces of at most ``first`` then ``rest`` columns (room kept for a closing `` \\``)."""
+    if len(word) + 2 <= first or not word.startswith("'["):
+        return [word]
+    pieces: list[str] = []
+    current = ""
+    for part in word.split(" "):
+        limit = (first if not pieces else rest) - 2
+        if current and len(current) + 1 + len(part) > limit:
+            pieces.append(current)
+            current = part
+        else:
+            current = f"{current} {part}" if current else part
+    return [*pieces, current]

@@ -86,7 +86,7 @@ def test_one_case_side_by_side(run_cli):
     result = run_cli("verify", "-k", "pad_doc_reflect", env={"COLUMNS": "80"})
     assert result.exit_code == 0
     text = result.stdout
-    assert "command: padconv pad samples/pad_reflect_data.npy --pads 0 2 0 0" in text
+    assert "command: padconv pad '[[1.0, 1.2], [2.3, 3.4], [4.5, 5.7]]' --pads 0 2 0 0" in text
     assert "input 0: float32[3, 2]" in text
     heading = [line for line in text.splitlines() if "expected float32[3, 4]" in line]
     assert heading and "actual float32[3, 4]" in heading[0]
