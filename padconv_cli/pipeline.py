@@ -262,8 +262,11 @@ def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned
     entry = operator(request.operator)
     engine = first_engine(request, entry.engines)
     data, declared, engine = _open_data(request, engine)
-    arrays = (data, *(_read(value, request.dtype) for value in request.inputs[1:]))
-    resolved = _resolve(request, entry, arrays)
+    arrays = [data]
+    for declared_input, value in zip(entry.data_inputs[1:], request.inputs[1:], strict=False):
+        arrays.append(_read(value, request.dtype or _literal_type(declared_input, value,
+                                                                  entry, arrays)))
+    resolved = _resolve(request, entry, tuple(arrays))
     if note is not None:
         for text in resolved.call.notes:
             note(text)
@@ -286,6 +289,24 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
         if engine != "auto":
             raise
     return _read(data, request.dtype), False, "memory"
+
+
+def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any]) -> str | None:
+    """The element type an inline literal given for the input ``declared`` takes, from the
+    operator's declaration (``Input.literal_type``: a type, or an earlier input whose type it
+    takes: a zero point ``128`` is read as X's uint8); None for anything that is not a literal
+    (a file's stored type is its own)."""
+    if declared.literal_type is None or not isinstance(value, str):
+        return None
+    from padconv_cli.tensorio.sources import classify_source
+
+    if classify_source(value).kind != "literal":
+        return None
+    names = [i.name for i in entry.data_inputs]
+    if declared.literal_type in names:
+        earlier = arrays[names.index(declared.literal_type)]
+        return None if earlier is None else dtype_of(earlier).name
+    return declared.literal_type
 
 
 def _read(value: Any, dtype: str | None) -> Any:

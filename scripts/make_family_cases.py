@@ -60,8 +60,6 @@ def conv_transpose_cases():
                                          "pads": [2, 2]}, [x1, w1, b1]),
         ("output_padding_dilation", {"dilations": [2],
                                                      "output_padding": [1]}, [x1, w1, b1]),
-        ("output_shape_n_m", {"strides": [2], "output_shape": [1, 1, 7]},
-         [x1, w1, b1]),
         ("same_beyond_uncropped", {"strides": [3], "auto_pad": "SAME_UPPER"},
          [x1, np.array([[[2.0]]], F32), b1]),
         ("ct_grouped", {"group": 2},

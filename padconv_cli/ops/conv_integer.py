@@ -43,7 +43,8 @@ NAME = "ConvInteger"
 VERSIONS = (10,)
 
 INPUTS = (Input("x"), Input("w", required=UNLESS_MODEL),
-          Input("x_zero_point", required=OPTIONAL), Input("w_zero_point", required=OPTIONAL))
+          Input("x_zero_point", required=OPTIONAL, literal_type="x"),
+          Input("w_zero_point", required=OPTIONAL, literal_type="w"))
 ATTRIBUTES = CONV.attributes
 ATTRIBUTE_NAMES = tuple(a.name for a in ATTRIBUTES)
 TEXTS = Command(

@@ -37,6 +37,9 @@ class Input:
     name: str
     role: str = DATA
     required: str = ALWAYS
+    # the element type an inline literal given for this input takes (without --dtype): a
+    # numpy type name (``float32``), or the name of an earlier input whose type it takes
+    literal_type: str | None = None
 
     @property
     def metavar(self) -> str:
@@ -183,9 +186,14 @@ class Operator:
         return self.versions[-1]
 
     @property
+    def data_inputs(self) -> tuple[Input, ...]:
+        """The data inputs (the tensors a call takes as arguments), in node order."""
+        return tuple(i for i in self.inputs if i.role == DATA)
+
+    @property
     def input_names(self) -> tuple[str, ...]:
-        """The names of the data inputs (the tensors a call takes as arguments)."""
-        return tuple(i.name for i in self.inputs if i.role == DATA)
+        """The names of the data inputs."""
+        return tuple(i.name for i in self.data_inputs)
 
     @property
     def required_inputs(self) -> int:

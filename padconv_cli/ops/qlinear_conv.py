@@ -43,11 +43,14 @@ NAME = "QLinearConv"
 VERSIONS = (10,)
 
 INPUTS = (
-    Input("x"), Input("x_scale", required=UNLESS_MODEL),
-    Input("x_zero_point", required=UNLESS_MODEL), Input("w", required=UNLESS_MODEL),
-    Input("w_scale", required=UNLESS_MODEL), Input("w_zero_point", required=UNLESS_MODEL),
-    Input("y_scale", required=UNLESS_MODEL), Input("y_zero_point", required=UNLESS_MODEL),
-    Input("B", required=OPTIONAL),
+    Input("x"), Input("x_scale", required=UNLESS_MODEL, literal_type="float32"),
+    Input("x_zero_point", required=UNLESS_MODEL, literal_type="x"),
+    Input("w", required=UNLESS_MODEL),
+    Input("w_scale", required=UNLESS_MODEL, literal_type="float32"),
+    Input("w_zero_point", required=UNLESS_MODEL, literal_type="w"),
+    Input("y_scale", required=UNLESS_MODEL, literal_type="float32"),
+    Input("y_zero_point", required=UNLESS_MODEL, literal_type="x"),
+    Input("B", required=OPTIONAL, literal_type="int32"),
 )
 W_INDEX = 3
 ATTRIBUTES = CONV.attributes

@@ -111,6 +111,27 @@ def test_qlinear_conv_command_equals_the_public_api(run_cli, integer_case):
     assert np.array_equal(got, _qlinear_api(integer_case, strides=[2, 2], pads=[1, 1, 1, 1]))
 
 
+def test_literal_zero_points_and_scales_take_their_inputs_types(run_cli, integer_case):
+    """``128`` for x_zero_point is X's uint8, ``0.02`` a float32 scale: the same result as the
+    typed files; a literal outside its type's range is one line, exit 2, nothing written."""
+    case = integer_case
+    out = case["dir"] / "literal.npy"
+    literals = [case["x"], "0.02", "128", case["w"], "[0.01, 0.02, 0.03]", "[1, -2, 3]", "0.5",
+                "10", "[100, -200, 5]"]
+    result = run_cli("qlinear-conv", *literals, "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert np.array_equal(np.load(out), _qlinear_api(case))
+    result = run_cli("conv-integer", case["x"], case["w"], "128", "[1, -2, 3]", "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    a = case["arrays"]
+    assert np.array_equal(np.load(out), padconv_cli.conv_integer(a["x"], a["w"], a["xz"], a["wz"]))
+    before = out.read_bytes()
+    refused = run_cli("qlinear-conv", *literals[:2], "256", *literals[3:], "-o", str(out))
+    assert refused.exit_code == 2
+    assert len(refused.stderr.strip().splitlines()) == 1 and "uint8" in refused.stderr
+    assert out.read_bytes() == before
+
+
 @pytest.mark.parametrize("name, value, param", [
     ("xs", np.array(0.0, np.float32), "x_scale"),
     ("ys", np.array(-1.0, np.float32), "y_scale"),
