@@ -9,7 +9,7 @@ output and the memory are the resource gate's figures (the operator's ``needs``)
 
 The engine is the one the call would run on: in memory the figures are inputs + output +
 working memory; out of core (``tiled``, ``dask``) the input is read and the output written
-block by block, so what the machine holds at once is bounded by ``--memory-limit`` instead,
+block by block, so what the machine holds at once is bounded by the memory limit instead,
 and the in-memory figures are given for comparison.
 """
 
@@ -129,7 +129,7 @@ def format_explanation(info: dict[str, Any]) -> str:
     else:
         lines.append(f"  engine: {engine['name']}: the input read and the output written block"
                      f" by block, at most {human_bytes(engine['memory_limit'])} held at once"
-                     f" (--memory-limit)")
+                     f" (the memory limit)")
         lines.append(f"    in memory it would take {in_memory}")
     onnx = info["onnx"]
     lines.append(f"  ONNX: {onnx['operator']} at opset {onnx['opset']} ({onnx['reason']})")

@@ -20,8 +20,6 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 import padconv_cli.ops.conv_family as conv_family
 from padconv_cli.ops.conv import OPERATOR as CONV
 from padconv_cli.ops.protocol import (
@@ -37,6 +35,8 @@ from padconv_cli.ops.protocol import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from padconv_cli.ops.onnx_graph import GraphParts, VersionChoice
 
 NAME = "ConvInteger"
@@ -114,6 +114,8 @@ def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
 
 def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.ndarray:
     """``conv_integer_planned`` on the plan."""
+    import numpy as np
+
     from padconv_cli.kernels.integer_conv import conv_integer_planned
 
     return conv_integer_planned(made, *[np.asarray(a) if a is not None else None
@@ -127,6 +129,8 @@ def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
     """int32."""
+    import numpy as np
+
     return np.dtype(np.int32)
 
 
@@ -147,6 +151,8 @@ def integer_needs(arrays: Sequence[Any], made: Any, dtype: np.dtype) -> Any:
 def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
           fmt: str) -> Any:
     """:func:`integer_needs` for an int32 output."""
+    import numpy as np
+
     return integer_needs(arrays, made, np.dtype(np.int32))
 
 
@@ -159,6 +165,8 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
     """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`) or the dask engine
     (:mod:`padconv_cli.engines.family_dask`), bit-identical to the in-memory result."""
+    import numpy as np
+
     from padconv_cli.engines.family_dask import finish_sums
     from padconv_cli.kernels.integer_conv import _per_channel, _scalar
     from padconv_cli.outofcore.integer_tiles import fixed_bytes, tiled_integer_conv
@@ -239,6 +247,8 @@ def exact_sums(call_attributes: Mapping[str, Any], x: Any, w: Any, x_zero_point:
                w_zero_point: Any) -> np.ndarray:
     """int64 ``sum (Xpad - xz) * (W[m] - wz[m])``: float64 Conv of the shifted values, whose
     partial sums are integers below 2**53 (exact in any order)."""
+    import numpy as np
+
     from padconv_cli.kernels.conv import conv
 
     x, w = np.asarray(x), np.asarray(w)
@@ -255,6 +265,8 @@ def exact_sums(call_attributes: Mapping[str, Any], x: Any, w: Any, x_zero_point:
 
 def reference(call: KernelCall) -> np.ndarray:
     """The exact sums (:func:`exact_sums`) reduced modulo 2**32 to int32."""
+    import numpy as np
+
     x, w, xz, wz = (list(call.arrays) + [None] * 4)[:4]
     return exact_sums(call.attributes, x, w, xz, wz).astype(np.int32)
 

@@ -26,8 +26,6 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 import padconv_cli.ops.conv_family as conv_family
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
 from padconv_cli.ops.conv import OPERATOR as CONV
@@ -47,6 +45,8 @@ from padconv_cli.ops.protocol import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from padconv_cli.ops.onnx_graph import GraphParts, VersionChoice
 
 NAME = "ConvTranspose"
@@ -164,6 +164,8 @@ def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
     """X's type."""
+    import numpy as np
+
     return np.dtype(dtype)
 
 
@@ -171,6 +173,8 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
           fmt: str) -> Any:
     """Inputs, the output, and the stride-phase kernel's working memory
     (:func:`padconv_cli.kernels.conv_transpose.working_bytes`)."""
+    import numpy as np
+
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.kernels.conv_transpose import working_bytes
     from padconv_cli.resources import Needs
@@ -198,6 +202,8 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
     """The tiled engine (:mod:`padconv_cli.outofcore.conv_transpose_tiles`) or the dask
     engine (:mod:`padconv_cli.engines.family_dask`), bit-identical to the in-memory result."""
+    import numpy as np
+
     from padconv_cli.outofcore.conv_transpose_tiles import tiled_conv_transpose
 
     _check_types([source, *others])
@@ -266,6 +272,8 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
 
 def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
     """The oldest ConvTranspose version with the call's element type (bfloat16: 22)."""
+    import numpy as np
+
     from padconv_cli.ops.onnx_graph import VersionChoice, first_version_for_type
 
     version = first_version_for_type(NAME, VERSIONS, dtype)
@@ -310,6 +318,8 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
 
 def reference(call: KernelCall) -> np.ndarray:
     """ConvTranspose recomputed in float64 from the same inputs and attributes."""
+    import numpy as np
+
     from padconv_cli.kernels.conv_transpose import conv_transpose
 
     x, w, b = (None if a is None else np.asarray(a).astype(np.float64)

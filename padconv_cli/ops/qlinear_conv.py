@@ -19,8 +19,6 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 import padconv_cli.ops.conv_family as conv_family
 from padconv_cli.ops.conv import OPERATOR as CONV
 from padconv_cli.ops.conv_integer import add_inputs, exact_sums, integer_needs
@@ -37,6 +35,8 @@ from padconv_cli.ops.protocol import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from padconv_cli.ops.onnx_graph import GraphParts, VersionChoice
 
 NAME = "QLinearConv"
@@ -122,6 +122,8 @@ def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
 
 def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.ndarray:
     """``qlinear_conv_planned`` on the plan (it checks the scale values first)."""
+    import numpy as np
+
     from padconv_cli.kernels.integer_conv import qlinear_conv_planned
 
     return qlinear_conv_planned(made, *[None if a is None else np.asarray(a)
@@ -135,6 +137,8 @@ def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
     """y_zero_point's type (int8 or uint8)."""
+    import numpy as np
+
     return np.dtype(made.y_dtype)
 
 
@@ -143,6 +147,8 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
     """Inputs, the output, the exact sums' working memory plus the requantization's float64
     estimate, rounding and mask (about 4 float64 arrays of the output's size)."""
     from dataclasses import replace
+
+    import numpy as np
 
     base = integer_needs(arrays, made, np.dtype(made.y_dtype))
     return replace(base, working=base.working + 4 * 8 * math.prod(made.output_shape))
@@ -158,6 +164,8 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
     """The tiled engine (:mod:`padconv_cli.outofcore.integer_tiles`) or the dask engine
     (:mod:`padconv_cli.engines.family_dask`): each tile's exact sums plus the bias,
     requantized with the channels' exact multipliers, bit-identical to the in-memory result."""
+    import numpy as np
+
     from padconv_cli.engines.family_dask import Requantization, finish_sums
     from padconv_cli.kernels.integer_conv import _per_channel, _scalar
     from padconv_cli.kernels.quantized_plan import check_scale_values
@@ -241,11 +249,15 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
 
 
 def _unpack(call: KernelCall) -> list[Any]:
+    import numpy as np
+
     return [None if a is None else np.asarray(a) for a in (list(call.arrays) + [None] * 9)[:9]]
 
 
 def accumulators(call: KernelCall) -> np.ndarray:
     """int64 ``acc = B[m] + sum (x - xz) * (w - wz[m])``, exactly."""
+    import numpy as np
+
     x, _xs, xz, w, _ws, wz, _ys, _yz, b = _unpack(call)
     acc = exact_sums(call.attributes, x, w, xz, wz)
     if b is not None:
@@ -255,6 +267,8 @@ def accumulators(call: KernelCall) -> np.ndarray:
 
 def exact_quotients(call: KernelCall, acc: np.ndarray) -> np.ndarray:
     """``acc * x_scale * w_scale[m] / y_scale`` in float64 (for classifying differences)."""
+    import numpy as np
+
     _x, xs, _xz, _w, ws, _wz, ys, _yz, _b = _unpack(call)
     scale = (float(xs.reshape(-1)[0]) * ws.astype(np.float64).reshape(-1)
              / float(ys.reshape(-1)[0]))
@@ -265,6 +279,8 @@ def exact_quotients(call: KernelCall, acc: np.ndarray) -> np.ndarray:
 def reference(call: KernelCall) -> np.ndarray:
     """The exact accumulators requantized in exact rational arithmetic
     (:func:`padconv_cli.kernels.requantize.requantize`)."""
+    import numpy as np
+
     from padconv_cli.kernels.requantize import channel_multipliers, requantize
 
     _x, xs, _xz, _w, ws, _wz, ys, yz, _b = _unpack(call)
@@ -281,6 +297,8 @@ def error_bound(call: KernelCall, made: Any = None) -> None:
 def float32_requantized(call: KernelCall, acc: np.ndarray) -> np.ndarray:
     """onnxruntime's way: ``float32(acc) * float32(x_scale * w_scale / y_scale)`` rounded half
     to even in float32, plus y_zero_point, saturated."""
+    import numpy as np
+
     _x, xs, _xz, _w, ws, _wz, ys, yz, _b = _unpack(call)
     multiplier = (np.float32(xs.reshape(-1)[0]) * ws.astype(np.float32).reshape(-1)
                   / np.float32(ys.reshape(-1)[0])).astype(np.float32)
@@ -298,6 +316,8 @@ def classify_difference(call: KernelCall, ours: np.ndarray, theirs: np.ndarray) 
     with neither, a difference of one unit on a uint8 x with int8 w is named ``16-bit
     saturation`` only when the peer's values are all lower in magnitude (pairs of products
     saturated)."""
+    import numpy as np
+
     ours, theirs = np.asarray(ours).astype(np.int64), np.asarray(theirs).astype(np.int64)
     if ours.shape != theirs.shape:
         return None
@@ -326,6 +346,8 @@ def _saturation(call: KernelCall, ours: np.ndarray, theirs: np.ndarray, differs:
                 ) -> str | None:
     """``16-bit saturation`` when x is uint8 and w int8 and the peer's values are all nearer
     y_zero_point than padconv's (pairs of products clamped to int16 lose magnitude)."""
+    import numpy as np
+
     x, _xs, _xz, w, _ws, _wz, _ys, yz, _b = _unpack(call)
     if (x.dtype, w.dtype) != (np.dtype(np.uint8), np.dtype(np.int8)):
         return None

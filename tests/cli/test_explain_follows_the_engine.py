@@ -1,5 +1,5 @@
 """``--explain`` describes the run on the engine it would take: in memory, inputs + output +
-working memory; out of core (``tiled``), at most ``--memory-limit`` held at once, the in-memory
+working memory; out of core (``tiled``), at most the memory limit held at once, the in-memory
 figures given beside it.  Nothing is computed or written either way."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_a_run_over_the_limit_is_explained_out_of_core(run_cli, large_conv, engi
                      "--explain")
     assert result.exit_code == 0, result.stderr
     assert "engine: tiled" in result.stdout
-    assert "at most 8.0 MiB held at once (--memory-limit)" in result.stdout
+    assert "at most 8.0 MiB held at once (the memory limit)" in result.stdout
     assert "in memory it would take 16.9 MiB" in result.stdout
     assert not y.exists()
 
