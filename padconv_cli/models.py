@@ -122,8 +122,8 @@ def load_model(path: str) -> Any:
     from google.protobuf.message import DecodeError
     from onnx import ModelProto
 
+    from padconv_cli.read_policy import check_input_size
     from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
-    from padconv_cli.tensorio.policy import check_input_size
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)

@@ -1,6 +1,6 @@
 """``--max-input-bytes`` and ``--allow-hardlinks``: the reading policy of one command run.
 
-Every command that reads tensors takes them (see :mod:`padconv_cli.tensorio.policy` for the
+Every command that reads tensors takes them (see :mod:`padconv_cli.read_policy` for the
 rules).  They are eager, so that they are in force before any other option reads a file
 (``--pads @-``), and every run sets both and puts the previous policy back when it ends, so
 that one in-process run cannot leak its policy into the next or into library calls.
@@ -22,7 +22,7 @@ INPUT_FLAGS = {"max_input_bytes": "--max-input-bytes", "allow_hardlinks": "--all
 
 def _set_policy(field: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-        from padconv_cli.tensorio.policy import read_policy, set_read_policy
+        from padconv_cli.read_policy import read_policy, set_read_policy
 
         previous = set_read_policy(replace(read_policy(), **{field: value}))
         if _RESTORE_KEY not in ctx.meta:  # the policy before this run comes back at its end

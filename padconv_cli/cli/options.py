@@ -83,6 +83,11 @@ class ChoiceWithSuggestion(click.Choice):
     def __init__(self, choices: Any) -> None:
         super().__init__(choices, case_sensitive=False)
 
+    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
+        """``[NOTSET|SAME_UPPER|...]``: the choices as declared (click 8.2 shows a
+        case-insensitive choice in lower case, 8.1 as declared)."""
+        return "[" + "|".join(str(choice) for choice in self.choices) + "]"
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
         lowered = {str(choice).lower(): choice for choice in self.choices}
         if isinstance(value, str) and value.lower() in lowered:

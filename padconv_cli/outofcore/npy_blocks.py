@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.read_policy import check_read_bytes, input_limit
 from padconv_cli.tensorio.atomic import create_exclusive, temp_name
 from padconv_cli.tensorio.files import one_line, open_regular_file
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
-from padconv_cli.tensorio.policy import check_read_bytes, input_limit
 from padconv_cli.units import human_bytes
 
 
@@ -103,7 +103,7 @@ class NpyInput:
         process meanwhile gives a short read and one :class:`InputError`, not the SIGBUS of
         touching a mapped page past its end); steps are then taken in memory.  A box of more
         than the input limit in force where the file was opened is refused before it is read
-        (:func:`padconv_cli.tensorio.policy.check_read_bytes`).
+        (:func:`padconv_cli.read_policy.check_read_bytes`).
         """
         ranges, local = box_ranges(box, self.shape)
         self.check_reads([box])

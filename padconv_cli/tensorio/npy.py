@@ -162,7 +162,7 @@ def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
 
 def _check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
     """The declared body must fit in what the source holds (when known), then in the limit."""
-    from padconv_cli.tensorio.policy import check_input_size
+    from padconv_cli.read_policy import check_input_size
 
     if total_size is not None and header.data_bytes > total_size - header.data_offset:
         raise InputError(

@@ -39,6 +39,7 @@ from padconv_cli.dtypes import (
 )
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.messages import bounded_sequence
+from padconv_cli.read_policy import check_input_size, check_single_link
 from padconv_cli.tensorio.files import (
     one_line,
     open_regular_file,
@@ -47,7 +48,6 @@ from padconv_cli.tensorio.files import (
     read_into,
 )
 from padconv_cli.tensorio.npy import check_bool_bytes
-from padconv_cli.tensorio.policy import check_input_size, check_single_link
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf refuses to parse or serialize messages of 2 GiB or more
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL

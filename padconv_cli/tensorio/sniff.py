@@ -88,7 +88,7 @@ def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
 
 
 def _over_limit(what: str, limit: int) -> InputError:
-    from padconv_cli.tensorio.policy import limit_error
+    from padconv_cli.read_policy import limit_error
 
     return limit_error(STDIN_LABEL, what, limit)
 
@@ -96,7 +96,7 @@ def _over_limit(what: str, limit: int) -> InputError:
 def _read_stdin_tensor(stream: BinaryIO, member: str | None) -> tuple[str | None, np.ndarray]:
     """Header first: the first bytes decide the format, an .npy header is checked before its
     body is read, a TensorProto field by field, an .npz against the input limit."""
-    from padconv_cli.tensorio.policy import input_limit
+    from padconv_cli.read_policy import input_limit
 
     head = read_exact(stream, len(NPY_MAGIC) + 2)
     kind = _sniffed_kind(head, member, STDIN_LABEL)
@@ -116,7 +116,7 @@ def _read_stdin_tensor(stream: BinaryIO, member: str | None) -> tuple[str | None
 
 def read_stdin(member: str | None = None) -> tuple[str | None, np.ndarray]:
     """(name, array) of the tensor on stdin, format sniffed from its first bytes, read against
-    the input limit (:mod:`padconv_cli.tensorio.policy`)."""
+    the input limit (:mod:`padconv_cli.read_policy`)."""
     return read_stdin_stream(_stdin_stream(), member)
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.read_policy import check_input_size, check_link_count, check_read_bytes
 from padconv_cli.tensorio.files import one_line, printable
-from padconv_cli.tensorio.policy import check_input_size, check_link_count, check_read_bytes
 
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
 

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from padconv_cli.errors import InputError
+from padconv_cli.read_policy import reading
 from padconv_cli.tensor_sources import read_tensor
-from padconv_cli.tensorio.policy import reading
 
 SECRET = np.arange(6, dtype="<f4") * 1000
 

@@ -11,7 +11,7 @@ import pytest
 
 from padconv_cli import read_tensor
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio.policy import reading
+from padconv_cli.read_policy import reading
 
 zarr = pytest.importorskip("zarr")  # the dask extra (zarr 3 needs Python >= 3.11)
 

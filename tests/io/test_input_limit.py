@@ -14,8 +14,8 @@ from hostile.runner import padconv_command
 from npy_bytes import header_dict, npy_image
 
 from padconv_cli.errors import InputError
+from padconv_cli.read_policy import read_policy, reading
 from padconv_cli.tensor_sources import read_tensor
-from padconv_cli.tensorio.policy import read_policy, reading
 
 WAIT_SECONDS = 60
 ADDRESS_SPACE = 3 * 2**30  # keeps a regression from eating the machine's memory
