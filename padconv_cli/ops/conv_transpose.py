@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import padconv_cli.ops.conv_family as conv_family
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
 from padconv_cli.ops.conv import OPERATOR as CONV
+from padconv_cli.ops.conv import output_dtype, plan_fits, typed  # the same rules as Conv's
 from padconv_cli.ops.protocol import (
     INTS,
     ONNXRUNTIME_PEER,
@@ -137,11 +138,6 @@ def plan_arrays(arrays: Sequence[Any], attributes: Mapping[str, Any]) -> Any:
     return plan([shape_of(a) for a in arrays], dtype_of(arrays[0]), attributes)
 
 
-def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
-    """True when ``made`` was planned for these X and W shapes."""
-    return len(shapes) > 1 and (made.x_shape, made.w_shape) == (shapes[0], shapes[1])
-
-
 def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
     """The public kernel ``conv_transpose(X, W, B, **attributes)``."""
     from padconv_cli.kernels.conv_transpose import conv_transpose
@@ -155,18 +151,6 @@ def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.n
 
     x, w, *rest = arrays
     return conv_transpose_planned(made, x, w, rest[0] if rest else None)
-
-
-def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
-    """ConvTranspose's attributes do not depend on the data's type."""
-    return dict(attributes)
-
-
-def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
-    """X's type."""
-    import numpy as np
-
-    return np.dtype(dtype)
 
 
 def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
