@@ -453,10 +453,11 @@ def keep_quiet_after_the_outcome() -> None:
     its event-loop thread, and asyncio logs "Task was destroyed but it is pending!" when they
     are collected at exit, after padconv's own line.
     """
-    import logging
     import warnings
 
-    logging.disable(logging.CRITICAL)
+    logging = sys.modules.get("logging")
+    if logging is not None:  # a library that logs has loaded it; importing it costs ~5 ms
+        logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
     sys.unraisablehook = lambda unraisable: None
 
