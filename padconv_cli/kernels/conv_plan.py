@@ -102,18 +102,18 @@ def plan_conv(
     ``ceil(in / s)`` with total pad ``max(0, (out - 1) * s + ek - in)``; ``VALID`` gives
     ``floor((in - ek) / s) + 1``. Raises :class:`AttributeValueError` on any violation.
     """
-    x_shape = _shape("X", x_shape)
-    w_shape = _shape("W", w_shape)
+    x_shape = input_shape("X", x_shape)
+    w_shape = input_shape("W", w_shape)
     _check_ranks(x_shape, w_shape)
     spatial_rank = len(x_shape) - 2
-    group = _group(group)
+    group = group_attribute(group)
     kernel = _kernel_shape(kernel_shape, w_shape)
-    strides_t = _positive_list("strides", strides, spatial_rank)
-    dilations_t = _positive_list("dilations", dilations, spatial_rank)
+    strides_t = positive_list("strides", strides, spatial_rank)
+    dilations_t = positive_list("dilations", dilations, spatial_rank)
     auto_pad = _auto_pad(auto_pad, pads)
     _check_channels(x_shape, w_shape, group)
     if b_shape is not None:
-        _check_bias(_shape("B", b_shape), w_shape[0])
+        _check_bias(input_shape("B", b_shape), w_shape[0])
     resolved = _resolve_spatial(x_shape[2:], kernel, strides_t, dilations_t, auto_pad, pads)
     out_spatial, pads_t, formulas = resolved
     return ConvPlan(
@@ -134,11 +134,12 @@ def plan_conv(
 # --- attribute validation ------------------------------------------------------------------
 
 
-def _shape(name: str, shape: Sequence[int]) -> tuple[int, ...]:
-    """A shape as a tuple of non-negative ints."""
+def input_shape(name: str, shape: Sequence[int], op: str = "Conv") -> tuple[int, ...]:
+    """A shape as a tuple of non-negative ints (``op``: the operator the message names)."""
     values = tuple(int(v) for v in shape)
     if any(v < 0 for v in values):
-        raise AttributeValueError(f"Conv input {name} has a negative dimension: {list(values)}")
+        raise AttributeValueError(f"{op} input {name} has a negative dimension: {list(values)}",
+                                  param=name)
     return values
 
 
@@ -156,44 +157,48 @@ def _check_ranks(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
         )
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """An integer that is not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _group(group: object) -> int:
+def group_attribute(group: object, op: str = "Conv") -> int:
     """``group`` is an integer >= 1."""
-    if not _is_int(group) or int(group) < 1:
-        raise AttributeValueError(f"Conv attribute group must be an integer >= 1, got {group!r}")
+    if not is_int(group) or int(group) < 1:
+        raise AttributeValueError(f"{op} attribute group must be an integer >= 1, got {group!r}",
+                                  param="group")
     return int(group)
 
 
-def _int_list(name: str, values: object, length: int, length_rule: str) -> tuple[int, ...]:
+def int_list(name: str, values: object, length: int, length_rule: str,
+             op: str = "Conv") -> tuple[int, ...]:
     """An attribute list of exactly ``length`` integers."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
         raise AttributeValueError(
-            f"Conv attribute {name} must be a list of integers, got {values!r}"
+            f"{op} attribute {name} must be a list of integers, got {values!r}", param=name
         )
     items = list(values)
-    if not all(_is_int(v) for v in items):
-        raise AttributeValueError(f"Conv attribute {name} must contain integers only, got "
-                                  f"{bounded_sequence(items)}")
+    if not all(is_int(v) for v in items):
+        raise AttributeValueError(f"{op} attribute {name} must contain integers only, got "
+                                  f"{bounded_sequence(items)}", param=name)
     ints = tuple(int(v) for v in items)
     if len(ints) != length:
         raise AttributeValueError(
-            f"Conv attribute {name} needs {length} values ({length_rule}), "
-            f"got {len(ints)}: {bounded_sequence(ints)}"
+            f"{op} attribute {name} needs {length} values ({length_rule}), "
+            f"got {len(ints)}: {bounded_sequence(ints)}", param=name
         )
     return ints
 
 
-def _positive_list(name: str, values: object, spatial_rank: int) -> tuple[int, ...]:
+def positive_list(name: str, values: object, spatial_rank: int,
+                  op: str = "Conv") -> tuple[int, ...]:
     """``strides``/``dilations``: one integer >= 1 per spatial axis, default all 1."""
     if values is None:
         return (1,) * spatial_rank
-    ints = _int_list(name, values, spatial_rank, "one per spatial axis")
+    ints = int_list(name, values, spatial_rank, "one per spatial axis", op)
     if any(v < 1 for v in ints):
         raise AttributeValueError(
-            f"Conv attribute {name} must be >= 1 on every axis, got {list(ints)}"
+            f"{op} attribute {name} must be >= 1 on every axis, got {list(ints)}", param=name
         )
     return ints
 
@@ -202,7 +207,7 @@ def _kernel_shape(kernel_shape: object, w_shape: tuple[int, ...]) -> tuple[int, 
     """``kernel_shape`` defaults to ``W.shape[2:]`` and, when given, must equal it."""
     from_w = w_shape[2:]
     if kernel_shape is not None:
-        given = _int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis")
+        given = int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis")
         if given != from_w:
             raise AttributeValueError(
                 f"Conv attribute kernel_shape {list(given)} != W.shape[2:] {list(from_w)}"
@@ -251,13 +256,14 @@ def _check_bias(b_shape: tuple[int, ...], out_channels: int) -> None:
         )
 
 
-def _explicit_pads(pads: object, spatial_rank: int) -> tuple[int, ...]:
+def explicit_pads(pads: object, spatial_rank: int, op: str = "Conv") -> tuple[int, ...]:
     """``pads``: ``2 * spatial_rank`` non-negative integers, default all 0."""
     if pads is None:
         return (0,) * (2 * spatial_rank)
-    ints = _int_list("pads", pads, 2 * spatial_rank, "begin and end per spatial axis")
+    ints = int_list("pads", pads, 2 * spatial_rank, "begin and end per spatial axis", op)
     if any(v < 0 for v in ints):
-        raise AttributeValueError(f"Conv attribute pads must be >= 0, got {list(ints)}")
+        raise AttributeValueError(f"{op} attribute pads must be >= 0, got {list(ints)}",
+                                  param="pads")
     return ints
 
 
@@ -271,7 +277,7 @@ def _resolve_spatial(
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[str, ...]]:
     """Output sizes, effective pads and formula strings for every spatial axis."""
     spatial_rank = len(in_spatial)
-    explicit = _explicit_pads(pads, spatial_rank)
+    explicit = explicit_pads(pads, spatial_rank)
     outs, begins, ends, formulas = [], [], [], []
     axes = zip(in_spatial, kernel, strides, dilations, strict=True)
     for axis, (size, k, s, d) in enumerate(axes):

@@ -10,7 +10,6 @@ imports no other kernel module but the shape formulas and the rulings.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +17,13 @@ import numpy as np
 
 from padconv_cli.errors import AttributeValueError
 from padconv_cli.kernels import conv_transpose_shapes as shapes
+from padconv_cli.kernels.conv_plan import (
+    explicit_pads,
+    group_attribute,
+    input_shape,
+    int_list,
+    positive_list,
+)
 
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 OP = "ConvTranspose"
@@ -102,22 +108,22 @@ def plan_conv_transpose(
     ``full + output_padding - pad_begin - pad_end`` (``VALID``: no pads). Raises
     :class:`AttributeValueError` (with ``param``) on any violation.
     """
-    x_shape = _shape("X", x_shape)
-    w_shape = _shape("W", w_shape)
+    x_shape = input_shape("X", x_shape, OP)
+    w_shape = input_shape("W", w_shape, OP)
     _check_ranks(x_shape, w_shape)
     rank = len(x_shape) - 2
-    group = _group(group)
+    group = group_attribute(group, OP)
     _check_channels(x_shape, w_shape, group)
     kernel = _kernel_shape(kernel_shape, w_shape)
-    strides_t = _positive_list("strides", strides, rank)
-    dilations_t = _positive_list("dilations", dilations, rank)
+    strides_t = positive_list("strides", strides, rank, OP)
+    dilations_t = positive_list("dilations", dilations, rank, OP)
     auto_pad = _auto_pad(auto_pad, pads)
-    explicit = _explicit_pads(pads, rank)
+    explicit = explicit_pads(pads, rank, OP)
     rulings: list[str] = []
     padding = _output_padding(output_padding, strides_t, dilations_t, rulings)
     requested = _requested_output(output_shape, rank, x_shape[0], w_shape[1] * group)
     if b_shape is not None:
-        _check_bias(_shape("B", b_shape), w_shape[1] * group)
+        _check_bias(input_shape("B", b_shape, OP), w_shape[1] * group)
     if requested is not None and pads is not None:
         rulings.append("output-shape-overrides-pads")
     axes = zip(x_shape[2:], kernel, strides_t, dilations_t, padding, strict=True)
@@ -175,14 +181,6 @@ def _resolve_axis(axis: int, size: int, k: int, s: int, d: int, op: int, auto_pa
 # --- attribute validation ------------------------------------------------------------------
 
 
-def _shape(name: str, shape: Sequence[int]) -> tuple[int, ...]:
-    values = tuple(int(v) for v in shape)
-    if any(v < 0 for v in values):
-        raise AttributeValueError(f"{OP} input {name} has a negative dimension: {list(values)}",
-                                  param=name)
-    return values
-
-
 def _check_ranks(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
     """X needs (N, C, D1, ...) with at least one spatial axis; W needs X's rank."""
     if len(x_shape) < 3:
@@ -193,17 +191,6 @@ def _check_ranks(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
         raise AttributeValueError(
             f"{OP} input W must have the rank of X ({len(x_shape)}), got shape "
             f"{list(w_shape)}", param="W")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _group(group: object) -> int:
-    if not _is_int(group) or int(group) < 1:
-        raise AttributeValueError(f"{OP} attribute group must be an integer >= 1, got {group!r}",
-                                  param="group")
-    return int(group)
 
 
 def _check_channels(x_shape: tuple[int, ...], w_shape: tuple[int, ...], group: int) -> None:
@@ -218,34 +205,10 @@ def _check_channels(x_shape: tuple[int, ...], w_shape: tuple[int, ...], group: i
             param="group")
 
 
-def _int_list(name: str, values: object, length: int, rule: str) -> tuple[int, ...]:
-    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
-        raise AttributeValueError(f"{OP} attribute {name} must be a list of integers, got "
-                                  f"{values!r}", param=name)
-    items = list(values)
-    if not all(_is_int(v) for v in items):
-        raise AttributeValueError(f"{OP} attribute {name} must contain integers only, got "
-                                  f"{items[:8]!r}", param=name)
-    if len(items) != length:
-        raise AttributeValueError(f"{OP} attribute {name} needs {length} values ({rule}), got "
-                                  f"{len(items)}", param=name)
-    return tuple(int(v) for v in items)
-
-
-def _positive_list(name: str, values: object, rank: int) -> tuple[int, ...]:
-    if values is None:
-        return (1,) * rank
-    ints = _int_list(name, values, rank, "one per spatial axis")
-    if any(v < 1 for v in ints):
-        raise AttributeValueError(f"{OP} attribute {name} must be >= 1 on every axis, got "
-                                  f"{list(ints)}", param=name)
-    return ints
-
-
 def _kernel_shape(kernel_shape: object, w_shape: tuple[int, ...]) -> tuple[int, ...]:
     from_w = w_shape[2:]
     if kernel_shape is not None:
-        given = _int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis")
+        given = int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis", OP)
         if given != from_w:
             raise AttributeValueError(f"{OP} attribute kernel_shape {list(given)} != "
                                       f"W.shape[2:] {list(from_w)}", param="kernel_shape")
@@ -269,23 +232,13 @@ def _auto_pad(auto_pad: object, pads: object) -> str:
     return str(auto_pad)
 
 
-def _explicit_pads(pads: object, rank: int) -> tuple[int, ...]:
-    if pads is None:
-        return (0,) * (2 * rank)
-    ints = _int_list("pads", pads, 2 * rank, "begin and end per spatial axis")
-    if any(v < 0 for v in ints):
-        raise AttributeValueError(f"{OP} attribute pads must be >= 0, got {list(ints)}",
-                                  param="pads")
-    return ints
-
-
 def _output_padding(values: object, strides: tuple[int, ...], dilations: tuple[int, ...],
                     rulings: list[str]) -> tuple[int, ...]:
     """``0 <= output_padding[i] < max(stride[i], dilation[i])`` (ruling
     ``output-padding-below-stride-or-dilation``)."""
     if values is None:
         return (0,) * len(strides)
-    ints = _int_list("output_padding", values, len(strides), "one per spatial axis")
+    ints = int_list("output_padding", values, len(strides), "one per spatial axis", OP)
     for axis, (p, s, d) in enumerate(zip(ints, strides, dilations, strict=True)):
         if not 0 <= p < max(s, d):
             raise AttributeValueError(
@@ -309,7 +262,7 @@ def _requested_output(values: object, rank: int, batch: int, out_channels: int
             f"{OP} attribute output_shape needs {rank} values, one per spatial axis, got "
             f"{rank + 2}: {items[:8]!r}; leave out N and M ({batch}, {out_channels})",
             param="output_shape")
-    ints = _int_list("output_shape", values, rank, "one per spatial axis")
+    ints = int_list("output_shape", values, rank, "one per spatial axis", OP)
     if any(v < 1 for v in ints):
         raise AttributeValueError(f"{OP} attribute output_shape must be >= 1 on every axis, "
                                   f"got {list(ints)}", param="output_shape")
