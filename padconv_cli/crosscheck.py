@@ -1,34 +1,34 @@
-"""``--check``: run the same node through onnx.reference and onnxruntime and compare.
+"""Judging padconv's result against onnx.reference and onnxruntime (``--check`` and audit).
 
-The node is the single-node model of :mod:`padconv_cli.emit` (every data tensor fed as an
-input).  Each peer ends in one status:
+``--check`` runs the single-node model of :mod:`padconv_cli.emit` (every data tensor an
+input) in each peer.  Each peer ends in one status:
 
 * ``agree`` / ``disagree``: it ran; its output compared with padconv's by the rule of
   :func:`padconv_cli.verification.compare.compare_arrays` (the peer's output is the expected
-  side, so relative errors are relative to it); each element may also differ by the
-  operator's error bound (Conv: the dot-product bound ``c * n * eps * sum(|x| * |w|)`` of
-  :mod:`padconv_cli.verification.conv_bound`; Pad: none, compared exactly);
+  side), each element also allowed the operator's error bound (Conv: ``c*n*eps*sum(|x|*|w|)``;
+  Pad and integer results: none, compared exactly);
+* ``known deviation``: it differs in a way the operator's ``classify_difference`` explains;
 * ``refused``: it rejected the inputs while running (padconv accepted them);
 * ``unsupported``: it cannot load the model (no kernel for the type, opset too new);
 * ``unavailable``: not installed.
 
 The check fails on ``disagree`` and on ``refused``, except where the peer is known to deviate
-from the specification (:func:`known_deviation`): then padconv is believed right and a refusal
-is only reported.
+from the specification (:func:`known_deviation`): then padconv is believed right.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.ops import operator
-from padconv_cli.ops.protocol import ONNXRUNTIME_PEER, REFERENCE_PEER
+from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
+from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
 
-REFERENCE = REFERENCE_PEER
-ONNXRUNTIME = ONNXRUNTIME_PEER
 FAILING = ("disagree", "refused")
 
 
@@ -47,9 +47,7 @@ class PeerResult:
     @property
     def failed(self) -> bool:
         """A disagreement, or a refusal the known deviations do not explain."""
-        if self.status == "disagree":
-            return True
-        return self.status == "refused" and self.known is None
+        return self.status == "disagree" or (self.status == "refused" and self.known is None)
 
     @property
     def believed_right(self) -> str | None:
@@ -74,31 +72,16 @@ class CheckReport:
 
 
 def known_deviation(peer: str, call: Any, plan: Any) -> str | None:
-    """Why ``peer`` is expected to refuse or differ on this call, or None: the operator's
-    ``known_deviation`` (Pad's are listed in :func:`padconv_cli.ops.pad.known_deviation`;
-    none is known on Conv: onnxruntime has no ``SAME_*`` auto_pad with dilations above 1, but
-    the emitted model writes resolved pads there)."""
+    """Why ``peer`` is expected to refuse or differ on this call (the operator's
+    ``known_deviation``), or None."""
     return operator(call.op_type).known_deviation(peer, call, plan)
 
 
 # --- running the peers -----------------------------------------------------------------------
 
 
-def _feeds(model: Any, call: Any) -> dict[str, np.ndarray]:
-    """Graph input name -> array; strings as object arrays (ONNX strings have no width)."""
-    names = [value.name for value in model.graph.input]
-    arrays = [np.asarray(a) for a in call.arrays if a is not None]
-    return {name: _as_onnx_array(array) for name, array in zip(names, arrays, strict=False)}
-
-
-def _as_onnx_array(array: np.ndarray) -> np.ndarray:
-    if array.dtype.kind == "U":
-        return array.astype(object)
-    return array
-
-
-def _first_line(error: BaseException) -> str:
-    """The peer's message on one line; onnxruntime's status prefix is dropped."""
+def first_line(error: BaseException) -> str:
+    """A peer's message on one line; onnxruntime's status prefix is dropped."""
     from padconv_cli.tensorio.files import one_line
 
     text = str(error)
@@ -106,107 +89,125 @@ def _first_line(error: BaseException) -> str:
     return one_line(status if marker else f"{type(error).__name__}: {text}", 160)
 
 
-def _run_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
-    """("ran", output) / ("unsupported" | "refused", message) for onnx.reference."""
-    import warnings
+def onnx_array(array: Any) -> np.ndarray:
+    """``array`` as the runtimes take and give it: strings as object arrays of str."""
+    array = np.asarray(array)
+    return array.astype(object) if array.dtype.kind in "US" else array
 
+
+def quiet_reference(model: Any, evaluator_class: type | None = None) -> Any:
+    """An onnx.reference evaluator of ``model`` whose ``run`` prints no warnings."""
     from onnx.reference import ReferenceEvaluator
 
-    try:
-        evaluator = ReferenceEvaluator(model)
-    except Exception as error:  # the evaluator raises many types for unknown ops or types
-        return "unsupported", _first_line(error)
-    try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        evaluator = (evaluator_class or ReferenceEvaluator)(model)
+    run = evaluator.run
+
+    def quiet_run(*args: Any) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return "ran", evaluator.run(None, feeds)[0]
+            return run(*args)
+
+    evaluator.run = quiet_run
+    return evaluator
+
+
+def ort_session(model: Any) -> Any:
+    """An onnxruntime CPU session of ``model`` that logs nothing (its log would repeat our
+    report on stderr)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4
+    return onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"])
+
+
+def ort_run(session: Any, feeds: Mapping[str, np.ndarray]) -> list:
+    """Every output of ``session`` on ``feeds``, logging nothing."""
+    import onnxruntime
+
+    run_options = onnxruntime.RunOptions()
+    run_options.log_severity_level = 4
+    return session.run(None, dict(feeds), run_options)
+
+
+def _run_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
+    """("ran", output) / ("unsupported" | "refused", message) for onnx.reference."""
+    try:
+        evaluator = quiet_reference(model)
+    except Exception as error:  # the evaluator raises many types for unknown ops or types
+        return "unsupported", first_line(error)
+    try:
+        return "ran", evaluator.run(None, feeds)[0]
     except Exception as error:  # any failure of the peer on these inputs
-        return "refused", _first_line(error)
+        return "refused", first_line(error)
 
 
 def _run_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
     """("ran", output) / ("unavailable" | "unsupported" | "refused", message)."""
     try:
-        import onnxruntime
+        import onnxruntime  # noqa: F401
     except ImportError:
         return "unavailable", "onnxruntime is not installed (pip install 'padconv[check]')"
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 4  # its own error log would duplicate our report on stderr
     try:
-        session = onnxruntime.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        session = ort_session(model)
     except Exception as error:  # onnxruntime raises its own exception types
-        return "unsupported", _first_line(error)
-    run_options = onnxruntime.RunOptions()
-    run_options.log_severity_level = 4
+        return "unsupported", first_line(error)
     try:
-        return "ran", session.run(None, feeds, run_options)[0]
+        return "ran", ort_run(session, feeds)[0]
     except Exception as error:  # onnxruntime raises its own exception types
-        return "refused", _first_line(error)
+        return "refused", first_line(error)
 
 
 PEERS = {REFERENCE: _run_reference, ONNXRUNTIME: _run_onnxruntime}
 
 
-def _comparable(array: np.ndarray) -> np.ndarray:
-    """Strings compared as object arrays of str, whatever width numpy gave them."""
-    array = np.asarray(array)
-    return array.astype(object) if array.dtype.kind in "US" else array
-
-
-def _judge(peer: str, status: str, output: Any, result: np.ndarray, known: str | None,
-           rtol: float | None, atol: float | None, bound: np.ndarray | None = None,
-           classified: Any = None) -> PeerResult:
-    """The peer's status and comparison; ``classified(output)`` names a difference the
-    operator explains (then ``known deviation``, not a failure), or None."""
-    if status != "ran":
-        # a deviation is a note about what the peer did: none for a peer that never ran
-        ran = status == "refused"
-        return PeerResult(peer, status, str(output), known if ran else None)
+def compare_with_peer(theirs: Any, ours: Any, bound: np.ndarray | None,
+                      rtol: float | None = None, atol: float | None = None) -> Any:
+    """``compare_arrays(theirs, ours)``: within ``atol + rtol*|theirs|`` plus ``bound`` per
+    element (when it has the output's shape), strings as str whatever their width."""
     from padconv_cli.verification.compare import compare_arrays
 
-    output = _comparable(output)
-    usable = bound if bound is not None and np.shape(output) == np.shape(bound) else None
-    comparison = compare_arrays(output, _comparable(result), rtol=rtol, atol=atol, bound=usable)
+    theirs, ours = onnx_array(theirs), onnx_array(ours)
+    usable = bound if bound is not None and theirs.shape == np.shape(bound) else None
+    return compare_arrays(theirs, ours, rtol=rtol, atol=atol, bound=usable)
+
+
+def _judge(peer: str, status: str, output: Any, call: Any, result: np.ndarray,
+           known: str | None, bound: np.ndarray | None, rtol: float | None,
+           atol: float | None) -> PeerResult:
+    """The peer's status and comparison (module rules)."""
+    if status != "ran":
+        # a deviation is a note about what the peer did: none for a peer that never ran
+        return PeerResult(peer, status, str(output), known if status == "refused" else None)
+    comparison = compare_with_peer(output, result, bound, rtol, atol)
     verdict = "agree" if comparison.passed else "disagree"
-    if verdict == "disagree" and classified is not None:
-        verdict, known = "known deviation", classified(output)
-        if known is None:
-            verdict = "disagree"
-    return PeerResult(
-        peer, verdict, comparison.reason, known, comparison.max_abs, comparison.max_rel,
-        comparison,
-    )
+    classify = operator(call.op_type).classify_difference
+    if verdict == "disagree" and classify is not None:
+        known = classify(call, result, np.asarray(output))
+        verdict = "disagree" if known is None else "known deviation"
+    return PeerResult(peer, verdict, comparison.reason, known, comparison.max_abs,
+                      comparison.max_rel, comparison)
 
 
-def crosscheck(
-    call: Any,
-    plan: Any,
-    result: np.ndarray,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-    peers: tuple[str, ...] = (REFERENCE, ONNXRUNTIME),
-) -> CheckReport:
+def crosscheck(call: Any, plan: Any, result: np.ndarray, *, rtol: float | None = None,
+               atol: float | None = None) -> CheckReport:
     """Run ``call`` (a KernelCall validated as ``plan``) through each peer and compare with
-    padconv's ``result`` (module docstring)."""
+    padconv's ``result`` (module rules)."""
     from padconv_cli.emit import single_node_model
 
     model = single_node_model(call, plan)
-    feeds = _feeds(model, call)
-    entry = operator(call.op_type)
-    bound = entry.error_bound(call, plan)
-    classified = None
-    if entry.classify_difference is not None:
-        def classified(output: Any) -> str | None:
-            return entry.classify_difference(call, result, np.asarray(output))
+    names = [value.name for value in model.graph.input]
+    arrays = [onnx_array(a) for a in call.arrays if a is not None]
+    feeds = dict(zip(names, arrays, strict=False))
+    bound = operator(call.op_type).error_bound(call, plan)
     report = CheckReport()
-    for peer in peers:
-        status, output = PEERS[peer](model, feeds)
-        known = known_deviation(peer, call, plan)
-        report.peers.append(_judge(peer, status, output, result, known, rtol, atol, bound,
-                                   classified))
+    for peer, run in PEERS.items():
+        status, output = run(model, feeds)
+        report.peers.append(_judge(peer, status, output, call, result,
+                                   known_deviation(peer, call, plan), bound, rtol, atol))
     return report
 
 
@@ -239,21 +240,15 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
     """The report as a dict for :func:`padconv_cli.json_output.dumps`."""
     peers = []
     for peer in report.peers:
+        comparison = peer.comparison
         entry: dict[str, Any] = {
-            "peer": peer.peer,
-            "status": peer.status,
-            "detail": peer.detail,
-            "known_deviation": peer.known,
-            "believed_right": peer.believed_right,
-            "max_abs": peer.max_abs,
-            "max_rel": peer.max_rel,
-            "conv_bound": bool(peer.comparison is not None and peer.comparison.bounded),
+            "peer": peer.peer, "status": peer.status, "detail": peer.detail,
+            "known_deviation": peer.known, "believed_right": peer.believed_right,
+            "max_abs": peer.max_abs, "max_rel": peer.max_rel,
+            "conv_bound": bool(comparison is not None and comparison.bounded),
         }
-        if peer.comparison is not None and peer.comparison.mismatches:
-            entry["mismatches"] = [
-                {"index": list(index), "expected": exp, "actual": act}
-                for index, exp, act in peer.comparison.mismatches
-            ]
+        if comparison is not None and comparison.mismatches:
+            entry["mismatches"] = [{"index": list(index), "expected": exp, "actual": act}
+                                   for index, exp, act in comparison.mismatches]
         peers.append(entry)
     return {"passed": report.passed, "peers": peers}
-

@@ -1,24 +1,25 @@
-"""Judging each Pad/Conv node: padconv's recomputation against the runtime's output.
+"""Judging each audited node: padconv's recomputation against the runtime's output.
 
 Per node, from the inputs the run captured (stored inputs from the model where the run had no
-value): padconv computes the node (the node's own opset rules, :mod:`padconv_cli.onnx_nodes`)
-and its output is compared with the runtime's within ``atol + rtol*|ref|`` plus the
-operator's error bound (Pad: none, exact; Conv: the dot-product bound
-``c*n*eps*sum(|x|*|w|)``).  Statuses:
+value): padconv computes the node (its own opset rules, :mod:`padconv_cli.onnx_nodes`) and
+its output is compared with the runtime's as ``--check`` does
+(:func:`padconv_cli.crosscheck.compare_with_peer`: ``atol + rtol*|ref|`` plus the operator's
+error bound).  Statuses:
 
 * ``ok``: within the bound;  ``outside``: not (exit 1);
+* ``known deviation``: outside, in a way the operator explains, padconv right;
 * ``not reached``: the run never executed the node (an ``If`` branch not taken);
 * ``not run``: the run stopped before the node (exit 1: the node was not checked);
 * ``runtime refused``: the runtime refused the node; padconv's result is still checked;
 * ``padconv refused``: padconv refused a node the runtime computed (exit 1).
 
-When the two differ (or the runtime refused), a float64 recomputation decides: Conv in
-float64 from the same inputs, Pad by its index definition; the side within the bound of it
-is named right (``padconv``, ``runtime``, ``both`` or ``neither``).
+When the two differ (or the runtime refused), the operator's ``reference`` decides: the side
+within the bound of it is named right (``padconv``, ``runtime``, ``both`` or ``neither``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +27,12 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.audit.capture import REFERENCE, Capture, NodeCapture, node_key
+from padconv_cli.crosscheck import compare_with_peer
 from padconv_cli.errors import PadconvError
 from padconv_cli.ops import compute, operator
 
 OK, OUTSIDE, NOT_REACHED, NOT_RUN = "ok", "outside", "not reached", "not run"
-KNOWN = "known deviation"  # the runtime differs in a way the operator classifies (not failing)
+KNOWN = "known deviation"
 RUNTIME_REFUSED, PADCONV_REFUSED = "runtime refused", "padconv refused"
 FAILING = (OUTSIDE, PADCONV_REFUSED, NOT_RUN)
 CHECKED = (OK, OUTSIDE, RUNTIME_REFUSED, KNOWN)  # padconv's result was judged
@@ -78,7 +80,7 @@ class AuditReport:
 
     @property
     def checked(self) -> int:
-        """How many nodes had padconv's result judged (ok, outside, runtime refused)."""
+        """How many nodes had padconv's result judged (ok, outside, runtime refused...)."""
         return sum(1 for node in self.nodes if node.status in CHECKED)
 
     @property
@@ -88,11 +90,8 @@ class AuditReport:
         return self.checked > 0 and not any(node.failed for node in self.nodes)
 
     def counts(self) -> dict[str, int]:
-        """Number of nodes per status."""
-        counts: dict[str, int] = {}
-        for node in self.nodes:
-            counts[node.status] = counts.get(node.status, 0) + 1
-        return counts
+        """Number of nodes per status, in order of first appearance."""
+        return dict(Counter(node.status for node in self.nodes))
 
 
 def _shape(array: Any) -> list[int]:
@@ -109,70 +108,60 @@ def _graph_names(model: Any) -> dict[str, str]:
         for node in graph.node:
             where[node_key(node)] = label
             for attribute in node.attribute:
-                bodies = [attribute.g] if attribute.type == AttributeProto.GRAPH else (
-                    list(attribute.graphs) if attribute.type == AttributeProto.GRAPHS else [])
-                for body in bodies:
-                    visit(body, f"{node.op_type} {node.name or node_key(node)!r} "
-                                f"{attribute.name}")
+                inner = f"{node.op_type} {node.name or node_key(node)!r} {attribute.name}"
+                if attribute.type == AttributeProto.GRAPH:
+                    visit(attribute.g, inner)
+                for body in attribute.graphs:
+                    visit(body, inner)
 
     visit(model.graph, "main")
     return where
 
 
-def _inputs(origin: Any, captured: NodeCapture | None) -> list[np.ndarray | None]:
+def _inputs(origin: Any, captured: NodeCapture) -> list[np.ndarray | None]:
     """The node's inputs: captured values, else the model's stored ones, None if omitted."""
     values = []
     for index, name in enumerate(origin.node.input):
-        value = captured.inputs[index] if captured and index < len(captured.inputs) else None
-        if value is None and name:
-            value = origin.constant(index)
-        values.append(value)
+        value = captured.inputs[index] if index < len(captured.inputs) else None
+        values.append(origin.constant(index) if value is None and name else value)
     return values
 
 
-def _reference_output(call: Any) -> np.ndarray:
-    """The recomputation that decides: the operator's ``reference`` (Conv in float64 from
-    the same inputs, Pad by its index definition)."""
-    return operator(call.op_type).reference(call)
-
-
-def _within(reference: np.ndarray, side: np.ndarray, bound: Any, dtype: np.dtype) -> bool:
+def _within(reference: np.ndarray, side: np.ndarray, bound: Any) -> bool:
+    """``side`` within the bound of the operator's reference (exactly when there is none)."""
     from padconv_cli.verification.compare import compare_arrays, default_tolerances
 
+    if np.shape(side) != np.shape(reference):
+        return False
     if bound is None:
         return compare_arrays(reference.astype(side.dtype), side).passed
-    rtol, atol = default_tolerances(dtype)
+    rtol, atol = default_tolerances(side.dtype)
     return compare_arrays(reference, side.astype(np.float64), rtol=rtol, atol=atol,
                           bound=bound).passed
 
 
 def _who_is_right(call: Any, ours: np.ndarray, theirs: np.ndarray | None, bound: Any) -> str:
-    reference = _reference_output(call)
-    dtype = np.asarray(ours).dtype
-    ours_ok = _within(reference, ours, bound, dtype)
-    theirs_ok = theirs is not None and np.shape(theirs) == np.shape(reference) and _within(
-        reference, np.asarray(theirs), bound, dtype)
+    """``padconv``, ``runtime``, ``both`` or ``neither``: who is within the bound of the
+    operator's ``reference`` (Conv in float64, Pad by its index definition)."""
+    reference = operator(call.op_type).reference(call)
+    ours_ok = _within(reference, ours, bound)
     if theirs is None:
         return "padconv" if ours_ok else "neither"
+    theirs_ok = _within(reference, np.asarray(theirs), bound)
     return {(True, True): "both", (True, False): "padconv", (False, True): "runtime",
             (False, False): "neither"}[(ours_ok, theirs_ok)]
 
 
-def _bound_use(comparison: Any, theirs: np.ndarray, ours: np.ndarray, bound: Any) -> float | None:
+def _bound_use(comparison: Any, theirs: np.ndarray, ours: np.ndarray, bound: Any) -> float:
     """Largest |diff| / (atol + rtol*|ref| + bound) over the finite elements."""
-    if comparison.max_abs is None:
-        return None
     ref = np.asarray(theirs).astype(np.float64)
     diff = np.abs(np.asarray(ours).astype(np.float64) - ref)
     allowed = comparison.atol + comparison.rtol * np.abs(ref)
-    if bound is not None:
+    if bound is not None and np.shape(bound) == ref.shape:
         allowed = allowed + bound
-    finite = np.isfinite(diff)
-    if not np.any(finite):
-        return 0.0
+    finite = np.isfinite(diff) & (diff > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(diff[finite] > 0, diff[finite] / allowed[finite], 0.0)
-    return float(np.max(ratio)) if ratio.size else 0.0
+        return float(np.max(diff[finite] / allowed[finite], initial=0.0))
 
 
 def judge_node(origin: Any, captured: NodeCapture | None, where: str,
@@ -180,7 +169,6 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
     """The verdict on one node (module rules)."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.onnx_nodes import call_for_node
-    from padconv_cli.verification.compare import compare_arrays
 
     audit = NodeAudit(origin.label, origin.operator, NOT_REACHED, where)
     if captured is None:
@@ -212,15 +200,15 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
         audit.status, audit.detail = RUNTIME_REFUSED, captured.refused
         audit.right = _who_is_right(call, ours, None, bound)
         return audit
-    usable = bound if bound is not None and np.shape(theirs) == np.shape(bound) else None
-    comparison = compare_arrays(theirs, ours, bound=usable)
+    comparison = compare_with_peer(theirs, ours, bound)
     audit.max_abs, audit.max_rel = comparison.max_abs, comparison.max_rel
     audit.mismatches = comparison.mismatch_count
-    audit.status = OK if comparison.passed else OUTSIDE
     if comparison.passed:
-        audit.bound_use = _bound_use(comparison, theirs, ours, usable)
+        audit.status = OK
+        if comparison.max_abs is not None:
+            audit.bound_use = _bound_use(comparison, theirs, ours, bound)
         return audit
-    audit.detail = comparison.reason
+    audit.status, audit.detail = OUTSIDE, comparison.reason
     audit.right = _who_is_right(call, ours, theirs, bound)
     classify = operator(call.op_type).classify_difference
     if audit.right == "padconv" and classify is not None:
@@ -244,15 +232,14 @@ def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: lis
             continue
         inputs = _inputs(origin, reference.nodes[key])
         output, refusal = single_node_output(origin.node, inputs, opsets)
-        capture.nodes[key] = NodeCapture(inputs, output, refused=refusal,
-                                         runtime=capture.runtime)
+        capture.nodes[key] = NodeCapture(inputs, output, refusal, capture.runtime)
 
 
 def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = None,
                 seed: int = 0, dims: dict[str, int] | None = None,
                 progress: Callable[[int, int, str], None] | None = None,
                 keep_arrays: bool = False) -> AuditReport:
-    """Audit every Pad and Conv node of the model at ``path`` (module rules).
+    """Audit every node of an operator padconv implements in the model at ``path``.
 
     ``given``: INPUT words (``NAME=SOURCE`` or positional sources); ``runtime``:
     ``onnxruntime`` or ``onnx.reference`` (default: onnxruntime when installed);
@@ -273,11 +260,10 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     if runtime is None:
         runtime = ONNXRUNTIME if runtime_available(ONNXRUNTIME) else REFERENCE
     feeds, origins_text = model_feeds(model, given, dims or {}, seed, path)
-    runnable = inline_model(model, path)
     origins = model_nodes(path)
     where = _graph_names(model)
     in_bodies = any(where.get(node_key(o.node)) != "main" for o in origins)
-    capture, reference = capture_model(runnable, feeds, runtime, in_bodies)
+    capture, reference = capture_model(inline_model(model, path), feeds, runtime, in_bodies)
     report = AuditReport(path, runtime, opset, origins_text)
     _model_level_notes(report, capture, reference)
     _fill_single_nodes(capture, reference, origins, model.opset_import)
@@ -295,14 +281,13 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
 
 def _run_stopped(capture: Capture, reference: Capture | None) -> str:
     """Why nodes the runs did not capture were not run ("" when every run finished)."""
-    if reference is not None and reference.error:
-        return f"onnx.reference stopped before this node ({reference.error})"
-    if capture.error and capture.runtime == REFERENCE:
-        return f"onnx.reference stopped before this node ({capture.error})"
-    return ""
+    error = reference.error if reference is not None and reference.error else (
+        capture.error if capture.runtime == REFERENCE else "")
+    return f"onnx.reference stopped before this node ({error})" if error else ""
 
 
 def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture | None) -> None:
+    """Notes on a runtime that refused or stopped the whole model."""
     if capture.error and capture.runtime != REFERENCE:
         report.notes.append(
             f"{capture.runtime} refused the model ({capture.error}); node inputs come from "
