@@ -1,32 +1,32 @@
-"""Pad and Conv nodes of real ONNX models (``--from-model MODEL.onnx --node NAME``).
+"""Nodes of real ONNX models of the operators padconv implements (``--from-model M --node N``).
 
-Loading rules: the model must be a regular file under protobuf's 2 GiB limit that parses as a
-``ModelProto`` with a graph and a default-domain opset.  External data is never loaded by onnx:
-a tensor is converted only when it is needed, by :func:`padconv_cli.tensorio.protobuf.
-tensor_from_proto`, which keeps external data inside the model's own folder (no absolute
-path, no ``..``, no symlink leading out) and checks its size.
+Loading: the model must be a regular file under protobuf's 2 GiB limit that parses as a
+``ModelProto`` with a graph and a default-domain opset; its local functions are expanded.  A
+tensor is converted only when it is needed, by :func:`padconv_cli.tensorio.protobuf.
+tensor_from_proto`, which keeps external data inside the model's own folder and checks sizes.
 
-Nodes: every Pad and Conv of the default domain, in the main graph and in subgraphs (If, Loop,
-Scan bodies), in graph order.  A node is selected by its name, by its label ``OpType#k`` (k-th
-node of that type, from 0; the only handle of an unnamed node), or by the name of its output.
+Nodes: every node of an implemented operator of the default domain, in the main graph and in
+subgraphs (If, Loop, Scan bodies), in graph order.  A node is selected by its name, by its
+label ``OpType#k`` (k-th node of that type, from 0), or by the name of its output.
 
-Constant inputs: initializers and outputs of ``Constant`` nodes, of the node's own graph and
-of the graphs around it (before IR 4 an initializer may also be a graph input; its stored value
-is used), and values computed from those alone (``Identity`` of an initializer, ``Cast`` of a
-``Constant``...), folded by onnx.reference on that sub-graph (:mod:`padconv_cli.folding`).
-Everything else is computed at run time and must come from the command line.
+Constant inputs: initializers and ``Constant`` outputs of the node's own graph and of the
+graphs around it (an initializer also listed as a graph input counts as stored), and the
+values computed from those alone, folded.  A node output is *foldable* when the node is of the
+default domain, has an input, no subgraph, is not random, and every input it names is stored
+or foldable; a graph input without an initializer never is.  Its value is onnx.reference's
+output on exactly that sub-graph, after ONNX shape inference gave every value of it a static
+size of at most :data:`FOLD_LIMIT` bytes (else it must come from the command line, like every
+value computed at run time).
 
 Merging (:func:`resolve_call`): the node's attributes and constant inputs are translated by
-:mod:`padconv_cli.onnx_nodes` (any opset, Pad-2 attribute style included) into kernel
-attributes; command-line flags then replace them one by one, after the operator's
-``flag_rules`` dropped the model values a flag makes meaningless (Conv: replacing W drops the
-model's kernel_shape; ``--pads`` without ``--auto-pad`` sets auto_pad to NOTSET, ``--auto-pad``
-without ``--pads`` drops the model's pads).
+:mod:`padconv_cli.onnx_nodes` into kernel attributes; command-line flags then replace them one
+by one, after the operator's ``flag_rules`` dropped the model values a flag makes meaningless.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.folding import fold_loader, fold_specs, lazy, subgraphs
 from padconv_cli.ops import OPERATORS, operator, plain_call
 from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
 
@@ -44,26 +43,31 @@ __all__ = ["ModelNode", "ResolvedCall", "find_node", "load_model", "model_initia
            "model_nodes", "model_opset", "resolve_call", "stored_tensor", "stored_values",
            "with_node_context"]
 
-MODEL_OPS = tuple(OPERATORS)
 LISTED_NODES = 12
-SHORTHAND_CONSTANTS = (
-    "value_float", "value_floats", "value_int", "value_ints", "value_string", "value_strings"
-)
+SHORTHAND_CONSTANTS = ("value_float", "value_floats", "value_int", "value_ints", "value_string",
+                       "value_strings")
+GRAPH, GRAPHS = 5, 10  # AttributeProto types of a subgraph attribute
+DEFAULT_DOMAINS = ("", "ai.onnx")
+FOLD_LIMIT = 2**31 - 1  # protobuf's limit on a stored tensor: no folded value is larger
+RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
+                        "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
+Loader = Callable[[], np.ndarray]
 
 
 @dataclass(frozen=True)
 class ModelNode:
-    """One Pad or Conv node of a model, with loaders for the constants it can see."""
+    """One node of a model, with loaders for the constants it can see."""
 
     path: str
     label: str
     node: Any
     opset: int
-    constants: Mapping[str, Callable[[], np.ndarray]]
+    constants: Mapping[str, Loader]
+    index_label: str = ""  # ``OpType#k``
 
     @property
     def op_type(self) -> str:
-        """``Pad`` or ``Conv``."""
+        """``Pad``, ``Conv``...: the node's operator."""
         return self.node.op_type
 
     @property
@@ -140,48 +144,32 @@ def load_model(path: str) -> Any:
     if not model.HasField("graph") or not model.opset_import:
         raise InputError(f"{path}: not an ONNX model (no graph or no opset_import)")
     _check_names_are_text(model.graph, path)
-    return _with_functions_inlined(model, path)
+    if not model.functions:
+        return model
+    from onnx.inliner import inline_local_functions
+
+    try:  # a node inside a function becomes a node of the graph (``__k`` suffixed names)
+        return inline_local_functions(model)
+    except Exception as error:  # the inliner raises the C++ layer's exception types
+        raise InputError(f"{path}: its local functions cannot be expanded "
+                         f"({one_line(error, 120)})") from None
 
 
 def _check_names_are_text(graph: Any, path: str) -> None:
     """Refuse a model whose tensor or node names are not UTF-8 (protobuf hands them over as
     ``bytes``, which no name lookup, message or rebuilt model can take)."""
-    from padconv_cli.folding import subgraphs
-
-    def names(g: Any) -> Iterator[Any]:
-        for listing in (g.input, g.output, g.initializer, g.value_info):
-            yield from (item.name for item in listing)
-        for node in g.node:
-            yield node.name
-            yield from node.input
-            yield from node.output
-            for inner in subgraphs(node):
-                yield from names(inner)
-
-    for name in names(graph):
+    names = [item.name for listing in (graph.input, graph.output, graph.initializer,
+                                       graph.value_info) for item in listing]
+    for node in graph.node:
+        names += [node.name, *node.input, *node.output]
+    for name in names:
         if isinstance(name, bytes):
             shown = name[:40].decode("utf-8", "backslashreplace")
             raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
                              "UTF-8 strings")
-
-
-def _with_functions_inlined(model: Any, path: str) -> Any:
-    """``model`` with its model-local functions expanded at their call sites.
-
-    A Pad or Conv inside a function is then a node of the graph like any other, with the
-    call's arguments as its inputs (inlined nodes get a ``__k`` suffix on their names).
-    """
-    if not model.functions:
-        return model
-    from onnx.inliner import inline_local_functions
-
-    from padconv_cli.tensorio.files import one_line
-
-    try:
-        return inline_local_functions(model)
-    except Exception as error:  # the inliner raises the C++ layer's exception types
-        raise InputError(f"{path}: its local functions cannot be expanded "
-                         f"({one_line(error, 120)})") from None
+    for node in graph.node:
+        for inner in subgraphs(node):
+            _check_names_are_text(inner, path)
 
 
 def model_opset(model: Any, path: str) -> int:
@@ -194,39 +182,28 @@ def model_opset(model: Any, path: str) -> int:
         raise InputError(f"{path}: the model imports no default-domain (ai.onnx) opset") from None
 
 
-# --- constants and nodes ---------------------------------------------------------------------
-
-
-def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.ndarray]:
-    """A function converting ``tensor`` on first use (through tensorio's checks)."""
-
-    def convert() -> np.ndarray:
-        from padconv_cli.tensorio.protobuf import tensor_from_proto
-
-        return tensor_from_proto(tensor, label, base_dir)
-
-    return lazy(convert)
-
-
-def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.ndarray] | None:
-    """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
-    label = f"{path}: Constant {node.output[0]!r}"
+def subgraphs(node: Any) -> Iterator[Any]:
+    """The graphs a node holds as attributes (If/Loop/Scan bodies)."""
     for attribute in node.attribute:
-        where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
-        if attribute.name == "value":
-            return lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
-        if attribute.name in SHORTHAND_CONSTANTS:
-            return lazy(functools.partial(_shorthand_value, attribute, where))
-    return None  # sparse_value: not a dense constant
+        if attribute.type == GRAPH:
+            yield attribute.g
+        elif attribute.type == GRAPHS:
+            yield from attribute.graphs
 
 
-def _tensor_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
-    """The array of a Constant's ``value`` attribute, which must be typed TENSOR."""
-    from padconv_cli.onnx_nodes import check_attribute_type
+# --- stored constants ------------------------------------------------------------------------
+
+
+def _tensor_value(tensor: Any, label: str, base_dir: str, attribute: Any = None,
+                  where: str = "") -> np.ndarray:
+    """A TensorProto's array (a Constant's ``value``, which must be typed TENSOR)."""
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
-    check_attribute_type(attribute, "Constant", where)
-    return tensor_from_proto(attribute.t, label, base_dir)
+    if attribute is not None:
+        from padconv_cli.onnx_nodes import check_attribute_type
+
+        check_attribute_type(attribute, "Constant", where)
+    return tensor_from_proto(tensor, label, base_dir)
 
 
 def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
@@ -244,44 +221,150 @@ def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
     return np.array([decode_attribute_text(text, where) for text in value], dtype=object)
 
 
-def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable]:
-    """Loaders of the initializers and Constant outputs defined in ``graph`` itself."""
-    constants: dict[str, Callable] = {}
-    for tensor in graph.initializer:
-        label = f"{path}: initializer {tensor.name!r}"
-        constants[tensor.name] = _tensor_loader(tensor, label, base_dir)
+def _constant_loader(node: Any, path: str, base_dir: str) -> Loader | None:
+    """Loader of a Constant node's value (``value`` or a value_* shorthand); None for a
+    sparse_value, which is not a dense constant."""
+    for attribute in node.attribute:
+        where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
+        if attribute.name == "value":
+            label = f"{path}: Constant {node.output[0]!r}"
+            return functools.cache(functools.partial(_tensor_value, attribute.t, label,
+                                                     base_dir, attribute, where))
+        if attribute.name in SHORTHAND_CONSTANTS:
+            return functools.cache(functools.partial(_shorthand_value, attribute, where))
+    return None
+
+
+def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Loader]:
+    """Loaders of the initializers and Constant outputs defined in ``graph`` itself, each
+    converted on first use only (a bad constant no chosen node reads breaks nothing)."""
+    constants: dict[str, Loader] = {
+        tensor.name: functools.cache(functools.partial(
+            _tensor_value, tensor, f"{path}: initializer {tensor.name!r}", base_dir))
+        for tensor in graph.initializer
+    }
     for node in graph.node:
-        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
-            continue
-        loader = _constant_loader(node, path, base_dir)
-        if loader is not None:
-            constants[node.output[0]] = loader
+        if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
+            loader = _constant_loader(node, path, base_dir)
+            if loader is not None:
+                constants[node.output[0]] = loader
     return constants
 
 
-def _folded(graph: Any, visible: dict[str, Callable], runtime: set[str], opsets: Any,
-            path: str) -> dict[str, Callable]:
-    """Loaders of the values ``graph`` computes from stored values only (see folding)."""
-
-    found = fold_specs(graph, visible, runtime)
-    return {name: fold_loader(found, name, visible, opsets, path) for name in found.producers}
+# --- folding ---------------------------------------------------------------------------------
 
 
-def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
+def _foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
+    """True when ``node`` computes only from names ``is_known`` accepts (module rule)."""
+    if node.domain not in DEFAULT_DOMAINS or node.op_type in RANDOM_OPS:
+        return False
+    if node.op_type == "Constant" or any(True for _ in subgraphs(node)):
+        return False
+    names = [name for name in node.input if name]
+    return bool(names) and all(is_known(name) for name in names)
+
+
+def _folded(graph: Any, visible: Mapping[str, Loader], runtime: set[str], opsets: Any,
+            path: str) -> dict[str, Loader]:
+    """Loaders of the values ``graph`` computes from stored values only (module rules).
+
+    Only the names the graph's nodes read are looked up, and a value's sub-graph is only
+    traced when it is loaded, so the cost is linear in the graph's own size.
+    """
+
+    def is_leaf(name: str) -> bool:
+        return name in visible and name not in runtime
+
+    producers: dict[str, Any] = {}
+    positions: dict[int, int] = {}  # id(node) -> its index in the graph
+    for index, node in enumerate(graph.node):
+        if _foldable(node, lambda name: name in producers or is_leaf(name)):
+            positions[id(node)] = index
+            producers.update((output, node) for output in node.output if output)
+
+    def fold(name: str) -> np.ndarray:
+        needed: dict[int, Any] = {}
+        leaves: set[str] = set()
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            node = producers.get(current)
+            if node is None:
+                leaves.add(current)
+            elif id(node) not in needed:
+                needed[id(node)] = node
+                pending.extend(i for i in node.input if i)
+        nodes = sorted(needed.values(), key=lambda node: positions[id(node)])
+        feeds = {leaf: visible[leaf]() for leaf in sorted(leaves) if is_leaf(leaf)}
+        return _evaluate(name, nodes, feeds, opsets, path)
+
+    return {name: functools.cache(functools.partial(fold, name)) for name in producers}
+
+
+def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: Any,
+              path: str) -> np.ndarray:
+    """The value ``name`` computed by ``nodes`` from ``feeds`` with onnx.reference, after
+    shape inference bounded every value of the sub-graph by FOLD_LIMIT bytes."""
+    from onnx import helper, numpy_helper, shape_inference
+
+    from padconv_cli.crosscheck import onnx_array, quiet_reference
+    from padconv_cli.dtypes import onnx_elem_type
+    from padconv_cli.tensorio.files import one_line
+
+    def refused(why: str) -> InputError:
+        return InputError(f"{path}: {name!r} is computed from stored values but cannot be "
+                          f"folded ({one_line(why, 160)}); give it on the command line")
+
+    stored = [numpy_helper.from_array(onnx_array(array), leaf) for leaf, array in feeds.items()]
+    graph = helper.make_graph(nodes, "fold", [],
+                              [helper.make_value_info(name, helper.TypeProto())], stored)
+    model = helper.make_model(graph, opset_imports=list(opsets))
+    model.ir_version = 8
+    try:
+        inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as error:  # onnx raises several types for an inconsistent graph
+        raise refused(f"shape inference failed: {error}") from None
+    infos = {info.name: info for info in [*inferred.graph.value_info, *inferred.graph.output]}
+    for output in (output for node in nodes for output in node.output if output):
+        info = infos.get(output)
+        tensor_type = info.type.tensor_type if info is not None else None
+        dims = tensor_type.shape.dim if tensor_type and tensor_type.HasField("shape") else None
+        if dims is None or any(not d.HasField("dim_value") for d in dims):
+            raise refused(f"the size of {output!r} is not known before running")
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)).itemsize
+        nbytes = math.prod(d.dim_value for d in dims) * itemsize
+        if nbytes > FOLD_LIMIT:
+            raise refused(f"{output!r} would take {nbytes} bytes (over 2 GiB)")
+    del model.graph.initializer[:]  # the run takes the leaves as inputs: strings stay str
+    model.graph.input.extend(helper.make_tensor_value_info(leaf, onnx_elem_type(array.dtype),
+                                                           list(array.shape))
+                             for leaf, array in feeds.items())
+    try:
+        feeds = {leaf: onnx_array(array) for leaf, array in feeds.items()}
+        return np.asarray(quiet_reference(model).run(None, feeds)[0])
+    except Exception as error:  # the evaluator raises many types
+        raise refused(f"onnx.reference: {type(error).__name__}: {error}") from None
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+
+def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str,
           opsets: Any, outer_runtime: frozenset[str] = frozenset()):
     """(node, visible constants) for every node, subgraphs included, in graph order.
 
     Visible constants: the stored values of this graph and the graphs around it, then the
-    values folded from them (:mod:`padconv_cli.folding`; never from a graph input).  A subgraph
-    sees its own constants over those of the graphs around it: a ChainMap layer, not a copy, so
-    that reading a model stays linear in its size however many subgraphs it has (a copy per
-    subgraph was quadratic: 40k Constant + 40k If nodes took minutes).
+    values folded from them.  A subgraph sees its own constants over those of the graphs
+    around it: a ChainMap layer, not a copy, so that reading a model stays linear in its size
+    however many subgraphs it has.
     """
     if not graph.node:  # an empty branch: no node to yield, nothing for a node to see
         return
-    runtime = set(outer_runtime) | _runtime_inputs(graph)
-    own = dict(_graph_constants(graph, path, base_dir))
-    layered = ChainMap(own, *_layers(outer))
+    # an initializer that is also a graph input counts as stored, as for a node's inputs
+    runtime = set(outer_runtime) | ({value.name for value in graph.input}
+                                    - {t.name for t in graph.initializer})
+    own = _graph_constants(graph, path, base_dir)
+    layered = ChainMap(own, *(outer.maps if isinstance(outer, ChainMap) else [outer]))
     own.update(_folded(graph, layered, runtime, opsets, path))
     visible = layered if own else outer
     for node in graph.node:
@@ -290,48 +373,28 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
             yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
 
 
-def _runtime_inputs(graph: Any) -> set[str]:
-    """The graph inputs only a caller can give: those without an initializer.  An initializer
-    that is also a graph input (required before IR 4, a default the caller may replace from
-    IR 4 on) counts as stored, as it does for a node's own inputs."""
-    return {value.name for value in graph.input} - {t.name for t in graph.initializer}
+def _base_dir(path: str) -> str:
+    return os.path.dirname(os.path.abspath(path))
 
 
-def _layers(mapping: Mapping[str, Callable]) -> list[Mapping[str, Callable]]:
-    """The maps of a ChainMap (flattened, so that lookups do not nest), or the mapping itself."""
-    return list(mapping.maps) if isinstance(mapping, ChainMap) else [mapping]
-
-
-def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelNode]:
+def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS)) -> list[ModelNode]:
     """Every default-domain node of ``op_types`` in the model at ``path`` (module rules)."""
     model = load_model(path)
     opset = model_opset(model, path)
-    base_dir = os.path.dirname(os.path.abspath(path))
     counters: dict[str, int] = {}
     nodes = []
-    for node, constants in _walk(model.graph, {}, path, base_dir, model.opset_import):
-        if node.op_type not in op_types or node.domain not in ("", "ai.onnx"):
+    for node, constants in _walk(model.graph, {}, path, _base_dir(path), model.opset_import):
+        if node.op_type not in op_types or node.domain not in DEFAULT_DOMAINS:
             continue
         index = counters.get(node.op_type, 0)
         counters[node.op_type] = index + 1
-        label = node.name or f"{node.op_type}#{index}"
-        nodes.append(ModelNode(path, label, node, opset, constants))
+        handle = f"{node.op_type}#{index}"
+        nodes.append(ModelNode(path, node.name or handle, node, opset, constants, handle))
     return nodes
 
 
-def _index_labels(nodes: list[ModelNode]) -> dict[int, str]:
-    """id(node) -> ``OpType#k``, k counting the nodes of that type from 0."""
-    counters: dict[str, int] = {}
-    labels = {}
-    for node in nodes:
-        index = counters.get(node.op_type, 0)
-        counters[node.op_type] = index + 1
-        labels[id(node)] = f"{node.op_type}#{index}"
-    return labels
-
-
-def _matches(name: str, node: ModelNode, labels: dict[int, str]) -> bool:
-    return name in (node.node.name, labels[id(node)]) or name in node.node.output
+def _matches(name: str, node: ModelNode) -> bool:
+    return name in (node.node.name, node.index_label) or name in node.node.output
 
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
@@ -354,21 +417,17 @@ def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
     if name is None:
         if len(candidates) == 1:
             return candidates[0]
-        raise InputError(
-            f"{path}: {len(candidates)} {op_type} nodes; choose one with node: "
-            f"{_node_list(nodes, op_type)}",
-            param="node",
-        )
-    labels = _index_labels(nodes)
-    chosen = [n for n in candidates if _matches(name, n, labels)]
+        raise InputError(f"{path}: {len(candidates)} {op_type} nodes; choose one with node: "
+                         f"{_node_list(nodes, op_type)}", param="node")
+    chosen = [n for n in candidates if _matches(name, n)]
     if len(chosen) == 1:
         return chosen[0]
-    if len(chosen) > 1:
+    if chosen:
         from padconv_cli.messages import bounded_list
 
-        handles = bounded_list(labels[id(n)] for n in chosen)
+        handles = bounded_list(n.index_label for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
-    raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, labels, op_type)}")
+    raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, op_type)}")
 
 
 def _other_op_hint(nodes: list[ModelNode]) -> str:
@@ -382,6 +441,25 @@ def _other_op_hint(nodes: list[ModelNode]) -> str:
     )
 
 
+def _close_matches(name: str, names: list[str], **options: Any) -> str:
+    """``; did you mean 'a' or 'b'?`` for the names close to ``name``, or ""."""
+    import difflib  # only for an error message
+
+    close = difflib.get_close_matches(name, names, n=3, **options)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _hint(name: str, nodes: list[ModelNode], op_type: str) -> str:
+    """``; did you mean 'conv1'? Conv nodes: ...`` for an unknown node name."""
+    wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n)]
+    if wrong_type:
+        other = wrong_type[0].op_type
+        return (f" ({name!r} is a {other} node: use `padconv {operator(other).command}`); "
+                f"{op_type} nodes: " + (_node_list(nodes, op_type) or "none"))
+    guess = _close_matches(name, [n.label for n in nodes if n.op_type == op_type])
+    return f"{guess} {op_type} nodes: {_node_list(nodes, op_type)}"
+
+
 def with_node_context(origin: ModelNode | None, error: Exception) -> Exception:
     """``error`` with the model and the node named in front (same type, param and source),
     for errors about a node's values raised where the node is not known."""
@@ -389,57 +467,11 @@ def with_node_context(origin: ModelNode | None, error: Exception) -> Exception:
 
     if origin is None or not isinstance(error, PadconvError) or origin.path in str(error):
         return error
-    renamed = type(error)(f"{origin.describe()}: {error}", param=error.param,
-                          source=error.source or origin.path)
-    return renamed
-
-
-def _hint(name: str, nodes: list[ModelNode], labels: dict[int, str], op_type: str) -> str:
-    """``; did you mean 'conv1'? Conv nodes: ...`` for an unknown node name."""
-    wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n, labels)]
-    if wrong_type:
-        other = wrong_type[0].op_type
-        return (f" ({name!r} is a {other} node: use `padconv {operator(other).command}`); "
-                f"{op_type} nodes: " + (_node_list(nodes, op_type) or "none"))
-    labels = [n.label for n in nodes if n.op_type == op_type]
-    import difflib  # only for this error message
-
-    close = difflib.get_close_matches(name, labels, n=3)
-    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"{guess} {op_type} nodes: {_node_list(nodes, op_type)}"
+    return type(error)(f"{origin.describe()}: {error}", param=error.param,
+                       source=error.source or origin.path)
 
 
 # --- merging model and flags -----------------------------------------------------------------
-
-
-def _model_call(origin: ModelNode, slots: list) -> Any:
-    """Translate the node (its own opset rules) with ``slots`` as its inputs."""
-    from padconv_cli.onnx_nodes import call_for_node
-
-    try:
-        return call_for_node(
-            origin.node, slots, opset=origin.opset, source=origin.path, label=origin.label
-        )
-    except AttributeValueError as error:
-        raise AttributeValueError(f"{origin.describe()}: {error}") from None
-
-
-def _given_by_model(attributes: Mapping[str, Any], defaults: Mapping[str, Any]) -> set[str]:
-    """Attributes the model sets to something other than the default."""
-    return {
-        name
-        for name, value in attributes.items()
-        if value is not None and defaults.get(name, object()) != value
-    }
-
-
-def _typed(call: KernelCall) -> KernelCall:
-    """The call with its attributes read in the data's element type (a command-line
-    constant_value text)."""
-    if call.arrays[0] is None:
-        return call
-    attributes = operator(call.op_type).typed(call.attributes, dtype_of(call.arrays[0]))
-    return KernelCall(call.op_type, call.version, call.arrays, attributes, call.notes)
 
 
 def resolve_call(
@@ -455,41 +487,51 @@ def resolve_call(
     """
     if origin is None:
         return plain_call(op_type, arrays, dict(flags))
-    from padconv_cli.onnx_nodes import check_node_input_count
+    from padconv_cli.onnx_nodes import call_for_node, check_node_input_count
 
     check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
     entry = operator(op_type)
     embedded: set[str] = set()
     slots = entry.model_slots(origin, arrays, flags, embedded)
-    model_call = _model_call(origin, slots)
+    try:
+        model_call = call_for_node(origin.node, slots, opset=origin.opset, source=origin.path,
+                                   label=origin.label)
+    except AttributeValueError as error:
+        raise AttributeValueError(f"{origin.describe()}: {error}") from None
     attributes = dict(model_call.attributes)
     entry.flag_rules(attributes, flags, arrays)
-    from_model = _given_by_model(attributes, entry.defaults)
+    from_model = {name for name, value in attributes.items()  # set to other than the default
+                  if value is not None and entry.defaults.get(name, object()) != value}
     overridden = tuple(sorted(name for name in flags if name in from_model))
     attributes.update(flags)
     notes = tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
     if attributes.get("mode") != "wrap":  # --mode replaced the off-spec wrap
         notes = ()
-    call = _typed(KernelCall(op_type, model_call.version, model_call.arrays, attributes, notes))
-    given = frozenset(from_model | set(flags))
-    return ResolvedCall(call, given, frozenset(embedded), origin, overridden)
+    arrays = model_call.arrays
+    if arrays[0] is not None:  # attributes given as text read in the data's element type
+        attributes = entry.typed(attributes, dtype_of(arrays[0]))
+    call = KernelCall(op_type, model_call.version, arrays, attributes, notes)
+    return ResolvedCall(call, frozenset(from_model | set(flags)), frozenset(embedded), origin,
+                        overridden)
 
 
-def stored_values(path: str) -> dict[str, Callable[[], np.ndarray]]:
+# --- stored tensors --------------------------------------------------------------------------
+
+
+def stored_values(path: str) -> dict[str, Loader]:
     """Name -> loader of every tensor the model stores: initializers and Constant outputs of
     every graph (subgraphs included, main graph first), and the values folded from them."""
     model = load_model(path)
-    base_dir = os.path.dirname(os.path.abspath(path))
-    values: dict[str, Callable[[], np.ndarray]] = {}
+    values: dict[str, Loader] = {}
     seen: set[int] = set()
-    for _node, visible in _walk(model.graph, {}, path, base_dir, model.opset_import):
+    for _node, visible in _walk(model.graph, {}, path, _base_dir(path), model.opset_import):
         own = visible.maps[0] if isinstance(visible, ChainMap) else visible
         if id(own) not in seen:  # each graph's own layer once: linear in the model's size
             seen.add(id(own))
             for name, loader in own.items():
                 values.setdefault(name, loader)
     if not seen:  # a graph without nodes: its initializers only
-        values = _graph_constants(model.graph, path, base_dir)
+        values = _graph_constants(model.graph, path, _base_dir(path))
     return values
 
 
@@ -499,32 +541,21 @@ def stored_tensor(path: str, name: str) -> np.ndarray:
     An unknown name is an :class:`InputError` naming the model, with close matches.
     """
     values = stored_values(path)
-    loader = values.get(name)
-    if loader is None:
-        raise InputError(f"{path}: no stored tensor {name!r}{_stored_hint(name, list(values))}",
-                         source=path)
-    return loader()
-
-
-def _stored_hint(name: str, names: list[str]) -> str:
-    """``; did you mean 'a'? stored tensors: a, b (+3 more)`` for an unknown stored name."""
-    import difflib  # only for this error message
-
+    if name in values:
+        return values[name]()
+    names = list(values)
     if not names:
-        return " (the model stores no tensors)"
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    shown = ", ".join(names[:LISTED_NODES])
-    more = f" (+{len(names) - LISTED_NODES} more)" if len(names) > LISTED_NODES else ""
-    return f"{guess} stored tensors: {shown}{more}"
+        hint = " (the model stores no tensors)"
+    else:
+        more = f" (+{len(names) - LISTED_NODES} more)" if len(names) > LISTED_NODES else ""
+        hint = (f"{_close_matches(name, names, cutoff=0.5)} stored tensors: "
+                f"{', '.join(names[:LISTED_NODES])}{more}")
+    raise InputError(f"{path}: no stored tensor {name!r}{hint}", source=path)
 
 
 def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
     """(name, array) of every initializer of the model's main graph, converted one at a time
     (external data under the same rules as the nodes' inputs)."""
-    model = load_model(path)
-    base_dir = os.path.dirname(os.path.abspath(path))
-    for tensor in model.graph.initializer:
-        yield tensor.name, _tensor_loader(tensor, f"{path}: initializer {tensor.name!r}",
-                                          base_dir)()
-
+    for tensor in load_model(path).graph.initializer:
+        label = f"{path}: initializer {tensor.name!r}"
+        yield tensor.name, _tensor_value(tensor, label, _base_dir(path))
