@@ -2,14 +2,10 @@
 
 The operator version in force is the newest one whose ``since_version`` is <= the model's
 opset.  Each version's way of passing arguments (Pad-2's attributes, Pad-11's inputs...) is
-mapped onto the one kernel signature by the operator's ``node_call`` (the rules are in
-:mod:`padconv_cli.ops.pad` and :mod:`padconv_cli.ops.conv`).  This module reads the node:
-the default domain only, at most ``max_inputs(version)`` inputs, every attribute of the type
-the operator declares (``onnx_attribute_types``), text as UTF-8.
-
-Attribute values then go through the kernels' own validation, exactly as the commands' flags
-do.  Only :func:`node_attributes` and :func:`call_for_node` touch onnx objects; everything
-else works on plain dicts and numpy arrays.
+mapped onto the one kernel signature by the operator's ``node_call``.  This module reads the
+node: the default domain only, at most ``max_inputs(version)`` inputs, every attribute of the
+type the operator declares (``onnx_attribute_types``), text as UTF-8.  Attribute values then
+go through the kernels' own validation, exactly as the commands' flags do.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.ops import OPERATORS, compute, find, operator
+from padconv_cli.ops import OPERATORS, find, operator
 from padconv_cli.ops.protocol import (
     FLOAT,
     FLOATS,
@@ -34,10 +30,20 @@ from padconv_cli.ops.protocol import (
 )
 
 __all__ = ["KernelCall", "call_for_node", "check_attribute_type", "check_node_input_count",
-           "decode_attribute_text", "default_opset", "kernel_call", "max_input_count",
-           "node_attributes", "operator_version", "run_node"]
+           "decode_attribute_text", "default_opset", "kernel_call", "node_attributes",
+           "operator_version"]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+# AttributeProto.AttributeType numbers (onnx.proto) and the type each attribute must have.
+ATTRIBUTE_TYPE_NAMES = (
+    "UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS",
+    "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS",
+)
+CONSTANT_ATTRIBUTE_TYPES = {
+    "value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS, "value_int": INT,
+    "value_ints": INTS, "value_string": STRING, "value_strings": STRINGS,
+    "sparse_value": SPARSE_TENSOR,
+}
 
 
 def _supported() -> str:
@@ -56,23 +62,17 @@ def operator_version(op_type: str, opset: int) -> int:
     entry = OPERATORS.get(op_type)
     if entry is None:
         raise AttributeValueError(f"operator {op_type!r} is not supported (only {_supported()})")
-    versions = entry.versions
-    usable = [v for v in versions if v <= opset]
+    usable = [v for v in entry.versions if v <= opset]
     if not usable:
         raise AttributeValueError(
-            f"{op_type}: opset {opset} is older than the first version {versions[0]}"
+            f"{op_type}: opset {opset} is older than the first version {entry.versions[0]}"
         )
     return usable[-1]
 
 
-def kernel_call(
-    op_type: str,
-    attributes: Mapping[str, Any],
-    inputs: Sequence[np.ndarray | None],
-    *,
-    opset: int,
-    domain: str = "",
-) -> KernelCall:
+def kernel_call(op_type: str, attributes: Mapping[str, Any],
+                inputs: Sequence[np.ndarray | None], *, opset: int,
+                domain: str = "") -> KernelCall:
     """Map a node (op_type, attribute dict, input arrays with None for omitted ones) of the
     given default-domain opset onto the kernel call its version defines."""
     if not is_supported_op(op_type, domain):
@@ -81,28 +81,14 @@ def kernel_call(
             f"(only {_supported()} of the default ONNX domain)"
         )
     version = operator_version(op_type, opset)
-    attributes = {
-        name: _plain(value, f"{op_type}: attribute {name!r}") for name, value in attributes.items()
-    }
+    attributes = {name: _plain(value, f"{op_type}: attribute {name!r}")
+                  for name, value in attributes.items()}
     return operator(op_type).node_call(version, attributes, list(inputs))
 
 
-def run_node(
-    op_type: str,
-    attributes: Mapping[str, Any],
-    inputs: Sequence[np.ndarray | None],
-    *,
-    opset: int,
-) -> np.ndarray:
-    """Shortcut: ``compute(kernel_call(...))``."""
-    return compute(kernel_call(op_type, attributes, inputs, opset=opset))
-
-
 def decode_attribute_text(raw: bytes, where: str) -> str:
-    """The text of an ONNX string (stored as UTF-8 bytes); ``where`` names it in the error.
-
-    Bytes that are not valid UTF-8 raise :class:`InputError` ``"<where> is not valid UTF-8"``.
-    """
+    """The text of an ONNX string (stored as UTF-8 bytes); bytes that are not valid UTF-8
+    raise :class:`InputError` ``"<where> is not valid UTF-8"``."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -110,7 +96,7 @@ def decode_attribute_text(raw: bytes, where: str) -> str:
 
 
 def _plain(value: Any, where: str) -> Any:
-    """Attribute values as the kernels take them: bytes -> str, lists -> tuples of ints/floats."""
+    """Attribute values as the kernels take them: bytes -> str, lists -> tuples."""
     if isinstance(value, bytes):
         return decode_attribute_text(value, where)
     if isinstance(value, (list, tuple)):
@@ -118,64 +104,37 @@ def _plain(value: Any, where: str) -> Any:
     return value
 
 
-# --- onnx objects ----------------------------------------------------------------------------
-
-
-# AttributeProto.AttributeType numbers (onnx.proto) and the type each attribute must have.
-ATTRIBUTE_TYPE_NAMES = (
-    "UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS",
-    "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS",
-)
-CONSTANT_ATTRIBUTE_TYPES = {
-    "value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS, "value_int": INT,
-    "value_ints": INTS, "value_string": STRING, "value_strings": STRINGS,
-    "sparse_value": SPARSE_TENSOR,
-}
-
-
-def _declared_types(op_type: str) -> Mapping[str, int]:
-    """The AttributeProto type of each attribute ``op_type`` defines (Constant's, or the
-    operator's declarations; nothing for another operator)."""
-    if op_type == "Constant":
-        return CONSTANT_ATTRIBUTE_TYPES
-    entry = find(op_type)
-    return entry.onnx_attribute_types if entry is not None else {}
-
-
-def attribute_type_name(number: int) -> str:
+def _type_name(number: int) -> str:
     """``INTS`` for 7; ``type 99`` for a number onnx.proto does not define."""
-    if 0 <= number < len(ATTRIBUTE_TYPE_NAMES):
-        return ATTRIBUTE_TYPE_NAMES[number]
-    return f"type {number}"
+    return ATTRIBUTE_TYPE_NAMES[number] if 0 <= number < len(ATTRIBUTE_TYPE_NAMES) \
+        else f"type {number}"
 
 
 def check_attribute_type(attribute: Any, op_type: str, where: str) -> None:
     """Refuse a malformed attribute (:class:`InputError` starting with ``where``).
 
     Rule: its type is never UNDEFINED (nor a number onnx.proto lacks), and for an attribute
-    the operator defines it is exactly the defined type (``group`` INT, ``pads`` INTS,
-    ``value_ints`` INTS, a Constant's ``value`` TENSOR ...): onnx would otherwise hand back
-    the value of another field, or the default for UNDEFINED.
+    the operator (or Constant) defines it is exactly the defined type (``group`` INT,
+    ``pads`` INTS, a Constant's ``value`` TENSOR ...): onnx would otherwise hand back the
+    value of another field, or the default for UNDEFINED.
     """
     kind = attribute.type
-    if kind == 0 or not 0 < kind < len(ATTRIBUTE_TYPE_NAMES):
-        raise InputError(f"{where} has {attribute_type_name(kind)} as its type (malformed)")
-    expected = _declared_types(op_type).get(attribute.name)
+    if not 0 < kind < len(ATTRIBUTE_TYPE_NAMES):
+        raise InputError(f"{where} has {_type_name(kind)} as its type (malformed)")
+    entry = find(op_type)
+    declared = CONSTANT_ATTRIBUTE_TYPES if op_type == "Constant" else (
+        entry.onnx_attribute_types if entry is not None else {})
+    expected = declared.get(attribute.name)
     if expected is not None and kind != expected:
-        raise InputError(
-            f"{where} is typed {attribute_type_name(kind)}; {op_type} defines it as "
-            f"{attribute_type_name(expected)}"
-        )
+        raise InputError(f"{where} is typed {_type_name(kind)}; {op_type} defines it as "
+                         f"{_type_name(expected)}")
 
 
-def node_attributes(
-    node: Any, *, source: str = "model", label: str | None = None
-) -> dict[str, Any]:
-    """A NodeProto's attributes as a dict of Python values (ints, floats, str, tuples).
-
+def node_attributes(node: Any, *, source: str = "model",
+                    label: str | None = None) -> dict[str, Any]:
+    """A NodeProto's attributes as a dict of Python values (ints, floats, str, tuples);
     ``source`` (the model's path) and ``label`` (default: the node's name, else its op_type)
-    name the attribute in errors, e.g. text that is not UTF-8.
-    """
+    name the attribute in errors."""
     from onnx import helper
 
     label = label or node.name or node.op_type
@@ -187,18 +146,12 @@ def node_attributes(
     return attributes
 
 
-def max_input_count(op_type: str, version: int) -> int:
-    """Most inputs a node may list: Pad-1/2: 1, Pad-11..13: 3, Pad-18+: 4, Conv: 3."""
-    return operator(op_type).max_inputs(version)
-
-
-def check_node_input_count(
-    node: Any, *, opset: int, source: str = "model", label: str | None = None
-) -> None:
-    """A node listing more inputs than its version defines (omitted "" slots included) is
-    refused with :class:`InputError`: extra inputs would otherwise be silently ignored."""
+def check_node_input_count(node: Any, *, opset: int, source: str = "model",
+                           label: str | None = None) -> None:
+    """A node listing more inputs than ``max_inputs`` of its version (omitted "" slots
+    included) is refused with :class:`InputError`: extra inputs would be silently ignored."""
     version = operator_version(node.op_type, opset)
-    most = max_input_count(node.op_type, version)
+    most = operator(node.op_type).max_inputs(version)
     if len(node.input) > most:
         label = label or node.name or node.op_type
         raise InputError(
@@ -215,20 +168,11 @@ def default_opset(opset_imports: Sequence[Any]) -> int:
     raise AttributeValueError("model: no opset_import for the default ONNX domain")
 
 
-def call_for_node(
-    node: Any,
-    inputs: Sequence[np.ndarray | None],
-    *,
-    opset: int,
-    source: str = "model",
-    label: str | None = None,
-) -> KernelCall:
-    """``kernel_call`` for a NodeProto whose inputs are given as arrays (None where omitted).
-
-    ``source`` and ``label`` name the model and the node in :class:`InputError` messages.
-    """
+def call_for_node(node: Any, inputs: Sequence[np.ndarray | None], *, opset: int,
+                  source: str = "model", label: str | None = None) -> KernelCall:
+    """``kernel_call`` for a NodeProto whose inputs are given as arrays (None where omitted);
+    ``source`` and ``label`` name the model and the node in :class:`InputError` messages."""
     if is_supported_op(node.op_type, node.domain):
         check_node_input_count(node, opset=opset, source=source, label=label)
     attributes = node_attributes(node, source=source, label=label)
     return kernel_call(node.op_type, attributes, inputs, opset=opset, domain=node.domain)
-

@@ -12,15 +12,17 @@ from padconv_cli.onnx_nodes import (
     decode_attribute_text,
     default_opset,
     kernel_call,
-    max_input_count,
     node_attributes,
     operator_version,
-    run_node,
 )
-from padconv_cli.ops import compute
+from padconv_cli.ops import compute, operator
 
 DATA = np.array([[1.0, 1.2], [2.3, 3.4], [4.5, 5.7]], dtype=np.float32)
 PADS = np.array([0, 2, 0, 0], dtype=np.int64)
+
+
+def run_node(op_type, attributes, inputs, *, opset):
+    return compute(kernel_call(op_type, attributes, inputs, opset=opset))
 
 
 @pytest.mark.parametrize(
@@ -239,7 +241,7 @@ def test_string_attribute_that_is_not_utf8_is_an_input_error(name):
 def test_more_inputs_than_the_version_defines_are_refused(op_type, opset, most):
     import onnx.defs
 
-    assert max_input_count(op_type, operator_version(op_type, opset)) == most
+    assert operator(op_type).max_inputs(operator_version(op_type, opset)) == most
     assert onnx.defs.get_schema(op_type, opset).max_input == most
     extra = [f"i{k}" for k in range(most + 1)]
     for inputs in (extra, extra[:-1] + [""]):  # an extra slot counts even when left empty
