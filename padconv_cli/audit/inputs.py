@@ -7,13 +7,12 @@ the declared element type and every declared fixed dimension.  An input not give
 drawn from ``seed``: standard normal values for floats, integers in ``[0, 4)``, random bools.
 
 Dimensions: a declared size >= 0 is fixed; exporters write dynamic ones as a name (``batch``),
-as ``?`` or as ``-1`` (a negative size), all of which a given tensor may fill with any size.
-For a random input, a named dimension takes its value from ``dims`` (``--dim batch=1``; every
-dimension of that name, ``?`` included, gets it); any other takes a default, the same for
-every dimension of one name: axis 0 (batch) 1; axis 1 of a rank 3+ input (channels) what the
-first Conv reading the input takes (``W.shape[1] * group``), else 3; any other axis (spatial)
-:data:`DEFAULT_SPATIAL`, or the first Conv's dilated kernel extent when larger.  The input's
-origin then says which sizes were chosen, in one line.
+as ``?`` or as ``-1``, all of which a given tensor may fill with any size.  For a random
+input, a named dimension takes its value from ``dims`` (``--dim batch=1``); any other takes a
+default, the same for every dimension of one name: axis 0 (batch) 1; axis 1 of a rank 3+
+input (channels) what the first Conv reading the input takes (``W.shape[1] * group``), else
+3; any other axis (spatial) :data:`DEFAULT_SPATIAL`, or the first Conv's dilated kernel
+extent when larger.  The input's origin then says which sizes were chosen, in one line.
 """
 
 from __future__ import annotations
@@ -64,13 +63,12 @@ def declared_inputs(model: Any, path: str = "model") -> list[DeclaredInput]:
     for value in model.graph.input:
         if value.name in stored:
             continue
-        if value.type.WhichOneof("value") != "tensor_type" or not value.type.tensor_type.elem_type:
+        tensor_type = value.type.tensor_type
+        if value.type.WhichOneof("value") != "tensor_type" or not tensor_type.elem_type:
             raise InputError(f"{path}: input {value.name!r} is not a typed tensor; audit feeds "
                              "tensor inputs only", source=path)
-        tensor_type = value.type.tensor_type
-        dims = None
-        if tensor_type.HasField("shape"):
-            dims = tuple(_dim(d) for d in tensor_type.shape.dim)
+        dims = tuple(_dim(d) for d in tensor_type.shape.dim) \
+            if tensor_type.HasField("shape") else None
         inputs.append(DeclaredInput(value.name, tensor_type.elem_type, dims))
     return inputs
 
@@ -79,9 +77,7 @@ def _dim(dim: Any) -> int | str | None:
     """A fixed size, a name, or None (unknown: no size, or a negative one such as -1)."""
     if dim.HasField("dim_value"):
         return int(dim.dim_value) if dim.dim_value >= 0 else None
-    if dim.HasField("dim_param") and dim.dim_param:
-        return dim.dim_param
-    return None
+    return dim.dim_param or None
 
 
 def parse_dims(texts: Sequence[str]) -> dict[str, int]:
@@ -96,40 +92,19 @@ def parse_dims(texts: Sequence[str]) -> dict[str, int]:
     return dims
 
 
-def concrete_shape(declared: DeclaredInput, dims: Mapping[str, int], path: str,
-                   defaults: Mapping[int, int] | None = None) -> tuple[int, ...]:
-    """The shape of a random input: fixed dims as declared, named ones from ``dims``, any
-    other from ``defaults`` (axis -> size, :func:`default_sizes`)."""
+def random_shape(model: Any, declared: DeclaredInput, dims: Mapping[str, int],
+                 path: str) -> tuple[tuple[int, ...], bool]:
+    """(shape of a random input, whether some size was chosen by default): fixed dims as
+    declared, named ones from ``dims``, any other its default (module rules)."""
     if declared.dims is None:
         raise InputError(f"{path}: input {declared.name!r} has no declared shape; give it "
                          "as a file", source=path)
-    defaults = defaults or {}
-    shape = []
-    for axis, dim in enumerate(declared.dims):
-        if isinstance(dim, int):
-            shape.append(dim)
-        elif isinstance(dim, str) and dim in dims:
-            shape.append(dims[dim])
-        elif axis in defaults:
-            shape.append(defaults[axis])
-        else:
-            raise InputError(f"{path}: input {declared.name!r} dim {axis} has no size; give "
-                             "the input as a file or set it with dim NAME=VALUE",
-                             param="dim", source=path)
-    return tuple(shape)
-
-
-def default_sizes(model: Any, declared: DeclaredInput,
-                  dims: Mapping[str, int]) -> dict[int, int]:
-    """Axis -> default size of every dimension of ``declared`` neither fixed nor set by
-    ``dims`` (module rules)."""
-    if declared.dims is None:
-        return {}
     channels, extent = _first_conv_needs(model, declared.name)
     by_name: dict[str, int] = {}
-    sizes = {}
+    shape, chosen = [], False
     for axis, dim in enumerate(declared.dims):
         if isinstance(dim, int) or (isinstance(dim, str) and dim in dims):
+            shape.append(dim if isinstance(dim, int) else dims[dim])
             continue
         if axis == 0:
             size = DEFAULT_BATCH
@@ -139,8 +114,9 @@ def default_sizes(model: Any, declared: DeclaredInput,
             size = max(DEFAULT_SPATIAL, extent)
         if isinstance(dim, str) and dim != "?":
             size = by_name.setdefault(dim, size)
-        sizes[axis] = size
-    return sizes
+        shape.append(size)
+        chosen = True
+    return tuple(shape), chosen
 
 
 def _first_conv_needs(model: Any, name: str) -> tuple[int, int]:
@@ -148,22 +124,17 @@ def _first_conv_needs(model: Any, name: str) -> tuple[int, int]:
     with stored weights; (:data:`DEFAULT_CHANNELS`, 0) when there is none."""
     from onnx import helper
 
-    from padconv_cli.ops.conv import OPERATOR as CONV
-
     stored = {tensor.name: tensor for tensor in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type != CONV.name or not node.input or node.input[0] != name:
+        if node.op_type != "Conv" or node.input[:1] != [name] or len(node.input) < 2:
             continue
-        if len(node.input) < 2 or node.input[1] not in stored:
-            continue
-        w_dims = list(stored[node.input[1]].dims)
+        w_dims = list(stored[node.input[1]].dims) if node.input[1] in stored else []
         if len(w_dims) < 3:
             continue
         values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        group = int(values.get("group", 1))
         dilations = list(values.get("dilations", [])) or [1] * (len(w_dims) - 2)
         extent = max((k - 1) * d + 1 for k, d in zip(w_dims[2:], dilations, strict=False))
-        return int(w_dims[1]) * max(group, 1), int(extent)
+        return int(w_dims[1]) * max(int(values.get("group", 1)), 1), int(extent)
     return DEFAULT_CHANNELS, 0
 
 
@@ -182,7 +153,7 @@ def random_input(declared: DeclaredInput, shape: tuple[int, ...], rng: np.random
         raise InputError(f"{path}: input {declared.name!r} of shape {list(shape)} needs "
                          f"{human_bytes(size)}, over a tenth of the memory available; give "
                          "smaller sizes with dim NAME=VALUE", param="dim", source=path)
-    if dtype.kind == "f" or dtype.kind == "V":
+    if dtype.kind in "fV":
         return rng.standard_normal(shape).astype(dtype)
     if dtype.kind in "iu":
         return rng.integers(0, RANDOM_INT_HIGH, size=shape).astype(dtype)
@@ -194,6 +165,8 @@ def random_input(declared: DeclaredInput, shape: tuple[int, ...], rng: np.random
 
 def _split_given(given: Sequence[str], names: list[str], path: str) -> dict[str, str]:
     """Input name -> source text of the INPUT words (``NAME=SOURCE`` or positional)."""
+    from padconv_cli.models import _close_matches
+
     by_name: dict[str, str] = {}
     position = 0
     for word in given:
@@ -202,7 +175,8 @@ def _split_given(given: Sequence[str], names: list[str], path: str) -> dict[str,
             by_name[name] = source
             continue
         if equal and not os.path.lexists(word):
-            raise InputError(f"{path}: no input {name!r}{_close(name, names)}", source=path)
+            raise InputError(f"{path}: no input {name!r}{_close_matches(name, names)} "
+                             f"(inputs: {', '.join(names) or 'none'})", source=path)
         while position < len(names) and names[position] in by_name:
             position += 1
         if position >= len(names):
@@ -211,15 +185,6 @@ def _split_given(given: Sequence[str], names: list[str], path: str) -> dict[str,
         by_name[names[position]] = word
         position += 1
     return by_name
-
-
-def _close(name: str, names: list[str]) -> str:
-    """``; did you mean 'x'? inputs: x, y`` for an unknown input name."""
-    import difflib
-
-    close = difflib.get_close_matches(name, names, n=3)
-    guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"{guess} (inputs: {', '.join(names) or 'none'})"
 
 
 def _check_given(declared: DeclaredInput, array: np.ndarray, source: str) -> np.ndarray:
@@ -246,22 +211,19 @@ def model_feeds(model: Any, given: Sequence[str], dims: Mapping[str, int], seed:
     from padconv_cli.tensor_sources import read_tensor
 
     declared = declared_inputs(model, path)
-    names = [d.name for d in declared]
-    sources = _split_given(given, names, path)
+    sources = _split_given(given, [d.name for d in declared], path)
     rng = np.random.default_rng(seed)
     feeds, origins = {}, {}
     for entry in declared:
         if entry.name in sources:
-            array = read_tensor(sources[entry.name])
-            feeds[entry.name] = _check_given(entry, array, sources[entry.name])
-            origins[entry.name] = sources[entry.name]
+            source = sources[entry.name]
+            feeds[entry.name] = _check_given(entry, read_tensor(source), source)
+            origins[entry.name] = source
         else:
-            defaults = default_sizes(model, entry, dims)
-            shape = concrete_shape(entry, dims, path, defaults)
+            shape, chosen = random_shape(model, entry, dims, path)
             feeds[entry.name] = random_input(entry, shape, rng, path)
-            chosen = f"; {CHOSEN}" if defaults else ""
-            shown = f" {list(shape)}" if defaults else ""
-            origins[entry.name] = f"random{shown} (seed {seed}{chosen})"
+            origins[entry.name] = (f"random {list(shape)} (seed {seed}; {CHOSEN})" if chosen
+                                   else f"random (seed {seed})")
     return feeds, origins
 
 

@@ -12,6 +12,8 @@ line; other long lines are wrapped.
 from __future__ import annotations
 
 import math
+import os
+from collections import Counter
 from typing import Any
 
 from padconv_cli.audit.judge import NOT_REACHED, OK, AuditReport, NodeAudit
@@ -21,6 +23,9 @@ NODE_MIN = 20
 COLUMNS = (("NODE", NODE_MIN), ("OP", 8), ("OUTPUT", 18), ("MAX |D|", 7), ("MAX REL", 7),
            ("RESULT", 15))
 OTHER_COLUMNS = sum(w for _, w in COLUMNS[1:]) + len(COLUMNS) - 1
+NODE_FIELDS = ("label", "operator", "graph", "status", "failed", "input_shapes", "output_shape",
+               "dtype", "attributes", "runtime", "max_abs", "max_rel", "bound_use",
+               "mismatches", "right", "detail", "notes")
 
 
 def _short(text: str, width: int) -> str:
@@ -31,18 +36,13 @@ def _short(text: str, width: int) -> str:
     return text[: keep // 2] + "~" + text[len(text) - (keep - keep // 2):]
 
 
-def _common_prefix(texts: list[str]) -> int:
-    import os
-
-    return len(os.path.commonprefix(texts))
-
-
 def _around_difference(label: str, group: list[str], width: int) -> str:
     """``label`` shortened to ``width`` around the part that tells it from the other labels
     of ``group`` (widened to whole ``/`` parts when they fit), ``~`` where text was cut, then
     as much of its end as fits."""
-    start = _common_prefix(group)
-    end = len(label) - min(_common_prefix([g[::-1] for g in group]), len(label) - start)
+    start = len(os.path.commonprefix(group))
+    same_end = len(os.path.commonprefix([g[::-1] for g in group]))
+    end = len(label) - min(same_end, len(label) - start)
     whole_start = label.rfind("/", 0, start) + 1
     whole_end = label.find("/", end) if label.find("/", end) >= 0 else len(label)
     if whole_end - whole_start + 2 <= width:
@@ -70,9 +70,7 @@ def distinct_labels(labels: list[str], width: int) -> list[str]:
         group = sorted(by_text[short[index]])
         if len(group) > 1:
             short[index] = _around_difference(label, group, width)
-    counts: dict[str, int] = {}
-    for text in short:
-        counts[text] = counts.get(text, 0) + 1
+    counts = Counter(short)
     for index, text in enumerate(short):
         if counts[text] > 1:
             tag = f"#{index + 1}"
@@ -177,39 +175,13 @@ def table_lines(report: AuditReport, width: int = WIDTH) -> list[str]:
 
 
 def report_record(report: AuditReport) -> dict[str, Any]:
-    """The audit as one strict-JSON object."""
-    return {
-        "model": report.model,
-        "runtime": report.runtime,
-        "opset": report.opset,
-        "inputs": report.inputs,
-        "notes": report.notes,
-        "passed": report.passed,
-        "checked": report.checked,
-        "counts": report.counts(),
-        "nodes": [
-            {
-                "label": node.label,
-                "operator": node.operator,
-                "graph": node.graph,
-                "status": node.status,
-                "failed": node.failed,
-                "input_shapes": node.input_shapes,
-                "output_shape": node.output_shape,
-                "dtype": node.dtype,
-                "attributes": node.attributes,
-                "runtime": node.runtime,
-                "max_abs": node.max_abs,
-                "max_rel": node.max_rel,
-                "bound_use": node.bound_use,
-                "mismatches": node.mismatches,
-                "right": node.right or None,
-                "detail": node.detail,
-                "notes": node.notes,
-            }
-            for node in report.nodes
-        ],
-    }
+    """The audit as one strict-JSON object (a node's ``right`` None when no side is named)."""
+    nodes = [{name: getattr(node, name) for name in NODE_FIELDS} for node in report.nodes]
+    for record in nodes:
+        record["right"] = record["right"] or None
+    return {"model": report.model, "runtime": report.runtime, "opset": report.opset,
+            "inputs": report.inputs, "notes": report.notes, "passed": report.passed,
+            "checked": report.checked, "counts": report.counts(), "nodes": nodes}
 
 
 def junit_xml(report: AuditReport) -> bytes:
