@@ -22,33 +22,15 @@ from padconv_cli.ops import dtype_of, operator, shape_of
 from padconv_cli.units import human_bytes
 
 
-def _source_of(resolved: Any, flags: set[str]) -> Any:
-    """flag / model / default for an attribute name."""
-
-    def source(name: str) -> str:
-        if name in flags:
-            return "flag"
-        return "model" if name in resolved.given else "default"
-
-    return source
-
-
 def _inputs(resolved: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Name, type, shape, bytes and origin of each input given (a declared one is not read)."""
     from padconv_cli.dtypes import dtype_name
 
-    described = []
-    for name, array in zip(names, resolved.call.arrays, strict=False):
-        if array is None:
-            continue
-        shape, dtype = shape_of(array), dtype_of(array)  # a declared input is not read
-        described.append({
-            "name": name,
-            "dtype": dtype_name(dtype),
-            "shape": list(shape),
-            "bytes": int(math.prod(shape)) * dtype.itemsize,
-            "from": "model" if name in resolved.embedded else "command line",
-        })
-    return described
+    return [{"name": name, "dtype": dtype_name(dtype_of(array)), "shape": list(shape_of(array)),
+             "bytes": int(math.prod(shape_of(array))) * dtype_of(array).itemsize,
+             "from": "model" if name in resolved.embedded else "command line"}
+            for name, array in zip(names, resolved.call.arrays, strict=False)
+            if array is not None]
 
 
 def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
@@ -65,8 +47,17 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
     entry = operator(call.op_type)
     dtype = dtype_of(call.arrays[0])
     needs = entry.needs(call.arrays, plan, dtype, call.attributes, fmt)
-    described = entry.explain(call, plan, _source_of(resolved, set(flags)))
-    body = {
+
+    def source_of(name: str) -> str:
+        """flag / model / default for an attribute name."""
+        return "flag" if name in flags else "model" if name in resolved.given else "default"
+
+    described = entry.explain(call, plan, source_of)
+    info: dict[str, Any] = {"operator": call.op_type}
+    origin = resolved.origin
+    if origin is not None:
+        info["model"] = {"path": origin.path, "node": origin.label, "operator": origin.operator}
+    info.update({
         "attributes": described["attributes"],
         "sources": described["sources"],
         "inputs": _inputs(resolved, entry.input_names),
@@ -78,16 +69,10 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
         "flops_formula": described["flops_formula"],
         "memory": {"inputs": needs.inputs, "output": needs.output_held,
                    "working": needs.working, "total": needs.total},
-        "engine": {"name": engine},
-    }
-    if engine != "memory":
-        body["engine"]["memory_limit"] = memory_limit
+        "engine": {"name": engine} if engine == "memory" else
+                  {"name": engine, "memory_limit": memory_limit},
+    })
     choice = operator_version(call)
-    info: dict[str, Any] = {"operator": call.op_type}
-    if resolved.origin is not None:
-        origin = resolved.origin
-        info["model"] = {"path": origin.path, "node": origin.label, "operator": origin.operator}
-    info.update(body)
     info["onnx"] = {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
                     "reason": choice.reason}
     if described.get("rulings"):
