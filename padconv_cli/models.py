@@ -36,8 +36,17 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.onnx_nodes import (
+    call_for_node,
+    check_attribute_type,
+    check_node_input_count,
+    decode_attribute_text,
+    default_opset,
+    operator_version,
+)
 from padconv_cli.ops import OPERATORS, operator, plain_call
 from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
+from padconv_cli.tensorio.protobuf import tensor_from_proto
 
 __all__ = ["ModelNode", "ResolvedCall", "find_node", "load_model", "model_initializers",
            "model_nodes", "model_opset", "resolve_call", "stored_tensor", "stored_values",
@@ -73,8 +82,6 @@ class ModelNode:
     @property
     def version(self) -> int:
         """The operator version in force at the model's opset (11 for Pad at opset 13)."""
-        from padconv_cli.onnx_nodes import operator_version
-
         return operator_version(self.op_type, self.opset)
 
     @property
@@ -174,8 +181,6 @@ def _check_names_are_text(graph: Any, path: str) -> None:
 
 def model_opset(model: Any, path: str) -> int:
     """Version of the default ONNX domain the model imports."""
-    from padconv_cli.onnx_nodes import default_opset
-
     try:
         return default_opset(model.opset_import)
     except AttributeValueError:
@@ -194,25 +199,14 @@ def subgraphs(node: Any) -> Iterator[Any]:
 # --- stored constants ------------------------------------------------------------------------
 
 
-def _tensor_value(tensor: Any, label: str, base_dir: str, attribute: Any = None,
-                  where: str = "") -> np.ndarray:
-    """A TensorProto's array (a Constant's ``value``, which must be typed TENSOR)."""
-    from padconv_cli.tensorio.protobuf import tensor_from_proto
-
-    if attribute is not None:
-        from padconv_cli.onnx_nodes import check_attribute_type
-
-        check_attribute_type(attribute, "Constant", where)
-    return tensor_from_proto(tensor, label, base_dir)
-
-
-def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
-    """The array of a Constant's value_* attribute: float32, int64 or strings (UTF-8 text)."""
+def _constant_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
+    """The array of a Constant's attribute, of the type Constant defines for it: ``value``
+    a tensor; value_float(s) float32, value_int(s) int64, value_string(s) UTF-8 text."""
     from onnx import helper
 
-    from padconv_cli.onnx_nodes import check_attribute_type, decode_attribute_text
-
     check_attribute_type(attribute, "Constant", where)
+    if attribute.name == "value":
+        return tensor_from_proto(attribute.t, label, base_dir)
     value = helper.get_attribute_value(attribute)
     if "string" not in attribute.name:
         return np.array(value, dtype=np.float32 if "float" in attribute.name else np.int64)
@@ -221,33 +215,26 @@ def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
     return np.array([decode_attribute_text(text, where) for text in value], dtype=object)
 
 
-def _constant_loader(node: Any, path: str, base_dir: str) -> Loader | None:
-    """Loader of a Constant node's value (``value`` or a value_* shorthand); None for a
-    sparse_value, which is not a dense constant."""
-    for attribute in node.attribute:
-        where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
-        if attribute.name == "value":
-            label = f"{path}: Constant {node.output[0]!r}"
-            return functools.cache(functools.partial(_tensor_value, attribute.t, label,
-                                                     base_dir, attribute, where))
-        if attribute.name in SHORTHAND_CONSTANTS:
-            return functools.cache(functools.partial(_shorthand_value, attribute, where))
-    return None
-
-
 def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Loader]:
     """Loaders of the initializers and Constant outputs defined in ``graph`` itself, each
-    converted on first use only (a bad constant no chosen node reads breaks nothing)."""
+    converted on first use only (a bad constant no chosen node reads breaks nothing); a
+    sparse_value is not a dense constant."""
     constants: dict[str, Loader] = {
         tensor.name: functools.cache(functools.partial(
-            _tensor_value, tensor, f"{path}: initializer {tensor.name!r}", base_dir))
+            tensor_from_proto, tensor, f"{path}: initializer {tensor.name!r}", base_dir))
         for tensor in graph.initializer
     }
     for node in graph.node:
-        if node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS and node.output:
-            loader = _constant_loader(node, path, base_dir)
-            if loader is not None:
-                constants[node.output[0]] = loader
+        if node.op_type != "Constant" or node.domain not in DEFAULT_DOMAINS or not node.output:
+            continue
+        for attribute in node.attribute:
+            if attribute.name == "value" or attribute.name in SHORTHAND_CONSTANTS:
+                where = (f"{path}: attribute {attribute.name!r} of node "
+                         f"{node.name or node.output[0]!r}")
+                label = f"{path}: Constant {node.output[0]!r}"
+                constants[node.output[0]] = functools.cache(functools.partial(
+                    _constant_value, attribute, label, base_dir, where))
+                break
     return constants
 
 
@@ -487,8 +474,6 @@ def resolve_call(
     """
     if origin is None:
         return plain_call(op_type, arrays, dict(flags))
-    from padconv_cli.onnx_nodes import call_for_node, check_node_input_count
-
     check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
     entry = operator(op_type)
     embedded: set[str] = set()
@@ -558,4 +543,4 @@ def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
     (external data under the same rules as the nodes' inputs)."""
     for tensor in load_model(path).graph.initializer:
         label = f"{path}: initializer {tensor.name!r}"
-        yield tensor.name, _tensor_value(tensor, label, _base_dir(path))
+        yield tensor.name, tensor_from_proto(tensor, label, _base_dir(path))
