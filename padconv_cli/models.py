@@ -73,6 +73,7 @@ class ModelNode:
     opset: int
     constants: Mapping[str, Loader]
     index_label: str = ""  # ``OpType#k``
+    graph: str = "main"  # or the body holding the node: ``If 'cond' then_branch``
 
     @property
     def op_type(self) -> str:
@@ -187,13 +188,18 @@ def model_opset(model: Any, path: str) -> int:
         raise InputError(f"{path}: the model imports no default-domain (ai.onnx) opset") from None
 
 
-def subgraphs(node: Any) -> Iterator[Any]:
-    """The graphs a node holds as attributes (If/Loop/Scan bodies)."""
+def named_subgraphs(node: Any) -> Iterator[tuple[str, Any]]:
+    """(attribute name, graph) of each graph a node holds (If/Loop/Scan bodies)."""
     for attribute in node.attribute:
         if attribute.type == GRAPH:
-            yield attribute.g
+            yield attribute.name, attribute.g
         elif attribute.type == GRAPHS:
-            yield from attribute.graphs
+            yield from ((attribute.name, graph) for graph in attribute.graphs)
+
+
+def subgraphs(node: Any) -> Iterator[Any]:
+    """The graphs a node holds as attributes (If/Loop/Scan bodies)."""
+    return (graph for _, graph in named_subgraphs(node))
 
 
 # --- stored constants ------------------------------------------------------------------------
@@ -336,9 +342,10 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
 # --- nodes -----------------------------------------------------------------------------------
 
 
-def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str,
-          opsets: Any, outer_runtime: frozenset[str] = frozenset()):
-    """(node, visible constants) for every node, subgraphs included, in graph order.
+def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str, opsets: Any,
+          outer_runtime: frozenset[str] = frozenset(), where: str = "main"):
+    """(node, visible constants, ``where``) for every node, subgraphs included, in graph
+    order; ``where`` is ``main`` or the body holding the node (``If 'cond' then_branch``).
 
     Visible constants: the stored values of this graph and the graphs around it, then the
     values folded from them.  A subgraph sees its own constants over those of the graphs
@@ -355,9 +362,11 @@ def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str,
     own.update(_folded(graph, layered, runtime, opsets, path))
     visible = layered if own else outer
     for node in graph.node:
-        yield node, visible
-        for subgraph in subgraphs(node):
-            yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
+        yield node, visible, where
+        holder = f"{node.op_type} {node.name or (node.output[0] if node.output else '')!r}"
+        for name, subgraph in named_subgraphs(node):
+            yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime),
+                             f"{holder} {name}")
 
 
 def _base_dir(path: str) -> str:
@@ -370,13 +379,14 @@ def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS)) -> list
     opset = model_opset(model, path)
     counters: dict[str, int] = {}
     nodes = []
-    for node, constants in _walk(model.graph, {}, path, _base_dir(path), model.opset_import):
+    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import)
+    for node, constants, where in walk:
         if node.op_type not in op_types or node.domain not in DEFAULT_DOMAINS:
             continue
         index = counters.get(node.op_type, 0)
         counters[node.op_type] = index + 1
         handle = f"{node.op_type}#{index}"
-        nodes.append(ModelNode(path, node.name or handle, node, opset, constants, handle))
+        nodes.append(ModelNode(path, node.name or handle, node, opset, constants, handle, where))
     return nodes
 
 
@@ -509,7 +519,7 @@ def stored_values(path: str) -> dict[str, Loader]:
     model = load_model(path)
     values: dict[str, Loader] = {}
     seen: set[int] = set()
-    for _node, visible in _walk(model.graph, {}, path, _base_dir(path), model.opset_import):
+    for _node, visible, _where in _walk(model.graph, {}, path, _base_dir(path), model.opset_import):
         own = visible.maps[0] if isinstance(visible, ChainMap) else visible
         if id(own) not in seen:  # each graph's own layer once: linear in the model's size
             seen.add(id(own))

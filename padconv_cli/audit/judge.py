@@ -98,26 +98,6 @@ def _shape(array: Any) -> list[int]:
     return [int(d) for d in np.shape(array)]
 
 
-def _graph_names(model: Any) -> dict[str, str]:
-    """Node key -> ``main`` or the body it lives in (``If 'cond' then_branch``)."""
-    from onnx import AttributeProto
-
-    where: dict[str, str] = {}
-
-    def visit(graph: Any, label: str) -> None:
-        for node in graph.node:
-            where[node_key(node)] = label
-            for attribute in node.attribute:
-                inner = f"{node.op_type} {node.name or node_key(node)!r} {attribute.name}"
-                if attribute.type == AttributeProto.GRAPH:
-                    visit(attribute.g, inner)
-                for body in attribute.graphs:
-                    visit(body, inner)
-
-    visit(model.graph, "main")
-    return where
-
-
 def _inputs(origin: Any, captured: NodeCapture) -> list[np.ndarray | None]:
     """The node's inputs: captured values, else the model's stored ones, None if omitted."""
     values = []
@@ -261,8 +241,7 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
         runtime = ONNXRUNTIME if runtime_available(ONNXRUNTIME) else REFERENCE
     feeds, origins_text = model_feeds(model, given, dims or {}, seed, path)
     origins = model_nodes(path)
-    where = _graph_names(model)
-    in_bodies = any(where.get(node_key(o.node)) != "main" for o in origins)
+    in_bodies = any(origin.graph != "main" for origin in origins)
     capture, reference = capture_model(inline_model(model, path), feeds, runtime, in_bodies)
     report = AuditReport(path, runtime, opset, origins_text)
     _model_level_notes(report, capture, reference)
@@ -270,7 +249,7 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     stopped = _run_stopped(capture, reference)
     for done, origin in enumerate(origins, 1):
         captured = capture.nodes.get(node_key(origin.node))
-        audit = judge_node(origin, captured, where.get(node_key(origin.node), ""), keep_arrays)
+        audit = judge_node(origin, captured, origin.graph, keep_arrays)
         if captured is None and stopped:
             audit.status, audit.detail = NOT_RUN, stopped
         report.nodes.append(audit)
