@@ -133,7 +133,7 @@ def ort_run(session: Any, feeds: Mapping[str, np.ndarray]) -> list:
     return session.run(None, dict(feeds), run_options)
 
 
-def _run_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
+def run_in_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
     """("ran", output) / ("unsupported" | "refused", message) for onnx.reference."""
     try:
         evaluator = quiet_reference(model)
@@ -145,7 +145,7 @@ def _run_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
         return "refused", first_line(error)
 
 
-def _run_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
+def run_in_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
     """("ran", output) / ("unavailable" | "unsupported" | "refused", message)."""
     try:
         import onnxruntime  # noqa: F401
@@ -161,7 +161,7 @@ def _run_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any
         return "refused", first_line(error)
 
 
-PEERS = {REFERENCE: _run_reference, ONNXRUNTIME: _run_onnxruntime}
+PEERS = {REFERENCE: run_in_reference, ONNXRUNTIME: run_in_onnxruntime}
 
 
 def compare_with_peer(theirs: Any, ours: Any, bound: np.ndarray | None,

@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.crosscheck import first_line, ort_run, ort_session, quiet_reference
+from padconv_cli.crosscheck import (
+    first_line,
+    ort_run,
+    ort_session,
+    quiet_reference,
+    run_in_onnxruntime,
+)
 from padconv_cli.errors import InputError
 from padconv_cli.ops import OPERATORS
 from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
@@ -189,10 +195,8 @@ def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
                               [helper.make_empty_tensor_value_info(node_key(node))])
     model = helper.make_model(graph, opset_imports=list(opsets))
     model.ir_version = 8
-    try:
-        return np.asarray(ort_run(ort_session(model), feeds)[0]), ""
-    except Exception as error:  # onnxruntime raises its own exception types
-        return None, first_line(error)
+    status, output = run_in_onnxruntime(model, feeds)
+    return (np.asarray(output), "") if status == "ran" else (None, output)
 
 
 def _nested(node: Any) -> list[Any]:

@@ -1,22 +1,16 @@
 """``padconv audit MODEL.onnx --outputs FILE|DIR``: judging another runtime's own tensors.
 
-A runtime (TensorRT, OpenVINO, CoreML, onnxruntime...) dumped the model's intermediate
-tensors: polygraphy's results file (``polygraphy run --save-outputs F.json --onnx-outputs mark
-all`` or ``--trt-outputs mark all``; ``F.json:RUNNER`` picks a runner when it holds several;
-the first iteration is used; ``--save-outputs DIR``'s per-iteration files too) or a folder of
-``.npy``/``.pb`` files named by tensor.  Nothing
-is run: each Pad/Conv node of the main graph is recomputed by padconv from *that runtime's
-own* values of the node's inputs (stored ones from the model), and that runtime's output of
-the node is judged as :mod:`.judge` does (Pad exactly, Conv within the dot-product error
-bound; a float64 recomputation says which side is right).  The nodes are judged in graph
-order, and the first one outside its bound is named: where that runtime leaves the spec.
+The dump: polygraphy's results file (``polygraphy run --save-outputs F.json ... mark all``;
+``F.json:RUNNER`` picks a runner; the first iteration is used, also of ``--save-outputs
+DIR``'s per-iteration files) or a folder of ``.npy``/``.pb`` files named by tensor: a ``.pb``
+by its TensorProto name, else by its file name without suffix, in which characters a file
+name cannot hold (``/``, ``:``) may be ``_``.  The model's inputs come from INPUT
+(polygraphy's ``--save-inputs`` file, or ``NAME=FILE``).
 
-Folder names: a ``.pb`` file names its tensor by its TensorProto name, else (and for
-``.npy``) by its file name without suffix, in which the characters a file name cannot hold
-(``/``, ``:``) may be written as ``_``.  The model's inputs, which dumps of outputs do not
-hold, come from INPUT (polygraphy's ``--save-inputs`` file, or ``NAME=FILE``).  A node whose
-output or inputs were not dumped is ``not dumped`` (not judged); a dump that holds none of
-the nodes' outputs is a bad input.
+Nothing is run: each node of the main graph is recomputed by padconv from *that runtime's
+own* values of its inputs (stored ones from the model) and that runtime's output is judged
+as :mod:`.judge` does, in graph order; the first node outside its bound is named.  A node
+whose output or inputs were not dumped is ``not dumped``; a dump holding none is a bad input.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Rendering an :class:`~padconv_cli.audit.judge.AuditReport`: a table that fits 80 columns,
-one JSON object, JUnit XML.
+"""Rendering an :class:`~padconv_cli.audit.judge.AuditReport`: a table, JSON, JUnit XML.
 
 Table: one row per node (label, operator, output shape, largest absolute and relative
-difference from the runtime, result), then indented lines with the element type, the input
-shapes and key attributes and, for a node that is not ``ok``, why and which side is right.
-The NODE column widens with the terminal; labels too long for it are shortened, distinct
-(around what tells similar labels apart, else numbered), with the whole label on the next
+difference, result), then indented lines: element type, input shapes, key attributes and,
+for a node not ``ok``, why and which side is right.  The NODE column widens with the
+terminal; labels too long for it are shortened, distinct, with the whole label on the next
 line; other long lines are wrapped.
 """
 
