@@ -28,7 +28,7 @@ from padconv_cli.crosscheck import (
     run_in_onnxruntime,
 )
 from padconv_cli.errors import InputError
-from padconv_cli.ops import OPERATORS
+from padconv_cli.onnx_nodes import is_supported_op
 from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
 from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
 
@@ -59,7 +59,7 @@ def node_key(node: Any) -> str:
 
 def audited(node: Any) -> bool:
     """True for a node of an operator padconv implements, of the default domain."""
-    return node.op_type in OPERATORS and node.domain in ("", "ai.onnx")
+    return is_supported_op(node.op_type, node.domain)
 
 
 def runtime_available(name: str) -> bool:
