@@ -471,12 +471,8 @@ def with_node_context(origin: ModelNode | None, error: Exception) -> Exception:
 # --- merging model and flags -----------------------------------------------------------------
 
 
-def resolve_call(
-    op_type: str,
-    arrays: tuple[np.ndarray | None, ...],
-    flags: Mapping[str, Any],
-    origin: ModelNode | None = None,
-) -> ResolvedCall:
+def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Mapping[str, Any],
+                 origin: ModelNode | None = None) -> ResolvedCall:
     """The kernel call for ``op_type``: defaults, then the model node's values, then ``flags``.
 
     ``arrays`` are the command-line tensors (``(data,)`` or ``(X, W, B)``, None where not
