@@ -89,10 +89,11 @@ def first_line(error: BaseException) -> str:
     return one_line(status if marker else f"{type(error).__name__}: {text}", 160)
 
 
-def onnx_array(array: Any) -> np.ndarray:
-    """``array`` as the runtimes take and give it: strings as object arrays of str."""
+def onnx_array(array: Any, kinds: str = "U") -> np.ndarray:
+    """``array`` as the runtimes take it: text (numpy kinds ``kinds``) as an object array,
+    as ONNX strings have no width."""
     array = np.asarray(array)
-    return array.astype(object) if array.dtype.kind in "US" else array
+    return array.astype(object) if array.dtype.kind in kinds else array
 
 
 def quiet_reference(model: Any, evaluator_class: type | None = None) -> Any:
@@ -170,7 +171,7 @@ def compare_with_peer(theirs: Any, ours: Any, bound: np.ndarray | None,
     element (when it has the output's shape), strings as str whatever their width."""
     from padconv_cli.verification.compare import compare_arrays
 
-    theirs, ours = onnx_array(theirs), onnx_array(ours)
+    theirs, ours = onnx_array(theirs, "US"), onnx_array(ours, "US")
     usable = bound if bound is not None and theirs.shape == np.shape(bound) else None
     return compare_arrays(theirs, ours, rtol=rtol, atol=atol, bound=usable)
 
