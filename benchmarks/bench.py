@@ -15,6 +15,7 @@ import argparse
 import datetime
 import importlib.util
 import json
+import math
 import shlex
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from typing import Any
 
 import bench_measure as bm
 import numpy as np
-from bench_cases import KERNEL_CASES, PEERS, matches
+from bench_cases import KERNEL_CASES, PEERS, Case, matches
 from bench_report import all_tables, evaluate_targets, markdown, parts
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -62,12 +63,27 @@ def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS) -> dict[str, 
         print(f"[{i}/{len(cases)}] {case.name}: {case.describe()}", file=sys.stderr)
         result[case.kind][case.name] = {"label": case.label, "describe": case.describe(),
                                         "rows": bm.measure_case(case, list(peers), s, rng)}
+        if case.kind == "conv":
+            result["conv"][case.name] |= case_limits(case, s.quick)
+    if result["conv"]:
+        result["limits"] = bm.machine_limits(s.quick)
     for name, (key, measure) in bm.PROCESSES.items():
         if matches(name, patterns):
             print(f"{name}: whole processes", file=sys.stderr)
             with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
                 result[key] = measure(s, rng, Path(tmp))
     return result | {"targets": evaluate_targets(result)}
+
+
+def case_limits(case: Case, quick: bool) -> dict[str, float]:
+    """What bounds a Conv case on this machine: its FLOP, the bytes it must move (X, W and Y
+    once, float32) and the copy bandwidth measured at its size (cache-resident when X and Y
+    fit in a cache, DRAM when they do not)."""
+    floats = max(math.prod(case.x_shape), math.prod(case.output_shape()))
+    moved = 4 * (math.prod(case.x_shape) + math.prod(case.w_shape)
+                 + math.prod(case.output_shape()))
+    return {"flop": case.work(), "bytes": moved,
+            "copy_gbs_at_size": 8 * floats / bm.copy_time(floats, 3 if quick else 15) / 1e9}
 
 
 def docs_text(result: dict[str, Any], command: str) -> str:
@@ -82,6 +98,10 @@ def docs_text(result: dict[str, Any], command: str) -> str:
     return "\n".join([DOCS.read_text().split(MARKER)[0] + MARKER + "\n",
                       f"## The run of {result['date']}\n", f"`{command}`.{''.join(notes)}\n",
                       *(f"- {k}: {v}" for k, v in m.items()),
+                      *[f"- machine limits, measured in this run: float32 GEMM "
+                        f"{lim['gemm_gflops']:.0f} GFLOP/s on every core, copy "
+                        f"{lim['copy_gbs']:.1f} GB/s (read + write)"
+                        for lim in [result.get("limits")] if lim],
                       "- settings: " + ", ".join(f"{k}={v}" for k, v in s.items()) + "\n",
                       *map(markdown, all_tables(result))])
 

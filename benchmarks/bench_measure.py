@@ -30,7 +30,9 @@ except ImportError:
 class Settings:
     """Every knob of a run; docs/benchmarks.md ("How") says what each does."""
 
-    repeat: int = 15  # turns per implementation and case, one timed call each
+    repeat: int = 15  # turns per implementation and case
+    timed: int = 4  # timed calls per turn, each timed alone (the median and p90 are over all)
+    allocations: int = 3  # copies of the inputs, each freshly allocated; turn t uses copy t % 3
     warmup: int = 2  # untimed calls at least, per turn
     warmup_s: float = 0.15  # untimed seconds at least, per turn
     settle_s: float = 0.3  # pause after each turn
@@ -42,19 +44,19 @@ class Settings:
 
 
 FULL = Settings()
-QUICK = Settings(3, 1, 0.0, 0.0, 0.5, 1, 2, 1, True)
+QUICK = Settings(3, 2, 2, 1, 0.0, 0.0, 0.5, 1, 2, 1, True)
 
 
-def time_in_turns(calls: dict[str, tuple[Callable, bool]], s: Settings) -> dict[str, list]:
-    """{name: timed durations} of {name: (call, capped)}, in turns as Settings says (garbage
-    collection off meanwhile)."""
+def time_in_turns(calls: dict[str, tuple[list[Callable], bool]], s: Settings) -> dict[str, list]:
+    """{name: timed durations} of {name: (one call per input allocation, capped)}, in turns as
+    Settings says (garbage collection off meanwhile): turn t runs allocation t % len(calls)."""
     times: dict[str, list[float]] = {name: [] for name in calls}
     gc.collect()
     gc.disable()
     try:
-        for _ in range(s.repeat):
-            for name, (call, capped) in calls.items():
-                done = times[name]
+        for turn in range(s.repeat):
+            for name, (per_allocation, capped) in calls.items():
+                done, call = times[name], per_allocation[turn % len(per_allocation)]
                 if capped and len(done) >= s.reference_repeat or (
                         not capped and len(done) >= 3 and sum(done) >= s.budget_s):
                     continue
@@ -63,23 +65,32 @@ def time_in_turns(calls: dict[str, tuple[Callable, bool]], s: Settings) -> dict[
                                       or time.perf_counter() - started < s.warmup_s):
                     call()
                     warm += 1
-                started = time.perf_counter()
-                call()
-                done.append(time.perf_counter() - started)
+                for _ in range(1 if capped else s.timed):
+                    started = time.perf_counter()
+                    call()
+                    done.append(time.perf_counter() - started)
                 time.sleep(s.settle_s)
     finally:
         gc.enable()
     return times
 
 
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile of `values`, linear between the two nearest ranks (None if empty)."""
+    return float(np.percentile(values, q)) if values else None
+
+
 def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generator) -> dict:
     """{peer: row} for the peers of the case's kind: each result verified once, then timed in
-    turns."""
+    turns over `s.allocations` copies of the inputs (where an array lies changes some peers'
+    times: every copy is a fresh allocation, as a user's arrays are)."""
     inputs = case.make_inputs(rng)
+    copies = [inputs] + [{k: v.copy() for k, v in inputs.items()}
+                         for _ in range(s.allocations - 1)]
     want, rows, calls = bc.expected(case, inputs), {}, {}
     for peer in (p for p in peers if case.kind in p.kinds):
         rows[peer.name] = row = {"status": "ok", "note": "", "error_ratio": None,
-                                 "median_s": None, "runs": 0, "rate": None}
+                                 "median_s": None, "p90_s": None, "runs": 0, "rate": None}
         try:
             call = peer.prepare(case, inputs)
             got = call()
@@ -92,10 +103,11 @@ def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generat
         if not peer.floor:
             row["status"], row["error_ratio"], row["note"] = bc.verify(case, want, got)
         if row["status"] == "ok":
-            calls[peer.name] = (call, peer.capped)
+            others = [] if peer.capped else [peer.prepare(case, c) for c in copies[1:]]
+            calls[peer.name] = ([call, *others], peer.capped)
     for name, durations in time_in_turns(calls, s).items():
         median = statistics.median(durations) if durations else None
-        rows[name].update(median_s=median, runs=len(durations),
+        rows[name].update(median_s=median, p90_s=percentile(durations, 90), runs=len(durations),
                           rate=median and case.work() / median / 1e9)
     return rows
 
@@ -282,6 +294,46 @@ def describe_machine() -> dict[str, Any]:
             "numpy_blas": f"{blas['name']} {blas['version']}", "versions": ", ".join(
                 f"{name} {installed.get(name, 'not installed')}" for name in (
                     "numpy", "onnx", "onnxruntime", "torch", "dask", "padconv"))}
+
+
+def machine_limits(quick: bool = False) -> dict[str, float]:
+    """The machine's practical limits, measured now: "gemm_gflops", a float32 matrix product
+    (2048^3, 1024^3 with --quick) through numpy's BLAS on every core (median of 7 after a
+    warm-up, 2 * n^3 FLOP); "copy_gbs", a 256 MiB copy split over the usable cores (bytes read
+    plus bytes written per second; median of 7)."""
+    n = 1024 if quick else 2048
+    a, b = (np.random.default_rng(1).uniform(-1, 1, (n, n)).astype(np.float32) for _ in "ab")
+    gemm = _median_time(lambda: np.matmul(a, b), 7)
+    size = (32 if quick else 256) * 2**20 // 4
+    return {"gemm_gflops": 2 * n**3 / gemm / 1e9,
+            "copy_gbs": 2 * 4 * size / copy_time(size) / 1e9}
+
+
+def copy_time(floats: int, runs: int = 7) -> float:
+    """Median seconds to copy `floats` float32 values between two buffers made once: the
+    faster of one thread and the copy split over the usable cores (numpy releases the GIL
+    while it copies; for a small copy, handing it to threads costs more than it saves)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    src, dst = np.ones(floats, np.float32), np.zeros(floats, np.float32)
+    cores = len(os.sched_getaffinity(0))
+    cuts = np.linspace(0, floats, cores + 1).astype(int)
+    with ThreadPoolExecutor(cores) as pool:
+        split = _median_time(lambda: list(pool.map(
+            lambda i: np.copyto(dst[cuts[i]:cuts[i + 1]], src[cuts[i]:cuts[i + 1]]),
+            range(cores))), runs)
+    return min(split, _median_time(lambda: np.copyto(dst, src), runs))
+
+
+def _median_time(call: Callable, runs: int) -> float:
+    """Median wall seconds of `runs` calls, after two untimed ones."""
+    call(), call()
+    durations = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        durations.append(time.perf_counter() - started)
+    return statistics.median(durations)
 
 
 def load_average() -> str:

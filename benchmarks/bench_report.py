@@ -23,14 +23,15 @@ def parts(result: dict[str, Any]) -> list[dict]:
             *(result[k] for k in PROCESS_PARTS if k in result)]
 
 
-def ratio(rows: dict[str, dict], peer: str, ours: str = bc.PADCONV) -> float | None:
-    """Median of `ours` / median of `peer` (below 1: ours is faster); inf when ours was wrong
-    or failed; None when either has no time."""
+def ratio(rows: dict[str, dict], peer: str, ours: str = bc.PADCONV,
+          key: str = "median_s") -> float | None:
+    """`key` (the median, or "p90_s") of `ours` / that of `peer` (below 1: ours is faster); inf
+    when ours was wrong or failed; None when either has no time."""
     mine, theirs = rows.get(ours, {}), rows.get(peer, {})
     if mine.get("status") in FAILED:
         return math.inf
-    both = mine.get("median_s") and theirs.get("median_s")
-    return mine["median_s"] / theirs["median_s"] if both else None
+    both = mine.get(key) and theirs.get(key)
+    return mine[key] / theirs[key] if both else None
 
 
 def worst(values: Any, every: bool = False) -> float | None:
@@ -40,9 +41,24 @@ def worst(values: Any, every: bool = False) -> float | None:
     return None if not known or (every and len(known) < len(values)) else max(known)
 
 
-def vs_faster_peer(rows: dict[str, dict]) -> float | None:
-    """padconv / the faster of onnxruntime and torch on this case."""
-    return worst(ratio(rows, p) for p in (bc.ORT, bc.TORCH))
+def vs_faster_peer(rows: dict[str, dict], key: str = "median_s") -> float | None:
+    """padconv / the faster of onnxruntime and torch on this case, by median or by p90."""
+    return worst(ratio(rows, p, key=key) for p in (bc.ORT, bc.TORCH))
+
+
+def share_of_limit(part: dict, limits: dict | None) -> tuple[float | None, str]:
+    """(bound / padconv's median time, which bound): the roofline bound of a Conv case is
+    max(FLOP / GEMM peak, bytes moved / copy bandwidth at the case's size); 1.0 would be the
+    machine's limit reached."""
+    median = part["rows"].get(bc.PADCONV, {}).get("median_s")
+    if not limits or not median or "flop" not in part:
+        return None, ""
+    compute = part["flop"] / (limits["gemm_gflops"] * 1e9)
+    memory = part["bytes"] / (part["copy_gbs_at_size"] * 1e9)
+    return max(compute, memory) / median, "GEMM peak" if compute >= memory else "bandwidth"
+
+
+COMPUTE_BOUND = ("conv/resnet3x3", "conv/pointwise", "conv/batch8")
 
 
 def target(name: str, value: float | None, limit: float, detail: str = "") -> dict[str, str]:
@@ -62,11 +78,24 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
     depthwise = conv.get("conv/depthwise", {})
     errors = [math.inf if rows[bc.PADCONV]["status"] in FAILED else
               rows[bc.PADCONV]["error_ratio"] for rows in conv.values()]
+    by_p90 = {case: vs_faster_peer(rows, "p90_s") for case, rows in conv.items()}
+    either = {case: worst([best[case], by_p90[case]], every=True) for case in conv}
+    behind = max(either, key=lambda case: either[case] or 0, default="")
+    shares = {case: share_of_limit(part, result.get("limits"))[0]
+              for case, part in result["conv"].items()}
+    compute = [shares[c] for c in COMPUTE_BOUND if c in shares]
     targets = [
         target("Conv: padconv / faster peer, geometric mean <= 1.0", geo, 1.0,
                f" over {len(best)} cases"),
         target("Conv: padconv / faster peer <= 1.25 on every case", best.get(slowest), 1.25,
                f" at worst ({slowest})"),
+        target("Conv: padconv / faster peer <= 1.0 on every case, by median and by p90",
+               either.get(behind), 1.0, f" at worst ({behind})"),
+        target("Conv: ResNet 3x3, pointwise and batch 8 at >= 90% of the GEMM peak "
+               "(shown: 1 / the lowest share)", 1 / min(compute) if compute and all(compute)
+               else None, 1 / 0.9),
+        target("Conv: depthwise at >= 80% of its bandwidth bound (shown: 1 / share)",
+               1 / shares["conv/depthwise"] if shares.get("conv/depthwise") else None, 1 / 0.8),
         target("Conv: depthwise <= 1.0 against onnxruntime and against torch",
                worst([ratio(depthwise, bc.ORT), ratio(depthwise, bc.TORCH)], every=True), 1.0),
         target("Conv: every padconv result within the dot-product error bound",
@@ -134,11 +163,14 @@ def cell(table: Table, rows: dict[str, dict], who: str, vs: str | None = None) -
     return ms(row["median_s"]) + ("" if shown is None else f" ({times(shown)})")
 
 
-def kernel_table(cases: dict[str, dict], kind: str) -> Table | None:
-    """One line per case: padconv, its rate, each peer; Conv adds padconv / the faster peer and
-    the worst error / bound of padconv, onnxruntime and torch."""
+def kernel_table(cases: dict[str, dict], kind: str, limits: dict | None = None) -> Table | None:
+    """One line per case: padconv, its rate, each peer; Conv adds padconv's 90th percentile,
+    padconv / the faster peer by median and by p90, the share of the machine's limit (the
+    roofline bound / padconv's median) and the error / bound of padconv, onnxruntime and
+    torch."""
     conv = kind == "conv"
-    extra = ["vs faster peer", "error / bound: padconv, ort, torch"] if conv else []
+    extra = ["p90", "vs faster peer: median, p90", "share of limit",
+             "error / bound: padconv, ort, torch"] if conv else []
     table = Table(f"{kind.capitalize()} (float32)", [
         "Case", "Shapes", "padconv", "GFLOP/s" if conv else "GB/s", *PEER_COLUMNS[kind], *extra],
         "Peer cells: median time (padconv time / peer time: below 1, padconv is faster).")
@@ -147,8 +179,12 @@ def kernel_table(cases: dict[str, dict], kind: str) -> Table | None:
         line = [part["label"], part["describe"], cell(table, rows, bc.PADCONV),
                 f"{rate:.1f}" if rate else "-", *(cell(table, rows, p) for p in PEER_COLUMNS[kind])]
         errors = [rows.get(p, {}).get("error_ratio") for p in (bc.PADCONV, bc.ORT, bc.TORCH)]
-        table.rows.append(line + ([times(vs_faster_peer(rows)), ", ".join(
-            "-" if e is None else f"{e:.2g}" for e in errors)] if conv else []))
+        share, bound = share_of_limit(part, limits)
+        table.rows.append(line + ([
+            ms(rows[bc.PADCONV].get("p90_s")),
+            f"{times(vs_faster_peer(rows))}, {times(vs_faster_peer(rows, 'p90_s'))}",
+            "-" if share is None else f"{share:.0%} of {bound}",
+            ", ".join("-" if e is None else f"{e:.2g}" for e in errors)] if conv else []))
     return table if table.rows else None
 
 
@@ -169,7 +205,8 @@ def process_table(part: dict) -> Table:
 
 def all_tables(result: dict[str, Any]) -> list[Table]:
     """Every table of a result, in display order."""
-    kernels = [kernel_table(result["conv"], "conv"), kernel_table(result["pad"], "pad")]
+    kernels = [kernel_table(result["conv"], "conv", result.get("limits")),
+               kernel_table(result["pad"], "pad")]
     return [table for table in kernels if table] + [
         process_table(result[k]) for k in PROCESS_PARTS if k in result] + [
         Table("Targets", ["Target", "Verdict", "Measured"],
