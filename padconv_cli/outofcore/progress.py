@@ -29,14 +29,6 @@ class TiledResult:
     exact: bool
 
 
-def stderr_is_terminal() -> bool:
-    """True when stderr is an interactive terminal."""
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 class TileProgress:
     """Counts finished tiles and their output bytes; draws a rich bar when worth it.
 
