@@ -9,7 +9,6 @@ the kernels' own and the result is bit-identical to the in-memory one.
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
 import numpy as np
@@ -220,8 +219,3 @@ def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
     extra = {w_key: w, b_key: b, **getattr(source, "crops", {})}
     y = blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], extra)
     return y, tiling.exact
-
-
-def output_nbytes(array: Any) -> int:
-    """Bytes of a dask array's result."""
-    return math.prod(array.shape) * array.dtype.itemsize

@@ -2,16 +2,14 @@
 
 Rules for URLs (``s3://bucket/path/name.zarr``; also ``gs://``, ``gcs://``, ``az://``,
 ``abfs://``, ``abfss://`` when their fsspec package is installed): only Zarr stores, named
-``*.zarr``, inside a bucket (not the bucket itself), with no empty, ``.`` or ``..`` path
-segment; any other scheme (``file://``, ``http://``...) is refused.  Credentials and the
-endpoint come from the environment as the store's own library reads them (for S3:
-``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...), on the client and
-on every worker.
+``*.zarr``, inside a bucket, with no empty, ``.`` or ``..`` path segment; other schemes
+(``file://``, ``http://``...) are refused.  Credentials and the endpoint come from the
+environment as the store's own library reads them, on the client and on every worker.
 
-Publishing: a local temporary store is renamed over the target (atomic); an object store has
-no rename, so the temporary prefix is copied under the target's — the old target's objects
-removed first, the chunks copied before the metadata document, so a reader never finds the
-metadata of a store whose chunks are not all there — then removed.
+Publishing: a local temporary store is renamed over the target; an object store has no rename,
+so the old target's objects are removed, then the temporary prefix is copied under the
+target's, chunks before the metadata document (a reader never finds metadata whose chunks are
+missing), then removed.
 """
 
 from __future__ import annotations
@@ -21,11 +19,16 @@ import os
 import shutil
 from typing import Any
 
-from padconv_cli.engines.shared_files import is_url
 from padconv_cli.errors import PadconvError
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss")
 METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
+
+
+def is_url(path: str) -> bool:
+    """True for an fsspec URL such as ``s3://bucket/x.zarr`` (``scheme://``)."""
+    head, sep, _ = path.partition("://")
+    return bool(sep) and head.isidentifier()
 
 
 def check_url(url: str, param: str) -> None:
@@ -44,15 +47,14 @@ def check_url(url: str, param: str) -> None:
 
 
 class Location:
-    """File operations on a local folder (``os``/``shutil``) or an object store (fsspec)."""
+    """File operations on a local folder or an object store, through fsspec's file system of
+    the path (the local one for a local path)."""
 
     def __init__(self, path: str) -> None:
-        self.url = is_url(path)
-        self.fs: Any = None
-        if self.url:
-            import fsspec
+        import fsspec
 
-            self.fs = fsspec.core.url_to_fs(path)[0]
+        self.url = is_url(path)
+        self.fs: Any = fsspec.core.url_to_fs(path)[0]
 
     def join(self, folder: str, name: str) -> str:
         """``folder/name``."""
@@ -64,55 +66,42 @@ class Location:
 
     def exists(self, path: str) -> bool:
         """True when ``path`` exists (as a file, folder or prefix)."""
-        return bool(self.fs.exists(path)) if self.url else os.path.exists(path)
+        return bool(self.fs.exists(path))
 
     def is_empty_folder(self, path: str) -> bool:
         """True for a folder (prefix) that holds nothing."""
-        if self.url:
-            return self.fs.isdir(path) and not self.fs.ls(path, detail=False)
-        return os.path.isdir(path) and not os.listdir(path)
+        return self.fs.isdir(path) and not self.fs.ls(path, detail=False)
 
     def names(self, folder: str) -> list[str]:
         """The names directly inside ``folder``."""
-        if self.url:
-            with contextlib.suppress(FileNotFoundError):
-                return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
-            return []
         with contextlib.suppress(OSError):
-            return os.listdir(folder)
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
         return []
 
     def read_text(self, path: str) -> str | None:
         """The text of ``path``, None when it cannot be read."""
         try:
-            if self.url:
-                with self.fs.open(path, "r", encoding="utf-8") as stream:
-                    return stream.read()
-            with open(path, encoding="utf-8") as stream:
+            with self.fs.open(path, "r", encoding="utf-8") as stream:
                 return stream.read()
         except (OSError, ValueError):
             return None
 
     def write_text(self, path: str, text: str) -> None:
         """Write ``text`` to ``path``."""
-        if self.url:
-            with self.fs.open(path, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            return
-        with open(path, "w", encoding="utf-8") as stream:
+        with self.fs.open(path, "w", encoding="utf-8") as stream:
             stream.write(text)
 
     def remove(self, path: str) -> None:
         """Remove the file ``path`` (nothing when absent)."""
-        with contextlib.suppress(FileNotFoundError, OSError):
-            self.fs.rm_file(path) if self.url else os.unlink(path)
+        with contextlib.suppress(OSError):
+            self.fs.rm_file(path)
 
     def remove_tree(self, path: str) -> None:
         """Remove ``path`` and everything under it (nothing when absent)."""
         if not self.url:
             shutil.rmtree(path, ignore_errors=True)
             return
-        with contextlib.suppress(FileNotFoundError, OSError):
+        with contextlib.suppress(OSError):
             self.fs.rm(path, recursive=True)
 
     def make_folder(self, path: str) -> None:
