@@ -1,31 +1,19 @@
 """The dask engine's inputs and outputs, and the checks that every worker shares them.
 
-Inputs: a ``.npy`` file is read box by box with ``pread``
-(:class:`padconv_cli.outofcore.npy_blocks.NpyInput`, tensorio's header checks); a Zarr store (a
-folder with ``zarr.json`` or ``.zarray``, or an object-store URL) with zarr.  Outputs: a
-``.npy`` target is a temporary file the workers fill block by block, renamed over the target;
-a Zarr target is a temporary store next to it, written on chunks equal to the blocks, then
-moved into place (:mod:`padconv_cli.engines.locations`).  The target is replaced only when
-every block is written.
+Inputs: a ``.npy`` file read box by box with ``pread`` (tensorio's header checks), or a Zarr
+store.  Outputs: a temporary ``.npy`` file, or a temporary Zarr store on chunks equal to the
+blocks, that the workers fill block by block, put in place (:mod:`.locations`) only when every
+block is written.
 
 A worker resolves a path in its own file system: a path that exists only on the client would
-make it read another file (or, for Zarr, no chunk at all: the fill value), a wrong result with
-exit 0.  Rules:
-
-* every local path is made absolute on the client;
-* the client takes a fingerprint of the input: for a ``.npy`` file its size, mtime (ns),
-  shape, dtype and the SHA-256 of the header and of up to three 64 KiB byte ranges (start,
-  middle and end of the data); for a Zarr store its shape, dtype, chunk grid, the SHA-256 of
-  its metadata, the number of stored chunks and the SHA-256 of up to three of them (first,
-  middle and last in key order);
-* before any block, every worker takes the same fingerprint at the same path and compares
-  (:func:`confirm_on_workers`); each block task repeats it once per worker process, for
-  workers that join later;
-* a Zarr chunk the client's store holds must exist for the worker that reads it (a chunk here
-  is the unit stored as one object: the shard when the array is sharded);
-* workers confirm they see the client's temporary output before the first block.
-
-A refusal names the worker and the path.
+make it read another file, or for Zarr no chunk at all (the fill value).  So local paths are
+made absolute on the client; every worker compares the client's fingerprint of the input (a
+``.npy`` file's size, mtime, shape, dtype and the SHA-256 of its header and of three 64 KiB
+ranges of data; a Zarr store's shape, dtype, chunk grid, metadata, number of stored chunks and
+the SHA-256 of three of them) before the first block and once per worker process in the block
+tasks; a task refuses a chunk the client's store holds but the worker cannot find (a chunk is
+the unit stored as one object: the shard of a sharded array); workers confirm they see the
+client's temporary output.  A refusal names the worker and the path.
 """
 
 from __future__ import annotations
@@ -55,10 +43,7 @@ from padconv_cli.tensorio.zarr_paths import ZARR_MARKERS, is_zarr_path
 from padconv_cli.tensorio.zarr_store import check_store_entries, check_zarr_objects
 
 SAMPLE_BYTES = 64 * 2**10
-SHARED_HINT = ("every worker must see the client's files at the same absolute path "
-               "(a shared file system or object store)")
 METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
-TEMP_TAG = ".padconv-"
 OWNER_FILE = "padconv-owner.json"
 
 
@@ -70,13 +55,16 @@ def absolute(path: str) -> str:
 # --- Zarr storage: which chunk objects exist, and their bytes ----------------------------------
 
 
+def _prefix(array: Any) -> str:
+    path = array.store_path.path
+    return path.rstrip("/") + "/" if path else ""
+
+
 def _store_op(array: Any, name: str, key: str, *args: Any) -> Any:
     """``store.name(array prefix + key, *args)`` of the store under ``array``, run to the end."""
     from zarr.core.sync import sync
 
-    prefix = array.store_path.path
-    prefix = prefix.rstrip("/") + "/" if prefix else ""
-    return sync(getattr(array.store_path.store, name)(prefix + key, *args))
+    return sync(getattr(array.store_path.store, name)(_prefix(array) + key, *args))
 
 
 def object_shape(array: Any) -> tuple[int, ...]:
@@ -92,14 +80,13 @@ def stored_chunk_keys(array: Any) -> set[str]:
 
     from zarr.core.sync import sync
 
-    prefix = array.store_path.path
-    prefix = prefix.rstrip("/") + "/" if prefix else ""
-    names = (key[len(prefix):] for key in sync(listing()))
-    return {name for name in names if name and not _is_metadata(name.rsplit("/", 1)[-1])}
-
-
-def _is_metadata(leaf: str) -> bool:
-    return leaf in METADATA_KEYS or leaf.startswith(".") or leaf.endswith(".json")
+    prefix = _prefix(array)
+    keys = set()
+    for name in (key[len(prefix):] for key in sync(listing())):
+        leaf = name.rsplit("/", 1)[-1]
+        if name and not (leaf in METADATA_KEYS or leaf.startswith(".") or leaf.endswith(".json")):
+            keys.add(name)
+    return keys
 
 
 def read_key(array: Any, key: str) -> bytes | None:
@@ -199,14 +186,6 @@ def zarr_fingerprint(array: Any, path: str) -> Fingerprint:
     return Fingerprint("zarr", path, facts)
 
 
-def fingerprint(kind: str, path: str) -> Fingerprint:
-    """Take the fingerprint of the input ``path`` of ``kind`` (``npy`` or ``zarr``) here."""
-    if kind == "zarr":
-        return zarr_fingerprint(open_zarr_input(path), path)
-    header = open_npy_input(path).header
-    return npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
-
-
 def here() -> str:
     """The address of the dask worker running this code (or ``this process``)."""
     try:
@@ -219,8 +198,13 @@ def here() -> str:
 
 def problem_with(expected: Fingerprint) -> str | None:
     """Why this process does not see the client's input ``expected`` (None when it does)."""
+    path = expected.path
     try:
-        found = fingerprint(expected.kind, expected.path)
+        if expected.kind == "zarr":
+            found = zarr_fingerprint(open_zarr_input(path), path)
+        else:
+            header = open_npy_input(path).header
+            found = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
     except Exception as exc:  # any failure to read (missing file, no credentials...) refuses
         return f"cannot read it ({one_line(exc, 160)})"
     difference = expected.difference(found)
@@ -229,7 +213,9 @@ def problem_with(expected: Fingerprint) -> str | None:
 
 def refusal(worker: str, path: str, problem: str) -> InputError:
     """The one-line error for a worker that does not see the client's ``path``."""
-    return InputError(f"worker {worker}: {path}: {problem}; {SHARED_HINT}", source=path)
+    return InputError(f"worker {worker}: {path}: {problem}; every worker must see the client's "
+                      "files at the same absolute path (a shared file system or object store)",
+                      source=path)
 
 
 _CONFIRMED: set[Fingerprint] = set()
@@ -287,7 +273,7 @@ class NpySource:
         self.array = open_npy_input(path)
         header = self.array.header
         self.fingerprint = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
-        self.shape, self.dtype, self.ndim = self.array.shape, self.array.dtype, self.array.ndim
+        self.shape, self.dtype = self.array.shape, self.array.dtype
 
     def __dask_tokenize__(self) -> Any:
         return self.fingerprint
@@ -321,7 +307,6 @@ class ZarrSource:
         self.fingerprint = zarr_fingerprint(self.array, path)
         self.stored = stored_chunk_keys(self.array)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
-        self.ndim = len(self.shape)
 
     def __dask_tokenize__(self) -> Any:
         return self.fingerprint
@@ -376,11 +361,9 @@ def read_zarr_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
 class ZarrOutput:
     """A Zarr store filled block by block, moved over its target by :meth:`commit`.
 
-    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target holds an owner file (a
-    random token, the client's host and process id).  A worker writes a block only while that
-    file is there, and removes the whole store when it is gone after its write (the client gave
-    the run up meanwhile).  Creating a store first removes those of earlier runs given up: no
-    owner file, or an owner process on this host that no longer runs.
+    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target holds an owner file
+    (a random token, the client's host and pid); a worker writes only while it is there and
+    removes the store when it is gone after its write (the run was given up meanwhile).
     """
 
     def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype,
@@ -398,7 +381,9 @@ class ZarrOutput:
         try:
             self.location.make_folder(self.temp)
             owner = {"token": self.token, "host": socket.gethostname(), "pid": os.getpid()}
-            self.location.write_text(self.location.join(self.temp, OWNER_FILE), dumps(owner))
+            owner_path = self.location.join(self.temp, OWNER_FILE)
+            with self.location.fs.open(owner_path, "w", encoding="utf-8") as stream:
+                stream.write(dumps(owner))
             zarr.create_array(store=self.temp, shape=shape, chunks=tuple(max(1, c) for c in chunks),
                               dtype=dtype, overwrite=False, fill_value=None)
         except (OSError, ValueError, TypeError) as exc:
@@ -448,7 +433,8 @@ class ZarrOutput:
 
     def commit(self) -> None:
         """Replace the target (an old Zarr store there is removed only after the move)."""
-        self.location.remove(self.location.join(self.temp, OWNER_FILE))
+        with contextlib.suppress(OSError):
+            self.location.fs.rm_file(self.location.join(self.temp, OWNER_FILE))
         self.location.publish(self.temp, self.target)
 
     def discard(self) -> None:
@@ -458,7 +444,7 @@ class ZarrOutput:
 
 
 def _temp_prefix(target: str) -> str:
-    return f".{target.rstrip('/').rsplit('/', 1)[-1]}{TEMP_TAG}"
+    return f".{target.rstrip('/').rsplit('/', 1)[-1]}.padconv-"
 
 
 def _read_owner(location: Location, folder: str) -> dict | None:
@@ -485,8 +471,8 @@ def is_abandoned(location: Location, folder: str) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:
-        return False
+    except PermissionError:  # it runs, as another user
+        pass
     return False
 
 
@@ -506,9 +492,10 @@ def remove_abandoned_stores(target: str, location: Location | None = None) -> li
 
 def _check_zarr_target(target: str, location: Location) -> None:
     """Only a missing path, an empty folder or a Zarr store may be replaced by a Zarr result."""
-    if not location.exists(target) or location.is_empty_folder(target):
+    fs = location.fs
+    if not fs.exists(target) or (fs.isdir(target) and not fs.ls(target, detail=False)):
         return
-    if any(location.exists(location.join(target, m)) for m in ZARR_MARKERS):
+    if any(fs.exists(location.join(target, m)) for m in ZARR_MARKERS):
         return
     raise OutputError(f"{target}: exists and is not a Zarr store; refusing to replace it with one")
 

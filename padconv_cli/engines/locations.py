@@ -1,15 +1,5 @@
-"""Where a Zarr result is written: a local folder, or a prefix of an object store (fsspec URL).
-
-Rules for URLs (``s3://bucket/path/name.zarr``; also ``gs://``, ``gcs://``, ``az://``,
-``abfs://``, ``abfss://`` when their fsspec package is installed): only Zarr stores, named
-``*.zarr``, inside a bucket, with no empty, ``.`` or ``..`` path segment; other schemes
-(``file://``, ``http://``...) are refused.  Credentials and the endpoint come from the
-environment as the store's own library reads them, on the client and on every worker.
-
-Publishing: a local temporary store is renamed over the target; an object store has no rename,
-so the old target's objects are removed, then the temporary prefix is copied under the
-target's, chunks before the metadata document (a reader never finds metadata whose chunks are
-missing), then removed.
+"""Where a Zarr result is written: a local folder, or a prefix of an object store (an fsspec
+URL such as ``s3://bucket/path/name.zarr``, credentials from the environment).
 """
 
 from __future__ import annotations
@@ -32,7 +22,8 @@ def is_url(path: str) -> bool:
 
 
 def check_url(url: str, param: str) -> None:
-    """Refuse a URL that breaks the rules of the module docstring (``param`` names it)."""
+    """Refuse a URL other than ``SCHEME://bucket/path/name.zarr`` of an object store, with no
+    empty, ``.`` or ``..`` segment (``param`` names it)."""
     scheme, _, rest = url.partition("://")
     segments = rest.split("/")
     problem = None
@@ -64,14 +55,6 @@ class Location:
         """The folder (or prefix) holding ``path``."""
         return path.rstrip("/").rsplit("/", 1)[0] if self.url else os.path.dirname(path)
 
-    def exists(self, path: str) -> bool:
-        """True when ``path`` exists (as a file, folder or prefix)."""
-        return bool(self.fs.exists(path))
-
-    def is_empty_folder(self, path: str) -> bool:
-        """True for a folder (prefix) that holds nothing."""
-        return self.fs.isdir(path) and not self.fs.ls(path, detail=False)
-
     def names(self, folder: str) -> list[str]:
         """The names directly inside ``folder``."""
         with contextlib.suppress(OSError):
@@ -85,16 +68,6 @@ class Location:
                 return stream.read()
         except (OSError, ValueError):
             return None
-
-    def write_text(self, path: str, text: str) -> None:
-        """Write ``text`` to ``path``."""
-        with self.fs.open(path, "w", encoding="utf-8") as stream:
-            stream.write(text)
-
-    def remove(self, path: str) -> None:
-        """Remove the file ``path`` (nothing when absent)."""
-        with contextlib.suppress(OSError):
-            self.fs.rm_file(path)
 
     def remove_tree(self, path: str) -> None:
         """Remove ``path`` and everything under it (nothing when absent)."""
@@ -110,7 +83,9 @@ class Location:
             os.mkdir(path, 0o700)
 
     def publish(self, temp: str, target: str) -> None:
-        """Put the store ``temp`` at ``target`` (module docstring)."""
+        """Put the store ``temp`` at ``target``: renamed locally; on an object store (no
+        rename) the old target's objects removed, then ``temp``'s copied, chunks before the
+        metadata (a reader never finds metadata whose chunks are missing), then removed."""
         if not self.url:
             replace_folder(temp, target)
             return

@@ -34,9 +34,8 @@ from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_spa
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
+# X's dtype by itemsize for the kernel's memory formula (bfloat16 accumulates like float16)
 TILE_DTYPES = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
-"""The X dtype of an itemsize, for the kernel's formula (float16 and bfloat16 both accumulate
-in float32, so they need the same)."""
 
 
 @dataclass(frozen=True)
@@ -104,9 +103,8 @@ def channel_tiles(out_channels: int, in_channels: int, group: int, tile: int) ->
 
 
 def tile_plan(plan: ConvPlan, tile_shape: tuple[int, ...]) -> ConvPlan:
-    """The plan of one tile ``(images, M_t, *out_spatial)``: its output shape, and as X the
-    window it reads (``images, C_t, *span``, span per axis ``(o-1)*s + (k-1)*d + 1``, at most
-    X's length)."""
+    """The plan of one tile ``(images, M_t, *out_spatial)``, X the window it reads:
+    ``(images, C_t, *span)``, span ``min(n, (o-1)*s + (k-1)*d + 1)`` per axis."""
     images, out_channels, *out_spatial = tile_shape
     in_channels = max((c.c1 - c.c0 for c in channel_tiles(
         plan.w_shape[0], plan.x_shape[1], plan.group, out_channels)), default=0)
@@ -118,14 +116,12 @@ def tile_plan(plan: ConvPlan, tile_shape: tuple[int, ...]) -> ConvPlan:
 
 
 def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
-    """Upper bound of the bytes one tile ``(images, out channels, *out spatial)`` needs:
-    ``2*X_t*itemsize`` (the window read and its copy) ``+ 2*Y_t*itemsize`` (the result and its
-    copy written out) ``+`` the kernel's working memory on the tile's plan
-    (:func:`padconv_cli.kernels.conv_paths.working_bytes`, on the native core's threads)."""
+    """Upper bound of the bytes one tile needs: ``2*(X_t + Y_t)*itemsize`` (the window read
+    and copied, the result and its copy written out) plus the kernel's working memory on the
+    tile's plan (:func:`padconv_cli.kernels.conv_paths.working_bytes`)."""
     piece = tile_plan(plan, tile_shape)
     window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
-    # Only the tile of the whole output knows exactly which taps read only padding (the call's
-    # plan); the others depend on where they lie.
+    # only the whole output's tile knows which taps read only padding (it is the call's plan)
     whole = tuple(tile_shape) == tuple(plan.output_shape)
     working = conv_paths.working_bytes(piece, TILE_DTYPES.get(itemsize, np.dtype(np.float32)),
                                        native.thread_count(), tile_shape[1], cut=whole)
@@ -139,8 +135,8 @@ def fixed_bytes(w: np.ndarray, b: np.ndarray | None) -> int:
 
 
 def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> int:
-    """Bytes left for tiles (or blocks) once W and B are held: ``limit - fixed_bytes(w, b)``;
-    :class:`OutputTooLargeError` naming memory_limit (``what`` in the message) when none."""
+    """``limit - fixed_bytes(w, b)``: bytes left for tiles (or blocks) once W and B are held;
+    none left is an :class:`OutputTooLargeError` naming ``what``."""
     fixed = fixed_bytes(w, b)
     if limit - fixed <= 0:
         raise OutputTooLargeError(
@@ -153,9 +149,8 @@ def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> i
 
 @dataclass(frozen=True)
 class ConvTiling:
-    """The tile grid: ranges of images, channel tiles, one range list per spatial axis;
-    ``exact``: the tiles' results are bit-identical to the whole tensor's (always: the native
-    core sums every output element in one order wherever it is computed)."""
+    """The tile grid (image ranges, channel tiles, ranges per spatial axis); ``exact``: tiles
+    bit-identical to the whole (always: the native core sums each element in one order)."""
 
     axis_ranges: list[list[Any]]
     exact: bool
@@ -231,9 +226,8 @@ def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) ->
 
 def conv_on_tile(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | None,
                  plan: ConvPlan, tile: TileInput, dtype: Any = None) -> np.ndarray:
-    """padconv's Conv kernel on a tile's input block, on the block's plan
-    (:func:`block_plan`); a tile that reads only padding (``block`` None) on zeros of
-    ``dtype``."""
+    """padconv's Conv kernel on a tile's input block by :func:`block_plan` (``block`` None:
+    a tile reading only padding, on zeros of ``dtype``)."""
     if block is None:
         block = np.zeros(tile.zero_shape, dtype=dtype)
     m0, m1 = tile.channels.m0, tile.channels.m1
@@ -252,12 +246,9 @@ def tiled_conv(
     plan: ConvPlan | None = None,
     **attributes: Any,
 ) -> TiledResult:
-    """Convolve the ``.npy`` file ``source`` with ``w`` (and bias ``b``) into ``target``.
-
-    ``attributes`` are Conv's; same semantics and errors as
-    :func:`padconv_cli.kernels.conv.conv`; ``memory_limit`` bounds the bytes in flight, W and B
-    included; ``plan``: the call's plan when the caller made it already.
-    """
+    """Conv (``attributes``, or the caller's ``plan``) of the ``.npy`` file ``source`` with
+    ``w`` and ``b`` into ``target``, as :func:`padconv_cli.kernels.conv.conv`, tile by tile
+    within ``memory_limit`` bytes (W and B included)."""
     x = open_npy_input(source) if isinstance(source, str) else source
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)

@@ -1,13 +1,7 @@
 """``.npy`` files read and written box by box with ``pread`` and ``pwrite``, never through a
-memory map: a file truncated by another process, or a disk that fills up, is one error line,
-never the SIGBUS of a mapped page.
-
-Reading: :func:`open_npy_input` validates the header as tensorio does and refuses a header that
-promises more bytes than the file holds; :meth:`NpyInput.read` reads only the rows a box
-selects, after checking on the opened descriptor that the file is the one opened.  Writing:
-:class:`NpyOutput` creates the result (header and full length, still sparse) in a temporary file
-next to the target, writes each box with ``pwrite`` and renames it over the target at the end.
-Resident memory follows the box, not the file.
+memory map (a file truncated by another process, or a full disk, is one error line, never the
+SIGBUS of a mapped page); resident memory follows the box, not the file.  The result is a
+temporary file next to the target, renamed over it when complete.
 """
 
 from __future__ import annotations
@@ -52,24 +46,15 @@ class NpyInput:
         return self.header.dtype.newbyteorder("=")
 
     @property
-    def ndim(self) -> int:
-        """Number of axes."""
-        return len(self.header.shape)
-
-    @property
     def nbytes(self) -> int:
         """Bytes of data: ``prod(shape) * itemsize``."""
         return self.header.data_bytes
 
     def check_unchanged(self, fd: int | None = None) -> None:
-        """Refuse to go on when another process replaced, truncated or changed the file.
-
-        Rule: same device and inode as when opened, at least ``data_offset + data_bytes`` long,
-        and the same size, modification and status-change times (a write in place moves both;
-        ``touch`` cannot set the status-change time back).  Checked on the descriptor ``fd``
-        about to be read (a path checked, then opened, could be replaced in between), and once
-        more after the last read, before the result is published.
-        """
+        """Refuse to go on when another process replaced, truncated or changed the file: same
+        device and inode, at least ``data_offset + data_bytes`` long, same size, mtime and
+        ctime (``touch`` cannot set ctime back) as when opened.  ``fd``: the descriptor about
+        to be read, checked itself (a path checked, then opened, could be replaced between)."""
         if self.identity is None:
             return
         try:
@@ -89,12 +74,8 @@ class NpyInput:
                              "(its size or modification time moved)")
 
     def read(self, box: object) -> np.ndarray:
-        """A native-byte-order, C-contiguous copy of ``array[box]``, read with ``pread``.
-
-        ``box``: slices of any step, integers and ``...``, as numpy indexes an array.  Only the
-        rows the box selects are read; steps are then taken in memory.  A box of more than the
-        input limit in force where the file was opened is refused before it is read.
-        """
+        """A native-byte-order, C-contiguous copy of ``array[box]`` (slices, integers, ``...``),
+        reading only the rows the box selects; a box over the input limit is refused."""
         ranges, local = box_ranges(box, self.shape)
         self.check_reads([box])
         try:
@@ -113,8 +94,8 @@ class NpyInput:
         return part
 
     def check_reads(self, boxes: Iterable[object]) -> None:
-        """Refuse, before anything is read or written, when one of ``boxes`` would bring more
-        than the input limit (where the file was opened) into memory at once."""
+        """Refuse, before anything is read, a box of more than the input limit in force where
+        the file was opened."""
         itemsize = self.header.dtype.itemsize
         largest = max((math.prod(len(r) for r in box_ranges(box, self.shape)[0]) * itemsize
                        for box in boxes), default=0)
@@ -127,12 +108,9 @@ class NpyInput:
 
 
 def open_npy_input(path: str) -> NpyInput:
-    """Validate an ``.npy`` file for reading box by box without loading its data.
-
-    Rules (as :func:`padconv_cli.tensor_sources.read_tensor` applies them): a regular file; the
-    header parses and declares no object or structured dtype; ``prod(shape) * itemsize`` fits
-    in ``file size - header length``.  Raises :class:`InputError` naming the file.
-    """
+    """An ``.npy`` file opened to be read box by box, nothing loaded: a regular file whose
+    header parses, declares no object or structured dtype and ``prod(shape) * itemsize <=
+    file size - header length`` (else an error naming the file)."""
     stream, size = open_regular_file(path)
     with stream:
         header = read_npy_header(stream, path)
@@ -153,14 +131,9 @@ def open_npy_input(path: str) -> NpyInput:
 
 
 def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:
-    """The ascending ``range`` of indices ``box`` selects on each axis, and the index that
-    turns the array of those rows into ``array[box]`` (drops integer axes, reverses negative
-    steps).
-
-    Rule: numpy's basic indexing: ``...`` stands for the missing full axes, an integer ``i`` is
-    ``i + dim`` when negative and must lie in ``[0, dim)``, a slice is
-    ``range(*slice.indices(dim))``.  Anything else (arrays, ``None``) is a TypeError.
-    """
+    """The ascending ``range`` of indices ``box`` selects per axis, and the index turning the
+    array of those rows into ``array[box]``, by numpy's basic indexing (``...``, integers in
+    ``[-dim, dim)``, slices as ``range(*slice.indices(dim))``; anything else: TypeError)."""
     items = list(box) if isinstance(box, tuple) else [box]
     if any(item is Ellipsis for item in items):
         at = items.index(Ellipsis)
@@ -188,12 +161,9 @@ def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]
 
 def _runs(shape: tuple[int, ...], itemsize: int, ranges: list[range]) -> Iterator[tuple[int, int]]:
     """``(offset after the header, bytes)`` of each contiguous run of a C-order file holding
-    the rows ``ranges`` selects, in C order.
-
-    Rule: the axes after ``split`` are whole, so each index of the axes before it is one run
-    of ``len(ranges[split])`` slabs of ``prod(shape[split + 1:])`` elements, or one run per slab
-    when ``ranges[split]`` has a step other than 1.
-    """
+    the rows ``ranges`` selects, in C order: the axes after ``split`` are whole, so each index
+    of the axes before it is one run of ``len(ranges[split])`` slabs (one slab per run when
+    ``ranges[split]`` has a step)."""
     if not shape:
         yield 0, itemsize
         return
@@ -230,11 +200,8 @@ def _pread_box(fd: int, path: str, header: NpyHeader, ranges: list[range]) -> np
 
 
 class NpyOutput:
-    """A result ``.npy`` written box by box, then renamed over its target.
-
-    Use as a context manager: on an exception the temporary file is removed and the target is
-    left untouched; a clean exit calls :meth:`commit`.
-    """
+    """A result ``.npy`` written box by box; as a context manager, renamed over its target on
+    a clean exit, removed (the target untouched) on an exception."""
 
     def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.target = target
@@ -263,9 +230,8 @@ class NpyOutput:
         return NpyHeader(self.shape, False, self.dtype, offset)
 
     def write(self, box: tuple[slice, ...], values: np.ndarray) -> None:
-        """``result[box] = values`` (``box``: one slice of step 1 per axis), with ``pwrite``:
-        a disk that fills up meanwhile is one :class:`OutputError` (ENOSPC), not the SIGBUS
-        of a mapped page of the sparse file."""
+        """``result[box] = values`` (one unit-step slice per axis) with ``pwrite``; a full
+        disk is one :class:`OutputError`."""
         if not (isinstance(box, tuple) and len(box) == len(self.shape) and all(
                 isinstance(s, slice) and s.step in (None, 1) for s in box)):
             raise ValueError(f"box {box!r} is not one unit-step slice per axis")

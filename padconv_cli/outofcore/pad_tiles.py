@@ -157,9 +157,8 @@ def pad_tile(windows: Iterable[np.ndarray], pieces: list[Piece], shape: tuple[in
 
 
 def axis_extremes(length: int, tile: int, axis: AxisPad, mode: str) -> tuple[int, int]:
-    """Largest total window and largest kernel result along an axis cut into tiles of
-    ``tile``; a tile's total window is the sum of its pieces' windows (a wrap tile reads both
-    ends of the axis, not what lies between)."""
+    """Largest total window (the sum of a tile's pieces' windows: a wrap tile reads both ends
+    of the axis, not what lies between) and largest kernel result, over tiles of ``tile``."""
     window_max = kernel_max = 0
     for t0 in range(0, length, tile):
         pieces = axis_pieces(t0, min(t0 + tile, length), axis, mode)
@@ -222,11 +221,8 @@ def tiled_pad(
     show_progress: bool | str = False,
     plan: PadPlan | None = None,
 ) -> TiledResult:
-    """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` tile by tile.
-
-    Same semantics and errors as :func:`padconv_cli.kernels.pad.pad`; ``memory_limit`` bounds
-    the bytes of the tile in flight; the target is replaced when every tile is written.
-    """
+    """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` as
+    :func:`padconv_cli.kernels.pad.pad`, tile by tile within ``memory_limit`` bytes."""
     data = open_npy_input(source) if isinstance(source, str) else source
     plan, value, out_dtype, _, axis_ranges = pad_tiling(
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
