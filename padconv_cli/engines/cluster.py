@@ -4,11 +4,10 @@ With ``--scheduler ADDRESS`` padconv connects to that running scheduler; without
 cluster runs in this process (one worker, one thread per core, talking in-process; the only
 sockets are distributed's status HTTP servers, bound to 127.0.0.1) and is shut down at the end.
 
-distributed's own log lines and warnings reach stderr only with ``--verbose``; a lost scheduler
-or a dead worker becomes one :class:`~padconv_cli.errors.RuntimeFailure` line (exit code 3).
-asyncio reports a future whose exception nobody read when the future is collected, possibly
-long after the run ("Future exception was never retrieved"): a quiet run collects its garbage
-before it ends, and leaves the ``asyncio`` logger quiet when nobody had set its level.
+distributed's log lines and warnings reach stderr only with ``--verbose``.  asyncio reports a
+future whose exception nobody read when it is collected, maybe long after the run: a quiet run
+collects its garbage before it ends, and leaves the ``asyncio`` logger quiet when nobody had
+set its level.
 """
 
 from __future__ import annotations
@@ -59,18 +58,15 @@ def quiet_distributed(verbose: bool) -> Iterator[None]:
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL + 1)
-    ending = False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            try:
+            try:  # what distributed's objects say when collected stays hidden
                 yield
-            except BaseException as exc:
-                ending = not isinstance(exc, Exception)  # a signal: the process ends now
+            except Exception:
+                gc.collect()
                 raise
-            finally:
-                if not ending:  # what distributed's objects say when collected stays hidden
-                    gc.collect()
+            gc.collect()  # not after a signal: the process ends now
     finally:
         for logger, level in zip(loggers, levels, strict=True):
             if logger.name != "asyncio" or level != logging.NOTSET:

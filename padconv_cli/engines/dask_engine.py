@@ -1,11 +1,7 @@
-"""Running Pad or Conv on a dask cluster: open the input, build the blocks, write them.
-
-The workers compute each block (:mod:`padconv_cli.engines.dask_ops`) and write it into the
-``.npy`` or Zarr target (:mod:`padconv_cli.engines.dask_io`), so only byte counts travel back;
-the client counts finished blocks for the progress bar and commits the target at the end.
-Before the first block every worker confirms that it reads the client's input and sees the
-client's temporary output (:mod:`padconv_cli.engines.dask_io`).  A lost scheduler or a
-dead worker ends the run with one :class:`~padconv_cli.errors.RuntimeFailure` line, no output.
+"""Running Pad or Conv on a dask cluster: the workers compute each block
+(:mod:`.dask_ops`) and write it into the target (:mod:`.dask_io`), once each confirmed the
+client's input and output; only byte counts travel back.  A lost scheduler or a dead worker
+ends the run with one :class:`~padconv_cli.errors.RuntimeFailure` line and no output.
 """
 
 from __future__ import annotations

@@ -52,8 +52,6 @@ def absolute(path: str) -> str:
     return path if is_url(path) else os.path.abspath(path)
 
 
-# --- Zarr storage: which chunk objects exist, and their bytes ----------------------------------
-
 
 def _prefix(array: Any) -> str:
     path = array.store_path.path
@@ -127,8 +125,6 @@ def open_zarr_input(path: str) -> Any:
                          "below 1")
     return store
 
-
-# --- fingerprints: every worker reads the client's input ---------------------------------------
 
 
 @dataclass(frozen=True)
@@ -256,8 +252,6 @@ def confirm_on_workers(client: Any, inputs: list[Fingerprint], outputs: list[Any
             raise refusal(worker, path, problem)
 
 
-# --- inputs -----------------------------------------------------------------------------------
-
 
 def open_block_input(path: str) -> Any:
     """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each block
@@ -355,8 +349,6 @@ def read_zarr_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
                          source=expected.path) from None
 
 
-# --- outputs ----------------------------------------------------------------------------------
-
 
 class ZarrOutput:
     """A Zarr store filled block by block, moved over its target by :meth:`commit`.
@@ -448,10 +440,9 @@ def _temp_prefix(target: str) -> str:
 
 
 def _read_owner(location: Location, folder: str) -> dict | None:
-    text = location.read_text(location.join(folder, OWNER_FILE))
     try:
-        owner = json.loads(text) if text is not None else None
-    except ValueError:
+        owner = json.loads(location.fs.cat_file(location.join(folder, OWNER_FILE)))
+    except (OSError, ValueError):
         return None
     return owner if isinstance(owner, dict) else None
 
@@ -520,9 +511,6 @@ class NpyBlockOutput(NpyOutput):
         header = super()._create()
         self._expected_size = os.stat(self._temp).st_size
         return header
-
-    def __setitem__(self, box: tuple[slice, ...], values: np.ndarray) -> None:
-        self.write(box, values)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ the kernels' own and the result is bit-identical to the in-memory one.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -15,22 +16,7 @@ import numpy as np
 
 from padconv_cli.kernels.conv import ConvPlan, plan_conv
 from padconv_cli.kernels.pad import PadPlan
-from padconv_cli.outofcore.conv_tiles import (
-    ChannelTile,
-    conv_on_tile,
-    conv_tile_cost,
-    fixed_bytes,
-    plan_conv_tiles,
-    tile_budget,
-    tile_input,
-)
-from padconv_cli.outofcore.pad_tiles import (
-    pad_tile,
-    pad_tile_cost,
-    pad_tiling,
-    tile_pieces,
-    window_box,
-)
+from padconv_cli.outofcore import conv_tiles, pad_tiles
 from padconv_cli.outofcore.tiling import split_range
 
 
@@ -157,7 +143,7 @@ def _indexed_tiles(axis_ranges: list[list[Any]]) -> Any:
 
 def _range_length(item: Any) -> int:
     """Length of an axis range ``(start, stop)`` or a channel tile."""
-    if isinstance(item, ChannelTile):
+    if isinstance(item, conv_tiles.ChannelTile):
         return item.m1 - item.m0
     return item[1] - item[0]
 
@@ -166,20 +152,20 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
              mode: str = "constant", *, block_bytes: int, plan: PadPlan | None = None) -> Any:
     """ONNX Pad of ``x`` (see :func:`block_source`): a dask array of blocks of at most about
     ``block_bytes``; ``plan``: the call's plan when the caller made it already."""
-    plan, value, out_dtype, itemsize, axis_ranges = pad_tiling(
+    plan, value, out_dtype, itemsize, axis_ranges = pad_tiles.pad_tiling(
         x.shape, np.dtype(x.dtype), pads, constant_value, axes, mode, plan, block_bytes)
     source = block_source(x)
     if isinstance(source, ChunkGrid):
         wanted = {axis: max(1, c) for axis, c in enumerate(source.chunk_lengths)}
         axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape,
-                                     lambda shape: pad_tile_cost(shape, plan, itemsize),
+                                     lambda shape: pad_tiles.pad_tile_cost(shape, plan, itemsize),
                                      block_bytes)
     tasks = {}
     for index, tile in _indexed_tiles(axis_ranges):
-        pieces = tile_pieces(tile, plan)
-        fetches = [source.fetch_task(window_box(piece, plan)) for piece in pieces]
+        pieces = pad_tiles.tile_pieces(tile, plan)
+        fetches = [source.fetch_task(pad_tiles.window_box(piece, plan)) for piece in pieces]
         shape = tuple(stop - start for start, stop in tile)
-        tasks[index] = (pad_tile, fetches, pieces, shape, value, plan.mode, out_dtype)
+        tasks[index] = (pad_tiles.pad_tile, fetches, pieces, shape, value, plan.mode, out_dtype)
     chunks = tuple(tuple(stop - start for start, stop in ranges) for ranges in axis_ranges)
     extra = getattr(source, "crops", None)
     return blocks_array("pad", tasks, chunks, out_dtype, [x, pads, constant_value, axes, mode],
@@ -197,24 +183,24 @@ def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
         import dask.array as da
 
         return da.zeros(plan.output_shape, dtype=x.dtype), True
-    budget = tile_budget(block_bytes, w, b, "memory_limit: a block budget")
+    budget = conv_tiles.tile_budget(block_bytes, w, b, "memory_limit: a block budget")
     itemsize = np.dtype(x.dtype).itemsize
-    tiling = plan_conv_tiles(plan, itemsize, budget, fixed_bytes(w, b))
+    tiling = conv_tiles.plan_conv_tiles(plan, itemsize, budget, conv_tiles.fixed_bytes(w, b))
     source = block_source(x)
     axis_ranges = tiling.axis_ranges
     if isinstance(source, ChunkGrid):  # output chunk: ceil(input chunk / stride)
         wanted = {axis: -(-source.chunk_lengths[axis] // plan.strides[axis - 2])
                   for axis in range(2, len(axis_ranges))}
-        cost = lambda shape: conv_tile_cost(shape, plan=plan, itemsize=itemsize)  # noqa: E731
+        cost = functools.partial(conv_tiles.conv_tile_cost, plan=plan, itemsize=itemsize)
         axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape, cost, budget)
     from dask.base import tokenize
 
     w_key, b_key = f"padconv-w-{tokenize(w)}", f"padconv-b-{tokenize(b)}"
     tasks = {}
     for index, (images, channels, *spatial) in _indexed_tiles(axis_ranges):
-        tile = tile_input(plan, images, channels, tuple(spatial))
+        tile = conv_tiles.tile_input(plan, images, channels, tuple(spatial))
         fetch = None if tile.box is None else source.fetch_task(tile.box)
-        tasks[index] = (conv_on_tile, fetch, w_key, b_key, plan, tile, source.dtype)
+        tasks[index] = (conv_tiles.conv_on_tile, fetch, w_key, b_key, plan, tile, source.dtype)
     chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in axis_ranges)
     extra = {w_key: w, b_key: b, **getattr(source, "crops", {})}
     y = blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], extra)

@@ -61,14 +61,6 @@ class Location:
             return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
         return []
 
-    def read_text(self, path: str) -> str | None:
-        """The text of ``path``, None when it cannot be read."""
-        try:
-            with self.fs.open(path, "r", encoding="utf-8") as stream:
-                return stream.read()
-        except (OSError, ValueError):
-            return None
-
     def remove_tree(self, path: str) -> None:
         """Remove ``path`` and everything under it (nothing when absent)."""
         if not self.url:

@@ -76,8 +76,7 @@ def spatial_window(o0: int, o1: int, n: int, stride: int, dilation: int, kernel:
 
 @dataclass(frozen=True)
 class ChannelTile:
-    """Output channels ``[m0, m1)``, the input channels ``[c0, c1)`` they read, and the group
-    count the kernel runs with."""
+    """Output channels ``[m0, m1)``, the input channels ``[c0, c1)`` they read, the group count."""
 
     m0: int
     m1: int
@@ -168,12 +167,11 @@ def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
     images, out_channels, *spatial = choose_tile_shape(
         plan.output_shape, cost, budget, tile_order(plan), "Conv tile", overhead)
-    ranges = [
+    return ConvTiling([
         split_range(plan.output_shape[0], images),
         channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
         *(split_range(n, step) for n, step in zip(plan.output_shape[2:], spatial, strict=True)),
-    ]
-    return ConvTiling(ranges, True)
+    ], True)
 
 
 @dataclass(frozen=True)
@@ -235,17 +233,9 @@ def conv_on_tile(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | None,
                         None if b is None else b[m0:m1])
 
 
-def tiled_conv(
-    source: str | NpyInput,
-    w: np.ndarray,
-    b: np.ndarray | None,
-    target: str,
-    *,
-    memory_limit: int,
-    show_progress: bool | str = False,
-    plan: ConvPlan | None = None,
-    **attributes: Any,
-) -> TiledResult:
+def tiled_conv(source: str | NpyInput, w: np.ndarray, b: np.ndarray | None, target: str, *,
+               memory_limit: int, show_progress: bool | str = False,
+               plan: ConvPlan | None = None, **attributes: Any) -> TiledResult:
     """Conv (``attributes``, or the caller's ``plan``) of the ``.npy`` file ``source`` with
     ``w`` and ``b`` into ``target``, as :func:`padconv_cli.kernels.conv.conv`, tile by tile
     within ``memory_limit`` bytes (W and B included)."""
@@ -260,10 +250,8 @@ def tiled_conv(
     x.check_reads(tile.box for tile in tiles if tile.box is not None)
     check_disk_space(target, plan.output_shape, x.dtype)
     total = math.prod(plan.output_shape) * x.dtype.itemsize
-    with (
-        NpyOutput(target, plan.output_shape, x.dtype) as out,
-        TileProgress(tile_count(axis_ranges), total, show_progress, "conv") as progress,
-    ):
+    with (NpyOutput(target, plan.output_shape, x.dtype) as out,
+          TileProgress(tile_count(axis_ranges), total, show_progress, "conv") as progress):
         for images, channels, *spatial in grid(axis_ranges):
             tile = tile_input(plan, images, channels, tuple(spatial))
             block = None if tile.box is None else x.read(tile.box)

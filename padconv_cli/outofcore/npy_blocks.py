@@ -257,6 +257,8 @@ class NpyOutput:
         finally:
             os.close(fd)
 
+    __setitem__ = write  # ``out[box] = values``, as the dask workers write
+
     def commit(self) -> None:
         """Make the data durable, give the file its final mode and rename it over the target
         (an existing target's mode, else ``0o666 & ~umask``)."""

@@ -40,16 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.kernels.pad import (
-    AxisPad,
-    PadPlan,
-    coerce_constant_value,
-    fill_value,
-    output_dtype,
-    pad_element_kind,
-    pad_planned,
-    plan_pad,
-)
+from padconv_cli.kernels import pad as kernel
 from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
@@ -106,7 +97,7 @@ def _end(a: int, c: int, n: int, mode: str) -> tuple[tuple[int, int], int, int, 
     return (0, n), 0, reach, a  # a pad longer than one period: the whole axis
 
 
-def axis_pieces(t0: int, t1: int, axis: AxisPad, mode: str) -> list[AxisPiece]:
+def axis_pieces(t0: int, t1: int, axis: kernel.AxisPad, mode: str) -> list[AxisPiece]:
     """The pieces of output range ``[t0, t1)`` along one axis (module docstring)."""
     b, n = axis.pad_begin, axis.cropped_dim
     pieces = []
@@ -121,42 +112,37 @@ def axis_pieces(t0: int, t1: int, axis: AxisPad, mode: str) -> list[AxisPiece]:
     return pieces
 
 
-def tile_pieces(tile: tuple[tuple[int, int], ...], plan: PadPlan) -> list[Piece]:
+def tile_pieces(tile: tuple[tuple[int, int], ...], plan: kernel.PadPlan) -> list[Piece]:
     """Every kernel call that makes up the output tile ``tile`` (one range per axis)."""
     per_axis = [axis_pieces(t0, t1, axis, plan.mode)
                 for (t0, t1), axis in zip(tile, plan.per_axis, strict=True)]
     return list(itertools.product(*per_axis))
 
 
-def window_box(piece: Piece, plan: PadPlan) -> tuple[slice, ...]:
+def window_box(piece: Piece, plan: kernel.PadPlan) -> tuple[slice, ...]:
     """The box of the original input (before cropping) a piece's kernel call reads."""
     return tuple(slice(p.window[0] + axis.crop_begin, p.window[1] + axis.crop_begin)
                  for p, axis in zip(piece, plan.per_axis, strict=True))
 
 
-def piece_plan(window_shape: tuple[int, ...], piece: Piece, mode: str) -> PadPlan:
-    """The plan of the kernel's run on one piece's window, nothing resolved again: every axis
-    keeps its window and gets the piece's pads (never negative: the crops are in the window)."""
-    per_axis = tuple(AxisPad(dim, 0, 0, p.before, p.after)
-                     for dim, p in zip(window_shape, piece, strict=True))
-    return PadPlan(window_shape, mode, tuple(range(len(window_shape))), per_axis)
-
-
 def pad_tile(windows: Iterable[np.ndarray], pieces: list[Piece], shape: tuple[int, ...],
              value: Any, mode: str, dtype: np.dtype) -> np.ndarray:
     """One output tile of ``shape`` from its pieces' windows (in the pieces' order, read one
-    at a time when ``windows`` is lazy): ``tile[out box] = pad(window, pads)[crop box]``."""
+    at a time when ``windows`` is lazy): ``tile[out box] = pad(window, pads)[crop box]``, on a
+    plan made from the piece (nothing resolved again; its pads are never negative)."""
     out = np.empty(shape, dtype=dtype)
     for piece, window in zip(pieces, windows, strict=True):
-        plan = piece_plan(tuple(window.shape), piece, mode)
-        result = pad_planned(window, plan, fill_value(value, window.dtype, plan))
+        per_axis = tuple(kernel.AxisPad(dim, 0, 0, p.before, p.after)
+                         for dim, p in zip(window.shape, piece, strict=True))
+        plan = kernel.PadPlan(tuple(window.shape), mode, tuple(range(window.ndim)), per_axis)
+        result = kernel.pad_planned(window, plan, kernel.fill_value(value, window.dtype, plan))
         kept = tuple(slice(p.crop, p.crop + p.length) for p in piece)
         out[tuple(slice(p.out_start, p.out_start + p.length) for p in piece)] = result[kept]
         del window, result
     return out
 
 
-def axis_extremes(length: int, tile: int, axis: AxisPad, mode: str) -> tuple[int, int]:
+def axis_extremes(length: int, tile: int, axis: kernel.AxisPad, mode: str) -> tuple[int, int]:
     """Largest total window (the sum of a tile's pieces' windows: a wrap tile reads both ends
     of the axis, not what lies between) and largest kernel result, over tiles of ``tile``."""
     window_max = kernel_max = 0
@@ -171,7 +157,7 @@ def axis_extremes(length: int, tile: int, axis: AxisPad, mode: str) -> tuple[int
 _extremes = functools.lru_cache(maxsize=4096)(axis_extremes)
 
 
-def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> int:
+def pad_tile_cost(tile_shape: tuple[int, ...], plan: kernel.PadPlan, itemsize: int) -> int:
     """Upper bound of the bytes one tile of ``tile_shape`` needs:
     ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))`` (the windows
     read and copied, the kernel's result, the tile and its copy written out), with the
@@ -184,13 +170,7 @@ def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> 
     return itemsize * (2 * windows + result + 2 * math.prod(tile_shape))
 
 
-def pad_output_dtype(dtype: np.dtype, value: Any, plan: PadPlan) -> np.dtype:
-    """The result's type (a ``<U`` type may widen for a long constant):
-    :func:`padconv_cli.kernels.pad.output_dtype` of the plan's fill value."""
-    return output_dtype(dtype, fill_value(value, dtype, plan))
-
-
-def plan_pad_tiles(plan: PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
+def plan_pad_tiles(plan: kernel.PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
     """Per-axis output ranges of a tile grid whose tiles each fit ``budget`` bytes."""
     shape = choose_tile_shape(plan.output_shape, lambda tile: pad_tile_cost(tile, plan, itemsize),
                               budget, what="Pad tile")
@@ -198,29 +178,21 @@ def plan_pad_tiles(plan: PadPlan, itemsize: int, budget: int) -> list[list[tuple
 
 
 def pad_tiling(shape: tuple[int, ...], dtype: np.dtype, pads: Any, constant_value: Any,
-               axes: Any, mode: str, plan: PadPlan | None, budget: int) -> tuple:
+               axes: Any, mode: str, plan: kernel.PadPlan | None, budget: int) -> tuple:
     """``(plan, typed constant, result type, itemsize, tile ranges)`` of a call, the tiles
-    within ``budget`` bytes (``plan``: the call's, when the caller made it already)."""
-    pad_element_kind(dtype)
-    plan = plan if plan is not None else plan_pad(shape, pads, axes, mode)
-    value = None if constant_value is None else coerce_constant_value(constant_value, dtype)
-    out_dtype = pad_output_dtype(np.dtype(dtype), value, plan)
+    within ``budget`` bytes (``plan``: the call's, when the caller made it already); the
+    result's type is the kernel's for the fill value (a ``<U`` type may widen)."""
+    kernel.pad_element_kind(dtype)
+    plan = plan if plan is not None else kernel.plan_pad(shape, pads, axes, mode)
+    value = None if constant_value is None else kernel.coerce_constant_value(constant_value, dtype)
+    out_dtype = kernel.output_dtype(np.dtype(dtype), kernel.fill_value(value, dtype, plan))
     itemsize = max(dtype.itemsize, out_dtype.itemsize)
     return plan, value, out_dtype, itemsize, plan_pad_tiles(plan, itemsize, budget)
 
 
-def tiled_pad(
-    source: str | NpyInput,
-    target: str,
-    pads: Any,
-    constant_value: Any = None,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    memory_limit: int,
-    show_progress: bool | str = False,
-    plan: PadPlan | None = None,
-) -> TiledResult:
+def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: Any = None,
+              axes: Any = None, mode: str = "constant", *, memory_limit: int,
+              show_progress: bool | str = False, plan: kernel.PadPlan | None = None) -> TiledResult:
     """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` as
     :func:`padconv_cli.kernels.pad.pad`, tile by tile within ``memory_limit`` bytes."""
     data = open_npy_input(source) if isinstance(source, str) else source
@@ -230,10 +202,8 @@ def tiled_pad(
                      for tile in grid(axis_ranges) for piece in tile_pieces(tile, plan))
     check_disk_space(target, plan.output_shape, out_dtype)
     total = math.prod(plan.output_shape) * out_dtype.itemsize
-    with (
-        NpyOutput(target, plan.output_shape, out_dtype) as out,
-        TileProgress(tile_count(axis_ranges), total, show_progress, "pad") as progress,
-    ):
+    with (NpyOutput(target, plan.output_shape, out_dtype) as out,
+          TileProgress(tile_count(axis_ranges), total, show_progress, "pad") as progress):
         for tile in grid(axis_ranges):
             pieces = tile_pieces(tile, plan)
             windows = (data.read(window_box(piece, plan)) for piece in pieces)

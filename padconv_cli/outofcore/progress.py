@@ -82,22 +82,15 @@ class TileProgress:
             silence_stderr()
 
     def _start_bar(self) -> None:
+        import rich.progress as bar
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
 
         # rich alone keeps bold under NO_COLOR: "plain" asks for no style at all
         plain = {"color_system": None, "no_color": True} if self.enabled == "plain" else {}
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(),
-            TextColumn("{task.fields[tiles]} tiles"), DownloadColumn(binary_units=True),
-            TransferSpeedColumn(), TimeRemainingColumn(),
+        self._progress = bar.Progress(
+            bar.TextColumn("[bold]{task.description}"), bar.BarColumn(),
+            bar.TextColumn("{task.fields[tiles]} tiles"), bar.DownloadColumn(binary_units=True),
+            bar.TransferSpeedColumn(), bar.TimeRemainingColumn(),
             console=Console(stderr=True, highlight=False, **plain), transient=True,
         )
         self._progress.start()

@@ -1,15 +1,11 @@
 """Splitting an output into tiles whose working memory stays under a budget.
 
 A tile is one ``(start, stop)`` range per output axis.  Its shape is chosen greedily along the
-axes given (C order for Pad, so that a tile is a few whole rows, slabs or volumes and reads long
-contiguous runs of the file): the first axis is shortened until the tile fits; if even one
-index of it does not fit, it is set to one and the next axis is shortened, and so on.
-``cost(tile_shape)`` bounds the bytes any tile of that shape needs and grows with each length.
-
-Every tile has a fixed cost (reading, calling the kernel, scheduling a task), so a tile holds
-at least ``min(16384, ceil(outputs / 1024))`` output elements: a big tensor is never cut into
-millions of slivers.  A budget that cannot hold that tile is refused up front, with the limit
-it needs.
+axes given (C order: a tile is a few whole rows, slabs or volumes, long runs of the file): the
+first axis is shortened until the tile fits; if one index of it does not fit, it is set to one
+and the next axis is shortened, and so on.  Every tile has a fixed cost (reading, calling the
+kernel, scheduling a task), so a tile holds at least ``min(16384, ceil(outputs / 1024))``
+output elements; a budget that cannot hold that tile is refused up front.
 """
 
 from __future__ import annotations
@@ -43,17 +39,13 @@ def tile_count(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> int:
     return math.prod(len(ranges) for ranges in axis_ranges)
 
 
-def choose_tile_shape(
-    shape: Sequence[int],
-    cost: Callable[[tuple[int, ...]], int],
-    budget: int,
-    order: Sequence[int] | None = None,
-    what: str = "tile",
-    overhead: int = 0,
-) -> tuple[int, ...]:
+def choose_tile_shape(shape: Sequence[int], cost: Callable[[tuple[int, ...]], int], budget: int,
+                      order: Sequence[int] | None = None, what: str = "tile",
+                      overhead: int = 0) -> tuple[int, ...]:
     """The tile shape of the greedy rule (module docstring), shortening only the axes in
     ``order`` (default: all, first to last), then grown back, last shortened axis first, to
-    the least tile.  Raises :class:`OutputTooLargeError` when that tile needs more than
+    the least tile; ``cost(shape)`` bounds the bytes of any tile of that shape and grows with
+    each length.  Raises :class:`OutputTooLargeError` when that tile needs more than
     ``budget`` bytes; the message gives the limit needed, ``overhead`` (bytes held besides the
     tiles, e.g. W) included.
     """
