@@ -162,9 +162,9 @@ class _Progress:
     """A transient bar on stderr (a terminal only) once the audit has run for a second."""
 
     def __init__(self, enabled: bool) -> None:
-        from padconv_cli.outofcore.progress import stderr_is_terminal
+        from padconv_cli.cli.style import is_terminal
 
-        self.enabled = enabled and stderr_is_terminal()
+        self.enabled = enabled and is_terminal(err=True)
         self.started = time.monotonic()
         self.bar = None
         self.task = None

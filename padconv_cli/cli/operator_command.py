@@ -144,8 +144,7 @@ def run_operator(
     and emit run in memory.
     """
     from padconv_cli.cli.engine_options import progress_display
-    from padconv_cli.cli.style import color_enabled
-    from padconv_cli.outofcore.progress import stderr_is_terminal
+    from padconv_cli.cli.style import color_enabled, is_terminal
     from padconv_cli.pipeline import Request, plan
 
     _check_output_targets(request.output, extras.emit_onnx)
@@ -160,7 +159,7 @@ def run_operator(
         output=request.output, fmt=request.fmt, dtype=request.dtype,
         max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
         scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
-        show_progress=progress_display(engine_settings.quiet, stderr_is_terminal(),
+        show_progress=progress_display(engine_settings.quiet, is_terminal(err=True),
                                        color_enabled(err=True)),
     )
     planned = plan(call, note=None if extras.explain else _print_note)

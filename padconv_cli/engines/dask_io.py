@@ -1,73 +1,273 @@
-"""Dask arrays from ``.npy`` files and Zarr stores, and block-wise writing of results.
+"""The dask engine's inputs and outputs, and the checks that every worker shares them.
 
-Inputs: a ``.npy`` file becomes a dask array whose chunks are read with ``pread``
-(:class:`padconv_cli.outofcore.npy_blocks.NpyInput`, same header checks as tensorio); a
-Zarr store (a folder with ``zarr.json`` or ``.zarray``) is opened with ``dask.array.from_zarr``.
+Inputs: a ``.npy`` file read box by box with ``pread`` (tensorio's header checks), or a Zarr
+store.  Outputs: a temporary ``.npy`` file, or a temporary Zarr store on chunks equal to the
+blocks, that the workers fill block by block, put in place (:mod:`.locations`) only when every
+block is written.
 
-Outputs: a ``.npy`` target is created in a temporary file that the workers fill block by
-block with ``pwrite`` (:class:`padconv_cli.outofcore.npy_blocks.NpyOutput`), then renamed over
-the target; a ``.zarr`` target is written to a
-temporary store next to it, block by block on chunks equal to the blocks (no two tasks touch
-one chunk), then moved into place.  Either way the target is replaced only when every block
-is written.
+A worker resolves a path in its own file system: a path that exists only on the client would
+make it read another file, or for Zarr no chunk at all (the fill value).  So local paths are
+made absolute on the client; every worker compares the client's fingerprint of the input (a
+``.npy`` file's size, mtime, shape, dtype and the SHA-256 of its header and of three 64 KiB
+ranges of data; a Zarr store's shape, dtype, chunk grid, metadata, number of stored chunks and
+the SHA-256 of three of them) before the first block and once per worker process in the block
+tasks; a task refuses a chunk the client's store holds but the worker cannot find (a chunk is
+the unit stored as one object: the shard of a sharded array); workers confirm they see the
+client's temporary output.  A refusal names the worker and the path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import math
 import os
 import secrets
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.engines.cluster import require_dask
-from padconv_cli.engines.locations import Location
-from padconv_cli.engines.shared_files import (
-    Fingerprint,
-    absolute,
-    check_chunks,
-    ensure_confirmed,
-    npy_fingerprint,
-    zarr_fingerprint,
-)
-from padconv_cli.engines.zarr_store import (
-    keys_touching,
-    object_shape,
-    open_zarr_input,
-    stored_chunk_keys,
-)
-from padconv_cli.errors import OutputError
+from padconv_cli.engines.locations import Location, is_url
+from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.read_policy import check_read_bytes, input_limit
 from padconv_cli.tensorio.files import one_line
 from padconv_cli.tensorio.zarr_paths import ZARR_MARKERS, is_zarr_path
-from padconv_cli.tensorio.zarr_store import check_zarr_objects
+from padconv_cli.tensorio.zarr_store import check_store_entries, check_zarr_objects
+
+SAMPLE_BYTES = 64 * 2**10
+METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
+OWNER_FILE = "padconv-owner.json"
+
+
+def absolute(path: str) -> str:
+    """``path`` made absolute on the client (URLs unchanged)."""
+    return path if is_url(path) else os.path.abspath(path)
+
+
+
+def _prefix(array: Any) -> str:
+    path = array.store_path.path
+    return path.rstrip("/") + "/" if path else ""
+
+
+def _store_op(array: Any, name: str, key: str, *args: Any) -> Any:
+    """``store.name(array prefix + key, *args)`` of the store under ``array``, run to the end."""
+    from zarr.core.sync import sync
+
+    return sync(getattr(array.store_path.store, name)(_prefix(array) + key, *args))
+
+
+def object_shape(array: Any) -> tuple[int, ...]:
+    """Shape of the unit stored as one object (shard, else chunk)."""
+    shards = getattr(array, "shards", None)
+    return tuple(shards) if shards else tuple(array.chunks)
+
+
+def stored_chunk_keys(array: Any) -> set[str]:
+    """The keys of every chunk object the store holds (metadata documents excluded)."""
+    async def listing() -> list[str]:
+        return [key async for key in array.store_path.store.list_prefix(prefix)]
+
+    from zarr.core.sync import sync
+
+    prefix = _prefix(array)
+    keys = set()
+    for name in (key[len(prefix):] for key in sync(listing())):
+        leaf = name.rsplit("/", 1)[-1]
+        if name and not (leaf in METADATA_KEYS or leaf.startswith(".") or leaf.endswith(".json")):
+            keys.add(name)
+    return keys
+
+
+def read_key(array: Any, key: str) -> bytes | None:
+    """The raw bytes of ``key`` (relative to the array), None when absent."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    buffer = _store_op(array, "get", key, default_buffer_prototype())
+    return None if buffer is None else buffer.to_bytes()
+
+
+def keys_touching(array: Any, box: tuple[slice, ...]) -> list[str]:
+    """Keys of the stored objects that overlap ``box`` (whether stored or not)."""
+    if any(s.start >= s.stop for s in box):
+        return []
+    per_axis = [range(s.start // c, (s.stop - 1) // c + 1)
+                for s, c in zip(box, object_shape(array), strict=True)]
+    return [array.metadata.encode_chunk_key(coords) for coords in itertools.product(*per_axis)]
+
+
+def open_zarr_input(path: str) -> Any:
+    """The Zarr array at ``path``, opened read-only; a numeric or bool element type and
+    chunks of at least one element per axis."""
+    require_dask(("zarr",))
+    import zarr
+
+    check_store_entries(path, path)
+    try:
+        store = zarr.open_array(path, mode="r")
+    except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
+        raise InputError(f"{path}: not a readable Zarr array ({one_line(exc, 200)})") from None
+    dtype = np.dtype(store.dtype)
+    if dtype.hasobject or dtype.kind not in "biufc":
+        raise UnsupportedDtypeError(
+            f"{path}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type"
+        )
+    if any(length < 1 for length in object_shape(store)):
+        raise InputError(f"{path}: Zarr chunk shape {list(object_shape(store))} has a length "
+                         "below 1")
+    return store
+
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What identifies one input: its kind, path and the facts compared between machines."""
+
+    kind: str
+    path: str
+    facts: tuple[tuple[str, str], ...]
+
+    def difference(self, other: Fingerprint) -> str | None:
+        """The first fact in which ``other`` differs from this one (None when equal)."""
+        theirs = dict(other.facts)
+        for name, value in self.facts:
+            if theirs.get(name) != value:
+                return f"{name} is {theirs.get(name, 'unknown')}, the client's is {value}"
+        return None
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def npy_fingerprint(path: str, data_offset: int, shape: tuple, dtype: Any) -> Fingerprint:
+    """Fingerprint of a ``.npy`` file (module docstring); raises OSError when unreadable."""
+    info = os.stat(path)
+    length = info.st_size - data_offset
+    count = min(SAMPLE_BYTES, length)
+    with open(path, "rb") as stream:
+        digests = [_digest(stream.read(data_offset))]
+        for offset in sorted({data_offset, data_offset + (length - count) // 2,
+                              data_offset + length - count} if length > 0 else ()):
+            stream.seek(offset)
+            digests.append(_digest(stream.read(count)))
+    facts = (("size", str(info.st_size)), ("mtime", str(info.st_mtime_ns)),
+             ("shape", str(tuple(shape))), ("dtype", str(dtype)),
+             ("content digest", ",".join(digests)))
+    return Fingerprint("npy", path, facts)
+
+
+def zarr_fingerprint(array: Any, path: str) -> Fingerprint:
+    """Fingerprint of an open Zarr array (module docstring)."""
+    keys = sorted(stored_chunk_keys(array))
+    samples = sorted({keys[0], keys[len(keys) // 2], keys[-1]}) if keys else []
+    grid = tuple(-(-n // c) for n, c in zip(array.shape, object_shape(array), strict=True))
+    metadata = b"\0".join(read_key(array, key) or b"" for key in METADATA_KEYS)
+    facts = (
+        ("shape", str(tuple(array.shape))),
+        ("dtype", str(array.dtype)),
+        ("chunk grid", str(grid)),
+        ("metadata digest", _digest(metadata)),
+        ("stored chunks", str(len(keys))),
+        ("chunk digests", ",".join(f"{k}:{_digest(read_key(array, k) or b'')}" for k in samples)),
+    )
+    return Fingerprint("zarr", path, facts)
+
+
+def here() -> str:
+    """The address of the dask worker running this code (or ``this process``)."""
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return "this process"
+
+
+def problem_with(expected: Fingerprint) -> str | None:
+    """Why this process does not see the client's input ``expected`` (None when it does)."""
+    path = expected.path
+    try:
+        if expected.kind == "zarr":
+            found = zarr_fingerprint(open_zarr_input(path), path)
+        else:
+            header = open_npy_input(path).header
+            found = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
+    except Exception as exc:  # any failure to read (missing file, no credentials...) refuses
+        return f"cannot read it ({one_line(exc, 160)})"
+    difference = expected.difference(found)
+    return None if difference is None else f"not the client's file: {difference}"
+
+
+def refusal(worker: str, path: str, problem: str) -> InputError:
+    """The one-line error for a worker that does not see the client's ``path``."""
+    return InputError(f"worker {worker}: {path}: {problem}; every worker must see the client's "
+                      "files at the same absolute path (a shared file system or object store)",
+                      source=path)
+
+
+_CONFIRMED: set[Fingerprint] = set()
+
+
+def ensure_confirmed(expected: Fingerprint) -> None:
+    """Check ``expected`` in this worker process once (later calls return at once)."""
+    if expected in _CONFIRMED:
+        return
+    problem = problem_with(expected)
+    if problem is not None:
+        raise refusal(here(), expected.path, problem)
+    _CONFIRMED.add(expected)
+
+
+def worker_problems(inputs: list[Fingerprint], outputs: list[Any]) -> list[tuple[str, str]]:
+    """``(path, problem)`` for every input or output this worker does not share."""
+    problems = []
+    for expected in inputs:
+        problem = problem_with(expected)
+        if problem is None:
+            _CONFIRMED.add(expected)
+        else:
+            problems.append((expected.path, problem))
+    for output in outputs:
+        problem = output.probe()
+        if problem is not None:
+            problems.append((output.target, problem))
+    return problems
+
+
+def confirm_on_workers(client: Any, inputs: list[Fingerprint], outputs: list[Any]) -> None:
+    """Every worker of ``client`` confirms the inputs and outputs (module docstring); raises
+    :class:`InputError` naming the first worker and path that differ."""
+    answers = client.run(worker_problems, inputs, outputs)
+    for worker in sorted(answers):
+        for path, problem in answers[worker]:
+            raise refusal(worker, path, problem)
+
 
 
 def open_block_input(path: str) -> Any:
-    """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each dask
-    block task reads its own box from, with the input's fingerprint (see
-    :mod:`padconv_cli.engines.shared_files`)."""
+    """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each block
+    task reads its own box from, with the input's fingerprint."""
     path = absolute(path)
-    if is_zarr_path(path):
-        return ZarrSource(path)
-    return NpySource(path)
+    return ZarrSource(path) if is_zarr_path(path) else NpySource(path)
 
 
 class NpySource:
-    """A ``.npy`` file read box by box through short-lived memory maps on the workers."""
+    """A ``.npy`` file read box by box on the workers."""
 
     def __init__(self, path: str) -> None:
         self.array = open_npy_input(path)
         header = self.array.header
         self.fingerprint = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
-        self.shape, self.dtype, self.ndim = self.array.shape, self.array.dtype, self.array.ndim
+        self.shape, self.dtype = self.array.shape, self.array.dtype
 
     def __dask_tokenize__(self) -> Any:
         return self.fingerprint
@@ -77,17 +277,16 @@ class NpySource:
         return self
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box`` (after the worker confirmed the file); a box
-        over the input limit is refused here, on the client, before any block runs."""
+        """A task giving the values in ``box`` once the worker confirmed the file; a box over
+        the input limit is refused here, on the client, before any block runs."""
         self.array.check_reads([box])
         return (read_npy_box, self.array, self.fingerprint, box)
 
 
 def read_npy_box(array: Any, expected: Fingerprint, box: tuple[slice, ...]) -> np.ndarray:
-    """``array[box]`` from the worker's view of the file, once it is confirmed to be the
-    client's."""
+    """``array[box]`` from the worker's view of the file, once it is the client's."""
     ensure_confirmed(expected)
-    return np.ascontiguousarray(array[box])
+    return array.read(box)
 
 
 class ZarrSource:
@@ -102,28 +301,24 @@ class ZarrSource:
         self.fingerprint = zarr_fingerprint(self.array, path)
         self.stored = stored_chunk_keys(self.array)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
-        self.ndim = len(self.shape)
 
     def __dask_tokenize__(self) -> Any:
         return self.fingerprint
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
         """A task giving the values in ``box`` (within the input limit)."""
-        box_bytes = math.prod(len(range(*s.indices(n))) for s, n in zip(box, self.shape,
-                                                                         strict=True))
-        check_read_bytes(box_bytes * self.dtype.itemsize, self.path, "one dask block",
-                         self.limit)
+        count = math.prod(len(range(*s.indices(n))) for s, n in zip(box, self.shape, strict=True))
+        check_read_bytes(count * self.dtype.itemsize, self.path, "one dask block", self.limit)
         keys = [key for key in keys_touching(self.array, box) if key in self.stored]
         return (read_zarr_box, self.array, self.fingerprint, box, keys)
 
     def chunked(self, block_bytes: int) -> Any:
-        """A dask array with one read task per stored object (chunk, or shard) when one fits
-        ``block_bytes``: each is then read and decompressed once, and blocks aligned with it
-        get their halo as small crops of the neighbours (see
-        :class:`padconv_cli.engines.dask_ops.ChunkGrid`); else this source, whose blocks read
-        their own boxes."""
+        """A dask array of one read task per stored object (chunk or shard) when one fits
+        ``block_bytes``: each is read and decompressed once, and aligned blocks get their halo
+        as crops of the neighbours (:class:`padconv_cli.engines.dask_ops.ChunkGrid`); else
+        this source, whose blocks read their own boxes."""
         import dask.array as da
-        from dask.array.core import normalize_chunks
+        from dask.array.core import normalize_chunks, slices_from_chunks
         from dask.base import tokenize
 
         grid = object_shape(self.array)
@@ -131,55 +326,44 @@ class ZarrSource:
             return self
         chunks = normalize_chunks(grid, self.shape)
         name = f"padconv-read-{tokenize(self.fingerprint, chunks)}"
-        starts = [np.cumsum((0, *sizes)) for sizes in chunks]
-        graph = {}
-        for index in np.ndindex(*(len(sizes) for sizes in chunks)):
-            box = tuple(
-                slice(int(axis[i]), int(axis[i + 1])) for axis, i in zip(starts, index, strict=True)
-            )
-            graph[(name, *index)] = self.fetch_task(box)
+        boxes = slices_from_chunks(chunks)
+        indices = np.ndindex(*(len(sizes) for sizes in chunks))
+        graph = {(name, *index): self.fetch_task(box)
+                 for index, box in zip(indices, boxes, strict=True)}
         return da.Array(graph, name, chunks=chunks, dtype=self.dtype)
 
 
-def read_zarr_box(
-    array: Any, expected: Fingerprint, box: tuple[slice, ...], keys: list[str]
-) -> np.ndarray:
-    """``array[box]`` once the worker confirmed the store and found each chunk in ``keys``."""
+def read_zarr_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
+                  keys: list[str]) -> np.ndarray:
+    """``array[box]`` once the worker confirmed the store and found each chunk in ``keys``
+    (stored in the client's store: a missing one would read as the fill value)."""
     ensure_confirmed(expected)
-    check_chunks(array, expected.path, keys)
+    for key in keys:
+        if not _store_op(array, "exists", key):
+            raise refusal(here(), expected.path,
+                          f"chunk {key} is stored in the client's store but missing here")
     try:
         return np.ascontiguousarray(array[box])
     except Exception as exc:  # a chunk the codec cannot decode (corrupt, truncated, forged)
-        from padconv_cli.errors import InputError
-
         raise InputError(f"{expected.path}: cannot read the Zarr chunks ({one_line(exc, 200)})",
                          source=expected.path) from None
 
-
-TEMP_TAG = ".padconv-"
-OWNER_FILE = "padconv-owner.json"
 
 
 class ZarrOutput:
     """A Zarr store filled block by block, moved over its target by :meth:`commit`.
 
-    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target (a folder, or a prefix
-    of an object store, see :mod:`padconv_cli.engines.locations`) holds an owner file (a
-    random token, the client's host and process id).  A worker writes a block only while that
-    file is there, and removes the whole temporary store when the file is gone after its write
-    (the client gave the run up while the worker was still writing), so nothing partial stays
-    behind.  Creating a store first removes the temporary stores of earlier runs that were
-    given up: no owner file, or an owner process on this host that no longer runs.
+    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target holds an owner file
+    (a random token, the client's host and pid); a worker writes only while it is there and
+    removes the store when it is gone after its write (the run was given up meanwhile).
     """
 
-    def __init__(
-        self, target: str, shape: tuple[int, ...], dtype: np.dtype, chunks: tuple[int, ...]
-    ) -> None:
+    def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype,
+                 chunks: tuple[int, ...]) -> None:
         require_dask(("zarr",))
         import zarr
 
         self.target = target
-        self.shown_path = target
         self.location = Location(target)
         _check_zarr_target(target, self.location)
         remove_abandoned_stores(target, self.location)
@@ -188,15 +372,12 @@ class ZarrOutput:
         self.temp = self.location.join(self.location.parent(target) or ".", name)
         try:
             self.location.make_folder(self.temp)
-            _write_owner(self.location, self.temp, self.token)
-            zarr.create_array(
-                store=self.temp,
-                shape=shape,
-                chunks=tuple(max(1, c) for c in chunks),
-                dtype=dtype,
-                overwrite=False,
-                fill_value=None,
-            )
+            owner = {"token": self.token, "host": socket.gethostname(), "pid": os.getpid()}
+            owner_path = self.location.join(self.temp, OWNER_FILE)
+            with self.location.fs.open(owner_path, "w", encoding="utf-8") as stream:
+                stream.write(dumps(owner))
+            zarr.create_array(store=self.temp, shape=shape, chunks=tuple(max(1, c) for c in chunks),
+                              dtype=dtype, overwrite=False, fill_value=None)
         except (OSError, ValueError, TypeError) as exc:
             self.discard()
             raise OutputError(
@@ -208,24 +389,31 @@ class ZarrOutput:
 
     def probe(self) -> str | None:
         """Why this process cannot write the client's temporary store (None when it can)."""
-        if _owner_token(self.location, self.temp) != self.token:
+        owner = _read_owner(self.location, self.temp) or {}
+        if owner.get("token") != self.token:
             return f"does not see the client's temporary store {self.temp}"
         return None
 
     def __setitem__(self, box: tuple[slice, ...], values: np.ndarray) -> None:
         import zarr
 
+        given_up = OutputError(f"{self.target}: the temporary store was removed (run given up)")
         if self.probe() is not None:
-            raise OutputError(f"{self.target}: the temporary store was removed (run given up)")
-        array = _open_writing_empty_chunks(zarr, self.temp)
-        array[box] = values
+            raise given_up
+        # every chunk written, empty ones included (each block is one chunk)
+        array = zarr.open_array(self.temp, mode="r+")
+        if hasattr(array, "with_config"):  # zarr >= 3.1.6; before, the global config rules
+            array = array.with_config({"write_empty_chunks": True})
+            array[box] = values
+        else:
+            with zarr.config.set({"array.write_empty_chunks": True}):
+                zarr.open_array(self.temp, mode="r+")[box] = values
         if self.probe() is not None:
             self.discard()
-            raise OutputError(f"{self.target}: the temporary store was removed (run given up)")
+            raise given_up
 
     def check_complete(self, blocks: int) -> None:
-        """Every block's chunk is in the client's view of the store (each block is one chunk,
-        written even when it holds only the fill value)."""
+        """Every block's chunk is in the client's view of the store."""
         import zarr
 
         stored = len(stored_chunk_keys(zarr.open_array(self.temp, mode="r")))
@@ -237,49 +425,26 @@ class ZarrOutput:
 
     def commit(self) -> None:
         """Replace the target (an old Zarr store there is removed only after the move)."""
-        self.location.remove(self.location.join(self.temp, OWNER_FILE))
+        with contextlib.suppress(OSError):
+            self.location.fs.rm_file(self.location.join(self.temp, OWNER_FILE))
         self.location.publish(self.temp, self.target)
 
     def discard(self) -> None:
         """Remove the temporary store."""
-        temp = getattr(self, "temp", None)
-        if temp:
-            self.location.remove_tree(temp)
+        if getattr(self, "temp", None):
+            self.location.remove_tree(self.temp)
 
 
 def _temp_prefix(target: str) -> str:
-    return f".{target.rstrip('/').rsplit('/', 1)[-1]}{TEMP_TAG}"
-
-
-def _write_owner(location: Location, folder: str, token: str) -> None:
-    owner = {"token": token, "host": socket.gethostname(), "pid": os.getpid()}
-    location.write_text(location.join(folder, OWNER_FILE), dumps(owner))
+    return f".{target.rstrip('/').rsplit('/', 1)[-1]}.padconv-"
 
 
 def _read_owner(location: Location, folder: str) -> dict | None:
-    text = location.read_text(location.join(folder, OWNER_FILE))
     try:
-        owner = json.loads(text) if text is not None else None
-    except ValueError:
+        owner = json.loads(location.fs.cat_file(location.join(folder, OWNER_FILE)))
+    except (OSError, ValueError):
         return None
     return owner if isinstance(owner, dict) else None
-
-
-def _owner_token(location: Location, folder: str) -> str | None:
-    owner = _read_owner(location, folder)
-    return None if owner is None else owner.get("token")
-
-
-def _process_runs(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def is_abandoned(location: Location, folder: str) -> bool:
@@ -288,46 +453,42 @@ def is_abandoned(location: Location, folder: str) -> bool:
     owner = _read_owner(location, folder)
     if owner is None:
         return True
-    return owner.get("host") == socket.gethostname() and not _process_runs(owner.get("pid"))
+    if owner.get("host") != socket.gethostname():
+        return False
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it runs, as another user
+        pass
+    return False
 
 
 def remove_abandoned_stores(target: str, location: Location | None = None) -> list[str]:
-    """Remove the abandoned temporary stores of ``target`` (see :func:`is_abandoned`);
-    returns their paths."""
+    """Remove the abandoned temporary stores of ``target`` (:func:`is_abandoned`); returns
+    their paths."""
     location = location or Location(target)
     folder = location.parent(target) or "."
-    prefix = _temp_prefix(target)
     removed = []
     for name in location.names(folder):
         path = location.join(folder, name)
-        if name.startswith(prefix) and is_abandoned(location, path):
+        if name.startswith(_temp_prefix(target)) and is_abandoned(location, path):
             location.remove_tree(path)
             removed.append(path)
     return removed
 
 
-def _open_writing_empty_chunks(zarr: Any, path: str) -> Any:
-    """The Zarr array at ``path``, opened to write every chunk, empty ones included.
-
-    ``Array.with_config`` exists from zarr 3.1.6 (which needs numpy 2); before it, the array
-    takes the setting from the global config at the time it is opened.
-    """
-    array = zarr.open_array(path, mode="r+")
-    if hasattr(array, "with_config"):
-        return array.with_config({"write_empty_chunks": True})
-    with zarr.config.set({"array.write_empty_chunks": True}):
-        return zarr.open_array(path, mode="r+")
-
-
 def _check_zarr_target(target: str, location: Location) -> None:
     """Only a missing path, an empty folder or a Zarr store may be replaced by a Zarr result."""
-    if not location.exists(target) or location.is_empty_folder(target):
+    fs = location.fs
+    if not fs.exists(target) or (fs.isdir(target) and not fs.ls(target, detail=False)):
         return
-    if any(location.exists(location.join(target, m)) for m in ZARR_MARKERS):
+    if any(fs.exists(location.join(target, m)) for m in ZARR_MARKERS):
         return
-    raise OutputError(
-        f"{target}: exists and is not a Zarr store; refusing to replace it with one"
-    )
+    raise OutputError(f"{target}: exists and is not a Zarr store; refusing to replace it with one")
 
 
 class NpyBlockOutput(NpyOutput):
@@ -335,11 +496,6 @@ class NpyBlockOutput(NpyOutput):
 
     def check_complete(self, blocks: int) -> None:
         """Nothing to count: a worker that does not see the temporary file cannot write."""
-
-    @property
-    def shown_path(self) -> str:
-        """The target, as refusals name it."""
-        return self.target
 
     def probe(self) -> str | None:
         """Why this process cannot write the client's temporary file (None when it can)."""
@@ -356,14 +512,10 @@ class NpyBlockOutput(NpyOutput):
         self._expected_size = os.stat(self._temp).st_size
         return header
 
-    def __setitem__(self, box: tuple[slice, ...], values: np.ndarray) -> None:
-        self.write(box, values)
-
 
 @contextlib.contextmanager
-def block_output(
-    target: str, shape: tuple[int, ...], dtype: np.dtype, chunks: tuple[int, ...]
-) -> Iterator[Any]:
+def block_output(target: str, shape: tuple[int, ...], dtype: np.dtype,
+                 chunks: tuple[int, ...]) -> Iterator[Any]:
     """The writable result (Zarr or ``.npy`` by the target's name), committed on success."""
     if is_zarr_path(target):
         output: Any = ZarrOutput(target, shape, dtype, chunks)

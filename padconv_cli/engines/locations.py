@@ -1,17 +1,5 @@
-"""Where a Zarr result is written: a local folder, or a prefix of an object store (fsspec URL).
-
-Rules for URLs (``s3://bucket/path/name.zarr``; also ``gs://``, ``gcs://``, ``az://``,
-``abfs://``, ``abfss://`` when their fsspec package is installed): only Zarr stores, named
-``*.zarr``, inside a bucket (not the bucket itself), with no empty, ``.`` or ``..`` path
-segment; any other scheme (``file://``, ``http://``...) is refused.  Credentials and the
-endpoint come from the environment as the store's own library reads them (for S3:
-``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``...), on the client and
-on every worker.
-
-Publishing: a local temporary store is renamed over the target (atomic); an object store has
-no rename, so the temporary prefix is copied under the target's — the old target's objects
-removed first, the chunks copied before the metadata document, so a reader never finds the
-metadata of a store whose chunks are not all there — then removed.
+"""Where a Zarr result is written: a local folder, or a prefix of an object store (an fsspec
+URL such as ``s3://bucket/path/name.zarr``, credentials from the environment).
 """
 
 from __future__ import annotations
@@ -21,15 +9,21 @@ import os
 import shutil
 from typing import Any
 
-from padconv_cli.engines.shared_files import is_url
 from padconv_cli.errors import PadconvError
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss")
 METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
 
 
+def is_url(path: str) -> bool:
+    """True for an fsspec URL such as ``s3://bucket/x.zarr`` (``scheme://``)."""
+    head, sep, _ = path.partition("://")
+    return bool(sep) and head.isidentifier()
+
+
 def check_url(url: str, param: str) -> None:
-    """Refuse a URL that breaks the rules of the module docstring (``param`` names it)."""
+    """Refuse a URL other than ``SCHEME://bucket/path/name.zarr`` of an object store, with no
+    empty, ``.`` or ``..`` segment (``param`` names it)."""
     scheme, _, rest = url.partition("://")
     segments = rest.split("/")
     problem = None
@@ -44,15 +38,14 @@ def check_url(url: str, param: str) -> None:
 
 
 class Location:
-    """File operations on a local folder (``os``/``shutil``) or an object store (fsspec)."""
+    """File operations on a local folder or an object store, through fsspec's file system of
+    the path (the local one for a local path)."""
 
     def __init__(self, path: str) -> None:
-        self.url = is_url(path)
-        self.fs: Any = None
-        if self.url:
-            import fsspec
+        import fsspec
 
-            self.fs = fsspec.core.url_to_fs(path)[0]
+        self.url = is_url(path)
+        self.fs: Any = fsspec.core.url_to_fs(path)[0]
 
     def join(self, folder: str, name: str) -> str:
         """``folder/name``."""
@@ -62,57 +55,18 @@ class Location:
         """The folder (or prefix) holding ``path``."""
         return path.rstrip("/").rsplit("/", 1)[0] if self.url else os.path.dirname(path)
 
-    def exists(self, path: str) -> bool:
-        """True when ``path`` exists (as a file, folder or prefix)."""
-        return bool(self.fs.exists(path)) if self.url else os.path.exists(path)
-
-    def is_empty_folder(self, path: str) -> bool:
-        """True for a folder (prefix) that holds nothing."""
-        if self.url:
-            return self.fs.isdir(path) and not self.fs.ls(path, detail=False)
-        return os.path.isdir(path) and not os.listdir(path)
-
     def names(self, folder: str) -> list[str]:
         """The names directly inside ``folder``."""
-        if self.url:
-            with contextlib.suppress(FileNotFoundError):
-                return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
-            return []
         with contextlib.suppress(OSError):
-            return os.listdir(folder)
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(folder, detail=False)]
         return []
-
-    def read_text(self, path: str) -> str | None:
-        """The text of ``path``, None when it cannot be read."""
-        try:
-            if self.url:
-                with self.fs.open(path, "r", encoding="utf-8") as stream:
-                    return stream.read()
-            with open(path, encoding="utf-8") as stream:
-                return stream.read()
-        except (OSError, ValueError):
-            return None
-
-    def write_text(self, path: str, text: str) -> None:
-        """Write ``text`` to ``path``."""
-        if self.url:
-            with self.fs.open(path, "w", encoding="utf-8") as stream:
-                stream.write(text)
-            return
-        with open(path, "w", encoding="utf-8") as stream:
-            stream.write(text)
-
-    def remove(self, path: str) -> None:
-        """Remove the file ``path`` (nothing when absent)."""
-        with contextlib.suppress(FileNotFoundError, OSError):
-            self.fs.rm_file(path) if self.url else os.unlink(path)
 
     def remove_tree(self, path: str) -> None:
         """Remove ``path`` and everything under it (nothing when absent)."""
         if not self.url:
             shutil.rmtree(path, ignore_errors=True)
             return
-        with contextlib.suppress(FileNotFoundError, OSError):
+        with contextlib.suppress(OSError):
             self.fs.rm(path, recursive=True)
 
     def make_folder(self, path: str) -> None:
@@ -121,7 +75,9 @@ class Location:
             os.mkdir(path, 0o700)
 
     def publish(self, temp: str, target: str) -> None:
-        """Put the store ``temp`` at ``target`` (module docstring)."""
+        """Put the store ``temp`` at ``target``: renamed locally; on an object store (no
+        rename) the old target's objects removed, then ``temp``'s copied, chunks before the
+        metadata (a reader never finds metadata whose chunks are missing), then removed."""
         if not self.url:
             replace_folder(temp, target)
             return

@@ -86,7 +86,7 @@ def plan_tiles(plan: Any, itemsize: int, budget: int, overhead: int = 0) -> list
     cost = functools.partial(tile_cost, plan=plan, itemsize=itemsize)
     order = [0, *range(2, len(plan.output_shape))]
     shape = choose_tile_shape(plan.output_shape, cost, budget, order, "ConvTranspose tile",
-                              None, overhead)
+                              overhead)
     return [split_range(length, step) for length, step in zip(plan.output_shape, shape,
                                                               strict=True)]
 

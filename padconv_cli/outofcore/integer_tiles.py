@@ -19,8 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.outofcore.conv_geometry import channel_tiles
-from padconv_cli.outofcore.conv_tiles import ConvTiling, tile_input, tile_order, tile_plan
+from padconv_cli.outofcore.conv_tiles import (
+    ConvTiling,
+    channel_tiles,
+    tile_input,
+    tile_order,
+    tile_plan,
+)
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
@@ -48,7 +53,7 @@ def plan_integer_tiles(geometry: Any, out_itemsize: int, budget: int,
     """A tile grid of the Conv geometry whose tiles each fit ``budget`` bytes."""
     cost = functools.partial(integer_tile_cost, geometry=geometry, itemsize=out_itemsize)
     shape = choose_tile_shape(geometry.output_shape, cost, budget, tile_order(geometry),
-                              "integer Conv tile", None, overhead)
+                              "integer Conv tile", overhead)
     images, out_channels, *spatial = shape
     ranges = [
         split_range(geometry.output_shape[0], images),

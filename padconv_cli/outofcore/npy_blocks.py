@@ -1,18 +1,7 @@
-"""``.npy`` files read and written box by box with ``pread`` and ``pwrite`` (never through a
-memory map).
-
-Reading: :func:`open_npy_input` validates the header (magic, version, header size, no object
-dtype, sane shape; see :func:`padconv_cli.tensorio.npy.read_npy_header`) and refuses a header
-that promises more bytes than the file holds.  :meth:`NpyInput.read` then reads only the rows a
-box selects, after checking on the opened descriptor that the file is the one opened and still
-long enough: an input truncated or replaced by another process during the run is one
-:class:`InputError`.
-
-Writing: :class:`NpyOutput` creates the result (header and full length, still sparse) with
-``numpy.lib.format.open_memmap`` in a temporary file next to the target, writes each box with
-``pwrite`` (a full disk is one :class:`OutputError`, never the SIGBUS of a mapped page), and
-:meth:`NpyOutput.commit` renames it over the target (atomic, like
-:func:`padconv_cli.tensorio.write_tensor`).  Resident memory follows the box, not the file.
+"""``.npy`` files read and written box by box with ``pread`` and ``pwrite``, never through a
+memory map (a file truncated by another process, or a full disk, is one error line, never the
+SIGBUS of a mapped page); resident memory follows the box, not the file.  The result is a
+temporary file next to the target, renamed over it when complete.
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import itertools
 import math
 import operator
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +27,7 @@ from padconv_cli.units import human_bytes
 
 @dataclass(frozen=True)
 class NpyInput:
-    """A validated ``.npy`` file read one box at a time with ``pread`` (never memory-mapped)."""
+    """A validated ``.npy`` file read one box at a time with ``pread``."""
 
     path: str
     header: NpyHeader
@@ -57,26 +46,15 @@ class NpyInput:
         return self.header.dtype.newbyteorder("=")
 
     @property
-    def ndim(self) -> int:
-        """Number of axes."""
-        return len(self.header.shape)
-
-    @property
     def nbytes(self) -> int:
         """Bytes of data: ``prod(shape) * itemsize``."""
         return self.header.data_bytes
 
     def check_unchanged(self, fd: int | None = None) -> None:
-        """Refuse to go on when another process replaced, truncated or changed the file
-        meanwhile.
-
-        Rule: same device and inode as when it was opened, still at least ``data_offset +
-        data_bytes`` long, and the same size, modification time and status-change time (a
-        write in place, even of the same length, moves both times; ``touch`` cannot set the
-        status-change time back).  Checked on the descriptor before each read and once more
-        after the last read, before the result is published.  ``fd``: the descriptor about to
-        be read, checked itself (a path checked, then opened, could be replaced in between).
-        """
+        """Refuse to go on when another process replaced, truncated or changed the file: same
+        device and inode, at least ``data_offset + data_bytes`` long, same size, mtime and
+        ctime (``touch`` cannot set ctime back) as when opened.  ``fd``: the descriptor about
+        to be read, checked itself (a path checked, then opened, could be replaced between)."""
         if self.identity is None:
             return
         try:
@@ -96,31 +74,28 @@ class NpyInput:
                              "(its size or modification time moved)")
 
     def read(self, box: object) -> np.ndarray:
-        """A native-byte-order, C-contiguous copy of ``array[box]``, read with ``pread``.
-
-        ``box``: slices of any step, integers and ``...``, as numpy indexes an array.  Only the
-        rows the box selects are read (never through a memory map: a file truncated by another
-        process meanwhile gives a short read and one :class:`InputError`, not the SIGBUS of
-        touching a mapped page past its end); steps are then taken in memory.  A box of more
-        than the input limit in force where the file was opened is refused before it is read
-        (:func:`padconv_cli.read_policy.check_read_bytes`).
-        """
+        """A native-byte-order, C-contiguous copy of ``array[box]`` (slices, integers, ``...``),
+        reading only the rows the box selects; a box over the input limit is refused."""
         ranges, local = box_ranges(box, self.shape)
         self.check_reads([box])
-        fd = _open_for_reading(self.path)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise InputError(f"{self.path}: disappeared while being read "
+                             f"({one_line(exc.strerror or exc)})") from None
         try:
             self.check_unchanged(fd)
             part = _pread_box(fd, self.path, self.header, ranges)
         finally:
             os.close(fd)
-        part = np.asarray(part[local], order="C")
-        part = to_native_byte_order(part)
-        _check_bool_bytes(part, self.path)
+        part = to_native_byte_order(np.asarray(part[local], order="C"))
+        if part.dtype == np.bool_ and part.size and part.view(np.uint8).max() > 1:
+            raise InputError(f"{self.path}: bool data holds bytes other than 0 and 1")
         return part
 
     def check_reads(self, boxes: Iterable[object]) -> None:
-        """Refuse, before anything is read or written, when one of ``boxes`` would bring more
-        than the input limit (where the file was opened) into memory at once."""
+        """Refuse, before anything is read, a box of more than the input limit in force where
+        the file was opened."""
         itemsize = self.header.dtype.itemsize
         largest = max((math.prod(len(r) for r in box_ranges(box, self.shape)[0]) * itemsize
                        for box in boxes), default=0)
@@ -128,18 +103,14 @@ class NpyInput:
                          self.max_read_bytes)
 
     def __getitem__(self, box: object) -> np.ndarray:
-        """``read(box)``: lets dask read chunks of the file (``dask.array.from_array``)."""
+        """``read(box)``."""
         return self.read(box)
 
 
 def open_npy_input(path: str) -> NpyInput:
-    """Validate an ``.npy`` file for reading box by box (:meth:`NpyInput.read`) without loading
-    its data.
-
-    Rules (as :func:`padconv_cli.tensor_sources.read_tensor` applies them): the path is a regular
-    file; the header parses and declares no object dtype; ``prod(shape) * itemsize`` fits in
-    ``file size - header length``.  Raises :class:`InputError` naming the file.
-    """
+    """An ``.npy`` file opened to be read box by box, nothing loaded: a regular file whose
+    header parses, declares no object or structured dtype and ``prod(shape) * itemsize <=
+    file size - header length`` (else an error naming the file)."""
     stream, size = open_regular_file(path)
     with stream:
         header = read_npy_header(stream, path)
@@ -160,14 +131,9 @@ def open_npy_input(path: str) -> NpyInput:
 
 
 def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:
-    """The ascending ``range`` of indices ``box`` selects on each axis, and the index that
-    turns the array of those rows into ``array[box]`` (drops integer axes, reverses negative
-    steps).
-
-    Rule: as numpy's basic indexing: ``...`` stands for the missing full axes, an integer
-    ``i`` is ``i + dim`` when negative and must lie in ``[0, dim)``, a slice is
-    ``range(*slice.indices(dim))``.  Anything else (arrays, ``None``) is a TypeError.
-    """
+    """The ascending ``range`` of indices ``box`` selects per axis, and the index turning the
+    array of those rows into ``array[box]``, by numpy's basic indexing (``...``, integers in
+    ``[-dim, dim)``, slices as ``range(*slice.indices(dim))``; anything else: TypeError)."""
     items = list(box) if isinstance(box, tuple) else [box]
     if any(item is Ellipsis for item in items):
         at = items.index(Ellipsis)
@@ -177,131 +143,65 @@ def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]
     items += [slice(None)] * (len(shape) - len(items))
     ranges, local = [], []
     for item, dim in zip(items, shape, strict=True):
-        chosen, index = _axis_range(item, dim)
-        ranges.append(chosen)
-        local.append(index)
+        if isinstance(item, slice):
+            chosen = range(*item.indices(dim))
+            ranges.append(chosen[::-1] if chosen.step < 0 else chosen)
+            local.append(slice(None, None, -1 if chosen.step < 0 else 1))
+            continue
+        try:
+            position = operator.index(item)
+        except TypeError:
+            raise TypeError(f"unsupported index {item!r} (slices, integers and ... only)") from None
+        if not -dim <= position < dim:
+            raise IndexError(f"index {position} is out of bounds for an axis of size {dim}")
+        ranges.append(range(position % dim, position % dim + 1))
+        local.append(0)
     return ranges, tuple(local)
 
 
-def _axis_range(item: object, dim: int) -> tuple[range, object]:
-    """(ascending range read on one axis, index applied to the rows read) for ``item``."""
-    if isinstance(item, slice):
-        chosen = range(*item.indices(dim))
-        if chosen.step < 0:
-            return chosen[::-1], slice(None, None, -1)
-        return chosen, slice(None)
-    try:
-        position = operator.index(item)
-    except TypeError:
-        raise TypeError(f"unsupported index {item!r} (slices, integers and ... only)") from None
-    if not -dim <= position < dim:
-        raise IndexError(f"index {position} is out of bounds for an axis of size {dim}")
-    position %= dim
-    return range(position, position + 1), 0
-
-
-def _open_for_reading(path: str) -> int:
-    try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise InputError(f"{path}: disappeared while being read "
-                         f"({one_line(exc.strerror or exc)})") from None
+def _runs(shape: tuple[int, ...], itemsize: int, ranges: list[range]) -> Iterator[tuple[int, int]]:
+    """``(offset after the header, bytes)`` of each contiguous run of a C-order file holding
+    the rows ``ranges`` selects, in C order: the axes after ``split`` are whole, so each index
+    of the axes before it is one run of ``len(ranges[split])`` slabs (one slab per run when
+    ``ranges[split]`` has a step)."""
+    if not shape:
+        yield 0, itemsize
+        return
+    strides = [itemsize * math.prod(shape[axis + 1:]) for axis in range(len(shape))]
+    split = len(shape) - 1
+    while split > 0 and ranges[split] == range(shape[split]):
+        split -= 1
+    run, slab = ranges[split], strides[split]
+    if run.step == 1:
+        leading, first, size = ranges[:split], run.start * slab, len(run) * slab
+    else:
+        leading, first, size = ranges[:split + 1], 0, slab
+    for index in itertools.product(*leading):
+        yield first + sum(i * s for i, s in zip(index, strides, strict=False)), size
 
 
 def _pread_box(fd: int, path: str, header: NpyHeader, ranges: list[range]) -> np.ndarray:
-    """The rows ``ranges`` selects, read with ``os.preadv`` into a fresh C-order array.
-
-    A Fortran-order file is the C-order file of the reversed axes.
-    """
-    if header.fortran_order:
-        part = _pread_c_box(fd, path, header, header.shape[::-1], ranges[::-1])
-        return np.ascontiguousarray(part.T)
-    return _pread_c_box(fd, path, header, header.shape, ranges)
-
-
-def _pread_c_box(fd: int, path: str, header: NpyHeader, shape: tuple[int, ...],
-                 ranges: list[range]) -> np.ndarray:
-    """Rule: the axes after ``split`` are whole, so in the file each index of the axes up to
-    ``split`` is one run of ``len(ranges[split]) * prod(trailing dims)`` elements with a
-    stride of ``ranges[split].step`` slabs: one ``pread`` when the step is 1, else
-    :func:`_pread_strided`."""
+    """The rows ``ranges`` selects, read into a fresh array (a Fortran-order file is the
+    C-order file of the reversed axes); a short file is an InputError (truncated meanwhile)."""
+    shape = header.shape[::-1] if header.fortran_order else header.shape
+    ranges = ranges[::-1] if header.fortran_order else ranges
     out = np.empty(tuple(len(r) for r in ranges), dtype=header.dtype)
-    if out.size == 0:
-        return out
-    itemsize = header.dtype.itemsize
-    strides = [itemsize * math.prod(shape[axis + 1:]) for axis in range(len(shape))]
-    if not shape:
-        _pread_exact(fd, memoryview(out.reshape(-1).view(np.uint8)), header.data_offset, path)
-        return out
-    split = len(shape) - 1  # the last axis that is not whole and unit-step (or axis 0)
-    while split > 0 and ranges[split] == range(shape[split]):
-        split -= 1
-    slab = strides[split]
-    run = ranges[split]
-    run_bytes = len(run) * slab
     flat = memoryview(out.reshape(-1).view(np.uint8))
-    for number, leading in enumerate(itertools.product(*ranges[:split])):
-        offset = header.data_offset + run.start * slab + sum(
-            i * st for i, st in zip(leading, strides, strict=False)
-        )
-        target = flat[number * run_bytes:(number + 1) * run_bytes]
-        if run.step == 1:
-            _pread_exact(fd, target, offset, path)
-        else:
-            _pread_strided(fd, target, offset, slab, run.step, path)
-    return out
-
-
-STRIDED_SCRATCH_BYTES = 1 << 20  # at most this much is read beyond what a strided run needs
-
-
-def _pread_strided(fd: int, target: memoryview, offset: int, slab: int, step: int,
-                   path: str) -> None:
-    """``len(target) // slab`` slabs of ``slab`` bytes, ``step * slab`` bytes apart from
-    ``offset``: each slab read on its own when the gaps are large, else the spans covering
-    several slabs read into a scratch buffer of at most :data:`STRIDED_SCRATCH_BYTES` and
-    picked from there."""
-    count = len(target) // slab
-    per_read = max(1, STRIDED_SCRATCH_BYTES // (step * slab))
-    if per_read == 1:
-        for number in range(count):
-            _pread_exact(fd, target[number * slab:(number + 1) * slab],
-                         offset + number * step * slab, path)
-        return
-    scratch = bytearray(per_read * step * slab)
-    picked = np.frombuffer(target, dtype=np.uint8).reshape(count, slab)
-    for first in range(0, count, per_read):
-        slabs = min(per_read, count - first)
-        span = memoryview(scratch)[: ((slabs - 1) * step + 1) * slab]
-        _pread_exact(fd, span, offset + first * step * slab, path)
-        view = np.frombuffer(span, dtype=np.uint8)
-        picked[first:first + slabs] = np.lib.stride_tricks.as_strided(
-            view, shape=(slabs, slab), strides=(step * slab, 1)
-        )
-
-
-def _pread_exact(fd: int, target: memoryview, offset: int, path: str) -> None:
-    """Fill ``target`` from ``offset``; a short file is an InputError (truncated meanwhile)."""
     done = 0
-    while done < len(target):
-        count = os.preadv(fd, [target[done:]], offset + done)
-        if count == 0:
-            raise InputError(f"{path}: truncated by another process while being read "
-                             f"(no data at byte {offset + done})")
-        done += count
-
-
-def _check_bool_bytes(array: np.ndarray, label: str) -> None:
-    if array.dtype == np.bool_ and array.size and array.view(np.uint8).max() > 1:
-        raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
+    for offset, length in _runs(shape, header.dtype.itemsize, ranges) if out.size else ():
+        at = header.data_offset + offset
+        while length:
+            count = os.preadv(fd, [flat[done:done + length]], at)
+            if count == 0:
+                raise InputError(f"{path}: truncated by another process while being read "
+                                 f"(no data at byte {at})")
+            done, at, length = done + count, at + count, length - count
+    return out.T if header.fortran_order else out
 
 
 class NpyOutput:
-    """A result ``.npy`` written box by box, then renamed over its target.
-
-    Use as a context manager: on an exception the temporary file is removed and the target is
-    left untouched; :meth:`commit` (called by a clean exit) fsyncs and renames.
-    """
+    """A result ``.npy`` written box by box; as a context manager, renamed over its target on
+    a clean exit, removed (the target untouched) on an exception."""
 
     def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.target = target
@@ -317,50 +217,61 @@ class NpyOutput:
 
     def _create(self) -> NpyHeader:
         try:
-            return self._create_temp_file()
+            os.close(create_exclusive(self._temp))
+            np.lib.format.open_memmap(self._temp, mode="w+", dtype=self.dtype, shape=self.shape)
+            stream, _ = open_regular_file(self._temp)
+            with stream:
+                offset = read_npy_header(stream, self._temp).data_offset
         except FileExistsError as exc:  # the name was taken: that file is not ours to remove
             self._temp = None
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
         except (OSError, ValueError) as exc:
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
-
-    def _create_temp_file(self) -> NpyHeader:
-        os.close(create_exclusive(self._temp))
-        array = np.lib.format.open_memmap(self._temp, mode="w+", dtype=self.dtype, shape=self.shape)
-        offset = array.offset if isinstance(array, np.memmap) else _header_length(self._temp)
-        del array
         return NpyHeader(self.shape, False, self.dtype, offset)
 
     def write(self, box: tuple[slice, ...], values: np.ndarray) -> None:
-        """``result[box] = values``, written with ``pwrite``.
-
-        Rule: never through a memory map: the temporary file is sparse until written, and a
-        disk that fills up meanwhile (another process) would kill a mapped write with SIGBUS;
-        ``pwrite`` fails with ENOSPC instead, one :class:`OutputError`, the temporary file
-        removed.  ``box``: one slice of step 1 per axis (what the engines make), written row
-        run by row run.
-        """
-        if self._header.data_bytes == 0:
-            return
-        ranges = _unit_step_ranges(box, self.shape)
-        if ranges is None:
+        """``result[box] = values`` (one unit-step slice per axis) with ``pwrite``; a full
+        disk is one :class:`OutputError`."""
+        if not (isinstance(box, tuple) and len(box) == len(self.shape) and all(
+                isinstance(s, slice) and s.step in (None, 1) for s in box)):
             raise ValueError(f"box {box!r} is not one unit-step slice per axis")
+        ranges = [range(*s.indices(dim)) for s, dim in zip(box, self.shape, strict=True)]
         part = np.ascontiguousarray(
             np.broadcast_to(np.asarray(values, dtype=self.dtype), tuple(len(r) for r in ranges)))
+        if part.size == 0:
+            return
+        flat = memoryview(part.reshape(-1).view(np.uint8))
         fd = os.open(self._temp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            _pwrite_c_box(fd, self._header, ranges, part)
+            done = 0
+            for offset, length in _runs(self.shape, self.dtype.itemsize, ranges):
+                data, at = flat[done:done + length], self._header.data_offset + offset
+                while len(data):
+                    written = os.pwrite(fd, data, at)
+                    if written <= 0:
+                        raise OSError(errno.ENOSPC, "no byte written")
+                    data, at = data[written:], at + written
+                done += length
         except OSError as exc:  # e.g. the disk filled up (ENOSPC)
             raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
         finally:
             os.close(fd)
 
+    __setitem__ = write  # ``out[box] = values``, as the dask workers write
+
     def commit(self) -> None:
-        """Make the data durable, give the file its final mode and rename it over the target."""
+        """Make the data durable, give the file its final mode and rename it over the target
+        (an existing target's mode, else ``0o666 & ~umask``)."""
         try:
             with open(self._temp, "rb+") as stream:
                 os.fsync(stream.fileno())
-            os.chmod(self._temp, _final_mode(self.target))
+            try:
+                mode = os.stat(self.target).st_mode & 0o7777
+            except OSError:
+                mask = os.umask(0o022)
+                os.umask(mask)
+                mode = 0o666 & ~mask
+            os.chmod(self._temp, mode)
             os.replace(self._temp, os.path.realpath(self.target))
         except OSError as exc:
             self.discard()
@@ -368,10 +279,9 @@ class NpyOutput:
 
     def discard(self) -> None:
         """Remove the temporary file (nothing happens to the target)."""
-        if self._temp is None:
-            return
-        with contextlib.suppress(OSError):
-            os.unlink(self._temp)
+        if self._temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._temp)
 
     def __enter__(self) -> NpyOutput:
         return self
@@ -381,45 +291,6 @@ class NpyOutput:
             self.commit()
         else:
             self.discard()
-
-
-def _unit_step_ranges(box: object, shape: tuple[int, ...]) -> list[range] | None:
-    """The ``range`` of each axis for a box of unit-step slices, one per axis; else None."""
-    if not isinstance(box, tuple) or len(box) != len(shape):
-        return None
-    if not all(isinstance(s, slice) and s.step in (None, 1) for s in box):
-        return None
-    return [range(*s.indices(dim)) for s, dim in zip(box, shape, strict=True)]
-
-
-def _pwrite_c_box(fd: int, header: NpyHeader, ranges: list[range], part: np.ndarray) -> None:
-    """Write the C-order ``part`` at the rows ``ranges`` selects of the C-order file: as
-    :func:`_pread_c_box`, one run of whole trailing axes per index of the leading ones."""
-    if part.size == 0:
-        return
-    shape = header.shape
-    itemsize = header.dtype.itemsize
-    strides = [itemsize * math.prod(shape[axis + 1:]) for axis in range(len(shape))]
-    split = len(shape) - 1
-    while split > 0 and ranges[split] == range(shape[split]):
-        split -= 1
-    slab = strides[split] if shape else itemsize
-    run = ranges[split] if shape else range(1)
-    run_bytes = len(run) * slab
-    flat = memoryview(part.reshape(-1).view(np.uint8))
-    for number, leading in enumerate(itertools.product(*ranges[:split])):
-        offset = header.data_offset + run.start * slab + sum(
-            i * st for i, st in zip(leading, strides, strict=False))
-        _pwrite_all(fd, flat[number * run_bytes:(number + 1) * run_bytes], offset)
-
-
-def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    """``os.pwrite`` until every byte is written (a write may be partial)."""
-    while len(data):
-        written = os.pwrite(fd, data, offset)
-        if written <= 0:
-            raise OSError(errno.ENOSPC, "no byte written")
-        data, offset = data[written:], offset + written
 
 
 def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:
@@ -446,35 +317,13 @@ def _temp_path_for(target: str) -> str:
     return temp_name(folder, f".{os.path.basename(real)}.", ".tmp")
 
 
-def _final_mode(target: str) -> int:
-    """An existing target keeps its mode; a new file gets ``0o666 & ~umask``."""
-    try:
-        return os.stat(target).st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-def _header_length(path: str) -> int:
-    stream, _ = open_regular_file(path)
-    with stream:
-        return read_npy_header(stream, path).data_offset
-
-
-def free_disk_bytes(target: str) -> int:
-    """Bytes free on the file system that will hold ``target``."""
-    import shutil
-
-    folder = os.path.dirname(os.path.realpath(target)) or "."
-    return shutil.disk_usage(folder).free
-
-
 def check_disk_space(target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
     """Refuse, before computing, a result larger than the free space where it goes."""
+    import shutil
+
     needed = math.prod(shape) * np.dtype(dtype).itemsize
     try:
-        free = free_disk_bytes(target)
+        free = shutil.disk_usage(os.path.dirname(os.path.realpath(target)) or ".").free
     except OSError:
         return
     if needed > free:

@@ -1,51 +1,167 @@
-"""ONNX Pad from a ``.npy`` file to a ``.npy`` file, one tile at a time (read and written with
-``pread``/``pwrite``, :mod:`padconv_cli.outofcore.npy_blocks`).
+"""ONNX Pad from a ``.npy`` file to a ``.npy`` file, one tile at a time, bit-identical to the
+in-memory kernel, within a memory budget (:func:`pad_tile_cost`).
 
-Every tile is produced by padconv's own Pad kernel run on a small window of the input with
-pads computed for that tile, then cropped (see :mod:`padconv_cli.outofcore.pad_geometry`), so
-the result is bit-identical to ``pad()`` on the whole tensor while the working memory stays
-under the budget (see :func:`pad_tile_cost`).
+Coordinates.  For an axis, let ``n`` be its length after the negative pads were applied (the
+*cropped* input), ``b``/``e`` its non-negative pads, and ``v = o - b`` the *virtual* input
+index of output index ``o``: the begin pad is ``v in [-b, 0)``, the interior ``[0, n)``, the
+end pad ``[n, n + e)``.  An output tile's range ``[v0, v1)`` is split at ``0`` and ``n``, and
+each non-empty part is an :class:`AxisPiece`: padconv's Pad kernel on the cropped input's
+``window`` with ``pads = (before, after)``, cropped to ``[crop, crop + length)``, gives exactly
+the part's values.  The window per region and mode:
+
+================  ======================================  =======================================
+region            window, pads                            why
+================  ======================================  =======================================
+interior          ``[v0, v1)``, ``(0, 0)``                a plain copy
+begin, constant   ``[0, 0)``, ``(v1 - v0, 0)``            only the constant (n may be 0)
+begin, edge       ``[0, 1)``, ``(v1 - v0 - 1, 0)``        every value is ``x[0]``
+begin, reflect    ``[0, -v0 + 1)``, ``(-v0, 0)``          mirror about ``x[0]`` (``-v0 <= n-1``)
+begin, wrap       ``[n + v0, n + v1)``, ``(0, 0)``        ``x[v + n]`` (``-v0 <= n``)
+end, constant     ``[n, n)``, ``(0, v1 - v0)``
+end, edge         ``[n - 1, n)``, ``(0, v1 - v0 - 1)``
+end, reflect      ``[2n - 1 - v1, n)``, ``(0, v1 - n)``   mirror about ``x[n-1]`` (``v1-n <= n-1``)
+end, wrap         ``[v0 - n, v1 - n)``, ``(0, 0)``        ``x[v - n]`` (``v1 - n <= n``)
+================  ======================================  =======================================
+
+A reflect or wrap pad longer than one period reads the whole axis and pads out to the part;
+the kernel's periodic rule gives the same values as for the whole tensor, since each value
+depends only on its position.  The pieces of several axes combine as a Cartesian product (Pad
+is separable).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from padconv_cli.kernels.pad import (
-    AxisPad,
-    PadPlan,
-    coerce_constant_value,
-    fill_value,
-    output_dtype,
-    pad_element_kind,
-    pad_planned,
-    plan_pad,
-)
+from padconv_cli.kernels import pad as kernel
 from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.outofcore.pad_geometry import TilePiece, axis_extremes, crop_begins, tile_pieces
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
 
 
-@functools.lru_cache(maxsize=4096)
-def _extremes(length: int, tile: int, axis: Any, mode: str) -> tuple[int, int]:
-    return axis_extremes(length, tile, axis, mode)
+@dataclass(frozen=True)
+class AxisPiece:
+    """One region of a tile along one axis (module table): ``out_start`` relative to the tile,
+    ``window`` in cropped-input coordinates, the kernel's pads, and ``[crop, crop + length)``
+    of its result kept."""
+
+    out_start: int
+    length: int
+    window: tuple[int, int]
+    before: int
+    after: int
+    crop: int
 
 
-def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> int:
-    """Upper bound of the bytes one tile of ``tile_shape`` needs.
+Piece = tuple[AxisPiece, ...]  # one kernel call of a tile: one AxisPiece per axis
 
-    ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))``: the rows read
-    and the copies of the input windows of all the tile's pieces (the dask engine holds
-    them together; the tiled engine one at a time), the kernel's result, and its copy
-    written out, with the per-axis maxima over all tiles of that shape (``windows``: the sum of the
-    pieces' window lengths, see :func:`~padconv_cli.outofcore.pad_geometry.axis_extremes`).
-    """
+
+def region_bounds(v0: int, v1: int, n: int) -> list[tuple[int, int]]:
+    """Split the virtual range ``[v0, v1)`` at ``0`` and ``n`` into its non-empty parts."""
+    cuts = sorted({v0, v1, *(c for c in (0, n) if v0 < c < v1)})
+    return list(itertools.pairwise(cuts))
+
+
+def _begin(a: int, c: int, n: int, mode: str) -> tuple[tuple[int, int], int, int, int]:
+    """Window, before, after, crop for a part ``[a, c)`` with ``c <= 0`` (module table)."""
+    if mode == "constant":
+        return (0, 0), c - a, 0, 0
+    if mode == "edge":
+        return (0, 1), c - a - 1, 0, 0
+    if mode == "reflect" and n > 1 and -a <= n - 1:
+        return (0, -a + 1), -a, 0, 0
+    if mode == "wrap" and -a <= n:
+        return (a + n, c + n), 0, 0, 0
+    return (0, n), -a, 0, 0  # a pad longer than one period: the whole axis
+
+
+def _end(a: int, c: int, n: int, mode: str) -> tuple[tuple[int, int], int, int, int]:
+    """Window, before, after, crop for a part ``[a, c)`` with ``a >= n`` (module table)."""
+    if mode == "constant":
+        return (n, n), 0, c - a, 0
+    if mode == "edge":
+        return (n - 1, n), 0, c - a - 1, 0
+    reach = c - n
+    if mode == "reflect" and n > 1 and reach <= n - 1:
+        first = n - 1 - reach
+        return (first, n), 0, reach, a - first
+    if mode == "wrap" and reach <= n:
+        return (a - n, c - n), 0, 0, 0
+    return (0, n), 0, reach, a  # a pad longer than one period: the whole axis
+
+
+def axis_pieces(t0: int, t1: int, axis: kernel.AxisPad, mode: str) -> list[AxisPiece]:
+    """The pieces of output range ``[t0, t1)`` along one axis (module docstring)."""
+    b, n = axis.pad_begin, axis.cropped_dim
+    pieces = []
+    for a, c in region_bounds(t0 - b, t1 - b, n):
+        if c <= 0 and a < 0:
+            window, before, after, crop = _begin(a, c, n, mode)
+        elif a >= n and c > n:
+            window, before, after, crop = _end(a, c, n, mode)
+        else:
+            window, before, after, crop = (a, c), 0, 0, 0
+        pieces.append(AxisPiece(a + b - t0, c - a, window, before, after, crop))
+    return pieces
+
+
+def tile_pieces(tile: tuple[tuple[int, int], ...], plan: kernel.PadPlan) -> list[Piece]:
+    """Every kernel call that makes up the output tile ``tile`` (one range per axis)."""
+    per_axis = [axis_pieces(t0, t1, axis, plan.mode)
+                for (t0, t1), axis in zip(tile, plan.per_axis, strict=True)]
+    return list(itertools.product(*per_axis))
+
+
+def window_box(piece: Piece, plan: kernel.PadPlan) -> tuple[slice, ...]:
+    """The box of the original input (before cropping) a piece's kernel call reads."""
+    return tuple(slice(p.window[0] + axis.crop_begin, p.window[1] + axis.crop_begin)
+                 for p, axis in zip(piece, plan.per_axis, strict=True))
+
+
+def pad_tile(windows: Iterable[np.ndarray], pieces: list[Piece], shape: tuple[int, ...],
+             value: Any, mode: str, dtype: np.dtype) -> np.ndarray:
+    """One output tile of ``shape`` from its pieces' windows (in the pieces' order, read one
+    at a time when ``windows`` is lazy): ``tile[out box] = pad(window, pads)[crop box]``, on a
+    plan made from the piece (nothing resolved again; its pads are never negative)."""
+    out = np.empty(shape, dtype=dtype)
+    for piece, window in zip(pieces, windows, strict=True):
+        per_axis = tuple(kernel.AxisPad(dim, 0, 0, p.before, p.after)
+                         for dim, p in zip(window.shape, piece, strict=True))
+        plan = kernel.PadPlan(tuple(window.shape), mode, tuple(range(window.ndim)), per_axis)
+        result = kernel.pad_planned(window, plan, kernel.fill_value(value, window.dtype, plan))
+        kept = tuple(slice(p.crop, p.crop + p.length) for p in piece)
+        out[tuple(slice(p.out_start, p.out_start + p.length) for p in piece)] = result[kept]
+        del window, result
+    return out
+
+
+def axis_extremes(length: int, tile: int, axis: kernel.AxisPad, mode: str) -> tuple[int, int]:
+    """Largest total window (the sum of a tile's pieces' windows: a wrap tile reads both ends
+    of the axis, not what lies between) and largest kernel result, over tiles of ``tile``."""
+    window_max = kernel_max = 0
+    for t0 in range(0, length, tile):
+        pieces = axis_pieces(t0, min(t0 + tile, length), axis, mode)
+        window_max = max(window_max, sum(p.window[1] - p.window[0] for p in pieces))
+        kernel_max = max(kernel_max, max(p.window[1] - p.window[0] + p.before + p.after
+                                         for p in pieces))
+    return window_max, kernel_max
+
+
+_extremes = functools.lru_cache(maxsize=4096)(axis_extremes)
+
+
+def pad_tile_cost(tile_shape: tuple[int, ...], plan: kernel.PadPlan, itemsize: int) -> int:
+    """Upper bound of the bytes one tile of ``tile_shape`` needs:
+    ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))`` (the windows
+    read and copied, the kernel's result, the tile and its copy written out), with the
+    per-axis maxima of :func:`axis_extremes` over all tiles of that shape."""
     windows, result = 1, 1
     for length, tile, axis in zip(plan.output_shape, tile_shape, plan.per_axis, strict=True):
         window_max, result_max = _extremes(length, tile, axis, plan.mode)
@@ -54,104 +170,47 @@ def pad_tile_cost(tile_shape: tuple[int, ...], plan: PadPlan, itemsize: int) -> 
     return itemsize * (2 * windows + result + 2 * math.prod(tile_shape))
 
 
-def pad_output_dtype(dtype: np.dtype, value: Any, plan: PadPlan) -> np.dtype:
-    """The dtype the kernel gives the result (a ``<U`` type may widen for a long constant):
-    :func:`padconv_cli.kernels.pad.output_dtype` of the plan's fill value."""
-    return output_dtype(dtype, fill_value(value, dtype, plan))
-
-
-def plan_pad_tiles(plan: PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
+def plan_pad_tiles(plan: kernel.PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
     """Per-axis output ranges of a tile grid whose tiles each fit ``budget`` bytes."""
-    shape = choose_tile_shape(
-        plan.output_shape,
-        lambda tile: pad_tile_cost(tile, plan, itemsize),
-        budget,
-        what="Pad tile",
-    )
-    return [
-        split_range(length, step) for length, step in zip(plan.output_shape, shape, strict=True)
-    ]
+    shape = choose_tile_shape(plan.output_shape, lambda tile: pad_tile_cost(tile, plan, itemsize),
+                              budget, what="Pad tile")
+    return [split_range(n, step) for n, step in zip(plan.output_shape, shape, strict=True)]
 
 
-def tiled_pad(
-    source: str | NpyInput,
-    target: str,
-    pads: Any,
-    constant_value: Any = None,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    memory_limit: int,
-    show_progress: bool | str = False,
-    plan: PadPlan | None = None,
-) -> TiledResult:
-    """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` tile by tile.
+def pad_tiling(shape: tuple[int, ...], dtype: np.dtype, pads: Any, constant_value: Any,
+               axes: Any, mode: str, plan: kernel.PadPlan | None, budget: int) -> tuple:
+    """``(plan, typed constant, result type, itemsize, tile ranges)`` of a call, the tiles
+    within ``budget`` bytes (``plan``: the call's, when the caller made it already); the
+    result's type is the kernel's for the fill value (a ``<U`` type may widen)."""
+    kernel.pad_element_kind(dtype)
+    plan = plan if plan is not None else kernel.plan_pad(shape, pads, axes, mode)
+    value = None if constant_value is None else kernel.coerce_constant_value(constant_value, dtype)
+    out_dtype = kernel.output_dtype(np.dtype(dtype), kernel.fill_value(value, dtype, plan))
+    itemsize = max(dtype.itemsize, out_dtype.itemsize)
+    return plan, value, out_dtype, itemsize, plan_pad_tiles(plan, itemsize, budget)
 
-    Same semantics and errors as :func:`padconv_cli.kernels.pad.pad`; ``memory_limit`` bounds
-    the bytes of the tiles in flight.  The target is replaced atomically when all tiles are
-    written.  Returns the output shape and the tile count.  ``plan``: the call's plan when the
-    caller made it already (:func:`plan_pad` of the same shape and attributes).
-    """
+
+def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: Any = None,
+              axes: Any = None, mode: str = "constant", *, memory_limit: int,
+              show_progress: bool | str = False, plan: kernel.PadPlan | None = None) -> TiledResult:
+    """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` as
+    :func:`padconv_cli.kernels.pad.pad`, tile by tile within ``memory_limit`` bytes."""
     data = open_npy_input(source) if isinstance(source, str) else source
-    pad_element_kind(data.dtype)
-    plan = plan if plan is not None else plan_pad(data.shape, pads, axes, mode)
-    value = None if constant_value is None else coerce_constant_value(constant_value, data.dtype)
-    out_dtype = pad_output_dtype(data.dtype, value, plan)
-    itemsize = max(data.dtype.itemsize, out_dtype.itemsize)
-    axis_ranges = plan_pad_tiles(plan, itemsize, memory_limit)
-    begins = crop_begins(plan)
-    data.check_reads(piece.window_box(begins)
+    plan, value, out_dtype, _, axis_ranges = pad_tiling(
+        data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
+    data.check_reads(window_box(piece, plan)
                      for tile in grid(axis_ranges) for piece in tile_pieces(tile, plan))
     check_disk_space(target, plan.output_shape, out_dtype)
     total = math.prod(plan.output_shape) * out_dtype.itemsize
-    with (
-        NpyOutput(target, plan.output_shape, out_dtype) as out,
-        TileProgress(tile_count(axis_ranges), total, show_progress, "pad") as progress,
-    ):
+    with (NpyOutput(target, plan.output_shape, out_dtype) as out,
+          TileProgress(tile_count(axis_ranges), total, show_progress, "pad") as progress):
         for tile in grid(axis_ranges):
-            origin = tuple(start for start, _ in tile)
-            run_pieces(
-                tile_pieces(tile, plan),
-                begins,
-                data.read,
-                lambda box, values, origin=origin: out.write(_shifted(box, origin), values),
-                value,
-                plan.mode,
-            )
-            progress.advance(math.prod(stop - start for start, stop in tile) * out_dtype.itemsize)
+            pieces = tile_pieces(tile, plan)
+            windows = (data.read(window_box(piece, plan)) for piece in pieces)
+            y = pad_tile(windows, pieces, tuple(b - a for a, b in tile), value, plan.mode,
+                         out_dtype)
+            out.write(tuple(slice(*r) for r in tile), y)
+            progress.advance(y.nbytes)
+            del y
         data.check_unchanged()  # after the last read, before the result is published
     return TiledResult(plan.output_shape, tile_count(axis_ranges), True)
-
-
-def run_pieces(
-    pieces: list[TilePiece],
-    begins: tuple[int, ...],
-    read: Callable[[tuple[slice, ...]], np.ndarray],
-    write: Callable[[tuple[slice, ...], np.ndarray], None],
-    value: Any,
-    mode: str,
-) -> None:
-    """Make one tile: for every piece, ``write(piece box, pad(read(window), pads)[crop])``.
-
-    ``read`` takes a box of the original input; ``write`` a box relative to the tile.
-    """
-    for piece in pieces:
-        window = read(piece.window_box(begins))
-        plan = piece_plan(tuple(window.shape), piece, mode)
-        result = pad_planned(window, plan, fill_value(value, window.dtype, plan))
-        write(piece.out_box, result[piece.crop_box])
-        del window, result
-
-
-def piece_plan(window_shape: tuple[int, ...], piece: TilePiece, mode: str) -> PadPlan:
-    """The plan of the kernel's run on one piece's window, derived from the call's geometry
-    (nothing resolved again): every axis keeps its window and gets the piece's pads
-    ``before``/``after`` (never negative: the call's crops are in the window already)."""
-    per_axis = tuple(AxisPad(dim, 0, 0, axis.before, axis.after)
-                     for dim, axis in zip(window_shape, piece.axes, strict=True))
-    return PadPlan(window_shape, mode, tuple(range(len(window_shape))), per_axis)
-
-
-def _shifted(box: tuple[slice, ...], origin: tuple[int, ...]) -> tuple[slice, ...]:
-    """``box`` moved by ``origin`` (tile-relative -> absolute coordinates)."""
-    return tuple(slice(s.start + o, s.stop + o) for s, o in zip(box, origin, strict=True))

@@ -1,11 +1,10 @@
-"""A progress bar on stderr for tiled work: tiles done, throughput and time left.
+"""Progress of tiled work on stderr: tiles done, bytes written, throughput and time left.
 
-Rules: nothing is shown when disabled (``--quiet``); on a terminal the bar appears only once
-the work has run for :data:`SHOW_AFTER_SECONDS`, so that quick runs print nothing, and it is
-removed when the work ends; ``enabled="plain"`` draws it without colour or bold (the caller's
-colour rule said no: ``--no-color``, ``NO_COLOR``).  When stderr is not a terminal
-(``enabled="line"``: a log file, a batch job), a run still going after
-:data:`ANNOUNCE_AFTER_SECONDS` says once, in one line, what it is doing and how far it got.
+Rules: nothing when disabled (``--quiet``); on a terminal a bar appears only once the work has
+run for :data:`SHOW_AFTER_SECONDS` (quick runs print nothing) and is removed at the end;
+``"plain"`` draws it without colour or bold (``--no-color``, ``NO_COLOR``).  When stderr is
+not a terminal (``"line"``: a log file, a batch job), a run still going after
+:data:`ANNOUNCE_AFTER_SECONDS` says once, in one line, what it does and how far it got.
 """
 
 from __future__ import annotations
@@ -29,34 +28,17 @@ class TiledResult:
     exact: bool
 
 
-def stderr_is_terminal() -> bool:
-    """True when stderr is an interactive terminal."""
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 class TileProgress:
-    """Counts finished tiles and their output bytes; draws a rich bar when worth it.
+    """A context manager counting finished tiles (:meth:`advance`); ``enabled``: True (a
+    bar), ``"plain"`` (a bar without colour), ``"line"`` (one line after a while) or False."""
 
-    Use as a context manager and call :meth:`advance` after each tile.  ``enabled``: True
-    (a bar), ``"plain"`` (a bar without colour), ``"line"`` (one line after a while, module
-    docstring) or False (nothing).
-    """
-
-    def __init__(
-        self, total_tiles: int, total_bytes: int, enabled: bool | str, label: str
-    ) -> None:
-        self.total_tiles = total_tiles
-        self.total_bytes = total_bytes
-        self.enabled = enabled
-        self.label = label
-        self.tiles_done = 0
-        self.bytes_done = 0
+    def __init__(self, total_tiles: int, total_bytes: int, enabled: bool | str,
+                 label: str) -> None:
+        self.total_tiles, self.total_bytes = total_tiles, total_bytes
+        self.enabled, self.label = enabled, label
+        self.tiles_done = self.bytes_done = 0
         self._started = time.monotonic()
         self._progress: Any = None
-        self._task: Any = None
         self._announced = False
 
     def __enter__(self) -> TileProgress:
@@ -69,27 +51,21 @@ class TileProgress:
             self._progress = None
 
     def advance(self, tile_bytes: int) -> None:
-        """Record one finished tile of ``tile_bytes`` output bytes."""
+        """Record one finished tile of ``tile_bytes`` output bytes (module docstring)."""
         self.tiles_done += 1
         self.bytes_done += tile_bytes
-        if not self.enabled:
-            return
-        if self.enabled == "line":
-            self._announce_once()
-            return
-        if self._progress is None:
-            if time.monotonic() - self._started < SHOW_AFTER_SECONDS:
-                return
-            self._start_bar()
-        self._progress.update(
-            self._task, completed=self.bytes_done, tiles=f"{self.tiles_done}/{self.total_tiles}"
-        )
-
-    def _announce_once(self) -> None:
         elapsed = time.monotonic() - self._started
-        if self._announced or elapsed < ANNOUNCE_AFTER_SECONDS:
-            return
-        self._announced = True
+        if self.enabled == "line":
+            if not self._announced and elapsed >= ANNOUNCE_AFTER_SECONDS:
+                self._announced = True
+                self._announce(elapsed)
+        elif self.enabled and (self._progress is not None or elapsed >= SHOW_AFTER_SECONDS):
+            if self._progress is None:
+                self._start_bar()
+            self._progress.update(self._task, completed=self.bytes_done,
+                                  tiles=f"{self.tiles_done}/{self.total_tiles}")
+
+    def _announce(self, elapsed: float) -> None:
         from padconv_cli.units import human_bytes
 
         done = self.bytes_done / max(self.total_bytes, 1)
@@ -106,36 +82,17 @@ class TileProgress:
             silence_stderr()
 
     def _start_bar(self) -> None:
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
+        import rich.progress as bar
+        from rich.console import Console
 
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[tiles]} tiles"),
-            DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=_bar_console(plain=self.enabled == "plain"),
-            transient=True,
+        # rich alone keeps bold under NO_COLOR: "plain" asks for no style at all
+        plain = {"color_system": None, "no_color": True} if self.enabled == "plain" else {}
+        self._progress = bar.Progress(
+            bar.TextColumn("[bold]{task.description}"), bar.BarColumn(),
+            bar.TextColumn("{task.fields[tiles]} tiles"), bar.DownloadColumn(binary_units=True),
+            bar.TransferSpeedColumn(), bar.TimeRemainingColumn(),
+            console=Console(stderr=True, highlight=False, **plain), transient=True,
         )
         self._progress.start()
         self._task = self._progress.add_task(
-            self.label, total=max(self.total_bytes, 1), completed=self.bytes_done, tiles=""
-        )
-
-
-def _bar_console(plain: bool) -> Any:
-    """A rich Console on stderr; ``plain``: no style at all (rich alone keeps bold under
-    NO_COLOR)."""
-    from rich.console import Console
-
-    if plain:
-        return Console(stderr=True, highlight=False, color_system=None, no_color=True)
-    return Console(stderr=True, highlight=False)
+            self.label, total=max(self.total_bytes, 1), completed=self.bytes_done, tiles="")

@@ -72,11 +72,8 @@ def test_strided_and_integer_boxes_read_by_pread_equal_numpy_indexing(tmp_path, 
     assert part.flags.c_contiguous and part.dtype.isnative
 
 
-def test_long_strided_rows_equal_numpy_indexing(tmp_path, monkeypatch):
-    """Steps over rows wider than the scratch buffer, and many steps within one buffer."""
-    from padconv_cli.outofcore import npy_blocks
-
-    monkeypatch.setattr(npy_blocks, "STRIDED_SCRATCH_BYTES", 256)
+def test_long_strided_rows_equal_numpy_indexing(tmp_path):
+    """Steps over long rows, small and large, forwards and backwards."""
     array = np.arange(5 * 4000, dtype=np.int32).reshape(5, 4000)
     np.save(tmp_path / "a.npy", array)
     source = open_npy_input(str(tmp_path / "a.npy"))

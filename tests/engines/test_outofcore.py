@@ -14,16 +14,24 @@ from padconv_cli.errors import InputError, OutputTooLargeError, UnsupportedDtype
 from padconv_cli.kernels.conv import conv, plan_conv
 from padconv_cli.kernels.pad import pad, plan_pad
 from padconv_cli.outofcore import tiled_conv, tiled_pad
-from padconv_cli.outofcore.conv_geometry import channel_tiles, input_span, spatial_window
 from padconv_cli.outofcore.conv_tiles import (
+    channel_tiles,
     conv_on_tile,
     conv_tile_cost,
+    input_span,
     plan_conv_tiles,
+    spatial_window,
     tile_input,
 )
 from padconv_cli.outofcore.npy_blocks import open_npy_input
-from padconv_cli.outofcore.pad_geometry import axis_pieces, region_bounds, tile_pieces
-from padconv_cli.outofcore.pad_tiles import pad_tile_cost, run_pieces
+from padconv_cli.outofcore.pad_tiles import (
+    axis_pieces,
+    pad_tile,
+    pad_tile_cost,
+    region_bounds,
+    tile_pieces,
+    window_box,
+)
 from padconv_cli.outofcore.progress import TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range
 
@@ -78,14 +86,13 @@ def test_channel_tiles_never_straddle_a_group(out_channels, in_channels, group, 
     assert [(t.m0, t.m1, t.c0, t.c1, t.group) for t in tiles] == expected
 
 
-def test_tile_shape_splits_leading_axes_first_and_respects_quanta():
+def test_tile_shape_splits_leading_axes_first():
     def cost(shape):
         return math.prod(shape)
 
     assert choose_tile_shape((4, 5, 6), cost, 10**6) == (4, 5, 6)
     assert choose_tile_shape((4, 5, 6), cost, 60) == (2, 5, 6)
     assert choose_tile_shape((4, 5, 6), cost, 20) == (1, 3, 6)
-    assert choose_tile_shape((4, 10, 6), cost, 40, order=[0, 1], quanta={1: 3}) == (1, 6, 6)
     with pytest.raises(OutputTooLargeError, match="memory_limit"):
         choose_tile_shape((4, 5, 6), cost, 5, order=[0, 1])
 
@@ -96,18 +103,14 @@ def test_tile_shape_splits_leading_axes_first_and_respects_quanta():
 def assemble_pad(data, pads, value, axes, mode, tile_shape):
     """The tiled algorithm on an in-memory array: every tile from its pieces."""
     plan = plan_pad(data.shape, pads, axes, mode)
-    begins = tuple(axis.crop_begin for axis in plan.per_axis)
     out = np.empty(plan.output_shape, dtype=data.dtype)
     ranges = [split_range(n, t) for n, t in zip(plan.output_shape, tile_shape, strict=True)]
     for tile in grid(ranges):
-        origin = [start for start, _ in tile]
-
-        def write(box, values, origin=origin):
-            out[tuple(slice(s.start + o, s.stop + o) for s, o in zip(box, origin, strict=True))] = (
-                values
-            )
-
-        run_pieces(tile_pieces(tile, plan), begins, lambda box: data[box], write, value, mode)
+        pieces = tile_pieces(tile, plan)
+        windows = [data[window_box(piece, plan)] for piece in pieces]
+        shape = tuple(stop - start for start, stop in tile)
+        out[tuple(slice(*r) for r in tile)] = pad_tile(windows, pieces, shape, value, mode,
+                                                       data.dtype)
     return out
 
 
