@@ -146,17 +146,8 @@ def _compare_integers(expected: np.ndarray, actual: np.ndarray, rtol: float, ato
     bad[unequal_index[failing]] = True
     max_abs, max_rel = _max_errors(abs_diff, abs_exp)
     min_atol, min_rtol = _minimal_tolerances(abs_diff, abs_exp, rtol, atol)
-    return _finish(
-        expected,
-        actual,
-        bad.reshape(expected.shape),
-        max_abs,
-        max_rel,
-        min_atol,
-        min_rtol,
-        rtol,
-        atol,
-    )
+    return _finish(expected, actual, bad.reshape(expected.shape), max_abs, max_rel, min_atol,
+                   min_rtol, rtol, atol)
 
 
 def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str,
@@ -181,12 +172,9 @@ def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str,
     within = beyond_bound <= atol + rtol * abs_exp
     bad = np.where(special, ~special_ok, ~within)
     max_abs, max_rel = _max_errors(abs_diff[finite], abs_exp[finite])
-    if np.any(special & ~special_ok):
-        min_atol = min_rtol = None
-    else:
-        min_atol, min_rtol = _minimal_tolerances(
-            beyond_bound[finite], abs_exp[finite], rtol, atol
-        )
+    min_atol = min_rtol = None
+    if not np.any(special & ~special_ok):
+        min_atol, min_rtol = _minimal_tolerances(beyond_bound[finite], abs_exp[finite], rtol, atol)
     return _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol,
                    bound is not None)
 
@@ -238,13 +226,12 @@ def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, a
     mismatches = [
         _mismatch(expected, actual, int(flat)) for flat in bad_positions[:MAX_REPORTED_MISMATCHES]
     ]
-    if count == 0:
-        return Comparison(True, "", max_abs, max_rel, [], 0, min_atol, min_rtol, rtol, atol)
-    reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g}"
-    reason += ", + bound)" if bounded else ")"
-    return Comparison(
-        False, reason, max_abs, max_rel, mismatches, count, min_atol, min_rtol, rtol, atol
-    )
+    reason = ""
+    if count:
+        reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g}"
+        reason += ", + bound)" if bounded else ")"
+    return Comparison(count == 0, reason, max_abs, max_rel, mismatches, count, min_atol,
+                      min_rtol, rtol, atol)
 
 
 def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:

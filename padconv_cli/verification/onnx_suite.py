@@ -183,8 +183,10 @@ def is_case_dir(path: Path) -> bool:
 def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = None) -> list[Case]:
     """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
     (``folder:test_data_set_N`` when there are several data sets)."""
+    from padconv_cli.models import load_model  # --from-model's reader: no external data
+
     name = name or path.name
-    model = load_model(path / MODEL_FILE)
+    model = load_model(str(path / MODEL_FILE))
     data_sets = sorted(path.glob(DATA_SET_PREFIX + "*"), key=_index_of)
     data_sets = [d for d in data_sets if d.is_dir()]
     if not data_sets:
@@ -196,26 +198,9 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
         if not outputs:
             raise InputError(f"{data_set}: no output_*.pb file")
         case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
-        cases.append(
-            case_from_model(
-                model,
-                inputs,
-                outputs,
-                name=case_name,
-                source=source,
-                location=str(data_set),
-                base_dir=str(path),
-            )
-        )
+        cases.append(case_from_model(model, inputs, outputs, name=case_name, source=source,
+                                     location=str(data_set), base_dir=str(path)))
     return cases
-
-
-def load_model(path: Path) -> Any:
-    """Parse ``model.onnx`` with the model reader of ``--from-model`` (regular files only,
-    external data not followed)."""
-    from padconv_cli.models import load_model as read_model
-
-    return read_model(str(path))
 
 
 def _read_pb_series(folder: Path, prefix: str) -> list[np.ndarray]:
@@ -301,11 +286,7 @@ def is_single_operator_model(model: Any) -> bool:
     """Exactly one node other than Constant nodes, of op type Pad or Conv in the default
     (domain-less) operator set, at any opset."""
     nodes = [node for node in model.graph.node if node.op_type != "Constant"]
-    return (
-        len(nodes) == 1
-        and nodes[0].op_type in OPERATORS
-        and nodes[0].domain in DEFAULT_DOMAINS
-    )
+    return len(nodes) == 1 and nodes[0].op_type in OPERATORS and nodes[0].domain in DEFAULT_DOMAINS
 
 
 SHIPPED_FOLDERS = ("family_cases",)  # backend-test case folders shipped with padconv
@@ -346,16 +327,10 @@ def generated_node_cases() -> list[Case]:
     cases = []
     for test_case in _onnx_node_test_cases():
         inputs, outputs = test_case.data_sets[0]
-        cases.append(
-            case_from_model(
-                test_case.model,
-                list(inputs),
-                [_as_array(value) for value in outputs],
-                name=test_case.name,
-                source=NODE_SOURCE,
-                location=f"onnx.backend.test.case.node:{test_case.name}",
-            )
-        )
+        cases.append(case_from_model(
+            test_case.model, list(inputs), [_as_array(value) for value in outputs],
+            name=test_case.name, source=NODE_SOURCE,
+            location=f"onnx.backend.test.case.node:{test_case.name}"))
     return cases
 
 

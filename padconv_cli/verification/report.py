@@ -45,25 +45,18 @@ def format_tolerance(value: float) -> str:
     return f"{candidate:.3g}"
 
 
-def output_text(result: CaseResult) -> str:
-    """``float32[1,1,5,5]`` or ``-`` when there is no output."""
-    if result.output_shape is None:
-        return "-"
-    return f"{result.output_dtype}[{','.join(str(n) for n in result.output_shape)}]"
-
-
-def row_cells(result: CaseResult) -> tuple[str, ...]:
-    """The table cells of one result, in COLUMNS order."""
-    comparison = result.comparison
-    return (
-        result.case.name,
-        result.operator or result.case.op,
-        result.attributes,
-        output_text(result),
-        format_error(comparison.max_abs if comparison else None),
-        format_error(comparison.max_rel if comparison else None),
-        STATUS_WORDS[result.status],
-    )
+def line_cells(result: CaseResult) -> dict[str, str]:
+    """Every cell one result can show, keyed by column name (output: ``float32[1,1,5,5]``)."""
+    comparison, shape = result.comparison, result.output_shape
+    return {
+        "case": result.case.name,
+        "operator": result.operator or result.case.op,
+        "attributes": result.attributes,
+        "output": "-" if shape is None else f"{result.output_dtype}[{','.join(map(str, shape))}]",
+        "max abs": format_error(comparison.max_abs if comparison else None),
+        "max rel": format_error(comparison.max_rel if comparison else None),
+        "result": STATUS_WORDS[result.status],
+    }
 
 
 # --- failure details ---------------------------------------------------------------------------
@@ -121,11 +114,6 @@ def _cut(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     return text[: max(width - len(ELLIPSIS), 0)] + ELLIPSIS
-
-
-def line_cells(result: CaseResult) -> dict[str, str]:
-    """Every cell one result can show, keyed by column name."""
-    return dict(zip(COLUMNS, row_cells(result), strict=True))
 
 
 def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
@@ -241,60 +229,35 @@ def plain_case_list(cases: list[Case]) -> list[str]:
 
 def result_record(result: CaseResult) -> dict[str, Any]:
     """One result as a dict for :func:`padconv_cli.json_output.dumps` (``"type": "case"``)."""
-    comparison = result.comparison
+    case, comparison, shape = result.case, result.comparison, result.output_shape
     record: dict[str, Any] = {
-        "type": "case",
-        "name": result.case.name,
-        "source": result.case.source,
-        "location": result.case.location,
-        "operator": result.operator or result.case.op,
-        "attributes": result.attributes,
-        "status": result.status,
-        "reason": result.reason,
-        "output_shape": None if result.output_shape is None else list(result.output_shape),
-        "output_dtype": result.output_dtype or None,
-        "seconds": round(result.seconds, 6),
+        "type": "case", "name": case.name, "source": case.source, "location": case.location,
+        "operator": result.operator or case.op, "attributes": result.attributes,
+        "status": result.status, "reason": result.reason,
+        "output_shape": None if shape is None else list(shape),
+        "output_dtype": result.output_dtype or None, "seconds": round(result.seconds, 6),
     }
     if comparison is not None:
-        record.update(
-            max_abs=comparison.max_abs,
-            max_rel=comparison.max_rel,
-            rtol=comparison.rtol,
-            atol=comparison.atol,
-            mismatch_count=comparison.mismatch_count,
-            mismatches=[
-                {"index": list(index), "expected": e, "actual": a}
-                for index, e, a in comparison.mismatches
-            ],
-            min_atol=comparison.min_atol,
-            min_rtol=comparison.min_rtol,
-        )
+        mismatches = [{"index": list(index), "expected": e, "actual": a}
+                      for index, e, a in comparison.mismatches]
+        record.update(max_abs=comparison.max_abs, max_rel=comparison.max_rel,
+                      rtol=comparison.rtol, atol=comparison.atol,
+                      mismatch_count=comparison.mismatch_count, mismatches=mismatches,
+                      min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record
 
 
-def summary_record(results: list[CaseResult]) -> dict[str, Any]:
-    """The summary object (``"type": "summary"``) with the counts per status."""
-    counts = summary_counts(results)
-    return {"type": "summary", **counts, "total": len(results)}
-
-
 def json_lines(results: list[CaseResult]) -> Iterator[str]:
-    """One compact JSON object per result, then the summary object."""
+    """One compact JSON object per result, then the summary object (the counts per status)."""
     for result in results:
         yield dumps(result_record(result))
-    yield dumps(summary_record(results))
+    yield dumps({"type": "summary", **summary_counts(results), "total": len(results)})
 
 
 def case_record(case: Case) -> dict[str, Any]:
     """``--list --json``: one case without running it."""
-    return {
-        "type": "case",
-        "name": case.name,
-        "source": case.source,
-        "operator": case.op,
-        "location": case.location,
-        "unsupported": case.unsupported or None,
-    }
+    return {"type": "case", "name": case.name, "source": case.source, "operator": case.op,
+            "location": case.location, "unsupported": case.unsupported or None}
 
 
 # --- JUnit XML ---------------------------------------------------------------------------------
@@ -309,36 +272,20 @@ def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None)
     total_seconds = sum(result.seconds for result in results)
     suites = ET.Element("testsuites", name="padconv verify")
     suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name="padconv verify",
-        tests=str(len(results)),
-        failures=str(counts[FAILED]),
-        errors="0",
-        skipped=str(counts[UNSUPPORTED]),
+        suites, "testsuite", name="padconv verify", tests=str(len(results)),
+        failures=str(counts[FAILED]), errors="0", skipped=str(counts[UNSUPPORTED]),
         time=f"{total_seconds:.6f}",
     )
     for result in results:
-        _add_testcase(suite, result, names)
+        case = ET.SubElement(suite, "testcase", classname=f"padconv.verify.{result.case.source}",
+                             name=result.case.name, time=f"{result.seconds:.6f}")
+        if result.status == FAILED:
+            failure = ET.SubElement(case, "failure", message=result.reason, type="mismatch")
+            failure.text = "\n".join(failure_details(result, names))
+        elif result.status == UNSUPPORTED:
+            ET.SubElement(case, "skipped", message=result.reason)
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
-
-
-def _add_testcase(suite: Any, result: CaseResult, names: Mapping[str, str] | None) -> None:
-    import xml.etree.ElementTree as ET
-
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        classname=f"padconv.verify.{result.case.source}",
-        name=result.case.name,
-        time=f"{result.seconds:.6f}",
-    )
-    if result.status == FAILED:
-        failure = ET.SubElement(case, "failure", message=result.reason, type="mismatch")
-        failure.text = "\n".join(failure_details(result, names))
-    elif result.status == UNSUPPORTED:
-        ET.SubElement(case, "skipped", message=result.reason)
 
 
 def write_atomically(path: str, payload: bytes) -> None:
