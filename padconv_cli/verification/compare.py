@@ -63,12 +63,6 @@ class Comparison:
     bounded: bool = False  # a per-element allowance (``bound``) was added to the tolerance
 
 
-def _comparison_kind(dtype: np.dtype) -> str:
-    """How a dtype compares: its element kind, with strings and other types as ``exact``."""
-    kind = element_kind(dtype)
-    return "exact" if kind in ("string", "other") else kind
-
-
 def same_element_type(first: np.dtype, second: np.dtype) -> bool:
     """Equal dtypes; strings count as one type however numpy stores them (object, <U, |S),
     as ONNX has a single string type."""
@@ -117,8 +111,8 @@ def compare_arrays(
     if not same_element_type(expected.dtype, actual.dtype):
         reason = f"dtype {_type_text(actual.dtype)} != expected {_type_text(expected.dtype)}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
-    kind = _comparison_kind(expected.dtype)
-    if kind in ("bool", "exact"):
+    kind = element_kind(expected.dtype)
+    if kind in ("bool", "string", "other"):
         return _compare_exact(expected, actual, rtol, atol)
     if kind == "int":
         return _compare_integers(expected, actual, rtol, atol)
@@ -236,31 +230,15 @@ def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, a
 
 def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:
     """(index tuple, expected element, actual element) at flat position ``flat``; elements stay
-    numpy scalars so that they print in their own precision (see :func:`plain_value`)."""
+    numpy scalars so that they print in their own precision (see :func:`display_value`)."""
     index = tuple(int(i) for i in np.unravel_index(flat, expected.shape))
     return index, expected[index], actual[index]
 
 
-def plain_value(value: Any) -> Any:
-    """An element as a plain Python value: float for every float type (bfloat16 included),
-    int, bool, complex or str (bytes decoded)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, np.generic):
-        kind = element_kind(value.dtype)
-        if kind == "float":
-            return float(value)
-        if kind == "int":
-            return int(value)
-        return value.item()
-    return value
-
-
 def display_value(value: Any) -> str:
     """An element as text: numbers in the shortest form that round-trips in their own type
-    (float32 0.1 -> ``0.1``), strings quoted."""
-    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
-        return repr(plain_value(value))
-    if isinstance(value, np.generic):
-        return str(value)
-    return repr(value)
+    (float32 0.1 -> ``0.1``), strings quoted (bytes decoded)."""
+    if isinstance(value, (str, bytes)):  # numpy's str_ and bytes_ too
+        return repr(value.decode("utf-8", errors="replace") if isinstance(value, bytes)
+                    else str(value))
+    return str(value) if isinstance(value, np.generic) else repr(value)
