@@ -7,6 +7,9 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
+
+from padconv_cli.dtypes import dtype_name
 from padconv_cli.json_output import dumps
 from padconv_cli.verification.cases import Case
 from padconv_cli.verification.compare import display_value
@@ -21,8 +24,6 @@ from padconv_cli.verification.runner import (
 COLUMNS = ("case", "operator", "attributes", "output", "max abs", "max rel", "result")
 STATUS_WORDS = {PASSED: "PASS", FAILED: "FAIL", UNSUPPORTED: "UNSUPPORTED"}
 
-
-# --- cells -------------------------------------------------------------------------------------
 
 
 def format_error(value: float | None) -> str:
@@ -59,8 +60,6 @@ def line_cells(result: CaseResult) -> dict[str, str]:
     }
 
 
-# --- failure details ---------------------------------------------------------------------------
-
 
 def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) -> list[str]:
     """Lines explaining a failed or unsupported result: the reason, the first mismatching
@@ -72,11 +71,8 @@ def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) 
     comparison = result.comparison
     if result.status != FAILED or comparison is None:
         return lines
-    for index, expected, actual in comparison.mismatches:
-        lines.append(
-            f"  at {list(index)}: expected {display_value(expected)}, "
-            f"actual {display_value(actual)}"
-        )
+    lines += [f"  at {list(index)}: expected {display_value(expected)}, actual "
+              f"{display_value(actual)}" for index, expected, actual in comparison.mismatches]
     hidden = comparison.mismatch_count - len(comparison.mismatches)
     if hidden > 0:
         lines.append(f"  ... and {hidden} more")
@@ -92,28 +88,16 @@ def tolerance_hint(comparison: Any, names: Mapping[str, str] | None = None) -> s
     if comparison.min_atol is None:
         return "no tolerance makes this pass (NaN, inf, shape, dtype or exact-type mismatch)"
     atol_part = f"{atol} {format_tolerance(comparison.min_atol)} (with rtol={comparison.rtol:g})"
-    if comparison.min_rtol is None or not math.isfinite(comparison.min_rtol):
-        rtol_part = f"no rtol (with atol={comparison.atol:g}: expected is 0 where they differ)"
-    else:
-        rtol_part = (
-            f"{rtol} {format_tolerance(comparison.min_rtol)} (with atol={comparison.atol:g})"
-        )
+    with_atol = f"with atol={comparison.atol:g}"
+    rtol_part = f"no rtol ({with_atol}: expected is 0 where they differ)"
+    if comparison.min_rtol is not None and math.isfinite(comparison.min_rtol):
+        rtol_part = f"{rtol} {format_tolerance(comparison.min_rtol)} ({with_atol})"
     return f"would pass with {atol_part} or {rtol_part}"
 
 
-# --- one line per case ------------------------------------------------------------------------
-
 NARROW_COLUMNS = ("result", "case", "operator", "output", "max abs")
 WIDE_EXTRA_MIN = 24
-ELLIPSIS = "..."
 DEFAULT_WIDTH = 80
-
-
-def _cut(text: str, width: int) -> str:
-    """``text`` cut at the end to ``width`` characters (``...`` marks the cut)."""
-    if len(text) <= width:
-        return text
-    return text[: max(width - len(ELLIPSIS), 0)] + ELLIPSIS
 
 
 def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
@@ -165,8 +149,8 @@ def _table_line(cells: dict[str, str], columns: list[str], widths: dict[str, int
     parts = []
     for name in columns:
         text = cells[name]
-        if name == "attributes":
-            text = _cut(text, widths[name])
+        if name == "attributes" and len(text) > widths[name]:  # cut at the end, "..." marks it
+            text = text[: max(widths[name] - 3, 0)] + "..."
         numeric = name in ("max abs", "max rel")
         parts.append(text.rjust(widths[name]) if numeric else text.ljust(widths[name]))
     return "  ".join(parts).rstrip()
@@ -203,11 +187,9 @@ def verbose_details(result: CaseResult) -> list[str]:
         lines.append(f"    attributes: {result.attributes}")
     comparison = result.comparison
     if comparison is not None:
-        lines.append(
-            f"    max abs {format_error(comparison.max_abs)}, "
-            f"max rel {format_error(comparison.max_rel)} "
-            f"(rtol={comparison.rtol:g}, atol={comparison.atol:g})"
-        )
+        lines.append(f"    max abs {format_error(comparison.max_abs)}, max rel "
+                     f"{format_error(comparison.max_rel)} (rtol={comparison.rtol:g}, "
+                     f"atol={comparison.atol:g})")
     if result.reason:
         lines.append(f"    {result.reason}")
     lines.append(f"    {result.seconds * 1000:.1f} ms")
@@ -217,14 +199,10 @@ def verbose_details(result: CaseResult) -> list[str]:
 def plain_case_list(cases: list[Case]) -> list[str]:
     """``--list`` output: one case per line with its operator and source."""
     width = max((len(case.name) for case in cases), default=0)
-    lines = []
-    for case in cases:
-        note = f"  (unsupported: {case.unsupported})" if case.unsupported else ""
-        lines.append(f"{case.name.ljust(width)}  {case.op:<5} {case.source}{note}")
-    return lines
+    return [f"{case.name.ljust(width)}  {case.op:<5} {case.source}"
+            + (f"  (unsupported: {case.unsupported})" if case.unsupported else "")
+            for case in cases]
 
-
-# --- JSON lines --------------------------------------------------------------------------------
 
 
 def result_record(result: CaseResult) -> dict[str, Any]:
@@ -260,8 +238,6 @@ def case_record(case: Case) -> dict[str, Any]:
             "location": case.location, "unsupported": case.unsupported or None}
 
 
-# --- JUnit XML ---------------------------------------------------------------------------------
-
 
 def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None) -> bytes:
     """The results as a JUnit XML document: failures as <failure>, unsupported as <skipped>;
@@ -295,8 +271,6 @@ def write_atomically(path: str, payload: bytes) -> None:
     atomic_write(path, lambda stream: stream.write(payload))
 
 
-# --- one case side by side ---------------------------------------------------------------------
-
 SIDE_GAP = 4
 PREVIEW_ELEMENTS = 100
 
@@ -304,21 +278,15 @@ PREVIEW_ELEMENTS = 100
 def tensor_block(array: Any, width: int, precision: int | None = None) -> list[str]:
     """An array as numpy's text form within ``width`` columns (elided past 100 elements;
     ``precision`` digits after the point when given)."""
-    import numpy as np
-
-    text = np.array2string(
-        np.asarray(array), max_line_width=max(width, 20), threshold=PREVIEW_ELEMENTS, edgeitems=3,
-        precision=precision,
-    )
-    return text.splitlines()
+    return np.array2string(np.asarray(array), max_line_width=max(width, 20),
+                           threshold=PREVIEW_ELEMENTS, edgeitems=3,
+                           precision=precision).splitlines()
 
 
 def difference(expected: Any, actual: Any) -> Any:
     """``|actual - expected|`` elementwise in float64, 0 where both are NaN or the same
     infinity; for non-numeric types a bool array that is True where they differ. None when the
     shapes differ."""
-    import numpy as np
-
     expected, actual = np.asarray(expected), np.asarray(actual)
     if expected.shape != actual.shape:
         return None
@@ -338,8 +306,6 @@ def difference(expected: Any, actual: Any) -> Any:
 
 def _as_numeric_view(array: Any) -> Any:
     """Types numpy prints poorly (bfloat16, float8, int4: ml_dtypes) as float32 for display."""
-    import numpy as np
-
     array = np.asarray(array)
     if array.dtype.kind in "biufcUSO":
         return array
@@ -358,18 +324,14 @@ def columns_side_by_side(blocks: list[tuple[str, list[str]]], width: int) -> lis
             stacked += [f"  {title}", *(f"    {line}".rstrip() for line in lines)]
         return stacked
     height = max(len(lines) for _, lines in blocks)
-    rows = ["  " + (" " * SIDE_GAP).join(t.ljust(w) for (t, _), w in zip(blocks, widths,
-                                                                           strict=True))]
-    for i in range(height):
-        cells = [(lines[i] if i < len(lines) else "").ljust(w)
-                 for (_, lines), w in zip(blocks, widths, strict=True)]
-        rows.append(("  " + (" " * SIDE_GAP).join(cells)).rstrip())
-    return [row.rstrip() for row in rows]
+    rows = [[title for title, _ in blocks],
+            *([lines[i] if i < len(lines) else "" for _, lines in blocks] for i in range(height))]
+    return [("  " + (" " * SIDE_GAP).join(cell.ljust(w) for cell, w in zip(row, widths,
+                                                                          strict=True))).rstrip()
+            for row in rows]
 
 
 def _shape_text(array: Any) -> str:
-    from padconv_cli.dtypes import dtype_name
-
     return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
 
 
@@ -388,21 +350,15 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
         block = tensor_block(_as_numeric_view(array), width - 4)
         lines += [f"    {line}".rstrip() for line in block]
     expected = case.expected[0] if case.expected else None
-    blocks = []
-    if expected is not None:
-        blocks.append((f"expected {_shape_text(expected)}", expected))
-    if result.actual is not None:
-        blocks.append((f"actual {_shape_text(result.actual)}", result.actual))
-        if expected is not None:
-            diff = difference(expected, result.actual)
-            if diff is not None:
-                blocks.append(("|actual - expected|", diff))
-    rendered = [
-        (title, tensor_block(_as_numeric_view(a), width - 4, 3 if title.startswith("|") else None))
-        for title, a in blocks
-    ]
-    if rendered:
-        lines += columns_side_by_side(rendered, width)
+    blocks = [(f"{title} {_shape_text(array)}", tensor_block(_as_numeric_view(array), width - 4))
+              for title, array in (("expected", expected), ("actual", result.actual))
+              if array is not None]
+    if expected is not None and result.actual is not None:
+        diff = difference(expected, result.actual)
+        if diff is not None:
+            blocks.append(("|actual - expected|", tensor_block(diff, width - 4, 3)))
+    if blocks:
+        lines += columns_side_by_side(blocks, width)
     if result.reason:
         lines.append(f"  {result.reason}")
     heading = f"{case.name} ({case.location or case.source})"
