@@ -8,6 +8,7 @@ pad`), the engines, ``--explain``, ``--emit-onnx`` and ``--check`` work from.  R
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from collections.abc import Iterable
@@ -20,11 +21,6 @@ from padconv_cli.errors import AttributeValueError
 from padconv_cli.kernels.pad_values import coerce_constant_value, default_constant, pad_element_kind
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
-
-
-# --------------------------------------------------------------------------------------
-# Plan: validation and shapes, without the data
-# --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -164,12 +160,10 @@ def _as_int_tuple(values: Any, name: str) -> tuple[int, ...]:
 
 
 def _as_int(value: Any, label: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise AttributeValueError(f"{label}={value!r} is not an integer")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise AttributeValueError(f"{label}={value!r} is not an integer") from None
+    if not isinstance(value, (bool, np.bool_)):
+        with contextlib.suppress(TypeError):
+            return operator.index(value)
+    raise AttributeValueError(f"{label}={value!r} is not an integer")
 
 
 def _normalized_axes(axes: Any, rank: int) -> tuple[int, ...]:
@@ -194,13 +188,10 @@ def _normalized_axes(axes: Any, rank: int) -> tuple[int, ...]:
 
 
 def _check_pad_count(pads: tuple[int, ...], n_axes: int, all_axes: bool, rank: int) -> None:
-    if len(pads) == 2 * n_axes:
-        return
-    if all_axes:
-        need = f"2 * rank = {2 * n_axes} for a rank-{rank} input"
-    else:
-        need = f"2 * len(axes) = {2 * n_axes}"
-    raise AttributeValueError(f"pads has {len(pads)} values; it needs {need}")
+    if len(pads) != 2 * n_axes:
+        need = (f"2 * rank = {2 * n_axes} for a rank-{rank} input" if all_axes
+                else f"2 * len(axes) = {2 * n_axes}")
+        raise AttributeValueError(f"pads has {len(pads)} values; it needs {need}")
 
 
 def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
