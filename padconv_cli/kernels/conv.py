@@ -1,28 +1,20 @@
 """ONNX ``Conv`` (opsets 1, 11 and 22): the plan, the kernel and its working memory.
 
-:func:`plan_conv` checks the attributes against the input shapes and resolves them into a
-:class:`ConvPlan` without touching data (the engines, ``--explain``, ``--emit-onnx`` and
-``--check`` work from it); :func:`conv` and :func:`conv_planned` compute with padconv's native
-core (:mod:`padconv_cli.kernels.native`), which sums every output element in one fixed order
-(``c``, then the kernel taps in C order): any tile of the output equals the same elements of
-the whole, bit for bit, on any number of threads.  The core's kernels:
+:func:`plan_conv` resolves the attributes against the input shapes into a :class:`ConvPlan`
+without touching data; :func:`conv` and :func:`conv_planned` compute with the native core
+(:mod:`padconv_cli.kernels.native`), which sums every output element in one fixed order (``c``,
+then the kernel taps in C order): any tile of the output equals the same elements of the whole,
+bit for bit, on any number of threads.  Its GEMM kernel (``C/G > 1``) multiplies panels of
+input values (one row per channel and tap, padding written as zeros) by W packed in tiles of
+``TILE_ROWS`` output channels, or, when the output rows fill the register tiles, reads every
+tap's row from a few zero-padded input rows split by stride; its depthwise kernel (``C/G == 1``)
+sums the taps over zero-padded input rows.  X is never copied padded; float16 and bfloat16 X is
+read as float32 in place; taps and outputs that read only padding are cut off first when that
+needs less memory (:func:`plan_cut`).
 
-* GEMM (``C/G > 1``): blocks of output positions; each gathers its panel of input values (one
-  row per channel and kernel tap, padding written as zeros; pointwise, X's column strips) and
-  multiplies it by W, packed in tiles of ``TILE_ROWS`` output channels.  When the output rows
-  fill the register tiles, the row kernel copies the input rows under a few output rows once,
-  zero-padded and split by stride, and reads every tap's row from them in place;
-* depthwise (``C/G == 1``): rows of output positions from zero-padded input rows (2-D with
-  stride 1 along rows: a block of them per task; otherwise split by stride into phases, kept
-  for the next output rows), the taps summed in C order.
-
-X is never copied padded; float16 and bfloat16 X is read as float32 in place.  Taps and outputs
-that read only padding are cut off first when that needs less memory (:func:`plan_cut`).
-
-:func:`working_bytes` is the one formula of the memory all this needs besides X, W and Y (the
-kernel, the resource gate, ``--explain`` and the tiler use it).  It stays in Python, as an
-upper bound over every instruction set: the native core sizes its buffers inside each call,
-for the instruction set it runs, and has no function the gate could ask beforehand.
+:func:`working_bytes` is the one formula of the memory this needs besides X, W and Y (kernel,
+gate, ``--explain``, tiler).  It is Python's, an upper bound over every instruction set: the
+native core sizes its buffers inside each call and has no function the gate could ask first.
 """
 
 from __future__ import annotations
@@ -100,8 +92,8 @@ class ConvPlan:
 
     @property
     def flops(self) -> int:
-        """Multiply-adds counted as 2 FLOPs:
-        ``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)``."""
+        """``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)`` (a multiply-add
+        counts 2)."""
         batch, out_channels, *out_spatial = self.output_shape
         return (2 * batch * out_channels * math.prod(out_spatial) * self.w_shape[1]
                 * math.prod(self.kernel_shape))
