@@ -42,19 +42,9 @@ def _index_of(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
-# --- models -> cases ---------------------------------------------------------------------------
 
-
-def case_from_model(
-    model: Any,
-    inputs: Sequence[np.ndarray],
-    outputs: Sequence[np.ndarray],
-    *,
-    name: str,
-    source: str,
-    location: str,
-    base_dir: str | None = None,
-) -> Case:
+def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], *,
+                    name: str, source: str, location: str, base_dir: str | None = None) -> Case:
     """A Case from a ModelProto and one data set (arrays for the non-initializer graph inputs,
     in graph order, and the expected graph outputs). ``base_dir``: the model's folder, the only
     place its external data may come from (None: no external data)."""
@@ -117,10 +107,10 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
     """The array a Constant node produces (value, value_float(s), value_int(s), value_string(s))."""
     from onnx import helper
 
-    if len(node.attribute) != 1:
-        raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
     from padconv_cli.onnx_nodes import check_attribute_type
 
+    if len(node.attribute) != 1:
+        raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
     attribute = node.attribute[0]
     where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
     check_attribute_type(attribute, "Constant", where)
@@ -171,8 +161,6 @@ def _as_array(value: Any) -> np.ndarray:
 
     return _tensor_to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
 
-
-# --- backend-test folders ----------------------------------------------------------------------
 
 
 def is_case_dir(path: Path) -> bool:
@@ -229,8 +217,6 @@ def cases_from_user_dir(path_text: str) -> list[Case]:
         )
     return [case for child in children for case in cases_from_dir(child)]
 
-
-# --- the installed onnx package ----------------------------------------------------------------
 
 
 def onnx_data_root() -> Path:
