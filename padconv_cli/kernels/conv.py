@@ -130,9 +130,8 @@ def plan_conv(
     _check_channels(x_shape, w_shape, group)
     b_shape = None if b_shape is None else input_shape("B", b_shape)
     if b_shape not in (None, (w_shape[0],)):
-        raise AttributeValueError(
-            f"Conv bias B must have shape (M,) = ({w_shape[0]},), got {b_shape}"
-        )
+        raise AttributeValueError(f"Conv bias B must have shape (M,) = ({w_shape[0]},), got "
+                                  f"{b_shape}")
     explicit = explicit_pads(pads, spatial_rank)
     axes = zip(x_shape[2:], kernel, strides_t, dilations_t, strict=True)
     resolved = [_resolve_axis(axis, *sizes, auto_pad, explicit[axis::spatial_rank])
@@ -202,10 +201,8 @@ def _resolve_axis(axis: int, size: int, k: int, s: int, d: int, auto_pad: str,
         out = explicit_pad_output_size(size, begin, end, ek, s)
         formula = f"out[{axis}] = floor(({size} + {begin} + {end} - {ek_text}) / {s}) + 1 = {out}"
     if out < 1:
-        raise AttributeValueError(
-            f"Conv output spatial axis {axis} (tensor axis {axis + 2}) would be empty: "
-            f"{formula} (every output dimension must be >= 1)"
-        )
+        raise AttributeValueError(f"Conv output spatial axis {axis} (tensor axis {axis + 2}) would "
+                                  f"be empty: {formula} (every output dimension must be >= 1)")
     return out, begin, end, formula
 
 
@@ -224,15 +221,11 @@ def input_shape(name: str, shape: Sequence[int], op: str = "Conv") -> tuple[int,
 def _check_ranks(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
     """X needs (N, C, D1, ...) with at least one spatial axis; W needs X's rank."""
     if len(x_shape) < 3:
-        raise AttributeValueError(
-            f"Conv input X must have rank >= 3 (N, C, D1, ...), got rank {len(x_shape)} "
-            f"shape {list(x_shape)}"
-        )
+        raise AttributeValueError("Conv input X must have rank >= 3 (N, C, D1, ...), got rank "
+                                  f"{len(x_shape)} shape {list(x_shape)}")
     if len(w_shape) != len(x_shape):
-        raise AttributeValueError(
-            f"Conv input W must have the rank of X ({len(x_shape)}), got rank {len(w_shape)} "
-            f"shape {list(w_shape)}"
-        )
+        raise AttributeValueError(f"Conv input W must have the rank of X ({len(x_shape)}), got "
+                                  f"rank {len(w_shape)} shape {list(w_shape)}")
 
 
 def is_int(value: object) -> bool:
@@ -252,19 +245,16 @@ def int_list(name: str, values: object, length: int, length_rule: str,
              op: str = "Conv") -> tuple[int, ...]:
     """An attribute list of exactly ``length`` integers."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
-        raise AttributeValueError(
-            f"{op} attribute {name} must be a list of integers, got {values!r}", param=name
-        )
+        raise AttributeValueError(f"{op} attribute {name} must be a list of integers, got "
+                                  f"{values!r}", param=name)
     items = list(values)
     if not all(is_int(v) for v in items):
         raise AttributeValueError(f"{op} attribute {name} must contain integers only, got "
                                   f"{bounded_sequence(items)}", param=name)
     ints = tuple(int(v) for v in items)
     if len(ints) != length:
-        raise AttributeValueError(
-            f"{op} attribute {name} needs {length} values ({length_rule}), "
-            f"got {len(ints)}: {bounded_sequence(ints)}", param=name
-        )
+        raise AttributeValueError(f"{op} attribute {name} needs {length} values ({length_rule}), "
+                                  f"got {len(ints)}: {bounded_sequence(ints)}", param=name)
     return ints
 
 
@@ -275,9 +265,8 @@ def positive_list(name: str, values: object, spatial_rank: int,
         return (1,) * spatial_rank
     ints = int_list(name, values, spatial_rank, "one per spatial axis", op)
     if any(v < 1 for v in ints):
-        raise AttributeValueError(
-            f"{op} attribute {name} must be >= 1 on every axis, got {list(ints)}", param=name
-        )
+        raise AttributeValueError(f"{op} attribute {name} must be >= 1 on every axis, got "
+                                  f"{list(ints)}", param=name)
     return ints
 
 
@@ -298,13 +287,11 @@ def _kernel_shape(kernel_shape: object, w_shape: tuple[int, ...]) -> tuple[int, 
     if kernel_shape is not None:
         given = int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis")
         if given != from_w:
-            raise AttributeValueError(
-                f"Conv attribute kernel_shape {list(given)} != W.shape[2:] {list(from_w)}"
-            )
+            raise AttributeValueError(f"Conv attribute kernel_shape {list(given)} != W.shape[2:] "
+                                      f"{list(from_w)}")
     if any(k < 1 for k in from_w):
-        raise AttributeValueError(
-            f"Conv kernel dimensions W.shape[2:] must be >= 1, got {list(from_w)}"
-        )
+        raise AttributeValueError("Conv kernel dimensions W.shape[2:] must be >= 1, got "
+                                  f"{list(from_w)}")
     return from_w
 
 
@@ -313,14 +300,11 @@ def _auto_pad(auto_pad: object, pads: object) -> str:
     if isinstance(auto_pad, bytes):
         auto_pad = auto_pad.decode("utf-8", "replace")
     if auto_pad not in AUTO_PAD_VALUES:
-        raise AttributeValueError(
-            f"Conv attribute auto_pad must be one of {', '.join(AUTO_PAD_VALUES)}, got {auto_pad!r}"
-        )
+        raise AttributeValueError("Conv attribute auto_pad must be one of "
+                                  f"{', '.join(AUTO_PAD_VALUES)}, got {auto_pad!r}")
     if auto_pad != "NOTSET" and pads is not None:
-        raise AttributeValueError(
-            f"Conv attributes pads and auto_pad={auto_pad} cannot be used together; "
-            "drop pads or set auto_pad=NOTSET"
-        )
+        raise AttributeValueError(f"Conv attributes pads and auto_pad={auto_pad} cannot be used "
+                                  "together; drop pads or set auto_pad=NOTSET")
     return str(auto_pad)
 
 
@@ -328,13 +312,11 @@ def _check_channels(x_shape: tuple[int, ...], w_shape: tuple[int, ...], group: i
     """``C == W.shape[1] * group`` and ``M % group == 0``."""
     channels, out_channels, per_group = x_shape[1], w_shape[0], w_shape[1]
     if channels != per_group * group:
-        raise AttributeValueError(
-            f"Conv input channels C={channels} != W.shape[1]*group = {per_group}*{group}"
-        )
+        raise AttributeValueError(f"Conv input channels C={channels} != W.shape[1]*group = "
+                                  f"{per_group}*{group}")
     if out_channels % group != 0:
-        raise AttributeValueError(
-            f"Conv output channels M=W.shape[0]={out_channels} is not a multiple of group={group}"
-        )
+        raise AttributeValueError(f"Conv output channels M=W.shape[0]={out_channels} is not a "
+                                  f"multiple of group={group}")
 
 
 # --- the kernel -----------------------------------------------------------------------------
@@ -388,10 +370,9 @@ def _float_inputs(
         if _dtype_name(array.dtype) not in FLOAT_DTYPE_NAMES:
             label = {"U": "string", "S": "string", "O": "object"}.get(array.dtype.kind,
                                                                       array.dtype.name)
-            raise UnsupportedDtypeError(
-                f"Conv takes float tensors ({', '.join(FLOAT_DTYPE_NAMES)}); got "
-                f"{label} {name}; convert the tensor to a float type first"
-            )
+            raise UnsupportedDtypeError("Conv takes float tensors "
+                                        f"({', '.join(FLOAT_DTYPE_NAMES)}); got {label} {name}; "
+                                        "convert the tensor to a float type first")
     if len({_dtype_name(array.dtype) for _, array in named}) > 1:  # byte order may differ
         listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
         raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}")

@@ -106,10 +106,8 @@ def _allocate(shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
         return np.empty(shape, dtype=dt)
     except (ValueError, MemoryError):
         nbytes = math.prod(shape) * dt.itemsize
-        raise OutputTooLargeError(
-            f"the padded output of shape {shape} ({dt}) needs {nbytes} bytes, "
-            f"more than can be allocated"
-        ) from None
+        raise OutputTooLargeError(f"the padded output of shape {shape} ({dt}) needs {nbytes} "
+                                  "bytes, more than can be allocated") from None
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray) -> None:
@@ -127,9 +125,8 @@ def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray)
     except np.exceptions.TooHardError:
         shared = True
     if shared:
-        raise AttributeValueError(
-            "out shares memory with data; the padded output needs an array of its own"
-        )
+        raise AttributeValueError("out shares memory with data; the padded output needs an array "
+                                  "of its own")
 
 
 # One border step: ``(target, source)`` indices, source None for the constant.

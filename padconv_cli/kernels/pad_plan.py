@@ -135,27 +135,23 @@ def _checked_mode(mode: Any) -> str:
     hint = ""
     if isinstance(mode, str) and mode.lower() in PAD_MODES:
         hint = " (mode names are lowercase)"
-    raise AttributeValueError(
-        f"mode {mode!r} is not an ONNX Pad mode; choose constant, reflect, edge or wrap{hint}"
-    )
+    raise AttributeValueError(f"mode {mode!r} is not an ONNX Pad mode; choose constant, reflect, "
+                              f"edge or wrap{hint}")
 
 
 def _as_int_tuple(values: Any, name: str) -> tuple[int, ...]:
     """Read a 1-D sequence or array of integers; bools, floats and strings are refused."""
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
-            raise AttributeValueError(
-                f"{name} must be a 1-D list of integers; got an array of shape {values.shape}"
-            )
+            raise AttributeValueError(f"{name} must be a 1-D list of integers; got an array of "
+                                      f"shape {values.shape}")
         if values.dtype.kind not in "iu":
-            raise AttributeValueError(
-                f"{name} must hold integers; got an array of {values.dtype} values"
-            )
+            raise AttributeValueError(f"{name} must hold integers; got an array of {values.dtype} "
+                                      "values")
         return tuple(int(v) for v in values.tolist())
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise AttributeValueError(
-            f"{name} must be a sequence of integers; got {type(values).__name__} {values!r}"
-        )
+        raise AttributeValueError(f"{name} must be a sequence of integers; got "
+                                  f"{type(values).__name__} {values!r}")
     return tuple(_as_int(v, f"{name}[{i}]") for i, v in enumerate(values))
 
 
@@ -175,14 +171,12 @@ def _normalized_axes(axes: Any, rank: int) -> tuple[int, ...]:
     for i, axis in enumerate(given):
         if not -rank <= axis < rank:
             span = f"[{-rank}, {rank - 1}]" if rank else "(it has no axes)"
-            raise AttributeValueError(
-                f"axes[{i}]={axis} is out of range {span} for a rank-{rank} input"
-            )
+            raise AttributeValueError(f"axes[{i}]={axis} is out of range {span} for a rank-{rank} "
+                                      "input")
         normalized = axis % rank
         if normalized in first_seen:
-            raise AttributeValueError(
-                f"axes repeats axis {normalized} (given as {first_seen[normalized]} and {axis})"
-            )
+            raise AttributeValueError(f"axes repeats axis {normalized} (given as "
+                                      f"{first_seen[normalized]} and {axis})")
         first_seen[normalized] = axis
     return tuple(axis % rank for axis in given)
 
@@ -207,10 +201,8 @@ def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
         raise AttributeValueError(f"shape[{axis}]={dim} is negative")
     out_dim = dim + begin + end
     if out_dim < 0:
-        raise AttributeValueError(
-            f"axis {axis} (dim {dim}, pads {begin}/{end}) would have "
-            f"dim + begin + end = {out_dim} elements; Pad needs >= 0"
-        )
+        raise AttributeValueError(f"axis {axis} (dim {dim}, pads {begin}/{end}) would have dim + "
+                                  f"begin + end = {out_dim} elements; Pad needs >= 0")
     crop_begin = min(max(-begin, 0), dim)
     crop_end = min(max(-end, 0), dim - crop_begin)
     if crop_begin + crop_end < dim:
@@ -222,10 +214,8 @@ def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
     # is empty and has zero pads is left alone.
     if mode != "constant" and ax.cropped_dim == 0 and (begin or end):
         where = "empty after cropping" if ax.is_cropped else "empty"
-        raise AttributeValueError(
-            f"axis {axis} is {where} (dim {dim}, pads {begin}/{end}); "
-            f"{mode} needs at least one element"
-        )
+        raise AttributeValueError(f"axis {axis} is {where} (dim {dim}, pads {begin}/{end}); {mode} "
+                                  "needs at least one element")
     return ax
 
 

@@ -71,9 +71,8 @@ def coerce_constant_value(value: Any, dtype: Any, *, shown: str | None = None) -
     kind = pad_element_kind(dt)
     if isinstance(value, np.ndarray):
         if value.size != 1:
-            raise AttributeValueError(
-                f"constant_value must be a scalar or a one-element tensor; got shape {value.shape}"
-            )
+            raise AttributeValueError("constant_value must be a scalar or a one-element tensor; "
+                                      f"got shape {value.shape}")
         value = value.reshape(())[()]
     same_type = isinstance(value, np.generic) and value.dtype == dt.newbyteorder("=")
     if same_type and kind != "string":

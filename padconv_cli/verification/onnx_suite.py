@@ -147,10 +147,8 @@ def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
     initializers = {tensor.name for tensor in graph.initializer}
     names = [vi.name for vi in graph.input if vi.name not in initializers]
     if len(inputs) != len(names):
-        raise InputError(
-            f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph input(s) "
-            f"{bounded_list(names)}"
-        )
+        raise InputError(f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph "
+                         f"input(s) {bounded_list(names)}")
     arrays = [_as_array(value) for value in inputs]
     return dict(zip(names, arrays, strict=True))
 
@@ -211,10 +209,8 @@ def cases_from_user_dir(path_text: str) -> list[Case]:
         return cases_from_dir(path)
     children = sorted(child for child in path.iterdir() if child.is_dir() and is_case_dir(child))
     if not children:
-        raise InputError(
-            f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, and no "
-            f"sub-folder with one)"
-        )
+        raise InputError(f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, "
+                         "and no sub-folder with one)")
     return [case for child in children for case in cases_from_dir(child)]
 
 
