@@ -99,18 +99,10 @@ class ConvPlan:
                 * math.prod(self.kernel_shape))
 
 
-def plan_conv(
-    x_shape: Sequence[int],
-    w_shape: Sequence[int],
-    b_shape: Sequence[int] | None = None,
-    *,
-    auto_pad: str = "NOTSET",
-    dilations: Sequence[int] | None = None,
-    group: int = 1,
-    kernel_shape: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    strides: Sequence[int] | None = None,
-) -> ConvPlan:
+def plan_conv(x_shape: Sequence[int], w_shape: Sequence[int], b_shape: Sequence[int] | None = None,
+              *, auto_pad: str = "NOTSET", dilations: Sequence[int] | None = None, group: int = 1,
+              kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+              strides: Sequence[int] | None = None) -> ConvPlan:
     """Check Conv's shapes and attributes against the spec; resolve them into a :class:`ConvPlan`.
 
     Output size per spatial axis (``ek = (k - 1) * d + 1``): explicit pads give
@@ -152,9 +144,8 @@ def effective_kernel_size(kernel: int, dilation: int) -> int:
     return (kernel - 1) * dilation + 1
 
 
-def explicit_pad_output_size(
-    size: int, pad_begin: int, pad_end: int, effective_kernel: int, stride: int
-) -> int:
+def explicit_pad_output_size(size: int, pad_begin: int, pad_end: int, effective_kernel: int,
+                             stride: int) -> int:
     """Output size with explicit pads: ``floor((size + pad_begin + pad_end - ek) / stride) + 1``."""
     return (size + pad_begin + pad_end - effective_kernel) // stride + 1
 
@@ -322,18 +313,10 @@ def _check_channels(x_shape: tuple[int, ...], w_shape: tuple[int, ...], group: i
 # --- the kernel -----------------------------------------------------------------------------
 
 
-def conv(
-    X: np.ndarray,
-    W: np.ndarray,
-    B: np.ndarray | None = None,
-    *,
-    auto_pad: str = "NOTSET",
-    dilations: Sequence[int] | None = None,
-    group: int = 1,
-    kernel_shape: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    strides: Sequence[int] | None = None,
-) -> np.ndarray:
+def conv(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str = "NOTSET",
+         dilations: Sequence[int] | None = None, group: int = 1,
+         kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+         strides: Sequence[int] | None = None) -> np.ndarray:
     """ONNX Conv-22: ``Y[n, m, o] = B[m] + sum_{c, k} W[m, c, k] * Xpad[n, g*C/G + c, o*s + k*d]``.
 
     ``g = m // (M / group)``; ``Xpad`` is X zero-padded by the resolved pads. X, W and B must share

@@ -74,19 +74,9 @@ def thread_count() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def conv_into(
-    x: np.ndarray,
-    w: np.ndarray,
-    b: np.ndarray | None,
-    y: np.ndarray,
-    *,
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    pads_begin: Sequence[int],
-    group: int,
-    threads: int | None = None,
-    isa: str | None = None,
-) -> None:
+def conv_into(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray, *,
+              strides: Sequence[int], dilations: Sequence[int], pads_begin: Sequence[int],
+              group: int, threads: int | None = None, isa: str | None = None) -> None:
     """Write ONNX Conv of ``x`` (N, C, *in) and ``w`` (M, C/group, *k) into ``y`` (N, M, *out).
 
     All arrays are C-contiguous; ``w``, ``b`` (optional, shape ``(M,)``) and ``y`` share

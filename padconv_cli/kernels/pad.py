@@ -55,15 +55,8 @@ _BLOCK_BYTES = 1 << 21
 _PARALLEL_BYTES = 1 << 23
 
 
-def pad(
-    data: Any,
-    pads: Any,
-    constant_value: Any = None,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+def pad(data: Any, pads: Any, constant_value: Any = None, axes: Any = None, mode: str = "constant",
+        *, out: np.ndarray | None = None) -> np.ndarray:
     """ONNX Pad-25: crop the negative pads, then pad with ``mode`` (see the module docstring).
 
     ``output[i] = data'[source(i)]`` where ``data'`` is the cropped input and ``source`` maps
@@ -133,9 +126,8 @@ def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray)
 Step = tuple[tuple[Any, ...], tuple[Any, ...] | None]
 
 
-def _fill_in_blocks(
-    out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...], mode: str, fill: Any
-) -> None:
+def _fill_in_blocks(out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...],
+                    mode: str, fill: Any) -> None:
     """Copy ``src`` into the centre of ``out`` and fill the border, one block at a time.
 
     Blocks split the leading axes that are not padded; a block of about ``_BLOCK_BYTES`` is

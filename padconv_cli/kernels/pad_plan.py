@@ -92,14 +92,8 @@ class PadPlan:
         return any(ax.is_padded for ax in self.per_axis)
 
 
-def plan_pad(
-    shape: Iterable[int],
-    pads: Any,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    dtype: Any = None,
-) -> PadPlan:
+def plan_pad(shape: Iterable[int], pads: Any, axes: Any = None, mode: str = "constant", *,
+             dtype: Any = None) -> PadPlan:
     """Validate Pad's attributes against an input shape and give the output shape.
 
     ``pads`` has ``2 * len(axes)`` integers ``[b_1..b_k, e_1..e_k]``; axis ``axes[i]`` gets

@@ -161,9 +161,8 @@ def _cast_real(number: float, dt: np.dtype) -> np.generic:
         return np.array(number, dtype=np.float64).astype(dt)[()]
 
 
-def _check_float_fits(
-    number: float, result: Any, shown: str, dt: np.dtype, target: np.dtype | None = None
-) -> None:
+def _check_float_fits(number: float, result: Any, shown: str, dt: np.dtype,
+                      target: np.dtype | None = None) -> None:
     """NaN must stay NaN, ±inf the same infinity, finite values must not overflow.
 
     ``dt`` is the real type the number was cast to; ``target`` the tensor type to name

@@ -85,14 +85,8 @@ def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def compare_arrays(
-    expected: np.ndarray,
-    actual: np.ndarray,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-    bound: np.ndarray | None = None,
-) -> Comparison:
+def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, rtol: float | None = None,
+                   atol: float | None = None, bound: np.ndarray | None = None) -> Comparison:
     """Compare ``actual`` with ``expected`` by the rule of the module docstring.
 
     ``rtol``/``atol`` default to :func:`default_tolerances` of the expected dtype; explicit values
