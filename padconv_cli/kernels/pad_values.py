@@ -40,18 +40,13 @@ def pad_element_kind(dtype: Any) -> str:
     dt = np.dtype(dtype)
     name = dtype_name(dt)
     if name not in PAD_ELEMENT_TYPES:
-        raise UnsupportedDtypeError(
-            f"Pad does not support the element type {name}; Pad-25 takes "
-            f"{PAD_ELEMENT_TYPES_TEXT}",
-            param="data",
-        )
+        raise UnsupportedDtypeError(f"Pad does not support the element type {name}; Pad-25 takes "
+                                    f"{PAD_ELEMENT_TYPES_TEXT}", param="data")
     kind = element_kind(dt)
     if kind == "other" or dt.kind == "S":
-        raise UnsupportedDtypeError(
-            f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
-            f"ints, floats (incl. bfloat16/float8), bool, complex and strings",
-            param="data",
-        )
+        raise UnsupportedDtypeError(f"Pad does not support the element type {dt} (numpy dtype "
+                                    f"{dt.str}); it takes ints, floats (incl. bfloat16/float8), "
+                                    "bool, complex and strings", param="data")
     return kind
 
 

@@ -28,12 +28,8 @@ MAX_REPORTED_MISMATCHES = 5
 # float16/bfloat16: about one ulp of 1.0 (eps 9.8e-4 and 7.8e-3). float64: tight, a few thousand
 # ulps, enough for a different summation order only.
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-9, 1e-11),
-    "complex128": (1e-9, 1e-11),
-    "float32": (1e-5, 1e-6),
-    "complex64": (1e-5, 1e-6),
-    "float16": (1e-3, 1e-3),
-    "bfloat16": (1e-2, 1e-2),
+    "float64": (1e-9, 1e-11), "complex128": (1e-9, 1e-11), "float32": (1e-5, 1e-6),
+    "complex64": (1e-5, 1e-6), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2),
 }
 
 Mismatch = tuple[tuple[int, ...], Any, Any]
