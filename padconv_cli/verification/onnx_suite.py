@@ -42,7 +42,6 @@ def _index_of(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
-
 def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], *,
                     name: str, source: str, location: str, base_dir: str | None = None) -> Case:
     """A Case from a ModelProto and one data set (arrays for the non-initializer graph inputs,
@@ -160,7 +159,6 @@ def _as_array(value: Any) -> np.ndarray:
     return _tensor_to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
 
 
-
 def is_case_dir(path: Path) -> bool:
     """True for a folder holding ``model.onnx``."""
     return (path / MODEL_FILE).is_file()
@@ -212,7 +210,6 @@ def cases_from_user_dir(path_text: str) -> list[Case]:
         raise InputError(f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, "
                          "and no sub-folder with one)")
     return [case for child in children for case in cases_from_dir(child)]
-
 
 
 def onnx_data_root() -> Path:

@@ -25,7 +25,6 @@ COLUMNS = ("case", "operator", "attributes", "output", "max abs", "max rel", "re
 STATUS_WORDS = {PASSED: "PASS", FAILED: "FAIL", UNSUPPORTED: "UNSUPPORTED"}
 
 
-
 def format_error(value: float | None) -> str:
     """An error magnitude with 3 significant digits; ``-`` when not applicable."""
     if value is None:
@@ -58,7 +57,6 @@ def line_cells(result: CaseResult) -> dict[str, str]:
         "max rel": format_error(comparison.max_rel if comparison else None),
         "result": STATUS_WORDS[result.status],
     }
-
 
 
 def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) -> list[str]:
@@ -204,7 +202,6 @@ def plain_case_list(cases: list[Case]) -> list[str]:
             for case in cases]
 
 
-
 def result_record(result: CaseResult) -> dict[str, Any]:
     """One result as a dict for :func:`padconv_cli.json_output.dumps` (``"type": "case"``)."""
     case, comparison, shape = result.case, result.comparison, result.output_shape
@@ -236,7 +233,6 @@ def case_record(case: Case) -> dict[str, Any]:
     """``--list --json``: one case without running it."""
     return {"type": "case", "name": case.name, "source": case.source, "operator": case.op,
             "location": case.location, "unsupported": case.unsupported or None}
-
 
 
 def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None) -> bytes:
