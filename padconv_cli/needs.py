@@ -167,7 +167,7 @@ def pad_needs(data: np.ndarray, plan: Any, dtype: np.dtype, fill: Any, fmt: str)
 def conv_needs(arrays: tuple[Any, ...], plan: Any, dtype: np.dtype) -> Needs:
     """:class:`~padconv_cli.resources.Needs` of ``conv(*arrays)`` with ``plan``."""
     from padconv_cli.dtypes import dtype_name
-    from padconv_cli.kernels.conv_paths import working_bytes
+    from padconv_cli.kernels.conv import working_bytes
 
     inputs = sum(_nbytes(a) for a in arrays if a is not None)
     output = math.prod(plan.output_shape) * dtype.itemsize

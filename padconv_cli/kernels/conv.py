@@ -1,37 +1,322 @@
-"""ONNX ``Conv`` (opsets 1, 11 and 22): the public kernel.
+"""ONNX ``Conv`` (opsets 1, 11 and 22): the plan, the kernel and its working memory.
 
-:func:`conv` checks the element types, plans (:mod:`padconv_cli.kernels.conv_plan`, re-exported
-here: ``plan_conv`` and ``ConvPlan`` are public API) and hands the numbers to
-:mod:`padconv_cli.kernels.conv_paths`; :func:`conv_planned` runs a plan made beforehand.
+:func:`plan_conv` resolves the attributes against the input shapes into a :class:`ConvPlan`
+without touching data; :func:`conv` and :func:`conv_planned` compute with the native core
+(:mod:`padconv_cli.kernels.native`), which sums every output element in one fixed order (``c``,
+then the kernel taps in C order): any tile of the output equals the same elements of the whole,
+bit for bit, on any number of threads.  Its GEMM kernel (``C/G > 1``) multiplies panels of
+input values (one row per channel and tap, padding written as zeros) by W packed in tiles of
+``TILE_ROWS`` output channels, or, when the output rows fill the register tiles, reads every
+tap's row from a few zero-padded input rows split by stride; its depthwise kernel (``C/G == 1``)
+sums the taps over zero-padded input rows.  X is never copied padded; float16 and bfloat16 X is
+read as float32 in place; taps and outputs that read only padding are cut off first when that
+needs less memory (:func:`plan_cut`).
+
+:func:`working_bytes` is the one formula of the memory this needs besides X, W and Y (kernel,
+gate, ``--explain``, tiler).  It is Python's, an upper bound over every instruction set: the
+native core sizes its buffers inside each call and has no function the gate could ask first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import functools
+import math
+import numbers
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from padconv_cli.errors import UnsupportedDtypeError
-from padconv_cli.kernels.conv_plan import AUTO_PAD_VALUES, ConvPlan, plan_conv
+from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
+from padconv_cli.messages import bounded_sequence
 
 __all__ = ["AUTO_PAD_VALUES", "FLOAT_DTYPE_NAMES", "ConvPlan", "conv", "conv_planned",
-           "plan_conv"]
+           "plan_conv", "working_bytes"]
 
+AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 
+PANEL_BYTES = 512 * 2**10  # target size of one GEMM panel (the native core's PANEL_BYTES)
+ROW_BYTES = 256 * 2**10  # padded input rows one task of the row kernel holds (its ROW_BYTES)
+TILE_ROWS = 8  # most output channels in one register tile over the instruction sets
+TILE_COLUMNS = 32  # most output positions in one register tile over the instruction sets
+MIN_TILE_COLUMNS = 8  # fewest output positions in one register tile over the instruction sets
+DEPTHWISE_KEPT_TAPS = 32  # most outer taps for which depthwise keeps padded rows for the next
+DEPTHWISE_COLUMNS = 64  # most output positions in one depthwise register block
+DEPTHWISE_BLOCK_BYTES = 128 * 2**10  # 2-D depthwise, stride 1 along rows: rows one task copies
+NARROW_CHUNK_BYTES = 32 * 2**20  # float32 output computed at a time for float16/bfloat16
 
-def conv(
-    X: np.ndarray,
-    W: np.ndarray,
-    B: np.ndarray | None = None,
-    *,
-    auto_pad: str = "NOTSET",
-    dilations: Sequence[int] | None = None,
-    group: int = 1,
-    kernel_shape: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    strides: Sequence[int] | None = None,
-) -> np.ndarray:
+
+# --- the plan -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPlan:
+    """Resolved Conv attributes and the output shape, computed from shapes only.
+
+    ``pads`` are the effective pads after ``auto_pad`` in the ONNX layout
+    ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``; ``formulas`` holds one human-readable
+    derivation per spatial output dimension.
+    """
+
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    kernel_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]
+    group: int
+    auto_pad: str
+    output_shape: tuple[int, ...]
+    formulas: tuple[str, ...]
+
+    @property
+    def spatial_rank(self) -> int:
+        """Number of spatial axes (rank of X minus 2)."""
+        return len(self.kernel_shape)
+
+    @property
+    def pads_begin(self) -> tuple[int, ...]:
+        """Padding added before each spatial axis."""
+        return self.pads[: self.spatial_rank]
+
+    @property
+    def pads_end(self) -> tuple[int, ...]:
+        """Padding added after each spatial axis."""
+        return self.pads[self.spatial_rank :]
+
+    @property
+    def effective_kernel_shape(self) -> tuple[int, ...]:
+        """Dilated kernel extent per axis: ``(k - 1) * d + 1``."""
+        return tuple(map(effective_kernel_size, self.kernel_shape, self.dilations))
+
+    @property
+    def flops(self) -> int:
+        """``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)`` (a multiply-add
+        counts 2)."""
+        batch, out_channels, *out_spatial = self.output_shape
+        return (2 * batch * out_channels * math.prod(out_spatial) * self.w_shape[1]
+                * math.prod(self.kernel_shape))
+
+
+def plan_conv(x_shape: Sequence[int], w_shape: Sequence[int], b_shape: Sequence[int] | None = None,
+              *, auto_pad: str = "NOTSET", dilations: Sequence[int] | None = None, group: int = 1,
+              kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+              strides: Sequence[int] | None = None) -> ConvPlan:
+    """Check Conv's shapes and attributes against the spec; resolve them into a :class:`ConvPlan`.
+
+    Output size per spatial axis (``ek = (k - 1) * d + 1``): explicit pads give
+    ``floor((in + pad_begin + pad_end - ek) / s) + 1``; ``SAME_UPPER``/``SAME_LOWER`` give
+    ``ceil(in / s)`` with total pad ``max(0, (out - 1) * s + ek - in)``; ``VALID`` gives
+    ``floor((in - ek) / s) + 1``. Raises :class:`AttributeValueError` on any violation.
+    """
+    x_shape = input_shape("X", x_shape)
+    w_shape = input_shape("W", w_shape)
+    _check_ranks(x_shape, w_shape)
+    spatial_rank = len(x_shape) - 2
+    group = group_attribute(group)
+    kernel = _kernel_shape(kernel_shape, w_shape)
+    strides_t = positive_list("strides", strides, spatial_rank)
+    dilations_t = positive_list("dilations", dilations, spatial_rank)
+    auto_pad = _auto_pad(auto_pad, pads)
+    _check_channels(x_shape, w_shape, group)
+    b_shape = None if b_shape is None else input_shape("B", b_shape)
+    if b_shape not in (None, (w_shape[0],)):
+        raise AttributeValueError(f"Conv bias B must have shape (M,) = ({w_shape[0]},), got "
+                                  f"{b_shape}")
+    explicit = explicit_pads(pads, spatial_rank)
+    axes = zip(x_shape[2:], kernel, strides_t, dilations_t, strict=True)
+    resolved = [_resolve_axis(axis, *sizes, auto_pad, explicit[axis::spatial_rank])
+                for axis, sizes in enumerate(axes)]
+    outs, begins, ends, formulas = zip(*resolved, strict=True)
+    return ConvPlan(
+        x_shape=x_shape, w_shape=w_shape, kernel_shape=kernel, strides=strides_t,
+        dilations=dilations_t, pads=begins + ends, group=group, auto_pad=auto_pad,
+        output_shape=(x_shape[0], w_shape[0], *outs), formulas=formulas,
+    )
+
+
+# --- dimension formulas of the spec (per spatial axis, plain ints) --------------------------
+
+
+def effective_kernel_size(kernel: int, dilation: int) -> int:
+    """Extent of a dilated kernel: ``(kernel - 1) * dilation + 1``."""
+    return (kernel - 1) * dilation + 1
+
+
+def explicit_pad_output_size(size: int, pad_begin: int, pad_end: int, effective_kernel: int,
+                             stride: int) -> int:
+    """Output size with explicit pads: ``floor((size + pad_begin + pad_end - ek) / stride) + 1``."""
+    return (size + pad_begin + pad_end - effective_kernel) // stride + 1
+
+
+def same_output_size(size: int, stride: int) -> int:
+    """Output size for ``SAME_UPPER``/``SAME_LOWER``: ``ceil(size / stride)``."""
+    return -(-size // stride)
+
+
+def same_total_pad(size: int, output_size: int, effective_kernel: int, stride: int) -> int:
+    """Total padding for ``SAME_*``: ``max(0, (output_size - 1) * stride + ek - size)``."""
+    return max(0, (output_size - 1) * stride + effective_kernel - size)
+
+
+def split_same_pad(total_pad: int, auto_pad: str) -> tuple[int, int]:
+    """``(begin, end)`` of a ``SAME_*`` total pad: equal halves, an odd element at the end for
+    ``SAME_UPPER`` and at the beginning for ``SAME_LOWER``."""
+    small, large = total_pad // 2, total_pad - total_pad // 2
+    return (large, small) if auto_pad == "SAME_LOWER" else (small, large)
+
+
+def valid_output_size(size: int, effective_kernel: int, stride: int) -> int:
+    """Output size for ``VALID``: ``floor((size - ek) / stride) + 1`` (the spec's
+    ``ceil((size - ek + 1) / stride)``)."""
+    return (size - effective_kernel) // stride + 1
+
+
+def _resolve_axis(axis: int, size: int, k: int, s: int, d: int, auto_pad: str,
+                  explicit: tuple[int, int]) -> tuple[int, int, int, str]:
+    """Output size, pads and the formula string of one spatial axis."""
+    ek = effective_kernel_size(k, d)
+    ek_text = f"(({k}-1)*{d}+1)"
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        out = same_output_size(size, s)
+        begin, end = split_same_pad(same_total_pad(size, out, ek, s), auto_pad)
+        formula = (f"out[{axis}] = ceil({size} / {s}) = {out}; {auto_pad} pads {begin}+{end} "
+                   f"= max(0, ({out}-1)*{s} + {ek_text} - {size})")
+    elif auto_pad == "VALID":
+        begin = end = 0
+        out = valid_output_size(size, ek, s)
+        formula = f"out[{axis}] = floor(({size} - {ek_text}) / {s}) + 1 = {out}"
+    else:
+        begin, end = explicit
+        out = explicit_pad_output_size(size, begin, end, ek, s)
+        formula = f"out[{axis}] = floor(({size} + {begin} + {end} - {ek_text}) / {s}) + 1 = {out}"
+    if out < 1:
+        raise AttributeValueError(f"Conv output spatial axis {axis} (tensor axis {axis + 2}) would "
+                                  f"be empty: {formula} (every output dimension must be >= 1)")
+    return out, begin, end, formula
+
+
+# --- attribute validation (ConvTranspose's planner takes these too: ``op`` names it) ---------
+
+
+def input_shape(name: str, shape: Sequence[int], op: str = "Conv") -> tuple[int, ...]:
+    """A shape as a tuple of non-negative ints (``op``: the operator the message names)."""
+    values = tuple(int(v) for v in shape)
+    if any(v < 0 for v in values):
+        raise AttributeValueError(f"{op} input {name} has a negative dimension: {list(values)}",
+                                  param=name)
+    return values
+
+
+def _check_ranks(x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
+    """X needs (N, C, D1, ...) with at least one spatial axis; W needs X's rank."""
+    if len(x_shape) < 3:
+        raise AttributeValueError("Conv input X must have rank >= 3 (N, C, D1, ...), got rank "
+                                  f"{len(x_shape)} shape {list(x_shape)}")
+    if len(w_shape) != len(x_shape):
+        raise AttributeValueError(f"Conv input W must have the rank of X ({len(x_shape)}), got "
+                                  f"rank {len(w_shape)} shape {list(w_shape)}")
+
+
+def is_int(value: object) -> bool:
+    """An integer that is not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def group_attribute(group: object, op: str = "Conv") -> int:
+    """``group`` is an integer >= 1."""
+    if not is_int(group) or int(group) < 1:
+        raise AttributeValueError(f"{op} attribute group must be an integer >= 1, got {group!r}",
+                                  param="group")
+    return int(group)
+
+
+def int_list(name: str, values: object, length: int, length_rule: str,
+             op: str = "Conv") -> tuple[int, ...]:
+    """An attribute list of exactly ``length`` integers."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise AttributeValueError(f"{op} attribute {name} must be a list of integers, got "
+                                  f"{values!r}", param=name)
+    items = list(values)
+    if not all(is_int(v) for v in items):
+        raise AttributeValueError(f"{op} attribute {name} must contain integers only, got "
+                                  f"{bounded_sequence(items)}", param=name)
+    ints = tuple(int(v) for v in items)
+    if len(ints) != length:
+        raise AttributeValueError(f"{op} attribute {name} needs {length} values ({length_rule}), "
+                                  f"got {len(ints)}: {bounded_sequence(ints)}", param=name)
+    return ints
+
+
+def positive_list(name: str, values: object, spatial_rank: int,
+                  op: str = "Conv") -> tuple[int, ...]:
+    """``strides``/``dilations``: one integer >= 1 per spatial axis, default all 1."""
+    if values is None:
+        return (1,) * spatial_rank
+    ints = int_list(name, values, spatial_rank, "one per spatial axis", op)
+    if any(v < 1 for v in ints):
+        raise AttributeValueError(f"{op} attribute {name} must be >= 1 on every axis, got "
+                                  f"{list(ints)}", param=name)
+    return ints
+
+
+def explicit_pads(pads: object, spatial_rank: int, op: str = "Conv") -> tuple[int, ...]:
+    """``pads``: ``2 * spatial_rank`` non-negative integers, default all 0."""
+    if pads is None:
+        return (0,) * (2 * spatial_rank)
+    ints = int_list("pads", pads, 2 * spatial_rank, "begin and end per spatial axis", op)
+    if any(v < 0 for v in ints):
+        raise AttributeValueError(f"{op} attribute pads must be >= 0, got {list(ints)}",
+                                  param="pads")
+    return ints
+
+
+def _kernel_shape(kernel_shape: object, w_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``kernel_shape`` defaults to ``W.shape[2:]`` and, when given, must equal it."""
+    from_w = w_shape[2:]
+    if kernel_shape is not None:
+        given = int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis")
+        if given != from_w:
+            raise AttributeValueError(f"Conv attribute kernel_shape {list(given)} != W.shape[2:] "
+                                      f"{list(from_w)}")
+    if any(k < 1 for k in from_w):
+        raise AttributeValueError("Conv kernel dimensions W.shape[2:] must be >= 1, got "
+                                  f"{list(from_w)}")
+    return from_w
+
+
+def _auto_pad(auto_pad: object, pads: object) -> str:
+    """``auto_pad`` is one of the four spec values and excludes explicit ``pads``."""
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode("utf-8", "replace")
+    if auto_pad not in AUTO_PAD_VALUES:
+        raise AttributeValueError("Conv attribute auto_pad must be one of "
+                                  f"{', '.join(AUTO_PAD_VALUES)}, got {auto_pad!r}")
+    if auto_pad != "NOTSET" and pads is not None:
+        raise AttributeValueError(f"Conv attributes pads and auto_pad={auto_pad} cannot be used "
+                                  "together; drop pads or set auto_pad=NOTSET")
+    return str(auto_pad)
+
+
+def _check_channels(x_shape: tuple[int, ...], w_shape: tuple[int, ...], group: int) -> None:
+    """``C == W.shape[1] * group`` and ``M % group == 0``."""
+    channels, out_channels, per_group = x_shape[1], w_shape[0], w_shape[1]
+    if channels != per_group * group:
+        raise AttributeValueError(f"Conv input channels C={channels} != W.shape[1]*group = "
+                                  f"{per_group}*{group}")
+    if out_channels % group != 0:
+        raise AttributeValueError(f"Conv output channels M=W.shape[0]={out_channels} is not a "
+                                  f"multiple of group={group}")
+
+
+# --- the kernel -----------------------------------------------------------------------------
+
+
+def conv(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str = "NOTSET",
+         dilations: Sequence[int] | None = None, group: int = 1,
+         kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+         strides: Sequence[int] | None = None) -> np.ndarray:
     """ONNX Conv-22: ``Y[n, m, o] = B[m] + sum_{c, k} W[m, c, k] * Xpad[n, g*C/G + c, o*s + k*d]``.
 
     ``g = m // (M / group)``; ``Xpad`` is X zero-padded by the resolved pads. X, W and B must share
@@ -42,8 +327,6 @@ def conv(
     plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, auto_pad=auto_pad,
                      dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
                      strides=strides)
-    from padconv_cli.kernels.conv_paths import convolve
-
     return convolve(plan, x, w, b)
 
 
@@ -53,15 +336,10 @@ def conv_planned(
     """:func:`conv` with a plan made beforehand by :func:`plan_conv` for these shapes: the same
     element-type rules and result, without planning again."""
     x, w, b = _float_inputs(X, W, B)
-    shapes = (x.shape, w.shape, None if b is None else b.shape)
-    if shapes[:2] != (plan.x_shape, plan.w_shape):
+    if (x.shape, w.shape) != (plan.x_shape, plan.w_shape):
+        shapes = (x.shape, w.shape, None if b is None else b.shape)
         raise ValueError(f"the plan is for X {plan.x_shape} and W {plan.w_shape}, not {shapes}")
-    from padconv_cli.kernels.conv_paths import convolve
-
     return convolve(plan, x, w, b)
-
-
-# --- element types -------------------------------------------------------------------------
 
 
 def _float_inputs(
@@ -73,33 +351,337 @@ def _float_inputs(
         named.append(("B", np.asarray(B)))
     for name, array in named:
         if _dtype_name(array.dtype) not in FLOAT_DTYPE_NAMES:
-            raise UnsupportedDtypeError(
-                f"Conv takes float tensors ({', '.join(FLOAT_DTYPE_NAMES)}); got "
-                f"{_dtype_label(array.dtype)} {name}; convert the tensor to a float type first"
-            )
+            label = {"U": "string", "S": "string", "O": "object"}.get(array.dtype.kind,
+                                                                      array.dtype.name)
+            raise UnsupportedDtypeError("Conv takes float tensors "
+                                        f"({', '.join(FLOAT_DTYPE_NAMES)}); got {label} {name}; "
+                                        "convert the tensor to a float type first")
     if len({_dtype_name(array.dtype) for _, array in named}) > 1:  # byte order may differ
         listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
         raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}")
     return named[0][1], named[1][1], named[2][1] if B is not None else None
 
 
-_DTYPE_NAMES: dict[np.dtype, str] = {}
-
-
+@functools.cache
 def _dtype_name(dtype: np.dtype) -> str:
     """``dtype.name``, remembered (numpy computes it in Python on every access)."""
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = dtype.name
-    return name
-
-
-def _dtype_label(dtype: np.dtype) -> str:
-    """A readable name for a dtype in error messages (``string`` rather than ``<U5``)."""
-    if dtype.kind in "US":
-        return "string"
-    if dtype.kind == "O":
-        return "object"
     return dtype.name
 
 
+def accumulator_dtype(dtype: np.dtype) -> np.dtype:
+    """float64 inputs accumulate in float64, every other float type in float32."""
+    is_double = dtype.kind == "f" and dtype.itemsize == 8
+    return np.dtype(np.float64) if is_double else np.dtype(np.float32)
+
+
+def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum.
+    The part that reads X only is computed when that needs less memory (:func:`plan_cut`:
+    the same result, bit for bit)."""
+    from padconv_cli.kernels import native
+
+    threads = native.thread_count()
+    cut = plan_cut(plan)
+    if cut is None or (_cut_working_bytes(plan, cut, x.dtype, threads, None)
+                       >= _whole_working_bytes(plan, x.dtype, threads, None)):
+        return _convolve_whole(plan, x, w, b)
+    acc = accumulator_dtype(x.dtype)
+    return convolve_cut(plan, cut, x, np.ascontiguousarray(w, dtype=acc),
+                        None if b is None else np.ascontiguousarray(b, dtype=acc), acc,
+                        _convolve_whole)
+
+
+def _convolve_whole(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
+                    ) -> np.ndarray:
+    """The native core on the whole plan, ``+ B[m]`` after each sum.  float16/bfloat16: W and B
+    are cast to float32 and Y is computed in chunks of output channels (:func:`narrow_chunks`),
+    each rounded once to the input dtype: no float32 copy of X or of the whole Y exists."""
+    from padconv_cli.kernels import native
+
+    acc = accumulator_dtype(x.dtype)
+    x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))  # native byte order
+    w = np.ascontiguousarray(w, dtype=acc)
+    b = None if b is None else np.ascontiguousarray(b, dtype=acc)
+
+    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray,
+            group: int) -> None:
+        native.conv_into(x, w, b, y, strides=plan.strides, dilations=plan.dilations,
+                         pads_begin=plan.pads_begin, group=group)
+
+    if x.dtype == acc:
+        y = np.empty(plan.output_shape, acc)
+        if y.size:
+            run(x, w, b, y, plan.group)
+        return y
+    result = np.empty(plan.output_shape, x.dtype)
+    if not result.size:
+        return result
+    cg, mg = plan.w_shape[1], plan.w_shape[0] // plan.group
+    for m0, m1 in narrow_chunks(plan):
+        groups = plan.group if plan.group == 1 else (m1 - m0) // mg
+        c0, c1 = (0, x.shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
+        y = np.empty((1, m1 - m0, *plan.output_shape[2:]), acc)
+        for n in range(plan.output_shape[0]):
+            run(x[n : n + 1, c0:c1], w[m0:m1], None if b is None else b[m0:m1], y, groups)
+            native.round_into(y, result[n : n + 1, m0:m1])  # rounded once
+    return result
+
+
+def narrow_chunks(plan: ConvPlan) -> list[tuple[int, int]]:
+    """Output-channel ranges ``[m0, m1)`` of one image computed at a time for a narrow dtype:
+    whole groups (``M/G`` channels; any channels when ``G == 1``), as many as keep the float32
+    chunk ``(m1 - m0) * prod(out) * 4`` within ``NARROW_CHUNK_BYTES`` (one unit at least)."""
+    m = plan.w_shape[0]
+    unit = 1 if plan.group == 1 else m // plan.group
+    plane = max(1, math.prod(plan.output_shape[2:]))
+    step = max(1, NARROW_CHUNK_BYTES // (plane * 4 * unit)) * unit
+    return [(m0, min(m, m0 + step)) for m0 in range(0, m, step)]
+
+
+# --- the part that reads X ------------------------------------------------------------------
+# Along one spatial axis (length L, kernel K, stride s, dilation d, pad before p, output length
+# O), output o and tap k read X[o*s + k*d - p] when 0 <= o*s + k*d - p < L, else padding.  With
+# pads, strides or dilations far larger than X most taps and outputs read padding only, and a
+# kernel holding padded rows would hold gigabytes of zeros.  The rest of Y is known without X:
+# an output outside the part sums 0 * W over every tap (0 + B[m], or NaN when a weight of W[m]
+# is not finite); a tap outside it adds 0 * W to every output (nothing, or NaN when that weight
+# is not finite).  The kernels start every sum from +0 and adding a zero product leaves it as
+# it is, so the cut changes no bit.
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisCut:
+    """What of one axis the cut keeps: taps ``[taps[0], taps[1]]``, outputs
+    ``[outputs[0], outputs[1]]``, ``X[inputs[0]:inputs[1]]`` and the pads around it."""
+
+    taps: tuple[int, int]
+    outputs: tuple[int, int]
+    inputs: tuple[int, int]
+    pads: tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cut:
+    """The part of a Conv that reads X: one :class:`AxisCut` per spatial axis and the plan of
+    that part, or ``axes is None`` when no output reads X at all."""
+
+    axes: tuple[AxisCut, ...] | None
+    plan: ConvPlan | None
+
+    def x_box(self) -> tuple[slice, ...]:
+        """The part of X read (batch and channels whole)."""
+        return (slice(None), slice(None), *(slice(*a.inputs) for a in self.axes))
+
+    def w_box(self) -> tuple[slice, ...]:
+        """The taps kept (output and input channels whole)."""
+        return (slice(None), slice(None), *(slice(a.taps[0], a.taps[1] + 1) for a in self.axes))
+
+    def y_box(self) -> tuple[slice, ...]:
+        """The outputs computed from X."""
+        return (slice(None), slice(None),
+                *(slice(a.outputs[0], a.outputs[1] + 1) for a in self.axes))
+
+
+def tap_outputs(k: int, length: int, s: int, d: int, p: int, out: int) -> tuple[int, int] | None:
+    """Outputs ``[first, last]`` whose tap ``k`` reads X: ``0 <= o*s + k*d - p <= L - 1`` with
+    ``0 <= o < O``; None when there is none."""
+    first = max(0, -((k * d - p) // s))
+    last = min(out - 1, (p - k * d + length - 1) // s)
+    return (first, last) if first <= last else None
+
+
+def axis_cut(length: int, kernel: int, s: int, d: int, p: int, out: int) -> AxisCut | None:
+    """The cut of one axis; None when no output reads X along it.
+
+    A tap can reach X only for ``ceil((p - (O-1)*s) / d) <= k <= floor((p + L - 1) / d)``;
+    the first and last taps that do are searched from those bounds inward.  ``first(k)`` and
+    ``last(k)`` of :func:`tap_outputs` fall as ``k`` grows, so the outputs reached run from the
+    last tap's first output to the first tap's last output.
+    """
+    if length <= 0 or out <= 0:
+        return None
+    low = max(0, -(((out - 1) * s - p) // d))
+    high = min(kernel - 1, (p + length - 1) // d)
+
+    def reaches(k: int) -> bool:
+        return tap_outputs(k, length, s, d, p, out) is not None
+
+    k_lo = next((k for k in range(low, high + 1) if reaches(k)), None)
+    if k_lo is None:
+        return None
+    k_hi = next(k for k in range(high, k_lo - 1, -1) if reaches(k))
+    o_lo = tap_outputs(k_hi, length, s, d, p, out)[0]
+    o_hi = tap_outputs(k_lo, length, s, d, p, out)[1]
+    start = o_lo * s + k_lo * d - p  # X index of the first output's first tap kept
+    end = o_hi * s + k_hi * d - p  # and of the last output's last tap kept
+    return AxisCut(taps=(k_lo, k_hi), outputs=(o_lo, o_hi),
+                   inputs=(max(0, start), min(length, end + 1)),
+                   pads=(max(0, -start), max(0, end - (length - 1))))
+
+
+def plan_cut(plan: ConvPlan) -> Cut | None:
+    """The part of the Conv that reads X; None when that is all of it.  Its plan needs no
+    stride or dilation along an axis of one output or one tap (a stride of 3e7 would size the
+    kernels' rows)."""
+    if 0 in plan.output_shape or 0 in plan.w_shape[:2]:
+        return None
+    axes = tuple(map(axis_cut, plan.x_shape[2:], plan.kernel_shape, plan.strides,
+                     plan.dilations, plan.pads_begin, plan.output_shape[2:]))
+    if None in axes:
+        return Cut(axes=None, plan=None)
+    whole = [a.taps == (0, k - 1) and a.outputs == (0, o - 1) and a.inputs == (0, n)
+             for a, k, o, n in zip(axes, plan.kernel_shape, plan.output_shape[2:],
+                                   plan.x_shape[2:], strict=True)]
+    if all(whole):
+        return None
+    kernel = tuple(a.taps[1] - a.taps[0] + 1 for a in axes)
+    out = tuple(a.outputs[1] - a.outputs[0] + 1 for a in axes)
+    part = dataclasses.replace(
+        plan,
+        x_shape=(*plan.x_shape[:2], *(a.inputs[1] - a.inputs[0] for a in axes)),
+        w_shape=(*plan.w_shape[:2], *kernel), kernel_shape=kernel,
+        strides=tuple(s if o > 1 else 1 for s, o in zip(plan.strides, out, strict=True)),
+        dilations=tuple(d if k > 1 else 1 for d, k in zip(plan.dilations, kernel, strict=True)),
+        pads=tuple(a.pads[0] for a in axes) + tuple(a.pads[1] for a in axes),
+        auto_pad="NOTSET", output_shape=(*plan.output_shape[:2], *out), formulas=(),
+    )
+    return Cut(axes=axes, plan=part)
+
+
+def convolve_cut(
+    plan: ConvPlan, cut: Cut, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
+    acc: np.dtype, compute: Callable[[ConvPlan, np.ndarray, np.ndarray, np.ndarray | None],
+                                     np.ndarray],
+) -> np.ndarray:
+    """Y of the whole plan from ``compute`` run on the cut's part: outputs that read only
+    padding are ``0 + B[m]`` (NaN where a weight of ``W[m]`` is not finite), and channels with
+    a non-finite weight on a tap cut off are NaN everywhere."""
+    m = plan.w_shape[0]
+    nonfinite = ~np.isfinite(w)
+    padding_only = np.zeros(m, acc) if b is None else np.zeros(m, acc) + b.astype(acc)
+    padding_only[nonfinite.reshape(m, -1).any(axis=1)] = np.nan
+    y = np.empty(plan.output_shape, x.dtype)
+    y[...] = padding_only.astype(x.dtype).reshape((1, m) + (1,) * plan.spatial_rank)
+    if cut.plan is None:
+        return y
+    part = compute(cut.plan, np.ascontiguousarray(x[cut.x_box()]),
+                   np.ascontiguousarray(w[cut.w_box()]), b)
+    nonfinite[cut.w_box()] = False  # what is left: weights on the taps cut off
+    dropped = nonfinite.reshape(m, -1).any(axis=1)
+    if dropped.any():
+        part[:, dropped] = np.nan
+    y[cut.y_box()] = part
+    return y
+
+
+# --- working memory -------------------------------------------------------------------------
+
+
+def scratch_bytes(
+    plan: ConvPlan, itemsize: int, threads: int, out_channels: int | None = None
+) -> int:
+    """Upper bound of the native core's own buffers for the plan, with ``itemsize`` the
+    accumulator's (4 or 8) and ``out_channels`` the output channels of a tile (default M).
+
+    GEMM: ``G_t * ceil(M_t/G_t / R) * R * K * a`` for packed W (``K = C/G * prod(k)``,
+    ``R = TILE_ROWS``) plus ``T * K * round_up(min(nb, P), TILE_COLUMNS) * a`` for the panels,
+    with ``P = prod(out_spatial)``, ``nb = max(TILE_COLUMNS, PANEL_BYTES // (K * a))`` positions
+    per panel, plus ``s * (out + (k - 1) * d) * a`` for one input row's stride phases (last
+    axis), plus (pointwise) ``K * TILE_COLUMNS * a + 64`` for one packed strip of X; or, for the
+    row kernel when that is more, ``min(prod(out[:-1]) * u, max(u, ROW_BYTES))`` for the padded
+    input rows, ``u = Q * ((k - 1) * d // s + v + 16) * a`` those of one output row, with
+    ``Q = C/G * prod(k[:-1]) * s`` and
+    ``v = min(max(TILE_COLUMNS, ROW_BYTES // (Q * a)), out + TILE_COLUMNS)`` (last axis); and
+    ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work.  Depthwise,
+    with ``T = min(threads, N * M_t * prod(out[:-1]))`` and the padded row
+    ``R = ((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)`` elements along the last axis:
+    2-D with ``s == 1`` along rows, a block of padded input rows,
+    ``T * min(((out0-1)*s0 + u) * R * a, max(DEPTHWISE_BLOCK_BYTES, u * R * a))`` with
+    ``u = (k0-1)*d0 + 1`` the rows under one output row; otherwise ``T * S * s * R * a``, with
+    ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is more than
+    DEPTHWISE_KEPT_TAPS).
+    """
+    m = plan.w_shape[0] if out_channels is None else out_channels
+    if m == 0 or 0 in plan.w_shape[:2]:  # no output channel, or no input to sum: no buffers
+        return 0
+    per_group_out = plan.w_shape[0] // plan.group
+    groups = max(1, -(-m // per_group_out))
+    images, out_spatial = plan.output_shape[0], plan.output_shape[2:]
+    k, s, d, out = plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1], out_spatial[-1]
+    if plan.w_shape[1] == 1:  # depthwise
+        threads = min(threads, images * m * math.prod(out_spatial[:-1]))
+        row = (k - 1) * d // s + -(-out // DEPTHWISE_COLUMNS) * DEPTHWISE_COLUMNS
+        if len(out_spatial) == 2 and s == 1:  # a block of padded input rows per task
+            rows_under = (plan.kernel_shape[0] - 1) * plan.dilations[0] + 1
+            every_row = (out_spatial[0] - 1) * plan.strides[0] + rows_under
+            block = min(every_row * row * itemsize,
+                        max(DEPTHWISE_BLOCK_BYTES, rows_under * row * itemsize))
+            return threads * block
+        outer_taps = math.prod(plan.kernel_shape[:-1])
+        slots = 2 * outer_taps + 1 if outer_taps <= DEPTHWISE_KEPT_TAPS else outer_taps
+        return threads * slots * s * row * itemsize
+    depth = plan.w_shape[1] * math.prod(plan.kernel_shape)
+    rows = -(-min(m, per_group_out) // TILE_ROWS) * TILE_ROWS
+    positions = min(max(TILE_COLUMNS, PANEL_BYTES // (depth * itemsize)), math.prod(out_spatial))
+    panel = depth * -(-positions // TILE_COLUMNS) * TILE_COLUMNS * itemsize
+    panel += s * (out + (k - 1) * d) * itemsize  # one row's stride phases
+    if set(plan.kernel_shape) | set(plan.strides) == {1} and not any(plan.pads):  # pointwise
+        panel += depth * TILE_COLUMNS * itemsize + 64  # one packed strip of X, 64-byte aligned
+    per_row = plan.w_shape[1] * math.prod(plan.kernel_shape[:-1]) * s  # the row kernel's
+    width = min(max(TILE_COLUMNS, ROW_BYTES // (per_row * itemsize)), out + TILE_COLUMNS)
+    row = per_row * ((k - 1) * d // s + width + 16) * itemsize
+    slots = min(math.prod(out_spatial[:-1]) * row, max(row, ROW_BYTES))
+    threads = min(threads, images * groups * -(-math.prod(out_spatial) // MIN_TILE_COLUMNS))
+    return groups * rows * depth * itemsize + threads * max(panel, slots)
+
+
+def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,
+                  out_channels: int | None = None, *, cut: bool = True) -> int:
+    """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes` on
+    ``threads`` threads (default: the native core's); for float16/bfloat16 plus float32 copies
+    of W and B and one float32 output chunk of :func:`narrow_chunks`.  When cutting off the taps
+    and outputs that read only padding needs less, that: the same for the part that reads X,
+    plus the part's copies (:func:`cut_copy_bytes`).  The tiler passes a tile's plan and its
+    ``out_channels``; ``cut=False`` leaves the cut out, an upper bound wherever the tile lies."""
+    if threads is None:
+        from padconv_cli.kernels import native
+
+        threads = native.thread_count()
+    dtype = np.dtype(dtype)
+    whole = _whole_working_bytes(plan, dtype, threads, out_channels)
+    part = plan_cut(plan) if cut else None
+    if part is None:
+        return whole
+    return min(whole, _cut_working_bytes(plan, part, dtype, threads, out_channels))
+
+
+def cut_copy_bytes(plan: ConvPlan, cut: Cut, itemsize: int,
+                   out_channels: int | None = None) -> int:
+    """What the cut holds besides the kernels' buffers: a byte per weight of W (which are not
+    finite) and its part of X, its taps of W and its part of Y, copied contiguous (``itemsize``
+    of the input dtype)."""
+    flags = math.prod(plan.w_shape)
+    if cut.plan is None:
+        return flags
+    part = cut.plan
+    m = part.w_shape[0] if out_channels is None else out_channels
+    y = part.output_shape[0] * m * math.prod(part.output_shape[2:])
+    return flags + (math.prod(part.x_shape) + math.prod(part.w_shape) + y) * itemsize
+
+
+def _cut_working_bytes(plan: ConvPlan, cut: Cut, dtype: np.dtype, threads: int,
+                       out_channels: int | None) -> int:
+    inner = 0 if cut.plan is None else _whole_working_bytes(cut.plan, dtype, threads,
+                                                            out_channels)
+    return inner + cut_copy_bytes(plan, cut, dtype.itemsize, out_channels)
+
+
+def _whole_working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int,
+                         out_channels: int | None) -> int:
+    acc = accumulator_dtype(dtype)
+    working = scratch_bytes(plan, acc.itemsize, threads, out_channels)
+    if acc != dtype:
+        m0, m1 = narrow_chunks(plan)[0] if plan.w_shape[0] else (0, 0)
+        chunk = (m1 - m0) * math.prod(plan.output_shape[2:])
+        working += (math.prod(plan.w_shape) + plan.w_shape[0] + chunk) * acc.itemsize
+    return working

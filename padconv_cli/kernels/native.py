@@ -49,11 +49,8 @@ def selected_isa() -> str:
     if not wanted:
         return isas[0]
     if wanted not in isas:
-        raise PadconvError(
-            f"{ISA_VARIABLE}={wanted} is not available on this CPU; "
-            f"choose one of {', '.join(isas)}",
-            param=ISA_VARIABLE,
-        )
+        raise PadconvError(f"{ISA_VARIABLE}={wanted} is not available on this CPU; choose one "
+                           f"of {', '.join(isas)}", param=ISA_VARIABLE)
     return wanted
 
 
@@ -63,30 +60,17 @@ def thread_count() -> int:
     text = os.environ.get(THREADS_VARIABLE, "").strip()
     if text:
         if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_THREADS:
-            raise PadconvError(
-                f"{THREADS_VARIABLE} must be an integer from 1 to {MAX_THREADS}, "
-                f"got {text[:40]!r}",
-                param=THREADS_VARIABLE,
-            )
+            raise PadconvError(f"{THREADS_VARIABLE} must be an integer from 1 to {MAX_THREADS}, "
+                               f"got {text[:40]!r}", param=THREADS_VARIABLE)
         return int(text)
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
 
 
-def conv_into(
-    x: np.ndarray,
-    w: np.ndarray,
-    b: np.ndarray | None,
-    y: np.ndarray,
-    *,
-    strides: Sequence[int],
-    dilations: Sequence[int],
-    pads_begin: Sequence[int],
-    group: int,
-    threads: int | None = None,
-    isa: str | None = None,
-) -> None:
+def conv_into(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray, *,
+              strides: Sequence[int], dilations: Sequence[int], pads_begin: Sequence[int],
+              group: int, threads: int | None = None, isa: str | None = None) -> None:
     """Write ONNX Conv of ``x`` (N, C, *in) and ``w`` (M, C/group, *k) into ``y`` (N, M, *out).
 
     All arrays are C-contiguous; ``w``, ``b`` (optional, shape ``(M,)``) and ``y`` share
@@ -98,11 +82,9 @@ def conv_into(
     narrow = () if x.dtype == y.dtype else (x.dtype.name,)  # "float16" or "bfloat16"
     if narrow:
         x = x.view(np.uint16)  # the kernel reads the 2-byte patterns
-    extension().conv(
-        x, w, b, y, tuple(strides), tuple(dilations), tuple(pads_begin), int(group),
-        thread_count() if threads is None else int(threads),
-        selected_isa() if isa is None else isa, *narrow,
-    )
+    extension().conv(x, w, b, y, tuple(strides), tuple(dilations), tuple(pads_begin), int(group),
+                     thread_count() if threads is None else int(threads),
+                     selected_isa() if isa is None else isa, *narrow)
 
 
 def round_into(y: np.ndarray, out: np.ndarray) -> None:

@@ -24,6 +24,7 @@ cache.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Iterator
@@ -32,13 +33,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, OutputTooLargeError
-from padconv_cli.kernels.pad_plan import (
-    PAD_MODES,
-    AxisPad,
-    PadPlan,
-    fill_value,
-    plan_pad,
-)
+from padconv_cli.kernels.pad_plan import PAD_MODES, AxisPad, PadPlan, fill_value, plan_pad
 from padconv_cli.kernels.pad_values import (
     PAD_ELEMENT_TYPES,
     PAD_ELEMENT_TYPES_TEXT,
@@ -48,20 +43,9 @@ from padconv_cli.kernels.pad_values import (
 )
 from padconv_cli.kernels.workers import run_tasks, worker_count
 
-__all__ = [
-    "PAD_ELEMENT_TYPES",
-    "PAD_ELEMENT_TYPES_TEXT",
-    "PAD_MODES",
-    "AxisPad",
-    "PadPlan",
-    "coerce_constant_value",
-    "pad_element_kind",
-    "fill_value",
-    "output_dtype",
-    "pad",
-    "pad_planned",
-    "plan_pad",
-]
+__all__ = ["PAD_ELEMENT_TYPES", "PAD_ELEMENT_TYPES_TEXT", "PAD_MODES", "AxisPad", "PadPlan",
+           "coerce_constant_value", "pad_element_kind", "fill_value", "output_dtype", "pad",
+           "pad_planned", "plan_pad"]
 
 # Output bytes handled per block: small enough to stay in cache (L2/L3) while the border
 # of the block is filled right after its centre was copied, large enough that the dozen
@@ -71,20 +55,8 @@ _BLOCK_BYTES = 1 << 21
 _PARALLEL_BYTES = 1 << 23
 
 
-# --------------------------------------------------------------------------------------
-# The kernel
-# --------------------------------------------------------------------------------------
-
-
-def pad(
-    data: Any,
-    pads: Any,
-    constant_value: Any = None,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+def pad(data: Any, pads: Any, constant_value: Any = None, axes: Any = None, mode: str = "constant",
+        *, out: np.ndarray | None = None) -> np.ndarray:
     """ONNX Pad-25: crop the negative pads, then pad with ``mode`` (see the module docstring).
 
     ``output[i] = data'[source(i)]`` where ``data'`` is the cropped input and ``source`` maps
@@ -127,10 +99,8 @@ def _allocate(shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
         return np.empty(shape, dtype=dt)
     except (ValueError, MemoryError):
         nbytes = math.prod(shape) * dt.itemsize
-        raise OutputTooLargeError(
-            f"the padded output of shape {shape} ({dt}) needs {nbytes} bytes, "
-            f"more than can be allocated"
-        ) from None
+        raise OutputTooLargeError(f"the padded output of shape {shape} ({dt}) needs {nbytes} "
+                                  "bytes, more than can be allocated") from None
 
 
 def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray) -> None:
@@ -143,31 +113,21 @@ def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray)
         raise AttributeValueError(f"out has dtype {out.dtype}; the padded output has dtype {dt}")
     if not out.flags.writeable:
         raise AttributeValueError("out is read-only; the padded output needs a writable array")
-    if _may_overlap(out, data):
-        raise AttributeValueError(
-            "out shares memory with data; the padded output needs an array of its own"
-        )
-
-
-# Bound on the work np.shares_memory may do to prove two strided arrays apart.
-_OVERLAP_WORK = 100_000
-
-
-def _may_overlap(a: np.ndarray, b: np.ndarray) -> bool:
-    """True when ``a`` and ``b`` share memory, or when that cannot be ruled out cheaply."""
-    try:
-        return bool(np.shares_memory(a, b, max_work=_OVERLAP_WORK))
+    try:  # a bound on the work to prove two strided arrays apart; unproven counts as shared
+        shared = np.shares_memory(out, data, max_work=100_000)
     except np.exceptions.TooHardError:
-        return True
+        shared = True
+    if shared:
+        raise AttributeValueError("out shares memory with data; the padded output needs an array "
+                                  "of its own")
 
 
 # One border step: ``(target, source)`` indices, source None for the constant.
 Step = tuple[tuple[Any, ...], tuple[Any, ...] | None]
 
 
-def _fill_in_blocks(
-    out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...], mode: str, fill: Any
-) -> None:
+def _fill_in_blocks(out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...],
+                    mode: str, fill: Any) -> None:
     """Copy ``src`` into the centre of ``out`` and fill the border, one block at a time.
 
     Blocks split the leading axes that are not padded; a block of about ``_BLOCK_BYTES`` is
@@ -285,6 +245,7 @@ def _border_steps(
     return slab_steps, row_steps
 
 
+@dataclasses.dataclass(slots=True)
 class _AxisSteps:
     """Records fills and copies along one axis, positions counted along that axis.
 
@@ -294,15 +255,10 @@ class _AxisSteps:
     column is one long strided loop.
     """
 
-    __slots__ = ("prefix", "suffix", "by_column", "steps")
-
-    def __init__(
-        self, prefix: tuple[Any, ...], suffix: tuple[Any, ...], by_column: bool, steps: list[Step]
-    ) -> None:
-        self.prefix = prefix
-        self.suffix = suffix
-        self.by_column = by_column
-        self.steps = steps
+    prefix: tuple[Any, ...]
+    suffix: tuple[Any, ...]
+    by_column: bool
+    steps: list[Step]
 
     def fill(self, start: int, stop: int) -> None:
         """Positions ``start .. stop-1`` get the constant."""

@@ -8,6 +8,7 @@ pad`), the engines, ``--explain``, ``--emit-onnx`` and ``--check`` work from.  R
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 from collections.abc import Iterable
@@ -20,11 +21,6 @@ from padconv_cli.errors import AttributeValueError
 from padconv_cli.kernels.pad_values import coerce_constant_value, default_constant, pad_element_kind
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
-
-
-# --------------------------------------------------------------------------------------
-# Plan: validation and shapes, without the data
-# --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -96,14 +92,8 @@ class PadPlan:
         return any(ax.is_padded for ax in self.per_axis)
 
 
-def plan_pad(
-    shape: Iterable[int],
-    pads: Any,
-    axes: Any = None,
-    mode: str = "constant",
-    *,
-    dtype: Any = None,
-) -> PadPlan:
+def plan_pad(shape: Iterable[int], pads: Any, axes: Any = None, mode: str = "constant", *,
+             dtype: Any = None) -> PadPlan:
     """Validate Pad's attributes against an input shape and give the output shape.
 
     ``pads`` has ``2 * len(axes)`` integers ``[b_1..b_k, e_1..e_k]``; axis ``axes[i]`` gets
@@ -139,37 +129,31 @@ def _checked_mode(mode: Any) -> str:
     hint = ""
     if isinstance(mode, str) and mode.lower() in PAD_MODES:
         hint = " (mode names are lowercase)"
-    raise AttributeValueError(
-        f"mode {mode!r} is not an ONNX Pad mode; choose constant, reflect, edge or wrap{hint}"
-    )
+    raise AttributeValueError(f"mode {mode!r} is not an ONNX Pad mode; choose constant, reflect, "
+                              f"edge or wrap{hint}")
 
 
 def _as_int_tuple(values: Any, name: str) -> tuple[int, ...]:
     """Read a 1-D sequence or array of integers; bools, floats and strings are refused."""
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
-            raise AttributeValueError(
-                f"{name} must be a 1-D list of integers; got an array of shape {values.shape}"
-            )
+            raise AttributeValueError(f"{name} must be a 1-D list of integers; got an array of "
+                                      f"shape {values.shape}")
         if values.dtype.kind not in "iu":
-            raise AttributeValueError(
-                f"{name} must hold integers; got an array of {values.dtype} values"
-            )
+            raise AttributeValueError(f"{name} must hold integers; got an array of {values.dtype} "
+                                      "values")
         return tuple(int(v) for v in values.tolist())
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise AttributeValueError(
-            f"{name} must be a sequence of integers; got {type(values).__name__} {values!r}"
-        )
+        raise AttributeValueError(f"{name} must be a sequence of integers; got "
+                                  f"{type(values).__name__} {values!r}")
     return tuple(_as_int(v, f"{name}[{i}]") for i, v in enumerate(values))
 
 
 def _as_int(value: Any, label: str) -> int:
-    if isinstance(value, (bool, np.bool_)):
-        raise AttributeValueError(f"{label}={value!r} is not an integer")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise AttributeValueError(f"{label}={value!r} is not an integer") from None
+    if not isinstance(value, (bool, np.bool_)):
+        with contextlib.suppress(TypeError):
+            return operator.index(value)
+    raise AttributeValueError(f"{label}={value!r} is not an integer")
 
 
 def _normalized_axes(axes: Any, rank: int) -> tuple[int, ...]:
@@ -181,26 +165,21 @@ def _normalized_axes(axes: Any, rank: int) -> tuple[int, ...]:
     for i, axis in enumerate(given):
         if not -rank <= axis < rank:
             span = f"[{-rank}, {rank - 1}]" if rank else "(it has no axes)"
-            raise AttributeValueError(
-                f"axes[{i}]={axis} is out of range {span} for a rank-{rank} input"
-            )
+            raise AttributeValueError(f"axes[{i}]={axis} is out of range {span} for a rank-{rank} "
+                                      "input")
         normalized = axis % rank
         if normalized in first_seen:
-            raise AttributeValueError(
-                f"axes repeats axis {normalized} (given as {first_seen[normalized]} and {axis})"
-            )
+            raise AttributeValueError(f"axes repeats axis {normalized} (given as "
+                                      f"{first_seen[normalized]} and {axis})")
         first_seen[normalized] = axis
     return tuple(axis % rank for axis in given)
 
 
 def _check_pad_count(pads: tuple[int, ...], n_axes: int, all_axes: bool, rank: int) -> None:
-    if len(pads) == 2 * n_axes:
-        return
-    if all_axes:
-        need = f"2 * rank = {2 * n_axes} for a rank-{rank} input"
-    else:
-        need = f"2 * len(axes) = {2 * n_axes}"
-    raise AttributeValueError(f"pads has {len(pads)} values; it needs {need}")
+    if len(pads) != 2 * n_axes:
+        need = (f"2 * rank = {2 * n_axes} for a rank-{rank} input" if all_axes
+                else f"2 * len(axes) = {2 * n_axes}")
+        raise AttributeValueError(f"pads has {len(pads)} values; it needs {need}")
 
 
 def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
@@ -216,10 +195,8 @@ def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
         raise AttributeValueError(f"shape[{axis}]={dim} is negative")
     out_dim = dim + begin + end
     if out_dim < 0:
-        raise AttributeValueError(
-            f"axis {axis} (dim {dim}, pads {begin}/{end}) would have "
-            f"dim + begin + end = {out_dim} elements; Pad needs >= 0"
-        )
+        raise AttributeValueError(f"axis {axis} (dim {dim}, pads {begin}/{end}) would have dim + "
+                                  f"begin + end = {out_dim} elements; Pad needs >= 0")
     crop_begin = min(max(-begin, 0), dim)
     crop_end = min(max(-end, 0), dim - crop_begin)
     if crop_begin + crop_end < dim:
@@ -231,10 +208,8 @@ def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:
     # is empty and has zero pads is left alone.
     if mode != "constant" and ax.cropped_dim == 0 and (begin or end):
         where = "empty after cropping" if ax.is_cropped else "empty"
-        raise AttributeValueError(
-            f"axis {axis} is {where} (dim {dim}, pads {begin}/{end}); "
-            f"{mode} needs at least one element"
-        )
+        raise AttributeValueError(f"axis {axis} is {where} (dim {dim}, pads {begin}/{end}); {mode} "
+                                  "needs at least one element")
     return ax
 
 

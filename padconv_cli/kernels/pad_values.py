@@ -8,8 +8,8 @@ new border cells get and the result's dtype.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,12 +29,6 @@ PAD_ELEMENT_TYPES_TEXT = (
     "float4e2m1, complex64/128, bool, string"
 )
 
-# Output bytes handled per block: small enough to stay in cache (L2/L3) while the border
-
-# --------------------------------------------------------------------------------------
-# Element kinds and the constant value
-# --------------------------------------------------------------------------------------
-
 
 def pad_element_kind(dtype: Any) -> str:
     """The element kind (:func:`padconv_cli.dtypes.element_kind`) of a dtype Pad accepts.
@@ -46,18 +40,13 @@ def pad_element_kind(dtype: Any) -> str:
     dt = np.dtype(dtype)
     name = dtype_name(dt)
     if name not in PAD_ELEMENT_TYPES:
-        raise UnsupportedDtypeError(
-            f"Pad does not support the element type {name}; Pad-25 takes "
-            f"{PAD_ELEMENT_TYPES_TEXT}",
-            param="data",
-        )
+        raise UnsupportedDtypeError(f"Pad does not support the element type {name}; Pad-25 takes "
+                                    f"{PAD_ELEMENT_TYPES_TEXT}", param="data")
     kind = element_kind(dt)
     if kind == "other" or dt.kind == "S":
-        raise UnsupportedDtypeError(
-            f"Pad does not support the element type {dt} (numpy dtype {dt.str}); it takes "
-            f"ints, floats (incl. bfloat16/float8), bool, complex and strings",
-            param="data",
-        )
+        raise UnsupportedDtypeError(f"Pad does not support the element type {dt} (numpy dtype "
+                                    f"{dt.str}); it takes ints, floats (incl. bfloat16/float8), "
+                                    "bool, complex and strings", param="data")
     return kind
 
 
@@ -77,49 +66,48 @@ def coerce_constant_value(value: Any, dtype: Any, *, shown: str | None = None) -
     kind = pad_element_kind(dt)
     if isinstance(value, np.ndarray):
         if value.size != 1:
-            raise AttributeValueError(
-                f"constant_value must be a scalar or a one-element tensor; got shape {value.shape}"
-            )
+            raise AttributeValueError("constant_value must be a scalar or a one-element tensor; "
+                                      f"got shape {value.shape}")
         value = value.reshape(())[()]
     same_type = isinstance(value, np.generic) and value.dtype == dt.newbyteorder("=")
     if same_type and kind != "string":
         return value  # already of the type: keep its exact bits (NaN payloads)
-    if kind != "string" and isinstance(value, str):
-        raise _not_a(value, _WANTED[kind][0], dt, _WANTED[kind][1])
-    return _COERCERS[kind](value, dt, _clipped(shown) if shown else _shown_number(value))
+    if kind == "string" and isinstance(value, str):
+        return str(value)
+    if kind == "string" or isinstance(value, str):
+        raise _not_a(value, dt, *_WANTED[kind])
+    shown = _clipped(shown or str(value))
+    if kind == "bool":
+        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer))
+                                                   and value in (0, 1)):
+            return np.bool_(int(value))
+        raise _not_a(value, dt, *_WANTED[kind])
+    if kind == "int":
+        return _coerce_int(value, dt, shown)
+    if kind == "float":
+        return _coerce_float(value, dt, shown)
+    return _coerce_complex(value, dt, shown)
 
 
+# Per element kind: what a refused constant value is not, and what the tensor needs.
 _WANTED = {
     "bool": ("a boolean", "True, False, 0 or 1"),
     "int": ("an integer", "an integer"),
     "float": ("a number", "a real number"),
     "complex": ("a number", "a (complex) number"),
+    "string": ("a string", "a string"),
 }
 
 
-def _type_name(dt: np.dtype) -> str:
-    return "string" if dt.kind in "OU" else str(dt)
-
-
-def _not_a(value: Any, what: str, dt: np.dtype, needs: str) -> AttributeValueError:
-    name = _type_name(dt)
+def _not_a(value: Any, dt: np.dtype, what: str, needs: str) -> AttributeValueError:
+    name = "string" if dt.kind in "OU" else str(dt)
     article = "an" if name.startswith("i") else "a"
-    return AttributeValueError(
-        f"constant_value {_shown(value)} is not {what}; {article} {name} tensor needs {needs}",
-        param="constant_value",
-    )
-
-
-def _shown(value: Any) -> str:
-    return _clipped(repr(value) if isinstance(value, (str, bytes)) else str(value))
+    shown = _clipped(repr(value) if isinstance(value, (str, bytes)) else str(value))
+    return _refused(f"constant_value {shown} is not {what}; {article} {name} tensor needs {needs}")
 
 
 def _clipped(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _shown_number(value: Any) -> str:
-    return _clipped(str(value))
 
 
 def _refused(message: str) -> AttributeValueError:
@@ -129,56 +117,38 @@ def _refused(message: str) -> AttributeValueError:
 def _is_real_number(value: Any) -> bool:
     if isinstance(value, (int, float, np.integer, np.floating, np.bool_)):
         return True
-    if not isinstance(value, np.generic):
-        return False
-    return element_kind(value.dtype) in ("int", "float")
-
-
-def _coerce_bool(value: Any, dt: np.dtype, shown: str) -> np.bool_:
-    if isinstance(value, (bool, np.bool_)):
-        return np.bool_(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
-        return np.bool_(int(value))
-    raise _not_a(value, "a boolean", dt, "True, False, 0 or 1")
+    return isinstance(value, np.generic) and element_kind(value.dtype) in ("int", "float")
 
 
 def _coerce_int(value: Any, dt: np.dtype, shown: str) -> np.generic:
-    number = _integral_value(value, dt)
+    """The exact integer the value stands for, within the type's range."""
+    number = None
+    if isinstance(value, (bool, int, np.bool_, np.integer)):
+        number = int(value)
+    elif _is_real_number(value) and math.isfinite(float(value)) and float(value).is_integer():
+        number = int(float(value))
+    if number is None:
+        raise _not_a(value, dt, *_WANTED["int"])
     low, high = integer_range(dt)
     if not low <= number <= high:
         raise _refused(f"constant_value {shown} does not fit {dt} [{low}, {high}]")
     return np.array(number, dtype=dt)[()]
 
 
-def _integral_value(value: Any, dt: np.dtype) -> int:
-    """The exact integer a value stands for."""
-    if isinstance(value, (bool, int, np.bool_, np.integer)):
-        return int(value)
-    if _is_real_number(value):
-        number = float(value)
-        if math.isfinite(number) and number.is_integer():
-            return int(number)
-    raise _not_a(value, "an integer", dt, "an integer")
-
-
 def _coerce_float(value: Any, dt: np.dtype, shown: str) -> np.generic:
-    number = _real_value(value, dt)
+    if isinstance(value, (complex, np.complexfloating)):
+        raise _refused(f"constant_value {value} is complex; a {dt} tensor needs a real number")
+    if not _is_real_number(value):
+        raise _not_a(value, dt, *_WANTED["float"])
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for any float
+        raise _refused(
+            f"constant_value {_clipped(str(value))} does not fit {dt} {float_range(dt)}"
+        ) from None
     result = _cast_real(number, dt)
     _check_float_fits(number, result, shown, dt)
     return result
-
-
-def _real_value(value: Any, dt: np.dtype) -> float:
-    if isinstance(value, (complex, np.complexfloating)):
-        raise _refused(f"constant_value {value} is complex; a {dt} tensor needs a real number")
-    if _is_real_number(value):
-        try:
-            return float(value)
-        except OverflowError:  # an int too large for any float
-            raise _refused(
-                f"constant_value {_shown_number(value)} does not fit {dt} {float_range(dt)}"
-            ) from None
-    raise _not_a(value, "a number", dt, "a real number")
 
 
 def _cast_real(number: float, dt: np.dtype) -> np.generic:
@@ -186,9 +156,8 @@ def _cast_real(number: float, dt: np.dtype) -> np.generic:
         return np.array(number, dtype=np.float64).astype(dt)[()]
 
 
-def _check_float_fits(
-    number: float, result: Any, shown: str, dt: np.dtype, target: np.dtype | None = None
-) -> None:
+def _check_float_fits(number: float, result: Any, shown: str, dt: np.dtype,
+                      target: np.dtype | None = None) -> None:
     """NaN must stay NaN, ±inf the same infinity, finite values must not overflow.
 
     ``dt`` is the real type the number was cast to; ``target`` the tensor type to name
@@ -203,11 +172,8 @@ def _check_float_fits(
         if got != number:
             raise _refused(f"constant_value {shown}: {name} has no infinity")
     elif not math.isfinite(got) or abs(number) >= _overflow_threshold(dt):
-        raise _refused(
-            f"constant_value {shown} does not fit {name} (parts in {float_range(dt)})"
-            if target is not None
-            else f"constant_value {shown} does not fit {dt} {float_range(dt)}"
-        )
+        parts = float_range(dt) if target is None else f"(parts in {float_range(dt)})"
+        raise _refused(f"constant_value {shown} does not fit {name} {parts}")
 
 
 def _overflow_threshold(dt: np.dtype) -> float:
@@ -225,35 +191,16 @@ def float_range(dt: np.dtype) -> str:
 
 
 def _coerce_complex(value: Any, dt: np.dtype, shown: str) -> np.generic:
-    number = _complex_value(value, dt)
+    number = None
+    if isinstance(value, (complex, np.complexfloating)) or _is_real_number(value):
+        with contextlib.suppress(OverflowError):
+            number = complex(value)
+    if number is None:
+        raise _not_a(value, dt, "a number that fits", "a (complex) number")
     part_dtype = np.dtype(np.float32 if dt == np.complex64 else np.float64)
     for part in (number.real, number.imag):
         _check_float_fits(part, _cast_real(part, part_dtype), shown, part_dtype, dt)
     return np.array(number, dtype=dt)[()]
-
-
-def _complex_value(value: Any, dt: np.dtype) -> complex:
-    if isinstance(value, (complex, np.complexfloating)) or _is_real_number(value):
-        try:
-            return complex(value)
-        except OverflowError:
-            pass
-    raise _not_a(value, "a number that fits", dt, "a (complex) number")
-
-
-def _coerce_string(value: Any, dt: np.dtype, shown: str) -> str:
-    if isinstance(value, str):
-        return str(value)
-    raise _not_a(value, "a string", dt, "a string")
-
-
-_COERCERS: dict[str, Callable[[Any, np.dtype, str], Any]] = {
-    "bool": _coerce_bool,
-    "int": _coerce_int,
-    "float": _coerce_float,
-    "complex": _coerce_complex,
-    "string": _coerce_string,
-}
 
 
 def default_constant(dt: np.dtype) -> Any:

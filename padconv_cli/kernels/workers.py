@@ -36,64 +36,34 @@ def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     by a task (or a Ctrl-C) is raised here, once every thread has stopped (a failure skips the
     tasks not yet started).
     """
-    run_stages([tasks])
-
-
-def run_stages(stages: Sequence[Sequence[Callable[[], None]]]) -> None:
-    """:func:`run_tasks` for tasks in stages: every task of a stage has finished before any task
-    of the next one starts, and the threads are woken once for all the stages.
-
-    The tasks are taken in order, so a thread that takes a task of stage ``k`` waits only for
-    tasks already taken by running threads; a thread still asleep never holds a stage up.
-    """
-    stages = [stage for stage in stages if stage]
-    if (
-        not stages
-        or max(len(stage) for stage in stages) <= 1
-        or worker_count() == 1
-        or _on_helper_thread()
-    ):
-        for stage in stages:
-            for task in stage:
-                task()
+    if len(tasks) <= 1 or worker_count() == 1 or _on_helper_thread():
+        for task in tasks:
+            task()
         return
-    pending = iter([(index, task) for index, stage in enumerate(stages) for task in stage])
-    unfinished = [len(stage) for stage in stages]
-    finished = [threading.Event() for _ in stages]
+    pending = iter(tasks)
     lock = threading.Lock()
     errors: list[BaseException] = []
 
     def drain() -> None:
         while True:
             with lock:
-                item = None if errors else next(pending, None)
-            if item is None:
+                task = None if errors else next(pending, None)
+            if task is None:
                 return
-            stage, task = item
             try:
-                if stage:
-                    finished[stage - 1].wait()
-                if not errors:
-                    task()
+                task()
             except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                 with lock:
                     errors.append(exc)
-            finally:  # a skipped task counts as finished too, so no stage waits for ever
-                with lock:
-                    unfinished[stage] -= 1
-                    if not unfinished[stage]:
-                        finished[stage].set()
 
     def stop(exc: BaseException) -> None:
         with lock:
             errors.append(exc)
-        for event in finished:  # threads waiting for a stage go on, and skip their task
-            event.set()
 
     jobs = _helper_jobs()
     helpers: list[threading.Event] = []
     try:
-        for _ in range(min(worker_count(), max(len(stage) for stage in stages)) - 1):
+        for _ in range(min(worker_count(), len(tasks)) - 1):
             done = threading.Event()
             jobs.put((drain, done))
             helpers.append(done)

@@ -98,7 +98,7 @@ def max_inputs(version: int) -> int:
 
 def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
     """``plan_conv`` from the shapes of X, W and B (nothing is read)."""
-    from padconv_cli.kernels.conv_plan import plan_conv
+    from padconv_cli.kernels.conv import plan_conv
 
     shapes = list(shapes) + [None] * (3 - len(shapes))
     if shapes[1] is None:

@@ -55,32 +55,22 @@ class Case:
 def matches(name: str, patterns: tuple[str, ...] | list[str]) -> bool:
     """True when no pattern is given or ``name`` matches one: a glob when the pattern contains
     ``*?[``, else a substring; both ignore case."""
-    if not patterns:
-        return True
     lowered = name.lower()
-    for pattern in patterns:
-        pattern = pattern.lower()
-        if any(ch in pattern for ch in "*?["):
-            if fnmatch.fnmatchcase(lowered, pattern):
-                return True
-        elif pattern in lowered:
-            return True
-    return False
-
-
-def builtin_data_files() -> list[str]:
-    """Names of the JSON case files shipped in ``padconv_cli/verification/data``."""
-    folder = resources.files(DATA_PACKAGE).joinpath("data")
-    return sorted(item.name for item in folder.iterdir() if item.name.endswith(".json"))
+    return not patterns or any(
+        fnmatch.fnmatchcase(lowered, p.lower()) if any(ch in p for ch in "*?[")
+        else p.lower() in lowered
+        for p in patterns
+    )
 
 
 def builtin_cases() -> list[Case]:
-    """Every built-in case, in file order then listing order."""
-    cases: list[Case] = []
-    for file_name in builtin_data_files():
-        text = resources.files(DATA_PACKAGE).joinpath("data").joinpath(file_name).read_text("utf-8")
-        cases.extend(cases_from_json(text, f"data/{file_name}"))
-    return cases
+    """Every built-in case of ``padconv_cli/verification/data/*.json``, in file name order
+    then listing order."""
+    folder = resources.files(DATA_PACKAGE).joinpath("data")
+    files = sorted((item for item in folder.iterdir() if item.name.endswith(".json")),
+                   key=lambda item: item.name)
+    return [case for item in files
+            for case in cases_from_json(item.read_text("utf-8"), f"data/{item.name}")]
 
 
 def cases_from_json(text: str, location: str) -> list[Case]:
@@ -95,22 +85,12 @@ def cases_from_json(text: str, location: str) -> list[Case]:
 def _case_from_entry(entry: dict[str, Any], location: str) -> Case:
     """One case object of a case file -> Case."""
     inputs = [None if item is None else tensor_from_json(item) for item in entry["inputs"]]
-    samples = {
-        position: item["sample"]
-        for position, item in enumerate(entry["inputs"])
-        if item is not None and "sample" in item
-    }
-    return Case(
-        name=entry["name"],
-        source=BUILTIN_SOURCE,
-        op=entry["op"],
-        opset=int(entry["opset"]),
-        attributes=dict(entry.get("attributes", {})),
-        inputs=inputs,
-        expected=[tensor_from_json(item) for item in entry["outputs"]],
-        location=f"{location}:{entry['name']}",
-        samples=samples,
-    )
+    samples = {position: item["sample"] for position, item in enumerate(entry["inputs"])
+               if item is not None and "sample" in item}
+    return Case(name=entry["name"], source=BUILTIN_SOURCE, op=entry["op"],
+                opset=int(entry["opset"]), attributes=dict(entry.get("attributes", {})),
+                inputs=inputs, expected=[tensor_from_json(item) for item in entry["outputs"]],
+                location=f"{location}:{entry['name']}", samples=samples)
 
 
 def tensor_from_json(item: dict[str, Any]) -> np.ndarray:

@@ -28,12 +28,8 @@ MAX_REPORTED_MISMATCHES = 5
 # float16/bfloat16: about one ulp of 1.0 (eps 9.8e-4 and 7.8e-3). float64: tight, a few thousand
 # ulps, enough for a different summation order only.
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-9, 1e-11),
-    "complex128": (1e-9, 1e-11),
-    "float32": (1e-5, 1e-6),
-    "complex64": (1e-5, 1e-6),
-    "float16": (1e-3, 1e-3),
-    "bfloat16": (1e-2, 1e-2),
+    "float64": (1e-9, 1e-11), "complex128": (1e-9, 1e-11), "float32": (1e-5, 1e-6),
+    "complex64": (1e-5, 1e-6), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2),
 }
 
 Mismatch = tuple[tuple[int, ...], Any, Any]
@@ -63,12 +59,6 @@ class Comparison:
     bounded: bool = False  # a per-element allowance (``bound``) was added to the tolerance
 
 
-def _comparison_kind(dtype: np.dtype) -> str:
-    """How a dtype compares: its element kind, with strings and other types as ``exact``."""
-    kind = element_kind(dtype)
-    return "exact" if kind in ("string", "other") else kind
-
-
 def same_element_type(first: np.dtype, second: np.dtype) -> bool:
     """Equal dtypes; strings count as one type however numpy stores them (object, <U, |S),
     as ONNX has a single string type."""
@@ -91,14 +81,8 @@ def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def compare_arrays(
-    expected: np.ndarray,
-    actual: np.ndarray,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-    bound: np.ndarray | None = None,
-) -> Comparison:
+def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, rtol: float | None = None,
+                   atol: float | None = None, bound: np.ndarray | None = None) -> Comparison:
     """Compare ``actual`` with ``expected`` by the rule of the module docstring.
 
     ``rtol``/``atol`` default to :func:`default_tolerances` of the expected dtype; explicit values
@@ -117,8 +101,8 @@ def compare_arrays(
     if not same_element_type(expected.dtype, actual.dtype):
         reason = f"dtype {_type_text(actual.dtype)} != expected {_type_text(expected.dtype)}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
-    kind = _comparison_kind(expected.dtype)
-    if kind in ("bool", "exact"):
+    kind = element_kind(expected.dtype)
+    if kind in ("bool", "string", "other"):
         return _compare_exact(expected, actual, rtol, atol)
     if kind == "int":
         return _compare_integers(expected, actual, rtol, atol)
@@ -146,17 +130,8 @@ def _compare_integers(expected: np.ndarray, actual: np.ndarray, rtol: float, ato
     bad[unequal_index[failing]] = True
     max_abs, max_rel = _max_errors(abs_diff, abs_exp)
     min_atol, min_rtol = _minimal_tolerances(abs_diff, abs_exp, rtol, atol)
-    return _finish(
-        expected,
-        actual,
-        bad.reshape(expected.shape),
-        max_abs,
-        max_rel,
-        min_atol,
-        min_rtol,
-        rtol,
-        atol,
-    )
+    return _finish(expected, actual, bad.reshape(expected.shape), max_abs, max_rel, min_atol,
+                   min_rtol, rtol, atol)
 
 
 def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str,
@@ -181,12 +156,9 @@ def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str,
     within = beyond_bound <= atol + rtol * abs_exp
     bad = np.where(special, ~special_ok, ~within)
     max_abs, max_rel = _max_errors(abs_diff[finite], abs_exp[finite])
-    if np.any(special & ~special_ok):
-        min_atol = min_rtol = None
-    else:
-        min_atol, min_rtol = _minimal_tolerances(
-            beyond_bound[finite], abs_exp[finite], rtol, atol
-        )
+    min_atol = min_rtol = None
+    if not np.any(special & ~special_ok):
+        min_atol, min_rtol = _minimal_tolerances(beyond_bound[finite], abs_exp[finite], rtol, atol)
     return _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol,
                    bound is not None)
 
@@ -238,42 +210,25 @@ def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, a
     mismatches = [
         _mismatch(expected, actual, int(flat)) for flat in bad_positions[:MAX_REPORTED_MISMATCHES]
     ]
-    if count == 0:
-        return Comparison(True, "", max_abs, max_rel, [], 0, min_atol, min_rtol, rtol, atol)
-    reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g}"
-    reason += ", + bound)" if bounded else ")"
-    return Comparison(
-        False, reason, max_abs, max_rel, mismatches, count, min_atol, min_rtol, rtol, atol
-    )
+    reason = ""
+    if count:
+        reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g}"
+        reason += ", + bound)" if bounded else ")"
+    return Comparison(count == 0, reason, max_abs, max_rel, mismatches, count, min_atol,
+                      min_rtol, rtol, atol)
 
 
 def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:
     """(index tuple, expected element, actual element) at flat position ``flat``; elements stay
-    numpy scalars so that they print in their own precision (see :func:`plain_value`)."""
+    numpy scalars so that they print in their own precision (see :func:`display_value`)."""
     index = tuple(int(i) for i in np.unravel_index(flat, expected.shape))
     return index, expected[index], actual[index]
 
 
-def plain_value(value: Any) -> Any:
-    """An element as a plain Python value: float for every float type (bfloat16 included),
-    int, bool, complex or str (bytes decoded)."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, np.generic):
-        kind = element_kind(value.dtype)
-        if kind == "float":
-            return float(value)
-        if kind == "int":
-            return int(value)
-        return value.item()
-    return value
-
-
 def display_value(value: Any) -> str:
     """An element as text: numbers in the shortest form that round-trips in their own type
-    (float32 0.1 -> ``0.1``), strings quoted."""
-    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
-        return repr(plain_value(value))
-    if isinstance(value, np.generic):
-        return str(value)
-    return repr(value)
+    (float32 0.1 -> ``0.1``), strings quoted (bytes decoded)."""
+    if isinstance(value, (str, bytes)):  # numpy's str_ and bytes_ too
+        return repr(value.decode("utf-8", errors="replace") if isinstance(value, bytes)
+                    else str(value))
+    return str(value) if isinstance(value, np.generic) else repr(value)

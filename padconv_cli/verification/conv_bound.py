@@ -52,13 +52,9 @@ def magnitude_sums(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
     its receptive field (plus ``|b|``), with Conv's ``attributes`` (or the call's ``plan``)."""
     from padconv_cli.kernels.conv import conv, conv_planned
 
-    wide_x = np.abs(np.asarray(x).astype(np.float64))
-    wide_w = np.abs(np.asarray(w).astype(np.float64))
-    wide_b = None if b is None else np.abs(np.asarray(b).astype(np.float64))
+    wide = [None if a is None else np.abs(np.asarray(a).astype(np.float64)) for a in (x, w, b)]
     with np.errstate(invalid="ignore", over="ignore"):
-        if plan is not None:
-            return conv_planned(plan, wide_x, wide_w, wide_b)
-        return conv(wide_x, wide_w, wide_b, **attributes)
+        return conv(*wide, **attributes) if plan is None else conv_planned(plan, *wide)
 
 
 def conv_error_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,

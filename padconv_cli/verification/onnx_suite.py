@@ -42,19 +42,8 @@ def _index_of(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
-# --- models -> cases ---------------------------------------------------------------------------
-
-
-def case_from_model(
-    model: Any,
-    inputs: Sequence[np.ndarray],
-    outputs: Sequence[np.ndarray],
-    *,
-    name: str,
-    source: str,
-    location: str,
-    base_dir: str | None = None,
-) -> Case:
+def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], *,
+                    name: str, source: str, location: str, base_dir: str | None = None) -> Case:
     """A Case from a ModelProto and one data set (arrays for the non-initializer graph inputs,
     in graph order, and the expected graph outputs). ``base_dir``: the model's folder, the only
     place its external data may come from (None: no external data)."""
@@ -117,10 +106,10 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
     """The array a Constant node produces (value, value_float(s), value_int(s), value_string(s))."""
     from onnx import helper
 
-    if len(node.attribute) != 1:
-        raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
     from padconv_cli.onnx_nodes import check_attribute_type
 
+    if len(node.attribute) != 1:
+        raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
     attribute = node.attribute[0]
     where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
     check_attribute_type(attribute, "Constant", where)
@@ -157,10 +146,8 @@ def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
     initializers = {tensor.name for tensor in graph.initializer}
     names = [vi.name for vi in graph.input if vi.name not in initializers]
     if len(inputs) != len(names):
-        raise InputError(
-            f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph input(s) "
-            f"{bounded_list(names)}"
-        )
+        raise InputError(f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph "
+                         f"input(s) {bounded_list(names)}")
     arrays = [_as_array(value) for value in inputs]
     return dict(zip(names, arrays, strict=True))
 
@@ -172,9 +159,6 @@ def _as_array(value: Any) -> np.ndarray:
     return _tensor_to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
 
 
-# --- backend-test folders ----------------------------------------------------------------------
-
-
 def is_case_dir(path: Path) -> bool:
     """True for a folder holding ``model.onnx``."""
     return (path / MODEL_FILE).is_file()
@@ -183,8 +167,10 @@ def is_case_dir(path: Path) -> bool:
 def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = None) -> list[Case]:
     """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
     (``folder:test_data_set_N`` when there are several data sets)."""
+    from padconv_cli.models import load_model  # --from-model's reader: no external data
+
     name = name or path.name
-    model = load_model(path / MODEL_FILE)
+    model = load_model(str(path / MODEL_FILE))
     data_sets = sorted(path.glob(DATA_SET_PREFIX + "*"), key=_index_of)
     data_sets = [d for d in data_sets if d.is_dir()]
     if not data_sets:
@@ -196,26 +182,9 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
         if not outputs:
             raise InputError(f"{data_set}: no output_*.pb file")
         case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
-        cases.append(
-            case_from_model(
-                model,
-                inputs,
-                outputs,
-                name=case_name,
-                source=source,
-                location=str(data_set),
-                base_dir=str(path),
-            )
-        )
+        cases.append(case_from_model(model, inputs, outputs, name=case_name, source=source,
+                                     location=str(data_set), base_dir=str(path)))
     return cases
-
-
-def load_model(path: Path) -> Any:
-    """Parse ``model.onnx`` with the model reader of ``--from-model`` (regular files only,
-    external data not followed)."""
-    from padconv_cli.models import load_model as read_model
-
-    return read_model(str(path))
 
 
 def _read_pb_series(folder: Path, prefix: str) -> list[np.ndarray]:
@@ -238,14 +207,9 @@ def cases_from_user_dir(path_text: str) -> list[Case]:
         return cases_from_dir(path)
     children = sorted(child for child in path.iterdir() if child.is_dir() and is_case_dir(child))
     if not children:
-        raise InputError(
-            f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, and no "
-            f"sub-folder with one)"
-        )
+        raise InputError(f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, "
+                         "and no sub-folder with one)")
     return [case for child in children for case in cases_from_dir(child)]
-
-
-# --- the installed onnx package ----------------------------------------------------------------
 
 
 def onnx_data_root() -> Path:
@@ -301,11 +265,7 @@ def is_single_operator_model(model: Any) -> bool:
     """Exactly one node other than Constant nodes, of op type Pad or Conv in the default
     (domain-less) operator set, at any opset."""
     nodes = [node for node in model.graph.node if node.op_type != "Constant"]
-    return (
-        len(nodes) == 1
-        and nodes[0].op_type in OPERATORS
-        and nodes[0].domain in DEFAULT_DOMAINS
-    )
+    return len(nodes) == 1 and nodes[0].op_type in OPERATORS and nodes[0].domain in DEFAULT_DOMAINS
 
 
 SHIPPED_FOLDERS = ("family_cases",)  # backend-test case folders shipped with padconv
@@ -346,16 +306,10 @@ def generated_node_cases() -> list[Case]:
     cases = []
     for test_case in _onnx_node_test_cases():
         inputs, outputs = test_case.data_sets[0]
-        cases.append(
-            case_from_model(
-                test_case.model,
-                list(inputs),
-                [_as_array(value) for value in outputs],
-                name=test_case.name,
-                source=NODE_SOURCE,
-                location=f"onnx.backend.test.case.node:{test_case.name}",
-            )
-        )
+        cases.append(case_from_model(
+            test_case.model, list(inputs), [_as_array(value) for value in outputs],
+            name=test_case.name, source=NODE_SOURCE,
+            location=f"onnx.backend.test.case.node:{test_case.name}"))
     return cases
 
 

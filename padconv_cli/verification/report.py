@@ -7,6 +7,9 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
+
+from padconv_cli.dtypes import dtype_name
 from padconv_cli.json_output import dumps
 from padconv_cli.verification.cases import Case
 from padconv_cli.verification.compare import display_value
@@ -20,9 +23,6 @@ from padconv_cli.verification.runner import (
 
 COLUMNS = ("case", "operator", "attributes", "output", "max abs", "max rel", "result")
 STATUS_WORDS = {PASSED: "PASS", FAILED: "FAIL", UNSUPPORTED: "UNSUPPORTED"}
-
-
-# --- cells -------------------------------------------------------------------------------------
 
 
 def format_error(value: float | None) -> str:
@@ -45,28 +45,18 @@ def format_tolerance(value: float) -> str:
     return f"{candidate:.3g}"
 
 
-def output_text(result: CaseResult) -> str:
-    """``float32[1,1,5,5]`` or ``-`` when there is no output."""
-    if result.output_shape is None:
-        return "-"
-    return f"{result.output_dtype}[{','.join(str(n) for n in result.output_shape)}]"
-
-
-def row_cells(result: CaseResult) -> tuple[str, ...]:
-    """The table cells of one result, in COLUMNS order."""
-    comparison = result.comparison
-    return (
-        result.case.name,
-        result.operator or result.case.op,
-        result.attributes,
-        output_text(result),
-        format_error(comparison.max_abs if comparison else None),
-        format_error(comparison.max_rel if comparison else None),
-        STATUS_WORDS[result.status],
-    )
-
-
-# --- failure details ---------------------------------------------------------------------------
+def line_cells(result: CaseResult) -> dict[str, str]:
+    """Every cell one result can show, keyed by column name (output: ``float32[1,1,5,5]``)."""
+    comparison, shape = result.comparison, result.output_shape
+    return {
+        "case": result.case.name,
+        "operator": result.operator or result.case.op,
+        "attributes": result.attributes,
+        "output": "-" if shape is None else f"{result.output_dtype}[{','.join(map(str, shape))}]",
+        "max abs": format_error(comparison.max_abs if comparison else None),
+        "max rel": format_error(comparison.max_rel if comparison else None),
+        "result": STATUS_WORDS[result.status],
+    }
 
 
 def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) -> list[str]:
@@ -79,11 +69,8 @@ def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) 
     comparison = result.comparison
     if result.status != FAILED or comparison is None:
         return lines
-    for index, expected, actual in comparison.mismatches:
-        lines.append(
-            f"  at {list(index)}: expected {display_value(expected)}, "
-            f"actual {display_value(actual)}"
-        )
+    lines += [f"  at {list(index)}: expected {display_value(expected)}, actual "
+              f"{display_value(actual)}" for index, expected, actual in comparison.mismatches]
     hidden = comparison.mismatch_count - len(comparison.mismatches)
     if hidden > 0:
         lines.append(f"  ... and {hidden} more")
@@ -99,33 +86,16 @@ def tolerance_hint(comparison: Any, names: Mapping[str, str] | None = None) -> s
     if comparison.min_atol is None:
         return "no tolerance makes this pass (NaN, inf, shape, dtype or exact-type mismatch)"
     atol_part = f"{atol} {format_tolerance(comparison.min_atol)} (with rtol={comparison.rtol:g})"
-    if comparison.min_rtol is None or not math.isfinite(comparison.min_rtol):
-        rtol_part = f"no rtol (with atol={comparison.atol:g}: expected is 0 where they differ)"
-    else:
-        rtol_part = (
-            f"{rtol} {format_tolerance(comparison.min_rtol)} (with atol={comparison.atol:g})"
-        )
+    with_atol = f"with atol={comparison.atol:g}"
+    rtol_part = f"no rtol ({with_atol}: expected is 0 where they differ)"
+    if comparison.min_rtol is not None and math.isfinite(comparison.min_rtol):
+        rtol_part = f"{rtol} {format_tolerance(comparison.min_rtol)} ({with_atol})"
     return f"would pass with {atol_part} or {rtol_part}"
 
 
-# --- one line per case ------------------------------------------------------------------------
-
 NARROW_COLUMNS = ("result", "case", "operator", "output", "max abs")
 WIDE_EXTRA_MIN = 24
-ELLIPSIS = "..."
 DEFAULT_WIDTH = 80
-
-
-def _cut(text: str, width: int) -> str:
-    """``text`` cut at the end to ``width`` characters (``...`` marks the cut)."""
-    if len(text) <= width:
-        return text
-    return text[: max(width - len(ELLIPSIS), 0)] + ELLIPSIS
-
-
-def line_cells(result: CaseResult) -> dict[str, str]:
-    """Every cell one result can show, keyed by column name."""
-    return dict(zip(COLUMNS, row_cells(result), strict=True))
 
 
 def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
@@ -177,8 +147,8 @@ def _table_line(cells: dict[str, str], columns: list[str], widths: dict[str, int
     parts = []
     for name in columns:
         text = cells[name]
-        if name == "attributes":
-            text = _cut(text, widths[name])
+        if name == "attributes" and len(text) > widths[name]:  # cut at the end, "..." marks it
+            text = text[: max(widths[name] - 3, 0)] + "..."
         numeric = name in ("max abs", "max rel")
         parts.append(text.rjust(widths[name]) if numeric else text.ljust(widths[name]))
     return "  ".join(parts).rstrip()
@@ -215,11 +185,9 @@ def verbose_details(result: CaseResult) -> list[str]:
         lines.append(f"    attributes: {result.attributes}")
     comparison = result.comparison
     if comparison is not None:
-        lines.append(
-            f"    max abs {format_error(comparison.max_abs)}, "
-            f"max rel {format_error(comparison.max_rel)} "
-            f"(rtol={comparison.rtol:g}, atol={comparison.atol:g})"
-        )
+        lines.append(f"    max abs {format_error(comparison.max_abs)}, max rel "
+                     f"{format_error(comparison.max_rel)} (rtol={comparison.rtol:g}, "
+                     f"atol={comparison.atol:g})")
     if result.reason:
         lines.append(f"    {result.reason}")
     lines.append(f"    {result.seconds * 1000:.1f} ms")
@@ -229,75 +197,42 @@ def verbose_details(result: CaseResult) -> list[str]:
 def plain_case_list(cases: list[Case]) -> list[str]:
     """``--list`` output: one case per line with its operator and source."""
     width = max((len(case.name) for case in cases), default=0)
-    lines = []
-    for case in cases:
-        note = f"  (unsupported: {case.unsupported})" if case.unsupported else ""
-        lines.append(f"{case.name.ljust(width)}  {case.op:<5} {case.source}{note}")
-    return lines
-
-
-# --- JSON lines --------------------------------------------------------------------------------
+    return [f"{case.name.ljust(width)}  {case.op:<5} {case.source}"
+            + (f"  (unsupported: {case.unsupported})" if case.unsupported else "")
+            for case in cases]
 
 
 def result_record(result: CaseResult) -> dict[str, Any]:
     """One result as a dict for :func:`padconv_cli.json_output.dumps` (``"type": "case"``)."""
-    comparison = result.comparison
+    case, comparison, shape = result.case, result.comparison, result.output_shape
     record: dict[str, Any] = {
-        "type": "case",
-        "name": result.case.name,
-        "source": result.case.source,
-        "location": result.case.location,
-        "operator": result.operator or result.case.op,
-        "attributes": result.attributes,
-        "status": result.status,
-        "reason": result.reason,
-        "output_shape": None if result.output_shape is None else list(result.output_shape),
-        "output_dtype": result.output_dtype or None,
-        "seconds": round(result.seconds, 6),
+        "type": "case", "name": case.name, "source": case.source, "location": case.location,
+        "operator": result.operator or case.op, "attributes": result.attributes,
+        "status": result.status, "reason": result.reason,
+        "output_shape": None if shape is None else list(shape),
+        "output_dtype": result.output_dtype or None, "seconds": round(result.seconds, 6),
     }
     if comparison is not None:
-        record.update(
-            max_abs=comparison.max_abs,
-            max_rel=comparison.max_rel,
-            rtol=comparison.rtol,
-            atol=comparison.atol,
-            mismatch_count=comparison.mismatch_count,
-            mismatches=[
-                {"index": list(index), "expected": e, "actual": a}
-                for index, e, a in comparison.mismatches
-            ],
-            min_atol=comparison.min_atol,
-            min_rtol=comparison.min_rtol,
-        )
+        mismatches = [{"index": list(index), "expected": e, "actual": a}
+                      for index, e, a in comparison.mismatches]
+        record.update(max_abs=comparison.max_abs, max_rel=comparison.max_rel,
+                      rtol=comparison.rtol, atol=comparison.atol,
+                      mismatch_count=comparison.mismatch_count, mismatches=mismatches,
+                      min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record
 
 
-def summary_record(results: list[CaseResult]) -> dict[str, Any]:
-    """The summary object (``"type": "summary"``) with the counts per status."""
-    counts = summary_counts(results)
-    return {"type": "summary", **counts, "total": len(results)}
-
-
 def json_lines(results: list[CaseResult]) -> Iterator[str]:
-    """One compact JSON object per result, then the summary object."""
+    """One compact JSON object per result, then the summary object (the counts per status)."""
     for result in results:
         yield dumps(result_record(result))
-    yield dumps(summary_record(results))
+    yield dumps({"type": "summary", **summary_counts(results), "total": len(results)})
 
 
 def case_record(case: Case) -> dict[str, Any]:
     """``--list --json``: one case without running it."""
-    return {
-        "type": "case",
-        "name": case.name,
-        "source": case.source,
-        "operator": case.op,
-        "location": case.location,
-        "unsupported": case.unsupported or None,
-    }
-
-
-# --- JUnit XML ---------------------------------------------------------------------------------
+    return {"type": "case", "name": case.name, "source": case.source, "operator": case.op,
+            "location": case.location, "unsupported": case.unsupported or None}
 
 
 def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None) -> bytes:
@@ -309,36 +244,20 @@ def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None)
     total_seconds = sum(result.seconds for result in results)
     suites = ET.Element("testsuites", name="padconv verify")
     suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name="padconv verify",
-        tests=str(len(results)),
-        failures=str(counts[FAILED]),
-        errors="0",
-        skipped=str(counts[UNSUPPORTED]),
+        suites, "testsuite", name="padconv verify", tests=str(len(results)),
+        failures=str(counts[FAILED]), errors="0", skipped=str(counts[UNSUPPORTED]),
         time=f"{total_seconds:.6f}",
     )
     for result in results:
-        _add_testcase(suite, result, names)
+        case = ET.SubElement(suite, "testcase", classname=f"padconv.verify.{result.case.source}",
+                             name=result.case.name, time=f"{result.seconds:.6f}")
+        if result.status == FAILED:
+            failure = ET.SubElement(case, "failure", message=result.reason, type="mismatch")
+            failure.text = "\n".join(failure_details(result, names))
+        elif result.status == UNSUPPORTED:
+            ET.SubElement(case, "skipped", message=result.reason)
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
-
-
-def _add_testcase(suite: Any, result: CaseResult, names: Mapping[str, str] | None) -> None:
-    import xml.etree.ElementTree as ET
-
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        classname=f"padconv.verify.{result.case.source}",
-        name=result.case.name,
-        time=f"{result.seconds:.6f}",
-    )
-    if result.status == FAILED:
-        failure = ET.SubElement(case, "failure", message=result.reason, type="mismatch")
-        failure.text = "\n".join(failure_details(result, names))
-    elif result.status == UNSUPPORTED:
-        ET.SubElement(case, "skipped", message=result.reason)
 
 
 def write_atomically(path: str, payload: bytes) -> None:
@@ -348,8 +267,6 @@ def write_atomically(path: str, payload: bytes) -> None:
     atomic_write(path, lambda stream: stream.write(payload))
 
 
-# --- one case side by side ---------------------------------------------------------------------
-
 SIDE_GAP = 4
 PREVIEW_ELEMENTS = 100
 
@@ -357,21 +274,15 @@ PREVIEW_ELEMENTS = 100
 def tensor_block(array: Any, width: int, precision: int | None = None) -> list[str]:
     """An array as numpy's text form within ``width`` columns (elided past 100 elements;
     ``precision`` digits after the point when given)."""
-    import numpy as np
-
-    text = np.array2string(
-        np.asarray(array), max_line_width=max(width, 20), threshold=PREVIEW_ELEMENTS, edgeitems=3,
-        precision=precision,
-    )
-    return text.splitlines()
+    return np.array2string(np.asarray(array), max_line_width=max(width, 20),
+                           threshold=PREVIEW_ELEMENTS, edgeitems=3,
+                           precision=precision).splitlines()
 
 
 def difference(expected: Any, actual: Any) -> Any:
     """``|actual - expected|`` elementwise in float64, 0 where both are NaN or the same
     infinity; for non-numeric types a bool array that is True where they differ. None when the
     shapes differ."""
-    import numpy as np
-
     expected, actual = np.asarray(expected), np.asarray(actual)
     if expected.shape != actual.shape:
         return None
@@ -391,8 +302,6 @@ def difference(expected: Any, actual: Any) -> Any:
 
 def _as_numeric_view(array: Any) -> Any:
     """Types numpy prints poorly (bfloat16, float8, int4: ml_dtypes) as float32 for display."""
-    import numpy as np
-
     array = np.asarray(array)
     if array.dtype.kind in "biufcUSO":
         return array
@@ -411,18 +320,14 @@ def columns_side_by_side(blocks: list[tuple[str, list[str]]], width: int) -> lis
             stacked += [f"  {title}", *(f"    {line}".rstrip() for line in lines)]
         return stacked
     height = max(len(lines) for _, lines in blocks)
-    rows = ["  " + (" " * SIDE_GAP).join(t.ljust(w) for (t, _), w in zip(blocks, widths,
-                                                                           strict=True))]
-    for i in range(height):
-        cells = [(lines[i] if i < len(lines) else "").ljust(w)
-                 for (_, lines), w in zip(blocks, widths, strict=True)]
-        rows.append(("  " + (" " * SIDE_GAP).join(cells)).rstrip())
-    return [row.rstrip() for row in rows]
+    rows = [[title for title, _ in blocks],
+            *([lines[i] if i < len(lines) else "" for _, lines in blocks] for i in range(height))]
+    return [("  " + (" " * SIDE_GAP).join(cell.ljust(w) for cell, w in zip(row, widths,
+                                                                          strict=True))).rstrip()
+            for row in rows]
 
 
 def _shape_text(array: Any) -> str:
-    from padconv_cli.dtypes import dtype_name
-
     return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
 
 
@@ -441,21 +346,15 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
         block = tensor_block(_as_numeric_view(array), width - 4)
         lines += [f"    {line}".rstrip() for line in block]
     expected = case.expected[0] if case.expected else None
-    blocks = []
-    if expected is not None:
-        blocks.append((f"expected {_shape_text(expected)}", expected))
-    if result.actual is not None:
-        blocks.append((f"actual {_shape_text(result.actual)}", result.actual))
-        if expected is not None:
-            diff = difference(expected, result.actual)
-            if diff is not None:
-                blocks.append(("|actual - expected|", diff))
-    rendered = [
-        (title, tensor_block(_as_numeric_view(a), width - 4, 3 if title.startswith("|") else None))
-        for title, a in blocks
-    ]
-    if rendered:
-        lines += columns_side_by_side(rendered, width)
+    blocks = [(f"{title} {_shape_text(array)}", tensor_block(_as_numeric_view(array), width - 4))
+              for title, array in (("expected", expected), ("actual", result.actual))
+              if array is not None]
+    if expected is not None and result.actual is not None:
+        diff = difference(expected, result.actual)
+        if diff is not None:
+            blocks.append(("|actual - expected|", tensor_block(diff, width - 4, 3)))
+    if blocks:
+        lines += columns_side_by_side(blocks, width)
     if result.reason:
         lines.append(f"  {result.reason}")
     heading = f"{case.name} ({case.location or case.source})"

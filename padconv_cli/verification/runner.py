@@ -43,8 +43,9 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     """Run ``case`` through the same kernels as ``padconv pad``/``padconv conv`` and compare
     the result with the expected output (rule: :func:`compare_arrays`; Conv cases add the
     dot-product error bound of :mod:`padconv_cli.verification.conv_bound`)."""
+    from padconv_cli.dtypes import dtype_name
     from padconv_cli.onnx_nodes import kernel_call
-    from padconv_cli.ops import compute
+    from padconv_cli.ops import compute, error_bound
 
     if case.unsupported:
         return CaseResult(case, UNSUPPORTED, operator=case.op)
@@ -59,28 +60,16 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     except Exception as exc:  # a kernel bug must show up as a failed case, not end the run
         result.error = f"kernel crashed: {type(exc).__name__}: {exc}"
     else:
-        result.output_shape, result.output_dtype = tuple(actual.shape), _dtype_text(actual.dtype)
+        result.output_shape, result.output_dtype = tuple(actual.shape), dtype_name(actual.dtype)
         result.actual = actual
-        bound = _conv_bound(call, actual)
+        bound = error_bound(call)  # None: compared exactly (Pad, integer results)
+        if bound is not None and bound.shape != actual.shape:
+            bound = None
         result.comparison = compare_arrays(case.expected[0], actual, rtol=rtol, atol=atol,
                                            bound=bound)
         result.status = PASSED if result.comparison.passed else FAILED
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _conv_bound(call, actual: np.ndarray) -> np.ndarray | None:
-    """The dot-product error bound of a Conv case (None for Pad, compared exactly)."""
-    from padconv_cli.ops import error_bound
-
-    bound = error_bound(call)
-    return bound if bound is not None and bound.shape == actual.shape else None
-
-
-def _dtype_text(dtype: np.dtype) -> str:
-    from padconv_cli.dtypes import dtype_name
-
-    return dtype_name(dtype)
 
 
 def run_cases(
@@ -92,10 +81,8 @@ def run_cases(
 
 def summary_counts(results: list[CaseResult]) -> dict[str, int]:
     """Number of passed, failed and unsupported results."""
-    counts = {PASSED: 0, FAILED: 0, UNSUPPORTED: 0}
-    for result in results:
-        counts[result.status] += 1
-    return counts
+    return {status: sum(r.status == status for r in results)
+            for status in (PASSED, FAILED, UNSUPPORTED)}
 
 
 def summary_line(results: list[CaseResult]) -> str:

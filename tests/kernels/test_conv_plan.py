@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import padconv_cli.kernels.conv as conv_shapes
 from padconv_cli.errors import AttributeValueError, PadconvError, UnsupportedDtypeError
-from padconv_cli.kernels import conv_shapes
 from padconv_cli.kernels.conv import conv, plan_conv
 
 # --- conv_shapes ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from oracles import assert_conv_within_bound
 
-from padconv_cli.kernels import conv_paths, conv_reach
+import padconv_cli.kernels.conv as conv_module
 from padconv_cli.kernels.conv import conv, plan_conv
 
 
@@ -30,7 +30,7 @@ def test_axis_cut_keeps_exactly_the_taps_and_outputs_that_read_x():
     for length, kernel, s, d, p, e in AXES:
         out = (length + p + e - (kernel - 1) * d - 1) // s + 1
         pairs = _read_pairs(length, kernel, s, d, p, out)
-        cut = conv_reach.axis_cut(length, kernel, s, d, p, out)
+        cut = conv_module.axis_cut(length, kernel, s, d, p, out)
         case = f"L={length} K={kernel} s={s} d={d} pads=({p}, {e})"
         if not pairs:
             assert cut is None, case
@@ -117,12 +117,12 @@ def test_cutting_off_the_padding_changes_no_bit(dtype, spatial, kernel, strides,
     B = np.array([-0.0, 1.0, 0.25], dtype)
     plan = plan_conv(X.shape, W.shape, B.shape, strides=list(strides),
                      dilations=list(dilations), pads=list(pads))
-    cut = conv_reach.plan_cut(plan)
+    cut = conv_module.plan_cut(plan)
     assert cut is not None
-    acc = conv_paths.accumulator_dtype(X.dtype)
-    whole = conv_paths._convolve_whole(plan, X, W, B)
-    part = conv_reach.convolve_cut(plan, cut, X, W.astype(acc), B.astype(acc), acc,
-                                   conv_paths._convolve_whole)
+    acc = conv_module.accumulator_dtype(X.dtype)
+    whole = conv_module._convolve_whole(plan, X, W, B)
+    part = conv_module.convolve_cut(plan, cut, X, W.astype(acc), B.astype(acc), acc,
+                                   conv_module._convolve_whole)
     assert whole.dtype == part.dtype == X.dtype
     assert _same_bits(whole.astype(np.float64), part.astype(np.float64))
 
@@ -138,4 +138,4 @@ def test_no_output_reading_x_is_bias_or_nan():
 def test_memory_of_a_tiny_conv_with_huge_geometry_is_small():
     plan = plan_conv((1, 1, 5, 5), (1, 1, 3, 3), None, auto_pad="SAME_UPPER",
                      dilations=[30_000_000, 30_000_000])
-    assert conv_paths.working_bytes(plan, np.dtype(np.float32)) < 2**20
+    assert conv_module.working_bytes(plan, np.dtype(np.float32)) < 2**20

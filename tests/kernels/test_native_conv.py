@@ -151,9 +151,9 @@ def test_narrow_inputs_read_on_the_fly_equal_their_float32_copy_rounded_once(
     """float16/bfloat16 X is read as float32 in place (every value, subnormals, inf and nan
     included), and Y computed in chunks of output channels: the bits of the float32 conv of
     the float32 copies, rounded once."""
-    from padconv_cli.kernels import conv_paths
+    import padconv_cli.kernels.conv as conv_module
 
-    monkeypatch.setattr(conv_paths, "NARROW_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(conv_module, "NARROW_CHUNK_BYTES", chunk_bytes)
     x_shape, w_shape, attrs = NARROW_CASES[name]
     X, W, B = random_inputs(x_shape, w_shape, dtype, seed=3)
     flat = X.reshape(-1)

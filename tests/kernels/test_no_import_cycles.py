@@ -96,11 +96,6 @@ def test_function_level_imports_are_counted():
     assert "padconv_cli.models" in loaded
 
 
-def test_conv_plan_imports_no_compute_path():
-    assert "padconv_cli.kernels.conv_paths" not in _imports()["padconv_cli.kernels.conv_plan"]
-    assert "padconv_cli.kernels.conv" not in _imports()["padconv_cli.kernels.conv_paths"]
-
-
 def test_finder_sees_a_cycle():
     """The check itself can fail: a two-module loop is found."""
     assert _cycles({"a": {"b"}, "b": {"a"}}) == [{"a", "b"}]
