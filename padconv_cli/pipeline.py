@@ -298,7 +298,7 @@ def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any])
     (a file's stored type is its own)."""
     if declared.literal_type is None or not isinstance(value, str):
         return None
-    from padconv_cli.tensorio.sources import classify_source
+    from padconv_cli.tensorio import classify_source
 
     if classify_source(value).kind != "literal":
         return None
@@ -373,8 +373,8 @@ def check_output_format(output: str | None, fmt: str | None) -> None:
     file that is not a Zarr store, a suffix that names no tensor format (``y.npz``)."""
     if output is None:
         return
+    from padconv_cli.tensorio import check_suffix_agrees, resolve_format
     from padconv_cli.tensorio.files import printable
-    from padconv_cli.tensorio.writing import check_suffix_agrees, resolve_format
 
     if "://" in output or is_zarr(output):
         if fmt is not None:
@@ -390,7 +390,7 @@ def is_zarr(path: Any) -> bool:
     """True for a Zarr store path (``.zarr`` or a folder with Zarr metadata)."""
     if not isinstance(path, str):
         return False
-    from padconv_cli.tensorio.zarr_paths import is_zarr_path
+    from padconv_cli.tensorio import is_zarr_path
 
     return is_zarr_path(path)
 

@@ -45,8 +45,8 @@ from padconv_cli.errors import OutputError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.read_policy import check_read_bytes, input_limit
+from padconv_cli.tensorio import ZARR_MARKERS, is_zarr_path
 from padconv_cli.tensorio.files import one_line
-from padconv_cli.tensorio.zarr_paths import ZARR_MARKERS, is_zarr_path
 from padconv_cli.tensorio.zarr_store import check_zarr_objects
 
 

@@ -30,8 +30,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.read_policy import check_read_bytes, input_limit
-from padconv_cli.tensorio.atomic import create_exclusive, temp_name
-from padconv_cli.tensorio.files import one_line, open_regular_file
+from padconv_cli.tensorio.files import create_exclusive, one_line, open_regular_file, temp_name
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
 from padconv_cli.units import human_bytes
 

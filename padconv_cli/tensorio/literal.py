@@ -41,16 +41,6 @@ _NAMED_VALUES = {
     "inf": math.inf,
     "Infinity": math.inf,
 }
-_LITERAL_STARTS = set("[(-+.0123456789\"'")
-_LITERAL_WORDS = {name.lower() for name in _NAMED_VALUES} | {"-inf", "+inf", "-infinity"}
-
-
-def looks_like_literal(text: str) -> bool:
-    """True when ``text`` starts like a literal: a bracket, sign, digit, dot, quote or a word."""
-    stripped = text.strip()
-    if not stripped:
-        return False
-    return stripped[0] in _LITERAL_STARTS or stripped.lower() in _LITERAL_WORDS
 
 
 class _Rejected(Exception):

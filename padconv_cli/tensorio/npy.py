@@ -248,15 +248,12 @@ def read_npy_bytes(data: bytes, label: str) -> np.ndarray:
     return read_npy_stream(io.BytesIO(data), len(data), label)
 
 
-def npy_ready_array(array: np.ndarray, target: str) -> np.ndarray:
-    """The array as ``.npy`` can hold it without pickle, or UnsupportedDtypeError.
-
-    String ``object`` arrays become unicode (``<U``) arrays (bytes elements: ``|S``); types
-    numpy cannot name (bfloat16, float8*, int4 ...) are refused in favour of ``.pb``.
-    """
+def check_npy_writable(array: np.ndarray, target: str) -> None:
+    """Refuse what :func:`write_npy` cannot write: object arrays other than all-str or
+    all-bytes, and types numpy cannot name (bfloat16, float8*, int4 ...: ``.pb`` holds them)."""
     if array.dtype == np.object_:
-        return _strings_as_fixed_width(array, target)
-    if not is_npy_native(array.dtype):
+        _fixed_width_type(array.ravel(order="K").tolist(), target)
+    elif not is_npy_native(array.dtype):
         from padconv_cli.dtypes import dtype_name
 
         raise UnsupportedDtypeError(
@@ -264,28 +261,6 @@ def npy_ready_array(array: np.ndarray, target: str) -> np.ndarray:
             "write a .pb TensorProto instead (format pb)",
             param="format",
         )
-    return array
-
-
-def _strings_as_fixed_width(array: np.ndarray, target: str) -> np.ndarray:
-    elements = array.ravel(order="K").tolist()
-    if all(isinstance(item, str) for item in elements):
-        return array.astype(np.str_)
-    if all(isinstance(item, bytes) for item in elements):
-        return array.astype(np.bytes_)
-    kinds = sorted({type(item).__name__ for item in elements})
-    raise UnsupportedDtypeError(
-        f"{target}: object array holds {', '.join(kinds)}; only all-str or all-bytes object "
-        "arrays can be written"
-    )
-
-
-def check_npy_writable(array: np.ndarray, target: str) -> None:
-    """Refuse what :func:`write_npy` cannot write, without converting anything."""
-    if array.dtype == np.object_:
-        _fixed_width_type(array.ravel(order="K").tolist(), target)
-    else:
-        npy_ready_array(array, target)
 
 
 STRING_CHUNK_BYTES = 16 * 2**20
@@ -302,7 +277,8 @@ def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
     far larger than the array in memory, and only the file needs to be that large.
     """
     if array.dtype != np.object_:
-        np.lib.format.write_array(stream, npy_ready_array(array, target), allow_pickle=False)
+        check_npy_writable(array, target)
+        np.lib.format.write_array(stream, array, allow_pickle=False)
         return
     flat = array.ravel(order="C")
     width_type = _fixed_width_type(flat.tolist(), target)

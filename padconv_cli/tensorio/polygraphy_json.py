@@ -27,12 +27,12 @@ import numpy as np
 from padconv_cli.errors import InputError
 
 MAX_JSON_BYTES = 1 << 30
-_JSON_SOURCE = re.compile(r"(?P<path>.+\.json)(?::(?P<name>.+))?", re.IGNORECASE)
+JSON_SOURCE = re.compile(r"(?P<path>.+\.json)(?::(?P<name>.+))?", re.IGNORECASE)
 
 
 def split_json_source(source: str) -> tuple[str, str | None] | None:
     """``(path, name)`` of ``FILE.json`` or ``FILE.json:NAME``; None for other sources."""
-    match = _JSON_SOURCE.fullmatch(source)
+    match = JSON_SOURCE.fullmatch(source)
     return (match["path"], match["name"]) if match else None
 
 

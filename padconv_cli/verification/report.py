@@ -343,7 +343,7 @@ def _add_testcase(suite: Any, result: CaseResult, names: Mapping[str, str] | Non
 
 def write_atomically(path: str, payload: bytes) -> None:
     """Write ``payload`` to ``path`` with padconv's atomic writer (temporary file + rename)."""
-    from padconv_cli.tensorio.atomic import atomic_write
+    from padconv_cli.tensorio.files import atomic_write
 
     atomic_write(path, lambda stream: stream.write(payload))
 

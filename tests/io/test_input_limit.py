@@ -176,7 +176,7 @@ def test_one_run_does_not_leak_its_limit_into_the_next(run_cli, tmp_path):
 
 
 def _scan(data: bytes, limit: int = 2**30) -> bytes:
-    from padconv_cli.tensorio.wire import read_tensorproto_stream
+    from padconv_cli.tensorio.sniff import read_tensorproto_stream
 
     def over(what: str) -> InputError:
         return InputError(f"over: {what}")
