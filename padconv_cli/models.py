@@ -31,7 +31,7 @@ import os
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from padconv_cli.errors import AttributeValueError, InputError
 from padconv_cli.folding import fold_loader, fold_specs, lazy, subgraphs
 from padconv_cli.ops import OPERATORS, operator, plain_call
 from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
+
+if TYPE_CHECKING:
+    from padconv_cli.tensorio.files import ReadPolicy
 
 __all__ = ["ModelNode", "ResolvedCall", "find_node", "load_model", "model_initializers",
            "model_nodes", "model_opset", "resolve_call", "stored_tensor", "stored_values",
@@ -117,20 +120,20 @@ class ModelNode:
 # --- loading ---------------------------------------------------------------------------------
 
 
-def load_model(path: str) -> Any:
-    """Parse ``path`` as a ModelProto without loading external data (module rules)."""
+def load_model(path: str, policy: ReadPolicy | None = None) -> Any:
+    """Parse ``path`` as a ModelProto without loading external data (module rules), its size
+    within the input limit of ``policy`` (None: the default ``ReadPolicy()``)."""
     from google.protobuf.message import DecodeError
     from onnx import ModelProto
 
-    from padconv_cli.read_policy import check_input_size
-    from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
+    from padconv_cli.tensorio.files import check_input_size, one_line, open_regular_file, read_exact
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
         if size > PROTOBUF_LIMIT:
             raise InputError(f"{path}: {size} bytes is over protobuf's 2 GiB model limit")
-        check_input_size(size, path)
+        check_input_size(size, path, policy=policy)
         data = read_exact(stream, size)
     model = ModelProto()
     try:
@@ -197,36 +200,40 @@ def model_opset(model: Any, path: str) -> int:
 # --- constants and nodes ---------------------------------------------------------------------
 
 
-def _tensor_loader(tensor: Any, label: str, base_dir: str) -> Callable[[], np.ndarray]:
+def _tensor_loader(tensor: Any, label: str, base_dir: str,
+                   policy: ReadPolicy | None) -> Callable[[], np.ndarray]:
     """A function converting ``tensor`` on first use (through tensorio's checks)."""
 
     def convert() -> np.ndarray:
         from padconv_cli.tensorio.protobuf import tensor_from_proto
 
-        return tensor_from_proto(tensor, label, base_dir)
+        return tensor_from_proto(tensor, label, base_dir, policy)
 
     return lazy(convert)
 
 
-def _constant_loader(node: Any, path: str, base_dir: str) -> Callable[[], np.ndarray] | None:
+def _constant_loader(node: Any, path: str, base_dir: str,
+                     policy: ReadPolicy | None) -> Callable[[], np.ndarray] | None:
     """Loader of a Constant node's value (``value`` tensor or the value_* shorthands)."""
     label = f"{path}: Constant {node.output[0]!r}"
     for attribute in node.attribute:
         where = f"{path}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
         if attribute.name == "value":
-            return lazy(functools.partial(_tensor_value, attribute, label, base_dir, where))
+            return lazy(functools.partial(_tensor_value, attribute, label, base_dir, where,
+                                          policy))
         if attribute.name in SHORTHAND_CONSTANTS:
             return lazy(functools.partial(_shorthand_value, attribute, where))
     return None  # sparse_value: not a dense constant
 
 
-def _tensor_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
+def _tensor_value(attribute: Any, label: str, base_dir: str, where: str,
+                  policy: ReadPolicy | None) -> np.ndarray:
     """The array of a Constant's ``value`` attribute, which must be typed TENSOR."""
     from padconv_cli.onnx_nodes import check_attribute_type
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
     check_attribute_type(attribute, "Constant", where)
-    return tensor_from_proto(attribute.t, label, base_dir)
+    return tensor_from_proto(attribute.t, label, base_dir, policy)
 
 
 def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
@@ -244,16 +251,17 @@ def _shorthand_value(attribute: Any, where: str) -> np.ndarray:
     return np.array([decode_attribute_text(text, where) for text in value], dtype=object)
 
 
-def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Callable]:
+def _graph_constants(graph: Any, path: str, base_dir: str,
+                     policy: ReadPolicy | None) -> dict[str, Callable]:
     """Loaders of the initializers and Constant outputs defined in ``graph`` itself."""
     constants: dict[str, Callable] = {}
     for tensor in graph.initializer:
         label = f"{path}: initializer {tensor.name!r}"
-        constants[tensor.name] = _tensor_loader(tensor, label, base_dir)
+        constants[tensor.name] = _tensor_loader(tensor, label, base_dir, policy)
     for node in graph.node:
         if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or not node.output:
             continue
-        loader = _constant_loader(node, path, base_dir)
+        loader = _constant_loader(node, path, base_dir, policy)
         if loader is not None:
             constants[node.output[0]] = loader
     return constants
@@ -268,7 +276,7 @@ def _folded(graph: Any, visible: dict[str, Callable], runtime: set[str], opsets:
 
 
 def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
-          opsets: Any, outer_runtime: frozenset[str] = frozenset()):
+          opsets: Any, policy: ReadPolicy | None, outer_runtime: frozenset[str] = frozenset()):
     """(node, visible constants) for every node, subgraphs included, in graph order.
 
     Visible constants: the stored values of this graph and the graphs around it, then the
@@ -280,14 +288,15 @@ def _walk(graph: Any, outer: Mapping[str, Callable], path: str, base_dir: str,
     if not graph.node:  # an empty branch: no node to yield, nothing for a node to see
         return
     runtime = set(outer_runtime) | _runtime_inputs(graph)
-    own = dict(_graph_constants(graph, path, base_dir))
+    own = dict(_graph_constants(graph, path, base_dir, policy))
     layered = ChainMap(own, *_layers(outer))
     own.update(_folded(graph, layered, runtime, opsets, path))
     visible = layered if own else outer
     for node in graph.node:
         yield node, visible
         for subgraph in subgraphs(node):
-            yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime))
+            yield from _walk(subgraph, visible, path, base_dir, opsets, policy,
+                             frozenset(runtime))
 
 
 def _runtime_inputs(graph: Any) -> set[str]:
@@ -302,14 +311,16 @@ def _layers(mapping: Mapping[str, Callable]) -> list[Mapping[str, Callable]]:
     return list(mapping.maps) if isinstance(mapping, ChainMap) else [mapping]
 
 
-def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS) -> list[ModelNode]:
-    """Every default-domain node of ``op_types`` in the model at ``path`` (module rules)."""
-    model = load_model(path)
+def model_nodes(path: str, op_types: tuple[str, ...] = MODEL_OPS,
+                policy: ReadPolicy | None = None) -> list[ModelNode]:
+    """Every default-domain node of ``op_types`` in the model at ``path`` (module rules), read
+    under ``policy``."""
+    model = load_model(path, policy)
     opset = model_opset(model, path)
     base_dir = os.path.dirname(os.path.abspath(path))
     counters: dict[str, int] = {}
     nodes = []
-    for node, constants in _walk(model.graph, {}, path, base_dir, model.opset_import):
+    for node, constants in _walk(model.graph, {}, path, base_dir, model.opset_import, policy):
         if node.op_type not in op_types or node.domain not in ("", "ai.onnx"):
             continue
         index = counters.get(node.op_type, 0)
@@ -341,13 +352,14 @@ def _node_list(nodes: list[ModelNode], op_type: str) -> str:
     return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
-def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
+def find_node(path: str, name: str | None, op_type: str,
+              policy: ReadPolicy | None = None) -> ModelNode:
     """The ``op_type`` node called ``name`` (name, ``OpType#k`` label or output name).
 
     With ``name`` None the model must have exactly one such node.  A missing or wrong name is
     an :class:`InputError` listing the model's nodes of that type (and close matches).
     """
-    nodes = model_nodes(path)
+    nodes = model_nodes(path, policy=policy)
     candidates = [n for n in nodes if n.op_type == op_type]
     if not candidates:
         raise InputError(f"{path}: the model has no {op_type} node{_other_op_hint(nodes)}")
@@ -475,30 +487,31 @@ def resolve_call(
     return ResolvedCall(call, given, frozenset(embedded), origin, overridden)
 
 
-def stored_values(path: str) -> dict[str, Callable[[], np.ndarray]]:
+def stored_values(path: str, policy: ReadPolicy | None = None
+                  ) -> dict[str, Callable[[], np.ndarray]]:
     """Name -> loader of every tensor the model stores: initializers and Constant outputs of
     every graph (subgraphs included, main graph first), and the values folded from them."""
-    model = load_model(path)
+    model = load_model(path, policy)
     base_dir = os.path.dirname(os.path.abspath(path))
     values: dict[str, Callable[[], np.ndarray]] = {}
     seen: set[int] = set()
-    for _node, visible in _walk(model.graph, {}, path, base_dir, model.opset_import):
+    for _node, visible in _walk(model.graph, {}, path, base_dir, model.opset_import, policy):
         own = visible.maps[0] if isinstance(visible, ChainMap) else visible
         if id(own) not in seen:  # each graph's own layer once: linear in the model's size
             seen.add(id(own))
             for name, loader in own.items():
                 values.setdefault(name, loader)
     if not seen:  # a graph without nodes: its initializers only
-        values = _graph_constants(model.graph, path, base_dir)
+        values = _graph_constants(model.graph, path, base_dir, policy)
     return values
 
 
-def stored_tensor(path: str, name: str) -> np.ndarray:
+def stored_tensor(path: str, name: str, policy: ReadPolicy | None = None) -> np.ndarray:
     """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``).
 
     An unknown name is an :class:`InputError` naming the model, with close matches.
     """
-    values = stored_values(path)
+    values = stored_values(path, policy)
     loader = values.get(name)
     if loader is None:
         raise InputError(f"{path}: no stored tensor {name!r}{_stored_hint(name, list(values))}",
@@ -519,12 +532,13 @@ def _stored_hint(name: str, names: list[str]) -> str:
     return f"{guess} stored tensors: {shown}{more}"
 
 
-def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
+def model_initializers(path: str, policy: ReadPolicy | None = None
+                       ) -> Iterator[tuple[str, np.ndarray]]:
     """(name, array) of every initializer of the model's main graph, converted one at a time
     (external data under the same rules as the nodes' inputs)."""
-    model = load_model(path)
+    model = load_model(path, policy)
     base_dir = os.path.dirname(os.path.abspath(path))
     for tensor in model.graph.initializer:
         yield tensor.name, _tensor_loader(tensor, f"{path}: initializer {tensor.name!r}",
-                                          base_dir)()
+                                          base_dir, policy)()
 

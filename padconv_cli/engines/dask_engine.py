@@ -138,14 +138,14 @@ def _block_bytes(client: Any, memory_limit: int | None, fallback: int | None) ->
 
 def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], source: str,
                 target: str, memory_limit: int | None, scheduler: str | None,
-                show_progress: bool | str, verbose: bool, fallback_limit: int | None
-                ) -> TiledResult:
+                show_progress: bool | str, verbose: bool, fallback_limit: int | None,
+                read_policy: Any = None) -> TiledResult:
     """One dask run of Pad or Conv: connect, size the blocks (:func:`_block_bytes`), open the
     input, build ``blocks(x chunked, block_bytes) -> (y, exact)`` and store y into ``target``."""
     source, target = _paths(source, target)
     with dask_client(scheduler, verbose) as client:
         block_bytes = _block_bytes(client, memory_limit, fallback_limit)
-        x = open_block_input(source)
+        x = open_block_input(source, read_policy)
         y, exact = blocks(x.chunked(block_bytes), block_bytes)
         count = store(client, y, target, show_progress, label, [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), count, exact)
@@ -165,19 +165,21 @@ def dask_pad(
     verbose: bool = False,
     fallback_limit: int | None = None,
     plan: Any = None,
+    read_policy: Any = None,
 ) -> TiledResult:
     """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask.
 
     Blocks are sized by :func:`padconv_cli.engines.cluster.block_budget` from the workers'
     memory limits, ``memory_limit`` (a per-worker cap, None: none) and ``fallback_limit``
-    (for workers without a limit; default half the available memory).
+    (for workers without a limit; default half the available memory); the input is read
+    under ``read_policy`` (a ReadPolicy; None: the default).
     """
     def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
         return pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes,
                         plan=plan), True
 
     return _run_blocks("pad", blocks, source, target, memory_limit, scheduler, show_progress,
-                       verbose, fallback_limit)
+                       verbose, fallback_limit, read_policy)
 
 
 def dask_conv(
@@ -192,6 +194,7 @@ def dask_conv(
     verbose: bool = False,
     fallback_limit: int | None = None,
     plan: Any = None,
+    read_policy: Any = None,
     **attributes: Any,
 ) -> TiledResult:
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
@@ -200,4 +203,4 @@ def dask_conv(
         return conv_dask(x, w, b, block_bytes=block_bytes, plan=plan, **attributes)
 
     return _run_blocks("conv", blocks, source, target, memory_limit, scheduler, show_progress,
-                       verbose, fallback_limit)
+                       verbose, fallback_limit, read_policy)

@@ -44,27 +44,26 @@ from padconv_cli.engines.zarr_store import (
 from padconv_cli.errors import OutputError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.read_policy import check_read_bytes, input_limit
 from padconv_cli.tensorio import ZARR_MARKERS, is_zarr_path
-from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.files import ReadPolicy, check_read_bytes, input_limit, one_line
 from padconv_cli.tensorio.zarr_store import check_zarr_objects
 
 
-def open_block_input(path: str) -> Any:
+def open_block_input(path: str, policy: ReadPolicy | None = None) -> Any:
     """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each dask
     block task reads its own box from, with the input's fingerprint (see
     :mod:`padconv_cli.engines.shared_files`)."""
     path = absolute(path)
     if is_zarr_path(path):
-        return ZarrSource(path)
-    return NpySource(path)
+        return ZarrSource(path, policy)
+    return NpySource(path, policy)
 
 
 class NpySource:
     """A ``.npy`` file read box by box through short-lived memory maps on the workers."""
 
-    def __init__(self, path: str) -> None:
-        self.array = open_npy_input(path)
+    def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
+        self.array = open_npy_input(path, policy)
         header = self.array.header
         self.fingerprint = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
         self.shape, self.dtype, self.ndim = self.array.shape, self.array.dtype, self.array.ndim
@@ -94,10 +93,10 @@ class ZarrSource:
     """A Zarr array read box by box on the workers; each task names the stored chunks of its
     box, which the worker must find (a missing one is an error, never the fill value)."""
 
-    def __init__(self, path: str) -> None:
-        self.array = open_zarr_input(path)
+    def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
+        self.array = open_zarr_input(path, policy)
         self.path = path
-        self.limit = input_limit()
+        self.limit = input_limit(policy)
         check_zarr_objects(self.array, path, self.limit)
         self.fingerprint = zarr_fingerprint(self.array, path)
         self.stored = stored_chunk_keys(self.array)

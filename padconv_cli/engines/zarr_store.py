@@ -95,7 +95,7 @@ def metadata_bytes(array: Any) -> bytes:
     return b"\0".join(read_key(array, key) or b"" for key in METADATA_KEYS)
 
 
-def open_zarr_input(path: str) -> Any:
+def open_zarr_input(path: str, policy: Any = None) -> Any:
     """The Zarr array at ``path``, opened read-only; a numeric or bool element type."""
     from padconv_cli.engines.cluster import require_dask
     from padconv_cli.tensorio.files import one_line
@@ -105,7 +105,7 @@ def open_zarr_input(path: str) -> Any:
 
     from padconv_cli.tensorio.zarr_store import check_store_entries
 
-    check_store_entries(path, path)
+    check_store_entries(path, path, policy)
     try:
         store = zarr.open_array(path, mode="r")
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata

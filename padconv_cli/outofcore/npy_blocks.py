@@ -29,8 +29,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
-from padconv_cli.read_policy import check_read_bytes, input_limit
-from padconv_cli.tensorio.files import create_exclusive, one_line, open_regular_file, temp_name
+from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_read_bytes,
+    create_exclusive,
+    input_limit,
+    one_line,
+    open_regular_file,
+    temp_name,
+)
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
 from padconv_cli.units import human_bytes
 
@@ -102,7 +109,7 @@ class NpyInput:
         process meanwhile gives a short read and one :class:`InputError`, not the SIGBUS of
         touching a mapped page past its end); steps are then taken in memory.  A box of more
         than the input limit in force where the file was opened is refused before it is read
-        (:func:`padconv_cli.read_policy.check_read_bytes`).
+        (:func:`padconv_cli.tensorio.files.check_read_bytes`).
         """
         ranges, local = box_ranges(box, self.shape)
         self.check_reads([box])
@@ -131,7 +138,7 @@ class NpyInput:
         return self.read(box)
 
 
-def open_npy_input(path: str) -> NpyInput:
+def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
     """Validate an ``.npy`` file for reading box by box (:meth:`NpyInput.read`) without loading
     its data.
 
@@ -155,7 +162,7 @@ def open_npy_input(path: str) -> NpyInput:
             f"{path}: structured element type {header.dtype} is not a tensor element type"
         )
     identity = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
-    return NpyInput(path, header, identity, input_limit())
+    return NpyInput(path, header, identity, input_limit(policy))
 
 
 def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:

@@ -36,6 +36,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.tensorio.files import (
+    ReadPolicy,
     WriteOnly,
     atomic_write,
     one_line,
@@ -47,6 +48,7 @@ from padconv_cli.tensorio.npy import check_npy_writable, read_npy_file, write_np
 
 __all__ = [
     "OUTPUT_FORMATS",
+    "ReadPolicy",
     "check_requested_dtype",
     "check_suffix_agrees",
     "classify_source",
@@ -115,13 +117,14 @@ def has_zarr_metadata(path: str) -> bool:
 # ------------------------------------------------------------------------------- reading
 
 
-def _read_npz_file(path: str, member: str | None = None) -> tuple[str, np.ndarray]:
+def _read_npz_file(path: str, member: str | None,
+                   policy: ReadPolicy | None) -> tuple[str, np.ndarray]:
     from padconv_cli.tensorio.npz import read_npz_file  # zipfile costs start-up time
 
-    return read_npz_file(path, member)
+    return read_npz_file(path, member, policy)
 
 
-def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
+def _read_unknown_suffix(path: str, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
     """An existing file without a tensor suffix: accepted when it starts like .npy or .npz."""
     from padconv_cli.tensorio.sniff import sniff_format
 
@@ -129,9 +132,9 @@ def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
     with stream:
         kind = sniff_format(read_exact(stream, 8))
     if kind == "npy":
-        return None, read_npy_file(path)
+        return None, read_npy_file(path, policy=policy)
     if kind == "npz":
-        return _read_npz_file(path)
+        return _read_npz_file(path, None, policy)
     if path.lower().endswith(".onnx"):
         raise InputError(f"{printable(path)}: a model, not a tensor; name one of its stored "
                          f"tensors as {printable(path)}:NAME (padconv show lists them)")
@@ -140,19 +143,19 @@ def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
     )
 
 
-def _read_file(source: Source) -> tuple[str | None, np.ndarray]:
+def _read_file(source: Source, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
     kind = TENSOR_SUFFIXES.get(os.path.splitext(source.path)[1].lower())
     if source.member is not None and kind != "npz":
         raise InputError(f"{printable(source.path)}: a member name needs an .npz archive")
     if kind == "npy":
-        return None, read_npy_file(source.path)
+        return None, read_npy_file(source.path, policy=policy)
     if kind == "npz":
-        return _read_npz_file(source.path, source.member)
+        return _read_npz_file(source.path, source.member, policy)
     if kind == "pb":
         from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
 
-        return read_pb_file(source.path)
-    return _read_unknown_suffix(source.path)
+        return read_pb_file(source.path, policy)
+    return _read_unknown_suffix(source.path, policy)
 
 
 def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:
@@ -181,7 +184,8 @@ def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
 
 
 def read_io_source(
-    source: str | os.PathLike[str], *, dtype: str | None = None
+    source: str | os.PathLike[str], *, dtype: str | None = None,
+    policy: ReadPolicy | None = None,
 ) -> tuple[str | None, np.ndarray]:
     """(name, array) of a source tensor I/O reads by itself; name is the TensorProto or .npz
     member name, or None.
@@ -190,7 +194,8 @@ def read_io_source(
     is installed, polygraphy's ``FILE.json`` or ``FILE.json:NAME``), ``-`` for stdin (format
     sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.  ``dtype``
     (ONNX or numpy name) sets a literal's element type; for files and stdin it must match the
-    stored type.  ``MODEL.onnx:NAME`` is refused here: :mod:`padconv_cli.tensor_sources`
+    stored type.  Every read follows ``policy`` (:class:`ReadPolicy`; None: the default
+    ``ReadPolicy()``).  ``MODEL.onnx:NAME`` is refused here: :mod:`padconv_cli.tensor_sources`
     reads it.
     """
     source = os.fspath(source)
@@ -200,13 +205,13 @@ def read_io_source(
         from padconv_cli.tensorio.zarr_store import read_zarr
 
         label = printable(source)
-        return None, check_requested_dtype(read_zarr(source, label), dtype, label)
+        return None, check_requested_dtype(read_zarr(source, label, policy), dtype, label)
     json_source = _polygraphy_source(source)
     if json_source is not None:
         from padconv_cli.tensorio.polygraphy_json import read_json_tensor
 
         label = printable(json_source[0])
-        name, array = read_json_tensor(*json_source, label)
+        name, array = read_json_tensor(*json_source, label, policy)
         return name, check_requested_dtype(array, dtype, f"{label}:{name}")
     classified = classify_source(source)
     if classified.kind == "literal":
@@ -216,13 +221,13 @@ def read_io_source(
     if classified.kind == "stdin":
         from padconv_cli.tensorio.sniff import STDIN_LABEL, read_stdin
 
-        name, array = read_stdin(classified.member)
+        name, array = read_stdin(classified.member, policy)
         label = STDIN_LABEL
     elif classified.kind == "model":
         raise InputError(f"{printable(source)}: a tensor a model stores is read by "
                          "padconv_cli.read_tensor, not by the file readers")
     else:
-        name, array = _read_file(classified)
+        name, array = _read_file(classified, policy)
         label = printable(classified.path)
     return name or None, check_requested_dtype(array, dtype, label)
 

@@ -12,6 +12,22 @@ target.  On any failure the temporary file is removed and an existing target is 
 An existing target keeps its mode; a new file gets ``0o666 & ~umask``.  A symlink target is
 followed (the file it points to is replaced, the link stays).  An existing character device or
 FIFO (``-o /dev/null``) is written straight through; other special files are refused.
+
+The read policy (:class:`ReadPolicy`, one for every source: files, ``.npz`` members, ``.pb``
+external data, models, stdin, Zarr stores, ``@FILE`` lists) is an argument of the readers;
+None stands for ``ReadPolicy()``, the safe default:
+
+* **Input limit.** ``max_input_bytes`` bounds the bytes of an input brought into memory at
+  once, checked from declared sizes before they are read: the whole input when it is read
+  into memory (an ``.npy``'s declared size, header first; the size of a ``.pb``, model or
+  external-data file; stdin, read against the bound, since a stream never ends on its own;
+  a Zarr array's declared shape); each box the out-of-core engines read of an ``.npy`` or
+  Zarr input; and each Zarr chunk or shard, which is decoded whole (a few compressed bytes can
+  declare gigabytes).  Default: half of the memory available now, as for the result.
+* **Hard links.** External data (``location`` in a ``.pb`` or a model initializer) must stay in
+  the tensor's folder, and a Zarr entry in its store.  A path check cannot see a hard link to a
+  file elsewhere, so a regular file with more than one link (``st_nlink > 1``, checked on the
+  opened descriptor) is refused unless ``allow_hardlinks`` is set.
 """
 
 from __future__ import annotations
@@ -22,9 +38,11 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from padconv_cli.errors import InputError, OutputError
+from padconv_cli.units import human_bytes
 
 _KIND_NAMES = (
     (stat.S_ISDIR, "is a directory"),
@@ -35,6 +53,61 @@ _KIND_NAMES = (
 )
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 READ_PIECE = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """The reading rules of one run (module docstring); ``ReadPolicy()`` is the default."""
+
+    max_input_bytes: int | None = None  # None: half of the memory available when reading
+    allow_hardlinks: bool = False
+
+
+def input_limit(policy: ReadPolicy | None = None) -> int:
+    """The input limit in bytes: ``max_input_bytes``, else half of the memory this process
+    can still allocate."""
+    if policy is not None and policy.max_input_bytes is not None:
+        return policy.max_input_bytes
+    from padconv_cli.resources import available_memory_bytes
+
+    return available_memory_bytes() // 2
+
+
+def limit_error(label: str, what: str, limit: int) -> InputError:
+    """The error for an input over the limit (``what``: "declares 8.0 GiB", ...)."""
+    return InputError(
+        f"{label}: {what}, over the input limit max_input_bytes = {human_bytes(limit)}",
+        param="max_input_bytes",
+        source=label,
+    )
+
+
+def check_input_size(size: int, label: str, what: str | None = None,
+                     policy: ReadPolicy | None = None) -> None:
+    """Refuse ``size`` bytes of input over the policy's limit (before reading them)."""
+    limit = input_limit(policy)
+    if size > limit:
+        raise limit_error(label, what or f"{human_bytes(size)} of input", limit)
+
+
+def check_read_bytes(size: int, label: str, what: str, limit: int) -> None:
+    """Refuse reading ``size`` bytes of an input at once over ``limit`` (:func:`input_limit`);
+    ``what`` names the part ("one tile", "one Zarr chunk")."""
+    if size > limit:
+        raise limit_error(label, f"reads {human_bytes(size)} at once ({what})", limit)
+
+
+def check_link_count(links: int, label: str, what: str, folder: str,
+                     policy: ReadPolicy | None = None) -> None:
+    """Refuse a regular file with ``links > 1`` hard links unless the policy allows hard links:
+    one of its names may be outside ``folder``, where no path check can see it."""
+    if links > 1 and not (policy is not None and policy.allow_hardlinks):
+        raise InputError(
+            f"{what} has {links} hard links, one of which may lead outside {folder}; "
+            "refused unless allow_hardlinks is set",
+            param="allow_hardlinks",
+            source=label,
+        )
 
 
 def printable(text: object) -> str:

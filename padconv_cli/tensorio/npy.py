@@ -27,6 +27,8 @@ from padconv_cli.dtypes import is_npy_native
 from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_input_size,
     one_line,
     open_regular_file,
     printable,
@@ -160,10 +162,9 @@ def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
     )
 
 
-def _check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
+def _check_declared_size(header: NpyHeader, total_size: int | None, label: str,
+                         policy: ReadPolicy | None) -> None:
     """The declared body must fit in what the source holds (when known), then in the limit."""
-    from padconv_cli.read_policy import check_input_size
-
     if total_size is not None and header.data_bytes > total_size - header.data_offset:
         raise InputError(
             f"{label}: header declares shape {bounded_sequence(header.shape)} of "
@@ -173,7 +174,7 @@ def _check_declared_size(header: NpyHeader, total_size: int | None, label: str) 
     check_input_size(
         header.data_bytes, label,
         f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
-        f"{header.data_bytes} bytes",
+        f"{header.data_bytes} bytes", policy,
     )
 
 
@@ -215,15 +216,16 @@ def check_bool_bytes(array: np.ndarray, label: str) -> None:
         raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
 
 
-def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str) -> np.ndarray:
+def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
+                    policy: ReadPolicy | None = None) -> np.ndarray:
     """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
 
     Rule: the declared size product(shape) * itemsize must fit in total_size - header length
     (``None``: a stream of unknown length, the body must then arrive in full) and in the input
-    limit, checked before allocation; trailing bytes after the data are ignored, as numpy does.
+    limit of ``policy``, checked before allocation; trailing bytes after the data are ignored.
     """
     header = read_npy_header(stream, label)
-    _check_declared_size(header, total_size, label)
+    _check_declared_size(header, total_size, label, policy)
     flat = _allocate(header, label)
     _fill(flat, stream, label)
     order = "F" if header.fortran_order else "C"
@@ -235,17 +237,18 @@ def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str) -> np.
     return array
 
 
-def read_npy_file(path: str, label: str | None = None) -> np.ndarray:
+def read_npy_file(path: str, label: str | None = None,
+                  policy: ReadPolicy | None = None) -> np.ndarray:
     """Read an ``.npy`` file (see :func:`read_npy_stream` for the checks)."""
     label = printable(path) if label is None else label
     stream, size = open_regular_file(path, label)
     with stream:
-        return read_npy_stream(stream, size, label)
+        return read_npy_stream(stream, size, label, policy)
 
 
-def read_npy_bytes(data: bytes, label: str) -> np.ndarray:
+def read_npy_bytes(data: bytes, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
     """Read an ``.npy`` image held in memory (stdin)."""
-    return read_npy_stream(io.BytesIO(data), len(data), label)
+    return read_npy_stream(io.BytesIO(data), len(data), label, policy)
 
 
 def check_npy_writable(array: np.ndarray, target: str) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError
 from padconv_cli.messages import bounded_list
-from padconv_cli.tensorio.files import one_line, open_regular_file, printable
+from padconv_cli.tensorio.files import ReadPolicy, one_line, open_regular_file, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
 MAX_DEFLATE_RATIO = 1032  # deflate's best case: 258-byte matches coded in about 2 bits
@@ -118,19 +118,17 @@ def _drain(stream: BinaryIO) -> None:
         pass
 
 
-def _read_member(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int, where: str
-) -> np.ndarray:
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int, where: str,
+                 policy: ReadPolicy | None) -> np.ndarray:
     _check_entry_sizes(info, archive_size, where)
     with archive.open(info) as stream:
-        array = read_npy_stream(stream, info.file_size, where)
+        array = read_npy_stream(stream, info.file_size, where, policy)
         _drain(stream)
     return array
 
 
-def read_npz_stream(
-    stream: BinaryIO, archive_size: int, member: str | None, label: str
-) -> tuple[str, np.ndarray]:
+def read_npz_stream(stream: BinaryIO, archive_size: int, member: str | None, label: str,
+                    policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) of one member of the archive in ``stream``.
 
     Rule: ``member`` names the array; with ``None`` the archive must hold exactly one array.
@@ -139,21 +137,24 @@ def read_npz_stream(
     try:
         with zipfile.ZipFile(stream) as archive:
             name, info = _pick_member(_member_names(archive, label), member, label)
-            return name, _read_member(archive, info, archive_size, f"{label}:{printable(name)}")
+            where = f"{label}:{printable(name)}"
+            return name, _read_member(archive, info, archive_size, where, policy)
     except InputError:
         raise
     except _ZIP_ERRORS as exc:
         raise InputError(f"{label}: not a readable .npz archive ({one_line(exc, 200)})") from None
 
 
-def read_npz_file(path: str, member: str | None = None) -> tuple[str, np.ndarray]:
+def read_npz_file(path: str, member: str | None = None,
+                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) from the ``.npz`` file at ``path`` (see :func:`read_npz_stream`)."""
     label = printable(path)
     stream, size = open_regular_file(path, label)
     with stream:
-        return read_npz_stream(stream, size, member, label)
+        return read_npz_stream(stream, size, member, label, policy)
 
 
-def read_npz_bytes(data: bytes, member: str | None, label: str) -> tuple[str, np.ndarray]:
+def read_npz_bytes(data: bytes, member: str | None, label: str,
+                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) from an ``.npz`` image held in memory (stdin)."""
-    return read_npz_stream(io.BytesIO(data), len(data), member, label)
+    return read_npz_stream(io.BytesIO(data), len(data), member, label, policy)

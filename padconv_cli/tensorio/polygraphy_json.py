@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError
+from padconv_cli.tensorio.files import ReadPolicy
 
 MAX_JSON_BYTES = 1 << 30
 JSON_SOURCE = re.compile(r"(?P<path>.+\.json)(?::(?P<name>.+))?", re.IGNORECASE)
@@ -82,14 +83,14 @@ def _unwrapped(value: Any) -> dict | None:
     return value if _class_of(value) in _TENSOR_CLASSES else None
 
 
-def _decode(value: dict, label: str) -> np.ndarray:
+def _decode(value: dict, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
     from padconv_cli.tensorio.npy import read_npy_bytes
 
     if _class_of(value) == "Tensor":
         raise InputError(f"{label}: a torch tensor (a torch.save pickle, never loaded); save "
                          "numpy arrays instead (polygraphy's numpy data loader backend)",
                          source=label)
-    return read_npy_bytes(_payload(str(value.get("array", "")), label), label)
+    return read_npy_bytes(_payload(str(value.get("array", "")), label), label, policy)
 
 
 def _payload(text: str, label: str) -> bytes:
@@ -163,13 +164,15 @@ def json_tensor_names(path: str, label: str) -> list[tuple[str, dict]]:
                     strict=True))
 
 
-def read_json_tensors(path: str, label: str) -> list[tuple[str, np.ndarray]]:
+def read_json_tensors(path: str, label: str,
+                      policy: ReadPolicy | None = None) -> list[tuple[str, np.ndarray]]:
     """Every array of a polygraphy JSON file, decoded, with its name."""
-    return [(name, _decode(value, f"{label}:{name}"))
+    return [(name, _decode(value, f"{label}:{name}", policy))
             for name, value in json_tensor_names(path, label)]
 
 
-def read_json_tensor(path: str, name: str | None, label: str) -> tuple[str, np.ndarray]:
+def read_json_tensor(path: str, name: str | None, label: str,
+                     policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """One array: ``name`` given, or the only one in the file."""
     named = json_tensor_names(path, label)
     names = [n for n, _ in named]
@@ -181,7 +184,7 @@ def read_json_tensor(path: str, name: str | None, label: str) -> tuple[str, np.n
         name = names[0]
     for candidate, value in named:
         if candidate == name:
-            return name, _decode(value, f"{label}:{name}")
+            return name, _decode(value, f"{label}:{name}", policy)
     raise InputError(f"{label}: no array {name!r} (arrays: {', '.join(names[:8])})",
                      source=label)
 
@@ -191,7 +194,7 @@ def is_results_file(path: str, label: str) -> bool:
     return _class_of(_load(path, label)) == "RunResults"
 
 
-def runner_outputs(path: str, runner: str | None, label: str
+def runner_outputs(path: str, runner: str | None, label: str, policy: ReadPolicy | None = None
                    ) -> tuple[str, int, dict[str, np.ndarray]]:
     """(runner, iterations, tensor name -> array) of one runner's first iteration in a
     results file.  ``runner``: its name or a prefix naming one runner; needed when the file
@@ -211,6 +214,6 @@ def runner_outputs(path: str, runner: str | None, label: str
     name, iterations = picked[0]
     if not iterations:
         raise InputError(f"{label}: runner {name} has no results", source=label)
-    arrays = {tensor: _decode(value, f"{label}:{tensor}")
+    arrays = {tensor: _decode(value, f"{label}:{tensor}", policy)
               for tensor, value in _arrays_of(iterations[0])}
     return name, len(iterations), arrays

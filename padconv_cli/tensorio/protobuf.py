@@ -39,8 +39,10 @@ from padconv_cli.dtypes import (
 )
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.messages import bounded_sequence
-from padconv_cli.read_policy import check_input_size, check_single_link
 from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_input_size,
+    check_link_count,
     one_line,
     open_regular_file,
     printable,
@@ -270,9 +272,8 @@ def _external_path(location: str, base_dir: str, label: str) -> str:
     return path
 
 
-def _load_external(
-    tensor: Any, info: ElemType, count: int, base_dir: str | None, label: str
-) -> bytearray:
+def _load_external(tensor: Any, info: ElemType, count: int, base_dir: str | None, label: str,
+                   policy: ReadPolicy | None) -> bytearray:
     if base_dir is None:
         raise InputError(f"{label}: a tensor read from stdin cannot use external data")
     entries = _external_entries(tensor, label)
@@ -282,7 +283,8 @@ def _load_external(
     where = f"{label}: external data {printable(entries['location'])}"
     stream, size = open_regular_file(path, where)
     with stream:
-        check_single_link(stream.fileno(), where)
+        check_link_count(os.fstat(stream.fileno()).st_nlink, where, f"{where}: the file",
+                         "the tensor's folder", policy)
         available = size - offset if offset <= size else -1
         if available < 0 or (length is not None and length > available):
             raise InputError(
@@ -296,7 +298,7 @@ def _load_external(
                 f"{expected} bytes "
                 f"but {actual} are given"
             )
-        check_input_size(expected, where)
+        check_input_size(expected, where, policy=policy)
         stream.seek(offset)
         data = bytearray(expected)
         if read_into(stream, memoryview(data)) != expected:
@@ -369,14 +371,16 @@ def _validated_field(tensor: Any, label: str) -> tuple[ElemType, int, str | None
     return info, count, field
 
 
-def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None) -> np.ndarray:
+def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
+                      policy: ReadPolicy | None = None) -> np.ndarray:
     """Validate a parsed ``TensorProto`` (see the module rules) and convert it to numpy.
 
     ``base_dir`` is the folder external data must stay in; ``None`` forbids external data.
+    External data is read under ``policy`` (:class:`ReadPolicy`).
     """
     info, count, field = _validated_field(tensor, label)
     if field == "external_data":
-        data = _load_external(tensor, info, count, base_dir, label)
+        data = _load_external(tensor, info, count, base_dir, label, policy)
         if len(data) >= PROTOBUF_LIMIT - 1024:
             if info.bits % 8:
                 raise InputError(f"{label}: external {info.name} data over 2 GiB is not supported")
@@ -394,17 +398,18 @@ def _tensor_name(tensor: Any) -> str:
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
-def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None) -> tuple[str, np.ndarray]:
+def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
+                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(tensor name, array) of a serialized ``TensorProto``; see :func:`tensor_from_proto`."""
     if len(data) > PROTOBUF_LIMIT:
         raise InputError(
             f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; use .npy"
         )
     tensor = _parse(data, label)
-    return _tensor_name(tensor), tensor_from_proto(tensor, label, base_dir)
+    return _tensor_name(tensor), tensor_from_proto(tensor, label, base_dir, policy)
 
 
-def read_pb_file(path: str) -> tuple[str, np.ndarray]:
+def read_pb_file(path: str, policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(tensor name, array) of a ``.pb`` file; its external data must stay in its folder."""
     label = printable(path)
     stream, size = open_regular_file(path, label)
@@ -414,10 +419,10 @@ def read_pb_file(path: str) -> tuple[str, np.ndarray]:
                 f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store large "
                 "tensors as .npy"
             )
-        check_input_size(size, label)
+        check_input_size(size, label, policy=policy)
         data = read_exact(stream, size)
     base_dir = os.path.dirname(os.path.abspath(path))
-    return read_pb_bytes(data, label, base_dir)
+    return read_pb_bytes(data, label, base_dir, policy)
 
 
 # ----------------------------------------------------------------------------------- writing

@@ -25,7 +25,7 @@ from typing import BinaryIO
 import numpy as np
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio.files import one_line, read_exact
+from padconv_cli.tensorio.files import ReadPolicy, input_limit, limit_error, one_line, read_exact
 from padconv_cli.tensorio.npy import NPY_MAGIC, read_npy_bytes, read_npy_stream
 from padconv_cli.units import human_bytes
 
@@ -63,10 +63,11 @@ def sniff_format(head: bytes) -> str:
     return "pb"
 
 
-def _read_npz_bytes(data: bytes, member: str | None, label: str) -> tuple[str, np.ndarray]:
+def _read_npz_bytes(data: bytes, member: str | None, label: str,
+                    policy: ReadPolicy | None) -> tuple[str, np.ndarray]:
     from padconv_cli.tensorio.npz import read_npz_bytes  # zipfile costs start-up time
 
-    return read_npz_bytes(data, member, label)
+    return read_npz_bytes(data, member, label, policy)
 
 
 def _sniffed_kind(head: bytes, member: str | None, label: str) -> str:
@@ -79,23 +80,20 @@ def _sniffed_kind(head: bytes, member: str | None, label: str) -> str:
     return kind
 
 
-def read_sniffed_bytes(
-    data: bytes, label: str, member: str | None = None
-) -> tuple[str | None, np.ndarray]:
+def read_sniffed_bytes(data: bytes, label: str, member: str | None = None,
+                       policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """(name, array) from an in-memory image whose format is sniffed (see the module rule)."""
     kind = _sniffed_kind(data, member, label)
     if kind == "npy":
-        return None, read_npy_bytes(data, label)
+        return None, read_npy_bytes(data, label, policy)
     if kind == "npz":
-        return _read_npz_bytes(data, member, label)
+        return _read_npz_bytes(data, member, label, policy)
     from padconv_cli.tensorio.protobuf import read_pb_bytes
 
-    return read_pb_bytes(data, label, base_dir=None)
+    return read_pb_bytes(data, label, base_dir=None, policy=policy)
 
 
 def _over_limit(what: str, limit: int) -> InputError:
-    from padconv_cli.read_policy import limit_error
-
     return limit_error(STDIN_LABEL, what, limit)
 
 
@@ -111,38 +109,40 @@ def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_stdin_tensor(stream: BinaryIO, member: str | None) -> tuple[str | None, np.ndarray]:
-    from padconv_cli.read_policy import input_limit
-
+def _read_stdin_tensor(stream: BinaryIO, member: str | None,
+                       policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
     head = read_exact(stream, len(NPY_MAGIC) + 2)
     kind = _sniffed_kind(head, member, STDIN_LABEL)
     if kind == "npy":
-        return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL)
-    limit = input_limit()
+        return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL, policy)
+    limit = input_limit(policy)
     if kind == "npz":
-        return _read_npz_bytes(_read_bounded(stream, head, limit), member, STDIN_LABEL)
+        data = _read_bounded(stream, head, limit)
+        return _read_npz_bytes(data, member, STDIN_LABEL, policy)
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT, read_pb_bytes
 
     limit = min(limit, PROTOBUF_LIMIT)
     data = read_tensorproto_stream(stream, head, limit, STDIN_LABEL,
                                    lambda what: _over_limit(what, limit))
-    return read_pb_bytes(data, STDIN_LABEL, base_dir=None)
+    return read_pb_bytes(data, STDIN_LABEL, base_dir=None, policy=policy)
 
 
-def read_stdin(member: str | None = None) -> tuple[str | None, np.ndarray]:
+def read_stdin(member: str | None = None,
+               policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """(name, array) of the tensor on stdin, format sniffed from its first bytes, read against
-    the input limit (:mod:`padconv_cli.read_policy`)."""
+    the input limit of ``policy`` (:class:`padconv_cli.tensorio.files.ReadPolicy`)."""
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise InputError(f"{STDIN_LABEL}: no binary standard input available (stdin is closed "
                          "or is a folder)")
-    return read_stdin_stream(stream, member)
+    return read_stdin_stream(stream, member, policy)
 
 
-def read_stdin_stream(stream: BinaryIO, member: str | None = None) -> tuple[str | None, np.ndarray]:
+def read_stdin_stream(stream: BinaryIO, member: str | None = None,
+                      policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """:func:`read_stdin` on any binary stream (the rules of a stream of unknown length)."""
     try:
-        return _read_stdin_tensor(stream, member)
+        return _read_stdin_tensor(stream, member, policy)
     except OSError as exc:
         raise InputError(f"{STDIN_LABEL}: read error ({one_line(exc.strerror or exc)})") from None
 

@@ -9,8 +9,15 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
-from padconv_cli.read_policy import check_input_size, check_link_count, check_read_bytes
-from padconv_cli.tensorio.files import one_line, printable
+from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_input_size,
+    check_link_count,
+    check_read_bytes,
+    input_limit,
+    one_line,
+    printable,
+)
 
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
 
@@ -30,7 +37,7 @@ def _outside(target: str, root: str) -> bool:
     return os.path.commonpath([root, target]) != root
 
 
-def check_store_entries(path: str, label: str) -> None:
+def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None) -> None:
     """Refuse a local Zarr store holding an entry that leads out of it or is not a file.
 
     Rule: every entry below the store folder (metadata, chunks, shards) is a regular file or a
@@ -62,17 +69,18 @@ def check_store_entries(path: str, label: str) -> None:
                                  "is not a regular file (FIFO, device or socket)", source=label)
             if stat.S_ISREG(info.st_mode):
                 check_link_count(info.st_nlink, label, f"{label}: Zarr entry "
-                                 f"{printable(os.path.relpath(entry, path))}", "the store")
+                                 f"{printable(os.path.relpath(entry, path))}", "the store",
+                                 policy)
 
 
-def read_zarr(path: str, label: str) -> np.ndarray:
+def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
     """The Zarr array at ``path`` in memory.
 
     Rule: a fixed-size numeric or bool element type only (no object or string arrays); the
     store's own metadata gives shape and dtype; a store zarr cannot open is one error line.
     """
     zarr = _zarr_module(label)
-    check_store_entries(path, label)
+    check_store_entries(path, label, policy)
     try:
         store = zarr.open_array(path, mode="r")
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
@@ -85,8 +93,8 @@ def read_zarr(path: str, label: str) -> np.ndarray:
             source=label,
         )
     check_input_size(math.prod(store.shape) * dtype.itemsize, label,
-                     f"declares shape {list(store.shape)} of {dtype}")
-    check_zarr_objects(store, label)
+                     f"declares shape {list(store.shape)} of {dtype}", policy)
+    check_zarr_objects(store, label, input_limit(policy))
     try:
         return np.asarray(store[...])
     except Exception as exc:  # a chunk zarr cannot decode
@@ -94,11 +102,11 @@ def read_zarr(path: str, label: str) -> np.ndarray:
                          source=label) from None
 
 
-def check_zarr_objects(array: Any, label: str, limit: int | None = None) -> None:
+def check_zarr_objects(array: Any, label: str, limit: int) -> None:
     """Refuse a Zarr array whose stored object (chunk, or shard when sharded) decodes to more
     than the input limit: each is decoded whole, whatever part of it is wanted.
 
-    Rule: ``prod(object shape) * itemsize <= limit`` (``limit``: the limit in force).
+    Rule: ``prod(object shape) * itemsize <= limit`` (:func:`input_limit` of the policy).
     """
     shards = getattr(array, "shards", None)
     shape = tuple(shards) if shards else tuple(array.chunks)
