@@ -39,8 +39,8 @@ from padconv_cli.tensorio.files import (
 NPY_MAGIC = b"\x93NUMPY"
 MAGIC_LENGTH = 8  # prefix + major + minor version bytes
 MAX_HEADER_SIZE = 10_000  # numpy's own default limit for np.load
-# format version -> (struct format of the header length field, header text encoding)
-_HEADER_LAYOUT = {(1, 0): ("<H", "latin1"), (2, 0): ("<I", "latin1"), (3, 0): ("<I", "utf8")}
+# format version -> struct format of the header length field (3.0 is 2.0 with UTF-8 text)
+_LENGTH_FIELDS = {(1, 0): "<H", (2, 0): "<I", (3, 0): "<I"}
 _HEADER_KEYS = {"descr", "fortran_order", "shape"}
 
 
@@ -72,23 +72,21 @@ def _read_version(stream: BinaryIO, label: str) -> tuple[int, int]:
     if len(magic) < MAGIC_LENGTH:
         raise InputError(f"{label}: truncated .npy file ({len(magic)} bytes)")
     version = (magic[6], magic[7])
-    if version not in _HEADER_LAYOUT:
+    if version not in _LENGTH_FIELDS:
         raise InputError(f"{label}: unsupported .npy format version {version[0]}.{version[1]}")
     return version
 
 
 def _read_header_text(stream: BinaryIO, version: tuple[int, int], label: str) -> bytes:
     """Length field + header bytes, refusing an oversized header before reading it."""
-    length_format = _HEADER_LAYOUT[version][0]
+    length_format = _LENGTH_FIELDS[version]
     length_field = read_exact(stream, struct.calcsize(length_format))
     if len(length_field) < struct.calcsize(length_format):
         raise InputError(f"{label}: truncated .npy header")
     (header_length,) = struct.unpack(length_format, length_field)
     if header_length > MAX_HEADER_SIZE:
-        raise InputError(
-            f"{label}: .npy header of {header_length} bytes exceeds the limit of "
-            f"{MAX_HEADER_SIZE} bytes"
-        )
+        raise InputError(f"{label}: .npy header of {header_length} bytes exceeds the limit of "
+                         f"{MAX_HEADER_SIZE} bytes")
     header = read_exact(stream, header_length)
     if len(header) < header_length:
         raise InputError(f"{label}: truncated .npy header ({len(header)} of {header_length} bytes)")
@@ -114,15 +112,11 @@ def _parse_header(raw: bytes, version: tuple[int, int], label: str) -> tuple:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numpy warns about Python 2 era headers
-            if version == (1, 0):
-                return np.lib.format.read_array_header_1_0(
-                    io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE
-                )
-            if version == (2, 0):
-                return np.lib.format.read_array_header_2_0(
-                    io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE
-                )
-            return _parse_header_v3(raw[4:].decode("utf8"))
+            if version == (3, 0):
+                return _parse_header_v3(raw[4:].decode("utf8"))
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else (
+                np.lib.format.read_array_header_2_0)
+            return read(io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE)
     except Exception as exc:  # untrusted text through numpy's parser: any failure = corrupt
         raise InputError(f"{label}: corrupt .npy header ({one_line(exc, 200)})") from None
 
@@ -130,18 +124,15 @@ def _parse_header(raw: bytes, version: tuple[int, int], label: str) -> tuple:
 def _check_shape(shape: tuple, label: str) -> tuple[int, ...]:
     for dim in shape:
         if type(dim) is not int or dim < 0:
-            raise InputError(
-                f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} has a dimension "
-                "that is not an integer >= 0"
-            )
+            raise InputError(f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} "
+                             "has a dimension that is not an integer >= 0")
     return shape
 
 
 def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
     if dtype.hasobject:
-        raise InputError(
-            f"{label}: .npy holds python objects ({dtype}), which need pickle; refused"
-        )
+        raise InputError(f"{label}: .npy holds python objects ({dtype}), which need pickle; "
+                         "refused")
     if dtype.subdtype is not None:
         raise InputError(f"{label}: .npy element type {dtype} is a subarray, not supported")
     if dtype.itemsize == 0:
@@ -154,39 +145,27 @@ def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
     version = _read_version(stream, label)
     raw = _read_header_text(stream, version, label)
     shape, fortran_order, dtype = _parse_header(raw, version, label)
-    return NpyHeader(
-        shape=_check_shape(shape, label),
-        fortran_order=fortran_order,
-        dtype=_check_dtype(dtype, label),
-        data_offset=MAGIC_LENGTH + len(raw),
-    )
+    return NpyHeader(_check_shape(shape, label), fortran_order, _check_dtype(dtype, label),
+                     MAGIC_LENGTH + len(raw))
 
 
 def _check_declared_size(header: NpyHeader, total_size: int | None, label: str,
                          policy: ReadPolicy | None) -> None:
     """The declared body must fit in what the source holds (when known), then in the limit."""
+    declared = (f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
+                f"{header.data_bytes} bytes")
     if total_size is not None and header.data_bytes > total_size - header.data_offset:
-        raise InputError(
-            f"{label}: header declares shape {bounded_sequence(header.shape)} of "
-            f"{header.dtype} = {header.data_bytes} bytes but only "
-            f"{max(total_size - header.data_offset, 0)} bytes follow (truncated or forged)"
-        )
-    check_input_size(
-        header.data_bytes, label,
-        f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
-        f"{header.data_bytes} bytes", policy,
-    )
+        raise InputError(f"{label}: {declared} but only {max(total_size - header.data_offset, 0)} "
+                         "bytes follow (truncated or forged)")
+    check_input_size(header.data_bytes, label, declared, policy)
 
 
 def _allocate(header: NpyHeader, label: str) -> np.ndarray:
     try:
         return np.empty(header.element_count, dtype=header.dtype)
     except (MemoryError, ValueError) as exc:
-        raise InputError(
-            f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
-            f"{header.dtype} "
-            f"({one_line(exc, 120)})"
-        ) from None
+        raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
+                         f"{header.dtype} ({one_line(exc, 120)})") from None
 
 
 def _fill(flat: np.ndarray, stream: BinaryIO, label: str) -> None:
@@ -259,11 +238,8 @@ def check_npy_writable(array: np.ndarray, target: str) -> None:
     elif not is_npy_native(array.dtype):
         from padconv_cli.dtypes import dtype_name
 
-        raise UnsupportedDtypeError(
-            f"{target}: .npy cannot store dtype {dtype_name(array.dtype)}; "
-            "write a .pb TensorProto instead (format pb)",
-            param="format",
-        )
+        raise UnsupportedDtypeError(f"{target}: .npy cannot store dtype {dtype_name(array.dtype)};"
+                                    " write a .pb TensorProto instead (format pb)", param="format")
 
 
 STRING_CHUNK_BYTES = 16 * 2**20
@@ -328,12 +304,9 @@ def _write_wide_element(stream: BinaryIO, item: str | bytes, width_type: np.dtyp
 
 def _fixed_width_type(elements: list, target: str) -> np.dtype:
     """``<U{longest}`` for all-str elements, ``|S{longest}`` for all-bytes ones."""
-    if all(isinstance(item, str) for item in elements):
-        return np.dtype(f"<U{max((len(item) for item in elements), default=0) or 1}")
-    if all(isinstance(item, bytes) for item in elements):
-        return np.dtype(f"|S{max((len(item) for item in elements), default=0) or 1}")
+    for kind, code in ((str, "<U"), (bytes, "|S")):
+        if all(isinstance(item, kind) for item in elements):
+            return np.dtype(f"{code}{max(map(len, elements), default=0) or 1}")
     kinds = sorted({type(item).__name__ for item in elements})
-    raise UnsupportedDtypeError(
-        f"{target}: object array holds {', '.join(kinds)}; only all-str or all-bytes object "
-        "arrays can be written"
-    )
+    raise UnsupportedDtypeError(f"{target}: object array holds {', '.join(kinds)}; only all-str "
+                                "or all-bytes object arrays can be written")

@@ -20,12 +20,13 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio.files import ReadPolicy
+from padconv_cli.tensorio.files import ReadPolicy, open_regular_file
 
 MAX_JSON_BYTES = 1 << 30
 JSON_SOURCE = re.compile(r"(?P<path>.+\.json)(?::(?P<name>.+))?", re.IGNORECASE)
@@ -38,17 +39,13 @@ def split_json_source(source: str) -> tuple[str, str | None] | None:
 
 
 def _load(path: str, label: str) -> Any:
-    from padconv_cli.tensorio.files import open_regular_file
+    import json
 
     stream, size = open_regular_file(path, label)
-    if size > MAX_JSON_BYTES:
-        stream.close()
+    with stream:  # the size stated, then the size read: the file may grow meanwhile
+        text = b"" if size > MAX_JSON_BYTES else stream.read(MAX_JSON_BYTES + 1)
+    if size > MAX_JSON_BYTES or len(text) > MAX_JSON_BYTES:
         raise InputError(f"{label}: JSON file larger than {MAX_JSON_BYTES} bytes", source=label)
-    with stream:
-        text = stream.read(MAX_JSON_BYTES + 1)
-    if len(text) > MAX_JSON_BYTES:
-        raise InputError(f"{label}: JSON file larger than {MAX_JSON_BYTES} bytes", source=label)
-    import json  # here, not at the top: every tensor source is matched against FILE.json
 
     try:
         return json.loads(text)
@@ -99,11 +96,8 @@ def _payload(text: str, label: str) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         pass
-    try:
-        raw = text.encode("latin-1")
-    except UnicodeEncodeError:
-        raw = b""
-    if raw.startswith(b"\x93NUMPY"):
+    raw = text.encode("latin-1", errors="replace")
+    if raw.startswith(b"\x93NUMPY") and raw.decode("latin-1") == text:
         return raw
     raise InputError(f"{label}: an array's data is not base64", source=label)
 
@@ -141,9 +135,7 @@ def _arrays_of(mapping: Any) -> list[tuple[str, dict]]:
 
 def _qualified_names(entries: list[tuple[tuple[str, str], str, dict]]) -> list[str]:
     """The module's naming rule: the own name when unique, else runner and/or iteration."""
-    counts: dict[str, int] = {}
-    for _, name, _ in entries:
-        counts[name] = counts.get(name, 0) + 1
+    counts = Counter(name for _, name, _ in entries)
     several_runners = len({where[0] for where, _, _ in entries}) > 1
     several_iterations = len({where for where, _, _ in entries}) > len(
         {where[0] for where, _, _ in entries})
@@ -187,11 +179,6 @@ def read_json_tensor(path: str, name: str | None, label: str,
             return name, _decode(value, f"{label}:{name}", policy)
     raise InputError(f"{label}: no array {name!r} (arrays: {', '.join(names[:8])})",
                      source=label)
-
-
-def is_results_file(path: str, label: str) -> bool:
-    """True when the JSON file is polygraphy's ``RunResults`` (``--save-outputs``)."""
-    return _class_of(_load(path, label)) == "RunResults"
 
 
 def runner_outputs(path: str, runner: str | None, label: str, policy: ReadPolicy | None = None
