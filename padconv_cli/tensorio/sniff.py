@@ -32,23 +32,14 @@ from padconv_cli.units import human_bytes
 STDIN_LABEL = "<stdin>"
 MAX_DIMS = 64
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
-# field number -> wire types protobuf accepts (packed and unpacked forms of repeated scalars)
+# field number -> wire types protobuf accepts (packed and unpacked forms of repeated scalars):
+# 1 dims, 2 data_type, 3 segment, 4 float_data, 5 int32_data, 6 string_data, 7 int64_data,
+# 8 name, 9 raw_data, 10 double_data, 11 uint64_data, 12 doc_string, 13 external_data,
+# 14 data_location, 16 metadata_props
 TENSOR_FIELDS = {
-    1: (_VARINT, _LENGTH),  # dims
-    2: (_VARINT,),  # data_type
-    3: (_LENGTH,),  # segment
-    4: (_FIXED32, _LENGTH),  # float_data
-    5: (_VARINT, _LENGTH),  # int32_data
-    6: (_LENGTH,),  # string_data
-    7: (_VARINT, _LENGTH),  # int64_data
-    8: (_LENGTH,),  # name
-    9: (_LENGTH,),  # raw_data
-    10: (_FIXED64, _LENGTH),  # double_data
-    11: (_VARINT, _LENGTH),  # uint64_data
-    12: (_LENGTH,),  # doc_string
-    13: (_LENGTH,),  # external_data
-    14: (_VARINT,),  # data_location
-    16: (_LENGTH,),  # metadata_props
+    1: (_VARINT, _LENGTH), 2: (_VARINT,), 4: (_FIXED32, _LENGTH), 5: (_VARINT, _LENGTH),
+    7: (_VARINT, _LENGTH), 10: (_FIXED64, _LENGTH), 11: (_VARINT, _LENGTH), 14: (_VARINT,),
+    **dict.fromkeys((3, 6, 8, 9, 12, 13, 16), (_LENGTH,)),
 }
 _CHUNK = 1 << 20
 

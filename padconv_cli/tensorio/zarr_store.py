@@ -4,6 +4,8 @@ for ``show``, ``compare`` and every other command that reads a tensor into memor
 from __future__ import annotations
 
 import math
+import os
+import stat
 from typing import Any
 
 import numpy as np
@@ -31,12 +33,6 @@ def _zarr_module(label: str) -> Any:
     return zarr
 
 
-def _outside(target: str, root: str) -> bool:
-    import os
-
-    return os.path.commonpath([root, target]) != root
-
-
 def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None) -> None:
     """Refuse a local Zarr store holding an entry that leads out of it or is not a file.
 
@@ -47,30 +43,25 @@ def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None)
     of it may be outside the store), as for external data. Object-store URLs (``s3://``) have no
     such entries and are not walked.
     """
-    import os
-    import stat
-
     if "://" in path:
         return
     root = os.path.realpath(path)
     for folder, names, files in os.walk(path):
         for name in names + files:
             entry = os.path.join(folder, name)
+            shown = f"{label}: Zarr entry {printable(os.path.relpath(entry, path))}"
             real = os.path.realpath(entry)
-            if os.path.islink(entry) and _outside(real, root):
-                raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
-                                 "is a symlink leading outside the store", source=label)
+            if os.path.islink(entry) and os.path.commonpath([root, real]) != root:
+                raise InputError(f"{shown} is a symlink leading outside the store", source=label)
             try:
                 info = os.stat(entry)
             except OSError:
                 continue  # a dangling link: zarr reads it as a missing chunk, the fill value
             if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-                raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
-                                 "is not a regular file (FIFO, device or socket)", source=label)
+                raise InputError(f"{shown} is not a regular file (FIFO, device or socket)",
+                                 source=label)
             if stat.S_ISREG(info.st_mode):
-                check_link_count(info.st_nlink, label, f"{label}: Zarr entry "
-                                 f"{printable(os.path.relpath(entry, path))}", "the store",
-                                 policy)
+                check_link_count(info.st_nlink, label, shown, "the store", policy)
 
 
 def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
