@@ -117,24 +117,15 @@ def has_zarr_metadata(path: str) -> bool:
 # ------------------------------------------------------------------------------- reading
 
 
-def _read_npz_file(path: str, member: str | None,
-                   policy: ReadPolicy | None) -> tuple[str, np.ndarray]:
-    from padconv_cli.tensorio.npz import read_npz_file  # zipfile costs start-up time
-
-    return read_npz_file(path, member, policy)
-
-
-def _read_unknown_suffix(path: str, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
-    """An existing file without a tensor suffix: accepted when it starts like .npy or .npz."""
+def _sniffed_kind(path: str) -> str:
+    """'npy' or 'npz' for an existing file without a tensor suffix that starts like one."""
     from padconv_cli.tensorio.sniff import sniff_format
 
     stream, _size = open_regular_file(path)
     with stream:
         kind = sniff_format(read_exact(stream, 8))
-    if kind == "npy":
-        return None, read_npy_file(path, policy=policy)
-    if kind == "npz":
-        return _read_npz_file(path, None, policy)
+    if kind != "pb":
+        return kind
     if path.lower().endswith(".onnx"):
         raise InputError(f"{printable(path)}: a model, not a tensor; name one of its stored "
                          f"tensors as {printable(path)}:NAME (padconv show lists them)")
@@ -147,15 +138,16 @@ def _read_file(source: Source, policy: ReadPolicy | None) -> tuple[str | None, n
     kind = TENSOR_SUFFIXES.get(os.path.splitext(source.path)[1].lower())
     if source.member is not None and kind != "npz":
         raise InputError(f"{printable(source.path)}: a member name needs an .npz archive")
+    kind = kind or _sniffed_kind(source.path)
     if kind == "npy":
         return None, read_npy_file(source.path, policy=policy)
     if kind == "npz":
-        return _read_npz_file(source.path, source.member, policy)
-    if kind == "pb":
-        from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
+        from padconv_cli.tensorio.npz import read_npz_file  # zipfile costs start-up time
 
-        return read_pb_file(source.path, policy)
-    return _read_unknown_suffix(source.path, policy)
+        return read_npz_file(source.path, source.member, policy)
+    from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
+
+    return read_pb_file(source.path, policy)
 
 
 def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:
