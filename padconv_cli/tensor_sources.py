@@ -1,14 +1,9 @@
 """Reading a tensor from any source a user can name: the one dispatch above the readers.
 
-Layers (data flows one way): :mod:`padconv_cli.tensorio` reads files, stores, stdin and
-literals; :mod:`padconv_cli.models` reads models, through tensorio's file helpers; this module
-sits above both and sends each source to its reader:
-
-* ``MODEL.onnx:NAME`` (kind ``model`` of :func:`padconv_cli.tensorio.classify_source`): the
-  tensor the model stores under NAME (:func:`padconv_cli.models.stored_tensor`);
-* anything else: :func:`padconv_cli.tensorio.read_io_source`.
-
-``read_tensor`` is the package's public reader (``from padconv_cli import read_tensor``).
+``MODEL.onnx:NAME`` (kind ``model`` of :func:`padconv_cli.tensorio.classify_source`) is the
+tensor the model stores (:func:`padconv_cli.models.stored_tensor`); anything else is read by
+:func:`padconv_cli.tensorio.read_io_source`.  The models read through tensorio, so this module
+sits above both.  ``read_tensor`` is the package's public reader.
 """
 
 from __future__ import annotations
