@@ -64,8 +64,8 @@ def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None)
                 check_link_count(info.st_nlink, label, shown, "the store", policy)
 
 
-def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
-    """The Zarr array at ``path`` in memory.
+def open_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> Any:
+    """The Zarr array at ``path``, opened read-only (nothing read), its entries checked.
 
     Rule: a fixed-size numeric or bool element type only (no object or string arrays); the
     store's own metadata gives shape and dtype; a store zarr cannot open is one error line.
@@ -77,12 +77,16 @@ def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.nda
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
         raise InputError(f"{label}: not a readable Zarr array ({one_line(exc, 200)})",
                          source=label) from None
+    if np.dtype(store.dtype).hasobject or np.dtype(store.dtype).kind not in "biufc":
+        raise UnsupportedDtypeError(f"{label}: Zarr element type {store.dtype} is not a "
+                                    "fixed-size numeric or bool type", source=label)
+    return store
+
+
+def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
+    """The Zarr array at ``path`` (:func:`open_zarr`) in memory, within the input limit."""
+    store = open_zarr(path, label, policy)
     dtype = np.dtype(store.dtype)
-    if dtype.hasobject or dtype.kind not in "biufc":
-        raise UnsupportedDtypeError(
-            f"{label}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type",
-            source=label,
-        )
     check_input_size(math.prod(store.shape) * dtype.itemsize, label,
                      f"declares shape {list(store.shape)} of {dtype}", policy)
     check_zarr_objects(store, label, input_limit(policy))
