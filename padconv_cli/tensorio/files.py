@@ -75,11 +75,8 @@ def input_limit(policy: ReadPolicy | None = None) -> int:
 
 def limit_error(label: str, what: str, limit: int) -> InputError:
     """The error for an input over the limit (``what``: "declares 8.0 GiB", ...)."""
-    return InputError(
-        f"{label}: {what}, over the input limit max_input_bytes = {human_bytes(limit)}",
-        param="max_input_bytes",
-        source=label,
-    )
+    return InputError(f"{label}: {what}, over the input limit max_input_bytes = "
+                      f"{human_bytes(limit)}", param="max_input_bytes", source=label)
 
 
 def check_input_size(size: int, label: str, what: str | None = None,
@@ -102,12 +99,9 @@ def check_link_count(links: int, label: str, what: str, folder: str,
     """Refuse a regular file with ``links > 1`` hard links unless the policy allows hard links:
     one of its names may be outside ``folder``, where no path check can see it."""
     if links > 1 and not (policy is not None and policy.allow_hardlinks):
-        raise InputError(
-            f"{what} has {links} hard links, one of which may lead outside {folder}; "
-            "refused unless allow_hardlinks is set",
-            param="allow_hardlinks",
-            source=label,
-        )
+        raise InputError(f"{what} has {links} hard links, one of which may lead outside "
+                         f"{folder}; refused unless allow_hardlinks is set",
+                         param="allow_hardlinks", source=label)
 
 
 def printable(text: object) -> str:
