@@ -46,11 +46,7 @@ def _instrumented_imports():
     with atheris.instrument_imports() if atheris else contextlib.nullcontext():
         import numpy as np
 
-        from padconv_cli import (  # noqa: F401
-            models,
-            onnx_nodes,
-            read_policy,  # noqa: F401
-        )
+        from padconv_cli import models, onnx_nodes  # noqa: F401
         from padconv_cli import ops as operators
         from padconv_cli.errors import PadconvError
         from padconv_cli.kernels import conv, pad  # noqa: F401  (validation in the kernels)

@@ -93,7 +93,7 @@ def check_emitted(model: Any) -> None:
 
 def save_model(model: Any, path: str) -> None:
     """Write ``model`` to ``path`` atomically (temporary file in the same folder, then rename)."""
-    from padconv_cli.tensorio.atomic import atomic_write
+    from padconv_cli.tensorio.files import atomic_write
 
     data = model.SerializeToString()
     atomic_write(path, lambda stream: stream.write(data))

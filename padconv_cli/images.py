@@ -142,7 +142,7 @@ def write_png(pixels: np.ndarray, path: str) -> None:
         from PIL import Image
     except ImportError:
         raise InputError(f"png needs Pillow: {PNG_EXTRA_HINT}", param="png") from None
-    from padconv_cli.tensorio.atomic import atomic_write
+    from padconv_cli.tensorio.files import atomic_write
 
     image: Any = Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8))
     atomic_write(path, lambda stream: image.save(stream, format="PNG"))

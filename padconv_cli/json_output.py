@@ -64,17 +64,12 @@ def _number(value: int | float | complex) -> Any:
     return value
 
 
+_SCALARS = {"float": float, "int": int, "complex": complex, "bool": bool}
+
+
 def _python_scalar(value: np.generic) -> Any:
-    kind = element_kind(value.dtype)
-    if kind == "float":
-        return float(value)
-    if kind == "int":
-        return int(value)
-    if kind == "complex":
-        return complex(value)
-    if kind == "bool":
-        return bool(value)
-    return value.item()
+    convert = _SCALARS.get(element_kind(value.dtype))
+    return value.item() if convert is None else convert(value)
 
 
 def _other(value: Any) -> Any:

@@ -48,6 +48,9 @@ from padconv_cli.ops import OPERATORS, operator, plain_call
 from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
 from padconv_cli.tensorio.protobuf import tensor_from_proto
 
+if TYPE_CHECKING:
+    from padconv_cli.tensorio.files import ReadPolicy
+
 __all__ = ["ModelNode", "ResolvedCall", "find_node", "load_model", "model_initializers",
            "model_nodes", "model_opset", "resolve_call", "stored_tensor", "stored_values",
            "with_node_context"]
@@ -129,20 +132,20 @@ class ModelNode:
 # --- loading ---------------------------------------------------------------------------------
 
 
-def load_model(path: str) -> Any:
-    """Parse ``path`` as a ModelProto without loading external data (module rules)."""
+def load_model(path: str, policy: ReadPolicy | None = None) -> Any:
+    """Parse ``path`` as a ModelProto without loading external data (module rules), within
+    the input limit of ``policy`` (None: the default ``ReadPolicy()``)."""
     from google.protobuf.message import DecodeError
     from onnx import ModelProto
 
-    from padconv_cli.read_policy import check_input_size
-    from padconv_cli.tensorio.files import one_line, open_regular_file, read_exact
+    from padconv_cli.tensorio.files import check_input_size, one_line, open_regular_file, read_exact
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
         if size > PROTOBUF_LIMIT:
             raise InputError(f"{path}: {size} bytes is over protobuf's 2 GiB model limit")
-        check_input_size(size, path)
+        check_input_size(size, path, policy=policy)
         data = read_exact(stream, size)
     model = ModelProto()
     try:
@@ -205,14 +208,15 @@ def subgraphs(node: Any) -> Iterator[Any]:
 # --- stored constants ------------------------------------------------------------------------
 
 
-def _constant_value(attribute: Any, label: str, base_dir: str, where: str) -> np.ndarray:
+def _constant_value(attribute: Any, label: str, base_dir: str, where: str,
+                    policy: ReadPolicy | None) -> np.ndarray:
     """The array of a Constant's attribute, of the type Constant defines for it: ``value``
     a tensor; value_float(s) float32, value_int(s) int64, value_string(s) UTF-8 text."""
     from onnx import helper
 
     check_attribute_type(attribute, "Constant", where)
     if attribute.name == "value":
-        return tensor_from_proto(attribute.t, label, base_dir)
+        return tensor_from_proto(attribute.t, label, base_dir, policy)
     value = helper.get_attribute_value(attribute)
     if "string" not in attribute.name:
         return np.array(value, dtype=np.float32 if "float" in attribute.name else np.int64)
@@ -221,13 +225,14 @@ def _constant_value(attribute: Any, label: str, base_dir: str, where: str) -> np
     return np.array([decode_attribute_text(text, where) for text in value], dtype=object)
 
 
-def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Loader]:
+def _graph_constants(graph: Any, path: str, base_dir: str,
+                     policy: ReadPolicy | None) -> dict[str, Loader]:
     """Loaders of the initializers and Constant outputs defined in ``graph`` itself, each
     converted on first use only (a bad constant no chosen node reads breaks nothing); a
     sparse_value is not a dense constant."""
     constants: dict[str, Loader] = {
         tensor.name: functools.cache(functools.partial(
-            tensor_from_proto, tensor, f"{path}: initializer {tensor.name!r}", base_dir))
+            tensor_from_proto, tensor, f"{path}: initializer {tensor.name!r}", base_dir, policy))
         for tensor in graph.initializer
     }
     for node in graph.node:
@@ -239,7 +244,7 @@ def _graph_constants(graph: Any, path: str, base_dir: str) -> dict[str, Loader]:
                          f"{node.name or node.output[0]!r}")
                 label = f"{path}: Constant {node.output[0]!r}"
                 constants[node.output[0]] = functools.cache(functools.partial(
-                    _constant_value, attribute, label, base_dir, where))
+                    _constant_value, attribute, label, base_dir, where, policy))
                 break
     return constants
 
@@ -343,7 +348,8 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
 
 
 def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str, opsets: Any,
-          outer_runtime: frozenset[str] = frozenset(), where: str = "main"):
+          policy: ReadPolicy | None, outer_runtime: frozenset[str] = frozenset(),
+          where: str = "main"):
     """(node, visible constants, ``where``) for every node, subgraphs included, in graph
     order; ``where`` is ``main`` or the body holding the node (``If 'cond' then_branch``).
 
@@ -357,7 +363,7 @@ def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str, ops
     # an initializer that is also a graph input counts as stored, as for a node's inputs
     runtime = set(outer_runtime) | ({value.name for value in graph.input}
                                     - {t.name for t in graph.initializer})
-    own = _graph_constants(graph, path, base_dir)
+    own = _graph_constants(graph, path, base_dir, policy)
     layered = ChainMap(own, *(outer.maps if isinstance(outer, ChainMap) else [outer]))
     own.update(_folded(graph, layered, runtime, opsets, path))
     visible = layered if own else outer
@@ -365,21 +371,23 @@ def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str, ops
         yield node, visible, where
         holder = f"{node.op_type} {node.name or (node.output[0] if node.output else '')!r}"
         for name, subgraph in named_subgraphs(node):
-            yield from _walk(subgraph, visible, path, base_dir, opsets, frozenset(runtime),
-                             f"{holder} {name}")
+            yield from _walk(subgraph, visible, path, base_dir, opsets, policy,
+                             frozenset(runtime), f"{holder} {name}")
 
 
 def _base_dir(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
-def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS)) -> list[ModelNode]:
-    """Every default-domain node of ``op_types`` in the model at ``path`` (module rules)."""
-    model = load_model(path)
+def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS),
+                policy: ReadPolicy | None = None) -> list[ModelNode]:
+    """Every default-domain node of ``op_types`` in the model at ``path`` (module rules), read
+    under ``policy``."""
+    model = load_model(path, policy)
     opset = model_opset(model, path)
     counters: dict[str, int] = {}
     nodes = []
-    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import)
+    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     for node, constants, where in walk:
         if node.op_type not in op_types or node.domain not in DEFAULT_DOMAINS:
             continue
@@ -401,13 +409,14 @@ def _node_list(nodes: list[ModelNode], op_type: str) -> str:
     return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
-def find_node(path: str, name: str | None, op_type: str) -> ModelNode:
+def find_node(path: str, name: str | None, op_type: str,
+              policy: ReadPolicy | None = None) -> ModelNode:
     """The ``op_type`` node called ``name`` (name, ``OpType#k`` label or output name).
 
     With ``name`` None the model must have exactly one such node.  A missing or wrong name is
     an :class:`InputError` listing the model's nodes of that type (and close matches).
     """
-    nodes = model_nodes(path)
+    nodes = model_nodes(path, policy=policy)
     candidates = [n for n in nodes if n.op_type == op_type]
     if not candidates:
         raise InputError(f"{path}: the model has no {op_type} node{_other_op_hint(nodes)}")
@@ -509,29 +518,30 @@ def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Map
 # --- stored tensors --------------------------------------------------------------------------
 
 
-def stored_values(path: str) -> dict[str, Loader]:
+def stored_values(path: str, policy: ReadPolicy | None = None) -> dict[str, Loader]:
     """Name -> loader of every tensor the model stores: initializers and Constant outputs of
     every graph (subgraphs included, main graph first), and the values folded from them."""
-    model = load_model(path)
+    model = load_model(path, policy)
     values: dict[str, Loader] = {}
     seen: set[int] = set()
-    for _node, visible, _where in _walk(model.graph, {}, path, _base_dir(path), model.opset_import):
+    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
+    for _node, visible, _where in walk:
         own = visible.maps[0] if isinstance(visible, ChainMap) else visible
         if id(own) not in seen:  # each graph's own layer once: linear in the model's size
             seen.add(id(own))
             for name, loader in own.items():
                 values.setdefault(name, loader)
     if not seen:  # a graph without nodes: its initializers only
-        values = _graph_constants(model.graph, path, _base_dir(path))
+        values = _graph_constants(model.graph, path, _base_dir(path), policy)
     return values
 
 
-def stored_tensor(path: str, name: str) -> np.ndarray:
+def stored_tensor(path: str, name: str, policy: ReadPolicy | None = None) -> np.ndarray:
     """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``).
 
     An unknown name is an :class:`InputError` naming the model, with close matches.
     """
-    values = stored_values(path)
+    values = stored_values(path, policy)
     if name in values:
         return values[name]()
     names = list(values)
@@ -544,9 +554,10 @@ def stored_tensor(path: str, name: str) -> np.ndarray:
     raise InputError(f"{path}: no stored tensor {name!r}{hint}", source=path)
 
 
-def model_initializers(path: str) -> Iterator[tuple[str, np.ndarray]]:
+def model_initializers(path: str, policy: ReadPolicy | None = None
+                       ) -> Iterator[tuple[str, np.ndarray]]:
     """(name, array) of every initializer of the model's main graph, converted one at a time
     (external data under the same rules as the nodes' inputs)."""
-    for tensor in load_model(path).graph.initializer:
+    for tensor in load_model(path, policy).graph.initializer:
         label = f"{path}: initializer {tensor.name!r}"
-        yield tensor.name, tensor_from_proto(tensor, label, _base_dir(path))
+        yield tensor.name, tensor_from_proto(tensor, label, _base_dir(path), policy)

@@ -48,7 +48,7 @@ def written_format(output: str | None, fmt: str | None) -> str:
     """``pb`` or ``npy``: the format the writer will use (``fmt`` as the writer reads it, else
     the ``.pb`` suffix; anything else, stdout and Zarr stores hold fixed-size elements)."""
     if fmt is not None:
-        from padconv_cli.tensorio.writing import STDOUT_TARGET, resolve_format
+        from padconv_cli.tensorio import STDOUT_TARGET, resolve_format
 
         return resolve_format(STDOUT_TARGET, fmt)
     if output not in (None, "-") and output.lower().endswith(".pb"):

@@ -44,6 +44,8 @@ from padconv_cli.ops import Operator, ResolvedCall, dtype_of, operator, plain_ca
 if TYPE_CHECKING:
     import numpy as np
 
+    from padconv_cli.tensorio.files import ReadPolicy
+
 ENGINES = ("auto", "memory", "tiled", "dask")
 
 
@@ -66,6 +68,7 @@ class Request:
     scheduler: str | None = None
     show_progress: bool | str = False
     verbose: bool = False
+    read_policy: ReadPolicy | None = None  # None: the default ReadPolicy()
 
 
 @dataclass
@@ -192,7 +195,8 @@ class Planned:
         from padconv_cli.tensor_sources import read_tensor
 
         call = self.call
-        data = read_tensor(self.request.inputs[0], dtype=self.request.dtype)
+        data = read_tensor(self.request.inputs[0], dtype=self.request.dtype,
+                           policy=self.request.read_policy)
         arrays = (data, *call.arrays[1:])
         self.resolved = dataclasses.replace(
             self.resolved, call=dataclasses.replace(call, arrays=arrays))
@@ -264,8 +268,8 @@ def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned
     data, declared, engine = _open_data(request, engine)
     arrays = [data]
     for declared_input, value in zip(entry.data_inputs[1:], request.inputs[1:], strict=False):
-        arrays.append(_read(value, request.dtype or _literal_type(declared_input, value,
-                                                                  entry, arrays)))
+        dtype = request.dtype or _literal_type(declared_input, value, entry, arrays)
+        arrays.append(_read(value, dtype, request.read_policy))
     resolved = _resolve(request, entry, tuple(arrays))
     if note is not None:
         for text in resolved.call.notes:
@@ -279,16 +283,16 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
     bad file in its own words)."""
     data = request.inputs[0]
     if engine == "memory":
-        return _read(data, request.dtype), False, engine
+        return _read(data, request.dtype, request.read_policy), False, engine
     if engine != "auto":
         check_file_input(data, engine)
         check_file_output(request.output, request.fmt, engine)
     try:
-        return _declared_input(data), True, engine
+        return _declared_input(data, request.read_policy), True, engine
     except PadconvError:
         if engine != "auto":
             raise
-    return _read(data, request.dtype), False, "memory"
+    return _read(data, request.dtype, request.read_policy), False, "memory"
 
 
 def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any]) -> str | None:
@@ -298,7 +302,7 @@ def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any])
     (a file's stored type is its own)."""
     if declared.literal_type is None or not isinstance(value, str):
         return None
-    from padconv_cli.tensorio.sources import classify_source
+    from padconv_cli.tensorio import classify_source
 
     if classify_source(value).kind != "literal":
         return None
@@ -309,7 +313,7 @@ def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any])
     return declared.literal_type
 
 
-def _read(value: Any, dtype: str | None) -> Any:
+def _read(value: Any, dtype: str | None, policy: ReadPolicy | None) -> Any:
     """An input as an array: arrays as given, sources read (:func:`read_tensor`)."""
     import numpy as np
 
@@ -317,7 +321,7 @@ def _read(value: Any, dtype: str | None) -> Any:
         return value
     from padconv_cli.tensor_sources import read_tensor
 
-    return read_tensor(value, dtype=dtype)
+    return read_tensor(value, dtype=dtype, policy=policy)
 
 
 def _resolve(request: Request, entry: Operator, arrays: tuple[Any, ...]) -> ResolvedCall:
@@ -327,7 +331,7 @@ def _resolve(request: Request, entry: Operator, arrays: tuple[Any, ...]) -> Reso
         return plain_call(entry.name, arrays, given)
     from padconv_cli.models import find_node, resolve_call
 
-    origin = find_node(request.model, request.node, entry.name)
+    origin = find_node(request.model, request.node, entry.name, request.read_policy)
     return resolve_call(entry.name, arrays, given, origin)
 
 
@@ -346,15 +350,15 @@ def plan_resolved(resolved: ResolvedCall) -> Any:
         raise with_node_context(resolved.origin, error) from None
 
 
-def _declared_input(data: str) -> Any:
+def _declared_input(data: str, policy: ReadPolicy | None) -> Any:
     """The ``.npy`` file or Zarr store opened for its declared shape and dtype (not read)."""
     if is_zarr(data):
         from padconv_cli.engines.dask_io import open_block_input
 
-        return open_block_input(data)
+        return open_block_input(data, policy)
     from padconv_cli.outofcore.npy_blocks import open_npy_input
 
-    return open_npy_input(data)
+    return open_npy_input(data, policy)
 
 
 def tiled_fits(call: Any, plan: Any, limit: int) -> bool:
@@ -373,8 +377,8 @@ def check_output_format(output: str | None, fmt: str | None) -> None:
     file that is not a Zarr store, a suffix that names no tensor format (``y.npz``)."""
     if output is None:
         return
+    from padconv_cli.tensorio import check_suffix_agrees, resolve_format
     from padconv_cli.tensorio.files import printable
-    from padconv_cli.tensorio.writing import check_suffix_agrees, resolve_format
 
     if "://" in output or is_zarr(output):
         if fmt is not None:
@@ -390,7 +394,7 @@ def is_zarr(path: Any) -> bool:
     """True for a Zarr store path (``.zarr`` or a folder with Zarr metadata)."""
     if not isinstance(path, str):
         return False
-    from padconv_cli.tensorio.zarr_paths import is_zarr_path
+    from padconv_cli.tensorio import is_zarr_path
 
     return is_zarr_path(path)
 
@@ -485,5 +489,6 @@ def _engine_settings(request: Request) -> dict[str, Any]:
             "scheduler": request.scheduler,
             "show_progress": request.show_progress,
             "verbose": request.verbose,
+            "read_policy": request.read_policy,
         },
     }

@@ -33,13 +33,13 @@ def _node_slots(node: Any, name: str) -> list[tuple[int, int]]:
     return found
 
 
-def quantization_of(path: str, name: str) -> dict[str, Any] | None:
+def quantization_of(path: str, name: str, policy: Any = None) -> dict[str, Any] | None:
     """``{scale, zero_point, node, real_min, real_max}`` for the stored tensor ``name`` of the
     model at ``path`` (module rules), or None when no node gives it a stored scale."""
     from padconv_cli.models import load_model, stored_values
 
-    model = load_model(path)
-    values = stored_values(path)
+    model = load_model(path, policy)
+    values = stored_values(path, policy)
     for index, node in enumerate(model.graph.node):
         for scale_at, zero_at in _node_slots(node, name):
             scale_name = node.input[scale_at] if scale_at < len(node.input) else ""

@@ -246,7 +246,8 @@ def _npz_members(path: str) -> list[str] | None:
 
 
 def named_tensors(
-    source: str, *, dtype: str | None = None, notice: Callable[[str], None] | None = None
+    source: str, *, dtype: str | None = None, notice: Callable[[str], None] | None = None,
+    policy: Any = None,
 ) -> Iterator[tuple[str, np.ndarray]]:
     """(label, array) of every tensor a source holds, read one at a time.
 
@@ -264,28 +265,29 @@ def named_tensors(
 
     split = split_json_source(source)
     if split is not None and split[1] is None and os.path.isfile(split[0]):
-        for name, array in read_json_tensors(split[0], source):
+        for name, array in read_json_tensors(split[0], source, policy):
             yield f"{source}:{name}", array
         return
     classified = classify_source(source)
     suffix = os.path.splitext(classified.path)[1].lower() if classified.kind == "file" else ""
     if suffix == ".onnx":
-        yield from _model_tensors(classified.path, notice or _stderr_notice)
+        yield from _model_tensors(classified.path, notice or _stderr_notice, policy)
         return
     members = _npz_members(classified.path) if suffix == ".npz" and not classified.member else None
     if members and len(members) > 1:
         for member in members:
-            yield read_tensor_labelled(f"{classified.path}:{member}", dtype)
+            yield read_tensor_labelled(f"{classified.path}:{member}", dtype, policy)
         return
-    yield read_tensor_labelled(source, dtype)
+    yield read_tensor_labelled(source, dtype, policy)
 
 
-def _model_tensors(path: str, notice: Callable[[str], None]) -> Iterator[tuple[str, np.ndarray]]:
+def _model_tensors(path: str, notice: Callable[[str], None],
+                   policy: Any = None) -> Iterator[tuple[str, np.ndarray]]:
     """(``path:name``, array) of the model's main-graph initializers; ``notice`` when none."""
     from padconv_cli.models import model_initializers
 
     empty = True
-    for name, array in model_initializers(path):
+    for name, array in model_initializers(path, policy):
         empty = False
         yield f"{path}:{name}", array
     if empty:
@@ -298,11 +300,12 @@ def _stderr_notice(message: str) -> None:
     click.echo(message, err=True)
 
 
-def read_tensor_labelled(source: str, dtype: str | None) -> tuple[str, np.ndarray]:
+def read_tensor_labelled(source: str, dtype: str | None,
+                         policy: Any = None) -> tuple[str, np.ndarray]:
     """(label, array): the source text, plus the stored name when it differs."""
     from padconv_cli.tensor_sources import read_named_tensor
 
-    name, array = read_named_tensor(source, dtype=dtype)
+    name, array = read_named_tensor(source, dtype=dtype, policy=policy)
     label = source if not name or source.endswith(f":{name}") else f"{source} ({name})"
     return label, array
 

@@ -8,19 +8,16 @@ turn the exit code into 120).
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 
 def silence_stderr() -> None:
     """Point descriptor 2 at /dev/null (what is still buffered for it is then dropped)."""
-    try:
+    with contextlib.suppress(OSError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-    except OSError:
-        return
-    try:
-        os.dup2(devnull, 2)
-    except OSError:
-        pass
-    finally:
-        if devnull != 2:
-            os.close(devnull)
+        try:
+            os.dup2(devnull, 2)
+        finally:
+            if devnull != 2:
+                os.close(devnull)

@@ -9,7 +9,13 @@ from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import Int64Type, dtype_option, int_list_option, tolerance_options
+from padconv_cli.cli.options import (
+    Int64Type,
+    dtype_option,
+    int_list_option,
+    read_policy_of,
+    tolerance_options,
+)
 from padconv_cli.errors import PadconvError
 
 EXIT_DIFFERENT = 1
@@ -87,8 +93,8 @@ def compare_command(
     from padconv_cli.cli.output import refuse_output_onto_inputs
 
     refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
-    reference = read_tensor(expected, dtype=dtype)
-    candidate = read_tensor(actual, dtype=dtype)
+    reference = read_tensor(expected, dtype=dtype, policy=read_policy_of())
+    candidate = read_tensor(actual, dtype=dtype, policy=read_policy_of())
     bound, call = _conv_bound(conv_options, reference.shape, dtype)
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     known = None if comparison.passed else _classified(call, reference, candidate)
@@ -132,7 +138,7 @@ def _node_operator(path: str, name: str | None) -> str:
         return "Conv"
     from padconv_cli.models import model_nodes
 
-    for node in model_nodes(path):
+    for node in model_nodes(path, policy=read_policy_of()):
         if name in (node.node.name, node.label) or name in node.node.output:
             return node.op_type
     return "Conv"
@@ -160,14 +166,15 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     if options["from_model"] is not None:
         name = _node_operator(options["from_model"], options["node"])
     entry = operator(name)
-    arrays = tuple(None if options[k] is None else read_tensor(options[k], dtype=dtype)
+    arrays = tuple(None if options[k] is None
+                   else read_tensor(options[k], dtype=dtype, policy=read_policy_of())
                    for k in ("conv_x", "conv_w", "conv_b"))
     if name != "Conv":
         arrays = (arrays[0],) + (None,) * (len(entry.inputs) - 1)
     flags = {k: options[k] for k in ATTRIBUTE_NAMES if options[k] is not None}
     origin = None
     if options["from_model"] is not None:
-        origin = find_node(options["from_model"], options["node"], name)
+        origin = find_node(options["from_model"], options["node"], name, read_policy_of())
     resolved = resolve_call(name, arrays, flags, origin)
     try:
         plan = plan_call(resolved.call)

@@ -8,7 +8,7 @@ from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option
+from padconv_cli.cli.options import dtype_option, read_policy_of
 
 EXAMPLES = """\b
 Examples:
@@ -55,7 +55,7 @@ def convert_command(source: str, target: str, fmt: str | None, name: str | None,
     resolved = resolve_format(target, fmt)
     if target == "-":
         refuse_binary_to_terminal(target, resolved)
-    stored, array = read_named_tensor(source, dtype=dtype)
+    stored, array = read_named_tensor(source, dtype=dtype, policy=read_policy_of())
     proto_name = name or stored or os.path.splitext(os.path.basename(target))[0] or None
     write_tensor(array, target, fmt=resolved, name=proto_name if resolved == "pb" else None)
     if target != "-":

@@ -1,33 +1,26 @@
-"""``--max-input-bytes`` and ``--allow-hardlinks``: the reading policy of one command run.
+"""``--max-input-bytes`` and ``--allow-hardlinks``: the read policy of one command run.
 
-Every command that reads tensors takes them (see :mod:`padconv_cli.read_policy` for the
-rules).  They are eager, so that they are in force before any other option reads a file
-(``--pads @-``), and every run sets both and puts the previous policy back when it ends, so
-that one in-process run cannot leak its policy into the next or into library calls.
+Every command that reads tensors takes them (see :class:`padconv_cli.tensorio.files.ReadPolicy`
+for the rules).  They are eager, so that they are set before any other option reads a file
+(``--pads @-``); they are kept in the run's click context, and the command passes
+:func:`padconv_cli.cli.options.read_policy_of` to every reader it calls: nothing outlives the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import click
 
-from padconv_cli.cli.options import SizeType
+from padconv_cli.cli.options import READ_POLICY_KEY, SizeType
 
-_RESTORE_KEY = "padconv.read_policy_before"
 INPUT_FLAGS = {"max_input_bytes": "--max-input-bytes", "allow_hardlinks": "--allow-hardlinks"}
 
 
 def _set_policy(field: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-        from padconv_cli.read_policy import read_policy, set_read_policy
-
-        previous = set_read_policy(replace(read_policy(), **{field: value}))
-        if _RESTORE_KEY not in ctx.meta:  # the policy before this run comes back at its end
-            ctx.meta[_RESTORE_KEY] = previous
-            ctx.call_on_close(lambda: set_read_policy(previous))
+        ctx.meta.setdefault(READ_POLICY_KEY, {})[field] = value
 
     return callback
 

@@ -39,9 +39,10 @@ class ExtraOptions:
         """The model node named by --from-model/--node, or None without --from-model."""
         if self.from_model is None:
             return None
+        from padconv_cli.cli.options import read_policy_of
         from padconv_cli.models import find_node
 
-        return find_node(self.from_model, self.node, op_type)
+        return find_node(self.from_model, self.node, op_type, read_policy_of())
 
 
 def _check_combination(extras: ExtraOptions) -> None:

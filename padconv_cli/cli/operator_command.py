@@ -31,6 +31,7 @@ from padconv_cli.cli.options import (
     dtype_option,
     int_list_option,
     output_options,
+    read_policy_of,
 )
 from padconv_cli.ops.protocol import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
 
@@ -161,6 +162,7 @@ def run_operator(
         scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
         show_progress=progress_display(engine_settings.quiet, is_terminal(err=True),
                                        color_enabled(err=True)),
+        read_policy=read_policy_of(),
     )
     planned = plan(call, note=None if extras.explain else _print_note)
     if not extras.explain:

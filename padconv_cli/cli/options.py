@@ -12,14 +12,18 @@ import math
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 # Memory probing lives in the library, beside the engines; re-exported for the commands.
 from padconv_cli.resources import available_memory_bytes, default_max_output_bytes  # noqa: F401
 
+if TYPE_CHECKING:
+    from padconv_cli.tensorio.files import ReadPolicy
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+READ_POLICY_KEY = "padconv.read_policy"  # ctx.meta: the flags of cli.input_options
 _INT_WORD = re.compile(r"[+-]?\d+(,[+-]?\d+)*,?")
 # words that look like a number of some kind: taken into the list so that the error is
 # "'1.5' is not an integer" rather than "unexpected extra argument"
@@ -29,6 +33,18 @@ LIST_TAILS_KEY = "padconv.list_option_tails"
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
 _DECIMAL_INTEGER = re.compile(r"[+-]?[0-9]+")
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+def read_policy_of(ctx: click.Context | None = None) -> ReadPolicy | None:
+    """The read policy the running command's ``--max-input-bytes``/``--allow-hardlinks`` set
+    (``ctx``: default, the current click context); None without them: the readers' default."""
+    ctx = ctx or click.get_current_context(silent=True)
+    fields = ctx.meta.get(READ_POLICY_KEY) if ctx is not None else None
+    if not fields:
+        return None
+    from padconv_cli.tensorio.files import ReadPolicy
+
+    return ReadPolicy(**fields)
 
 
 class IntListType(click.ParamType):
@@ -62,7 +78,7 @@ class IntListType(click.ParamType):
         from padconv_cli.tensor_sources import read_tensor
 
         try:
-            array = read_tensor(path)
+            array = read_tensor(path, policy=read_policy_of(ctx))
         except PadconvError as error:
             self.fail(str(error), param, ctx)
         if array.ndim > 1 or array.dtype.kind not in "iu":

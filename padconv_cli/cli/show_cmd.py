@@ -8,7 +8,7 @@ from padconv_cli.cli.help_examples import examples_first
 from padconv_cli.cli.input_options import input_options
 from padconv_cli.cli.main import CONTEXT_SETTINGS
 from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option
+from padconv_cli.cli.options import dtype_option, read_policy_of
 
 EXAMPLES = """\b
 Examples:
@@ -93,10 +93,10 @@ def show_command(
         if _is_model_file(source) and not (as_json or every_initializer or histogram):
             from padconv_cli.cli.show_model import model_lines
 
-            click.echo("\n".join(model_lines(source, output_width())))
+            click.echo("\n".join(model_lines(source, output_width(), read_policy_of())))
             continue
         try:
-            for label, array in named_tensors(source, dtype=dtype):
+            for label, array in named_tensors(source, dtype=dtype, policy=read_policy_of()):
                 descriptions.append(
                     describe_tensor(label, array, bins=bins if histogram else None,
                                     edge_items=edge_items, width=output_width())
@@ -124,7 +124,7 @@ def _quantization(label: str, array, description: dict) -> str | None:
         return None
     from padconv_cli.quantization import quantization_line, quantization_of
 
-    quantization = quantization_of(path, name)
+    quantization = quantization_of(path, name, read_policy_of())
     if quantization is None:
         return None
     description["quantization"] = quantization
@@ -153,7 +153,8 @@ def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
     from padconv_cli.images import tensor_picture, write_png
     from padconv_cli.stats import named_tensors
 
-    tensors = [array for source in sources for _, array in named_tensors(source, dtype=dtype)]
+    tensors = [array for source in sources
+               for _, array in named_tensors(source, dtype=dtype, policy=read_policy_of())]
     if len(tensors) != 1:
         raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
     write_png(tensor_picture(tensors[0]), png)

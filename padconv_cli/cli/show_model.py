@@ -27,11 +27,11 @@ MAX_ATTRIBUTES = 3
 LISTED_INITIALIZERS = 6
 
 
-def model_lines(path: str, width: int) -> list[str]:
+def model_lines(path: str, width: int, policy: Any = None) -> list[str]:
     """The summary of the model at ``path`` (module layout), fitted to ``width`` columns."""
     from padconv_cli.models import load_model
 
-    model = load_model(path)
+    model = load_model(path, policy)
     graph = model.graph
     shapes = _inferred_shapes(model)
     stored = {init.name: init for init in graph.initializer}

@@ -153,15 +153,17 @@ def _ran_any(results: list) -> bool:
 def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
     """Built-in cases (the JSON examples and the shipped case folders) unless DIRs are given,
     then the suite's, then the DIRs' (in that order)."""
+    from padconv_cli.cli.options import read_policy_of
     from padconv_cli.verification import onnx_suite as suite_module
     from padconv_cli.verification.cases import builtin_cases
 
+    policy = read_policy_of()
     if not dirs and not onnx_suite:
-        return builtin_cases() + suite_module.shipped_cases()
-    dir_cases = [case for path in dirs for case in suite_module.cases_from_user_dir(path)]
-    collected = [] if dirs else builtin_cases() + suite_module.shipped_cases()
+        return builtin_cases() + suite_module.shipped_cases(policy)
+    dir_cases = [case for path in dirs for case in suite_module.cases_from_user_dir(path, policy)]
+    collected = [] if dirs else builtin_cases() + suite_module.shipped_cases(policy)
     if onnx_suite:
-        collected += suite_module.suite_cases()
+        collected += suite_module.suite_cases(policy)
     return collected + dir_cases
 
 

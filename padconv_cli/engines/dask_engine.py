@@ -83,12 +83,13 @@ def _compute_blocks(client: Any, array: Any, out: Any, show_progress: bool | str
 
 def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], source: str,
                 target: str, memory_limit: int | None, scheduler: str | None,
-                show_progress: bool | str, verbose: bool, fallback_limit: int | None
-                ) -> TiledResult:
+                show_progress: bool | str, verbose: bool, fallback_limit: int | None,
+                read_policy: Any = None) -> TiledResult:
     """One dask run: paths made absolute (URLs checked), blocks sized by
     :func:`padconv_cli.engines.cluster.block_budget` (``fallback_limit`` for workers without a
     limit, default half the available memory), the input opened, ``blocks(x chunked,
-    block_bytes) -> (y, exact)`` built and y stored into ``target``."""
+    block_bytes) -> (y, exact)`` built and y stored into ``target``; the input is read under
+    ``read_policy`` (a ReadPolicy; None: the default)."""
     for path, param in ((source, "data"), (target, "output")):
         if is_url(path):
             check_url(path, param)
@@ -99,7 +100,7 @@ def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], sour
         fallback_limit = available_memory_bytes() // 2
     with dask_client(scheduler, verbose) as client:
         block_bytes = block_budget(worker_limits(client), memory_limit, fallback_limit)
-        x = open_block_input(source)
+        x = open_block_input(source, read_policy)
         y, exact = blocks(x.chunked(block_bytes), block_bytes)
         count = store(client, y, target, show_progress, label, [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), count, exact)
@@ -108,7 +109,8 @@ def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], sour
 def dask_pad(source: str, target: str, pads: Any, constant_value: Any = None, axes: Any = None,
              mode: str = "constant", *, memory_limit: int | None, scheduler: str | None = None,
              show_progress: bool | str = False, verbose: bool = False,
-             fallback_limit: int | None = None, plan: Any = None) -> TiledResult:
+             fallback_limit: int | None = None, plan: Any = None,
+             read_policy: Any = None) -> TiledResult:
     """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask;
     ``memory_limit``: a per-worker cap (None: none), see :func:`_run_blocks`."""
     def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
@@ -116,13 +118,13 @@ def dask_pad(source: str, target: str, pads: Any, constant_value: Any = None, ax
                         plan=plan), True
 
     return _run_blocks("pad", blocks, source, target, memory_limit, scheduler, show_progress,
-                       verbose, fallback_limit)
+                       verbose, fallback_limit, read_policy)
 
 
 def dask_conv(source: str, w: np.ndarray, b: np.ndarray | None, target: str, *,
               memory_limit: int | None, scheduler: str | None = None,
               show_progress: bool | str = False, verbose: bool = False,
-              fallback_limit: int | None = None, plan: Any = None,
+              fallback_limit: int | None = None, plan: Any = None, read_policy: Any = None,
               **attributes: Any) -> TiledResult:
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
     (blocks sized as for :func:`dask_pad`)."""
@@ -130,4 +132,4 @@ def dask_conv(source: str, w: np.ndarray, b: np.ndarray | None, target: str, *,
         return conv_dask(x, w, b, block_bytes=block_bytes, plan=plan, **attributes)
 
     return _run_blocks("conv", blocks, source, target, memory_limit, scheduler, show_progress,
-                       verbose, fallback_limit)
+                       verbose, fallback_limit, read_policy)

@@ -37,9 +37,8 @@ from padconv_cli.engines.locations import Location, is_url
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.read_policy import check_read_bytes, input_limit
-from padconv_cli.tensorio.files import one_line
-from padconv_cli.tensorio.zarr_paths import ZARR_MARKERS, is_zarr_path
+from padconv_cli.tensorio import ZARR_MARKERS, is_zarr_path
+from padconv_cli.tensorio.files import ReadPolicy, check_read_bytes, input_limit, one_line
 from padconv_cli.tensorio.zarr_store import check_store_entries, check_zarr_objects
 
 SAMPLE_BYTES = 64 * 2**10
@@ -104,13 +103,13 @@ def keys_touching(array: Any, box: tuple[slice, ...]) -> list[str]:
     return [array.metadata.encode_chunk_key(coords) for coords in itertools.product(*per_axis)]
 
 
-def open_zarr_input(path: str) -> Any:
+def open_zarr_input(path: str, policy: ReadPolicy | None = None) -> Any:
     """The Zarr array at ``path``, opened read-only; a numeric or bool element type and
     chunks of at least one element per axis."""
     require_dask(("zarr",))
     import zarr
 
-    check_store_entries(path, path)
+    check_store_entries(path, path, policy)
     try:
         store = zarr.open_array(path, mode="r")
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
@@ -253,18 +252,18 @@ def confirm_on_workers(client: Any, inputs: list[Fingerprint], outputs: list[Any
 
 
 
-def open_block_input(path: str) -> Any:
+def open_block_input(path: str, policy: ReadPolicy | None = None) -> Any:
     """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each block
     task reads its own box from, with the input's fingerprint."""
     path = absolute(path)
-    return ZarrSource(path) if is_zarr_path(path) else NpySource(path)
+    return ZarrSource(path, policy) if is_zarr_path(path) else NpySource(path, policy)
 
 
 class NpySource:
     """A ``.npy`` file read box by box on the workers."""
 
-    def __init__(self, path: str) -> None:
-        self.array = open_npy_input(path)
+    def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
+        self.array = open_npy_input(path, policy)
         header = self.array.header
         self.fingerprint = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
         self.shape, self.dtype = self.array.shape, self.array.dtype
@@ -293,10 +292,10 @@ class ZarrSource:
     """A Zarr array read box by box on the workers; each task names the stored chunks of its
     box, which the worker must find (a missing one is an error, never the fill value)."""
 
-    def __init__(self, path: str) -> None:
-        self.array = open_zarr_input(path)
+    def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
+        self.array = open_zarr_input(path, policy)
         self.path = path
-        self.limit = input_limit()
+        self.limit = input_limit(policy)
         check_zarr_objects(self.array, path, self.limit)
         self.fingerprint = zarr_fingerprint(self.array, path)
         self.stored = stored_chunk_keys(self.array)

@@ -134,4 +134,4 @@ def run_family_dask(label: str, blocks: Any, settings: Any) -> Any:
     dask = settings["dask"]
     return _run_blocks(label, blocks, settings["source_path"], settings["output"],
                        dask["memory_limit"], dask["scheduler"], dask["show_progress"],
-                       dask["verbose"], dask["fallback_limit"])
+                       dask["verbose"], dask["fallback_limit"], dask["read_policy"])

@@ -18,9 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
-from padconv_cli.read_policy import check_read_bytes, input_limit
-from padconv_cli.tensorio.atomic import create_exclusive, temp_name
-from padconv_cli.tensorio.files import one_line, open_regular_file
+from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_read_bytes,
+    create_exclusive,
+    input_limit,
+    one_line,
+    open_regular_file,
+    temp_name,
+)
 from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
 from padconv_cli.units import human_bytes
 
@@ -107,7 +113,7 @@ class NpyInput:
         return self.read(box)
 
 
-def open_npy_input(path: str) -> NpyInput:
+def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
     """An ``.npy`` file opened to be read box by box, nothing loaded: a regular file whose
     header parses, declares no object or structured dtype and ``prod(shape) * itemsize <=
     file size - header length`` (else an error naming the file)."""
@@ -127,7 +133,7 @@ def open_npy_input(path: str) -> NpyInput:
             f"{path}: structured element type {header.dtype} is not a tensor element type"
         )
     identity = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
-    return NpyInput(path, header, identity, input_limit())
+    return NpyInput(path, header, identity, input_limit(policy))
 
 
 def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:

@@ -1,71 +1,131 @@
-"""Tensor I/O: ``.npy``, ``.npz``, ONNX ``TensorProto`` (``.pb``), stdin, inline literals.
+"""Tensor I/O: ``.npy``, ``.npz``, ONNX ``TensorProto`` (``.pb``), Zarr, polygraphy JSON,
+stdin, inline literals.
 
-Reading (:func:`read_io_source`) never trusts a file: headers and
-messages are validated before memory is allocated, pickles are never loaded, and every problem
-is an :class:`~padconv_cli.errors.InputError` with a one-line message naming the source.
-Arrays come back in native byte order.  String tensors are numpy ``object`` arrays of python
-``str`` (as ``onnx.numpy_helper`` gives them); unicode ``.npy`` arrays (``<U5``) stay unicode.
+Reading (:func:`read_io_source`) never trusts a file: headers and messages are validated before
+memory is allocated, pickles are never loaded, and every problem is an
+:class:`~padconv_cli.errors.InputError` with a one-line message naming the source.  Arrays come
+back in native byte order; string tensors are ``object`` arrays of ``str``, unicode ``.npy``
+arrays (``<U5``) stay unicode.  A tensor a model stores (``MODEL.onnx:NAME``) is read one layer
+up, by :mod:`padconv_cli.tensor_sources`.  Writing (:func:`write_tensor`) is atomic for files
+and streams bytes for ``-`` (stdout).  Only the ``.npy`` reader and writer load with this
+package: the other formats (and onnx, zipfile, json, zarr) load when one is met.
 
-A tensor a model stores (``MODEL.onnx:NAME``) is read one layer up, by
-:mod:`padconv_cli.tensor_sources` (the public ``read_tensor``), which dispatches every kind of
-source: this package imports nothing of the model readers, which read through it.
+What a source string names, in order:
 
-Writing (:func:`write_tensor`) is atomic for files and streams bytes for ``-`` (stdout).
-
-Importing this package does not import onnx, ml_dtypes or rich: those load only when a ``.pb``
-or such a dtype is involved.
+1. ``-`` is stdin; ``-:NAME`` is member NAME of an ``.npz`` archive on stdin.
+2. A string naming an existing path is a file.
+3. ``ARCHIVE.npz:NAME`` names the array NAME inside ``ARCHIVE.npz``; ``MODEL.onnx:NAME``
+   (kind ``model``) names a tensor the model stores.  NAME may hold ``:`` and ``/``: the model
+   path ends at the first ``.onnx:`` whose prefix is an existing file (else at the first one).
+4. A string ending in ``.npy``, ``.npz`` or ``.pb``, or starting with ``/``, ``./``, ``../`` or
+   ``~``, is a file (missing -> "no such file").
+5. A string that starts like a literal (``[``, digit, sign, ``.``, quote, true/false/nan/inf)
+   is an inline literal.
+6. Anything else is taken as a file name, which then does not exist.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import re
+import sys
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
-from padconv_cli.errors import InputError
-from padconv_cli.tensorio.files import open_regular_file, printable, read_exact
-from padconv_cli.tensorio.literal import parse_literal
-from padconv_cli.tensorio.npy import read_npy_file
-from padconv_cli.tensorio.sniff import read_stdin, sniff_format
-from padconv_cli.tensorio.sources import Source, classify_source
-from padconv_cli.tensorio.writing import (
-    OUTPUT_FORMATS,
-    resolve_format,
-    tensor_to_bytes,
-    write_tensor,
-    write_tensor_to_stream,
+from padconv_cli.errors import InputError, OutputError
+from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    WriteOnly,
+    atomic_write,
+    one_line,
+    open_regular_file,
+    printable,
+    read_exact,
 )
+from padconv_cli.tensorio.npy import check_npy_writable, read_npy_file, write_npy
 
 __all__ = [
     "OUTPUT_FORMATS",
+    "ReadPolicy",
     "check_requested_dtype",
+    "check_suffix_agrees",
     "classify_source",
+    "is_zarr_path",
     "read_io_source",
     "resolve_format",
     "tensor_to_bytes",
     "write_tensor",
-    "write_tensor_to_stream",
 ]
 
+TENSOR_SUFFIXES = {".npy": "npy", ".npz": "npz", ".pb": "pb"}
+OUTPUT_FORMATS = ("npy", "pb")
+STDOUT_TARGET = "-"
+ZARR_MARKERS = ("zarr.json", ".zarray")
+_PATH_STARTS = ("/", "./", "../", "~", ".\\", "..\\")
+_MODEL_MARK = re.compile(r"\.onnx:", re.IGNORECASE)
+_MEMBER_PATTERN = re.compile(r"(?P<archive>.+\.npz):(?P<member>[^/\\]+)", re.IGNORECASE)
+_LITERAL_STARTS = set("[(-+.0123456789\"'")
+_LITERAL_WORDS = {"true", "false", "nan", "inf", "infinity", "-inf", "+inf", "-infinity"}
 
-def read_npz_file(path: str, member: str | None = None) -> tuple[str, np.ndarray]:
-    """:func:`padconv_cli.tensorio.npz.read_npz_file`, imported when an archive is read
-    (zipfile and what it imports cost start-up time)."""
-    from padconv_cli.tensorio.npz import read_npz_file as read
 
-    return read(path, member)
+# ------------------------------------------------------------------------ naming sources
 
 
-def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
-    """An existing file without a tensor suffix: accepted when it starts like .npy or .npz."""
+class Source(NamedTuple):
+    """A classified source: kind is 'stdin', 'file', 'model' or 'literal'."""
+
+    kind: str
+    path: str
+    member: str | None = None  # .npz member or stored tensor name, when one was given
+
+
+def classify_source(source: str) -> Source:
+    """Classify ``source`` by the module rules."""
+    if source == "-":
+        return Source("stdin", source)
+    if source.startswith("-:") and len(source) > 2:
+        return Source("stdin", "-", member=source[2:])
+    if os.path.lexists(source):
+        return Source("file", source)
+    starts = [m.end() for m in _MODEL_MARK.finditer(source) if m.end() < len(source)]
+    if starts:  # rule 3: the first split whose model file exists, else the first split
+        end = next((e for e in starts if os.path.isfile(source[: e - 1])), starts[0])
+        return Source("model", source[: end - 1], member=source[end:])
+    match = _MEMBER_PATTERN.fullmatch(source)
+    if match:
+        return Source("file", match["archive"], member=match["member"])
+    if os.path.splitext(source)[1].lower() in TENSOR_SUFFIXES or source.startswith(_PATH_STARTS):
+        return Source("file", source)
+    stripped = source.strip()
+    if stripped and (stripped[0] in _LITERAL_STARTS or stripped.lower() in _LITERAL_WORDS):
+        return Source("literal", source)
+    return Source("file", source)
+
+
+def is_zarr_path(path: str) -> bool:
+    """A Zarr store: a name ending in ``.zarr``, or a folder holding ``zarr.json``/``.zarray``."""
+    return path.rstrip("/\\").lower().endswith(".zarr") or has_zarr_metadata(path)
+
+
+def has_zarr_metadata(path: str) -> bool:
+    """True for a folder holding Zarr metadata (``zarr.json`` or ``.zarray``)."""
+    return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
+
+
+# ------------------------------------------------------------------------------- reading
+
+
+def _sniffed_kind(path: str) -> str:
+    """'npy' or 'npz' for an existing file without a tensor suffix that starts like one."""
+    from padconv_cli.tensorio.sniff import sniff_format
+
     stream, _size = open_regular_file(path)
     with stream:
-        head = read_exact(stream, 8)
-    kind = sniff_format(head)
-    if kind == "npy":
-        return None, read_npy_file(path)
-    if kind == "npz":
-        return read_npz_file(path)
+        kind = sniff_format(read_exact(stream, 8))
+    if kind != "pb":
+        return kind
     if path.lower().endswith(".onnx"):
         raise InputError(f"{printable(path)}: a model, not a tensor; name one of its stored "
                          f"tensors as {printable(path)}:NAME (padconv show lists them)")
@@ -74,19 +134,20 @@ def _read_unknown_suffix(path: str) -> tuple[str | None, np.ndarray]:
     )
 
 
-def _read_file(source: Source) -> tuple[str | None, np.ndarray]:
-    kind = source.suffix_format
+def _read_file(source: Source, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
+    kind = TENSOR_SUFFIXES.get(os.path.splitext(source.path)[1].lower())
     if source.member is not None and kind != "npz":
         raise InputError(f"{printable(source.path)}: a member name needs an .npz archive")
+    kind = kind or _sniffed_kind(source.path)
     if kind == "npy":
-        return None, read_npy_file(source.path)
+        return None, read_npy_file(source.path, policy=policy)
     if kind == "npz":
-        return read_npz_file(source.path, source.member)
-    if kind == "pb":
-        from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
+        from padconv_cli.tensorio.npz import read_npz_file  # zipfile costs start-up time
 
-        return read_pb_file(source.path)
-    return _read_unknown_suffix(source.path)
+        return read_npz_file(source.path, source.member, policy)
+    from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
+
+    return read_pb_file(source.path, policy)
 
 
 def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:
@@ -103,52 +164,6 @@ def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> n
     return array
 
 
-def read_io_source(
-    source: str | os.PathLike[str], *, dtype: str | None = None
-) -> tuple[str | None, np.ndarray]:
-    """(name, array) of a source tensor I/O reads by itself; name is the TensorProto or .npz
-    member name, or None.
-
-    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``, a Zarr store when zarr
-    is installed, polygraphy's ``FILE.json`` or ``FILE.json:NAME``), ``-`` for stdin (format
-    sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.  ``dtype``
-    (ONNX or numpy name) sets a literal's element type; for files and stdin it must match the
-    stored type.  ``MODEL.onnx:NAME`` is not read here (an :class:`InputError` says so):
-    :func:`padconv_cli.tensor_sources.read_named_tensor` reads every kind of source.
-    """
-    source = os.fspath(source)  # pathlib paths are welcome too
-    if not source.strip():
-        raise InputError("empty tensor source (give a path, - for stdin, or a literal)")
-    from padconv_cli.tensorio.zarr_paths import has_zarr_metadata
-
-    if has_zarr_metadata(source):
-        from padconv_cli.tensorio.zarr_store import read_zarr
-
-        label = printable(source)
-        return None, check_requested_dtype(read_zarr(source, label), dtype, label)
-    json_source = _polygraphy_source(source)
-    if json_source is not None:
-        from padconv_cli.tensorio.polygraphy_json import read_json_tensor
-
-        path, member = json_source
-        label = printable(path)
-        name, array = read_json_tensor(path, member, label)
-        return name, check_requested_dtype(array, dtype, f"{label}:{name}")
-    classified = classify_source(source)
-    if classified.kind == "literal":
-        return None, parse_literal(source, dtype)
-    if classified.kind == "stdin":
-        name, array = read_stdin(classified.member)
-        label = "<stdin>"
-    elif classified.kind == "model":
-        raise InputError(f"{printable(source)}: a tensor a model stores is read by "
-                         "padconv_cli.read_tensor, not by the file readers")
-    else:
-        name, array = _read_file(classified)
-        label = printable(classified.path)
-    return name or None, check_requested_dtype(array, dtype, label)
-
-
 def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
     """``(path, name)`` when ``source`` is an existing ``FILE.json`` (``:NAME``): polygraphy's
     JSON tensor files."""
@@ -158,3 +173,160 @@ def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
 
     split = split_json_source(source)
     return split if split is not None and os.path.isfile(split[0]) else None
+
+
+def read_io_source(
+    source: str | os.PathLike[str], *, dtype: str | None = None,
+    policy: ReadPolicy | None = None,
+) -> tuple[str | None, np.ndarray]:
+    """(name, array) of a source tensor I/O reads by itself; name is the TensorProto or .npz
+    member name, or None.
+
+    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``, a Zarr store when zarr
+    is installed, polygraphy's ``FILE.json`` or ``FILE.json:NAME``), ``-`` for stdin (format
+    sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.  ``dtype``
+    (ONNX or numpy name) sets a literal's element type; for files and stdin it must match the
+    stored type.  Every read follows ``policy`` (:class:`ReadPolicy`; None: the default
+    ``ReadPolicy()``).  ``MODEL.onnx:NAME`` is refused here: :mod:`padconv_cli.tensor_sources`
+    reads it.
+    """
+    source = os.fspath(source)
+    if not source.strip():
+        raise InputError("empty tensor source (give a path, - for stdin, or a literal)")
+    if has_zarr_metadata(source):
+        from padconv_cli.tensorio.zarr_store import read_zarr
+
+        label = printable(source)
+        return None, check_requested_dtype(read_zarr(source, label, policy), dtype, label)
+    json_source = _polygraphy_source(source)
+    if json_source is not None:
+        from padconv_cli.tensorio.polygraphy_json import read_json_tensor
+
+        label = printable(json_source[0])
+        name, array = read_json_tensor(*json_source, label, policy)
+        return name, check_requested_dtype(array, dtype, f"{label}:{name}")
+    classified = classify_source(source)
+    if classified.kind == "literal":
+        from padconv_cli.tensorio.literal import parse_literal
+
+        return None, parse_literal(source, dtype)
+    if classified.kind == "stdin":
+        from padconv_cli.tensorio.sniff import STDIN_LABEL, read_stdin
+
+        name, array = read_stdin(classified.member, policy)
+        label = STDIN_LABEL
+    elif classified.kind == "model":
+        raise InputError(f"{printable(source)}: a tensor a model stores is read by "
+                         "padconv_cli.read_tensor, not by the file readers")
+    else:
+        name, array = _read_file(classified, policy)
+        label = printable(classified.path)
+    return name or None, check_requested_dtype(array, dtype, label)
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def _suffix_format(target: str) -> str | None:
+    """'npy' or 'pb' from the target's suffix ('' for stdout or no suffix); None: another."""
+    suffix = "" if target == STDOUT_TARGET else os.path.splitext(target)[1].lower()
+    return "" if not suffix else {".npy": "npy", ".pb": "pb"}.get(suffix)
+
+
+def resolve_format(target: str, fmt: str | None) -> str:
+    """The output format: ``fmt`` if given, else from the suffix (.npy/.pb), else npy.
+
+    Rules: an unknown suffix without ``fmt`` is an :class:`OutputError` naming the suffix (so
+    that ``out.npz`` is not silently written as something else); a known suffix and a
+    different ``fmt`` contradict each other (:func:`check_suffix_agrees`).
+    """
+    target = printable(target)
+    if fmt is not None:
+        normalized = fmt.strip().lower().lstrip(".")
+        if normalized not in OUTPUT_FORMATS:
+            raise OutputError(f"{target}: unknown output format {fmt!r} (expected npy or pb)")
+        check_suffix_agrees(target, normalized)
+        return normalized
+    implied = _suffix_format(target)
+    if implied is None:
+        raise OutputError(
+            f"{target}: unknown output suffix {os.path.splitext(target)[1].lower()!r} "
+            "(expected .npy or .pb); give the format npy or pb",
+            param="format",
+        )
+    return implied or "npy"
+
+
+def check_suffix_agrees(target: str, fmt: str) -> None:
+    """Refuse ``-o y.npy --format pb`` and the like: the file would lie about its content.
+
+    Rule: a target ending in .npy or .pb must have that format; other suffixes and stdout
+    (``-``) accept any format.
+    """
+    implied = _suffix_format(target)
+    if implied and implied != fmt:
+        raise OutputError(
+            f"{target}: suffix says {implied}, not {fmt}; make the suffix agree with "
+            f"format {fmt}",
+            param="format",
+        )
+
+
+def _write_to_stream(array: np.ndarray, stream: BinaryIO, fmt: str, name: str | None,
+                     target: str, string_dtype: np.dtype | None) -> None:
+    if fmt == "pb":
+        from padconv_cli.tensorio.protobuf import tensor_proto_bytes
+
+        stream.write(tensor_proto_bytes(array, name=name, target=target))
+    else:
+        write_npy(np.asarray(array), stream, target, string_dtype)
+
+
+def tensor_to_bytes(array: np.ndarray, fmt: str = "npy", *, name: str | None = None) -> bytes:
+    """The bytes of ``array`` in format ``fmt`` (npy or pb), as a file would hold them."""
+    buffer = io.BytesIO()
+    _write_to_stream(array, buffer, resolve_format(STDOUT_TARGET, fmt), name, STDOUT_TARGET,
+                     None)
+    return buffer.getvalue()
+
+
+def _write_stdout(array: np.ndarray, fmt: str, name: str | None,
+                  string_dtype: np.dtype | None) -> None:
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:  # ``padconv ... >&-``
+        raise OutputError("<stdout>: standard output is closed; give -o FILE")
+    try:
+        _write_to_stream(array, WriteOnly(stream), fmt, name, STDOUT_TARGET, string_dtype)
+        stream.flush()
+    except BrokenPipeError:
+        raise  # the reader went away: not an error of ours (the CLI exits quietly)
+    except OSError as exc:
+        raise OutputError(f"<stdout>: write failed ({one_line(exc.strerror or exc)})") from None
+
+
+def write_tensor(
+    array: np.ndarray,
+    target: str | os.PathLike[str],
+    *,
+    fmt: str | None = None,
+    name: str | None = None,
+    string_dtype: np.dtype | None = None,
+) -> None:
+    """Write ``array`` to the file ``target`` (atomically) or to stdout when target is ``-``.
+
+    ``fmt`` is npy or pb (default: from the suffix, else npy; see :func:`resolve_format`).
+    ``.npy`` cannot hold bfloat16/float8/int4 ... (UnsupportedDtypeError naming ``.pb``);
+    ``.pb`` is limited to 2 GiB (OutputError naming ``.npy``).  ``name`` names the TensorProto.
+    A string ``object`` array goes to ``.npy`` at the fixed width ``string_dtype`` (default:
+    its longest element's), in pieces (:func:`padconv_cli.tensorio.npy.write_npy`).
+    """
+    target = os.fspath(target)
+    resolved = resolve_format(target, fmt)
+    if target == STDOUT_TARGET:
+        _write_stdout(array, resolved, name, string_dtype)
+        return
+    label = printable(target)
+    if resolved == "npy":  # unwritable dtypes are refused before a temporary file is made
+        check_npy_writable(np.asarray(array), label)
+    atomic_write(target, lambda stream: _write_to_stream(array, stream, resolved, name, label,
+                                                         string_dtype))

@@ -1,19 +1,48 @@
-"""Opening input files safely and reading exact byte counts.
+"""Files read and written safely: regular inputs only, outputs replaced atomically.
 
-Inputs must be regular files: a FIFO would block, a device could stream forever, a directory
-has no bytes.  The type is checked with ``os.stat`` before opening (opening a device can have
-side effects) and again with ``os.fstat`` on the opened descriptor (the path may have been
-swapped in between); ``O_NONBLOCK`` keeps that open from hanging on a FIFO.
+Reading: inputs must be regular files (a FIFO would block, a device could stream forever, a
+directory has no bytes).  The type is checked with ``os.stat`` before opening (opening a device
+can have side effects) and again with ``os.fstat`` on the opened descriptor (the path may have
+been swapped in between); ``O_NONBLOCK`` keeps that open from hanging on a FIFO.
+
+Writing (:func:`atomic_write`): readers see the old file or the complete new one, never a part.
+The data goes to a temporary file in the target's own folder (the rename stays on one file
+system), is fsynced, gets the permissions the target should have, and is renamed over the
+target.  On any failure the temporary file is removed and an existing target is left untouched.
+An existing target keeps its mode; a new file gets ``0o666 & ~umask``.  A symlink target is
+followed (the file it points to is replaced, the link stays).  An existing character device or
+FIFO (``-o /dev/null``) is written straight through; other special files are refused.
+
+The read policy (:class:`ReadPolicy`, one for every source: files, ``.npz`` members, ``.pb``
+external data, models, stdin, Zarr stores, ``@FILE`` lists) is an argument of the readers;
+None stands for ``ReadPolicy()``, the safe default:
+
+* **Input limit.** ``max_input_bytes`` bounds the bytes of an input brought into memory at
+  once, checked from declared sizes before they are read: the whole input when it is read
+  into memory (an ``.npy``'s declared size, header first; the size of a ``.pb``, model or
+  external-data file; stdin, read against the bound, since a stream never ends on its own;
+  a Zarr array's declared shape); each box the out-of-core engines read of an ``.npy`` or
+  Zarr input; and each Zarr chunk or shard, which is decoded whole (a few compressed bytes can
+  declare gigabytes).  Default: half of the memory available now, as for the result.
+* **Hard links.** External data (``location`` in a ``.pb`` or a model initializer) must stay in
+  the tensor's folder, and a Zarr entry in its store.  A path check cannot see a hard link to a
+  file elsewhere, so a regular file with more than one link (``st_nlink > 1``, checked on the
+  opened descriptor) is refused unless ``allow_hardlinks`` is set.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import BinaryIO
 
-from padconv_cli.errors import InputError
+from padconv_cli.errors import InputError, OutputError
+from padconv_cli.units import human_bytes
 
 _KIND_NAMES = (
     (stat.S_ISDIR, "is a directory"),
@@ -22,17 +51,62 @@ _KIND_NAMES = (
     (stat.S_ISBLK, "is a block device, not a regular file"),
     (stat.S_ISSOCK, "is a socket, not a regular file"),
 )
-
-
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+READ_PIECE = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """The reading rules of one run (module docstring); ``ReadPolicy()`` is the default."""
+
+    max_input_bytes: int | None = None  # None: half of the memory available when reading
+    allow_hardlinks: bool = False
+
+
+def input_limit(policy: ReadPolicy | None = None) -> int:
+    """The input limit in bytes: ``max_input_bytes``, else half of the memory this process
+    can still allocate."""
+    if policy is not None and policy.max_input_bytes is not None:
+        return policy.max_input_bytes
+    from padconv_cli.resources import available_memory_bytes
+
+    return available_memory_bytes() // 2
+
+
+def limit_error(label: str, what: str, limit: int) -> InputError:
+    """The error for an input over the limit (``what``: "declares 8.0 GiB", ...)."""
+    return InputError(f"{label}: {what}, over the input limit max_input_bytes = "
+                      f"{human_bytes(limit)}", param="max_input_bytes", source=label)
+
+
+def check_input_size(size: int, label: str, what: str | None = None,
+                     policy: ReadPolicy | None = None) -> None:
+    """Refuse ``size`` bytes of input over the policy's limit (before reading them)."""
+    limit = input_limit(policy)
+    if size > limit:
+        raise limit_error(label, what or f"{human_bytes(size)} of input", limit)
+
+
+def check_read_bytes(size: int, label: str, what: str, limit: int) -> None:
+    """Refuse reading ``size`` bytes of an input at once over ``limit`` (:func:`input_limit`);
+    ``what`` names the part ("one tile", "one Zarr chunk")."""
+    if size > limit:
+        raise limit_error(label, f"reads {human_bytes(size)} at once ({what})", limit)
+
+
+def check_link_count(links: int, label: str, what: str, folder: str,
+                     policy: ReadPolicy | None = None) -> None:
+    """Refuse a regular file with ``links > 1`` hard links unless the policy allows hard links:
+    one of its names may be outside ``folder``, where no path check can see it."""
+    if links > 1 and not (policy is not None and policy.allow_hardlinks):
+        raise InputError(f"{what} has {links} hard links, one of which may lead outside "
+                         f"{folder}; refused unless allow_hardlinks is set",
+                         param="allow_hardlinks", source=label)
 
 
 def printable(text: object) -> str:
-    """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``).
-
-    File names, archive member names and external-data locations come from the user or from
-    the file itself; escaping them keeps every message on one line and the terminal safe.
-    """
+    """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``):
+    names from the user or from a file stay on one line and keep the terminal safe."""
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), str(text))
 
 
@@ -40,6 +114,10 @@ def one_line(text: object, limit: int = 300) -> str:
     """A foreign error message as one printable line of at most ``limit`` characters."""
     flat = printable(" ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _os_reason(exc: OSError) -> str:
+    return one_line(exc.strerror or exc)
 
 
 def _refuse_non_regular(label: str, mode: int) -> None:
@@ -59,7 +137,7 @@ def _stat(path: str, label: str) -> os.stat_result:
     except NotADirectoryError:
         raise InputError(f"{label}: no such file (a parent is not a folder)") from None
     except OSError as exc:
-        raise InputError(f"{label}: cannot access ({one_line(exc.strerror or exc)})") from None
+        raise InputError(f"{label}: cannot access ({_os_reason(exc)})") from None
     except ValueError:  # the path holds a NUL byte
         raise InputError(f"{label}: not a valid path (it contains a NUL byte)") from None
 
@@ -80,7 +158,7 @@ def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, in
     except PermissionError:
         raise InputError(f"{label}: permission denied") from None
     except OSError as exc:
-        raise InputError(f"{label}: cannot open ({one_line(exc.strerror or exc)})") from None
+        raise InputError(f"{label}: cannot open ({_os_reason(exc)})") from None
     try:
         info = os.fstat(fd)
         _refuse_non_regular(label, info.st_mode)
@@ -103,9 +181,6 @@ def read_exact(stream: BinaryIO, count: int) -> bytes:
     return b"".join(chunks)
 
 
-READ_PIECE = 16 * 2**20
-
-
 def read_into(stream: BinaryIO, buffer: memoryview) -> int:
     """Fill ``buffer`` from ``stream``; return the number of bytes read (short only at EOF).
 
@@ -113,10 +188,177 @@ def read_into(stream: BinaryIO, buffer: memoryview) -> int:
     ``readinto`` through a ``bytes`` of the requested size, which would double the memory.
     """
     filled = 0
-    total = len(buffer)
-    while filled < total:
+    while filled < len(buffer):
         count = stream.readinto(buffer[filled : filled + READ_PIECE])
         if not count:
             break
         filled += count
     return filled
+
+
+# ------------------------------------------------------------------------------- writing
+
+
+def temp_name(folder: str, prefix: str, suffix: str) -> str:
+    """A fresh name ``folder/prefix<12 random hex digits>suffix`` (nothing is created); the
+    prefix is cut so that the name stays within the file system's NAME_MAX (255 when unknown)."""
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        name_max = 255
+    name_max = name_max if name_max and name_max > 0 else 255
+    while prefix and len(os.fsencode(prefix)) + len(suffix) + 12 > name_max:
+        prefix = prefix[:-1]
+    return os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
+
+
+def create_exclusive(path: str) -> int:
+    """Create the file ``path``, mode 0600, open for reading and writing; ``O_EXCL``: never an
+    existing file or a symlink (FileExistsError then)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o600)
+
+
+def _current_umask() -> int:
+    """The process umask, read from /proc where possible (setting it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _stat_target(path: str) -> os.stat_result | None:
+    """The target's status, following symlinks; None when it does not exist yet."""
+    if path.endswith((os.sep, "/")):
+        raise OutputError(f"{printable(path)}: names a folder, not a file")
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputError(f"{printable(path)}: cannot access ({_os_reason(exc)})") from None
+
+
+def _resolve_target(path: str, info: os.stat_result | None) -> tuple[str, int]:
+    """(real path to replace, mode to give it); refuses folders and special files.  Messages
+    name ``path`` as given, never where a link leads (``/dev/stdout`` resolves into ``/proc``)."""
+    label = printable(path)
+    real = os.path.realpath(path)
+    if info is None:
+        if real.startswith("/proc/"):
+            raise OutputError(f"{label}: cannot create a file there; write to - instead")
+        return real, 0o666 & ~_current_umask()
+    if stat.S_ISDIR(info.st_mode):
+        raise OutputError(f"{label}: is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise OutputError(
+            f"{label}: exists and is not a regular file, a character device or a FIFO; "
+            "write to - for stdout instead"
+        )
+    return real, stat.S_IMODE(info.st_mode)
+
+
+class WriteOnly:
+    """Exposes only ``write``: pipes and terminals have no file position, which numpy's
+    ``tofile`` fast path asks for (and ``tofile`` reports a closed pipe as a bare ``OSError``,
+    where ``write`` raises ``BrokenPipeError``, which the CLI turns into a quiet exit)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.write = stream.write
+
+
+def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
+    """Write straight into an existing character device or FIFO (no temporary file); opened
+    without blocking, so that a FIFO nobody reads is an error (ENXIO), not a hang."""
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            os.set_blocking(fd, True)
+            stream = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with stream:
+            write(WriteOnly(stream))
+            stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(f"{printable(path)}: is a FIFO that nobody reads") from None
+        raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
+
+
+def _temp_for(path: str, real: str) -> str:
+    """A temporary name beside ``real``, its folder checked."""
+    folder = os.path.dirname(real) or "."
+    if not os.path.isdir(folder):
+        raise OutputError(f"{printable(path)}: folder {printable(folder)} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"{printable(path)}: folder {printable(folder)} is not writable")
+    return temp_name(folder, f".{os.path.basename(real)}.", ".tmp")
+
+
+class _NameTaken(OutputError):
+    """The temporary name was taken already (by another file, which is not ours to remove)."""
+
+
+def _create_temp(path: str, temp: str) -> int:
+    """Create ``temp`` (:func:`create_exclusive`); OutputError naming ``path`` when it cannot."""
+    try:
+        return create_exclusive(temp)
+    except OSError as exc:
+        failure = _NameTaken if isinstance(exc, FileExistsError) else OutputError
+        raise failure(
+            f"{printable(path)}: cannot create a file in {printable(os.path.dirname(temp))} "
+            f"({_os_reason(exc)})"
+        ) from None
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename durable; not every platform/file system allows it, hence best effort."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
+    """Run ``write(stream)`` into a temporary file, then rename it over ``path``.
+
+    Rule: either ``path`` ends up holding exactly what ``write`` produced, or it is unchanged and
+    no temporary file remains; OS failures become :class:`OutputError`, other exceptions
+    propagate unchanged after the clean-up.  An existing character device or FIFO cannot be
+    replaced by a rename and has no partial state to protect: it is written straight through.
+    """
+    info = _stat_target(path)
+    if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        _write_through(path, write)
+        return
+    real, mode = _resolve_target(path, info)
+    # The name is chosen before the ``try``: a Ctrl-C right after the file's creation still
+    # removes it.  (A name taken already is refused by O_EXCL, so the file removed is ours.)
+    temp = _temp_for(path, real)
+    try:
+        with os.fdopen(_create_temp(path, temp), "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, real)
+    except BaseException as exc:
+        if not isinstance(exc, _NameTaken):
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
+        raise
+    _fsync_folder(os.path.dirname(real) or ".")

@@ -31,43 +31,22 @@ from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line
 
 MAX_LITERAL_LENGTH = 1_000_000  # syntax trees cost ~100 bytes per element; use files beyond
-_NAMED_VALUES = {
-    "true": True,
-    "false": False,
-    "True": True,
-    "False": False,
-    "nan": math.nan,
-    "NaN": math.nan,
-    "inf": math.inf,
-    "Infinity": math.inf,
-}
-_LITERAL_STARTS = set("[(-+.0123456789\"'")
-_LITERAL_WORDS = {name.lower() for name in _NAMED_VALUES} | {"-inf", "+inf", "-infinity"}
-
-
-def looks_like_literal(text: str) -> bool:
-    """True when ``text`` starts like a literal: a bracket, sign, digit, dot, quote or a word."""
-    stripped = text.strip()
-    if not stripped:
-        return False
-    return stripped[0] in _LITERAL_STARTS or stripped.lower() in _LITERAL_WORDS
+_NAMED_VALUES = {"true": True, "false": False, "True": True, "False": False, "nan": math.nan,
+                 "NaN": math.nan, "inf": math.inf, "Infinity": math.inf}
 
 
 class _Rejected(Exception):
-    """A syntax node outside the literal grammar (turned into InputError by the caller)."""
+    """A literal outside the rules (parse_literal adds the literal to the message)."""
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, complex)) and not isinstance(value, bool)
 
 
-def _finite_parts(value: float | complex) -> bool:
-    return math.isfinite(value.real) and math.isfinite(value.imag)
-
-
 def _constant(node: ast.Constant) -> Any:
     value = node.value
-    if isinstance(value, (float, complex)) and not _finite_parts(value):
+    if isinstance(value, (float, complex)) and not (
+            math.isfinite(value.real) and math.isfinite(value.imag)):
         raise _Rejected("a number is out of the float64 range (write inf for infinity)")
     if isinstance(value, (bool, int, float, complex, str)):
         return value
@@ -101,10 +80,8 @@ def _value(node: ast.AST) -> Any:
         return _complex(node)
     if isinstance(node, ast.Name) and node.id in _NAMED_VALUES:
         return _NAMED_VALUES[node.id]
-    raise _Rejected(
-        f"{_element_text(node)} is not allowed in a tensor literal "
-        "(numbers, quoted strings, true/false, nan and inf are)"
-    )
+    raise _Rejected(f"{_element_text(node)} is not allowed in a tensor literal "
+                    "(numbers, quoted strings, true/false, nan and inf are)")
 
 
 def _element_text(node: ast.AST) -> str:
@@ -119,109 +96,77 @@ def _element_text(node: ast.AST) -> str:
 
 def _syntax_text(exc: BaseException) -> str:
     """A parse error without Python's file and line: ``unbalanced brackets at column 5``."""
-    if isinstance(exc, SyntaxError):
-        column = f" at column {exc.offset}" if exc.offset else ""
-        if "never closed" in str(exc.msg) or "does not match" in str(exc.msg) or "unmatched" in (
-            str(exc.msg)
-        ):
-            return f"unbalanced brackets{column}"
-        return f"not a nested list of values{column}"
-    return one_line(exc, 80)
+    if not isinstance(exc, SyntaxError):
+        return one_line(exc, 80)
+    column = f" at column {exc.offset}" if exc.offset else ""
+    if any(words in str(exc.msg) for words in ("never closed", "does not match", "unmatched")):
+        return f"unbalanced brackets{column}"
+    return f"not a nested list of values{column}"
 
 
-def parse_literal_values(text: str) -> Any:
+def _parsed(text: str) -> Any:
     """Nested python lists / scalars described by ``text`` (see the module rules)."""
-    if len(text) > MAX_LITERAL_LENGTH:
-        raise InputError(f"tensor literal of {len(text)} characters is too long")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
-        return _value(tree.body)
-    except _Rejected as exc:
-        raise InputError(f"tensor literal {_excerpt(text)}: {exc}") from None
+        return _value(ast.parse(text.strip(), mode="eval").body)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise InputError(
-            f"tensor literal {_excerpt(text)}: cannot parse ({_syntax_text(exc)})"
-        ) from None
+        raise _Rejected(f"cannot parse ({_syntax_text(exc)})") from None
 
 
-def _excerpt(text: str) -> str:
-    flat = one_line(text, 40)
-    return repr(flat)
-
-
-def _shape_and_leaves(values: Any, text: str) -> tuple[tuple[int, ...], list[Any]]:
+def _shape_and_leaves(values: Any) -> tuple[tuple[int, ...], list[Any]]:
     """Rule: every list at one depth has the same length and nests equally deep."""
     if not isinstance(values, list):
         return (), [values]
     if not values:
         return (0,), []
-    parts = [_shape_and_leaves(item, text) for item in values]
+    parts = [_shape_and_leaves(item) for item in values]
     shape = parts[0][0]
     if any(part_shape != shape for part_shape, _ in parts):
-        raise InputError(f"tensor literal {_excerpt(text)}: ragged nesting, not a tensor")
-    leaves = [leaf for _, part_leaves in parts for leaf in part_leaves]
-    return (len(values), *shape), leaves
+        raise _Rejected("ragged nesting, not a tensor")
+    return (len(values), *shape), [leaf for _, part_leaves in parts for leaf in part_leaves]
 
 
-def _default_dtype(leaves: list[Any], text: str) -> np.dtype:
+def _default_dtype(leaves: list[Any]) -> np.dtype:
     kinds = {type(leaf) for leaf in leaves}
     if str in kinds:
         if kinds != {str}:
-            raise InputError(f"tensor literal {_excerpt(text)}: mixes strings and numbers")
+            raise _Rejected("mixes strings and numbers")
         return np.dtype(object)
     if complex in kinds:
         return np.dtype(np.complex128)
     if float in kinds or not kinds:
         return np.dtype(np.float32)
-    if kinds == {bool}:
-        return np.dtype(np.bool_)
-    return np.dtype(np.int64)
+    return np.dtype(np.bool_ if kinds == {bool} else np.int64)
 
 
-def _as_strings(leaves: list[Any], text: str) -> np.ndarray:
+def _as_strings(leaves: list[Any]) -> np.ndarray:
     if not all(isinstance(leaf, str) for leaf in leaves):
-        raise InputError(f"tensor literal {_excerpt(text)}: dtype string needs quoted strings")
+        raise _Rejected("dtype string needs quoted strings")
     array = np.empty(len(leaves), dtype=object)
     array[:] = leaves
     return array
 
 
-def _require_no_strings(leaves: list[Any], dtype: np.dtype, text: str) -> None:
-    if any(isinstance(leaf, str) for leaf in leaves):
-        raise InputError(
-            f"tensor literal {_excerpt(text)}: strings cannot be {dtype_name(dtype)} values"
-        )
-
-
-def _as_bools(leaves: list[Any], text: str) -> np.ndarray:
+def _as_bools(leaves: list[Any]) -> np.ndarray:
     for leaf in leaves:
-        if isinstance(leaf, bool) or (type(leaf) is int and leaf in (0, 1)):
-            continue
-        raise InputError(
-            f"tensor literal {_excerpt(text)}: {repr(leaf)} is not a bool (true/false/0/1)"
-        )
+        if not (isinstance(leaf, bool) or (type(leaf) is int and leaf in (0, 1))):
+            raise _Rejected(f"{repr(leaf)} is not a bool (true/false/0/1)")
     return np.array([bool(leaf) for leaf in leaves], dtype=np.bool_)
 
 
-def _integral(leaf: Any, dtype: np.dtype, text: str) -> int:
+def _integral(leaf: Any, dtype: np.dtype) -> int:
     if isinstance(leaf, complex) or (
         isinstance(leaf, float) and not (math.isfinite(leaf) and leaf.is_integer())
     ):
-        raise InputError(
-            f"tensor literal {_excerpt(text)}: {repr(leaf)} is not an integer ({dtype_name(dtype)})"
-        )
+        raise _Rejected(f"{repr(leaf)} is not an integer ({dtype_name(dtype)})")
     return int(leaf)
 
 
-def _as_integers(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
+def _as_integers(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
     low, high = integer_range(dtype)
-    values = [_integral(leaf, dtype, text) for leaf in leaves]
+    values = [_integral(leaf, dtype) for leaf in leaves]
     for value in values:
         if not low <= value <= high:
-            raise InputError(
-                f"tensor literal {_excerpt(text)}: {value} is outside {dtype_name(dtype)} "
-                f"range [{low}, {high}]"
-            )
+            raise _Rejected(f"{value} is outside {dtype_name(dtype)} range [{low}, {high}]")
     container = np.uint64 if high > 2**63 - 1 else np.int64
     return np.array(values, dtype=container).astype(dtype)
 
@@ -249,26 +194,21 @@ def _first_unrepresentable(source: np.ndarray, back: np.ndarray, dtype: np.dtype
     return int(np.argmax(bad)) if bad.any() else None
 
 
-def _as_inexact(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
+def _as_inexact(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
     """Floats and complex: round once from python's float64/complex128.
 
     Rule: a finite value must not exceed max + ulp(max)/2 (it would overflow or saturate), and
     nan/inf must survive as themselves.
     """
+    import warnings
+
     wide = np.complex128 if dtype.kind == "c" else np.float64
     if wide is np.float64 and any(isinstance(leaf, complex) for leaf in leaves):
-        raise InputError(
-            f"tensor literal {_excerpt(text)}: complex values need a complex dtype, "
-            f"not {dtype_name(dtype)}"
-        )
+        raise _Rejected(f"complex values need a complex dtype, not {dtype_name(dtype)}")
     try:
         source = np.array(leaves, dtype=wide)
     except OverflowError:
-        raise InputError(
-            f"tensor literal {_excerpt(text)}: an integer is too large for {dtype_name(dtype)}"
-        ) from None
-    import warnings
-
+        raise _Rejected(f"an integer is too large for {dtype_name(dtype)}") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # overflow is reported below, with the value
         result = source.astype(dtype)
@@ -276,22 +216,21 @@ def _as_inexact(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
     index = _first_unrepresentable(source.view(np.float64), back.view(np.float64), dtype)
     if index is not None:
         value = source.view(np.float64)[index]
-        raise InputError(
-            f"tensor literal {_excerpt(text)}: {value} is not representable in {dtype_name(dtype)}"
-        )
+        raise _Rejected(f"{value} is not representable in {dtype_name(dtype)}")
     return result
 
 
-def _convert(leaves: list[Any], dtype: np.dtype, text: str) -> np.ndarray:
+def _convert(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
     if dtype == np.dtype(object) or dtype.kind in "US":
-        return _as_strings(leaves, text)
-    _require_no_strings(leaves, dtype, text)
+        return _as_strings(leaves)
+    if any(isinstance(leaf, str) for leaf in leaves):
+        raise _Rejected(f"strings cannot be {dtype_name(dtype)} values")
     if dtype == np.bool_:
-        return _as_bools(leaves, text)
+        return _as_bools(leaves)
     if integer_range(dtype) is not None:
-        return _as_integers(leaves, dtype, text)
+        return _as_integers(leaves, dtype)
     if element_kind(dtype) in ("float", "complex"):
-        return _as_inexact(leaves, dtype, text)
+        return _as_inexact(leaves, dtype)
     raise UnsupportedDtypeError(f"tensor literal: dtype {dtype_name(dtype)} is not supported")
 
 
@@ -301,7 +240,11 @@ def parse_literal(text: str, dtype: str | None = None) -> np.ndarray:
     Rules: see the module docstring.  A scalar literal gives a 0-d array, ``[]`` a float32
     array of shape (0,).
     """
-    values = parse_literal_values(text)
-    shape, leaves = _shape_and_leaves(values, text)
-    target = _default_dtype(leaves, text) if dtype is None else parse_dtype(dtype)
-    return _convert(leaves, target, text).reshape(shape)
+    if len(text) > MAX_LITERAL_LENGTH:
+        raise InputError(f"tensor literal of {len(text)} characters is too long")
+    try:
+        shape, leaves = _shape_and_leaves(_parsed(text))
+        target = _default_dtype(leaves) if dtype is None else parse_dtype(dtype)
+        return _convert(leaves, target).reshape(shape)
+    except _Rejected as exc:
+        raise InputError(f"tensor literal {one_line(text, 40)!r}: {exc}") from None

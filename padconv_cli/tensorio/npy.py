@@ -27,6 +27,8 @@ from padconv_cli.dtypes import is_npy_native
 from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_input_size,
     one_line,
     open_regular_file,
     printable,
@@ -37,8 +39,8 @@ from padconv_cli.tensorio.files import (
 NPY_MAGIC = b"\x93NUMPY"
 MAGIC_LENGTH = 8  # prefix + major + minor version bytes
 MAX_HEADER_SIZE = 10_000  # numpy's own default limit for np.load
-# format version -> (struct format of the header length field, header text encoding)
-_HEADER_LAYOUT = {(1, 0): ("<H", "latin1"), (2, 0): ("<I", "latin1"), (3, 0): ("<I", "utf8")}
+# format version -> struct format of the header length field (3.0 is 2.0 with UTF-8 text)
+_LENGTH_FIELDS = {(1, 0): "<H", (2, 0): "<I", (3, 0): "<I"}
 _HEADER_KEYS = {"descr", "fortran_order", "shape"}
 
 
@@ -70,23 +72,21 @@ def _read_version(stream: BinaryIO, label: str) -> tuple[int, int]:
     if len(magic) < MAGIC_LENGTH:
         raise InputError(f"{label}: truncated .npy file ({len(magic)} bytes)")
     version = (magic[6], magic[7])
-    if version not in _HEADER_LAYOUT:
+    if version not in _LENGTH_FIELDS:
         raise InputError(f"{label}: unsupported .npy format version {version[0]}.{version[1]}")
     return version
 
 
 def _read_header_text(stream: BinaryIO, version: tuple[int, int], label: str) -> bytes:
     """Length field + header bytes, refusing an oversized header before reading it."""
-    length_format = _HEADER_LAYOUT[version][0]
+    length_format = _LENGTH_FIELDS[version]
     length_field = read_exact(stream, struct.calcsize(length_format))
     if len(length_field) < struct.calcsize(length_format):
         raise InputError(f"{label}: truncated .npy header")
     (header_length,) = struct.unpack(length_format, length_field)
     if header_length > MAX_HEADER_SIZE:
-        raise InputError(
-            f"{label}: .npy header of {header_length} bytes exceeds the limit of "
-            f"{MAX_HEADER_SIZE} bytes"
-        )
+        raise InputError(f"{label}: .npy header of {header_length} bytes exceeds the limit of "
+                         f"{MAX_HEADER_SIZE} bytes")
     header = read_exact(stream, header_length)
     if len(header) < header_length:
         raise InputError(f"{label}: truncated .npy header ({len(header)} of {header_length} bytes)")
@@ -112,15 +112,11 @@ def _parse_header(raw: bytes, version: tuple[int, int], label: str) -> tuple:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # numpy warns about Python 2 era headers
-            if version == (1, 0):
-                return np.lib.format.read_array_header_1_0(
-                    io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE
-                )
-            if version == (2, 0):
-                return np.lib.format.read_array_header_2_0(
-                    io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE
-                )
-            return _parse_header_v3(raw[4:].decode("utf8"))
+            if version == (3, 0):
+                return _parse_header_v3(raw[4:].decode("utf8"))
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else (
+                np.lib.format.read_array_header_2_0)
+            return read(io.BytesIO(raw), max_header_size=MAX_HEADER_SIZE)
     except Exception as exc:  # untrusted text through numpy's parser: any failure = corrupt
         raise InputError(f"{label}: corrupt .npy header ({one_line(exc, 200)})") from None
 
@@ -128,18 +124,15 @@ def _parse_header(raw: bytes, version: tuple[int, int], label: str) -> tuple:
 def _check_shape(shape: tuple, label: str) -> tuple[int, ...]:
     for dim in shape:
         if type(dim) is not int or dim < 0:
-            raise InputError(
-                f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} has a dimension "
-                "that is not an integer >= 0"
-            )
+            raise InputError(f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} "
+                             "has a dimension that is not an integer >= 0")
     return shape
 
 
 def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
     if dtype.hasobject:
-        raise InputError(
-            f"{label}: .npy holds python objects ({dtype}), which need pickle; refused"
-        )
+        raise InputError(f"{label}: .npy holds python objects ({dtype}), which need pickle; "
+                         "refused")
     if dtype.subdtype is not None:
         raise InputError(f"{label}: .npy element type {dtype} is a subarray, not supported")
     if dtype.itemsize == 0:
@@ -152,40 +145,27 @@ def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
     version = _read_version(stream, label)
     raw = _read_header_text(stream, version, label)
     shape, fortran_order, dtype = _parse_header(raw, version, label)
-    return NpyHeader(
-        shape=_check_shape(shape, label),
-        fortran_order=fortran_order,
-        dtype=_check_dtype(dtype, label),
-        data_offset=MAGIC_LENGTH + len(raw),
-    )
+    return NpyHeader(_check_shape(shape, label), fortran_order, _check_dtype(dtype, label),
+                     MAGIC_LENGTH + len(raw))
 
 
-def _check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
+def _check_declared_size(header: NpyHeader, total_size: int | None, label: str,
+                         policy: ReadPolicy | None) -> None:
     """The declared body must fit in what the source holds (when known), then in the limit."""
-    from padconv_cli.read_policy import check_input_size
-
+    declared = (f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
+                f"{header.data_bytes} bytes")
     if total_size is not None and header.data_bytes > total_size - header.data_offset:
-        raise InputError(
-            f"{label}: header declares shape {bounded_sequence(header.shape)} of "
-            f"{header.dtype} = {header.data_bytes} bytes but only "
-            f"{max(total_size - header.data_offset, 0)} bytes follow (truncated or forged)"
-        )
-    check_input_size(
-        header.data_bytes, label,
-        f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
-        f"{header.data_bytes} bytes",
-    )
+        raise InputError(f"{label}: {declared} but only {max(total_size - header.data_offset, 0)} "
+                         "bytes follow (truncated or forged)")
+    check_input_size(header.data_bytes, label, declared, policy)
 
 
 def _allocate(header: NpyHeader, label: str) -> np.ndarray:
     try:
         return np.empty(header.element_count, dtype=header.dtype)
     except (MemoryError, ValueError) as exc:
-        raise InputError(
-            f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
-            f"{header.dtype} "
-            f"({one_line(exc, 120)})"
-        ) from None
+        raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
+                         f"{header.dtype} ({one_line(exc, 120)})") from None
 
 
 def _fill(flat: np.ndarray, stream: BinaryIO, label: str) -> None:
@@ -215,15 +195,16 @@ def check_bool_bytes(array: np.ndarray, label: str) -> None:
         raise InputError(f"{label}: bool data holds bytes other than 0 and 1")
 
 
-def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str) -> np.ndarray:
+def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
+                    policy: ReadPolicy | None = None) -> np.ndarray:
     """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
 
     Rule: the declared size product(shape) * itemsize must fit in total_size - header length
     (``None``: a stream of unknown length, the body must then arrive in full) and in the input
-    limit, checked before allocation; trailing bytes after the data are ignored, as numpy does.
+    limit of ``policy``, checked before allocation; trailing bytes after the data are ignored.
     """
     header = read_npy_header(stream, label)
-    _check_declared_size(header, total_size, label)
+    _check_declared_size(header, total_size, label, policy)
     flat = _allocate(header, label)
     _fill(flat, stream, label)
     order = "F" if header.fortran_order else "C"
@@ -235,57 +216,30 @@ def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str) -> np.
     return array
 
 
-def read_npy_file(path: str, label: str | None = None) -> np.ndarray:
+def read_npy_file(path: str, label: str | None = None,
+                  policy: ReadPolicy | None = None) -> np.ndarray:
     """Read an ``.npy`` file (see :func:`read_npy_stream` for the checks)."""
     label = printable(path) if label is None else label
     stream, size = open_regular_file(path, label)
     with stream:
-        return read_npy_stream(stream, size, label)
+        return read_npy_stream(stream, size, label, policy)
 
 
-def read_npy_bytes(data: bytes, label: str) -> np.ndarray:
+def read_npy_bytes(data: bytes, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
     """Read an ``.npy`` image held in memory (stdin)."""
-    return read_npy_stream(io.BytesIO(data), len(data), label)
-
-
-def npy_ready_array(array: np.ndarray, target: str) -> np.ndarray:
-    """The array as ``.npy`` can hold it without pickle, or UnsupportedDtypeError.
-
-    String ``object`` arrays become unicode (``<U``) arrays (bytes elements: ``|S``); types
-    numpy cannot name (bfloat16, float8*, int4 ...) are refused in favour of ``.pb``.
-    """
-    if array.dtype == np.object_:
-        return _strings_as_fixed_width(array, target)
-    if not is_npy_native(array.dtype):
-        from padconv_cli.dtypes import dtype_name
-
-        raise UnsupportedDtypeError(
-            f"{target}: .npy cannot store dtype {dtype_name(array.dtype)}; "
-            "write a .pb TensorProto instead (format pb)",
-            param="format",
-        )
-    return array
-
-
-def _strings_as_fixed_width(array: np.ndarray, target: str) -> np.ndarray:
-    elements = array.ravel(order="K").tolist()
-    if all(isinstance(item, str) for item in elements):
-        return array.astype(np.str_)
-    if all(isinstance(item, bytes) for item in elements):
-        return array.astype(np.bytes_)
-    kinds = sorted({type(item).__name__ for item in elements})
-    raise UnsupportedDtypeError(
-        f"{target}: object array holds {', '.join(kinds)}; only all-str or all-bytes object "
-        "arrays can be written"
-    )
+    return read_npy_stream(io.BytesIO(data), len(data), label, policy)
 
 
 def check_npy_writable(array: np.ndarray, target: str) -> None:
-    """Refuse what :func:`write_npy` cannot write, without converting anything."""
+    """Refuse what :func:`write_npy` cannot write: object arrays other than all-str or
+    all-bytes, and types numpy cannot name (bfloat16, float8*, int4 ...: ``.pb`` holds them)."""
     if array.dtype == np.object_:
         _fixed_width_type(array.ravel(order="K").tolist(), target)
-    else:
-        npy_ready_array(array, target)
+    elif not is_npy_native(array.dtype):
+        from padconv_cli.dtypes import dtype_name
+
+        raise UnsupportedDtypeError(f"{target}: .npy cannot store dtype {dtype_name(array.dtype)};"
+                                    " write a .pb TensorProto instead (format pb)", param="format")
 
 
 STRING_CHUNK_BYTES = 16 * 2**20
@@ -302,7 +256,8 @@ def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
     far larger than the array in memory, and only the file needs to be that large.
     """
     if array.dtype != np.object_:
-        np.lib.format.write_array(stream, npy_ready_array(array, target), allow_pickle=False)
+        check_npy_writable(array, target)
+        np.lib.format.write_array(stream, array, allow_pickle=False)
         return
     flat = array.ravel(order="C")
     width_type = _fixed_width_type(flat.tolist(), target)
@@ -349,12 +304,9 @@ def _write_wide_element(stream: BinaryIO, item: str | bytes, width_type: np.dtyp
 
 def _fixed_width_type(elements: list, target: str) -> np.dtype:
     """``<U{longest}`` for all-str elements, ``|S{longest}`` for all-bytes ones."""
-    if all(isinstance(item, str) for item in elements):
-        return np.dtype(f"<U{max((len(item) for item in elements), default=0) or 1}")
-    if all(isinstance(item, bytes) for item in elements):
-        return np.dtype(f"|S{max((len(item) for item in elements), default=0) or 1}")
+    for kind, code in ((str, "<U"), (bytes, "|S")):
+        if all(isinstance(item, kind) for item in elements):
+            return np.dtype(f"{code}{max(map(len, elements), default=0) or 1}")
     kinds = sorted({type(item).__name__ for item in elements})
-    raise UnsupportedDtypeError(
-        f"{target}: object array holds {', '.join(kinds)}; only all-str or all-bytes object "
-        "arrays can be written"
-    )
+    raise UnsupportedDtypeError(f"{target}: object array holds {', '.join(kinds)}; only all-str "
+                                "or all-bytes object arrays can be written")

@@ -18,24 +18,14 @@ import numpy as np
 
 from padconv_cli.errors import InputError
 from padconv_cli.messages import bounded_list
-from padconv_cli.tensorio.files import one_line, open_regular_file, printable
+from padconv_cli.tensorio.files import ReadPolicy, one_line, open_regular_file, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
 MAX_DEFLATE_RATIO = 1032  # deflate's best case: 258-byte matches coded in about 2 bits
-_ZIP_ERRORS = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    zlib.error,
-    EOFError,
-    OSError,
-    ValueError,
-    RuntimeError,  # encrypted members
-    NotImplementedError,  # unsupported compression
-    UnicodeDecodeError,
-    OverflowError,
-    IndexError,
-    KeyError,
-)
+# what zipfile raises on a corrupt, encrypted (RuntimeError) or unsupported archive
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
+               ValueError, RuntimeError, NotImplementedError, UnicodeDecodeError, OverflowError,
+               IndexError, KeyError)
 
 
 def _member_names(archive: zipfile.ZipFile, label: str) -> dict[str, zipfile.ZipInfo]:
@@ -50,38 +40,25 @@ def _member_names(archive: zipfile.ZipFile, label: str) -> dict[str, zipfile.Zip
             continue
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if name in members:
-            raise InputError(
-                f"{label}: the archive holds two entries for the array {printable(name)!r} "
-                f"({printable(members[name].filename)}, {printable(info.filename)}); "
-                "readers disagree on which is meant"
-            )
+            raise InputError(f"{label}: the archive holds two entries for the array "
+                             f"{printable(name)!r} ({printable(members[name].filename)}, "
+                             f"{printable(info.filename)}); readers disagree on which is meant")
         members[name] = info
     return members
 
 
-STDIN_LABEL = "<stdin>"
-
-
-def _pick_hint(label: str) -> str:
-    """How to name one member on the command line (stdin is ``-``, which needs ``--``)."""
-    if label == STDIN_LABEL:
-        return "pick one with -:NAME (after a -- that ends the options)"
-    return f"pick one with {label}:NAME"
-
-
-def _pick_member(
-    members: dict[str, zipfile.ZipInfo], member: str | None, label: str
-) -> tuple[str, zipfile.ZipInfo]:
+def _pick_member(members: dict[str, zipfile.ZipInfo], member: str | None,
+                 label: str) -> tuple[str, zipfile.ZipInfo]:
     names = bounded_list(printable(name) for name in sorted(members))
     if member is None:
         if len(members) == 1:
             return next(iter(members.items()))
         if not members:
             raise InputError(f"{label}: archive holds no arrays")
-        raise InputError(
-            f"{label}: ambiguous, the archive holds {len(members)} arrays ({names}); "
-            f"{_pick_hint(label)}"
-        )
+        pick = "-:NAME (after a -- that ends the options)" if label == "<stdin>" else (
+            f"{label}:NAME")  # stdin is -, which needs --
+        raise InputError(f"{label}: ambiguous, the archive holds {len(members)} arrays ({names}); "
+                         f"pick one with {pick}")
     if member not in members and member.endswith(".npy"):
         member = member[:-4]
     if member not in members:
@@ -91,46 +68,31 @@ def _pick_member(
 
 def _check_entry_sizes(info: zipfile.ZipInfo, archive_size: int, where: str) -> None:
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise InputError(
-            f"{where}: unsupported zip compression method {info.compress_type} "
-            "(numpy writes stored or deflated entries)"
-        )
+        raise InputError(f"{where}: unsupported zip compression method {info.compress_type} "
+                         "(numpy writes stored or deflated entries)")
     if info.compress_size > archive_size:
-        raise InputError(
-            f"{where}: zip entry claims {info.compress_size} compressed bytes but the archive "
-            f"has {archive_size}"
-        )
+        raise InputError(f"{where}: zip entry claims {info.compress_size} compressed bytes but "
+                         f"the archive has {archive_size}")
     if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
-        raise InputError(
-            f"{where}: stored zip entry claims {info.file_size} bytes but holds "
-            f"{info.compress_size}"
-        )
+        raise InputError(f"{where}: stored zip entry claims {info.file_size} bytes but holds "
+                         f"{info.compress_size}")
     if info.file_size > info.compress_size * MAX_DEFLATE_RATIO + 1024:
-        raise InputError(
-            f"{where}: zip entry claims {info.file_size} bytes from {info.compress_size} "
-            "compressed bytes, more than deflate can produce"
-        )
+        raise InputError(f"{where}: zip entry claims {info.file_size} bytes from "
+                         f"{info.compress_size} compressed bytes, more than deflate can produce")
 
 
-def _drain(stream: BinaryIO) -> None:
-    """Read the entry to its end so that zipfile verifies the CRC."""
-    while stream.read(1 << 20):
-        pass
-
-
-def _read_member(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int, where: str
-) -> np.ndarray:
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int, where: str,
+                 policy: ReadPolicy | None) -> np.ndarray:
     _check_entry_sizes(info, archive_size, where)
     with archive.open(info) as stream:
-        array = read_npy_stream(stream, info.file_size, where)
-        _drain(stream)
+        array = read_npy_stream(stream, info.file_size, where, policy)
+        while stream.read(1 << 20):  # to the entry's end, so that zipfile verifies the CRC
+            pass
     return array
 
 
-def read_npz_stream(
-    stream: BinaryIO, archive_size: int, member: str | None, label: str
-) -> tuple[str, np.ndarray]:
+def read_npz_stream(stream: BinaryIO, archive_size: int, member: str | None, label: str,
+                    policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) of one member of the archive in ``stream``.
 
     Rule: ``member`` names the array; with ``None`` the archive must hold exactly one array.
@@ -139,21 +101,24 @@ def read_npz_stream(
     try:
         with zipfile.ZipFile(stream) as archive:
             name, info = _pick_member(_member_names(archive, label), member, label)
-            return name, _read_member(archive, info, archive_size, f"{label}:{printable(name)}")
+            where = f"{label}:{printable(name)}"
+            return name, _read_member(archive, info, archive_size, where, policy)
     except InputError:
         raise
     except _ZIP_ERRORS as exc:
         raise InputError(f"{label}: not a readable .npz archive ({one_line(exc, 200)})") from None
 
 
-def read_npz_file(path: str, member: str | None = None) -> tuple[str, np.ndarray]:
+def read_npz_file(path: str, member: str | None = None,
+                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) from the ``.npz`` file at ``path`` (see :func:`read_npz_stream`)."""
     label = printable(path)
     stream, size = open_regular_file(path, label)
     with stream:
-        return read_npz_stream(stream, size, member, label)
+        return read_npz_stream(stream, size, member, label, policy)
 
 
-def read_npz_bytes(data: bytes, member: str | None, label: str) -> tuple[str, np.ndarray]:
+def read_npz_bytes(data: bytes, member: str | None, label: str,
+                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) from an ``.npz`` image held in memory (stdin)."""
-    return read_npz_stream(io.BytesIO(data), len(data), member, label)
+    return read_npz_stream(io.BytesIO(data), len(data), member, label, policy)

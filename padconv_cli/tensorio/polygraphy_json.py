@@ -20,34 +20,32 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import InputError
+from padconv_cli.tensorio.files import ReadPolicy, open_regular_file
 
 MAX_JSON_BYTES = 1 << 30
-_JSON_SOURCE = re.compile(r"(?P<path>.+\.json)(?::(?P<name>.+))?", re.IGNORECASE)
+JSON_SOURCE = re.compile(r"(?P<path>.+\.json)(?::(?P<name>.+))?", re.IGNORECASE)
 
 
 def split_json_source(source: str) -> tuple[str, str | None] | None:
     """``(path, name)`` of ``FILE.json`` or ``FILE.json:NAME``; None for other sources."""
-    match = _JSON_SOURCE.fullmatch(source)
+    match = JSON_SOURCE.fullmatch(source)
     return (match["path"], match["name"]) if match else None
 
 
 def _load(path: str, label: str) -> Any:
-    from padconv_cli.tensorio.files import open_regular_file
+    import json
 
     stream, size = open_regular_file(path, label)
-    if size > MAX_JSON_BYTES:
-        stream.close()
+    with stream:  # the size stated, then the size read: the file may grow meanwhile
+        text = b"" if size > MAX_JSON_BYTES else stream.read(MAX_JSON_BYTES + 1)
+    if size > MAX_JSON_BYTES or len(text) > MAX_JSON_BYTES:
         raise InputError(f"{label}: JSON file larger than {MAX_JSON_BYTES} bytes", source=label)
-    with stream:
-        text = stream.read(MAX_JSON_BYTES + 1)
-    if len(text) > MAX_JSON_BYTES:
-        raise InputError(f"{label}: JSON file larger than {MAX_JSON_BYTES} bytes", source=label)
-    import json  # here, not at the top: every tensor source is matched against FILE.json
 
     try:
         return json.loads(text)
@@ -82,14 +80,14 @@ def _unwrapped(value: Any) -> dict | None:
     return value if _class_of(value) in _TENSOR_CLASSES else None
 
 
-def _decode(value: dict, label: str) -> np.ndarray:
+def _decode(value: dict, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
     from padconv_cli.tensorio.npy import read_npy_bytes
 
     if _class_of(value) == "Tensor":
         raise InputError(f"{label}: a torch tensor (a torch.save pickle, never loaded); save "
                          "numpy arrays instead (polygraphy's numpy data loader backend)",
                          source=label)
-    return read_npy_bytes(_payload(str(value.get("array", "")), label), label)
+    return read_npy_bytes(_payload(str(value.get("array", "")), label), label, policy)
 
 
 def _payload(text: str, label: str) -> bytes:
@@ -98,11 +96,8 @@ def _payload(text: str, label: str) -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         pass
-    try:
-        raw = text.encode("latin-1")
-    except UnicodeEncodeError:
-        raw = b""
-    if raw.startswith(b"\x93NUMPY"):
+    raw = text.encode("latin-1", errors="replace")
+    if raw.startswith(b"\x93NUMPY") and raw.decode("latin-1") == text:
         return raw
     raise InputError(f"{label}: an array's data is not base64", source=label)
 
@@ -140,9 +135,7 @@ def _arrays_of(mapping: Any) -> list[tuple[str, dict]]:
 
 def _qualified_names(entries: list[tuple[tuple[str, str], str, dict]]) -> list[str]:
     """The module's naming rule: the own name when unique, else runner and/or iteration."""
-    counts: dict[str, int] = {}
-    for _, name, _ in entries:
-        counts[name] = counts.get(name, 0) + 1
+    counts = Counter(name for _, name, _ in entries)
     several_runners = len({where[0] for where, _, _ in entries}) > 1
     several_iterations = len({where for where, _, _ in entries}) > len(
         {where[0] for where, _, _ in entries})
@@ -163,13 +156,15 @@ def json_tensor_names(path: str, label: str) -> list[tuple[str, dict]]:
                     strict=True))
 
 
-def read_json_tensors(path: str, label: str) -> list[tuple[str, np.ndarray]]:
+def read_json_tensors(path: str, label: str,
+                      policy: ReadPolicy | None = None) -> list[tuple[str, np.ndarray]]:
     """Every array of a polygraphy JSON file, decoded, with its name."""
-    return [(name, _decode(value, f"{label}:{name}"))
+    return [(name, _decode(value, f"{label}:{name}", policy))
             for name, value in json_tensor_names(path, label)]
 
 
-def read_json_tensor(path: str, name: str | None, label: str) -> tuple[str, np.ndarray]:
+def read_json_tensor(path: str, name: str | None, label: str,
+                     policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """One array: ``name`` given, or the only one in the file."""
     named = json_tensor_names(path, label)
     names = [n for n, _ in named]
@@ -181,17 +176,12 @@ def read_json_tensor(path: str, name: str | None, label: str) -> tuple[str, np.n
         name = names[0]
     for candidate, value in named:
         if candidate == name:
-            return name, _decode(value, f"{label}:{name}")
+            return name, _decode(value, f"{label}:{name}", policy)
     raise InputError(f"{label}: no array {name!r} (arrays: {', '.join(names[:8])})",
                      source=label)
 
 
-def is_results_file(path: str, label: str) -> bool:
-    """True when the JSON file is polygraphy's ``RunResults`` (``--save-outputs``)."""
-    return _class_of(_load(path, label)) == "RunResults"
-
-
-def runner_outputs(path: str, runner: str | None, label: str
+def runner_outputs(path: str, runner: str | None, label: str, policy: ReadPolicy | None = None
                    ) -> tuple[str, int, dict[str, np.ndarray]]:
     """(runner, iterations, tensor name -> array) of one runner's first iteration in a
     results file.  ``runner``: its name or a prefix naming one runner; needed when the file
@@ -211,6 +201,6 @@ def runner_outputs(path: str, runner: str | None, label: str
     name, iterations = picked[0]
     if not iterations:
         raise InputError(f"{label}: runner {name} has no results", source=label)
-    arrays = {tensor: _decode(value, f"{label}:{tensor}")
+    arrays = {tensor: _decode(value, f"{label}:{tensor}", policy)
               for tensor, value in _arrays_of(iterations[0])}
     return name, len(iterations), arrays

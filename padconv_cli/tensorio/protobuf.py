@@ -39,8 +39,10 @@ from padconv_cli.dtypes import (
 )
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.messages import bounded_sequence
-from padconv_cli.read_policy import check_input_size, check_single_link
 from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_input_size,
+    check_link_count,
     one_line,
     open_regular_file,
     printable,
@@ -51,59 +53,22 @@ from padconv_cli.tensorio.npy import check_bool_bytes
 
 PROTOBUF_LIMIT = 2**31 - 1  # protobuf refuses to parse or serialize messages of 2 GiB or more
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
-_TYPED_FIELDS = (
-    "float_data",
-    "int32_data",
-    "string_data",
-    "int64_data",
-    "double_data",
-    "uint64_data",
-)
-_DOUBLE_TYPES = {11, 15}
-_INT64_TYPES = {7}
-_UINT64_TYPES = {12, 13}
-_FLOAT_TYPES = {1, 14}
+_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data",
+                 "uint64_data")
+# element type -> the typed field that carries it (onnx.proto's table); int32_data otherwise
+_STORAGE_FIELDS = {STRING_ELEM_TYPE: "string_data", 1: "float_data", 14: "float_data",
+                   11: "double_data", 15: "double_data", 7: "int64_data", 12: "uint64_data",
+                   13: "uint64_data"}
 _COMPLEX_TYPES = {14, 15}
 _PACKED_4BIT = {21, 22, 23}
 _PACKED_2BIT = {25, 26}
 # Ranges the typed int32_data entries must respect (storage value, per onnx.proto).
 _INT32_DATA_RANGES = {
-    2: (0, 255),
-    3: (-128, 127),
-    4: (0, 65535),
-    5: (-32768, 32767),
-    9: (0, 1),
-    10: (0, 65535),
-    16: (0, 65535),
-    17: (0, 255),
-    18: (0, 255),
-    19: (0, 255),
-    20: (0, 255),
-    21: (0, 255),
-    22: (0, 255),
-    23: (0, 255),
-    24: (0, 255),
-    25: (0, 255),
-    26: (0, 255),
-    27: (0, 63),
-    28: (0, 63),
+    **dict.fromkeys((2, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26), (0, 255)),
+    **dict.fromkeys((4, 10, 16), (0, 65535)),
+    3: (-128, 127), 5: (-32768, 32767), 9: (0, 1), 27: (0, 63), 28: (0, 63),
 }
 _EXTERNAL_KEYS = {"location", "offset", "length", "checksum"}
-
-
-def _storage_field(elem_type: int) -> str:
-    """The typed field that carries this element type (onnx.proto's table)."""
-    if elem_type == STRING_ELEM_TYPE:
-        return "string_data"
-    if elem_type in _FLOAT_TYPES:
-        return "float_data"
-    if elem_type in _DOUBLE_TYPES:
-        return "double_data"
-    if elem_type in _INT64_TYPES:
-        return "int64_data"
-    if elem_type in _UINT64_TYPES:
-        return "uint64_data"
-    return "int32_data"
 
 
 def typed_entry_count(elem_type: int, count: int) -> int:
@@ -145,9 +110,8 @@ def _check_dims(tensor: Any, label: str) -> int:
     """Element count: the product of the dimensions, each of which must be >= 0."""
     dims = list(tensor.dims)
     if any(dim < 0 for dim in dims):
-        raise InputError(
-            f"{label}: TensorProto dims {bounded_sequence(dims)} has a negative dimension"
-        )
+        raise InputError(f"{label}: TensorProto dims {bounded_sequence(dims)} has a negative "
+                         "dimension")
     if tensor.HasField("segment"):
         raise InputError(f"{label}: TensorProto segments are not supported")
     return math.prod(dims)
@@ -168,56 +132,44 @@ def _check_single_field(tensor: Any, info: ElemType, count: int, label: str) -> 
     if len(tensor.external_data) and tensor.data_location != _EXTERNAL:
         raise InputError(f"{label}: TensorProto has external_data entries but is not EXTERNAL")
     if len(present) > 1:
-        raise InputError(
-            f"{label}: TensorProto sets several data fields at once ({', '.join(present)})"
-        )
+        raise InputError(f"{label}: TensorProto sets several data fields at once "
+                         f"({', '.join(present)})")
     if not present:
         if count:
             raise InputError(f"{label}: TensorProto of {count} elements holds no data")
         return None
     field = present[0]
-    allowed = {_storage_field(info.elem_type)}
+    allowed = {_STORAGE_FIELDS.get(info.elem_type, "int32_data")}
     if info.elem_type != STRING_ELEM_TYPE:
         allowed |= {"raw_data", "external_data"}
     if field not in allowed:
-        raise InputError(
-            f"{label}: TensorProto of type {info.name} cannot carry its data in {field} "
-            f"(allowed: {', '.join(sorted(allowed))})"
-        )
+        raise InputError(f"{label}: TensorProto of type {info.name} cannot carry its data in "
+                         f"{field} (allowed: {', '.join(sorted(allowed))})")
     return field
 
 
 def _check_amount(tensor: Any, info: ElemType, field: str, count: int, label: str) -> None:
-    dims = list(tensor.dims)
     if field == "raw_data":
         expected, actual, unit = info.raw_byte_count(count), len(tensor.raw_data), "bytes"
     else:
         expected = typed_entry_count(info.elem_type, count)
         actual, unit = len(getattr(tensor, field)), "entries"
     if actual != expected:
-        raise InputError(
-            f"{label}: TensorProto dims {bounded_sequence(dims)} of {info.name} need "
-            f"{expected} {unit} of "
-            f"{field} but it holds {actual}"
-        )
+        raise InputError(f"{label}: TensorProto dims {bounded_sequence(tensor.dims)} of "
+                         f"{info.name} need {expected} {unit} of {field} but it holds {actual}")
 
 
 def _check_typed_range(tensor: Any, info: ElemType, field: str, label: str) -> None:
-    if field == "int32_data":
-        bounds = _INT32_DATA_RANGES.get(info.elem_type)
-    elif field == "uint64_data" and info.elem_type == 12:
+    bounds = _INT32_DATA_RANGES.get(info.elem_type) if field == "int32_data" else None
+    if field == "uint64_data" and info.elem_type == 12:
         bounds = (0, 2**32 - 1)
-    else:
-        return
     if bounds is None:
         return
     values = np.asarray(getattr(tensor, field))
     low, high = int(values.min()), int(values.max())
     if low < bounds[0] or high > bounds[1]:
-        raise InputError(
-            f"{label}: {field} of a {info.name} TensorProto holds values in [{low}, {high}], "
-            f"outside [{bounds[0]}, {bounds[1]}]"
-        )
+        raise InputError(f"{label}: {field} of a {info.name} TensorProto holds values in "
+                         f"[{low}, {high}], outside [{bounds[0]}, {bounds[1]}]")
 
 
 # ----------------------------------------------------------------------------- external data
@@ -250,11 +202,7 @@ def _external_int(entries: dict[str, str], key: str, label: str) -> int | None:
 
 def _external_path(location: str, base_dir: str, label: str) -> str:
     """Rule: a relative path without ``..`` whose real path stays inside realpath(base_dir)."""
-    if (
-        os.path.isabs(location)
-        or location.startswith(("/", "\\"))
-        or re.match(r"[A-Za-z]:", location)
-    ):
+    if os.path.isabs(location) or re.match(r"[/\\]|[A-Za-z]:", location):
         raise InputError(f"{label}: external data location {location!r} is an absolute path")
     if ".." in re.split(r"[/\\]", location):
         raise InputError(f"{label}: external data location {location!r} contains '..'")
@@ -263,16 +211,13 @@ def _external_path(location: str, base_dir: str, label: str) -> str:
     folder = os.path.realpath(base_dir)
     path = os.path.realpath(os.path.join(folder, location))
     if os.path.commonpath([folder, path]) != folder:
-        raise InputError(
-            f"{label}: external data location {location!r} leads outside {printable(folder)} "
-            "(through a symlink)"
-        )
+        raise InputError(f"{label}: external data location {location!r} leads outside "
+                         f"{printable(folder)} (through a symlink)")
     return path
 
 
-def _load_external(
-    tensor: Any, info: ElemType, count: int, base_dir: str | None, label: str
-) -> bytearray:
+def _load_external(tensor: Any, info: ElemType, count: int, base_dir: str | None, label: str,
+                   policy: ReadPolicy | None) -> bytearray:
     if base_dir is None:
         raise InputError(f"{label}: a tensor read from stdin cannot use external data")
     entries = _external_entries(tensor, label)
@@ -282,21 +227,18 @@ def _load_external(
     where = f"{label}: external data {printable(entries['location'])}"
     stream, size = open_regular_file(path, where)
     with stream:
-        check_single_link(stream.fileno(), where)
+        check_link_count(os.fstat(stream.fileno()).st_nlink, where, f"{where}: the file",
+                         "the tensor's folder", policy)
         available = size - offset if offset <= size else -1
         if available < 0 or (length is not None and length > available):
-            raise InputError(
-                f"{where}: offset {offset} + length {length} is past its end ({size} bytes)"
-            )
+            raise InputError(f"{where}: offset {offset} + length {length} is past its end "
+                             f"({size} bytes)")
         actual = available if length is None else length
         expected = info.raw_byte_count(count)
         if actual != expected:
-            raise InputError(
-                f"{where}: dims {bounded_sequence(tensor.dims)} of {info.name} need "
-                f"{expected} bytes "
-                f"but {actual} are given"
-            )
-        check_input_size(expected, where)
+            raise InputError(f"{where}: dims {bounded_sequence(tensor.dims)} of {info.name} need "
+                             f"{expected} bytes but {actual} are given")
+        check_input_size(expected, where, policy=policy)
         stream.seek(offset)
         data = bytearray(expected)
         if read_into(stream, memoryview(data)) != expected:
@@ -311,17 +253,6 @@ def _decode_raw_bytes(data: bytearray, info: ElemType, dims: list[int]) -> np.nd
     dtype = numpy_dtype_of_elem_type(info.elem_type)
     array = np.frombuffer(data, dtype=dtype.newbyteorder("<")).reshape(dims)
     return array.astype(dtype) if not array.dtype.isnative else array
-
-
-def _inline_external(tensor: Any, data: bytearray) -> Any:
-    from onnx import TensorProto
-
-    inline = TensorProto()
-    inline.CopyFrom(tensor)
-    inline.ClearField("external_data")
-    inline.data_location = TensorProto.DEFAULT
-    inline.raw_data = bytes(data)
-    return inline
 
 
 # -------------------------------------------------------------------------------- conversion
@@ -369,21 +300,28 @@ def _validated_field(tensor: Any, label: str) -> tuple[ElemType, int, str | None
     return info, count, field
 
 
-def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None) -> np.ndarray:
+def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
+                      policy: ReadPolicy | None = None) -> np.ndarray:
     """Validate a parsed ``TensorProto`` (see the module rules) and convert it to numpy.
 
     ``base_dir`` is the folder external data must stay in; ``None`` forbids external data.
+    External data is read under ``policy`` (:class:`ReadPolicy`).
     """
     info, count, field = _validated_field(tensor, label)
     if field == "external_data":
-        data = _load_external(tensor, info, count, base_dir, label)
+        data = _load_external(tensor, info, count, base_dir, label, policy)
         if len(data) >= PROTOBUF_LIMIT - 1024:
             if info.bits % 8:
                 raise InputError(f"{label}: external {info.name} data over 2 GiB is not supported")
             array = _decode_raw_bytes(data, info, list(tensor.dims))
             check_bool_bytes(array, label)
             return array
-        tensor = _inline_external(tensor, data)
+        inline = type(tensor)()
+        inline.CopyFrom(tensor)
+        inline.ClearField("external_data")
+        inline.data_location = 0  # DEFAULT
+        inline.raw_data = bytes(data)
+        tensor = inline
     _run_checker(tensor, label)
     return _to_array(tensor, label)
 
@@ -394,30 +332,28 @@ def _tensor_name(tensor: Any) -> str:
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
-def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None) -> tuple[str, np.ndarray]:
+def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
+                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(tensor name, array) of a serialized ``TensorProto``; see :func:`tensor_from_proto`."""
     if len(data) > PROTOBUF_LIMIT:
-        raise InputError(
-            f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; use .npy"
-        )
+        raise InputError(f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; "
+                         "use .npy")
     tensor = _parse(data, label)
-    return _tensor_name(tensor), tensor_from_proto(tensor, label, base_dir)
+    return _tensor_name(tensor), tensor_from_proto(tensor, label, base_dir, policy)
 
 
-def read_pb_file(path: str) -> tuple[str, np.ndarray]:
+def read_pb_file(path: str, policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(tensor name, array) of a ``.pb`` file; its external data must stay in its folder."""
     label = printable(path)
     stream, size = open_regular_file(path, label)
     with stream:
         if size > PROTOBUF_LIMIT:
-            raise InputError(
-                f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store large "
-                "tensors as .npy"
-            )
-        check_input_size(size, label)
+            raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
+                             "large tensors as .npy")
+        check_input_size(size, label, policy=policy)
         data = read_exact(stream, size)
     base_dir = os.path.dirname(os.path.abspath(path))
-    return read_pb_bytes(data, label, base_dir)
+    return read_pb_bytes(data, label, base_dir, policy)
 
 
 # ----------------------------------------------------------------------------------- writing
@@ -433,13 +369,11 @@ def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
     try:
         tensor = numpy_helper.from_array(array, name=name)
     except (NotImplementedError, TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise UnsupportedDtypeError(
-            f"{target}: cannot write {info.name} array as TensorProto ({one_line(exc, 160)})"
-        ) from None
+        raise UnsupportedDtypeError(f"{target}: cannot write {info.name} array as TensorProto "
+                                    f"({one_line(exc, 160)})") from None
     if tensor.data_type != info.elem_type:
-        raise UnsupportedDtypeError(
-            f"{target}: onnx wrote element type {tensor.data_type} for {info.name}"
-        )
+        raise UnsupportedDtypeError(f"{target}: onnx wrote element type {tensor.data_type} for "
+                                    f"{info.name}")
     return tensor
 
 
@@ -449,19 +383,15 @@ def tensor_proto_bytes(array: np.ndarray, name: str | None = None, target: str =
     Rule: the message must stay under protobuf's 2 GiB limit, else :class:`OutputError`
     suggesting ``.npy``.
     """
-    if np.asarray(array).nbytes > PROTOBUF_LIMIT:
-        raise OutputError(
-            f"{target}: {array.nbytes} bytes of data exceed the 2 GiB TensorProto limit; "
-            "write .npy instead"
-        )
     array = np.asarray(array)
+    if array.nbytes > PROTOBUF_LIMIT:
+        raise OutputError(f"{target}: {array.nbytes} bytes of data exceed the 2 GiB TensorProto "
+                          "limit; write .npy instead")
     if not array.dtype.isnative:  # onnx maps only native-order dtypes to element types
         array = array.astype(array.dtype.newbyteorder("="))
     tensor = _proto_of_array(array, name, target)
     size = tensor.ByteSize()
     if size > PROTOBUF_LIMIT:
-        raise OutputError(
-            f"{target}: the TensorProto would be {size} bytes, over the 2 GiB limit; "
-            "write .npy instead"
-        )
+        raise OutputError(f"{target}: the TensorProto would be {size} bytes, over the 2 GiB "
+                          "limit; write .npy instead")
     return tensor.SerializeToString()

@@ -1,41 +1,64 @@
-"""Tensors whose format is recognised from their first bytes: stdin, files of unknown suffix.
+"""Tensors whose format is recognised from their first bytes (stdin), read against the limit.
 
-``\\x93NUMPY`` -> ``.npy``; ``PK\\x03\\x04`` (or an empty zip's ``PK\\x05\\x06``) -> ``.npz``;
-anything else -> a serialized ONNX ``TensorProto``, which on stdin may not use external data.
+``\\x93NUMPY`` -> ``.npy``; ``PK\\x03\\x04`` (an empty zip: ``PK\\x05\\x06``) -> ``.npz``;
+anything else -> a serialized ONNX ``TensorProto``, which here may not use external data.
+
+A stream has no size to check up front (``< /dev/zero`` never ends): an ``.npy`` header is
+checked before its body is read, an ``.npz`` is read against the input limit, and a
+``TensorProto``'s top-level fields are checked as they arrive:
+
+* every tag must name a ``TensorProto`` field with a wire type protobuf accepts for it
+  (``/dev/zero`` starts with field 0, ``yes`` with field 15: refused at the first byte);
+* a length-delimited field may not announce more bytes than the input limit leaves;
+* at most :data:`MAX_DIMS` ``dims`` entries (numpy's maximum rank);
+* the bytes read so far never exceed the limit.
+
+What passes is handed to :mod:`padconv_cli.tensorio.protobuf`'s parser and checks.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import BinaryIO
 
 import numpy as np
 
 from padconv_cli.errors import InputError
-from padconv_cli.tensorio.files import one_line, read_exact
+from padconv_cli.tensorio.files import ReadPolicy, input_limit, limit_error, one_line, read_exact
 from padconv_cli.tensorio.npy import NPY_MAGIC, read_npy_bytes, read_npy_stream
 from padconv_cli.units import human_bytes
 
-ZIP_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive (read by tensorio.npz, imported when met:
-EMPTY_ZIP_MAGIC = b"PK\x05\x06"  # zipfile pulls in pathlib, urllib, shutil...)
-
-
-def read_npz_bytes(data: bytes, member: str | None, label: str) -> tuple[str, np.ndarray]:
-    """:func:`padconv_cli.tensorio.npz.read_npz_bytes`, imported when an archive is met."""
-    from padconv_cli.tensorio.npz import read_npz_bytes as read
-
-    return read(data, member, label)
-
 STDIN_LABEL = "<stdin>"
+MAX_DIMS = 64
+_VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
+# field number -> wire types protobuf accepts (packed and unpacked forms of repeated scalars):
+# 1 dims, 2 data_type, 3 segment, 4 float_data, 5 int32_data, 6 string_data, 7 int64_data,
+# 8 name, 9 raw_data, 10 double_data, 11 uint64_data, 12 doc_string, 13 external_data,
+# 14 data_location, 16 metadata_props
+TENSOR_FIELDS = {
+    1: (_VARINT, _LENGTH), 2: (_VARINT,), 4: (_FIXED32, _LENGTH), 5: (_VARINT, _LENGTH),
+    7: (_VARINT, _LENGTH), 10: (_FIXED64, _LENGTH), 11: (_VARINT, _LENGTH), 14: (_VARINT,),
+    **dict.fromkeys((3, 6, 8, 9, 12, 13, 16), (_LENGTH,)),
+}
+_CHUNK = 1 << 20
 
 
 def sniff_format(head: bytes) -> str:
-    """'npy', 'npz' or 'pb' from the first bytes of a tensor image."""
+    """'npy', 'npz' or 'pb' from the first bytes of a tensor image: ``\\x93NUMPY`` -> npy,
+    ``PK\\x03\\x04`` (an empty zip: ``PK\\x05\\x06``) -> npz, anything else a TensorProto."""
     if head.startswith(NPY_MAGIC):
         return "npy"
-    if head.startswith((ZIP_MAGIC, EMPTY_ZIP_MAGIC)):
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return "npz"
     return "pb"
+
+
+def _read_npz_bytes(data: bytes, member: str | None, label: str,
+                    policy: ReadPolicy | None) -> tuple[str, np.ndarray]:
+    from padconv_cli.tensorio.npz import read_npz_bytes  # zipfile costs start-up time
+
+    return read_npz_bytes(data, member, label, policy)
 
 
 def _sniffed_kind(head: bytes, member: str | None, label: str) -> str:
@@ -48,82 +71,69 @@ def _sniffed_kind(head: bytes, member: str | None, label: str) -> str:
     return kind
 
 
-def read_sniffed_bytes(
-    data: bytes, label: str, member: str | None = None
-) -> tuple[str | None, np.ndarray]:
-    """(name, array) from an in-memory image whose format is sniffed (see the module rule).
-
-    A TensorProto read this way cannot use external data (there is no folder to confine it to).
-    """
+def read_sniffed_bytes(data: bytes, label: str, member: str | None = None,
+                       policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
+    """(name, array) from an in-memory image whose format is sniffed (see the module rule)."""
     kind = _sniffed_kind(data, member, label)
     if kind == "npy":
-        return None, read_npy_bytes(data, label)
+        return None, read_npy_bytes(data, label, policy)
     if kind == "npz":
-        return read_npz_bytes(data, member, label)
+        return _read_npz_bytes(data, member, label, policy)
     from padconv_cli.tensorio.protobuf import read_pb_bytes
 
-    return read_pb_bytes(data, label, base_dir=None)
+    return read_pb_bytes(data, label, base_dir=None, policy=policy)
 
 
-def _stdin_stream() -> BinaryIO:
-    stream = getattr(sys.stdin, "buffer", None)
-    if stream is None:
-        raise InputError(f"{STDIN_LABEL}: no binary standard input available (stdin is closed "
-                         "or is a folder)")
-    return stream
+def _over_limit(what: str, limit: int) -> InputError:
+    return limit_error(STDIN_LABEL, what, limit)
 
 
 def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
     """``head`` plus the rest of ``stream``, refused as soon as it exceeds ``limit`` bytes."""
     chunks = [head]
     total = len(head)
-    while True:
-        chunk = stream.read(min(1 << 20, limit + 1 - total))
-        if not chunk:
-            return b"".join(chunks)
+    while chunk := stream.read(min(_CHUNK, limit + 1 - total)):
         total += len(chunk)
         if total > limit:
             raise _over_limit(f"more than {human_bytes(limit)} arrive", limit)
         chunks.append(chunk)
+    return b"".join(chunks)
 
 
-def _over_limit(what: str, limit: int) -> InputError:
-    from padconv_cli.read_policy import limit_error
-
-    return limit_error(STDIN_LABEL, what, limit)
-
-
-def _read_stdin_tensor(stream: BinaryIO, member: str | None) -> tuple[str | None, np.ndarray]:
-    """Header first: the first bytes decide the format, an .npy header is checked before its
-    body is read, a TensorProto field by field, an .npz against the input limit."""
-    from padconv_cli.read_policy import input_limit
-
+def _read_stdin_tensor(stream: BinaryIO, member: str | None,
+                       policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
     head = read_exact(stream, len(NPY_MAGIC) + 2)
     kind = _sniffed_kind(head, member, STDIN_LABEL)
     if kind == "npy":
-        return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL)
-    limit = input_limit()
+        return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL, policy)
+    limit = input_limit(policy)
     if kind == "npz":
-        return read_npz_bytes(_read_bounded(stream, head, limit), member, STDIN_LABEL)
+        data = _read_bounded(stream, head, limit)
+        return _read_npz_bytes(data, member, STDIN_LABEL, policy)
     from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT, read_pb_bytes
-    from padconv_cli.tensorio.wire import read_tensorproto_stream
 
     limit = min(limit, PROTOBUF_LIMIT)
     data = read_tensorproto_stream(stream, head, limit, STDIN_LABEL,
                                    lambda what: _over_limit(what, limit))
-    return read_pb_bytes(data, STDIN_LABEL, base_dir=None)
+    return read_pb_bytes(data, STDIN_LABEL, base_dir=None, policy=policy)
 
 
-def read_stdin(member: str | None = None) -> tuple[str | None, np.ndarray]:
+def read_stdin(member: str | None = None,
+               policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """(name, array) of the tensor on stdin, format sniffed from its first bytes, read against
-    the input limit (:mod:`padconv_cli.read_policy`)."""
-    return read_stdin_stream(_stdin_stream(), member)
+    the input limit of ``policy`` (:class:`padconv_cli.tensorio.files.ReadPolicy`)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(f"{STDIN_LABEL}: no binary standard input available (stdin is closed "
+                         "or is a folder)")
+    return read_stdin_stream(stream, member, policy)
 
 
-def read_stdin_stream(stream: BinaryIO, member: str | None = None) -> tuple[str | None, np.ndarray]:
+def read_stdin_stream(stream: BinaryIO, member: str | None = None,
+                      policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """:func:`read_stdin` on any binary stream (the rules of a stream of unknown length)."""
     try:
-        return _read_stdin_tensor(stream, member)
+        return _read_stdin_tensor(stream, member, policy)
     except OSError as exc:
         raise InputError(f"{STDIN_LABEL}: read error ({one_line(exc.strerror or exc)})") from None
 
@@ -144,9 +154,89 @@ class Prefixed:
 
     def readinto(self, buffer: memoryview) -> int:
         """Fill ``buffer`` from ``head``, then from the stream; the number of bytes read."""
-        if self.head:
-            count = min(len(buffer), len(self.head))
-            buffer[:count] = self.head[:count]
-            self.head = self.head[count:]
-            return count
-        return self.stream.readinto(buffer)
+        if not self.head:
+            return self.stream.readinto(buffer)
+        count = min(len(buffer), len(self.head))
+        buffer[:count] = self.head[:count]
+        self.head = self.head[count:]
+        return count
+
+
+# ------------------------------------------------------------ a TensorProto, field by field
+
+
+class _Reader:
+    """Bytes from ``stream`` kept in ``data``, never more than ``limit`` of them."""
+
+    def __init__(self, stream: BinaryIO, head: bytes, limit: int, label: str,
+                 over_limit: Callable[[str], Exception]) -> None:
+        self.stream, self.limit, self.label, self.over_limit = stream, limit, label, over_limit
+        self.data = bytearray(head)
+        self.position = 0
+
+    def fill(self, count: int) -> bool:
+        """Make ``count`` bytes available after ``position``; False at end of stream."""
+        while len(self.data) - self.position < count:
+            wanted = count - (len(self.data) - self.position)
+            if len(self.data) + wanted > self.limit:
+                raise self.over_limit(f"more than {human_bytes(self.limit)} arrive")
+            chunk = self.stream.read(min(max(wanted, 1 << 16), _CHUNK,
+                                         self.limit + 1 - len(self.data)))
+            if not chunk:
+                return False
+            self.data += chunk
+        return True
+
+    def take(self, count: int, what: str) -> None:
+        if not self.fill(count):
+            raise InputError(f"{self.label}: not a TensorProto (truncated: {what} cut short "
+                             f"at byte {len(self.data)})")
+        self.position += count
+
+    def varint(self, what: str) -> int:
+        value = shift = 0
+        for _ in range(10):
+            self.take(1, what)
+            byte = self.data[self.position - 1]
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+        raise InputError(f"{self.label}: not a TensorProto (a varint longer than 10 bytes)")
+
+    def skip_field(self, field: int, wire: int) -> None:
+        if wire == _VARINT:
+            self.varint(f"field {field}")
+            return
+        if wire == _LENGTH:
+            length = self.varint(f"length of field {field}")
+            if self.position + length > self.limit:
+                raise self.over_limit(f"field {field} announces {human_bytes(length)}")
+        else:
+            length = 8 if wire == _FIXED64 else 4
+        self.take(length, f"field {field}")
+
+
+def read_tensorproto_stream(stream: BinaryIO, head: bytes, limit: int, label: str,
+                            over_limit: Callable[[str], Exception]) -> bytes:
+    """The bytes of one ``TensorProto`` read from ``stream`` (``head``: bytes already read
+    from it) up to its end, checked field by field (module rules).
+
+    ``over_limit(what)`` builds the error for more than ``limit`` bytes.
+    """
+    reader = _Reader(stream, head, limit, label, over_limit)
+    dims = 0
+    while reader.fill(1):
+        start = reader.position
+        tag = reader.varint("tag")
+        field, wire = tag >> 3, tag & 7
+        if wire not in TENSOR_FIELDS.get(field, ()):
+            raise InputError(
+                f"{label}: not a TensorProto (byte {start} starts field {field} of wire "
+                f"type {wire}, which TensorProto does not have)"
+            )
+        dims += field == 1 and wire == _VARINT
+        if dims > MAX_DIMS:
+            raise InputError(f"{label}: TensorProto with more than {MAX_DIMS} dims")
+        reader.skip_field(field, wire)
+    return bytes(reader.data)

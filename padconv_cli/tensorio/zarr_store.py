@@ -4,13 +4,22 @@ for ``show``, ``compare`` and every other command that reads a tensor into memor
 from __future__ import annotations
 
 import math
+import os
+import stat
 from typing import Any
 
 import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
-from padconv_cli.read_policy import check_input_size, check_link_count, check_read_bytes
-from padconv_cli.tensorio.files import one_line, printable
+from padconv_cli.tensorio.files import (
+    ReadPolicy,
+    check_input_size,
+    check_link_count,
+    check_read_bytes,
+    input_limit,
+    one_line,
+    printable,
+)
 
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
 
@@ -24,13 +33,7 @@ def _zarr_module(label: str) -> Any:
     return zarr
 
 
-def _outside(target: str, root: str) -> bool:
-    import os
-
-    return os.path.commonpath([root, target]) != root
-
-
-def check_store_entries(path: str, label: str) -> None:
+def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None) -> None:
     """Refuse a local Zarr store holding an entry that leads out of it or is not a file.
 
     Rule: every entry below the store folder (metadata, chunks, shards) is a regular file or a
@@ -40,53 +43,53 @@ def check_store_entries(path: str, label: str) -> None:
     of it may be outside the store), as for external data. Object-store URLs (``s3://``) have no
     such entries and are not walked.
     """
-    import os
-    import stat
-
     if "://" in path:
         return
     root = os.path.realpath(path)
     for folder, names, files in os.walk(path):
         for name in names + files:
             entry = os.path.join(folder, name)
+            shown = f"{label}: Zarr entry {printable(os.path.relpath(entry, path))}"
             real = os.path.realpath(entry)
-            if os.path.islink(entry) and _outside(real, root):
-                raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
-                                 "is a symlink leading outside the store", source=label)
+            if os.path.islink(entry) and os.path.commonpath([root, real]) != root:
+                raise InputError(f"{shown} is a symlink leading outside the store", source=label)
             try:
                 info = os.stat(entry)
             except OSError:
                 continue  # a dangling link: zarr reads it as a missing chunk, the fill value
             if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-                raise InputError(f"{label}: Zarr entry {printable(os.path.relpath(entry, path))} "
-                                 "is not a regular file (FIFO, device or socket)", source=label)
+                raise InputError(f"{shown} is not a regular file (FIFO, device or socket)",
+                                 source=label)
             if stat.S_ISREG(info.st_mode):
-                check_link_count(info.st_nlink, label, f"{label}: Zarr entry "
-                                 f"{printable(os.path.relpath(entry, path))}", "the store")
+                check_link_count(info.st_nlink, label, shown, "the store", policy)
 
 
-def read_zarr(path: str, label: str) -> np.ndarray:
-    """The Zarr array at ``path`` in memory.
+def open_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> Any:
+    """The Zarr array at ``path``, opened read-only (nothing read), its entries checked.
 
     Rule: a fixed-size numeric or bool element type only (no object or string arrays); the
     store's own metadata gives shape and dtype; a store zarr cannot open is one error line.
     """
     zarr = _zarr_module(label)
-    check_store_entries(path, label)
+    check_store_entries(path, label, policy)
     try:
         store = zarr.open_array(path, mode="r")
     except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
         raise InputError(f"{label}: not a readable Zarr array ({one_line(exc, 200)})",
                          source=label) from None
+    if np.dtype(store.dtype).hasobject or np.dtype(store.dtype).kind not in "biufc":
+        raise UnsupportedDtypeError(f"{label}: Zarr element type {store.dtype} is not a "
+                                    "fixed-size numeric or bool type", source=label)
+    return store
+
+
+def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
+    """The Zarr array at ``path`` (:func:`open_zarr`) in memory, within the input limit."""
+    store = open_zarr(path, label, policy)
     dtype = np.dtype(store.dtype)
-    if dtype.hasobject or dtype.kind not in "biufc":
-        raise UnsupportedDtypeError(
-            f"{label}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type",
-            source=label,
-        )
     check_input_size(math.prod(store.shape) * dtype.itemsize, label,
-                     f"declares shape {list(store.shape)} of {dtype}")
-    check_zarr_objects(store, label)
+                     f"declares shape {list(store.shape)} of {dtype}", policy)
+    check_zarr_objects(store, label, input_limit(policy))
     try:
         return np.asarray(store[...])
     except Exception as exc:  # a chunk zarr cannot decode
@@ -94,11 +97,11 @@ def read_zarr(path: str, label: str) -> np.ndarray:
                          source=label) from None
 
 
-def check_zarr_objects(array: Any, label: str, limit: int | None = None) -> None:
+def check_zarr_objects(array: Any, label: str, limit: int) -> None:
     """Refuse a Zarr array whose stored object (chunk, or shard when sharded) decodes to more
     than the input limit: each is decoded whole, whatever part of it is wanted.
 
-    Rule: ``prod(object shape) * itemsize <= limit`` (``limit``: the limit in force).
+    Rule: ``prod(object shape) * itemsize <= limit`` (:func:`input_limit` of the policy).
     """
     shards = getattr(array, "shards", None)
     shape = tuple(shards) if shards else tuple(array.chunks)

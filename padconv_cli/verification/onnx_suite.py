@@ -43,10 +43,11 @@ def _index_of(path: Path) -> int:
 
 
 def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], *,
-                    name: str, source: str, location: str, base_dir: str | None = None) -> Case:
+                    name: str, source: str, location: str, base_dir: str | None = None,
+                    policy: Any = None) -> Case:
     """A Case from a ModelProto and one data set (arrays for the non-initializer graph inputs,
     in graph order, and the expected graph outputs). ``base_dir``: the model's folder, the only
-    place its external data may come from (None: no external data)."""
+    place its external data may come from (None: no external data), read under ``policy``."""
     from padconv_cli.onnx_nodes import default_opset, node_attributes
 
     base = Case(name=name, source=source, op="?", opset=0, location=location)
@@ -60,7 +61,7 @@ def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[
     except PadconvError as exc:
         base.unsupported = str(exc)
         return base
-    known = _constant_values(model.graph, base_dir, location)
+    known = _constant_values(model.graph, base_dir, location, policy)
     feeds = _feeds(model.graph, inputs, location)
     missing = [n for n in node.input if n and n not in feeds and n not in known]
     if missing:
@@ -91,18 +92,21 @@ def _is_constant_node(node: Any) -> bool:
     return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
 
 
-def _constant_values(graph: Any, base_dir: str | None, location: str) -> dict[str, np.ndarray]:
+def _constant_values(graph: Any, base_dir: str | None, location: str,
+                     policy: Any = None) -> dict[str, np.ndarray]:
     """Values of initializers and Constant nodes, by name (``location`` names the model)."""
-    values = {tensor.name: _tensor_to_array(tensor, base_dir) for tensor in graph.initializer}
+    values = {tensor.name: _tensor_to_array(tensor, base_dir, policy)
+              for tensor in graph.initializer}
     for node in graph.node:
         if _is_constant_node(node):
             if not node.output:
                 raise InputError(f"{location}: a Constant node has no output")
-            values[node.output[0]] = _constant_node_value(node, base_dir, location)
+            values[node.output[0]] = _constant_node_value(node, base_dir, location, policy)
     return values
 
 
-def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.ndarray:
+def _constant_node_value(node: Any, base_dir: str | None, location: str,
+                         policy: Any = None) -> np.ndarray:
     """The array a Constant node produces (value, value_float(s), value_int(s), value_string(s))."""
     from onnx import helper
 
@@ -115,7 +119,7 @@ def _constant_node_value(node: Any, base_dir: str | None, location: str) -> np.n
     check_attribute_type(attribute, "Constant", where)
     value = helper.get_attribute_value(attribute)
     if attribute.name == "value":
-        return _tensor_to_array(value, base_dir)
+        return _tensor_to_array(value, base_dir, policy)
     if attribute.name in ("value_float", "value_floats"):
         return np.array(value, dtype=np.float32)
     if attribute.name in ("value_int", "value_ints"):
@@ -133,12 +137,12 @@ def _decoded(value: Any, where: str) -> Any:
     return [_decoded(v, where) for v in value]
 
 
-def _tensor_to_array(tensor: Any, base_dir: str | None = None) -> np.ndarray:
+def _tensor_to_array(tensor: Any, base_dir: str | None = None, policy: Any = None) -> np.ndarray:
     """TensorProto -> array with padconv's own validating reader; external data must stay
     inside ``base_dir`` (the model's folder) and is refused when that is None."""
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
-    return tensor_from_proto(tensor, f"tensor {tensor.name!r}", base_dir)
+    return tensor_from_proto(tensor, f"tensor {tensor.name!r}", base_dir, policy)
 
 
 def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
@@ -164,38 +168,39 @@ def is_case_dir(path: Path) -> bool:
     return (path / MODEL_FILE).is_file()
 
 
-def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = None) -> list[Case]:
+def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = None,
+                   policy: Any = None) -> list[Case]:
     """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
-    (``folder:test_data_set_N`` when there are several data sets)."""
+    (``folder:test_data_set_N`` when there are several data sets), read under ``policy``."""
     from padconv_cli.models import load_model  # --from-model's reader: no external data
 
     name = name or path.name
-    model = load_model(str(path / MODEL_FILE))
+    model = load_model(str(path / MODEL_FILE), policy)
     data_sets = sorted(path.glob(DATA_SET_PREFIX + "*"), key=_index_of)
     data_sets = [d for d in data_sets if d.is_dir()]
     if not data_sets:
         raise InputError(f"{path}: no {DATA_SET_PREFIX}* folder next to {MODEL_FILE}")
     cases = []
     for data_set in data_sets:
-        inputs = _read_pb_series(data_set, "input_")
-        outputs = _read_pb_series(data_set, "output_")
+        inputs = _read_pb_series(data_set, "input_", policy)
+        outputs = _read_pb_series(data_set, "output_", policy)
         if not outputs:
             raise InputError(f"{data_set}: no output_*.pb file")
         case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
         cases.append(case_from_model(model, inputs, outputs, name=case_name, source=source,
-                                     location=str(data_set), base_dir=str(path)))
+                                     location=str(data_set), base_dir=str(path), policy=policy))
     return cases
 
 
-def _read_pb_series(folder: Path, prefix: str) -> list[np.ndarray]:
+def _read_pb_series(folder: Path, prefix: str, policy: Any = None) -> list[np.ndarray]:
     """``prefix0.pb, prefix1.pb, ...`` read with padconv's own tensor reader, in index order."""
     from padconv_cli.tensor_sources import read_tensor
 
     files = sorted(folder.glob(prefix + "*.pb"), key=_index_of)
-    return [read_tensor(str(file)) for file in files]
+    return [read_tensor(str(file), policy=policy) for file in files]
 
 
-def cases_from_user_dir(path_text: str) -> list[Case]:
+def cases_from_user_dir(path_text: str, policy: Any = None) -> list[Case]:
     """Cases of a user-given DIR: a case folder, or a folder whose sub-folders are case folders.
 
     Anything else is an InputError (the CLI turns it into a one-line error, exit 2).
@@ -204,12 +209,12 @@ def cases_from_user_dir(path_text: str) -> list[Case]:
     if not path.is_dir():
         raise InputError(f"DIR {path_text}: not a folder")
     if is_case_dir(path):
-        return cases_from_dir(path)
+        return cases_from_dir(path, policy=policy)
     children = sorted(child for child in path.iterdir() if child.is_dir() and is_case_dir(child))
     if not children:
         raise InputError(f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, "
                          "and no sub-folder with one)")
-    return [case for child in children for case in cases_from_dir(child)]
+    return [case for child in children for case in cases_from_dir(child, policy=policy)]
 
 
 def onnx_data_root() -> Path:
@@ -271,7 +276,7 @@ def is_single_operator_model(model: Any) -> bool:
 SHIPPED_FOLDERS = ("family_cases",)  # backend-test case folders shipped with padconv
 
 
-def shipped_cases() -> list[Case]:
+def shipped_cases(policy: Any = None) -> list[Case]:
     """padconv's own cases in the backend-test layout, shipped as package data
     (``verification/family_cases``: one folder per ruling of the convolution family, made by
     ``scripts/make_family_cases.py`` from independent oracles); source ``builtin``."""
@@ -285,11 +290,11 @@ def shipped_cases() -> list[Case]:
         if not root.is_dir():
             continue
         for folder in sorted(child for child in root.iterdir() if is_case_dir(child)):
-            cases.extend(cases_from_dir(folder, source=BUILTIN_SOURCE))
+            cases.extend(cases_from_dir(folder, source=BUILTIN_SOURCE, policy=policy))
     return cases
 
 
-def suite_cases() -> list[Case]:
+def suite_cases(policy: Any = None) -> list[Case]:
     """All conformance cases: generated Pad/Conv node cases, then the on-disk folders (a node
     folder whose name a generated case already has is skipped)."""
     cases = generated_node_cases()
@@ -297,7 +302,7 @@ def suite_cases() -> list[Case]:
     for source, folder in suite_dirs():
         if source == NODE_SOURCE and folder.name in seen:
             continue
-        cases.extend(cases_from_dir(folder, source=source))
+        cases.extend(cases_from_dir(folder, source=source, policy=policy))
     return cases
 
 

@@ -262,7 +262,7 @@ def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None)
 
 def write_atomically(path: str, payload: bytes) -> None:
     """Write ``payload`` to ``path`` with padconv's atomic writer (temporary file + rename)."""
-    from padconv_cli.tensorio.atomic import atomic_write
+    from padconv_cli.tensorio.files import atomic_write
 
     atomic_write(path, lambda stream: stream.write(payload))
 

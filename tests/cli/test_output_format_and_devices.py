@@ -14,7 +14,7 @@ import pytest
 
 from padconv_cli.errors import OutputError
 from padconv_cli.tensor_sources import read_tensor
-from padconv_cli.tensorio.writing import resolve_format
+from padconv_cli.tensorio import resolve_format
 
 REPO = Path(__file__).resolve().parents[2]
 

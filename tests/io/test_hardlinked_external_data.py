@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from padconv_cli.errors import InputError
-from padconv_cli.read_policy import reading
 from padconv_cli.tensor_sources import read_tensor
+from padconv_cli.tensorio import ReadPolicy
 
 SECRET = np.arange(6, dtype="<f4") * 1000
 
@@ -54,8 +54,8 @@ def test_library_refuses_a_hardlinked_external_file(layout):
 
 
 def test_library_reads_it_when_allowed(layout):
-    with reading(allow_hardlinks=True):
-        np.testing.assert_array_equal(read_tensor(layout / "x.pb").ravel(), SECRET)
+    allowed = ReadPolicy(allow_hardlinks=True)
+    np.testing.assert_array_equal(read_tensor(layout / "x.pb", policy=allowed).ravel(), SECRET)
 
 
 @pytest.mark.parametrize("command", [

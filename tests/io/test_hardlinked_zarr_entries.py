@@ -11,7 +11,7 @@ import pytest
 
 from padconv_cli import read_tensor
 from padconv_cli.errors import InputError
-from padconv_cli.read_policy import reading
+from padconv_cli.tensorio import ReadPolicy
 
 zarr = pytest.importorskip("zarr")  # the dask extra (zarr 3 needs Python >= 3.11)
 
@@ -43,8 +43,7 @@ def test_library_refuses_a_hardlinked_store_entry(store):
 
 def test_library_reads_it_when_allowed(store):
     path, name = store
-    with reading(allow_hardlinks=True):
-        values = read_tensor(str(path))
+    values = read_tensor(str(path), policy=ReadPolicy(allow_hardlinks=True))
     expected = np.ones((4, 6), np.float32)
     if name == "0.0":
         expected[:2, :3] = SECRET

@@ -14,8 +14,8 @@ from hostile.runner import padconv_command
 from npy_bytes import header_dict, npy_image
 
 from padconv_cli.errors import InputError
-from padconv_cli.read_policy import read_policy, reading
 from padconv_cli.tensor_sources import read_tensor
+from padconv_cli.tensorio import ReadPolicy
 
 WAIT_SECONDS = 60
 ADDRESS_SPACE = 3 * 2**30  # keeps a regression from eating the machine's memory
@@ -160,12 +160,11 @@ def test_model_over_the_limit_is_refused(run_cli, tmp_path):
     assert "m.onnx" in result.stderr and "--max-input-bytes" in result.stderr
 
 
-def test_library_callers_set_the_limit_with_a_context(tmp_path):
+def test_library_callers_pass_the_limit_to_one_read(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(1024, np.float64))
-    with reading(max_input_bytes=1000), pytest.raises(InputError) as caught:
-        read_tensor(tmp_path / "x.npy")
+    with pytest.raises(InputError) as caught:
+        read_tensor(tmp_path / "x.npy", policy=ReadPolicy(max_input_bytes=1000))
     assert caught.value.param == "max_input_bytes"
-    assert read_policy().max_input_bytes is None
     assert read_tensor(tmp_path / "x.npy").shape == (1024,)
 
 
@@ -176,7 +175,7 @@ def test_one_run_does_not_leak_its_limit_into_the_next(run_cli, tmp_path):
 
 
 def _scan(data: bytes, limit: int = 2**30) -> bytes:
-    from padconv_cli.tensorio.wire import read_tensorproto_stream
+    from padconv_cli.tensorio.sniff import read_tensorproto_stream
 
     def over(what: str) -> InputError:
         return InputError(f"over: {what}")
@@ -283,8 +282,7 @@ def test_library_reads_follow_the_policy(tmp_path):
     from padconv_cli.outofcore.npy_blocks import open_npy_input
 
     np.save(tmp_path / "x.npy", np.ones((64, 64), np.float64))
-    with reading(max_input_bytes=4096):
-        source = open_npy_input(str(tmp_path / "x.npy"))
+    source = open_npy_input(str(tmp_path / "x.npy"), ReadPolicy(max_input_bytes=4096))
     assert source.read((slice(0, 8), slice(None))).shape == (8, 64)  # 4 KiB: within
     with pytest.raises(InputError, match="max_input_bytes"):
         source.read((slice(0, 9), slice(None)))

@@ -9,8 +9,8 @@ import pytest
 from padconv_cli.engines import locations
 from padconv_cli.outofcore import npy_blocks
 from padconv_cli.outofcore.npy_blocks import NpyOutput
-from padconv_cli.tensorio import atomic
-from padconv_cli.tensorio.atomic import atomic_write
+from padconv_cli.tensorio import files as atomic
+from padconv_cli.tensorio.files import atomic_write
 
 
 def _interrupt_right_after(function):

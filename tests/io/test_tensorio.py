@@ -19,7 +19,7 @@ from padconv_cli.dtypes import elem_type_info, numpy_dtype_of_elem_type
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.tensor_sources import read_named_tensor, read_tensor
 from padconv_cli.tensorio import tensor_to_bytes, write_tensor
-from padconv_cli.tensorio.atomic import atomic_write
+from padconv_cli.tensorio.files import atomic_write
 from padconv_cli.tensorio.literal import parse_literal
 
 ONNX_DATA_TYPES = [value for _, value in onnx.TensorProto.DataType.items() if value != 0]
