@@ -1,22 +1,14 @@
 """ONNX Conv: every rule padconv applies to it, from the command line to the emitted node.
 
-Versions 1, 11, 22 (the kernel is Conv-22's); every version takes inputs ``X, W[, B]`` and the
-attributes auto_pad, dilations, group, kernel_shape, pads, strides, which map one to one onto
-``conv(X, W, B, **attributes)``.
-
-Conv sums products: audit, compare and check allow each element the dot-product error bound
-``c * n * eps * sum(|x| * |w|)`` (:mod:`padconv_cli.verification.conv_bound`) on top of the
-tolerance; the float64 recomputation (:func:`reference`) decides who is right.
-
-FLOPs (``--explain``): a multiply-add counts 2, ``2 * N * M * prod(out_spatial) * (C/group) *
-prod(kernel)``, plus ``N * M * prod(out_spatial)`` additions for a bias.  Memory: the inputs,
-the output and the working memory of the compute path that will run
-(:func:`padconv_cli.kernels.conv_paths.working_bytes`).
-
-The emitted node writes every attribute resolved.  With a dilation above 1 the pads that
-``auto_pad`` resolves to are written instead of ``auto_pad``: the inputs have fixed shapes, and
-onnxruntime cannot run SAME_* with dilations.  Conv-11 is the first version that defines
-``SAME_*`` with a stride above 1 as ``ceil(in / stride)``.
+Versions 1, 11, 22 (the kernel is Conv-22's); every version takes ``X, W[, B]`` and the
+attributes auto_pad, dilations, group, kernel_shape, pads, strides, one to one the kernel's.
+Conv sums products: results are judged within the dot-product error bound
+``c * n * eps * sum(|x| * |w|)`` on top of the tolerance, the float64 recomputation decides.
+FLOPs: ``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel)``, plus ``N * M *
+prod(out_spatial)`` for a bias.  The emitted node writes every attribute resolved; with a
+dilation above 1 it writes the pads ``auto_pad`` resolves to (onnxruntime cannot run SAME_*
+with dilations).  Conv-11 first defines ``SAME_*`` with a stride above 1 as ``ceil(in /
+stride)``.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.ops.protocol import (
+from padconv_cli.ops import (
     INT,
     INTS,
     OPTIONAL,
@@ -38,7 +30,7 @@ from padconv_cli.ops.protocol import (
     KernelCall,
     Operator,
     dtype_of,
-    no_known_deviation,
+    same_attributes,
 )
 
 if TYPE_CHECKING:
@@ -126,9 +118,7 @@ def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.n
     return conv_planned(made, x, w, rest[0] if rest else None)
 
 
-def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
-    """Conv's attributes do not depend on the data's type."""
-    return dict(attributes)
+typed = same_attributes  # Conv's attributes do not depend on the data's type
 
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
@@ -139,10 +129,16 @@ def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> n
 
 def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
           fmt: str) -> Any:
-    """:func:`padconv_cli.needs.conv_needs`: inputs, output, the compute path's working memory."""
-    from padconv_cli.needs import conv_needs
+    """Inputs, output ``prod(shape) * itemsize``, the working memory of the compute path that
+    will run (:func:`padconv_cli.kernels.conv_paths.working_bytes`)."""
+    from padconv_cli.dtypes import dtype_name
+    from padconv_cli.kernels.conv_paths import working_bytes
+    from padconv_cli.resources import Needs, nbytes
 
-    return conv_needs(tuple(arrays), made, dtype)
+    inputs = sum(nbytes(a) for a in arrays if a is not None)
+    output = math.prod(made.output_shape) * dtype.itemsize
+    return Needs(inputs, output, working_bytes(made, dtype), tuple(made.output_shape),
+                 dtype_name(dtype), dtype.itemsize)
 
 
 # --- engines -----------------------------------------------------------------------------------
@@ -376,7 +372,7 @@ OPERATOR = Operator(
     plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
-    reference=reference, error_bound=error_bound, known_deviation=no_known_deviation,
+    reference=reference, error_bound=error_bound,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
     flag_rules=flag_rules,
 )
