@@ -244,36 +244,27 @@ def read_tensor_labelled(source: str, dtype: str | None) -> tuple[str, np.ndarra
     return label, array
 
 
-def describe_tensor(
-    label: str, array: np.ndarray, *, bins: int | None = None, edge_items: int = 3,
-    width: int = 80,
-) -> dict[str, Any]:
+# the keys of a description and the TensorStats field each comes from, in printed order
+DESCRIPTION_FIELDS = {"dtype": "dtype", "shape": "shape", "size": "size", "bytes": "nbytes",
+                      "min": "minimum", "max": "maximum", "mean": "mean", "std": "std",
+                      "finite": "finite", "nan": "nan", "posinf": "posinf", "neginf": "neginf",
+                      "notes": "notes"}
+
+
+def describe_tensor(label: str, array: np.ndarray, *, bins: int | None = None,
+                    edge_items: int = 3, width: int = 80) -> dict[str, Any]:
     """Everything ``padconv show`` prints about one tensor, as a dict (no arrays inside)."""
+    from dataclasses import asdict
+
     stats = tensor_stats(array, bins=bins)
-    description: dict[str, Any] = {
-        "name": label,
-        "dtype": stats.dtype,
-        "shape": list(stats.shape),
-        "size": stats.size,
-        "bytes": stats.nbytes,
-        "min": stats.minimum,
-        "max": stats.maximum,
-        "mean": stats.mean,
-        "std": stats.std,
-        "finite": stats.finite,
-        "nan": stats.nan,
-        "posinf": stats.posinf,
-        "neginf": stats.neginf,
-        "notes": stats.notes,
-    }
+    description = {"name": label, **{key: getattr(stats, name)
+                                     for key, name in DESCRIPTION_FIELDS.items()}}
+    description["shape"] = list(stats.shape)
     if stats.percentiles:
-        description.update(stats.percentiles)
-        description["argmin"] = list(stats.argmin or ())
-        description["argmax"] = list(stats.argmax or ())
+        description.update(stats.percentiles, argmin=list(stats.argmin or ()),
+                           argmax=list(stats.argmax or ()))
     if stats.histogram is not None:
-        description["histogram"] = {
-            "edges": stats.histogram.edges, "counts": stats.histogram.counts
-        }
+        description["histogram"] = asdict(stats.histogram)
     if edge_items > 0:
         description["preview"] = preview_text(array, edge_items, width - 4)
     return description
@@ -284,11 +275,7 @@ def _count(number: int, noun: str) -> str:
 
 
 def _number(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+    return "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _histogram_lines(histogram: dict[str, Any], width: int = 40) -> list[str]:
@@ -298,42 +285,30 @@ def _histogram_lines(histogram: dict[str, Any], width: int = 40) -> list[str]:
     lines = []
     for index, count in enumerate(counts):
         closing = "]" if index == len(counts) - 1 else ")"
-        bar = "#" * round(width * count / largest)
         span = f"[{edges[index]:.4g}, {edges[index + 1]:.4g}{closing}"
-        lines.append(f"    {span:<24} {bar:<{width}} {count}")
+        lines.append(f"    {span:<24} {'#' * round(width * count / largest):<{width}} {count}")
     return lines
 
 
 def format_description(description: dict[str, Any]) -> str:
     """The text form of :func:`describe_tensor`."""
-    shape = ", ".join(str(d) for d in description["shape"])
-    lines = [
-        f"{description['name']}: {description['dtype']}[{shape}] "
-        f"({_count(description['size'], 'element')}, {_count(description['bytes'], 'byte')})"
-    ]
-    if description["finite"] or description["nan"] or description["posinf"] or (
-        description["neginf"]
-    ):
-        lines.append(
-            f"  min {_number(description['min'])}  max {_number(description['max'])}  "
-            f"mean {_number(description['mean'])}  std {_number(description['std'])}"
-        )
-        lines.append(
-            f"  finite {description['finite']}  NaN {description['nan']}  "
-            f"+Inf {description['posinf']}  -Inf {description['neginf']}"
-        )
-    if "median" in description:
-        lines.append(
-            "  " + "  ".join(f"{name} {_number(description[name])}" for name in PERCENTILES)
-        )
-        lines.append(
-            f"  min at {description['argmin']}  max at {description['argmax']}"
-        )
-    lines.extend(f"  ({note})" for note in description["notes"])
-    if "histogram" in description:
-        lines.append(f"  histogram ({len(description['histogram']['counts'])} bins):")
-        lines.extend(_histogram_lines(description["histogram"]))
-    if "preview" in description:
+    d = description
+    shape = ", ".join(str(size) for size in d["shape"])
+    lines = [f"{d['name']}: {d['dtype']}[{shape}] "
+             f"({_count(d['size'], 'element')}, {_count(d['bytes'], 'byte')})"]
+    if d["finite"] or d["nan"] or d["posinf"] or d["neginf"]:
+        lines.append(f"  min {_number(d['min'])}  max {_number(d['max'])}  "
+                     f"mean {_number(d['mean'])}  std {_number(d['std'])}")
+        lines.append(f"  finite {d['finite']}  NaN {d['nan']}  +Inf {d['posinf']}  "
+                     f"-Inf {d['neginf']}")
+    if "median" in d:
+        lines.append("  " + "  ".join(f"{name} {_number(d[name])}" for name in PERCENTILES))
+        lines.append(f"  min at {d['argmin']}  max at {d['argmax']}")
+    lines.extend(f"  ({note})" for note in d["notes"])
+    if "histogram" in d:
+        lines.append(f"  histogram ({len(d['histogram']['counts'])} bins):")
+        lines.extend(_histogram_lines(d["histogram"]))
+    if "preview" in d:
         lines.append("  values:")
-        lines.extend("    " + line for line in description["preview"].splitlines())
+        lines.extend("    " + line for line in d["preview"].splitlines())
     return "\n".join(lines)
