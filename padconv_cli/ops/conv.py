@@ -179,21 +179,9 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
 # --- explain -----------------------------------------------------------------------------------
 
 
-def _dims(made: Any) -> list[dict[str, Any]]:
-    """N, M, then one spatial formula per axis (from the plan)."""
-    n, m, *spatial = made.output_shape
-    dims = [
-        {"axis": 0, "size": n, "formula": f"N = X.shape[0] = {n}"},
-        {"axis": 1, "size": m, "formula": f"M = W.shape[0] = {m}"},
-    ]
-    for index, (size, formula) in enumerate(zip(spatial, made.formulas, strict=True)):
-        dims.append({"axis": index + 2, "size": size, "formula": formula})
-    return dims
-
-
 def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     """The resolved attributes (kernel_shape from W, pads from auto_pad), each output
-    dimension's formula, the FLOPs (module docstring)."""
+    dimension's formula (N, M, then the plan's spatial ones), the FLOPs (module docstring)."""
     has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
     attributes = {
         "auto_pad": made.auto_pad,
@@ -208,12 +196,17 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
         sources["kernel_shape"] = "W.shape[2:]"
     if made.auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID"):
         sources["pads"] = f"auto_pad {made.auto_pad}"
+    n, m, *spatial = made.output_shape
+    dims = [{"axis": 0, "size": n, "formula": f"N = X.shape[0] = {n}"},
+            {"axis": 1, "size": m, "formula": f"M = W.shape[0] = {m}"}]
+    dims += [{"axis": index + 2, "size": size, "formula": formula}
+             for index, (size, formula) in enumerate(zip(spatial, made.formulas, strict=True))]
     bias_adds = math.prod(made.output_shape) if has_bias else 0
     formula = "2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)"
     return {
         "attributes": attributes,
         "sources": sources,
-        "dims": _dims(made),
+        "dims": dims,
         "flops": made.flops + bias_adds,
         "flops_formula": formula + (" + N * M * prod(out_spatial) (bias)" if has_bias else ""),
     }
@@ -229,7 +222,8 @@ def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
 
 
 def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
-    """The oldest Conv version with the call's element type and auto_pad semantics."""
+    """The oldest Conv version with the call's element type and auto_pad semantics (SAME
+    with a stride above 1: Conv-11)."""
     from padconv_cli.ops.onnx_graph import (
         VersionChoice,
         first_version_for_type,
@@ -237,13 +231,9 @@ def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionCho
     )
 
     needed = [(first_version_for_type(NAME, VERSIONS, dtype), onnx_type_string(dtype))]
-    strides = attributes.get("strides") or ()
     auto_pad = attributes.get("auto_pad", "NOTSET")
-    if (
-        writes_auto_pad(auto_pad, attributes.get("dilations"))
-        and str(auto_pad).startswith("SAME")
-        and any(s > 1 for s in strides)
-    ):
+    if (writes_auto_pad(auto_pad, attributes.get("dilations")) and str(auto_pad).startswith("SAME")
+            and any(s > 1 for s in attributes.get("strides") or ())):
         needed.append((11, "auto_pad SAME with a stride above 1"))
     version, reason = max(needed, key=lambda need: need[0])
     if version == VERSIONS[0]:
@@ -256,12 +246,9 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
     """Conv node parts with every attribute written out as resolved by the plan."""
     from padconv_cli.ops.onnx_graph import GraphParts
 
-    attributes: dict[str, Any] = {
-        "kernel_shape": list(made.kernel_shape),
-        "strides": list(made.strides),
-        "dilations": list(made.dilations),
-        "group": int(made.group),
-    }
+    attributes: dict[str, Any] = {"kernel_shape": list(made.kernel_shape),
+                                  "strides": list(made.strides),
+                                  "dilations": list(made.dilations), "group": int(made.group)}
     if writes_auto_pad(made.auto_pad, made.dilations):
         attributes["auto_pad"] = made.auto_pad
     else:
@@ -304,16 +291,12 @@ def error_bound(call: KernelCall, made: Any = None) -> np.ndarray | None:
 
 def sample_arguments(case: Any, folder: str) -> list[str]:
     """``conv X W [B] --kernel-shape ... --group G --auto-pad A`` of a verify case."""
-    tensors = [f"{folder}/{case.samples[p]}" for p in sorted(case.samples)]
-    arguments = ["conv", *tensors]
-    for name in ("kernel_shape", "pads", "strides", "dilations"):
-        if name in case.attributes:
-            flag = "--" + name.replace("_", "-")
-            arguments += [flag, *(str(v) for v in case.attributes[name])]
-    if "group" in case.attributes:
-        arguments += ["--group", str(case.attributes["group"])]
-    if "auto_pad" in case.attributes:
-        arguments += ["--auto-pad", str(case.attributes["auto_pad"])]
+    arguments = ["conv", *(f"{folder}/{case.samples[p]}" for p in sorted(case.samples))]
+    for name in ("kernel_shape", "pads", "strides", "dilations", "group", "auto_pad"):
+        value = case.attributes.get(name)
+        if value is not None:
+            values = value if isinstance(value, (list, tuple)) else [value]
+            arguments += ["--" + name.replace("_", "-"), *(str(v) for v in values)]
     return arguments
 
 
