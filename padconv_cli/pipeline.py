@@ -181,8 +181,7 @@ class Planned:
         return outcome
 
     def _read_declared(self) -> None:
-        """Read in full the data input that was opened for its declared shape (once); the
-        plan stays, unless the file no longer has that shape."""
+        """Read the declared data input in full, once; re-plan if its shape changed since."""
         if not self.declared:
             return
         from padconv_cli.tensor_sources import read_tensor
@@ -262,8 +261,7 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
     if engine == "memory":
         return _read(data, request.dtype), False, engine
     if engine != "auto":
-        check_file_input(data, engine)
-        check_file_output(request.output, request.fmt, engine)
+        check_engine_files(request, engine)
     try:
         if is_zarr(data):
             from padconv_cli.engines.dask_io import open_block_input
@@ -279,9 +277,7 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
 
 
 def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any]) -> str | None:
-    """The element type an inline literal for the input ``declared`` takes
-    (``Input.literal_type``: a type, or an earlier input's: a zero point ``128`` is read as
-    X's uint8); None for anything that is not a literal."""
+    """The type an inline literal for ``declared`` takes (``Input.literal_type``)."""
     if declared.literal_type is None or not isinstance(value, str):
         return None
     from padconv_cli.tensorio.sources import classify_source
@@ -296,7 +292,6 @@ def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any])
 
 
 def _read(value: Any, dtype: str | None) -> Any:
-    """An input as an array: arrays as given, sources read (:func:`read_tensor`)."""
     import numpy as np
 
     if value is None or isinstance(value, np.ndarray):
@@ -307,7 +302,6 @@ def _read(value: Any, dtype: str | None) -> Any:
 
 
 def _resolve(request: Request, entry: Operator, arrays: tuple[Any, ...]) -> ResolvedCall:
-    """Defaults, then the model node's values, then the caller's attributes."""
     given = {k: v for k, v in request.attributes.items() if v is not None}
     if request.model is None:
         return plain_call(entry.name, arrays, given)
@@ -410,27 +404,21 @@ def check_element_width(dtype: np.dtype, engine: str) -> None:
             "memory writes such strings in pieces", param="engine")
 
 
-def check_file_input(data: Any, engine: str) -> None:
-    """The tiled engine reads a ``.npy`` file; dask a ``.npy`` file or a Zarr store."""
-    if data and (is_npy_file(data) or (engine == "dask" and is_zarr(data))):
+def check_engine_files(request: Request, engine: str) -> None:
+    """The out-of-core engines read and write a ``.npy`` file (dask: or a Zarr store)."""
+    data, output, zarr = request.inputs[0], request.output, engine == "dask"
+    accepted = ".npy file or a Zarr store" if zarr else ".npy file"
+    if not data or not (is_npy_file(data) or (zarr and is_zarr(data))):
+        raise InputError(f"{data}: not a {accepted}; engine {engine} reads its input from a "
+                         f"{accepted}", param="engine")
+    if (output is not None and zarr and is_zarr(output)) or is_npy_target(output, request.fmt):
         return
-    accepted = ".npy file or a Zarr store" if engine == "dask" else ".npy file"
-    raise InputError(f"{data}: not a {accepted}; engine {engine} reads its input from a "
-                     f"{accepted}", param="engine")
-
-
-def check_file_output(output: str | None, fmt: str | None, engine: str) -> None:
-    """Out-of-core engines write a ``.npy`` file (dask: or a Zarr store)."""
-    if (output is not None and engine == "dask" and is_zarr(output)) or is_npy_target(output, fmt):
-        return
-    accepted = "a .npy file or a Zarr store" if engine == "dask" else "a .npy file"
-    example = "output FILE.npy or output STORE.zarr" if engine == "dask" else "output FILE.npy"
-    raise OutputError(f"{output or 'stdout'}: not {accepted}; engine {engine} writes {accepted}, "
-                      f"give {example}", param=("engine", "output"))
+    example = "output FILE.npy or output STORE.zarr" if zarr else "output FILE.npy"
+    raise OutputError(f"{output or 'stdout'}: not a {accepted}; engine {engine} writes a "
+                      f"{accepted}, give {example}", param=("engine", "output"))
 
 
 def _engine_settings(request: Request) -> dict[str, Any]:
-    """What the out-of-core engines need besides the call: output, limit, progress, dask."""
     from padconv_cli.resources import default_memory_limit
 
     limit = request.memory_limit if request.memory_limit is not None else default_memory_limit()

@@ -10,7 +10,7 @@ and module, and imports a module only when that operator is asked for.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -181,11 +181,6 @@ class Operator:
     engines: tuple[str, ...] = ("memory", "tiled", "dask")
 
     @property
-    def newest_version(self) -> int:
-        """The newest ONNX version of the operator padconv implements."""
-        return self.versions[-1]
-
-    @property
     def data_inputs(self) -> tuple[Input, ...]:
         """The data inputs (the tensors a call takes as arguments), in node order."""
         return tuple(i for i in self.inputs if i.role == DATA)
@@ -241,10 +236,9 @@ MODULES = {
 }
 
 
-class _Registry(MutableMapping):
+class _Registry(Mapping):
     """Operators by ONNX name (or, ``by_command``, by command), imported on first lookup:
-    iterating the names imports nothing, a value imports its module (a value set replaces
-    it, as a test does)."""
+    iterating the names imports nothing, a value imports its module."""
 
     def __init__(self, by_command: bool) -> None:
         self._modules = {(command if by_command else name): module
@@ -256,18 +250,15 @@ class _Registry(MutableMapping):
             self._loaded[key] = importlib.import_module(self._modules[key]).OPERATOR
         return self._loaded[key]
 
-    def __setitem__(self, key: str, entry: Operator) -> None:
+    def __setitem__(self, key: str, entry: Operator) -> None:  # a test declares an operator
+        self._modules.setdefault(key, "")
         self._loaded[key] = entry
 
-    def __delitem__(self, key: str) -> None:
-        self._loaded.pop(key)
-        self._modules.pop(key, None)
-
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*self._modules, *self._loaded]))
+        return iter(self._modules)
 
     def __len__(self) -> int:
-        return len(dict.fromkeys([*self._modules, *self._loaded]))
+        return len(self._modules)
 
 
 OPERATORS: Mapping[str, Operator] = _Registry(by_command=False)
@@ -296,7 +287,7 @@ def plain_call(op_type: str, arrays: tuple[Any, ...], flags: dict[str, Any]) -> 
     attributes = {**entry.defaults, **flags}
     if arrays and arrays[0] is not None:
         attributes = entry.typed(attributes, dtype_of(arrays[0]))
-    call = KernelCall(entry.name, entry.newest_version, tuple(arrays), attributes)
+    call = KernelCall(entry.name, entry.versions[-1], tuple(arrays), attributes)
     return ResolvedCall(call, frozenset(flags))
 
 
