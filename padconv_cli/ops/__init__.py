@@ -154,7 +154,6 @@ class Operator:
     output_name: str
     # plan, kernel, needs
     plan: Fn
-    plan_fits: Fn
     kernel: Fn
     run: Fn
     output_dtype: Fn

@@ -98,11 +98,6 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
     return plan_conv(shapes[0], shapes[1], shapes[2], **attributes)
 
 
-def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
-    """True when ``made`` was planned for these X and W shapes."""
-    return len(shapes) > 1 and (made.x_shape, made.w_shape) == (shapes[0], shapes[1])
-
-
 def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
     """The public kernel ``conv(X, W, B, **attributes)``."""
     from padconv_cli.kernels.conv import conv
@@ -352,7 +347,7 @@ OPERATOR = Operator(
     texts=TEXTS, max_inputs=max_inputs, output_name="Y",
     onnx_attribute_types={"auto_pad": STRING, "dilations": INTS, "group": INT,
                           "kernel_shape": INTS, "pads": INTS, "strides": INTS},
-    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound,

@@ -120,11 +120,6 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
                     attributes.get("mode", "constant"), dtype=dtype)
 
 
-def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
-    """True when ``made`` was planned for data of shape ``shapes[0]``."""
-    return made.input_shape == shapes[0]
-
-
 def fill(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> Any:
     """The element new border cells get (``fill_value``)."""
     from padconv_cli.kernels.pad_plan import fill_value
@@ -544,7 +539,7 @@ OPERATOR = Operator(
     name=NAME, command="pad", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
     texts=TEXTS, max_inputs=max_inputs, output_name="output",
     onnx_attribute_types={"mode": STRING, "pads": INTS, "paddings": INTS, "value": FLOAT},
-    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound, known_deviation=known_deviation,
