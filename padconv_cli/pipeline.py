@@ -1,14 +1,7 @@
-"""The operator pipeline as a library: one straight call from tensor sources to the result.
-
-    open -> resolve -> plan -> gate (chooses the engine) -> execute -> write
-
-**open**: a ``.npy`` file or Zarr store that may run out of core is opened for its declared
-shape (nothing is read), anything else is read; **resolve**: the operator's defaults, then the
-model node's values, then the caller's; **plan**: the operator's planner, once; **gate**
-(:mod:`padconv_cli.resources`) chooses the engine: ``auto`` is ``dask`` for a Zarr input or
-output (or a scheduler), ``tiled`` for a ``.npy`` input and output whose in-memory run exceeds
-``memory_limit``, else ``memory``; then **execute** and **write**.  explain, emit and check
-are calls on the planned call (:class:`Planned`); they need ``engine="memory"``.
+"""The operator pipeline as a library: one straight call from tensor sources to the result,
+open -> resolve -> plan -> gate (it chooses the engine) -> execute -> write (the steps and the
+engine choice: ``docs/architecture.md``, "One call, straight through").  explain, emit and
+check are calls on the planned call (:class:`Planned`)::
 
     from padconv_cli.pipeline import Request, run
     run(Request("Pad", ("x.npy",), {"pads": [0, 1, 0, 1]}, output="y.zarr", engine="dask"))
@@ -121,8 +114,9 @@ class Planned:
                                 call.attributes, self.written_format)
 
     def gate(self) -> str:
-        """The one resource gate; it chooses the engine (module docstring) and returns it.
-        Out of core: a representable result, an explicit max_output_bytes, the free disk."""
+        """The one resource gate; returns the engine it chose (:meth:`foreseen_engine`).  In
+        memory: :func:`~padconv_cli.resources.check_call` on :meth:`needs`; out of core: a
+        representable result, an explicit max_output_bytes, the free disk space."""
         from padconv_cli.resources import Needs, check_call
 
         request, limits = self.request, self.limits()
@@ -236,8 +230,9 @@ class Planned:
 
 
 def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned:
-    """Open the inputs, resolve the call and plan it once (module docstring); ``note``
-    receives the remarks of a resolved model node."""
+    """Open the inputs (a ``.npy`` or Zarr input that may run out of core for its declared
+    shape only), resolve the call (defaults, the model node's values, the caller's) and plan it
+    once; ``note`` receives the remarks of a resolved model node."""
     check_output_format(request.output, request.fmt)
     entry = operator(request.operator)
     engine = first_engine(request, entry.engines)
