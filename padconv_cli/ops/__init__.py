@@ -253,6 +253,9 @@ class _Registry(Mapping):
         self._modules.setdefault(key, "")
         self._loaded[key] = entry
 
+    def __contains__(self, key: object) -> bool:  # a name is known without its import
+        return key in self._modules
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._modules)
 
