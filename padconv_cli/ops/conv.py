@@ -17,7 +17,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.errors import AttributeValueError
 from padconv_cli.ops import (
     INT,
     INTS,
@@ -155,10 +155,9 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
 
 def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    """The tiled or dask engine on the call's plan (W and B held whole)."""
+    """The tiled or dask engine on the call's plan (W, required by the plan, and B held
+    whole)."""
     w, b = (list(others) + [None, None])[:2]
-    if w is None:
-        raise InputError("conv: W is required", param="W")
     if engine == "tiled":
         from padconv_cli.outofcore.conv_tiles import tiled_conv
 

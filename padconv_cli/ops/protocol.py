@@ -1,30 +1,3 @@
 """The operator protocol's names under their former path; they live in :mod:`padconv_cli.ops`."""
 
-from padconv_cli.ops import (  # noqa: F401
-    ALWAYS,
-    ATTRIBUTE,
-    DATA,
-    FLOAT,
-    FLOATS,
-    INT,
-    INTS,
-    ONNXRUNTIME_PEER,
-    OPTIONAL,
-    REFERENCE_PEER,
-    SPARSE_TENSOR,
-    STRING,
-    STRINGS,
-    TENSOR,
-    UNLESS_MODEL,
-    Attribute,
-    Command,
-    Fn,
-    Input,
-    KernelCall,
-    Operator,
-    ResolvedCall,
-    dtype_of,
-    no_flag_rules,
-    no_known_deviation,
-    shape_of,
-)
+from padconv_cli.ops import *  # noqa: F403
