@@ -185,15 +185,11 @@ def _npz_members(path: str) -> list[str] | None:
 def named_tensors(
     source: str, *, dtype: str | None = None, notice: Callable[[str], None] | None = None
 ) -> Iterator[tuple[str, np.ndarray]]:
-    """(label, array) of every tensor a source holds, read one at a time.
-
-    ``.onnx`` models give every initializer of the main graph (``model.onnx:W``; Constant
-    nodes and subgraph initializers are not shown); for a model without any, ``notice``
-    (default: a line on stderr) receives ``"model.onnx: no initializers in the main graph"``.
-    ``.npz`` archives without a ``:NAME`` give every member (``a.npz:x``); anything else is one
-    tensor read by tensorio, labelled with the source (and the TensorProto name when it has
-    one).
-    """
+    """(label, array) of every tensor a source holds, read one at a time: a model's main-graph
+    initializers (``model.onnx:W``; none: ``notice``, default stderr, is told so), every member
+    of an ``.npz`` without ``:NAME`` (``a.npz:x``), every tensor of a Polygraphy JSON file,
+    else the one tensor (labelled with its
+    TensorProto name too when it has one)."""
     import os
 
     from padconv_cli.tensorio import classify_source
