@@ -188,8 +188,7 @@ def named_tensors(
     """(label, array) of every tensor a source holds, read one at a time: a model's main-graph
     initializers (``model.onnx:W``; none: ``notice``, default stderr, is told so), every member
     of an ``.npz`` without ``:NAME`` (``a.npz:x``), every tensor of a Polygraphy JSON file,
-    else the one tensor (labelled with its
-    TensorProto name too when it has one)."""
+    else the one tensor (labelled with its TensorProto name too when it has one)."""
     import os
 
     from padconv_cli.tensorio import classify_source
