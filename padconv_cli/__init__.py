@@ -5,7 +5,7 @@ Public API (numpy in, numpy out)::
     from padconv_cli import pad, conv, read_tensor, write_tensor
     from padconv_cli import conv_transpose, conv_integer, qlinear_conv
 
-The names are resolved lazily so that ``padconv --help`` does not pay for kernels it does not run.
+The names load on first use (start-up time).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def __getattr__(name: str) -> object:
+    """The public name ``name``, imported from its module on first use."""
     module_name = _EXPORTS.get(name)
     if module_name is None:
         raise AttributeError(f"module 'padconv_cli' has no attribute {name!r}")

@@ -1,16 +1,9 @@
 """ONNX element types <-> numpy dtypes.
 
-Every ONNX ``TensorProto.DataType`` has one canonical name here (``dtype_name``): the numpy name
-for types numpy has (``float32``, ``int64``, ``bool``, ``complex64`` ...), ``string`` for
-strings, and the ONNX spelling in lower case for the types numpy lacks (``bfloat16``,
-``float8e4m3fn``, ``int4``, ``float4e2m1`` ...), which are backed by ``ml_dtypes``.
-
-String tensors are numpy ``object`` arrays whose elements are python ``str`` (the form
-``onnx.numpy_helper.to_array`` returns).  Unicode arrays (``<U5``) read from ``.npy`` files are
-kept as they are; both map to the ONNX ``STRING`` type.
-
-``ml_dtypes`` is imported only when one of its types is asked for, so that importing this module
-stays cheap.
+Each ONNX ``TensorProto.DataType`` has one canonical name (``dtype_name``): numpy's name where
+numpy has the type, ``string`` for strings (``object`` arrays of ``str``, or ``<U`` read from
+``.npy``), else the ONNX spelling in lower case (``bfloat16``, ``int4``), backed by
+``ml_dtypes``, which is imported only when one of its types is asked for.
 """
 
 from __future__ import annotations
@@ -73,16 +66,9 @@ _BY_ELEM_TYPE = {t.elem_type: t for t in _ELEM_TYPES}
 _BY_NAME = {t.name: t for t in _ELEM_TYPES}
 # np.dtype(...).name of the backing dtype -> element type (strings are handled by kind).
 _BY_NUMPY_NAME = {t.numpy_name: t for t in _ELEM_TYPES if t.elem_type != STRING_ELEM_TYPE}
-
-_ALIASES = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "str": "string",
-    "boolean": "bool",
-    "complex": "complex128",
-}
-_ALIASES.update({t.numpy_name: t.name for t in _ELEM_TYPES if t.from_ml_dtypes})
+_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "str": "string",
+            "boolean": "bool", "complex": "complex128",
+            **{t.numpy_name: t.name for t in _ELEM_TYPES if t.from_ml_dtypes}}
 
 ONNX_TYPE_NAMES = tuple(t.name for t in _ELEM_TYPES)
 
@@ -143,14 +129,10 @@ def _dtype_from_numpy_spelling(name: str) -> np.dtype | None:
 
 
 def parse_dtype(name: str) -> np.dtype:
-    """The numpy dtype named by an ONNX or numpy type name.
-
-    Accepted: the canonical names of :data:`ONNX_TYPE_NAMES`, ONNX spellings in any case
-    (``FLOAT``, ``float``, ``tensor(float16)``, ``FLOAT8E4M3FN``), the aliases float -> float32,
-    double -> float64, half -> float16, str -> string, the ``ml_dtypes`` names
-    (``float8_e4m3fn``), and numpy spellings of types ONNX has (``f4``, ``<i8``).  ``string``
-    gives the object dtype (elements are python ``str``).
-    """
+    """The numpy dtype named by :data:`ONNX_TYPE_NAMES`, an ONNX spelling in any case
+    (``FLOAT``, ``tensor(float16)``), an alias (float, double, half, str), an ``ml_dtypes``
+    name (``float8_e4m3fn``) or a numpy spelling of a type ONNX has (``f4``, ``<i8``);
+    ``string`` gives the object dtype."""
     if not isinstance(name, str):
         raise UnsupportedDtypeError(f"dtype name must be a string, got {type(name).__name__}")
     info = _BY_NAME.get(_normalize_name(name))
@@ -185,12 +167,8 @@ def _as_dtype(dtype: Any) -> np.dtype:
 
 
 def dtype_name(dtype: Any) -> str:
-    """Canonical ONNX-style name of a numpy dtype: float32, bfloat16, string, int4 ...
-
-    Object, unicode (``<U5``) and bytes (``|S5``) arrays are all ``string``; byte order does not
-    matter.  A dtype with no ONNX counterpart (float128, datetime64, structured) keeps numpy's
-    name, so that error messages can still mention it.
-    """
+    """Canonical ONNX-style name of a numpy dtype (float32, bfloat16, int4); object, ``<U``
+    and ``|S`` are ``string``; one with no ONNX counterpart keeps numpy's name (messages)."""
     dtype = _as_dtype(dtype)
     info = _info_of_dtype(dtype)
     return info.name if info is not None else str(dtype)
@@ -211,13 +189,9 @@ def elem_type_info_of_dtype(dtype: Any) -> ElemType:
 
 
 def is_npy_native(dtype: Any) -> bool:
-    """True when ``.npy`` stores this dtype without pickles and reads it back as the same dtype.
-
-    Rule: numpy's built-in types and structures of them qualify; ``object`` (pickle) and the
-    user-defined ``ml_dtypes`` types (bfloat16, float8*, int4 ... saved as anonymous ``V``
-    bytes) do not.  Note: :func:`padconv_cli.tensorio.write_tensor` still writes string
-    ``object`` arrays to ``.npy`` by converting them to unicode (``<U``) first.
-    """
+    """True when ``.npy`` stores this dtype without pickles and reads it back the same:
+    numpy's built-in types and structures of them; not ``object`` (pickle) nor the
+    ``ml_dtypes`` types (saved as anonymous ``V`` bytes)."""
     dtype = _as_dtype(dtype)
     if dtype.hasobject or dtype.isbuiltin == 2:
         return False
@@ -228,28 +202,15 @@ def is_npy_native(dtype: Any) -> bool:
     return True
 
 
-ELEMENT_KINDS = ("bool", "int", "float", "complex", "string", "other")
-
-
 def element_kind(dtype: Any) -> str:
-    """The one classification of a dtype: ``bool``, ``int``, ``float``, ``complex``,
-    ``string`` or ``other``.
-
-    Rules: numpy kinds ``b`` -> bool, ``i``/``u`` -> int, ``f`` -> float (float16, float32,
-    float64 and wider), ``c`` -> complex, ``O``/``U``/``S`` -> string (ONNX has one string
-    type); the ``ml_dtypes`` types are ``float`` (bfloat16, float8*, float6*, float4*) or
-    ``int`` (int2/uint2/int4/uint4); everything else (datetime64, structured, void) is
-    ``other``.  Which of these an operator accepts is the operator's rule, not this one.
-    """
+    """The one classification of a dtype: numpy kinds ``b`` -> ``bool``, ``i``/``u`` ->
+    ``int``, ``f`` -> ``float``, ``c`` -> ``complex``, ``O``/``U``/``S`` -> ``string``; the
+    ``ml_dtypes`` floats -> ``float``, its int2/int4 (unsigned too) -> ``int``; else ``other``."""
     dtype = _as_dtype(dtype)
-    if dtype.kind == "b":
-        return "bool"
-    if dtype.kind in "iu":
-        return "int"
-    if dtype.kind in "fc":
-        return "float" if dtype.kind == "f" else "complex"
-    if dtype.kind in "OUS":
-        return "string"
+    kinds = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "O": "string",
+             "U": "string", "S": "string"}
+    if dtype.kind in kinds:
+        return kinds[dtype.kind]
     if _is_ml_dtype(dtype) and not dtype.fields:
         if dtype.name.startswith(("float", "bfloat")):
             return "float"

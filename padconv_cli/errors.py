@@ -1,22 +1,14 @@
-"""Domain exceptions.
-
-Every error the library raises on bad input is a :class:`PadconvError` whose message is one
-line naming the file, flag or attribute and the rule that was broken, with the values involved
-(``"input channels C=3 != W.shape[1]*group = 4*1"``).  The CLI prints that line and exits 2.
-"""
+"""Domain exceptions: one line naming the file, flag or attribute, the rule broken and the
+values (``"input channels C=3 != W.shape[1]*group = 4*1"``); the CLI prints it and exits 2."""
 
 from __future__ import annotations
 
 
 class PadconvError(Exception):
-    """Base class: a problem with the user's input that padconv can describe in one line.
-
-    ``param`` names the library parameter the problem is about (``"pads"``, ``"memory_limit"``,
-    ``"X"``; a tuple when the message names several), ``source`` the file or text it came
-    from, when known.  The library words its
-    messages in parameter names; the CLI renders ``param`` as the flag or argument the user
-    typed (``--pads``) and adds ``source`` where the message does not already name it.
-    """
+    """A problem with the user's input, in one line worded in parameter names.  ``param``:
+    the parameter it is about (``"pads"``; a tuple when it names several), which the CLI
+    renders as the flag typed (``--pads``); ``source``: the file or text it came from, which
+    the CLI adds where the message does not name it."""
 
     def __init__(self, message: str = "", *, param: str | tuple[str, ...] | None = None,
                  source: str | None = None) -> None:
@@ -46,8 +38,7 @@ class OutputTooLargeError(PadconvError):
 
 
 class RuntimeFailure(PadconvError):
-    """The work could not finish for a reason outside the input: the dask scheduler went
-    away, a worker died or ran out of memory.  The CLI prints one line saying what to change
-    and exits with :attr:`exit_code` (3), writing nothing."""
+    """The work could not finish for a reason outside the input (a lost dask scheduler, a dead
+    worker); the CLI prints what to change and exits with :attr:`exit_code`, writing nothing."""
 
     exit_code = 3

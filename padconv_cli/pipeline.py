@@ -1,32 +1,10 @@
-"""The operator pipeline as a library: one straight call from tensor sources to the result.
-
-    open -> resolve -> plan -> gate (chooses the engine) -> execute -> write
-
-* **open** the inputs: a ``.npy`` file or Zarr store that may run out of core is opened for
-  its declared shape and dtype (nothing is read); anything else is read, as are Conv's small
-  inputs W and B;
-* **resolve**: the operator's defaults, then the model node's values, then the caller's
-  (:func:`padconv_cli.ops.plain_call`; :func:`padconv_cli.models.resolve_call` with a model);
-* **plan**: the operator's planner, once, from the inputs' shapes; the kernels, the tiled and
-  dask engines, explain, emit and check all take that plan;
-* **gate** (:mod:`padconv_cli.resources`): the one resource gate, which also chooses the
-  engine from the plan: ``auto`` is ``dask`` for Zarr input or output (or a scheduler),
-  ``tiled`` for a ``.npy`` input and ``.npy`` output whose in-memory run (inputs + output +
-  working memory) exceeds ``memory_limit``, else ``memory``; the in-memory engine is gated on
-  output bytes as written and working memory, the out-of-core engines on the output's bytes
-  and the free disk space;
-* **execute** on that engine and **write** the result.
-
-explain, emit and check are calls on the planned call (:class:`Planned`), not part of the
-request; a caller that wants them asks for ``engine="memory"`` (they need the inputs read).
-
-Python users call :func:`run`::
+"""The operator pipeline as a library: one straight call from tensor sources to the result,
+open -> resolve -> plan -> gate (it chooses the engine) -> execute -> write (the steps and the
+engine choice: ``docs/architecture.md``, "One call, straight through").  explain, emit and
+check are calls on the planned call (:class:`Planned`)::
 
     from padconv_cli.pipeline import Request, run
     run(Request("Pad", ("x.npy",), {"pads": [0, 1, 0, 1]}, output="y.zarr", engine="dask"))
-
-or :func:`plan` for the steps one by one: ``planned = plan(request)``, ``planned.explain()``,
-``planned.gate()``, ``planned.emit(path)``, ``planned.execute()``, ``planned.check(result)``.
 """
 
 from __future__ import annotations
@@ -38,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from padconv_cli.errors import InputError, OutputError, PadconvError
+from padconv_cli.errors import InputError, OutputError, OutputTooLargeError, PadconvError
 from padconv_cli.ops import Operator, ResolvedCall, dtype_of, operator, plain_call, shape_of
 
 if TYPE_CHECKING:
@@ -51,8 +29,8 @@ ENGINES = ("auto", "memory", "tiled", "dask")
 
 @dataclass(frozen=True)
 class Request:
-    """One operator call (module docstring).  ``attributes`` hold only what the caller gave,
-    in kernel terms; ``model``/``node`` name a model node whose values come first."""
+    """One operator call: ``attributes`` hold only what the caller gave, in kernel terms;
+    ``model``/``node`` name a model node whose values come first."""
 
     operator: str
     inputs: tuple[Any, ...]
@@ -86,10 +64,8 @@ class Outcome:
 
 def run(request: Request, *, write: bool = True,
         note: Callable[[str], None] | None = None) -> Outcome:
-    """Run ``request`` through the pipeline (module docstring): open, resolve, plan, gate,
-    execute and, with ``write`` (default), write the result to ``request.output`` (a path, or
-    ``-`` for stdout bytes); with ``output`` None or ``write=False`` it is returned in memory.
-    ``note`` receives the one-line remarks of a resolved model node (an off-spec node)."""
+    """Plan, gate, execute and (with ``write``) write ``request``'s result to its output (a
+    path, or ``-`` for stdout bytes); ``note`` receives a model node's one-line remarks."""
     planned = plan(request, note=note)
     planned.gate()
     return planned.execute(write=write)
@@ -108,38 +84,61 @@ class Planned:
 
     @property
     def call(self) -> Any:
-        """The resolved :class:`~padconv_cli.ops.protocol.KernelCall`."""
+        """The resolved :class:`~padconv_cli.ops.KernelCall`."""
         return self.resolved.call
 
     @property
     def written_format(self) -> str:
-        """``npy`` or ``pb``: the format the output is written in."""
-        from padconv_cli.needs import written_format
+        """``pb`` or ``npy``: ``fmt`` as the writer reads it, else ``pb`` for a ``.pb``
+        suffix; stdout, Zarr stores and anything else hold fixed-size elements."""
+        output, fmt = self.request.output, self.request.fmt
+        if fmt is not None:
+            from padconv_cli.tensorio import STDOUT_TARGET, resolve_format
 
-        return written_format(self.request.output, self.request.fmt)
+            return resolve_format(STDOUT_TARGET, fmt)
+        return "pb" if output not in (None, "-") and output.lower().endswith(".pb") else "npy"
+
+    def output_dtype(self) -> np.dtype:
+        """The result's element type, by the operator's rule."""
+        return self.entry.output_dtype(dtype_of(self.call.arrays[0]), self.call.attributes,
+                                       self.plan)
+
+    def limits(self) -> Any:
+        """The request's :class:`~padconv_cli.resources.Limits`."""
+        from padconv_cli.resources import Limits
+
+        return Limits(self.request.max_output_bytes, self.request.memory_limit)
 
     def needs(self) -> Any:
-        """The in-memory run's :class:`~padconv_cli.resources.Needs`: output bytes as written,
-        inputs and working memory (the figures explain reports and the gate checks)."""
+        """The in-memory run's :class:`~padconv_cli.resources.Needs` (what explain reports and
+        the gate checks)."""
         call = self.call
         return self.entry.needs(call.arrays, self.plan, dtype_of(call.arrays[0]),
                                 call.attributes, self.written_format)
 
     def gate(self) -> str:
-        """The one resource gate; it chooses the engine (module docstring) and returns it."""
-        from padconv_cli.resources import Limits, check_call
+        """The one resource gate; returns the engine it chose (:meth:`foreseen_engine`).  In
+        memory: :func:`~padconv_cli.resources.check_call` on :meth:`needs`; out of core: a
+        representable result, an explicit max_output_bytes, the free disk space."""
+        from padconv_cli.resources import Needs, check_call
 
-        request = self.request
-        limits = Limits(request.max_output_bytes, request.memory_limit)
+        request, limits = self.request, self.limits()
         self.engine = self.foreseen_engine()
         if self.engine == "memory":
             needs = self.needs()
-            check_call(needs, limits, tiled_possible=self._tiled_hint(needs, limits))
+            check_call(needs, limits, tiled_possible=self._tiled_hint(needs, limits.memory()))
             return self.engine
-        self._gate_out_of_core()
+        from padconv_cli.outofcore.npy_blocks import check_disk_space
+
+        dtype = self.output_dtype()
+        check_element_width(dtype, request.engine)
+        shape = tuple(self.plan.output_shape)
+        needs = Needs(0, math.prod(shape) * dtype.itemsize, 0, shape, dtype.name, dtype.itemsize)
+        check_call(needs, limits, in_memory=False)
+        check_disk_space(request.output, shape, dtype)
         return self.engine
 
-    def _tiled_hint(self, needs: Any, limits: Any) -> bool:
+    def _tiled_hint(self, needs: Any, limit: int) -> bool:
         """True when a refusal may say the tiled engine would take the call: no model, a
         ``.npy`` input and output, and (over the memory limit) its smallest tile fits."""
         request = self.request
@@ -147,38 +146,29 @@ class Planned:
             return False
         if not tiled_possible(request.inputs[0], request.output, request.fmt):
             return False
-        return needs.total <= limits.memory() or tiled_fits(self.call, self.plan,
-                                                             limits.memory())
-
-    def _gate_out_of_core(self) -> None:
-        """Representable result, explicit max_output_bytes, then the free disk space."""
-        from padconv_cli.outofcore.npy_blocks import check_disk_space
-        from padconv_cli.resources import Limits, Needs, check_call
-
-        call, request = self.call, self.request
-        dtype = self.entry.output_dtype(dtype_of(call.arrays[0]), call.attributes, self.plan)
-        check_element_width(dtype, request.engine)
-        shape = tuple(self.plan.output_shape)
-        nbytes = math.prod(shape) * dtype.itemsize
-        needs = Needs(0, nbytes, 0, shape, dtype.name, dtype.itemsize)
-        check_call(needs, Limits(request.max_output_bytes), in_memory=False)
-        check_disk_space(request.output, shape, dtype)
+        if needs.total <= limit:
+            return True
+        try:
+            self.entry.plan_tiles(self.call, self.plan, limit)
+        except OutputTooLargeError:
+            return False
+        return True
 
     def execute(self, write: bool = True) -> Outcome:
         """Run the call on the gated engine; in memory, write the result to the request's
         output unless ``write`` is False."""
+        request = self.request
         if self.engine in ("tiled", "dask"):
-            call = self.call
-            source, *others = call.arrays
+            source, *others = self.call.arrays
             tiled = self.entry.run_engine(self.engine, source, others, self.plan,
-                                          call.attributes, _engine_settings(self.request))
+                                          self.call.attributes, _engine_settings(request))
             return Outcome(self.engine, self.plan, self.resolved, tiled=tiled)
         self._read_declared()
-        call = self.call
         outcome = Outcome("memory", self.plan, self.resolved)
-        outcome.result = self.entry.run(self.plan, call.arrays, call.attributes)
-        outcome.string_dtype = self._written_string_dtype(outcome.result)
-        request = self.request
+        outcome.result = self.entry.run(self.plan, self.call.arrays, self.call.attributes)
+        dtype = self.output_dtype()
+        if outcome.result.dtype.kind == "O" and dtype.kind in "US":
+            outcome.string_dtype = dtype  # a wide string result held as python strings
         if write and request.output is not None:
             from padconv_cli.tensorio import write_tensor
 
@@ -188,8 +178,7 @@ class Planned:
         return outcome
 
     def _read_declared(self) -> None:
-        """Read in full the data input that was opened for its declared shape (once); the
-        plan stays, unless the file no longer has that shape."""
+        """Read the declared data input in full, once; re-plan if its shape changed since."""
         if not self.declared:
             return
         from padconv_cli.tensor_sources import read_tensor
@@ -201,38 +190,23 @@ class Planned:
         self.resolved = dataclasses.replace(
             self.resolved, call=dataclasses.replace(call, arrays=arrays))
         self.declared = False
-        if not self.entry.plan_fits(self.plan, [shape_of(a) for a in arrays]):
+        if shape_of(data) != shape_of(call.arrays[0]):  # the file changed since it was opened
             self.plan = plan_resolved(self.resolved)
 
-    def _written_string_dtype(self, result: np.ndarray) -> np.dtype | None:
-        """The fixed-width type of a string result the kernel held as python strings (wide
-        strings, :func:`padconv_cli.needs.strings_as_objects`), None for any other result."""
-        if result.dtype.kind != "O":
-            return None
-        call = self.call
-        dtype = self.entry.output_dtype(dtype_of(call.arrays[0]), call.attributes, self.plan)
-        return dtype if dtype.kind in "US" else None
-
     def explain(self, flags: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-        """What the call will do on the engine it would run on, from the plan
-        (:mod:`padconv_cli.explain`); ``flags`` names the attributes given on the command
-        line."""
+        """What the call will do on the engine it would run on (:mod:`padconv_cli.explain`);
+        ``flags`` names the attributes given on the command line."""
         from padconv_cli.explain import explanation
-        from padconv_cli.resources import Limits
 
-        limit = Limits(self.request.max_output_bytes, self.request.memory_limit).memory()
         return explanation(self.resolved, self.plan, flags, self.written_format,
-                           self.foreseen_engine(), limit)
+                           self.foreseen_engine(), self.limits().memory())
 
     def foreseen_engine(self) -> str:
-        """The engine the gate would choose, without gating: ``auto`` is ``memory`` when the
-        in-memory run fits ``memory_limit``, else ``tiled``."""
+        """The engine the gate would choose: ``auto`` is ``memory`` when the in-memory run
+        fits ``memory_limit``, else ``tiled``."""
         if self.engine != "auto":
             return self.engine
-        from padconv_cli.resources import Limits
-
-        limits = Limits(self.request.max_output_bytes, self.request.memory_limit)
-        return "memory" if self.needs().total <= limits.memory() else "tiled"
+        return "memory" if self.needs().total <= self.limits().memory() else "tiled"
 
     def emit(self, path: str, with_data: bool = False) -> None:
         """Write the equivalent single-node ONNX model of the call to ``path``; ``with_data``
@@ -260,8 +234,9 @@ class Planned:
 
 
 def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned:
-    """Open the inputs, resolve the call and plan it once (module docstring); ``note``
-    receives the remarks of a resolved model node."""
+    """Open the inputs (a ``.npy`` or Zarr input that may run out of core for its declared
+    shape only), resolve the call (defaults, the model node's values, the caller's) and plan it
+    once; ``note`` receives the remarks of a resolved model node."""
     check_output_format(request.output, request.fmt)
     entry = operator(request.operator)
     engine = first_engine(request, entry.engines)
@@ -285,10 +260,15 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
     if engine == "memory":
         return _read(data, request.dtype, request.read_policy), False, engine
     if engine != "auto":
-        check_file_input(data, engine)
-        check_file_output(request.output, request.fmt, engine)
+        check_engine_files(request, engine)
     try:
-        return _declared_input(data, request.read_policy), True, engine
+        if is_zarr(data):
+            from padconv_cli.engines.dask_io import open_block_input
+
+            return open_block_input(data, request.read_policy), True, engine
+        from padconv_cli.outofcore.npy_blocks import open_npy_input
+
+        return open_npy_input(data, request.read_policy), True, engine
     except PadconvError:
         if engine != "auto":
             raise
@@ -296,10 +276,7 @@ def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
 
 
 def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any]) -> str | None:
-    """The element type an inline literal given for the input ``declared`` takes, from the
-    operator's declaration (``Input.literal_type``: a type, or an earlier input whose type it
-    takes: a zero point ``128`` is read as X's uint8); None for anything that is not a literal
-    (a file's stored type is its own)."""
+    """The type an inline literal for ``declared`` takes (``Input.literal_type``)."""
     if declared.literal_type is None or not isinstance(value, str):
         return None
     from padconv_cli.tensorio import classify_source
@@ -314,7 +291,6 @@ def _literal_type(declared: Any, value: Any, entry: Operator, arrays: list[Any])
 
 
 def _read(value: Any, dtype: str | None, policy: ReadPolicy | None) -> Any:
-    """An input as an array: arrays as given, sources read (:func:`read_tensor`)."""
     import numpy as np
 
     if value is None or isinstance(value, np.ndarray):
@@ -325,7 +301,6 @@ def _read(value: Any, dtype: str | None, policy: ReadPolicy | None) -> Any:
 
 
 def _resolve(request: Request, entry: Operator, arrays: tuple[Any, ...]) -> ResolvedCall:
-    """Defaults, then the model node's values, then the caller's attributes."""
     given = {k: v for k, v in request.attributes.items() if v is not None}
     if request.model is None:
         return plain_call(entry.name, arrays, given)
@@ -348,28 +323,6 @@ def plan_resolved(resolved: ResolvedCall) -> Any:
         from padconv_cli.models import with_node_context
 
         raise with_node_context(resolved.origin, error) from None
-
-
-def _declared_input(data: str, policy: ReadPolicy | None) -> Any:
-    """The ``.npy`` file or Zarr store opened for its declared shape and dtype (not read)."""
-    if is_zarr(data):
-        from padconv_cli.engines.dask_io import open_block_input
-
-        return open_block_input(data, policy)
-    from padconv_cli.outofcore.npy_blocks import open_npy_input
-
-    return open_npy_input(data, policy)
-
-
-def tiled_fits(call: Any, plan: Any, limit: int) -> bool:
-    """True when the tiled engine can cut the call into tiles that fit ``limit`` bytes."""
-    from padconv_cli.errors import OutputTooLargeError
-
-    try:
-        operator(call.op_type).plan_tiles(call, plan, limit)
-    except OutputTooLargeError:
-        return False
-    return True
 
 
 def check_output_format(output: str | None, fmt: str | None) -> None:
@@ -408,8 +361,7 @@ def is_npy_target(output: str | None, fmt: str | None) -> bool:
     """True when the output is a ``.npy`` file (by ``fmt`` or its suffix)."""
     if output in (None, "-"):
         return False
-    suffix = os.path.splitext(output)[1].lower()
-    return fmt == "npy" or (fmt is None and suffix in (".npy", ""))
+    return fmt == "npy" or (fmt is None and os.path.splitext(output)[1].lower() in (".npy", ""))
 
 
 def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
@@ -441,7 +393,6 @@ def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
 def check_element_width(dtype: np.dtype, engine: str) -> None:
     """Out-of-core engines hold whole elements: a string element wider than the pieces wide
     strings are written in (``STRING_CHUNK_BYTES``) is left to the in-memory engine."""
-    from padconv_cli.errors import OutputTooLargeError
     from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
     from padconv_cli.units import human_bytes
 
@@ -452,29 +403,21 @@ def check_element_width(dtype: np.dtype, engine: str) -> None:
             "memory writes such strings in pieces", param="engine")
 
 
-def check_file_input(data: Any, engine: str) -> None:
-    """The tiled engine reads a ``.npy`` file; dask a ``.npy`` file or a Zarr store."""
-    if data and (is_npy_file(data) or (engine == "dask" and is_zarr(data))):
+def check_engine_files(request: Request, engine: str) -> None:
+    """The out-of-core engines read and write a ``.npy`` file (dask: or a Zarr store)."""
+    data, output, zarr = request.inputs[0], request.output, engine == "dask"
+    accepted = ".npy file or a Zarr store" if zarr else ".npy file"
+    if not data or not (is_npy_file(data) or (zarr and is_zarr(data))):
+        raise InputError(f"{data}: not a {accepted}; engine {engine} reads its input from a "
+                         f"{accepted}", param="engine")
+    if (output is not None and zarr and is_zarr(output)) or is_npy_target(output, request.fmt):
         return
-    accepted = ".npy file or a Zarr store" if engine == "dask" else ".npy file"
-    raise InputError(f"{data}: not a {accepted}; engine {engine} reads its input from a "
-                     f"{accepted}", param="engine")
-
-
-def check_file_output(output: str | None, fmt: str | None, engine: str) -> None:
-    """Out-of-core engines write a ``.npy`` file (dask: or a Zarr store)."""
-    if output is not None and engine == "dask" and is_zarr(output):
-        return
-    if is_npy_target(output, fmt):
-        return
-    accepted = "a .npy file or a Zarr store" if engine == "dask" else "a .npy file"
-    example = "output FILE.npy or output STORE.zarr" if engine == "dask" else "output FILE.npy"
-    raise OutputError(f"{output or 'stdout'}: not {accepted}; engine {engine} writes {accepted}, "
-                      f"give {example}", param=("engine", "output"))
+    example = "output FILE.npy or output STORE.zarr" if zarr else "output FILE.npy"
+    raise OutputError(f"{output or 'stdout'}: not a {accepted}; engine {engine} writes a "
+                      f"{accepted}, give {example}", param=("engine", "output"))
 
 
 def _engine_settings(request: Request) -> dict[str, Any]:
-    """What the out-of-core engines need besides the call: output, limit, progress, dask."""
     from padconv_cli.resources import default_memory_limit
 
     limit = request.memory_limit if request.memory_limit is not None else default_memory_limit()
@@ -483,12 +426,7 @@ def _engine_settings(request: Request) -> dict[str, Any]:
         "source_path": request.inputs[0],
         "memory_limit": limit,
         "show_progress": request.show_progress,
-        "dask": {
-            "memory_limit": request.memory_limit,
-            "fallback_limit": limit,
-            "scheduler": request.scheduler,
-            "show_progress": request.show_progress,
-            "verbose": request.verbose,
-            "read_policy": request.read_policy,
-        },
+        "dask": {"memory_limit": request.memory_limit, "fallback_limit": limit,
+                 "scheduler": request.scheduler, "show_progress": request.show_progress,
+                 "verbose": request.verbose, "read_policy": request.read_policy},
     }

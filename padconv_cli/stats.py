@@ -1,20 +1,16 @@
 """Summary statistics of a tensor for ``padconv show``: counts, range, moments and a histogram.
 
-Rules:
-
-* ``min``, ``max``, ``mean`` and ``std`` are taken over the finite elements only; NaN, +Inf and
-  -Inf are counted separately.  ``std`` is the population standard deviation
-  ``sqrt(sum((x - mean)^2) / n)`` (numpy's default, ``ddof=0``).
-* Integers keep exact ``min``/``max`` (Python ints, also for uint64 beyond 2**53); ``mean`` and
-  ``std`` are float64.  Booleans count as 0/1.  Complex tensors are summarised by their
-  magnitudes ``|x|``.  Strings have no numeric statistics.
-* ``median`` and the percentiles ``p90``/``p95``/``p99`` are over the finite elements too, by
-  linear interpolation between the two nearest ranks (numpy's default method); they need one
-  copy of the finite values (float32 for 8- and 16-bit floats, ``|x|`` for complex).
-  ``argmin``/``argmax`` are the index of the first finite minimum / maximum in C order.
-* The data are visited in chunks of :data:`CHUNK_ELEMENTS`, converted to float64 one chunk at a
-  time, and the chunk moments are merged with Chan's formula
-  ``M2 = M2_a + M2_b + delta^2 * n_a * n_b / n`` — so a large tensor never gets a float64 copy.
+* ``min``, ``max``, ``mean`` and ``std`` are over the finite elements; NaN, +Inf and -Inf are
+  counted apart.  ``std`` is the population deviation ``sqrt(sum((x - mean)^2) / n)``.
+* Integers keep exact ``min``/``max`` (Python ints, also uint64 beyond 2**53); ``mean`` and
+  ``std`` are float64.  Booleans count as 0/1, complex tensors by their magnitudes ``|x|``;
+  strings have no numeric statistics.
+* ``median``, ``p90``, ``p95``, ``p99``: over the finite elements, linear interpolation between
+  the nearest ranks (numpy's default), on one copy of the finite values (float32 for 8- and
+  16-bit floats).  ``argmin``/``argmax``: the first finite minimum / maximum in C order.
+* The data are visited CHUNK_ELEMENTS at a time, converted to float64 a chunk at a time, the
+  chunk moments merged by Chan's formula ``M2 = M2_a + M2_b + delta^2 * n_a * n_b / n``: a
+  large tensor never gets a float64 copy.
 """
 
 from __future__ import annotations
@@ -29,32 +25,7 @@ import numpy as np
 from padconv_cli.dtypes import element_kind
 
 CHUNK_ELEMENTS = 1 << 20
-DEFAULT_EDGE_ITEMS = 3
-PREVIEW_THRESHOLD = 100
-
-
-@dataclass
-class Moments:
-    """Running count, mean and sum of squared deviations (``M2``) of the finite elements."""
-
-    count: int = 0
-    mean: float = 0.0
-    m2: float = 0.0
-
-    def merge(self, count: int, mean: float, m2: float) -> None:
-        """Chan's parallel update: combine with a chunk of ``count`` values."""
-        if count == 0:
-            return
-        total = self.count + count
-        delta = mean - self.mean
-        self.mean += delta * count / total
-        self.m2 += m2 + delta * delta * self.count * count / total
-        self.count = total
-
-    @property
-    def std(self) -> float:
-        """Population standard deviation ``sqrt(M2 / n)``."""
-        return math.sqrt(self.m2 / self.count) if self.count else float("nan")
+PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
 
 
 @dataclass
@@ -87,21 +58,18 @@ class TensorStats:
     percentiles: dict[str, float] = field(default_factory=dict)
     argmin: tuple[int, ...] | None = None
     argmax: tuple[int, ...] | None = None
-    flat_extremes: list[int] = field(default_factory=lambda: [0, 0])
 
 
-def _chunks(array: np.ndarray) -> Iterator[np.ndarray]:
-    """The elements of ``array`` in C order, CHUNK_ELEMENTS at a time (views where possible)."""
+def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(offset, chunk, chunk as float64: magnitudes for complex, 0/1 for bool) of the elements
+    in C order, CHUNK_ELEMENTS at a time."""
     flat = array.reshape(-1)
     for start in range(0, flat.size, CHUNK_ELEMENTS):
-        yield flat[start : start + CHUNK_ELEMENTS]
-
-
-def _as_real(chunk: np.ndarray, kind: str) -> np.ndarray:
-    """A chunk as float64: magnitudes for complex, 0/1 for bool, exact for every other type."""
-    if kind == "complex":
-        return np.abs(chunk.astype(np.complex128))
-    return chunk.astype(np.float64)
+        chunk = flat[start:start + CHUNK_ELEMENTS]
+        if kind == "complex":
+            yield start, chunk, np.abs(chunk.astype(np.complex128))
+        else:
+            yield start, chunk, chunk.astype(np.float64)
 
 
 def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
@@ -110,98 +78,73 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
     from padconv_cli.dtypes import dtype_name
 
     kind = element_kind(array.dtype)
-    stats = TensorStats(
-        dtype=dtype_name(array.dtype),
-        shape=tuple(int(d) for d in array.shape),
-        size=int(array.size),
-        nbytes=int(array.nbytes),
-        kind=kind,
-    )
+    stats = TensorStats(dtype_name(array.dtype), tuple(int(d) for d in array.shape),
+                        int(array.size), int(array.nbytes), kind)
     if kind in ("string", "other"):
         stats.notes.append("strings: no numeric statistics")
         return stats
     if kind == "complex":
         stats.notes.append("complex: statistics of the magnitudes |x|")
-    moments = Moments()
-    for index, chunk in enumerate(_chunks(array)):
-        _accumulate(stats, moments, chunk, kind, index * CHUNK_ELEMENTS)
-    if moments.count:
-        stats.mean = moments.mean
-        stats.std = moments.std
-        stats.argmin, stats.argmax = (
-            tuple(int(i) for i in np.unravel_index(flat, array.shape))
-            for flat in stats.flat_extremes
-        )
+    mean = m2 = 0.0
+    extremes = [0, 0]  # flat indices of the minimum and the maximum
+    for offset, chunk, real in _real_chunks(array, kind):
+        finite_mask = np.isfinite(real)
+        stats.nan += int(np.count_nonzero(np.isnan(real)))
+        stats.posinf += int(np.count_nonzero(real == np.inf))
+        stats.neginf += int(np.count_nonzero(real == -np.inf))
+        finite = real[finite_mask]
+        if finite.size == 0:
+            continue
+        if kind in ("int", "bool"):  # exact: Python ints from the integers themselves
+            exact = chunk if chunk.dtype.kind in "iu" else chunk.astype(np.int64)
+            low_at, high_at = int(np.argmin(exact)), int(np.argmax(exact))
+            low, high = int(exact[low_at]), int(exact[high_at])
+            if kind == "bool":
+                low, high = bool(low), bool(high)
+        else:
+            low_at = int(np.argmin(np.where(finite_mask, real, np.inf)))
+            high_at = int(np.argmax(np.where(finite_mask, real, -np.inf)))
+            low, high = float(real[low_at]), float(real[high_at])
+        if stats.minimum is None or low < stats.minimum:
+            stats.minimum, extremes[0] = low, offset + low_at
+        if stats.maximum is None or high > stats.maximum:
+            stats.maximum, extremes[1] = high, offset + high_at
+        before, added, chunk_mean = stats.finite, int(finite.size), float(finite.mean())
+        stats.finite += added
+        delta = chunk_mean - mean
+        mean += delta * added / stats.finite
+        m2 += float(np.sum((finite - chunk_mean) ** 2)) + delta**2 * before * added / stats.finite
+    if stats.finite:
+        stats.mean, stats.std = mean, math.sqrt(m2 / stats.finite)
+        stats.argmin, stats.argmax = (tuple(int(i) for i in np.unravel_index(at, array.shape))
+                                      for at in extremes)
         stats.percentiles = percentiles(array, kind)
-    if bins is not None and moments.count:
-        stats.histogram = _histogram(array, kind, stats, bins)
+        if bins is not None:
+            stats.histogram = _histogram(array, kind, stats, bins)
     return stats
-
-
-PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
-
-
-def _finite_values(array: np.ndarray, kind: str) -> np.ndarray:
-    """The finite elements as a flat array numpy can rank (see the module rules)."""
-    flat = array.reshape(-1)
-    if kind == "complex":
-        values = np.abs(flat)
-    elif kind == "bool":
-        return flat.astype(np.uint8)
-    elif kind == "int":
-        return flat if flat.dtype.kind in "iu" else flat.astype(np.int64)
-    elif flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
-        values = flat.astype(np.float32)
-    else:
-        values = flat
-    return values[np.isfinite(values)]
 
 
 def percentiles(array: np.ndarray, kind: str) -> dict[str, float]:
     """``median``, ``p90``, ``p95``, ``p99`` of the finite elements (linear interpolation)."""
-    values = _finite_values(array, kind)
+    flat = array.reshape(-1)
+    if kind == "bool":
+        values = flat.astype(np.uint8)
+    elif kind == "int":
+        values = flat if flat.dtype.kind in "iu" else flat.astype(np.int64)
+    else:
+        if kind == "complex":
+            values = np.abs(flat)
+        elif flat.dtype.kind != "f" or flat.dtype.itemsize < 4:
+            values = flat.astype(np.float32)
+        else:
+            values = flat
+        values = values[np.isfinite(values)]
     if values.size == 0:
         return {}
     # values is a fresh copy unless it is the tensor itself: rank it in place then (one copy)
     own_copy = not np.shares_memory(values, array)
     points = np.percentile(values, list(PERCENTILES.values()), overwrite_input=own_copy)
     return {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
-
-
-def _chunk_extremes(chunk: np.ndarray, real: np.ndarray, finite_mask: np.ndarray,
-                    kind: str) -> tuple[Any, int, Any, int]:
-    """(min, its index, max, its index) of the finite elements of a chunk (first occurrence)."""
-    if kind in ("int", "bool"):
-        values = chunk if chunk.dtype.kind in "iu" else chunk.astype(np.int64)
-        low_at, high_at = int(np.argmin(values)), int(np.argmax(values))
-        return int(values[low_at]), low_at, int(values[high_at]), high_at
-    low_at = int(np.argmin(np.where(finite_mask, real, np.inf)))
-    high_at = int(np.argmax(np.where(finite_mask, real, -np.inf)))
-    return float(real[low_at]), low_at, float(real[high_at]), high_at
-
-
-def _accumulate(stats: TensorStats, moments: Moments, chunk: np.ndarray, kind: str,
-                offset: int = 0) -> None:
-    """Fold one chunk (starting at flat index ``offset``) into the counts, the extremes with
-    their indices and the moments."""
-    real = _as_real(chunk, kind)
-    finite_mask = np.isfinite(real)
-    stats.nan += int(np.count_nonzero(np.isnan(real)))
-    stats.posinf += int(np.count_nonzero(real == np.inf))
-    stats.neginf += int(np.count_nonzero(real == -np.inf))
-    finite = real[finite_mask]
-    stats.finite += int(finite.size)
-    if finite.size == 0:
-        return
-    low, low_at, high, high_at = _chunk_extremes(chunk, real, finite_mask, kind)
-    if kind == "bool":
-        low, high = bool(low), bool(high)
-    if stats.minimum is None or low < stats.minimum:
-        stats.minimum, stats.flat_extremes[0] = low, offset + low_at
-    if stats.maximum is None or high > stats.maximum:
-        stats.maximum, stats.flat_extremes[1] = high, offset + high_at
-    mean = float(finite.mean())
-    moments.merge(int(finite.size), mean, float(np.sum((finite - mean) ** 2)))
 
 
 def _histogram(array: np.ndarray, kind: str, stats: TensorStats, bins: int) -> Histogram:
@@ -211,22 +154,16 @@ def _histogram(array: np.ndarray, kind: str, stats: TensorStats, bins: int) -> H
         low, high = low - 0.5, high + 0.5
     counts = np.zeros(bins, dtype=np.int64)
     edges = np.linspace(low, high, bins + 1)
-    for chunk in _chunks(array):
-        real = _as_real(chunk, kind)
-        chunk_counts, _ = np.histogram(real[np.isfinite(real)], bins=edges)
-        counts += chunk_counts
+    for _, _, real in _real_chunks(array, kind):
+        counts += np.histogram(real[np.isfinite(real)], bins=edges)[0]
     return Histogram([float(e) for e in edges], [int(c) for c in counts])
 
 
-def preview_text(array: np.ndarray, edge_items: int = DEFAULT_EDGE_ITEMS,
-                 width: int = 76) -> str:
-    """numpy's text form of the values in lines of at most ``width`` characters; above
-    PREVIEW_THRESHOLD elements only the first and last ``edge_items`` of every axis are shown,
-    around ``...``."""
-    return np.array2string(
-        array, threshold=PREVIEW_THRESHOLD, edgeitems=max(int(edge_items), 1),
-        max_line_width=max(width, 20),
-    )
+def preview_text(array: np.ndarray, edge_items: int = 3, width: int = 76) -> str:
+    """numpy's text of the values in lines of at most ``width`` characters; above 100
+    elements only the first and last ``edge_items`` of every axis, around ``...``."""
+    return np.array2string(array, threshold=100, edgeitems=max(int(edge_items), 1),
+                           max_line_width=max(width, 20))
 
 
 # --- sources and descriptions for ``padconv show`` -------------------------------------------
@@ -249,15 +186,10 @@ def named_tensors(
     source: str, *, dtype: str | None = None, notice: Callable[[str], None] | None = None,
     policy: Any = None,
 ) -> Iterator[tuple[str, np.ndarray]]:
-    """(label, array) of every tensor a source holds, read one at a time.
-
-    ``.onnx`` models give every initializer of the main graph (``model.onnx:W``; Constant
-    nodes and subgraph initializers are not shown); for a model without any, ``notice``
-    (default: a line on stderr) receives ``"model.onnx: no initializers in the main graph"``.
-    ``.npz`` archives without a ``:NAME`` give every member (``a.npz:x``); anything else is one
-    tensor read by tensorio, labelled with the source (and the TensorProto name when it has
-    one).
-    """
+    """(label, array) of every tensor a source holds, read one at a time: a model's main-graph
+    initializers (``model.onnx:W``; none: ``notice``, default stderr, is told so), every member
+    of an ``.npz`` without ``:NAME`` (``a.npz:x``), every tensor of a Polygraphy JSON file,
+    else the one tensor (labelled with its TensorProto name too when it has one)."""
     import os
 
     from padconv_cli.tensorio import classify_source
@@ -310,36 +242,27 @@ def read_tensor_labelled(source: str, dtype: str | None,
     return label, array
 
 
-def describe_tensor(
-    label: str, array: np.ndarray, *, bins: int | None = None, edge_items: int = 3,
-    width: int = 80,
-) -> dict[str, Any]:
+# the keys of a description and the TensorStats field each comes from, in printed order
+DESCRIPTION_FIELDS = {"dtype": "dtype", "shape": "shape", "size": "size", "bytes": "nbytes",
+                      "min": "minimum", "max": "maximum", "mean": "mean", "std": "std",
+                      "finite": "finite", "nan": "nan", "posinf": "posinf", "neginf": "neginf",
+                      "notes": "notes"}
+
+
+def describe_tensor(label: str, array: np.ndarray, *, bins: int | None = None,
+                    edge_items: int = 3, width: int = 80) -> dict[str, Any]:
     """Everything ``padconv show`` prints about one tensor, as a dict (no arrays inside)."""
+    from dataclasses import asdict
+
     stats = tensor_stats(array, bins=bins)
-    description: dict[str, Any] = {
-        "name": label,
-        "dtype": stats.dtype,
-        "shape": list(stats.shape),
-        "size": stats.size,
-        "bytes": stats.nbytes,
-        "min": stats.minimum,
-        "max": stats.maximum,
-        "mean": stats.mean,
-        "std": stats.std,
-        "finite": stats.finite,
-        "nan": stats.nan,
-        "posinf": stats.posinf,
-        "neginf": stats.neginf,
-        "notes": stats.notes,
-    }
+    description = {"name": label, **{key: getattr(stats, name)
+                                     for key, name in DESCRIPTION_FIELDS.items()}}
+    description["shape"] = list(stats.shape)
     if stats.percentiles:
-        description.update(stats.percentiles)
-        description["argmin"] = list(stats.argmin or ())
-        description["argmax"] = list(stats.argmax or ())
+        description.update(stats.percentiles, argmin=list(stats.argmin or ()),
+                           argmax=list(stats.argmax or ()))
     if stats.histogram is not None:
-        description["histogram"] = {
-            "edges": stats.histogram.edges, "counts": stats.histogram.counts
-        }
+        description["histogram"] = asdict(stats.histogram)
     if edge_items > 0:
         description["preview"] = preview_text(array, edge_items, width - 4)
     return description
@@ -350,11 +273,7 @@ def _count(number: int, noun: str) -> str:
 
 
 def _number(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+    return "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def _histogram_lines(histogram: dict[str, Any], width: int = 40) -> list[str]:
@@ -364,42 +283,30 @@ def _histogram_lines(histogram: dict[str, Any], width: int = 40) -> list[str]:
     lines = []
     for index, count in enumerate(counts):
         closing = "]" if index == len(counts) - 1 else ")"
-        bar = "#" * round(width * count / largest)
         span = f"[{edges[index]:.4g}, {edges[index + 1]:.4g}{closing}"
-        lines.append(f"    {span:<24} {bar:<{width}} {count}")
+        lines.append(f"    {span:<24} {'#' * round(width * count / largest):<{width}} {count}")
     return lines
 
 
 def format_description(description: dict[str, Any]) -> str:
     """The text form of :func:`describe_tensor`."""
-    shape = ", ".join(str(d) for d in description["shape"])
-    lines = [
-        f"{description['name']}: {description['dtype']}[{shape}] "
-        f"({_count(description['size'], 'element')}, {_count(description['bytes'], 'byte')})"
-    ]
-    if description["finite"] or description["nan"] or description["posinf"] or (
-        description["neginf"]
-    ):
-        lines.append(
-            f"  min {_number(description['min'])}  max {_number(description['max'])}  "
-            f"mean {_number(description['mean'])}  std {_number(description['std'])}"
-        )
-        lines.append(
-            f"  finite {description['finite']}  NaN {description['nan']}  "
-            f"+Inf {description['posinf']}  -Inf {description['neginf']}"
-        )
-    if "median" in description:
-        lines.append(
-            "  " + "  ".join(f"{name} {_number(description[name])}" for name in PERCENTILES)
-        )
-        lines.append(
-            f"  min at {description['argmin']}  max at {description['argmax']}"
-        )
-    lines.extend(f"  ({note})" for note in description["notes"])
-    if "histogram" in description:
-        lines.append(f"  histogram ({len(description['histogram']['counts'])} bins):")
-        lines.extend(_histogram_lines(description["histogram"]))
-    if "preview" in description:
+    d = description
+    shape = ", ".join(str(size) for size in d["shape"])
+    lines = [f"{d['name']}: {d['dtype']}[{shape}] "
+             f"({_count(d['size'], 'element')}, {_count(d['bytes'], 'byte')})"]
+    if d["finite"] or d["nan"] or d["posinf"] or d["neginf"]:
+        lines.append(f"  min {_number(d['min'])}  max {_number(d['max'])}  "
+                     f"mean {_number(d['mean'])}  std {_number(d['std'])}")
+        lines.append(f"  finite {d['finite']}  NaN {d['nan']}  +Inf {d['posinf']}  "
+                     f"-Inf {d['neginf']}")
+    if "median" in d:
+        lines.append("  " + "  ".join(f"{name} {_number(d[name])}" for name in PERCENTILES))
+        lines.append(f"  min at {d['argmin']}  max at {d['argmax']}")
+    lines.extend(f"  ({note})" for note in d["notes"])
+    if "histogram" in d:
+        lines.append(f"  histogram ({len(d['histogram']['counts'])} bins):")
+        lines.extend(_histogram_lines(d["histogram"]))
+    if "preview" in d:
         lines.append("  values:")
-        lines.extend("    " + line for line in description["preview"].splitlines())
+        lines.extend("    " + line for line in d["preview"].splitlines())
     return "\n".join(lines)

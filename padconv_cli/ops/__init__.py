@@ -1,29 +1,270 @@
-"""The operators padconv implements, one module each, and their one registry.
+"""The operators padconv implements, their protocol and their one registry.
 
-Each operator module (:mod:`.pad`, :mod:`.conv`) provides ``OPERATOR``, an
-:class:`~padconv_cli.ops.protocol.Operator` holding every rule of that operator.  This
-registry is the only place keyed by operator names: :func:`operator` finds an entry by its
-ONNX name (``Conv``) or its command (``conv``); everything above looks the operator up once
-and calls the protocol.
+Each operator module (``pad.py``, ``conv.py``...) defines ``OPERATOR = Operator(...)``: its
+declarations and the functions holding every rule of it (fields: ``docs/architecture.md``).
+Everything above looks the operator up once here and calls the protocol; this registry is the
+only place keyed by operator names.  It is lazy: it knows each operator's ONNX name, command
+and module, and imports a module only when that operator is asked for.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.ops import conv, conv_integer, conv_transpose, pad, qlinear_conv
-from padconv_cli.ops.protocol import KernelCall, Operator, ResolvedCall, dtype_of, shape_of
 
-OPERATORS: dict[str, Operator] = {
-    entry.name: entry
-    for entry in (pad.OPERATOR, conv.OPERATOR, conv_transpose.OPERATOR, conv_integer.OPERATOR,
-                  qlinear_conv.OPERATOR)
+if TYPE_CHECKING:
+    import numpy as np
+
+DATA, ATTRIBUTE = "data", "attribute"  # the roles of an input (see Input)
+ALWAYS, UNLESS_MODEL, OPTIONAL = "always", "unless model", "optional"  # when one is required
+REFERENCE_PEER, ONNXRUNTIME_PEER = "onnx.reference", "onnxruntime"  # the runtimes --check runs
+# AttributeProto.AttributeType numbers (onnx.proto) an operator declares its attributes with.
+FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS, SPARSE_TENSOR = 1, 2, 3, 4, 6, 7, 8, 11
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of the ONNX node: ``role`` DATA (a tensor argument) or ATTRIBUTE (a node
+    input taken as an attribute, Pad's ``pads``); ``required`` ALWAYS, UNLESS_MODEL or
+    OPTIONAL; ``literal_type``: the type an inline literal takes without --dtype (a numpy type
+    name, or an earlier input whose type it takes)."""
+
+    name: str
+    role: str = DATA
+    required: str = ALWAYS
+    literal_type: str | None = None
+
+    @property
+    def metavar(self) -> str:
+        """``X`` for a required argument, ``[W]`` for one that may be left out."""
+        return self.name.upper() if self.required == ALWAYS else f"[{self.name.upper()}]"
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One attribute in kernel terms and its flag; ``kind``: ``ints``, ``int``, ``choice`` or
+    ``text``; ``required``: needed unless a ``--from-model`` node gives it."""
+
+    name: str
+    kind: str
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    show_default: bool = False
+    required: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``--kernel-shape`` for ``kernel_shape``."""
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """The operator's kernel on ``arrays`` (node order, None where omitted) and
+    ``attributes`` (kernel terms), by the rules of ONNX version ``version``."""
+
+    op_type: str
+    version: int
+    arrays: tuple[Any, ...]
+    attributes: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # one-line remarks for the user (an off-spec node computed)
+
+    @property
+    def operator(self) -> str:
+        """``"Pad-2"``, ``"Conv-22"``: operator name and the version whose rules applied."""
+        return f"{self.op_type}-{self.version}"
+
+    def describe(self) -> str:
+        """The attributes that were given, as ``name=value`` words (``mode=reflect pads=[0,2]``)."""
+        defaults = {"auto_pad": "NOTSET", "group": 1}
+        return " ".join(f"{name}={_short(value, quote=name == 'constant_value')}"
+                        for name, value in self.attributes.items()
+                        if value is not None and defaults.get(name, object()) != value)
+
+
+@dataclass(frozen=True)
+class ResolvedCall:
+    """A kernel call ready for planning, and where its pieces came from."""
+
+    call: KernelCall
+    given: frozenset[str]  # attributes set by a flag or by the model (others are defaults)
+    embedded: frozenset[str] = frozenset()  # data inputs taken from the model
+    origin: Any = None  # the models.ModelNode the call came from
+    overridden: tuple[str, ...] = field(default=())  # model attributes a flag replaced
+
+
+def _short(value: Any, *, quote: bool = False) -> str:
+    """Compact text of an attribute value: lists without spaces, numpy scalars as Python,
+    strings quoted when ``quote`` (a string constant_value, unlike a mode name)."""
+    import numpy as np
+
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_)):
+        return str(value)  # shortest text that round-trips in the value's own type
+    return value if isinstance(value, str) and not quote else repr(value)
+
+
+@dataclass(frozen=True)
+class Command:
+    """The command's texts: one-line summary, help, examples (shown after the summary)."""
+
+    summary: str
+    help: str
+    examples: str
+
+
+Fn = Callable[..., Any]
+
+
+def no_flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
+                  arrays: Sequence[Any]) -> None:
+    """No model attribute loses its meaning when a flag is given."""
+
+
+def no_known_deviation(peer: str, call: KernelCall, plan: Any) -> None:
+    """No runtime is known to deviate from the specification on this operator."""
+
+
+def same_attributes(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
+    """Attributes that do not depend on the data's element type, as given."""
+    return dict(attributes)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator padconv implements; each field is a rule of it (``docs/architecture.md``
+    gives every signature)."""
+
+    # declarations
+    name: str
+    command: str
+    versions: tuple[int, ...]
+    inputs: tuple[Input, ...]
+    attributes: tuple[Attribute, ...]
+    texts: Command
+    max_inputs: Callable[[int], int]
+    onnx_attribute_types: Mapping[str, int]
+    output_name: str
+    # plan, kernel, needs
+    plan: Fn
+    kernel: Fn
+    run: Fn
+    output_dtype: Fn
+    needs: Fn
+    # engines
+    plan_tiles: Fn
+    run_engine: Fn
+    # explain, emit, check, audit, verify
+    explain: Fn
+    version_choice: Fn
+    graph_parts: Fn
+    reference: Fn
+    error_bound: Fn
+    sample_arguments: Fn
+    # model nodes
+    node_call: Fn
+    model_slots: Fn
+    typed: Fn = same_attributes
+    known_deviation: Fn = no_known_deviation
+    flag_rules: Fn = no_flag_rules
+    notes: Fn = lambda given: ()
+    plan_arrays: Fn | None = None
+    classify_difference: Fn | None = None
+    engines: tuple[str, ...] = ("memory", "tiled", "dask")
+
+    @property
+    def data_inputs(self) -> tuple[Input, ...]:
+        """The data inputs (the tensors a call takes as arguments), in node order."""
+        return tuple(i for i in self.inputs if i.role == DATA)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The names of the data inputs."""
+        return tuple(i.name for i in self.data_inputs)
+
+    @property
+    def required_inputs(self) -> int:
+        """How many data inputs a call cannot go without."""
+        return sum(1 for i in self.data_inputs if i.required != OPTIONAL)
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Every attribute's default (a call made from flags alone starts from these)."""
+        return {a.name: a.default for a in self.attributes}
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        """The attributes in kernel terms, in declaration order."""
+        return tuple(a.name for a in self.attributes)
+
+
+def shape_of(value: Any) -> tuple[int, ...] | None:
+    """The shape of an input (array, memory-mapped file, declared store) without reading it."""
+    import numpy as np
+
+    if value is None:
+        return None
+    shape = getattr(value, "shape", None)
+    return tuple(int(d) for d in (shape if shape is not None else np.shape(value)))
+
+
+def dtype_of(value: Any) -> np.dtype:
+    """The element type of an input without reading it."""
+    import numpy as np
+
+    dtype = getattr(value, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.asarray(value).dtype
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+# ONNX name -> (command, module defining its OPERATOR); adding an operator adds one line here
+MODULES = {
+    "Pad": ("pad", "padconv_cli.ops.pad"),
+    "Conv": ("conv", "padconv_cli.ops.conv"),
+    "ConvTranspose": ("conv-transpose", "padconv_cli.ops.conv_transpose"),
+    "ConvInteger": ("conv-integer", "padconv_cli.ops.conv_integer"),
+    "QLinearConv": ("qlinear-conv", "padconv_cli.ops.qlinear_conv"),
 }
-COMMANDS: dict[str, Operator] = {entry.command: entry for entry in OPERATORS.values()}
 
-__all__ = ["COMMANDS", "OPERATORS", "KernelCall", "Operator", "ResolvedCall", "compute", "dtype_of",
-           "error_bound", "find", "operator", "plain_call", "plan_call", "shape_of"]
+
+class _Registry(Mapping):
+    """Operators by ONNX name (or, ``by_command``, by command), imported on first lookup:
+    iterating the names imports nothing, a value imports its module."""
+
+    def __init__(self, by_command: bool) -> None:
+        self._modules = {(command if by_command else name): module
+                         for name, (command, module) in MODULES.items()}
+        self._loaded: dict[str, Operator] = {}
+
+    def __getitem__(self, key: str) -> Operator:
+        if key not in self._loaded:
+            self._loaded[key] = importlib.import_module(self._modules[key]).OPERATOR
+        return self._loaded[key]
+
+    def __setitem__(self, key: str, entry: Operator) -> None:  # a test declares an operator
+        self._modules.setdefault(key, "")
+        self._loaded[key] = entry
+
+    def __contains__(self, key: object) -> bool:  # a name is known without its import
+        return key in self._modules
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+OPERATORS: Mapping[str, Operator] = _Registry(by_command=False)
+COMMANDS: Mapping[str, Operator] = _Registry(by_command=True)
 
 
 def find(name: str) -> Operator | None:
@@ -42,19 +283,19 @@ def operator(name: str) -> Operator:
 
 
 def plain_call(op_type: str, arrays: tuple[Any, ...], flags: dict[str, Any]) -> ResolvedCall:
-    """A call built from flags alone: the operator's defaults, then ``flags`` (read in the
-    data's element type), by the newest version padconv implements."""
+    """A call from flags alone: the operator's defaults, then ``flags`` (read in the data's
+    element type), by the newest version padconv implements."""
     entry = operator(op_type)
     attributes = {**entry.defaults, **flags}
     if arrays and arrays[0] is not None:
         attributes = entry.typed(attributes, dtype_of(arrays[0]))
-    call = KernelCall(entry.name, entry.newest_version, tuple(arrays), attributes)
+    call = KernelCall(entry.name, entry.versions[-1], tuple(arrays), attributes)
     return ResolvedCall(call, frozenset(flags))
 
 
 def plan_call(call: KernelCall) -> Any:
-    """The plan of ``call`` from its inputs' shapes and its attributes, by its operator's
-    planner."""
+    """The plan of ``call`` by its operator's planner, from the inputs' shapes (and, for a
+    ``plan_arrays`` planner, their declared types)."""
     entry = operator(call.op_type)
     if entry.plan_arrays is not None:
         return entry.plan_arrays(call.arrays, call.attributes)
@@ -63,8 +304,7 @@ def plan_call(call: KernelCall) -> Any:
 
 
 def error_bound(call: KernelCall, plan: Any = None) -> Any:
-    """The per-element error bound ``call``'s result is judged by (None: compared exactly);
-    ``plan``: the call's plan, when it was made already."""
+    """The per-element error bound ``call``'s result is judged by (None: compared exactly)."""
     return operator(call.op_type).error_bound(call, plan)
 
 

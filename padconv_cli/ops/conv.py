@@ -1,22 +1,14 @@
 """ONNX Conv: every rule padconv applies to it, from the command line to the emitted node.
 
-Versions 1, 11, 22 (the kernel is Conv-22's); every version takes inputs ``X, W[, B]`` and the
-attributes auto_pad, dilations, group, kernel_shape, pads, strides, which map one to one onto
-``conv(X, W, B, **attributes)``.
-
-Conv sums products: audit, compare and check allow each element the dot-product error bound
-``c * n * eps * sum(|x| * |w|)`` (:mod:`padconv_cli.verification.conv_bound`) on top of the
-tolerance; the float64 recomputation (:func:`reference`) decides who is right.
-
-FLOPs (``--explain``): a multiply-add counts 2, ``2 * N * M * prod(out_spatial) * (C/group) *
-prod(kernel)``, plus ``N * M * prod(out_spatial)`` additions for a bias.  Memory: the inputs,
-the output and the working memory of the compute path that will run
-(:func:`padconv_cli.kernels.conv_paths.working_bytes`).
-
-The emitted node writes every attribute resolved.  With a dilation above 1 the pads that
-``auto_pad`` resolves to are written instead of ``auto_pad``: the inputs have fixed shapes, and
-onnxruntime cannot run SAME_* with dilations.  Conv-11 is the first version that defines
-``SAME_*`` with a stride above 1 as ``ceil(in / stride)``.
+Versions 1, 11, 22 (the kernel is Conv-22's); every version takes ``X, W[, B]`` and the
+attributes auto_pad, dilations, group, kernel_shape, pads, strides, one to one the kernel's.
+Conv sums products: results are judged within the dot-product error bound
+``c * n * eps * sum(|x| * |w|)`` on top of the tolerance, the float64 recomputation decides.
+FLOPs: ``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel)``, plus ``N * M *
+prod(out_spatial)`` for a bias.  The emitted node writes every attribute resolved; with a
+dilation above 1 it writes the pads ``auto_pad`` resolves to (onnxruntime cannot run SAME_*
+with dilations).  Conv-11 first defines ``SAME_*`` with a stride above 1 as ``ceil(in /
+stride)``.
 """
 
 from __future__ import annotations
@@ -25,8 +17,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from padconv_cli.errors import AttributeValueError, InputError
-from padconv_cli.ops.protocol import (
+from padconv_cli.errors import AttributeValueError
+from padconv_cli.ops import (
     INT,
     INTS,
     OPTIONAL,
@@ -38,7 +30,7 @@ from padconv_cli.ops.protocol import (
     KernelCall,
     Operator,
     dtype_of,
-    no_known_deviation,
+    same_attributes,
 )
 
 if TYPE_CHECKING:
@@ -106,11 +98,6 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
     return plan_conv(shapes[0], shapes[1], shapes[2], **attributes)
 
 
-def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
-    """True when ``made`` was planned for these X and W shapes."""
-    return len(shapes) > 1 and (made.x_shape, made.w_shape) == (shapes[0], shapes[1])
-
-
 def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
     """The public kernel ``conv(X, W, B, **attributes)``."""
     from padconv_cli.kernels.conv import conv
@@ -126,9 +113,7 @@ def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.n
     return conv_planned(made, x, w, rest[0] if rest else None)
 
 
-def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
-    """Conv's attributes do not depend on the data's type."""
-    return dict(attributes)
+typed = same_attributes  # Conv's attributes do not depend on the data's type
 
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
@@ -139,10 +124,16 @@ def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> n
 
 def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
           fmt: str) -> Any:
-    """:func:`padconv_cli.needs.conv_needs`: inputs, output, the compute path's working memory."""
-    from padconv_cli.needs import conv_needs
+    """Inputs, output ``prod(shape) * itemsize``, the working memory of the compute path that
+    will run (:func:`padconv_cli.kernels.conv.working_bytes`)."""
+    from padconv_cli.dtypes import dtype_name
+    from padconv_cli.kernels.conv import working_bytes
+    from padconv_cli.resources import Needs, nbytes
 
-    return conv_needs(tuple(arrays), made, dtype)
+    inputs = sum(nbytes(a) for a in arrays if a is not None)
+    output = math.prod(made.output_shape) * dtype.itemsize
+    return Needs(inputs, output, working_bytes(made, dtype), tuple(made.output_shape),
+                 dtype_name(dtype), dtype.itemsize)
 
 
 # --- engines -----------------------------------------------------------------------------------
@@ -164,10 +155,9 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
 
 def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    """The tiled or dask engine on the call's plan (W and B held whole)."""
+    """The tiled or dask engine on the call's plan (W, required by the plan, and B held
+    whole)."""
     w, b = (list(others) + [None, None])[:2]
-    if w is None:
-        raise InputError("conv: W is required", param="W")
     if engine == "tiled":
         from padconv_cli.outofcore.conv_tiles import tiled_conv
 
@@ -183,21 +173,9 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
 # --- explain -----------------------------------------------------------------------------------
 
 
-def _dims(made: Any) -> list[dict[str, Any]]:
-    """N, M, then one spatial formula per axis (from the plan)."""
-    n, m, *spatial = made.output_shape
-    dims = [
-        {"axis": 0, "size": n, "formula": f"N = X.shape[0] = {n}"},
-        {"axis": 1, "size": m, "formula": f"M = W.shape[0] = {m}"},
-    ]
-    for index, (size, formula) in enumerate(zip(spatial, made.formulas, strict=True)):
-        dims.append({"axis": index + 2, "size": size, "formula": formula})
-    return dims
-
-
 def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     """The resolved attributes (kernel_shape from W, pads from auto_pad), each output
-    dimension's formula, the FLOPs (module docstring)."""
+    dimension's formula (N, M, then the plan's spatial ones), the FLOPs (module docstring)."""
     has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
     attributes = {
         "auto_pad": made.auto_pad,
@@ -212,12 +190,17 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
         sources["kernel_shape"] = "W.shape[2:]"
     if made.auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID"):
         sources["pads"] = f"auto_pad {made.auto_pad}"
+    n, m, *spatial = made.output_shape
+    dims = [{"axis": 0, "size": n, "formula": f"N = X.shape[0] = {n}"},
+            {"axis": 1, "size": m, "formula": f"M = W.shape[0] = {m}"}]
+    dims += [{"axis": index + 2, "size": size, "formula": formula}
+             for index, (size, formula) in enumerate(zip(spatial, made.formulas, strict=True))]
     bias_adds = math.prod(made.output_shape) if has_bias else 0
     formula = "2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)"
     return {
         "attributes": attributes,
         "sources": sources,
-        "dims": _dims(made),
+        "dims": dims,
         "flops": made.flops + bias_adds,
         "flops_formula": formula + (" + N * M * prod(out_spatial) (bias)" if has_bias else ""),
     }
@@ -233,7 +216,8 @@ def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
 
 
 def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
-    """The oldest Conv version with the call's element type and auto_pad semantics."""
+    """The oldest Conv version with the call's element type and auto_pad semantics (SAME
+    with a stride above 1: Conv-11)."""
     from padconv_cli.ops.onnx_graph import (
         VersionChoice,
         first_version_for_type,
@@ -241,13 +225,9 @@ def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionCho
     )
 
     needed = [(first_version_for_type(NAME, VERSIONS, dtype), onnx_type_string(dtype))]
-    strides = attributes.get("strides") or ()
     auto_pad = attributes.get("auto_pad", "NOTSET")
-    if (
-        writes_auto_pad(auto_pad, attributes.get("dilations"))
-        and str(auto_pad).startswith("SAME")
-        and any(s > 1 for s in strides)
-    ):
+    if (writes_auto_pad(auto_pad, attributes.get("dilations")) and str(auto_pad).startswith("SAME")
+            and any(s > 1 for s in attributes.get("strides") or ())):
         needed.append((11, "auto_pad SAME with a stride above 1"))
     version, reason = max(needed, key=lambda need: need[0])
     if version == VERSIONS[0]:
@@ -260,12 +240,9 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
     """Conv node parts with every attribute written out as resolved by the plan."""
     from padconv_cli.ops.onnx_graph import GraphParts
 
-    attributes: dict[str, Any] = {
-        "kernel_shape": list(made.kernel_shape),
-        "strides": list(made.strides),
-        "dilations": list(made.dilations),
-        "group": int(made.group),
-    }
+    attributes: dict[str, Any] = {"kernel_shape": list(made.kernel_shape),
+                                  "strides": list(made.strides),
+                                  "dilations": list(made.dilations), "group": int(made.group)}
     if writes_auto_pad(made.auto_pad, made.dilations):
         attributes["auto_pad"] = made.auto_pad
     else:
@@ -308,16 +285,12 @@ def error_bound(call: KernelCall, made: Any = None) -> np.ndarray | None:
 
 def sample_arguments(case: Any, folder: str) -> list[str]:
     """``conv X W [B] --kernel-shape ... --group G --auto-pad A`` of a verify case."""
-    tensors = [f"{folder}/{case.samples[p]}" for p in sorted(case.samples)]
-    arguments = ["conv", *tensors]
-    for name in ("kernel_shape", "pads", "strides", "dilations"):
-        if name in case.attributes:
-            flag = "--" + name.replace("_", "-")
-            arguments += [flag, *(str(v) for v in case.attributes[name])]
-    if "group" in case.attributes:
-        arguments += ["--group", str(case.attributes["group"])]
-    if "auto_pad" in case.attributes:
-        arguments += ["--auto-pad", str(case.attributes["auto_pad"])]
+    arguments = ["conv", *(f"{folder}/{case.samples[p]}" for p in sorted(case.samples))]
+    for name in ("kernel_shape", "pads", "strides", "dilations", "group", "auto_pad"):
+        value = case.attributes.get(name)
+        if value is not None:
+            values = value if isinstance(value, (list, tuple)) else [value]
+            arguments += ["--" + name.replace("_", "-"), *(str(v) for v in values)]
     return arguments
 
 
@@ -373,10 +346,10 @@ OPERATOR = Operator(
     texts=TEXTS, max_inputs=max_inputs, output_name="Y",
     onnx_attribute_types={"auto_pad": STRING, "dilations": INTS, "group": INT,
                           "kernel_shape": INTS, "pads": INTS, "strides": INTS},
-    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
-    reference=reference, error_bound=error_bound, known_deviation=no_known_deviation,
+    reference=reference, error_bound=error_bound,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
     flag_rules=flag_rules,
 )

@@ -100,11 +100,6 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
     return plan_arrays(conv_family.declared(shapes, dtype), attributes)
 
 
-def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
-    """True when ``made`` was planned for these x and w shapes."""
-    return len(shapes) > 1 and (made.conv.x_shape, made.conv.w_shape) == (shapes[0], shapes[1])
-
-
 def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
     """The public kernel ``conv_integer(x, w, x_zero_point, w_zero_point, **attributes)``."""
     from padconv_cli.kernels.integer_conv import conv_integer
@@ -314,7 +309,7 @@ OPERATOR = Operator(
     name=NAME, command="conv-integer", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
     texts=TEXTS, max_inputs=max_inputs, output_name="y",
     onnx_attribute_types=CONV.onnx_attribute_types,
-    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound, known_deviation=known_deviation,

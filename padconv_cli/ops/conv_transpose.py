@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import padconv_cli.ops.conv_family as conv_family
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
 from padconv_cli.ops.conv import OPERATOR as CONV
-from padconv_cli.ops.conv import output_dtype, plan_fits, typed  # the same rules as Conv's
+from padconv_cli.ops.conv import output_dtype, typed  # the same rules as Conv's
 from padconv_cli.ops.protocol import (
     INTS,
     ONNXRUNTIME_PEER,
@@ -418,7 +418,7 @@ OPERATOR = Operator(
     attributes=ATTRIBUTES, texts=TEXTS, max_inputs=max_inputs, output_name="Y",
     onnx_attribute_types={**CONV.onnx_attribute_types, "output_padding": INTS,
                           "output_shape": INTS},
-    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound, known_deviation=known_deviation,

@@ -42,24 +42,17 @@ def onnx_type_string(dtype: np.dtype) -> str:
     return f"tensor({TensorProto.DataType.Name(onnx_elem_type(dtype)).lower()})"
 
 
-def _schema_allows(op_type: str, version: int, type_string: str, type_param: str) -> bool:
-    """True when the schema of ``op_type``-``version`` lists ``type_string`` for
-    ``type_param``."""
-    import onnx.defs
-
-    schema = onnx.defs.get_schema(op_type, version)
-    for constraint in schema.type_constraints:
-        if constraint.type_param_str == type_param:
-            return type_string in constraint.allowed_type_strs
-    return False
-
-
 def first_version_for_type(op_type: str, versions: Sequence[int], dtype: np.dtype,
                            type_param: str = "T") -> int:
-    """Oldest version in ``versions`` whose type constraint ``type_param`` admits ``dtype``."""
+    """Oldest version in ``versions`` whose schema's type constraint ``type_param`` lists
+    ``dtype``."""
+    import onnx.defs
+
     type_string = onnx_type_string(dtype)
     for version in versions:
-        if _schema_allows(op_type, version, type_string, type_param):
+        constraints = onnx.defs.get_schema(op_type, version).type_constraints
+        if any(c.type_param_str == type_param and type_string in c.allowed_type_strs
+               for c in constraints):
             return version
     raise UnsupportedDtypeError(f"{op_type}: no ONNX version accepts {type_string}")
 

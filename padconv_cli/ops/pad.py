@@ -1,27 +1,36 @@
 """ONNX Pad: every rule padconv applies to it, from the command line to the emitted node.
 
-Versions 1, 2, 11, 13, 18, 19, 21, 23, 24, 25 (the kernel is Pad-25's).  A node's arguments:
+Versions 1, 2, 11, 13, 18, 19, 21, 23, 24, 25 (the kernel is Pad-25's).  Pad-1 has attributes
+``paddings``, ``value``, ``mode``; Pad-2..10 ``pads``, ``value``, ``mode``; Pad-11+ inputs
+``data, pads[, constant_value]`` and attribute ``mode``; Pad-18+ adds the input ``axes``,
+Pad-19+ ``mode="wrap"``.  Exporters write ``wrap`` at older opsets, and onnxruntime and
+onnx.reference run it: such a node is computed as Pad-19 does, with a note (off-spec model).
+All become one kernel call ``pad(data, pads, constant_value, axes, mode)``, compared exactly.
 
-* Pad-1: attributes ``paddings``, ``value``, ``mode``; Pad-2..10: ``pads``, ``value``, ``mode``;
-* Pad-11+: inputs ``data, pads[, constant_value]``, attribute ``mode``; Pad-18+ adds the input
-  ``axes``; Pad-19+ adds ``mode="wrap"``.  Exporters write ``wrap`` at older opsets (PyTorch's
-  dynamo exporter at opset 18), and onnxruntime and onnx.reference run it: such a node is
-  computed as Pad-19 does, with a note saying the model is off-spec.
+Output bytes as written: ``prod(shape) * itemsize`` for fixed-size types; a string result
+written to ``.npy`` takes ``prod(shape) * 4 * longest`` (UTF-32, ``longest`` in characters of
+the input or the fill); to ``.pb`` each element's UTF-8 bytes plus a tag byte and the length's
+varint, ``text + prod(shape) * (1 + varint(longest))``, ``text`` the kept input's UTF-8 bytes
+plus the fill's (constant mode) or ``prod(shape) * longest`` (other modes).  Exact for an
+object input padded with a constant whose strings are under 128 UTF-8 bytes, upper bounds
+otherwise; a fixed-width input is not read (each element counts its width, at most 4 UTF-8
+bytes a character).
 
-All of them become one kernel call ``pad(data, pads, constant_value, axes, mode)``.  Pad copies
-elements: audit and check compare it exactly, against :func:`reference` (its index definition).
-The emitted node is the oldest version (2 and later) with the call's features: the element type
-(the installed onnx's schemas), ``axes`` (Pad-18), ``wrap`` (Pad-19), a constant_value a
-float32 ``value`` attribute cannot hold (Pad-11).
+A fixed-width string result over ``STRING_CHUNK_BYTES`` is computed on Python strings when
+that holds less, ``8 * prod(shape) + prod(input shape) * (64 + itemsize) < prod(shape) *
+itemsize``, and written in pieces.  Working memory: such a result's strings made from the
+input plus the piece being written; a string result written to ``.pb`` needs the whole message
+plus ``PB_STRING_HELD`` bytes an element.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.ops.protocol import (
+from padconv_cli.ops import (
     ATTRIBUTE,
     FLOAT,
     INTS,
@@ -35,7 +44,6 @@ from padconv_cli.ops.protocol import (
     KernelCall,
     Operator,
     dtype_of,
-    no_flag_rules,
 )
 
 if TYPE_CHECKING:
@@ -86,6 +94,15 @@ Examples:
 """,
 )
 
+POINTER_BYTES = 8
+STR_OBJECT_BYTES = 64  # a python str's header, over its characters
+UTF32 = 4
+UTF8_MAX = 4
+PB_TAG = 1  # the field tag byte of each string_data element
+# memory per string while a TensorProto is built and serialised (about 58 bytes measured)
+PB_STRING_HELD = 64
+UTF8_PIECE = 2**20  # characters encoded at a time to count a long string's UTF-8 bytes
+
 
 def max_inputs(version: int) -> int:
     """Pad-1/2: 1 (data), Pad-11..13: 3, Pad-18+: 4 (axes)."""
@@ -101,11 +118,6 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
 
     return plan_pad(shapes[0], attributes["pads"], attributes.get("axes"),
                     attributes.get("mode", "constant"), dtype=dtype)
-
-
-def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
-    """True when ``made`` was planned for data of shape ``shapes[0]``."""
-    return made.input_shape == shapes[0]
 
 
 def fill(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> Any:
@@ -127,12 +139,11 @@ def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.n
     import numpy as np
 
     from padconv_cli.kernels.pad import pad_planned
-    from padconv_cli.needs import strings_as_objects
 
     data = np.asarray(arrays[0])
     value = fill(data.dtype, attributes, made)
     if strings_as_objects(output_dtype(data.dtype, attributes, made), made):
-        data = data.astype(object)  # wide strings: held as python strings, written in pieces
+        data = data.astype(object)
     return pad_planned(data, made, value)
 
 
@@ -150,13 +161,99 @@ def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> n
     return widened(dtype, fill(dtype, attributes, made))
 
 
+def strings_as_objects(dtype: np.dtype, made: Any) -> bool:
+    """True when a fixed-width string result of ``dtype`` is computed on Python strings and
+    written in pieces (module docstring)."""
+    if dtype.kind not in "US":
+        return False
+    from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
+
+    count = math.prod(made.output_shape)
+    whole = count * dtype.itemsize
+    held = count * POINTER_BYTES + math.prod(made.input_shape) * (STR_OBJECT_BYTES + dtype.itemsize)
+    return whole > STRING_CHUNK_BYTES and held < whole
+
+
+def _utf8_length(item: Any) -> int:
+    """UTF-8 bytes of one element (bytes count themselves), encoded ``UTF8_PIECE`` characters
+    at a time so that a long string is never copied whole."""
+    if isinstance(item, bytes):
+        return len(item)
+    text = item if isinstance(item, str) else str(item)
+    if text.isascii():
+        return len(text)
+    return sum(len(text[start:start + UTF8_PIECE].encode("utf-8", "surrogatepass"))
+               for start in range(0, len(text), UTF8_PIECE))
+
+
+def _characters(item: Any) -> int:
+    return len(item) if isinstance(item, (str, bytes)) else len(str(item))
+
+
+def string_lengths(data: Any, dtype: np.dtype, *, utf8: bool = False) -> tuple[int, int]:
+    """``(longest, total)`` characters of string data (UTF-8 bytes when ``utf8``): an object
+    array element by element; a fixed-width one is not read, each element counts its width."""
+    import numpy as np
+
+    if dtype.kind == "O":
+        measure = _utf8_length if utf8 else _characters
+        longest = total = 0
+        for item in np.asarray(data).flat:
+            length = measure(item)
+            longest, total = max(longest, length), total + length
+        return longest, total
+    width = dtype.itemsize // (UTF32 if dtype.kind == "U" else 1)
+    if utf8 and dtype.kind == "U":
+        width *= UTF8_MAX
+    return width, width * math.prod(np.shape(data))
+
+
+def written_bytes(data: Any, made: Any, dtype: np.dtype, value: Any, fmt: str) -> int:
+    """Bytes of the result as written in ``fmt`` (module docstring)."""
+    import numpy as np
+
+    count = math.prod(made.output_shape)
+    if dtype.kind not in "OUS" or (dtype.kind in "US" and fmt != "pb"):
+        return count * dtype.itemsize
+    pb = fmt == "pb"
+    longest, total = string_lengths(data, np.dtype(getattr(data, "dtype", dtype)), utf8=pb)
+    fill_length = 0
+    if isinstance(value, (str, bytes)):
+        fill_length = _utf8_length(value) if pb else _characters(value)
+    longest = max(longest, fill_length)
+    if not pb:
+        return count * UTF32 * max(longest, 1)
+    if made.mode == "constant":
+        text = total + (count - math.prod(made.cropped_shape)) * fill_length
+    else:
+        text = count * longest
+    varint = max(1, (longest.bit_length() + 6) // 7)
+    return text + count * (PB_TAG + varint)
+
+
 def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
           fmt: str) -> Any:
-    """:func:`padconv_cli.needs.pad_needs`: output bytes as written, working memory."""
-    from padconv_cli.needs import pad_needs
+    """Output bytes as written and working memory (module docstring)."""
+    from padconv_cli.dtypes import dtype_name
+    from padconv_cli.resources import Needs, nbytes
+    from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
 
-    value = fill(dtype, attributes, made)
-    return pad_needs(arrays[0], made, output_dtype(dtype, attributes, made), value, fmt)
+    data, value = arrays[0], fill(dtype, attributes, made)
+    dtype = output_dtype(dtype, attributes, made)
+    output = written_bytes(data, made, dtype, value, fmt)
+    shape, count = tuple(made.output_shape), math.prod(made.output_shape)
+    converted = strings_as_objects(dtype, made)
+    objects = dtype.kind == "O" or converted
+    serialised = fmt == "pb" and dtype.kind in "OUS"
+    if not (objects or serialised):
+        return Needs(nbytes(data), output, 0, shape, dtype_name(dtype), dtype.itemsize)
+    made_strings = 0
+    if converted:
+        made_strings = math.prod(made.input_shape) * (STR_OBJECT_BYTES + dtype.itemsize)
+    written = output + count * PB_STRING_HELD if serialised else min(output, STRING_CHUNK_BYTES)
+    itemsize = POINTER_BYTES if objects else dtype.itemsize
+    return Needs(nbytes(data), output, made_strings + written, shape, dtype_name(dtype), itemsize,
+                 held=count * itemsize)
 
 
 # --- engines -----------------------------------------------------------------------------------
@@ -189,23 +286,9 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
 # --- explain -----------------------------------------------------------------------------------
 
 
-def _signed(value: int) -> str:
-    return f"({value})" if value < 0 else str(value)
-
-
-def _dims(made: Any, pads_by_axis: dict[int, tuple[int, int]]) -> list[dict[str, Any]]:
-    """One entry per axis: ``out = dim + begin + end`` (negative pads crop first)."""
-    dims = []
-    for axis, ax in enumerate(made.per_axis):
-        begin, end = pads_by_axis.get(axis, (0, 0))
-        formula = f"{ax.dim} + {_signed(begin)} + {_signed(end)} = {ax.out_dim}"
-        dims.append({"axis": axis, "size": ax.out_dim, "formula": formula})
-    return dims
-
-
 def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
-    """The resolved attributes, where each came from, every output dimension's formula;
-    Pad does no arithmetic (0 FLOPs)."""
+    """The resolved attributes, where each came from, every output dimension's formula
+    ``out = dim + begin + end``; Pad does no arithmetic (0 FLOPs)."""
     import numpy as np
 
     from padconv_cli.kernels.pad import coerce_constant_value
@@ -216,7 +299,12 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
         value = coerce_constant_value(0 if dtype.kind not in "OU" else "", dtype)
     pads = [int(p) for p in call.attributes["pads"]]
     count = len(made.axes)
-    pads_by_axis = {axis: (pads[i], pads[count + i]) for i, axis in enumerate(made.axes)}
+    by_axis = {axis: (pads[i], pads[count + i]) for i, axis in enumerate(made.axes)}
+    dims = []
+    for axis, ax in enumerate(made.per_axis):
+        begin, end = (f"({p})" if p < 0 else str(p) for p in by_axis.get(axis, (0, 0)))
+        formula = f"{ax.dim} + {begin} + {end} = {ax.out_dim}"
+        dims.append({"axis": axis, "size": ax.out_dim, "formula": formula})
     attributes = {
         "mode": made.mode,
         "pads": pads,
@@ -226,7 +314,7 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     return {
         "attributes": attributes,
         "sources": {name: source_of(name) for name in attributes},
-        "dims": _dims(made, pads_by_axis),
+        "dims": dims,
         "flops": 0,
         "flops_formula": "0 (Pad copies elements, no arithmetic)",
     }
@@ -236,7 +324,9 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
 
 
 def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
-    """The oldest Pad version (2 and later) with the call's features (module rules)."""
+    """The oldest Pad version (2 and later) with the call's features: the element type (the
+    installed schemas), ``axes`` (Pad-18), ``wrap`` (Pad-19), a constant_value a float32
+    ``value`` attribute cannot hold (Pad-11)."""
     from padconv_cli.ops.onnx_graph import (
         VersionChoice,
         first_version_for_type,
@@ -278,8 +368,8 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
     parts.add_constant_input("pads", np.array(pads, dtype=np.int64))
     axes = call.attributes.get("axes")
     if value is not None or axes is not None:
-        stored = None if value is None else scalar_of(value, data.dtype)
-        parts.add_constant_input("constant_value", stored)
+        parts.add_constant_input("constant_value",
+                                 None if value is None else scalar_of(value, data.dtype))
     if axes is not None:
         parts.add_constant_input("axes", np.array(axes, dtype=np.int64))
     return parts
@@ -289,9 +379,9 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
 
 
 def reference(call: KernelCall) -> np.ndarray:
-    """Pad by its index definition, independent of the kernel: output index ``i`` along an
-    axis reads input ``i - begin`` (constant outside, or clipped / wrapped / reflected into
-    the kept part), ``out_dim = dim + begin + end``."""
+    """Pad recomputed by ``numpy.pad``, independent of the kernel: negative pads crop the
+    input first, then each axis gets ``begin`` and ``end`` elements (``out_dim = dim + begin
+    + end``) by the mode, reflect and wrap repeating past the axis length."""
     import numpy as np
 
     from padconv_cli.kernels.pad import plan_pad
@@ -299,76 +389,23 @@ def reference(call: KernelCall) -> np.ndarray:
     data = np.asarray(call.arrays[0])
     attributes = call.attributes
     made = plan_pad(data.shape, attributes["pads"], attributes["axes"], attributes["mode"])
-    out = data[made.crop_slices]
-    value = _reference_fill(call, data)
-    for axis, ax in enumerate(made.per_axis):
-        n = ax.cropped_dim
-        if n == 0:  # nothing kept (constant mode): the axis is all fill
-            out = np.full(_with(out.shape, axis, ax.out_dim), value, dtype=out.dtype)
-            continue
-        index, inside = _axis_source(np.arange(ax.out_dim) - ax.pad_begin, n, made.mode)
-        out = np.take(out, np.clip(index, 0, n - 1), axis=axis)
-        if made.mode == "constant":
-            out = np.where(inside.reshape(_with([1] * out.ndim, axis, ax.out_dim)), out, value)
-    return np.asarray(out).astype(data.dtype, copy=False)
-
-
-def _with(shape: Sequence[int], axis: int, value: int) -> tuple[int, ...]:
-    shape = list(shape)
-    shape[axis] = value
-    return tuple(shape)
-
-
-def _reference_fill(call: KernelCall, data: np.ndarray) -> Any:
-    import numpy as np
-    value = call.attributes.get("constant_value")
-    if value is not None:
-        return value
-    return "" if data.dtype.kind in "OU" else np.zeros((), data.dtype)[()]
-
-
-def _axis_source(j: np.ndarray, n: int, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """Source index into the kept part for output offsets ``j`` and whether it is inside."""
-    import numpy as np
-    inside = (j >= 0) & (j < n)
-    if mode == "constant" or n == 0:
-        return j, inside
-    if mode == "edge":
-        return np.clip(j, 0, n - 1), inside
-    if mode == "wrap":
-        return j % n, inside
-    if n == 1:
-        return np.zeros_like(j), inside
-    period = 2 * (n - 1)
-    m = j % period
-    return np.where(m < n, m, period - m), inside
+    widths = [(ax.pad_begin, ax.pad_end) for ax in made.per_axis]
+    kept = data[(*made.crop_slices, ...)]  # a view, also of rank-0 data
+    if made.mode != "constant":
+        return np.pad(kept, widths, mode=made.mode) if widths else kept.copy()
+    value = attributes.get("constant_value")
+    if value is None:
+        value = "" if data.dtype.kind in "OU" else np.zeros((), data.dtype)[()]
+    out = np.empty([ax.out_dim for ax in made.per_axis], dtype=data.dtype)
+    out[...] = value
+    inside = (slice(begin, begin + n) for (begin, _), n in zip(widths, kept.shape, strict=True))
+    out[tuple(inside)] = kept
+    return out
 
 
 def error_bound(call: KernelCall, made: Any = None) -> None:
     """None: Pad copies values, it is compared exactly."""
     return None
-
-
-def _reflect_too_long(made: Any) -> str | None:
-    for axis, ax in enumerate(made.per_axis):
-        longest = max(ax.pad_begin, ax.pad_end)
-        if longest > ax.cropped_dim - 1 and longest > 0:
-            return (
-                f"onnxruntime refuses reflect pads longer than the axis minus one (pad "
-                f"{longest} on axis {axis} of length {ax.cropped_dim}); the spec sets no such "
-                "limit and padconv reflects again, as numpy.pad does"
-            )
-    return None
-
-
-def _default_string_fill(call: KernelCall, made: Any) -> bool:
-    """A constant-mode pad of a string tensor without constant_value that adds elements."""
-    return (
-        dtype_of(call.arrays[0]).kind in "OU"
-        and made.mode == "constant"
-        and call.attributes.get("constant_value") is None
-        and made.adds_elements
-    )
 
 
 def known_deviation(peer: str, call: KernelCall, made: Any) -> str | None:
@@ -378,10 +415,19 @@ def known_deviation(peer: str, call: KernelCall, made: Any) -> str | None:
     if len(made.input_shape) == 0:
         return f"{peer} refuses rank-0 data (the spec allows it: pads is then empty)"
     if peer == ONNXRUNTIME_PEER and made.mode == "reflect":
-        return _reflect_too_long(made)
+        for axis, ax in enumerate(made.per_axis):
+            longest = max(ax.pad_begin, ax.pad_end)
+            if longest > ax.cropped_dim - 1 and longest > 0:
+                return (f"onnxruntime refuses reflect pads longer than the axis minus one (pad "
+                        f"{longest} on axis {axis} of length {ax.cropped_dim}); the spec sets "
+                        "no such limit and padconv reflects again, as numpy.pad does")
+        return None
     if peer == REFERENCE_PEER and any(int(p) < 0 for p in call.attributes["pads"]):
         return "onnx.reference refuses negative pads (numpy.pad cannot crop)"
-    if peer == REFERENCE_PEER and _default_string_fill(call, made):
+    default_string_fill = (dtype_of(call.arrays[0]).kind in "OU" and made.mode == "constant"
+                           and call.attributes.get("constant_value") is None
+                           and made.adds_elements)
+    if peer == REFERENCE_PEER and default_string_fill:
         return "onnx.reference fills strings with the integer 0, not the spec's empty string"
     return None
 
@@ -404,7 +450,8 @@ def sample_arguments(case: Any, folder: str) -> list[str]:
 
 
 def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
-    """Pad of any version -> ``pad(data, pads, constant_value, axes, mode)``."""
+    """Pad of any version -> ``pad(data, pads, constant_value, axes, mode)``; ``wrap`` before
+    Pad-19 is computed as Pad-19 does (what onnxruntime and onnx.reference run), with a note."""
     from padconv_cli.ops.node_rules import (
         check_attribute_names,
         check_input_count,
@@ -414,60 +461,38 @@ def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelC
 
     operator = f"Pad-{version}"
     mode = str(attributes.get("mode", "constant"))  # the kernel validates it
-    notes = _wrap_note(operator, version, mode)
+    notes = ()
+    if mode == "wrap" and version < 19:
+        notes = (f"mode 'wrap' needs Pad-19 (opset 19), this node is {operator}: the model is "
+                 "off-spec; computed as Pad-19 does, as onnxruntime does",)
     if version < 11:
         pads_name = "paddings" if version == 1 else "pads"
         check_attribute_names(operator, attributes, ("mode", pads_name, "value"))
         check_input_count(operator, inputs, 1, 1)
+        data, axes = inputs[0], None
         pads = required_attribute(operator, attributes, pads_name)
         value = attributes.get("value")  # absent: the kernel's default 0, as Pad-1/2 define
-        return _call(version, inputs[0], pads, value, None, mode, notes)
-    check_attribute_names(operator, attributes, ("mode",))
-    check_input_count(operator, inputs, 2, max_inputs(version))
-    data, pads_tensor, constant_tensor, axes_tensor = (inputs + [None, None])[:4]
-    pads = int_vector(operator, "pads", pads_tensor, required=True)
-    axes = int_vector(operator, "axes", axes_tensor, required=False)
-    value = _constant_value(operator, constant_tensor, data)
-    return _call(version, data, pads, value, axes, mode, notes)
-
-
-def _call(version: int, data: Any, pads: Any, value: Any, axes: Any, mode: str,
-          notes: tuple[str, ...] = ()) -> KernelCall:
-    """KernelCall with the attribute names of ``padconv_cli.kernels.pad.pad``."""
+    else:
+        check_attribute_names(operator, attributes, ("mode",))
+        check_input_count(operator, inputs, 2, max_inputs(version))
+        data, pads_tensor, constant_tensor, axes_tensor = (inputs + [None, None])[:4]
+        pads = int_vector(operator, "pads", pads_tensor, required=True)
+        axes = int_vector(operator, "axes", axes_tensor, required=False)
+        value = _constant_value(operator, constant_tensor, data)
     if data is None:
         raise AttributeValueError(f"Pad-{version}: input 'data' is missing")
-    attributes = {
-        "mode": mode,
-        "pads": pads,  # validated by the kernel, like the --pads flag
-        "constant_value": value,
-        "axes": axes,
-    }
+    attributes = {"mode": mode, "pads": pads, "constant_value": value, "axes": axes}
     return KernelCall(NAME, version, (data,), attributes, notes)
 
 
-def _wrap_note(operator: str, version: int, mode: str) -> tuple[str, ...]:
-    """The note for ``wrap`` before Pad-19: defined only from Pad-19 (opset 19), computed as
-    Pad-19 does (what onnxruntime and onnx.reference run)."""
-    if mode != "wrap" or version >= 19:
-        return ()
-    return (
-        f"mode 'wrap' needs Pad-19 (opset 19), this node is {operator}: the model is "
-        "off-spec; computed as Pad-19 does, as onnxruntime does",
-    )
-
-
 def _constant_value(operator: str, tensor: np.ndarray | None, data: np.ndarray | None) -> Any:
-    """The constant_value input as a scalar of data's type (None when omitted or empty).
-
-    An empty tensor is treated as omitted, as onnxruntime does; otherwise it must hold exactly
-    one element of the same type T as data.
-    """
+    """The constant_value input as a scalar of data's type: None when omitted or empty (as
+    onnxruntime does), else exactly one element of data's type T."""
     import numpy as np
-    if tensor is None:
+
+    if tensor is None or np.asarray(tensor).size == 0:
         return None
     tensor = np.asarray(tensor)
-    if tensor.size == 0:
-        return None
     if tensor.size != 1:
         raise AttributeValueError(
             f"{operator}: input 'constant_value' must be a scalar, got shape {tuple(tensor.shape)}"
@@ -485,18 +510,18 @@ def model_slots(origin: Any, arrays: tuple, flags: Mapping[str, Any],
     """Input arrays of a Pad node.  Where a flag replaces an input, the stored value is not
     read: pads/axes flags stand in for it, a constant_value flag leaves the slot empty."""
     import numpy as np
+
     slots = [origin.slot(0, arrays[0], "data", "give DATA", embedded, "data")]
     if origin.version < 11:
         return slots
-    for index, declared in enumerate(INPUTS[1:], 1):
-        if index >= len(origin.node.input):
-            break
+    for index, declared in enumerate(INPUTS[1:len(origin.node.input)], 1):
         name = declared.name
-        if name in flags:
-            standin = flags[name] if name != "constant_value" else None
-            slots.append(None if standin is None else np.array(standin, dtype=np.int64))
-            continue
-        slots.append(origin.slot(index, None, name, f"give {name}", embedded, param=name))
+        if name not in flags:
+            slots.append(origin.slot(index, None, name, f"give {name}", embedded, param=name))
+        elif name == "constant_value" or flags[name] is None:
+            slots.append(None)
+        else:
+            slots.append(np.array(flags[name], dtype=np.int64))
     return slots
 
 
@@ -514,10 +539,10 @@ OPERATOR = Operator(
     name=NAME, command="pad", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
     texts=TEXTS, max_inputs=max_inputs, output_name="output",
     onnx_attribute_types={"mode": STRING, "pads": INTS, "paddings": INTS, "value": FLOAT},
-    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound, known_deviation=known_deviation,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
-    flag_rules=no_flag_rules, notes=notes,
+    notes=notes,
 )

@@ -107,12 +107,6 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
     return plan_arrays(conv_family.declared(shapes, dtype), attributes)
 
 
-def plan_fits(made: Any, shapes: Sequence[Any]) -> bool:
-    """True when ``made`` was planned for these x and w shapes."""
-    return len(shapes) > W_INDEX and (made.conv.x_shape, made.conv.w_shape) == (
-        shapes[0], shapes[W_INDEX])
-
-
 def kernel(*arrays: Any, **attributes: Any) -> np.ndarray:
     """The public kernel ``qlinear_conv(x, x_scale, ..., y_zero_point, B, **attributes)``."""
     from padconv_cli.kernels.integer_conv import qlinear_conv
@@ -399,7 +393,7 @@ OPERATOR = Operator(
     name=NAME, command="qlinear-conv", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
     texts=TEXTS, max_inputs=max_inputs, output_name="y",
     onnx_attribute_types=CONV.onnx_attribute_types,
-    plan=plan, plan_fits=plan_fits, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound, known_deviation=known_deviation,
