@@ -1,17 +1,30 @@
-"""Every ``--json`` output encodes values the same way (README, "JSON output"): complex numbers
-as {"real": re, "imag": im}, NaN and infinities as "nan", "inf", "-inf", strict JSON."""
+"""Outputs: --format agrees with the -o suffix, device and pipe targets, targets that cannot
+mean what was typed are refused before any work, and every --json output encodes values alike."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+from padconv_cli.cli.options import parse_size
+from padconv_cli.errors import OutputError
 from padconv_cli.json_output import dumps, jsonable
+from padconv_cli.tensor_sources import read_tensor
+from padconv_cli.tensorio.writing import resolve_format
+
+# Every ``--json`` output encodes values the same way (README, "JSON output"): complex numbers
+# as {"real": re, "imag": im}, NaN and infinities as "nan", "inf", "-inf", strict JSON.
 
 
 def _strict(text: str) -> object:
@@ -147,3 +160,175 @@ def test_verify_json_nan_mismatch(run_cli, tmp_path):
     wrong = np.array([np.nan, 1.0, 2.0], dtype=np.float32)
     record = _verify_record(run_cli, _pad_case(tmp_path / "test_pad_nan", data, wrong))
     assert record["mismatches"] == [{"index": [0], "expected": "nan", "actual": 0.0}]
+
+
+# --format must agree with the -o suffix; -o onto /dev/null, /dev/stdout, FIFOs and sockets.
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def data_file(tmp_path) -> Path:
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(6, dtype=np.float32).reshape(2, 3))
+    return path
+
+
+@pytest.mark.parametrize(("target", "fmt", "implied"), [("y.npy", "pb", "npy"),
+                                                      ("out/y.PB", "npy", "pb")])
+def test_format_contradicting_suffix_is_refused(target, fmt, implied):
+    with pytest.raises(OutputError) as excinfo:
+        resolve_format(target, fmt)
+    assert str(excinfo.value) == (
+        f"{target}: suffix says {implied}, not {fmt}; make the suffix agree with format {fmt}"
+    )
+    assert excinfo.value.param == "format"
+
+
+@pytest.mark.parametrize(("target", "fmt"), [("y.npy", "npy"), ("y.pb", "pb"), ("y", "pb"),
+                                             ("-", "pb"), ("y.bin", "npy")])
+def test_format_agreeing_or_without_known_suffix_is_accepted(target, fmt):
+    assert resolve_format(target, fmt) == fmt
+
+
+def test_cli_format_contradiction_writes_nothing(run_cli, data_file, tmp_path):
+    output, model = tmp_path / "y.npy", tmp_path / "m.onnx"
+    result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "--format", "pb",
+                     "-o", str(output), "--emit-onnx", str(model))
+    assert result.exit_code == 2
+    assert f"{output}: suffix says npy, not pb; make the suffix agree with --format pb" in (
+        result.stderr)
+    assert result.stderr.count("\n") == 1
+    assert not output.exists() and not model.exists()
+
+def test_output_to_dev_null(run_cli, data_file):
+    result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "-o", "/dev/null")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+
+
+def test_output_to_dev_stdout_in_a_pipe():
+    done = subprocess.run(
+        [sys.executable, "-m", "padconv_cli", "pad", "[[1, 2]]", "--pads", "1", "1", "1", "1",
+         "-o", "/dev/stdout"],
+        capture_output=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert np.load(io.BytesIO(done.stdout)).shape == (3, 4)
+
+
+def test_output_to_a_fifo_is_written_through(run_cli, data_file, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    # the read end is open before padconv starts (a reader thread might not be there yet, and
+    # a FIFO nobody reads is refused); the small result fits in the pipe's buffer
+    read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "-o", str(fifo))
+        received = os.read(read_end, 1 << 16)
+    finally:
+        os.close(read_end)
+    assert result.exit_code == 0, result.stderr
+    assert np.load(io.BytesIO(received)).shape == (4, 5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe", "x.npy"]
+
+
+def test_socket_target_is_refused_without_proc_paths(run_cli, data_file, tmp_path):
+    path = tmp_path / "sock"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "-o", str(path))
+    finally:
+        server.close()
+    assert result.exit_code == 2
+    assert "not a regular file" in result.stderr and "/proc" not in result.stderr
+
+
+def test_regular_file_stays_atomic(run_cli, data_file, tmp_path):
+    output = tmp_path / "y.npy"
+    output.write_bytes(b"old")
+    result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "-o", str(output))
+    assert result.exit_code == 0
+    assert read_tensor(str(output)).shape == (4, 5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy", "y.npy"]
+
+
+# Output targets that cannot mean what was typed are usage errors, refused before any work.
+
+
+@pytest.fixture
+def x_npy(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
+    return "x.npy"
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_empty_output_path_is_a_usage_error(run_cli, x_npy, tmp_path, empty):
+    result = run_cli("pad", x_npy, "--pads", "1", "1", "1", "1", "-o", empty)
+    assert result.exit_code == 2
+    assert "-o/--output is empty" in result.stderr
+    assert result.stdout_bytes == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_empty_emit_onnx_path_is_a_usage_error(run_cli, x_npy):
+    result = run_cli("pad", x_npy, "--pads", "1", "1", "1", "1", "-o", "y.npy",
+                     "--emit-onnx", "")
+    assert result.exit_code == 2
+    assert "--emit-onnx is empty" in result.stderr
+
+
+@pytest.mark.parametrize("emit", ["f.npy", "./f.npy", "sub/../f.npy"])
+def test_output_and_emitted_model_on_one_file_is_refused(run_cli, x_npy, tmp_path, emit):
+    (tmp_path / "sub").mkdir()
+    result = run_cli("pad", x_npy, "--pads", "1", "1", "1", "1", "-o", "f.npy",
+                     "--emit-onnx", emit)
+    assert result.exit_code == 2
+    assert "-o and --emit-onnx both name f.npy" in result.stderr
+    assert not (tmp_path / "f.npy").exists()
+
+
+def test_output_and_emitted_model_through_a_hardlink_is_refused(run_cli, x_npy, tmp_path):
+    (tmp_path / "f.npy").write_bytes(b"old")
+    (tmp_path / "link.onnx").hardlink_to(tmp_path / "f.npy")
+    result = run_cli("conv", x_npy, "[[[[1.0]]]]", "-o", "f.npy", "--emit-onnx", "link.onnx")
+    assert result.exit_code == 2
+    assert (tmp_path / "f.npy").read_bytes() == b"old"
+
+
+def test_distinct_output_and_model_are_both_written(run_cli, x_npy, tmp_path):
+    result = run_cli("pad", x_npy, "--pads", "1", "1", "1", "1", "-o", "f.npy",
+                     "--emit-onnx", "f.onnx")
+    assert result.exit_code == 0, result.stderr
+    assert np.load(tmp_path / "f.npy").shape == (4, 5)
+    assert (tmp_path / "f.onnx").stat().st_size > 0
+
+
+@pytest.mark.parametrize("text", ["9" * 400, "9" * 400 + "G", "1" + "0" * 19, "9" * 5000,
+                                  "99999999999T", "8388608T"], ids=lambda text: text[:12])
+def test_absurd_sizes_are_refused(text):
+    with pytest.raises(ValueError, match="too large|not a size"):
+        parse_size(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1.5G", 3 * 2**29), ("0.5k", 512), ("8388607T", 8388607 * 2**40),
+     ("1." + "9" * 5000, 1), ("9223372036854775807", 2**63 - 1)],
+    ids=lambda value: str(value)[:12],
+)
+def test_sizes_are_exact(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("flag", ["--memory-limit", "--max-output-bytes"])
+def test_size_flag_of_400_nines_is_one_line(run_cli, x_npy, flag):
+    result = run_cli("pad", x_npy, "--pads", "1", "1", "1", "1", "-o", "y.npy", flag, "9" * 400)
+    assert result.exit_code == 2
+    assert "too large" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert len(result.stderr) < 300
