@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 PADCONV = shutil.which("padconv")
-pytestmark = pytest.mark.skipif(PADCONV is None, reason="the padconv script is not installed")
+needs_padconv_script = pytest.mark.skipif(PADCONV is None, reason="the padconv script is not installed")
 
 
 def sh(command: str, cwd) -> subprocess.CompletedProcess:
@@ -22,6 +22,7 @@ def sh(command: str, cwd) -> subprocess.CompletedProcess:
     )
 
 
+@needs_padconv_script
 def test_pad_into_conv_pipeline(tmp_path):
     x = np.random.default_rng(0).standard_normal((1, 2, 5, 5)).astype(np.float32)
     w = np.random.default_rng(1).standard_normal((3, 2, 3, 3)).astype(np.float32)
@@ -34,6 +35,7 @@ def test_pad_into_conv_pipeline(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), np.load(tmp_path / "z.npy"))
 
 
+@needs_padconv_script
 def test_python_dash_m_runs_the_same_command(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "padconv_cli", "--version"], capture_output=True, text=True
@@ -42,6 +44,7 @@ def test_python_dash_m_runs_the_same_command(tmp_path):
     assert result.stdout.startswith("padconv, version")
 
 
+@needs_padconv_script
 def test_closed_pipe_is_quiet(tmp_path):
     """The reader leaves after 10 of 2 MiB: padconv exits 141 (the shell convention for
     SIGPIPE) and prints nothing.  Some head builds drain more than they print, so the write can
@@ -56,6 +59,7 @@ def test_closed_pipe_is_quiet(tmp_path):
     assert result.stderr == b""
 
 
+@needs_padconv_script
 def test_bad_input_exit_code_and_single_line(tmp_path):
     (tmp_path / "bad.npy").write_bytes(b"not a numpy file at all")
     result = sh("padconv pad bad.npy --pads 1 1 -o out.npy", tmp_path)

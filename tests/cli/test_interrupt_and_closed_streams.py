@@ -42,7 +42,7 @@ ENGINES = {
 SIGNALS = {"SIGINT": (signal.SIGINT, 130, "padconv: interrupted"),
            "SIGTERM": (signal.SIGTERM, 143, "padconv: terminated")}
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+needs_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +97,7 @@ def _wait_until_computing(engine: str, folder: Path, process: subprocess.Popen) 
         _wait_until(lambda: _cpu_seconds(process.pid) > spent + 1.0, process)
 
 
+@needs_proc
 @pytest.mark.parametrize("signal_name", list(SIGNALS))
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_a_signal_in_the_middle_of_a_long_conv_ends_the_run_at_once(long_conv, engine,
@@ -124,6 +125,7 @@ def test_a_signal_in_the_middle_of_a_long_conv_ends_the_run_at_once(long_conv, e
     assert took < STOP_SECONDS, f"{took:.1f} s from the signal to the exit"
 
 
+@needs_proc
 def test_ctrl_c_while_reading_stdin_is_one_line(tmp_path):
     process = _reading_stdin(tmp_path, None)
     _wait_until_reading_stdin(process)
@@ -133,6 +135,7 @@ def test_ctrl_c_while_reading_stdin_is_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@needs_proc
 def test_signals_the_caller_ignores_stay_ignored(tmp_path):
     """A background job of a shell ignores SIGINT; ``nohup`` ignores SIGHUP: padconv runs on."""
 
@@ -149,6 +152,7 @@ def test_signals_the_caller_ignores_stay_ignored(tmp_path):
     assert np.load(tmp_path / "y.npy").tolist() == [0, 0, 1, 2, 0]
 
 
+@needs_proc
 def test_a_closed_stdout_pipe_is_exit_141_without_a_word(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((1024, 1024), np.float32))  # 4 MiB: more than a pipe
     read_end, write_end = os.pipe()
@@ -169,6 +173,7 @@ def _closed_fd(fd: int):
     return close
 
 
+@needs_proc
 @pytest.mark.parametrize("dash", [(), ("-o", "-")], ids=["no-o", "dash-o"])
 def test_closed_stdout_is_one_line_and_exit_2(tmp_path, dash):
     np.save(tmp_path / "x.npy", np.zeros((2, 3), np.float32))
@@ -183,6 +188,7 @@ def test_closed_stdout_is_one_line_and_exit_2(tmp_path, dash):
                                  "give -o FILE"]
 
 
+@needs_proc
 def test_closed_stdout_does_not_stop_a_file_output(tmp_path):
     np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
     process = subprocess.run(
@@ -194,6 +200,7 @@ def test_closed_stdout_does_not_stop_a_file_output(tmp_path):
     assert np.load(tmp_path / "y.npy").shape == (4, 5)
 
 
+@needs_proc
 def test_closed_stdin_is_one_line(tmp_path):
     process = subprocess.run(
         [*padconv_command(), "pad", "-", "--pads", "1", "1", "-o", "y.npy"],
@@ -225,6 +232,7 @@ main(sys.argv[1:])
 """
 
 
+@needs_proc
 @pytest.mark.parametrize("args, code", [(("show", "missing.npy"), 2), (("--version",), 0)],
                          ids=["refused", "succeeded"])
 def test_what_libraries_say_while_the_interpreter_exits_adds_nothing(tmp_path, args, code):

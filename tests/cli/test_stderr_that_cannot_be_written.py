@@ -13,7 +13,7 @@ import pytest
 from hostile.runner import padconv_command
 
 WAIT_SECONDS = 60
-pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 
 PAD = ["pad", "x.npy", "--pads", "1", "1", "1", "1", "-o", "out.npy"]
 
@@ -29,6 +29,7 @@ def _run(tmp_path, args: list[str], stdout_full: bool = False, close_stderr: boo
                               timeout=WAIT_SECONDS).returncode
 
 
+@needs_dev_full
 @pytest.mark.parametrize("close_stderr", [False, True], ids=["dev-full", "closed"])
 @pytest.mark.parametrize("args", [
     ["pad", "x.npy", "--pads", "1", "1", "-o", "out.npy"],  # the rank rule
@@ -40,12 +41,14 @@ def test_a_refused_input_still_exits_2(tmp_path, args, close_stderr):
     assert not (tmp_path / "out.npy").exists()
 
 
+@needs_dev_full
 @pytest.mark.parametrize("close_stderr", [False, True], ids=["dev-full", "closed"])
 def test_a_good_run_exits_0_with_its_output(tmp_path, close_stderr):
     assert _run(tmp_path, PAD, close_stderr=close_stderr) == 0
     assert np.load(tmp_path / "out.npy").shape == (4, 5)
 
 
+@needs_dev_full
 def test_a_report_to_a_full_stdout_with_a_full_stderr_exits_2(tmp_path):
     assert _run(tmp_path, ["show", "x.npy"], stdout_full=True) == 2
 
@@ -60,6 +63,7 @@ print(bar.tiles_done)
 """
 
 
+@needs_dev_full
 def test_the_progress_line_to_a_full_stderr_does_not_stop_the_run():
     """Neither the progress line's failed write nor the interpreter's final flush of stderr
     (exit 120) changes the run's ending."""
