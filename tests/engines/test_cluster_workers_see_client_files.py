@@ -25,7 +25,7 @@ from padconv_cli.kernels.pad import pad  # noqa: E402
 
 RNG = np.random.default_rng(19)
 HIDE_PROBLEM = can_hide_folders()
-pytestmark = pytest.mark.skipif(HIDE_PROBLEM is not None, reason=str(HIDE_PROBLEM))
+needs_hidden_folders = pytest.mark.skipif(HIDE_PROBLEM is not None, reason=str(HIDE_PROBLEM))
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -77,6 +77,7 @@ def padconv(cluster: Cluster, cwd, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@needs_hidden_folders
 def test_relative_npy_path_is_read_from_the_client_folder_not_the_workers(site, cluster):
     root, folders, x = site
     w = np.load(folders["client"] / "w.npy")
@@ -88,6 +89,7 @@ def test_relative_npy_path_is_read_from_the_client_folder_not_the_workers(site, 
     assert same_bits(np.load(folders["client"] / "y.npy"), conv(x, w, pads=[1, 1, 1, 1]))
 
 
+@needs_hidden_folders
 def test_relative_zarr_output_lands_in_the_client_folder(site, cluster, monkeypatch):
     root, folders, x = site
     monkeypatch.chdir(folders["client"])
@@ -98,6 +100,7 @@ def test_relative_zarr_output_lands_in_the_client_folder(site, cluster, monkeypa
     assert not os.path.exists(folders["w1"] / "padded.zarr")
 
 
+@needs_hidden_folders
 def test_cli_refusal_is_one_line_naming_the_worker_and_the_path(site, cluster):
     root, folders, _ = site
     src = str(folders["private"] / "p.npy")
@@ -111,6 +114,7 @@ def test_cli_refusal_is_one_line_naming_the_worker_and_the_path(site, cluster):
     assert os.listdir(folders["shared"]) == []
 
 
+@needs_hidden_folders
 @pytest.mark.parametrize(
     "operator, source, output, reason",
     [
@@ -139,6 +143,7 @@ def test_input_a_worker_does_not_share_is_refused_naming_worker_and_path(
     assert os.listdir(folders["shared"]) == []
 
 
+@needs_hidden_folders
 def test_output_folder_a_worker_cannot_see_is_refused(site, cluster):
     root, folders, _ = site
     target = str(folders["private"] / "out.zarr")
