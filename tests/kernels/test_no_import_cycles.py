@@ -116,3 +116,27 @@ def test_tensor_io_imports_nothing_above_it():
     offenders = {module: sorted(t for t in targets if t.startswith(above))
                  for module, targets in graph.items() if module.startswith("padconv_cli.tensorio")}
     assert {module: found for module, found in offenders.items() if found} == {}
+
+
+def _upward_imports(layer: tuple[str, ...], above: tuple[str, ...]) -> dict[str, list[str]]:
+    """The modules of ``layer`` that import one of ``above``, with what they import."""
+    offenders = {module: sorted(t for t in targets if t.startswith(above))
+                 for module, targets in _imports().items() if module.startswith(layer)}
+    return {module: found for module, found in offenders.items() if found}
+
+
+def test_the_operators_import_nothing_above_them():
+    """ops/ sits below every user of an operator: a model node reaches it as an object."""
+    above = ("padconv_cli.models", "padconv_cli.onnx_nodes", "padconv_cli.folding",
+             "padconv_cli.pipeline", "padconv_cli.explain", "padconv_cli.emit",
+             "padconv_cli.audit", "padconv_cli.cli")
+    assert _upward_imports(("padconv_cli.ops",), above) == {}
+
+
+def test_the_model_layer_imports_nothing_above_it():
+    """Model nodes become kernel calls without explain, emit, audit, verify or the pipeline."""
+    above = ("padconv_cli.pipeline", "padconv_cli.explain", "padconv_cli.emit",
+             "padconv_cli.audit", "padconv_cli.verification", "padconv_cli.crosscheck",
+             "padconv_cli.cli")
+    layer = ("padconv_cli.models", "padconv_cli.onnx_nodes", "padconv_cli.folding")
+    assert _upward_imports(layer, above) == {}

@@ -258,17 +258,6 @@ def test_more_inputs_than_the_version_defines_are_refused(op_type, opset, most):
         )
 
 
-def test_models_does_not_depend_on_emit():
-    import ast
-    import inspect
-
-    from padconv_cli import models
-
-    tree = ast.parse(inspect.getsource(models))
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert "padconv_cli.onnx_nodes" in imported and "padconv_cli.emit" not in imported
-
-
 # Malformed attributes in a model are refused naming the node and the attribute: a wrong type
 # (Conv ``group`` as STRING or GRAPH, a Constant's ``value_ints`` as STRING or GRAPH, its
 # ``value`` as INT) or the type UNDEFINED, which onnx would silently read as the default.
