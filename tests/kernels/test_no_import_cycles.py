@@ -4,6 +4,7 @@ import statement wherever it stands (module level, inside functions, under TYPE_
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "padconv_cli"
@@ -38,17 +39,18 @@ def _imported_names(module: str, is_package: bool, node: ast.AST) -> list[str]:
     return loaded
 
 
-def _imports() -> dict[str, set[str]]:
-    """Module -> the package modules it imports, at any depth of its code."""
+@functools.cache
+def _imports() -> dict[str, frozenset[str]]:
+    """Module -> the package modules it imports, at any depth of its code (read once)."""
     paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, frozenset[str]] = {}
     for name, path in paths.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         targets = set()
         for node in ast.walk(tree):
             loaded = _imported_names(name, path.name == "__init__.py", node)
             targets.update(t for t in loaded if t in paths and t != name)
-        graph[name] = targets
+        graph[name] = frozenset(targets)
     return graph
 
 
