@@ -137,7 +137,7 @@ def pad_cases(draw):
     return shape, begins + ends, mode, tile
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(pad_cases())
 def test_tiled_pad_pieces_are_bit_identical_to_the_kernel(case):
     shape, pads, mode, tile = case

@@ -49,7 +49,7 @@ def known_gap(function):
 
 
 READER_SETTINGS = settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 SUFFIXES = [".npy", ".npz", ".pb", ".bin", ""]
 SECRET = np.full(6, 7.25, np.float32).tobytes()
@@ -257,7 +257,7 @@ def test_source_with_a_nul_byte_is_an_input_error(source):
 # Properties: arbitrary bytes and text never escape as anything but a PadconvError.
 
 
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 npy_headers = st.builds(
     header_text,
