@@ -38,7 +38,7 @@ from padconv_cli.tensorio.sniff import read_sniffed_bytes
 #   ``.pb``'s folder: a secret file next to that folder is never returned.
 # * ``FILE.npz:NAME`` returns the member NAME or a PadconvError, for any NAME.
 #
-# The readers' byte-level properties (``read_npy_bytes`` ...) live in test_tensorio_fuzz.py;
+# The readers' byte-level properties (``read_npy_bytes`` ...) are further down in this file;
 # these go through the path handling, suffix dispatch and file checks on top of them.
 
 
