@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import os
 import platform
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hostile.runner import padconv_command, sigint_as_from_a_terminal
+from hostile.runner import PADCONV, padconv_command, sigint_as_from_a_terminal
 
 # Signals and closed standard streams, through the installed command in real child processes.
 #
@@ -307,16 +306,19 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 # A few real runs of the installed ``padconv`` command: pipelines, exit codes, quiet pipes.
 
 
-PADCONV = shutil.which("padconv")
 needs_padconv_script = pytest.mark.skipif(
     PADCONV is None, reason="the padconv script is not installed"
 )
 
 
 def sh(command: str, cwd) -> subprocess.CompletedProcess:
+    """``command`` in bash, with the installed script's folder first on PATH (the suite may
+    run from an environment that is not activated)."""
+    path = os.pathsep.join([os.path.dirname(PADCONV or sys.executable), os.environ["PATH"]])
     return subprocess.run(
         ["bash", "-o", "pipefail", "-c", command],
         cwd=cwd,
+        env={**os.environ, "PATH": path},
         capture_output=True,
         timeout=120,
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 
 import exported_models as em
@@ -14,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from click.shell_completion import ShellComplete
+from hostile.runner import PADCONV
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -586,12 +586,12 @@ def test_commands_options_and_files_complete():
     assert _complete(["show"], "sam") == [("file", "sam")]
 
 
-@pytest.mark.skipif(shutil.which("padconv") is None, reason="the padconv script is not installed")
+@pytest.mark.skipif(PADCONV is None, reason="the padconv script is not installed")
 @pytest.mark.parametrize(("shell", "marker"), [("bash", "complete -o"), ("zsh", "#compdef"),
                                               ("fish", "complete --no-files")])
 def test_completion_scripts(shell, marker):
     env = {**os.environ, "_PADCONV_COMPLETE": f"{shell}_source"}
-    result = subprocess.run(["padconv"], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([PADCONV], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     assert marker in result.stdout and "_PADCONV_COMPLETE" in result.stdout
 
