@@ -1,19 +1,27 @@
-"""``padconv show`` / ``padconv inspect``: statistics, previews and histograms of every format."""
+"""``padconv show`` / ``inspect``: statistics, percentiles, previews and histograms of every format,
+models listed compactly, quantized tensors with their scale and zero point."""
 
 from __future__ import annotations
 
 import io
 import json
 
+import exported_models as em
 import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from audit_models import YOLO_NAMES, exported_model
+from family_models import conv_transpose_model, qlinear_conv_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from pty_terminal import run_in_terminal
 
 from padconv_cli import stats
+
+# ``padconv show`` / ``padconv inspect``: statistics, previews and histograms of every format.
+
 
 VALUES = np.array([[1.0, -2.0, np.nan], [np.inf, 4.0, -np.inf]], dtype=np.float32)
 
@@ -211,3 +219,122 @@ def test_named_tensors_reports_an_empty_model_to_its_notice(tmp_path):
     notices = []
     assert list(stats.named_tensors(str(tmp_path / "m.onnx"), notice=notices.append)) == []
     assert notices == [f"{tmp_path}/m.onnx: no initializers in the main graph"]
+
+
+# ``padconv show MODEL.onnx`` lists the nodes compactly (op, name, key attributes, shapes) and
+# summarises the initializers, readable at 80 columns; --initializers describes each in full.
+
+
+PLAIN = {"env": {"NO_COLOR": "1"}}
+
+
+def test_nodes_are_listed_one_line_each_with_their_shapes(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
+    result = run_cli("show", path, env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{path}: opset 17, 20 nodes (6 Conv, 6 Sigmoid")
+    assert "  input   x float32[1, 3, 16, 16]" in lines
+    pad = [line for line in lines if "/model.22/Pad" in line]
+    assert pad and "reflect pads=[0,0,1,1,0,0,1,1]" in pad[0]
+    assert pad[0].endswith("[1,4,16,16]->[1,4,18,18]")
+    first_conv = [line for line in lines if YOLO_NAMES[0] + " " in line]
+    assert "k=3x3 p=1" in first_conv[0] and first_conv[0].endswith("[1,3,16,16]->[1,4,16,16]")
+    assert "13 initializers (3.4 KiB): w0 float32[4,3,3,3], b0" in result.stdout
+
+
+def test_at_80_columns_every_node_name_is_whole(tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    run = run_in_terminal("show", path, columns=80, **PLAIN)
+    assert run.exit_code == 0, run.text
+    assert all(len(line) <= 80 for line in run.lines), run.text
+    for name in YOLO_NAMES:
+        assert any(f" {name} " in line or line.endswith(f" {name}") for line in run.lines)
+    assert "[-1,3,?,?]->[-1,4,?,?]" in run.text
+    assert len(run.lines) <= 30
+
+
+def test_a_resnet_lists_nodes_not_initializers(run_cli, tmp_path):
+    path = em.save(em.resnet18_like(width=64, size=224), tmp_path / "r.onnx")
+    result = run_cli("show", path, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert result.stdout.count(" Conv ") + result.stdout.count(" Conv\n") >= 20
+    assert "min at" not in result.stdout  # no per-initializer statistics
+    full = run_cli("show", path, "--initializers", "--edge-items", "0")
+    assert full.stdout.count("  min at ") >= 40
+
+
+def test_one_initializer_is_still_described(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    result = run_cli("show", f"{path}:pads")
+    assert result.exit_code == 0 and "int64[8]" in result.stdout
+
+
+# ``padconv show`` statistics: median, p90/p95/p99 and the index of min/max, over the finite
+# values (NaN and infinities left out), also across chunk boundaries.
+
+
+def test_percentiles_and_extreme_indices_skip_non_finite(monkeypatch):
+    monkeypatch.setattr(stats, "CHUNK_ELEMENTS", 7)  # several chunks, extremes in later ones
+    rng = np.random.default_rng(0)
+    array = rng.normal(size=(5, 9)).astype(np.float32)
+    array[0, 0], array[1, 1], array[2, 2] = np.nan, np.inf, -np.inf
+    array[4, 3], array[3, 8] = -50.0, 70.0
+    result = stats.tensor_stats(array)
+    finite = array[np.isfinite(array)].astype(np.float64)
+    for name, q in stats.PERCENTILES.items():
+        assert result.percentiles[name] == pytest.approx(np.percentile(finite, q), abs=1e-6)
+    assert result.argmin == (4, 3) and result.argmax == (3, 8)
+    assert result.minimum == -50.0 and result.maximum == 70.0
+
+
+def test_first_occurrence_of_a_repeated_extreme_is_reported(monkeypatch):
+    monkeypatch.setattr(stats, "CHUNK_ELEMENTS", 4)
+    array = np.array([3, 1, 9, 1, 9, 0, 0, 9], np.int64)
+    result = stats.tensor_stats(array)
+    assert result.argmin == (5,) and result.argmax == (2,)
+
+
+def test_uint64_extremes_stay_exact():
+    array = np.array([2**64 - 1, 5, 2**64 - 2], np.uint64)
+    result = stats.tensor_stats(array)
+    assert result.maximum == 2**64 - 1 and result.argmax == (0,) and result.argmin == (1,)
+
+
+def test_only_non_finite_values_have_no_percentiles(run_cli):
+    result = run_cli("show", "[nan, inf]", "--json")
+    (record,) = json.loads(result.stdout)
+    assert "median" not in record and "argmin" not in record
+
+
+def test_show_prints_and_jsons_the_new_statistics(run_cli):
+    text = run_cli("show", "[[1.0, 5.0], [7.0, -2.0]]").stdout
+    assert "median 3  p90 6.4  p95 6.7  p99 6.94" in text
+    assert "min at [1, 1]  max at [1, 0]" in text
+    (record,) = json.loads(run_cli("show", "[[1.0, 5.0], [7.0, -2.0]]", "--json").stdout)
+    assert record["median"] == 3.0 and record["p99"] == pytest.approx(6.94)
+    assert record["argmin"] == [1, 1] and record["argmax"] == [1, 0]
+
+
+# ``padconv show MODEL.onnx:NAME`` of a quantized tensor shows its scale and zero point.
+
+
+def test_show_names_the_scale_of_a_quantized_weight(run_cli, tmp_path):
+    model = qlinear_conv_model(tmp_path / "m.onnx")
+    result = run_cli("show", f"{model}:w")
+    assert result.exit_code == 0, result.stderr
+    assert "quantized (QLinearConv 'qlconv')" in result.stdout
+    assert "scale [0.01, 0.02, 0.015, 0.03] (per channel)" in result.stdout
+
+
+def test_show_json_carries_the_quantization(run_cli, tmp_path):
+    model = qlinear_conv_model(tmp_path / "m.onnx", per_channel=False)
+    (record,) = json.loads(run_cli("show", f"{model}:w", "--json").stdout)
+    assert record["quantization"]["zero_point"] == 0
+    assert abs(record["quantization"]["scale"] - 0.02) < 1e-7
+
+
+def test_float_tensors_show_no_quantization(run_cli, tmp_path):
+    model = conv_transpose_model(tmp_path / "m.onnx")
+    assert "quantized" not in run_cli("show", f"{model}:w1").stdout

@@ -9,7 +9,7 @@ running ``padconv_cli.__main__``.  When it ends, the interpreter's exit is done 
 non-daemon threads are joined, atexit functions run, the standard streams flushed, then
 ``os._exit`` (a full shutdown in a fork would touch, and copy, every page of the server's
 imports).  What a library prints while a fresh interpreter finalises its modules is therefore
-not seen here; tests/cli/test_interrupt_and_closed_streams.py checks that in real processes.
+not seen here; tests/cli/test_signals_and_streams.py checks that in real processes.
 
 The server waits for the run, kills its session at the timeout, and reports the wait status and
 the run's peak resident memory (``ru_maxrss`` of that child, the server's own included).

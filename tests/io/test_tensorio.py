@@ -1,4 +1,5 @@
-"""Tensor I/O: round trips, literals, .npz members, stdin, stdout and atomic writes."""
+"""Tensor I/O: round trips, literals, .npz members, stdin, stdout and atomic writes; string
+tensors written in pieces; short lists in messages."""
 
 from __future__ import annotations
 
@@ -8,19 +9,26 @@ import stat
 import subprocess
 import sys
 import types
+import zipfile
 
 import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from hostile.runner import run_padconv
 from npy_bytes import MAGIC
+from onnx import TensorProto, helper
 
 from padconv_cli.dtypes import elem_type_info, numpy_dtype_of_elem_type
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.messages import LISTED_ITEMS, bounded_list, bounded_sequence
 from padconv_cli.tensor_sources import read_named_tensor, read_tensor
-from padconv_cli.tensorio import tensor_to_bytes, write_tensor
+from padconv_cli.tensorio import npy, tensor_to_bytes, write_tensor
 from padconv_cli.tensorio.files import atomic_write
 from padconv_cli.tensorio.literal import parse_literal
+
+# Tensor I/O: round trips, literals, .npz members, stdin, stdout and atomic writes.
+
 
 ONNX_DATA_TYPES = [value for _, value in onnx.TensorProto.DataType.items() if value != 0]
 NPY_NATIVE_DTYPES = [
@@ -726,3 +734,101 @@ def test_import_does_not_load_onnx_ml_dtypes_or_rich():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+# Lists quoted in error messages stay short: at most a dozen names, then "and N more".
+
+
+def test_short_list_is_shown_whole():
+    assert bounded_list(["a", "b", "c"]) == "a, b, c"
+
+
+def test_long_list_names_the_first_dozen_and_counts_the_rest():
+    text = bounded_list(f"m{i}" for i in range(100_000))
+    assert text.startswith("m0, m1, ")
+    assert f"m{LISTED_ITEMS - 1} ... and {100_000 - LISTED_ITEMS} more" in text
+    assert f"m{LISTED_ITEMS}," not in text
+
+
+def test_empty_list_and_sequence():
+    assert bounded_list([]) == "(none)"
+    assert bounded_sequence([]) == "[]"
+    assert bounded_sequence(range(3)) == "[0, 1, 2]"
+
+
+def _archive(count: int) -> bytes:
+    buffer = io.BytesIO()
+    member = io.BytesIO()
+    np.save(member, np.zeros(1, np.float32))
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for index in range(count):
+            archive.writestr(f"member{index}.npy", member.getvalue())
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("source", ["many.npz", "many.npz:absent"])
+def test_npz_with_many_members_gives_a_short_message(tmp_path, source):
+    (tmp_path / "many.npz").write_bytes(_archive(3000))
+    with pytest.raises(InputError) as caught:
+        read_tensor(str(tmp_path / source))
+    message = str(caught.value)
+    assert len(message) < 600, message
+    assert f"and {3000 - LISTED_ITEMS} more" in message
+
+
+def test_tensorproto_with_a_million_dims_gives_a_short_message(tmp_path):
+    from onnx import TensorProto
+
+    proto = TensorProto(data_type=TensorProto.FLOAT)
+    proto.dims.extend([1] * 1_000_000)
+    proto.dims.append(-1)
+    (tmp_path / "dims.pb").write_bytes(proto.SerializeToString())
+    with pytest.raises(InputError) as caught:
+        read_tensor(str(tmp_path / "dims.pb"))
+    assert len(str(caught.value)) < 600
+    assert "more" in str(caught.value)
+
+
+# String tensors are written to ``.npy`` at a fixed width in pieces: a padded string array is
+# far larger as a file than in memory, and only the file needs to be that large.
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.array(["ab", "", "h\u00e9llo"], dtype=object),
+        np.array([["a", "bb"], ["ccc", "d"]], dtype=object)[:, ::-1],
+        np.array([b"x", b"yz", b""], dtype=object),
+        np.array("solo", dtype=object),
+        np.array(["", ""], dtype=object),
+        np.empty((0, 3), dtype=object),
+    ],
+)
+def test_written_strings_equal_their_fixed_width_array(array, monkeypatch):
+    monkeypatch.setattr(npy, "STRING_CHUNK_BYTES", 8)  # many pieces
+    buffer = io.BytesIO()
+    npy.write_npy(array, buffer, "t.npy")
+    buffer.seek(0)
+    kind = np.bytes_ if array.size and isinstance(array.flat[0], bytes) else np.str_
+    expected = array.astype(kind)
+    result = np.load(buffer, allow_pickle=False)
+    assert result.dtype == expected.dtype and result.shape == expected.shape
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_mixed_object_arrays_are_refused():
+    with pytest.raises(Exception, match="only all-str or all-bytes"):
+        npy.write_npy(np.array(["a", b"b"], dtype=object), io.BytesIO(), "t.npy")
+
+
+def test_padding_one_long_string_costs_the_file_not_the_memory(tmp_path):
+    tensor = helper.make_tensor("s", TensorProto.STRING, [1], [b"x" * 30000])
+    (tmp_path / "s.pb").write_bytes(tensor.SerializeToString())
+    run = run_padconv(["pad", "s.pb", "--pads", "2000", "2000", "-o", "out.npy"], cwd=tmp_path,
+                      measure_memory=True)
+    assert run.returncode == 0, run.stderr_text
+    out = np.load(tmp_path / "out.npy")
+    assert out.dtype == np.dtype("<U30000") and out.shape == (4001,)
+    assert out[2000] == "x" * 30000 and (out[:2000] == "").all() and (out[2001:] == "").all()
+    # the file is 480 MB; the run holds the strings once, plus one piece of 16 MiB
+    assert run.peak_rss_bytes < 300 * 2**20

@@ -4,6 +4,7 @@ import statement wherever it stands (module level, inside functions, under TYPE_
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "padconv_cli"
@@ -38,17 +39,18 @@ def _imported_names(module: str, is_package: bool, node: ast.AST) -> list[str]:
     return loaded
 
 
-def _imports() -> dict[str, set[str]]:
-    """Module -> the package modules it imports, at any depth of its code."""
+@functools.cache
+def _imports() -> dict[str, frozenset[str]]:
+    """Module -> the package modules it imports, at any depth of its code (read once)."""
     paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, frozenset[str]] = {}
     for name, path in paths.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         targets = set()
         for node in ast.walk(tree):
             loaded = _imported_names(name, path.name == "__init__.py", node)
             targets.update(t for t in loaded if t in paths and t != name)
-        graph[name] = targets
+        graph[name] = frozenset(targets)
     return graph
 
 
@@ -111,3 +113,27 @@ def test_tensor_io_imports_nothing_above_it():
     offenders = {module: sorted(t for t in targets if t.startswith(above))
                  for module, targets in graph.items() if module.startswith("padconv_cli.tensorio")}
     assert {module: found for module, found in offenders.items() if found} == {}
+
+
+def _upward_imports(layer: tuple[str, ...], above: tuple[str, ...]) -> dict[str, list[str]]:
+    """The modules of ``layer`` that import one of ``above``, with what they import."""
+    offenders = {module: sorted(t for t in targets if t.startswith(above))
+                 for module, targets in _imports().items() if module.startswith(layer)}
+    return {module: found for module, found in offenders.items() if found}
+
+
+def test_the_operators_import_nothing_above_them():
+    """ops/ sits below every user of an operator: a model node reaches it as an object."""
+    above = ("padconv_cli.models", "padconv_cli.onnx_nodes", "padconv_cli.folding",
+             "padconv_cli.pipeline", "padconv_cli.explain", "padconv_cli.emit",
+             "padconv_cli.audit", "padconv_cli.cli")
+    assert _upward_imports(("padconv_cli.ops",), above) == {}
+
+
+def test_the_model_layer_imports_nothing_above_it():
+    """Model nodes become kernel calls without explain, emit, audit, verify or the pipeline."""
+    above = ("padconv_cli.pipeline", "padconv_cli.explain", "padconv_cli.emit",
+             "padconv_cli.audit", "padconv_cli.verification", "padconv_cli.crosscheck",
+             "padconv_cli.cli")
+    layer = ("padconv_cli.models", "padconv_cli.onnx_nodes", "padconv_cli.folding")
+    assert _upward_imports(layer, above) == {}

@@ -1,4 +1,6 @@
-"""``padconv audit``: every Pad and Conv node of a model checked against a runtime."""
+"""``padconv audit``: every Pad and Conv node of a model checked against a runtime or against a
+runtime's dumped outputs, exporters' dynamic dims, the table at 80 columns, and the checked nodes
+saved as backend-test cases."""
 
 from __future__ import annotations
 
@@ -7,10 +9,20 @@ import xml.etree.ElementTree as ET
 
 import exported_models as em
 import numpy as np
+import onnx
 import pytest
+from audit_models import YOLO_NAMES, exported_model
+from onnx import TensorProto, helper, numpy_helper
+from polygraphy_files import FIXTURES, polygraphy_command
+from pty_terminal import run_in_terminal
 
 from padconv_cli.audit import audit_model
+from padconv_cli.audit.dumped import file_key
+from padconv_cli.audit.report import distinct_labels
 from padconv_cli.errors import InputError
+
+# ``padconv audit``: every Pad and Conv node of a model checked against a runtime.
+
 
 RUNTIMES = ["onnxruntime", "onnx.reference"]
 
@@ -260,3 +272,291 @@ def test_from_model_finds_a_node_inside_a_local_function(run_cli, tmp_path):
     assert result.exit_code == 0, result.stderr
     expected = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], mode="reflect")
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+
+
+# ``audit MODEL --outputs FILE|DIR`` judges another runtime's own dumped tensors: every
+# Pad/Conv node recomputed from that runtime's inputs for it, the first node outside its bound
+# named; nothing is run.
+
+
+needs_polygraphy = pytest.mark.skipif(polygraphy_command() is None,
+                                      reason="polygraphy is not installed")
+
+
+def dump_every_tensor(model_path, folder, x):
+    """What a runtime dumping every tensor writes: onnxruntime's values of all of them."""
+    import onnxruntime
+
+    model = onnx.load(model_path)
+    names = [out for node in model.graph.node for out in node.output]
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(n) for n in names)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    folder.mkdir()
+    np.save(folder / "x.npy", x)
+    for name, value in zip(names, session.run(None, {"x": x}), strict=True):
+        np.save(folder / f"{file_key(name)}.npy", value)
+    return folder
+
+
+@pytest.fixture
+def dumped(tmp_path):
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    return path, dump_every_tensor(path, tmp_path / "dump", x)
+
+
+def test_polygraphy_results_of_every_tensor_are_judged(run_cli):
+    result = run_cli("audit", str(FIXTURES / "pad_conv.onnx"), str(FIXTURES / "inputs.json"),
+                     "--outputs", str(FIXTURES / "outputs.json"))
+    assert result.exit_code == 0, result.stderr
+    assert "every judged node is within the bound (2 of 2 judged)" in result.stdout
+    assert "2 nodes padconv implements: 2 ok (onnxrt-runner-N0" in result.stdout
+
+
+def test_a_folder_dump_within_the_bound_passes(run_cli, dumped):
+    path, folder = dumped
+    result = run_cli("audit", path, "--outputs", str(folder), "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["counts"] == {"ok": 7}
+
+
+def test_the_first_node_to_leave_the_bound_is_named(run_cli, dumped):
+    path, folder = dumped
+    third = folder / f"{file_key(YOLO_NAMES[2])}_output_0.npy"
+    value = np.load(third)
+    value[0, 1, 5, 5] += 0.01  # that runtime's Conv is off by much more than its sums allow
+    np.save(third, value)
+    result = run_cli("audit", path, "--outputs", str(folder), env={"COLUMNS": "120"})
+    assert result.exit_code == 1, result.stderr
+    assert f"note: first node outside the bound: {YOLO_NAMES[2]}" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("/model.22/")]
+    statuses = [row.split()[-1] for row in rows]
+    assert statuses == ["ok", "ok", "OUTSIDE", "ok", "ok", "ok", "ok"], result.stdout
+    assert "right: padconv" in result.stdout
+
+
+def test_nodes_not_dumped_are_said_and_nothing_judged_is_a_bad_input(run_cli, dumped):
+    path, folder = dumped
+    for file in folder.glob("*cv3*"):
+        file.unlink()
+    partial = run_cli("audit", path, "--outputs", str(folder), env={"COLUMNS": "120"})
+    assert partial.exit_code == 0, partial.stderr
+    assert partial.stdout.count("not dumped") >= 3 and "3 ok" in partial.stdout
+    for file in folder.glob("*conv_Conv*"):
+        file.unlink()
+    nothing = run_cli("audit", path, "--outputs", str(folder))
+    assert nothing.exit_code == 2 and nothing.stderr.count("\n") == 1
+    assert "holds no Pad/Conv node's output" in nothing.stderr
+
+
+def test_several_runners_need_one_named(run_cli):
+    result = run_cli("audit", str(FIXTURES / "pad_conv.onnx"),
+                     "--outputs", str(FIXTURES / "two_runners.json"))
+    assert result.exit_code == 2
+    assert "onnxrt-runner-N0, trt-runner-N0" in result.stderr and ":RUNNER" in result.stderr
+
+
+def test_runtime_and_dims_do_not_go_with_outputs(run_cli):
+    result = run_cli("audit", str(FIXTURES / "pad_conv.onnx"), "--outputs",
+                     str(FIXTURES / "outputs.json"), "--runtime", "onnx.reference")
+    assert result.exit_code == 2 and "--outputs judges tensors" in result.stderr
+
+
+@needs_polygraphy
+def test_what_polygraphy_dumps_now_is_judged(run_cli, tmp_path):
+    import subprocess
+
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
+    subprocess.run([*polygraphy_command(), "run", path, "--onnxrt", "--onnx-outputs", "mark",
+                    "all", "--save-inputs", "in.json", "--save-outputs", "out.json"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    result = run_cli("audit", path, str(tmp_path / "in.json"),
+                     "--outputs", str(tmp_path / "out.json"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["counts"] == {"ok": 7}
+
+
+@needs_polygraphy
+def test_polygraphy_iteration_folders_are_read(run_cli, tmp_path):
+    import subprocess
+
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
+    subprocess.run([*polygraphy_command(), "run", path, "--onnxrt", "--onnx-outputs", "mark",
+                    "all", "--save-inputs", "inputs", "--save-outputs", "outputs"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    result = run_cli("audit", path, str(tmp_path / "inputs"),
+                     "--outputs", str(tmp_path / "outputs"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["counts"] == {"ok": 7}
+
+
+# audit on what exporters write: ``-1`` and repeated ``?`` dims accept any given size; sizes
+# not given take documented defaults, said in one line; a chosen size the model cannot run with
+# is a bad input (exit 2, one line), never a traceback.
+
+
+def test_minus_one_and_question_marks_take_defaults(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    result = run_cli("audit", path)
+    assert result.exit_code == 0, result.stderr
+    assert "  input x: random [1, 3, 64, 64] (seed 0; unknown dims chosen by default)" in (
+        result.stdout.splitlines())
+
+
+def test_a_given_input_fills_minus_one_and_question_marks(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.ones((2, 3, 48, 40), np.float32))
+    result = run_cli("audit", path, str(tmp_path / "x.npy"))
+    assert result.exit_code == 0, result.stderr
+    assert "[2,4,48,40]" in result.stdout
+
+
+def test_dim_question_mark_sets_every_question_mark(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    result = run_cli("audit", path, "--dim", "?=48")
+    assert result.exit_code == 0, result.stderr
+    assert "  input x: random [1, 3, 48, 48] (seed 0; unknown dims chosen by default)" in (
+        result.stdout.splitlines())
+
+
+def test_named_dims_share_their_default(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx", input_dims=("batch", "c", "side", "side"))
+    result = run_cli("audit", path, "--dim", "batch=2")
+    assert result.exit_code == 0, result.stderr
+    assert "random [2, 3, 64, 64]" in result.stdout
+
+
+def test_channels_default_to_what_the_first_conv_takes(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, "?", 8, 8))
+    result = run_cli("audit", path)
+    assert result.exit_code == 0, result.stderr
+    assert "random [1, 3, 8, 8]" in result.stdout
+
+
+def test_chosen_sizes_that_stop_the_model_are_a_bad_input(run_cli, tmp_path):
+    weights = [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w"),
+               numpy_helper.from_array(np.ones((4, 4, 3, 3), np.float32), "w2"),
+               numpy_helper.from_array(np.array([1, 4, 48, 48], np.int64), "shape")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1], name="c1"),
+             helper.make_node("Reshape", ["a", "shape"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], name="c2")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, "?", "?"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    result = run_cli("audit", str(tmp_path / "m.onnx"))
+    assert result.exit_code == 2
+    assert result.stdout == "" and result.stderr.count("\n") == 1
+    assert "sizes chosen for its unknown dims (x [1, 3, 64, 64])" in result.stderr
+    assert "--dim NAME=VALUE" in result.stderr
+    assert run_cli("audit", str(tmp_path / "m.onnx"), "--dim", "?=48").exit_code == 0
+
+
+def test_a_huge_chosen_size_is_refused_before_anything_is_allocated(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    result = run_cli("audit", path, "--dim", "?=100000")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "over a tenth of the memory available" in result.stderr
+
+
+# ``audit --save DIR`` writes every checked node as an ONNX backend-test case folder, which
+# ``padconv verify DIR`` replays and any runtime can run.
+
+
+@pytest.fixture
+def saved(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx")
+    result = run_cli("audit", path, "-q", "--save", str(tmp_path / "cases"))
+    assert result.exit_code == 0, result.stderr
+    return tmp_path / "cases", result
+
+
+def test_every_checked_node_is_a_case_verify_replays(run_cli, saved):
+    folder, result = saved
+    assert result.stdout.splitlines()[-1] == (
+        f"saved 7 case folders in {folder} (padconv verify {folder} replays them)")
+    names = sorted(p.name for p in folder.iterdir())
+    assert len(names) == 7 and "test_model.22_Pad" in names
+    assert "test_model.22_cv3.0_cv3.0.0_conv_Conv" in names
+    replay = run_cli("verify", str(folder), "-q")
+    assert replay.exit_code == 0, replay.stdout
+    assert replay.stdout.strip() == "7 passed, 0 failed"
+
+
+def test_a_saved_case_is_a_valid_single_node_model(saved):
+    import onnxruntime
+
+    case = saved[0] / "test_model.22_Pad"
+    model = onnx.load(str(case / "model.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    assert [node.op_type for node in model.graph.node] == ["Pad"]
+    data = case / "test_data_set_0"
+    feeds = {}
+    for index, value in enumerate(model.graph.input):
+        feeds[value.name] = numpy_helper.to_array(onnx.load_tensor(str(data / f"input_{index}.pb")))
+    expected = numpy_helper.to_array(onnx.load_tensor(str(data / "output_0.pb")))
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, feeds)[0], expected)
+
+
+def test_json_lists_the_saved_folders(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx", names=YOLO_NAMES[:1], with_pad=False)
+    result = run_cli("audit", path, "-q", "--json", "--save", str(tmp_path / "cases"))
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["saved"] == [str(tmp_path / "cases" / "test_model.22_cv2.0_cv2.0.0_conv_Conv")]
+
+
+def test_saving_again_replaces_the_cases(run_cli, tmp_path):
+    path = exported_model(tmp_path / "m.onnx", names=YOLO_NAMES[:1], with_pad=False)
+    for seed in ("1", "2"):
+        assert run_cli("audit", path, "-q", "--seed", seed, "--save",
+                       str(tmp_path / "cases")).exit_code == 0
+    assert len(list((tmp_path / "cases").iterdir())) == 1
+
+
+# audit's table at 80 columns tells every node apart (YOLOv8's names differ only in their
+# middle), gives each shortened label whole on the next line, and widens on wider terminals.
+
+
+PLAIN = {"NO_COLOR": "1"}
+
+
+def rows(lines: list[str]) -> list[str]:
+    start = next(i for i, line in enumerate(lines) if line.startswith("NODE "))
+    return [line for line in lines[start + 1:] if line and not line.startswith(" ")][:-1]
+
+
+def test_labels_are_distinct_and_whole_below_at_80_columns(tmp_path):
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
+    run = run_in_terminal("audit", path, "-q", columns=80, env=PLAIN)
+    assert run.exit_code == 0, run.text
+    assert all(len(line) <= 80 for line in run.lines), run.text
+    labels = [row[:20] for row in rows(run.lines)]
+    assert len(labels) == 7 and len(set(labels)) == 7, run.text
+    for name in YOLO_NAMES:
+        assert f"  node {name}" in run.lines
+
+
+def test_a_wider_terminal_shows_whole_labels(tmp_path):
+    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
+    for run in (run_in_terminal("audit", path, "-q", columns=200, env=PLAIN),
+                run_in_terminal("audit", path, "-q", columns=80, env={**PLAIN, "COLUMNS": "200"})):
+        assert run.exit_code == 0, run.text
+        starts = {row.split(" ")[0] for row in rows(run.lines)}
+        assert set(YOLO_NAMES) <= starts, run.text
+        assert not any(line.startswith("  node ") for line in run.lines)
+
+
+def test_labels_alike_after_shortening_are_told_apart():
+    names = [*YOLO_NAMES, "/model.4/m.0/cv1/conv/Conv", "/model.6/m.0/cv1/conv/Conv", "a", "a"]
+    short = distinct_labels(names, 20)
+    assert all(len(text) <= 20 for text in short)
+    assert len(set(short)) == len(short)
+    assert short[0] == "~cv2.0/cv2.0.0~/Conv"

@@ -1,16 +1,27 @@
-"""``--from-model MODEL.onnx --node NAME``: attributes and stored inputs of real Pad/Conv nodes,
-any opset, flags overriding them, node lists on mistakes and the external-data safety rules."""
+"""``--from-model MODEL.onnx --node NAME``: attributes and stored inputs of real nodes, the
+patterns exporters write, flags overriding them, messages naming the model and the node, and
+shell completion of node names."""
 
 from __future__ import annotations
 
 import io
 import os
+import subprocess
 
+import exported_models as em
 import numpy as np
 import onnx
 import pytest
+from click.shell_completion import ShellComplete
+from hostile.runner import PADCONV
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+
+from padconv_cli.cli.main import cli
+
+# ``--from-model MODEL.onnx --node NAME``: attributes and stored inputs of real Pad/Conv nodes,
+# any opset, flags overriding them, node lists on mistakes and the external-data safety rules.
+
 
 RNG = np.random.default_rng(11)
 DATA = RNG.standard_normal((1, 2, 4, 5)).astype(np.float32)
@@ -394,3 +405,243 @@ def test_more_node_inputs_than_the_version_takes_are_refused(run_cli, tmp_path, 
     assert f"node 'n' ({operator}) lists {len(inputs)} inputs; {operator} takes at most {most}" in (
         result.stderr
     )
+
+
+# --from-model on the patterns exporters write: Identity-routed biases, Cast-ed pads, wrap at
+# opset 18, external data; values folded from stored tensors and the limits of folding.
+
+
+X3 = em.weights((1, 3, 10, 10), seed=9)
+X2 = em.weights((1, 2, 4, 5), seed=9)
+
+
+def _stdout(result) -> np.ndarray:
+    assert result.exit_code == 0, result.stderr
+    return np.load(io.BytesIO(result.stdout_bytes), allow_pickle=False)
+
+
+@pytest.fixture
+def x3(tmp_path):
+    np.save(tmp_path / "x3.npy", X3)
+    return str(tmp_path / "x3.npy")
+
+
+@pytest.fixture
+def x2(tmp_path):
+    np.save(tmp_path / "x2.npy", X2)
+    return str(tmp_path / "x2.npy")
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_identity_routed_bias_is_folded(run_cli, tmp_path, x3, external):
+    model = em.resnet_block()
+    np.save(tmp_path / "w.npy", numpy_helper.to_array(model.graph.initializer[0]))
+    np.save(tmp_path / "b.npy", numpy_helper.to_array(model.graph.initializer[1]))
+    path = em.save(model, tmp_path / "m.onnx", external=external)
+    folded = _stdout(run_cli("conv", x3, "--from-model", path, "--node", "/conv1/Conv", "-o", "-"))
+    given = _stdout(run_cli("conv", x3, str(tmp_path / "w.npy"), str(tmp_path / "b.npy"),
+                   "--pads", "1", "1", "1", "1", "-o", "-"))
+    np.testing.assert_array_equal(folded, given)  # the folded B is the stored bias, exactly
+
+
+def test_cast_pads_and_value_are_folded(run_cli, tmp_path, x2):
+    path = em.save(em.cast_pads_model(), tmp_path / "m.onnx")
+    result = _stdout(run_cli("pad", x2, "--from-model", path, "-o", "-"))
+    expected = np.pad(X2, ((0, 0), (0, 0), (1, 2), (2, 1)), constant_values=1.5)
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_torch_order_pads_through_reshape_slice_transpose_are_folded(run_cli, tmp_path, x2):
+    x = em.weights((1, 2, 8, 8), seed=9)
+    np.save(tmp_path / "x8.npy", x)
+    path = em.save(em.torch_pad_chain_model(), tmp_path / "m.onnx")
+    result = _stdout(run_cli("pad", str(tmp_path / "x8.npy"), "--from-model", path, "-o", "-"))
+    expected = np.pad(x, ((0, 0), (0, 0), (3, 4), (1, 2)), mode="reflect")
+    np.testing.assert_array_equal(result, expected)
+
+
+def test_wrap_at_opset_18_is_computed_as_pad19_with_one_note(run_cli, tmp_path, x2):
+    path = em.save(em.wrap_model(opset=18), tmp_path / "m.onnx")
+    result = run_cli("pad", x2, "--from-model", path, "-o", str(tmp_path / "y.npy"))
+    assert result.exit_code == 0, result.stderr
+    expected = np.pad(X2, ((0, 0), (0, 0), (1, 2), (2, 1)), mode="wrap")
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("padconv: note: ")
+    assert "off-spec" in lines[0] and "'/pad/Pad'" in lines[0] and "Pad-19" in lines[0]
+    explained = run_cli("pad", x2, "--from-model", path, "--explain")
+    assert explained.exit_code == 0 and explained.stderr == ""
+    assert "note: " in explained.stdout and "off-spec" in explained.stdout
+    replaced = run_cli("pad", x2, "--from-model", path, "--mode", "edge", "-o", "-")
+    assert replaced.exit_code == 0 and replaced.stderr == ""
+
+
+def _one_node_model(path, nodes, initializers=(), inputs=(("x", [1, 2, 4, 5]),), ir=8):
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT if n == "x" else TensorProto.INT64, s)
+         for n, s in inputs],
+        [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)],
+        list(initializers),
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = ir
+    return em.save(model, path)
+
+
+def test_a_graph_input_with_an_initializer_folds_its_stored_default(run_cli, tmp_path, x2):
+    """Initializers listed as graph inputs (every initializer before IR 4) count as stored,
+    as they do for a node's own inputs; a graph input without one is computed at run time."""
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "p")
+    nodes = [helper.make_node("Identity", ["p"], ["q"]),
+             helper.make_node("Pad", ["x", "q"], ["y"], name="pad")]
+    for ir in (3, 8):
+        path = _one_node_model(tmp_path / f"m{ir}.onnx", nodes, [pads],
+                               (("x", [1, 2, 4, 5]), ("p", [8])), ir=ir)
+        result = _stdout(run_cli("pad", x2, "--from-model", path, "-o", "-"))
+        np.testing.assert_array_equal(result, np.pad(X2, ((0, 0), (0, 0), (1, 1), (1, 1))))
+    fed = _one_node_model(tmp_path / "fed.onnx", nodes, [], (("x", [1, 2, 4, 5]), ("p", [8])))
+    refused = run_cli("pad", x2, "--from-model", fed, "-o", "-")
+    assert refused.exit_code == 2
+    assert "'q'" in refused.stderr and "computed at run time" in refused.stderr
+
+
+def test_random_values_are_not_folded(run_cli, tmp_path, x2):
+    nodes = [
+        helper.make_node("Constant", [], ["shape"], value_ints=[1]),
+        helper.make_node("RandomUniformLike", ["shape"], ["r"], dtype=TensorProto.FLOAT),
+        helper.make_node("Pad", ["x", "pads", "r"], ["y"], name="pad"),
+    ]
+    pads = numpy_helper.from_array(np.zeros(8, np.int64), "pads")
+    path = _one_node_model(tmp_path / "m.onnx", nodes, [pads])
+    result = run_cli("pad", x2, "--from-model", path, "-o", "-")
+    assert result.exit_code == 2 and "computed at run time" in result.stderr
+
+
+def test_a_folded_value_too_large_is_refused_before_it_is_computed(run_cli, tmp_path, x2):
+    huge = numpy_helper.from_array(np.array([10**6, 10**6, 10**3], np.int64), "huge")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["huge"], ["big"]),
+        helper.make_node("ReduceSum", ["big"], ["total"], keepdims=0),
+        helper.make_node("Pad", ["x", "pads", "total"], ["y"], name="pad"),
+    ]
+    pads = numpy_helper.from_array(np.zeros(8, np.int64), "pads")
+    path = _one_node_model(tmp_path / "m.onnx", nodes, [huge, pads])
+    result = run_cli("pad", x2, "--from-model", path, "-o", str(tmp_path / "y.npy"))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "cannot be folded" in result.stderr and "'big'" in result.stderr
+    assert not (tmp_path / "y.npy").exists()
+
+
+# Shell completion (click's ``_PADCONV_COMPLETE``): the scripts, and --node names from the
+# model given with --from-model.
+
+
+@pytest.fixture
+def model(tmp_path):
+    nodes = [
+        helper.make_node("Pad", ["x", "p"], ["a"], name="pad_in"),
+        helper.make_node("Conv", ["a", "w"], ["b"], name="conv_1"),
+        helper.make_node("Conv", ["b", "w"], ["c"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("x", "p", "w")],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    return str(path)
+
+
+def _complete(args, incomplete):
+    completer = ShellComplete(cli, {}, "padconv", "_PADCONV_COMPLETE")
+    return [(item.type, item.value) for item in completer.get_completions(args, incomplete)]
+
+
+@pytest.mark.parametrize(
+    ("command", "incomplete", "expected"),
+    [
+        ("conv", "", ["conv_1", "Conv#1"]),
+        ("conv", "Co", ["Conv#1"]),
+        ("pad", "", ["pad_in"]),
+    ],
+)
+def test_node_names_come_from_the_model(model, command, incomplete, expected):
+    args = [command, "x.npy", "--from-model", model, "--node"]
+    assert [value for _, value in _complete(args, incomplete)] == expected
+
+
+def test_node_completion_is_silent_for_a_broken_model(tmp_path):
+    (tmp_path / "bad.onnx").write_bytes(b"garbage")
+    args = ["pad", "--from-model", str(tmp_path / "bad.onnx"), "--node"]
+    assert _complete(args, "") == []
+
+
+def test_commands_options_and_files_complete():
+    assert ("plain", "show") in _complete([], "sh")
+    assert ("plain", "compare") in _complete([], "c")
+    assert ("plain", "--emit-onnx") in _complete(["pad", "x.npy"], "--em")
+    assert _complete(["show"], "sam") == [("file", "sam")]
+
+
+@pytest.mark.skipif(PADCONV is None, reason="the padconv script is not installed")
+@pytest.mark.parametrize(("shell", "marker"), [("bash", "complete -o"), ("zsh", "#compdef"),
+                                              ("fish", "complete --no-files")])
+def test_completion_scripts(shell, marker):
+    env = {**os.environ, "_PADCONV_COMPLETE": f"{shell}_source"}
+    result = subprocess.run([PADCONV], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    assert marker in result.stdout and "_PADCONV_COMPLETE" in result.stdout
+
+
+# Errors about a model's node name the model and the node; the wrong command is redirected.
+
+
+def test_a_wrong_shaped_x_names_the_model_and_the_node(run_cli, tmp_path):
+    path = em.save(em.resnet_block(), tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((1, 5, 10, 10), np.float32))
+    result = run_cli("conv", str(tmp_path / "x.npy"), "--from-model", path, "--node",
+                     "/conv1/Conv", "-o", str(tmp_path / "y.npy"))
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert f"{path} node '/conv1/Conv' (Conv-11)" in result.stderr
+    assert "C=5 != W.shape[1]*group = 3*1" in result.stderr
+    assert not (tmp_path / "y.npy").exists()
+
+
+def test_a_bad_pad_data_names_the_model_and_the_node(run_cli, tmp_path):
+    path = em.save(em.wrap_model(opset=19), tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((2, 5), np.float32))  # rank 2, pads for rank 4
+    result = run_cli("pad", str(tmp_path / "x.npy"), "--from-model", path, "-o", "-")
+    assert result.exit_code == 2
+    assert f"{path} node '/pad/Pad' (Pad-19)" in result.stderr and "pads has 8 values" in (
+        result.stderr
+    )
+
+
+def test_pad_on_a_conv_only_model_suggests_padconv_conv(run_cli, tmp_path):
+    path = em.save(em.resnet_block(), tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 10, 10), np.float32))
+    result = run_cli("pad", str(tmp_path / "x.npy"), "--from-model", path, "-o", "-")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "no Pad node" in result.stderr and "`padconv conv`" in result.stderr
+    assert "/conv1/Conv" in result.stderr
+    other = run_cli("conv", str(tmp_path / "x.npy"), "--from-model",
+                    em.save(em.wrap_model(), tmp_path / "p.onnx"), "-o", "-")
+    assert other.exit_code == 2 and "`padconv pad`" in other.stderr
+
+
+def test_a_name_that_is_not_utf8_is_refused_in_one_line(run_cli, tmp_path):
+    weights = em.numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    model = em.make([em.helper.make_node("Conv", ["x", "w"], ["ZZZZ"], name="conv")],
+                    [("x", np.float32, [1, 1, 4, 4])], [("ZZZZ", np.float32, None)], [weights])
+    data = model.SerializeToString().replace(b"ZZZZ", b"\xad\xad\xad\xad")
+    (tmp_path / "m.onnx").write_bytes(data)
+    np.save(tmp_path / "x.npy", np.ones((1, 1, 4, 4), np.float32))
+    for args in (["conv", "--from-model", str(tmp_path / "m.onnx"), str(tmp_path / "x.npy")],
+                 ["audit", str(tmp_path / "m.onnx")]):
+        result = run_cli(*args)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert "not UTF-8" in result.stderr and "m.onnx" in result.stderr

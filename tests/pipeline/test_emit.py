@@ -1,7 +1,9 @@
-"""``--emit-onnx``: the single-node model, its operator version, and the round trip through
-onnx.reference."""
+"""``--emit-onnx``: the single-node model, its operator version, the round trip through
+onnx.reference, initializers stored with --emit-initializers, and no model when the run fails."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +17,9 @@ from padconv_cli.emit import MIN_RUNTIME_OPSET, operator_version, single_node_mo
 from padconv_cli.errors import AttributeValueError
 from padconv_cli.models import resolve_call
 from padconv_cli.ops import compute, plan_call
+
+# ``--emit-onnx``: the single-node model, its operator version, and the round trip through
+# onnx.reference.
 
 
 def _pad_call(data, **flags):
@@ -248,3 +253,83 @@ def test_same_with_stride_and_no_dilation_keeps_auto_pad_and_conv11():
     attributes = {a.name: onnx.helper.get_attribute_value(a) for a in model.graph.node[0].attribute}
     assert attributes["auto_pad"] == b"SAME_UPPER" and "pads" not in attributes
     assert operator_version(call).version == 11
+
+
+# ``--emit-onnx FILE --emit-initializers``: the model stores the given tensors and runs on
+# its own, with no inputs, in onnx.reference and onnxruntime.
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("pad", "[[1.0, 2.0], [3.0, 4.0]]", "--pads", "1", "0", "0", "1", "--mode", "reflect"),
+     ("conv", "samples/conv_basic_x.npy", "samples/conv_basic_w.npy", "[0.5]",
+      "--pads", "1", "1", "1", "1")],
+    ids=["pad", "conv"],
+)
+def test_emitted_model_runs_without_inputs(run_cli, tmp_path, monkeypatch, args):
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    model_path, out = tmp_path / "m.onnx", tmp_path / "y.npy"
+    result = run_cli(*args, "--emit-onnx", str(model_path), "--emit-initializers",
+                     "-o", str(out))
+    assert result.exit_code == 0, result.stderr
+    model = onnx.load(str(model_path))
+    onnx.checker.check_model(model, full_check=True)
+    stored = {tensor.name for tensor in model.graph.initializer}
+    # before IR 4 initializers are listed as inputs too; none needs a feed
+    assert [i.name for i in model.graph.input if i.name not in stored] == []
+    assert stored
+    expected = np.load(out)
+    np.testing.assert_array_equal(ReferenceEvaluator(model).run(None, {})[0], expected)
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the padconv[check] extra")
+    session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {})[0], expected)
+
+
+def test_without_the_flag_the_tensors_are_graph_inputs(run_cli, tmp_path):
+    model_path = tmp_path / "m.onnx"
+    result = run_cli("pad", "[1.0, 2.0]", "--pads", "1", "1", "--emit-onnx", str(model_path),
+                     "-o", str(tmp_path / "y.npy"))
+    assert result.exit_code == 0
+    assert [i.name for i in onnx.load(str(model_path)).graph.input] == ["data"]
+
+
+def test_the_flag_needs_emit_onnx(run_cli):
+    result = run_cli("pad", "[1.0, 2.0]", "--pads", "1", "1", "--emit-initializers")
+    assert result.exit_code == 2
+    assert "--emit-initializers" in result.stderr and "--emit-onnx" in result.stderr
+
+
+# --emit-onnx writes its model only when the run itself can succeed.
+
+
+@pytest.fixture
+def data_file(tmp_path) -> Path:
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(6, dtype=np.float32).reshape(2, 3))
+    return path
+
+
+def test_emit_onnx_is_not_written_when_the_output_is_too_large(run_cli, data_file, tmp_path):
+    model, output = tmp_path / "m.onnx", tmp_path / "y.npy"
+    result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "--max-output-bytes",
+                     "8", "--emit-onnx", str(model), "-o", str(output))
+    assert result.exit_code == 2 and "--max-output-bytes" in result.stderr
+    assert not model.exists() and not output.exists()
+
+
+def test_conv_emit_onnx_is_not_written_when_the_output_is_too_large(run_cli, tmp_path):
+    model = tmp_path / "m.onnx"
+    result = run_cli("conv", "[[[[1.0, 2.0], [3.0, 4.0]]]]", "[[[[1.0]]]]", "--max-output-bytes",
+                     "4", "--emit-onnx", str(model), "-o", str(tmp_path / "y.npy"))
+    assert result.exit_code == 2
+    assert not model.exists()
+
+
+def test_explain_with_emit_still_writes_the_model(run_cli, data_file, tmp_path):
+    model = tmp_path / "m.onnx"
+    result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "--max-output-bytes",
+                     "8", "--emit-onnx", str(model), "--explain")
+    assert result.exit_code == 0, result.stderr
+    assert onnx.load(str(model)).graph.node[0].op_type == "Pad"

@@ -1,8 +1,12 @@
-"""padconv verify through the Python API: built-in cases, the onnx suite, ONNX case folders."""
+"""padconv verify through the Python API: built-in cases, the family's ruling cases shipped as
+package data, the onnx suite picked by the op type of a model's node, ONNX case folders."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +16,14 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from padconv_cli.errors import InputError
+from padconv_cli.kernels.family_rulings import RULINGS
 from padconv_cli.verification.cases import builtin_cases, cases_from_json, matches
 from padconv_cli.verification.onnx_suite import (
     cases_from_user_dir,
     onnx_data_root,
+    shipped_cases,
     suite_cases,
+    suite_dirs,
 )
 from padconv_cli.verification.runner import (
     FAILED,
@@ -26,6 +33,9 @@ from padconv_cli.verification.runner import (
     run_cases,
     summary_line,
 )
+
+# padconv verify through the Python API: built-in cases, the onnx suite, ONNX case folders.
+
 
 BUILTIN = builtin_cases()
 BUILTIN_IDS = [case.name for case in BUILTIN]
@@ -327,3 +337,98 @@ def test_a_missing_input_named_with_control_characters_is_one_escaped_line(tmp_p
     with pytest.raises(InputError) as caught:
         cases_from_user_dir(str(folder))
     assert "\n" not in str(caught.value) and "X\\x01\\np" in str(caught.value)
+
+
+# ``verify --onnx-suite`` picks conformance folders by the op type of the model's node (an
+# operator padconv implements, domain-less, any opset), never by the folder's name.
+
+
+def _case_folder(root, sub, name, nodes, domain="", opset=13):
+    folder = root / sub / name
+    (folder / "test_data_set_0").mkdir(parents=True)
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+    )
+    imports = [helper.make_opsetid("", opset)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    onnx.save(helper.make_model(graph, opset_imports=imports), str(folder / "model.onnx"))
+    tensor = numpy_helper.from_array(np.ones((1, 1, 4, 4), np.float32), "x")
+    (folder / "test_data_set_0" / "input_0.pb").write_bytes(tensor.SerializeToString())
+    return folder
+
+
+def test_cases_are_picked_by_the_node_not_the_name(tmp_path):
+    pads = helper.make_node("Constant", [], ["p"], value=numpy_helper.from_array(
+        np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)))
+    picked = {
+        _case_folder(tmp_path, "node", "test_unusual_name", [pads,
+                     helper.make_node("Pad", ["x", "p"], ["y"])]),
+        _case_folder(tmp_path, "simple", "test_conv_old_opset",
+                     [helper.make_node("Conv", ["x", "x"], ["y"])], opset=7),
+        _case_folder(tmp_path, "node", "test_convinteger_with_padding",
+                     [helper.make_node("ConvInteger", ["x", "x"], ["y"])]),
+    }
+    _case_folder(tmp_path, "node", "test_averagepool_2d_pads",
+                 [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2],
+                                   pads=[1, 1, 1, 1])])
+    _case_folder(tmp_path, "node", "test_conv_in_another_domain",
+                 [helper.make_node("Conv", ["x", "x"], ["y"], domain="com.example")],
+                 domain="com.example")
+    _case_folder(tmp_path, "node", "test_pad_then_relu",
+                 [pads, helper.make_node("Pad", ["x", "p"], ["q"]),
+                  helper.make_node("Relu", ["q"], ["y"])])
+    found = suite_dirs(tmp_path)
+    assert {folder for _, folder in found} == picked
+    assert [source for source, _ in found] == ["onnx-node", "onnx-node", "simple"]
+
+
+def test_installed_suite_has_no_unsupported_case(run_cli):
+    result = run_cli("verify", "--onnx-suite", "--json")
+    import json
+
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records[-1]["unsupported"] == 0
+    assert {r["operator"].split("-")[0] for r in records[:-1]} == {
+        "Pad", "Conv", "ConvTranspose", "ConvInteger", "QLinearConv"}
+
+
+# padconv's own cases of the convolution family's rulings: backend-test folders shipped as
+# package data, one per ruling, current with the independent oracles, and run by ``padconv
+# verify`` without arguments.
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_ruling_is_applied_by_a_shipped_case():
+    from padconv_cli.onnx_nodes import kernel_call
+    from padconv_cli.ops import plan_call
+
+    applied = set()
+    for case in shipped_cases():
+        call = kernel_call(case.op, case.attributes, case.inputs, opset=case.opset)
+        applied.update(plan_call(call).rulings)
+    assert applied >= set(RULINGS)
+
+
+def test_shipped_cases_cover_the_three_operators():
+    assert {case.op for case in shipped_cases()} == {"ConvTranspose", "ConvInteger",
+                                                     "QLinearConv"}
+
+
+def test_verify_without_arguments_runs_and_passes_them(run_cli):
+    result = run_cli("verify", "--json")
+    assert result.exit_code == 0, result.stdout[-2000:]
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    family = [r for r in records[:-1] if r["name"].startswith("test_fam_")]
+    assert len(family) == len(shipped_cases())
+    assert all(r["status"] == "passed" for r in family)
+
+
+def test_shipped_cases_are_current_with_the_oracles():
+    done = subprocess.run([sys.executable, "scripts/make_family_cases.py", "--check"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

@@ -1,4 +1,6 @@
-"""``padconv verify`` on the command line (in-process, through padconv's error mapping)."""
+"""``padconv verify`` on the command line: in-process through padconv's error mapping, one line
+per case fitted to the width and quiet by default, details on failure or -v, every case name
+whole at 80 columns, and exit 1 when nothing was verified."""
 
 from __future__ import annotations
 
@@ -11,13 +13,21 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
+from pty_terminal import run_in_terminal
 
 from padconv_cli.cli.sample_commands import cli_arguments
+from padconv_cli.kernels.conv import conv
 from padconv_cli.tensor_sources import read_tensor
-from padconv_cli.verification.cases import builtin_cases
+from padconv_cli.verification.case_folder import write_case_folder
+from padconv_cli.verification.cases import Case, builtin_cases
 from padconv_cli.verification.onnx_suite import onnx_data_root, shipped_cases
+from padconv_cli.verification.report import case_table, side_by_side
+from padconv_cli.verification.runner import run_case
 from padconv_cli.verification.samples import has_command, sample_arrays
+
+# ``padconv verify`` on the command line (in-process, through padconv's error mapping).
+
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
@@ -244,3 +254,210 @@ def test_sample_command_reproduces_the_documented_output(run_cli, case, tmp_path
     expected = case.expected[0]
     assert actual.dtype == expected.dtype
     np.testing.assert_array_equal(actual, expected)
+
+
+# ``padconv verify`` output: one line per case fitted to the width, details on failure or -v,
+# -q for failures only, the summary last, and ``-k NAME`` showing one case side by side.
+
+
+BUILTIN_EXAMPLES = builtin_cases()
+
+
+def _case(name: str) -> Case:
+    (case,) = [c for c in BUILTIN_EXAMPLES if c.name == name]
+    return case
+
+
+@pytest.fixture
+def failing_dir(tmp_path):
+    source = onnx_data_root() / "pytorch-converted" / "test_ReflectionPad2d"
+    folder = shutil.copytree(source, tmp_path / "test_ReflectionPad2d_with_an_unusually_long_name")
+    output = folder / "test_data_set_0" / "output_0.pb"
+    tensor = onnx.load_tensor(str(output))
+    array = numpy_helper.to_array(tensor).copy()
+    array[0, 0, 0, 0] += 1.0
+    output.write_bytes(numpy_helper.from_array(array, tensor.name).SerializeToString())
+    return folder
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 200])
+def test_table_fits_the_width_with_one_line_per_case(width):
+    results = [run_case(case) for case in BUILTIN_EXAMPLES]
+    lines = case_table(results, width)
+    assert len(lines) == len(results) + 1
+    assert all(len(line) <= width for line in lines), max(lines, key=len)
+    assert lines[0].split()[:2] == ["RESULT", "CASE"]
+    assert all(line.startswith("PASS ") for line in lines[1:])
+
+
+def test_wider_terminals_get_more_columns():
+    results = [run_case(case) for case in BUILTIN_EXAMPLES]
+    assert "ATTRIBUTES" not in case_table(results, 80)[0]
+    wide = case_table(results, 200)
+    assert "ATTRIBUTES" in wide[0] and "MAX REL" in wide[0]
+    assert any("strides=[2,2]" in line for line in wide)
+
+
+def test_failure_details_are_shown_and_wrapped(run_cli, failing_dir):
+    result = run_cli("verify", str(failing_dir), env={"COLUMNS": "80"})
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert re.match(r"^FAIL\s+test_Reflection", lines[1])
+    assert any(line.strip().startswith("at [0, 0, 0, 0]: expected") for line in lines)
+    assert "would pass with --atol" in result.stdout
+    assert lines[-1] == "0 passed, 1 failed"
+
+
+def test_quiet_keeps_failures_and_summary(run_cli, failing_dir):
+    result = run_cli("verify", "-q")
+    total = len(BUILTIN_EXAMPLES) + len(shipped_cases())
+    assert result.stdout.strip() == f"{total} passed, 0 failed"
+    result = run_cli("-q", "verify", str(failing_dir), env={"COLUMNS": "80"})
+    assert "FAIL" in result.stdout and result.stdout.splitlines()[-1] == "0 passed, 1 failed"
+
+
+def test_verbose_details_every_case(run_cli):
+    plain = run_cli("verify", "-k", "pad_")
+    verbose = run_cli("verify", "-k", "pad_", "-v")
+    assert "attributes: mode=wrap pads=[1,2,0,1]" not in plain.stdout
+    assert "attributes: mode=wrap pads=[1,2,0,1]" in verbose.stdout
+    assert verbose.stdout.count("(rtol=") >= 5
+    assert verbose.stdout.splitlines()[-1] == plain.stdout.splitlines()[-1]
+
+
+def test_one_case_side_by_side(run_cli):
+    result = run_cli("verify", "-k", "pad_doc_reflect", env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    text = result.stdout
+    assert "command: padconv pad '[[1.0, 1.2], [2.3, 3.4], [4.5, 5.7]]' --pads 0 2 0 0" in text
+    assert "input 0: float32[3, 2]" in text
+    heading = [line for line in text.splitlines() if "expected float32[3, 4]" in line]
+    assert heading and "actual float32[3, 4]" in heading[0]
+    assert "|actual - expected|" in heading[0]
+    assert text.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_side_by_side_shows_where_a_failure_differs(failing_dir):
+    from padconv_cli.verification.onnx_suite import cases_from_user_dir
+
+    (case,) = cases_from_user_dir(str(failing_dir))
+    result = run_case(case)
+    lines = side_by_side(case, result, 80)
+    assert all(len(line) <= 80 for line in lines)
+    text = "\n".join(lines)
+    assert "|actual - expected|" in text
+    difference_rows = text.split("|actual - expected|")[1]
+    assert re.search(r"\[\[\[\[1\.(000)?\s+0\.", difference_rows)  # the changed element
+    assert abs(float(result.comparison.max_abs) - 1.0) < 1e-6
+
+
+def test_side_by_side_stacks_when_too_wide():
+    case = _case("test_cc_conv_with_strides_padding")
+    lines = side_by_side(case, run_case(case), 60)
+    assert all(len(line) <= 60 for line in lines)
+    titles = [line.strip() for line in lines if line.strip().startswith(("expected", "actual"))]
+    assert titles == ["expected float32[1, 1, 4, 3]", "actual float32[1, 1, 4, 3]"]
+
+
+def test_difference_is_nan_and_inf_aware():
+    from padconv_cli.verification.report import difference
+
+    expected = np.array([np.nan, np.inf, 1.0, 2.0], np.float32)
+    actual = np.array([np.nan, np.inf, 1.5, np.nan], np.float32)
+    diff = difference(expected, actual)
+    assert diff[:3].tolist() == [0.0, 0.0, 0.5]
+    assert np.isnan(diff[3])
+    assert difference(np.array(["a", "b"], object), np.array(["a", "c"], object)).tolist() == [
+        False, True
+    ]
+
+
+# ``padconv verify DIR`` is quiet by default: one line per passing case (the side-by-side
+# view of a single case is for -k or -v), and every case name, which ``verify -k`` takes back,
+# is shown whole at 80 columns, never cut.
+
+
+PLAIN = {"columns": 80, "env": {"NO_COLOR": "1"}}
+LONG_NAME = "test_conv_with_strides_and_asymmetric_padding_exported_twice"
+
+
+def conv_case(parent, name, *, wrong=False, size=12):
+    x = np.random.RandomState(1).randn(1, 3, size, size).astype(np.float32)
+    w = np.random.RandomState(2).randn(4, 3, 3, 3).astype(np.float32)
+    y = conv(x, w, pads=[1, 0, 1, 0], strides=[2, 2])
+    if wrong:
+        y[0, 0, 0, 0] += 1
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 0, 1, 0], strides=[2, 2])
+    return write_case_folder(parent, name, node, [x, w], y, opset=22)
+
+
+@pytest.fixture
+def cases(tmp_path):
+    conv_case(tmp_path, LONG_NAME)
+    conv_case(tmp_path, "test_short")
+    return tmp_path
+
+
+def test_one_passing_case_is_one_line(tmp_path):
+    folder = conv_case(tmp_path, "test_one_conv")
+    run = run_in_terminal("verify", str(folder), **PLAIN)
+    assert run.exit_code == 0, run.text
+    lines = [line for line in run.lines if line.strip()]
+    assert len(lines) == 3, run.text  # the header, the case, the summary
+    assert lines[1].split()[:2] == ["PASS", "test_one_conv"]
+
+
+def test_a_case_picked_by_name_is_shown_side_by_side(tmp_path):
+    folder = conv_case(tmp_path, "test_one_conv", size=5)
+    run = run_in_terminal("verify", str(folder), "-k", "test_one_conv", **PLAIN)
+    assert run.exit_code == 0
+    assert "|actual - expected|" in run.text
+
+
+def test_long_names_are_whole_at_80_columns(cases):
+    run = run_in_terminal("verify", str(cases), **PLAIN)
+    assert run.exit_code == 0, run.text
+    assert any(LONG_NAME in line for line in run.lines), run.text
+    assert all(len(line) <= 80 for line in run.lines), run.text
+    again = run_in_terminal("verify", str(cases), "-k", LONG_NAME, **PLAIN)
+    assert again.exit_code == 0 and "1 passed, 0 failed" in again.text
+
+
+def test_a_failing_long_name_is_whole_in_its_details(tmp_path):
+    conv_case(tmp_path, LONG_NAME, wrong=True)
+    run = run_in_terminal("verify", str(tmp_path), **PLAIN)
+    assert run.exit_code == 1
+    details = [line for line in run.lines if line.startswith("FAIL ")]
+    assert len(details) == 2 and all(LONG_NAME in line for line in details), run.text
+
+
+def test_written_case_folder_replaces_an_old_one_whole(tmp_path):
+    conv_case(tmp_path, "test_again", wrong=True)
+    conv_case(tmp_path, "test_again")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_again"]
+    run = run_in_terminal("verify", str(tmp_path / "test_again"), **PLAIN)
+    assert run.exit_code == 0
+
+
+def test_a_name_longer_than_the_line_is_still_whole(tmp_path):
+    name = "test_" + "very_long_" * 9 + "name"
+    conv_case(tmp_path, name)
+    run = run_in_terminal("verify", str(tmp_path), **PLAIN)
+    assert run.exit_code == 0
+    assert any(line.split() == ["PASS", name] for line in run.lines), run.text
+
+
+# verify exits 1 when nothing was verified, and its help says so.
+
+
+@pytest.mark.parametrize("extra", [(), ("--json",)])
+def test_verify_with_nothing_verified_exits_1(run_cli, unsupported_dir, extra):
+    result = run_cli("verify", str(unsupported_dir), *extra)
+    assert result.exit_code == 1
+    assert "nothing was verified" in result.stderr
+
+
+def test_verify_help_states_the_exit_rule(run_cli):
+    text = " ".join(run_cli("verify", "--help").stdout.split())
+    assert "nothing was verified" in text and "Exit status" in text

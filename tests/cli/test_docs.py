@@ -1,7 +1,5 @@
-"""The README and the guide run in order: every command block of each, top to bottom, in one
-temporary folder per document that holds a copy of samples/ (as a fresh clone does). Shell
-blocks must exit 0; a ``$ command`` transcript must print exactly what the document shows. A
-block is left out only with a ``<!-- readme-test: skip (reason) -->`` line right above it."""
+"""padconv's own documents: the README and the guide run in order, docs/cli.md is every
+command's current help, and every link between the pages leads somewhere."""
 
 from __future__ import annotations
 
@@ -14,6 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# The README and the guide run in order: every command block of each, top to bottom, in one
+# temporary folder per document that holds a copy of samples/ (as a fresh clone does). Shell
+# blocks must exit 0; a ``$ command`` transcript must print exactly what the document shows. A
+# block is left out only with a ``<!-- readme-test: skip (reason) -->`` line right above it.
+
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -93,3 +97,64 @@ def test_readme_starts_with_the_quick_start_commands():
     blocks = readme_blocks()
     assert blocks[0].text.strip() == "pip install . && padconv verify"
     assert blocks[1].text.strip() == "pip install -e '.[test]' && pytest"
+
+
+# Every link between padconv's own pages leads somewhere: the file exists and, when the link
+# names a section, the page has a heading with that anchor (GitHub's rule for anchors).
+
+
+PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation other than - and _ removed,
+    each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def headings(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return {anchor(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+
+
+def local_links(page: Path) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return [target for target in LINK.findall(text)
+            if not target.startswith(("http://", "https://", "mailto:"))]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_local_link_leads_to_a_file_and_section(page):
+    for target in local_links(page):
+        path, _, section = target.partition("#")
+        destination = (page.parent / path).resolve() if path else page
+        assert destination.exists(), f"{page.name}: {target}: no such file"
+        if section and destination.suffix == ".md":
+            assert section in headings(destination), f"{page.name}: {target}: no such section"
+
+
+def test_github_anchors_are_computed_as_github_does():
+    assert anchor(" `--explain`: what a call will do") == "--explain-what-a-call-will-do"
+    assert anchor(" `padconv show FILE...` (alias `inspect`)") == "padconv-show-file-alias-inspect"
+
+
+# docs/cli.md is every command's ``--help`` as it is now: regenerated and compared.
+
+
+
+
+def test_cli_reference_matches_every_commands_help():
+    done = subprocess.run([sys.executable, "scripts/make_cli_reference.py", "--check"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr + (
+        "\nRegenerate it: python scripts/make_cli_reference.py")
+
+
+def test_cli_reference_has_a_section_per_command():
+    from padconv_cli.cli.main import COMMANDS
+
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    for name in COMMANDS:
+        assert f"## padconv {name}\n" in text
+        assert f"Usage: padconv {name} [OPTIONS]" in text
