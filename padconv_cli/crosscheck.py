@@ -18,8 +18,6 @@ from the specification (:func:`known_deviation`): then padconv is believed right
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +26,7 @@ import numpy as np
 from padconv_cli.ops import operator
 from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
 from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
+from padconv_cli.runtimes import onnx_array, run_in_onnxruntime, run_in_reference
 
 FAILING = ("disagree", "refused")
 
@@ -75,91 +74,6 @@ def known_deviation(peer: str, call: Any, plan: Any) -> str | None:
     """Why ``peer`` is expected to refuse or differ on this call (the operator's
     ``known_deviation``), or None."""
     return operator(call.op_type).known_deviation(peer, call, plan)
-
-
-# --- running the peers -----------------------------------------------------------------------
-
-
-def first_line(error: BaseException) -> str:
-    """A peer's message on one line; onnxruntime's status prefix is dropped."""
-    from padconv_cli.tensorio.files import one_line
-
-    text = str(error)
-    _, marker, status = text.partition("Status Message: ")
-    return one_line(status if marker else f"{type(error).__name__}: {text}", 160)
-
-
-def onnx_array(array: Any, kinds: str = "U") -> np.ndarray:
-    """``array`` as the runtimes take it: text (numpy kinds ``kinds``) as an object array,
-    as ONNX strings have no width."""
-    array = np.asarray(array)
-    return array.astype(object) if array.dtype.kind in kinds else array
-
-
-def quiet_reference(model: Any, evaluator_class: type | None = None) -> Any:
-    """An onnx.reference evaluator of ``model`` whose ``run`` prints no warnings."""
-    from onnx.reference import ReferenceEvaluator
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        evaluator = (evaluator_class or ReferenceEvaluator)(model)
-    run = evaluator.run
-
-    def quiet_run(*args: Any) -> Any:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return run(*args)
-
-    evaluator.run = quiet_run
-    return evaluator
-
-
-def ort_session(model: Any) -> Any:
-    """An onnxruntime CPU session of ``model`` that logs nothing (its log would repeat our
-    report on stderr)."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 4
-    return onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                        providers=["CPUExecutionProvider"])
-
-
-def ort_run(session: Any, feeds: Mapping[str, np.ndarray]) -> list:
-    """Every output of ``session`` on ``feeds``, logging nothing."""
-    import onnxruntime
-
-    run_options = onnxruntime.RunOptions()
-    run_options.log_severity_level = 4
-    return session.run(None, dict(feeds), run_options)
-
-
-def run_in_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
-    """("ran", output) / ("unsupported" | "refused", message) for onnx.reference."""
-    try:
-        evaluator = quiet_reference(model)
-    except Exception as error:  # the evaluator raises many types for unknown ops or types
-        return "unsupported", first_line(error)
-    try:
-        return "ran", evaluator.run(None, feeds)[0]
-    except Exception as error:  # any failure of the peer on these inputs
-        return "refused", first_line(error)
-
-
-def run_in_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
-    """("ran", output) / ("unavailable" | "unsupported" | "refused", message)."""
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return "unavailable", "onnxruntime is not installed (pip install 'padconv[check]')"
-    try:
-        session = ort_session(model)
-    except Exception as error:  # onnxruntime raises its own exception types
-        return "unsupported", first_line(error)
-    try:
-        return "ran", ort_run(session, feeds)[0]
-    except Exception as error:  # onnxruntime raises its own exception types
-        return "refused", first_line(error)
 
 
 PEERS = {REFERENCE: run_in_reference, ONNXRUNTIME: run_in_onnxruntime}

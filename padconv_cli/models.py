@@ -305,8 +305,8 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
     shape inference bounded every value of the sub-graph by FOLD_LIMIT bytes."""
     from onnx import helper, numpy_helper, shape_inference
 
-    from padconv_cli.crosscheck import onnx_array, quiet_reference
     from padconv_cli.dtypes import onnx_elem_type
+    from padconv_cli.runtimes import onnx_array, quiet_reference
     from padconv_cli.tensorio.files import one_line
 
     def refused(why: str) -> InputError:

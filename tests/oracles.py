@@ -121,7 +121,7 @@ def conv_error_bound(X, W, B=None, *, result_dtype=None, reference=None, **attrs
     rounding ``eps_out * |y|`` when the result type is narrower than the accumulation type.
 
     This is the tests' own rule for padconv against the oracle, tighter than the library's
-    :func:`padconv_cli.verification.conv_bound.conv_error_bound` (``2 * n * eps(X) * S``),
+    :func:`padconv_cli.kernels.conv_bound.conv_error_bound` (``2 * n * eps(X) * S``),
     which judges any two implementations, peers that sum float16 in float16 included.  It is
     kept apart so that no test takes its tolerance from the code under test.
     """

@@ -20,17 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.crosscheck import (
+from padconv_cli.errors import InputError
+from padconv_cli.onnx_nodes import is_supported_op
+from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
+from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
+from padconv_cli.runtimes import (
     first_line,
     ort_run,
     ort_session,
     quiet_reference,
     run_in_onnxruntime,
 )
-from padconv_cli.errors import InputError
-from padconv_cli.onnx_nodes import is_supported_op
-from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
-from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
 
 
 @dataclass

@@ -274,7 +274,7 @@ def error_bound(call: KernelCall, made: Any = None) -> np.ndarray | None:
     import numpy as np
 
     from padconv_cli.dtypes import element_kind
-    from padconv_cli.verification.conv_bound import conv_error_bound
+    from padconv_cli.kernels.conv_bound import conv_error_bound
 
     if element_kind(np.asarray(call.arrays[0]).dtype) not in ("float", "complex"):
         return None

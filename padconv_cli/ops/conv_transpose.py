@@ -8,7 +8,7 @@ the plan (:func:`~padconv_cli.kernels.conv_transpose_plan.plan_conv_transpose`) 
 rulings it applied, which ``--explain`` names.
 
 Judging: the dot-product error bound ``c * n * eps * S`` with ``S = conv_transpose(|X|, |W|) +
-|B|`` (:mod:`padconv_cli.verification.conv_transpose_bound`); the float64 recomputation
+|B|`` (:mod:`padconv_cli.kernels.conv_transpose_bound`); the float64 recomputation
 decides who is right.
 
 FLOPs: ``2 * N * C * prod(in_spatial) * M/group * prod(kernel)`` (each input element meets
@@ -314,7 +314,7 @@ def reference(call: KernelCall) -> np.ndarray:
 def error_bound(call: KernelCall, made: Any = None) -> np.ndarray:
     """The dot-product error bound per output element (module docstring); ``made``: the
     call's plan, when it was made already."""
-    from padconv_cli.verification.conv_transpose_bound import conv_transpose_error_bound
+    from padconv_cli.kernels.conv_transpose_bound import conv_transpose_error_bound
 
     x, w, b = (list(call.arrays) + [None])[:3]
     attributes = call.attributes if made is None else {}

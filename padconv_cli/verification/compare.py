@@ -6,7 +6,7 @@ elements, each element must satisfy ``|actual - expected| <= atol + rtol * |expe
 matches only NaN (at the same index) and an infinity matches only the same infinity.
 
 With ``bound`` (an array of the output's shape, e.g. the Conv dot-product error bound of
-:func:`padconv_cli.verification.conv_bound.conv_error_bound`), each element may also differ by
+:func:`padconv_cli.kernels.conv_bound.conv_error_bound`), each element may also differ by
 its own allowance: ``|actual - expected| <= atol + rtol * |expected| + bound``.
 """
 

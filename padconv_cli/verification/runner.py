@@ -42,7 +42,7 @@ class CaseResult:
 def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None) -> CaseResult:
     """Run ``case`` through the same kernels as ``padconv pad``/``padconv conv`` and compare
     the result with the expected output (rule: :func:`compare_arrays`; Conv cases add the
-    dot-product error bound of :mod:`padconv_cli.verification.conv_bound`)."""
+    dot-product error bound of :mod:`padconv_cli.kernels.conv_bound`)."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.onnx_nodes import kernel_call
     from padconv_cli.ops import compute, error_bound

@@ -184,7 +184,7 @@ def test_agrees_with_torch(x_shape, w_shape, attrs):
 
 
 def test_library_bound_covers_a_float32_result_against_float64():
-    from padconv_cli.verification.conv_transpose_bound import conv_transpose_error_bound
+    from padconv_cli.kernels.conv_transpose_bound import conv_transpose_error_bound
 
     x, w, b = random_case((1, 32, 6, 6), (32, 4, 4, 4), np.float32, seed=9)
     attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}

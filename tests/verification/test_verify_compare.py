@@ -15,6 +15,12 @@ from hypothesis.extra import numpy as hnp
 
 from padconv_cli.crosscheck import crosscheck, report_dict
 from padconv_cli.kernels.conv import conv
+from padconv_cli.kernels.conv_bound import (
+    CONV_BOUND_C,
+    accumulation_eps,
+    conv_error_bound,
+    terms_per_output,
+)
 from padconv_cli.onnx_nodes import kernel_call
 from padconv_cli.ops import compute, plan_call
 from padconv_cli.ops import error_bound as call_error_bound
@@ -23,12 +29,6 @@ from padconv_cli.verification.compare import (
     compare_arrays,
     default_tolerances,
     display_value,
-)
-from padconv_cli.verification.conv_bound import (
-    CONV_BOUND_C,
-    accumulation_eps,
-    conv_error_bound,
-    terms_per_output,
 )
 
 # compare_arrays: the comparison rule of padconv verify.

@@ -2,7 +2,7 @@
 
 Each ConvTranspose output element is a sum of at most ``n = C/group * prod(kernel_shape)``
 products (only the taps whose input position exists contribute) plus the bias. As for Conv
-(:mod:`padconv_cli.verification.conv_bound`), two correct implementations summing in different
+(:mod:`padconv_cli.kernels.conv_bound`), two correct implementations summing in different
 orders differ by at most about ``2 * gamma_n * S``, so the rule is
 
     ``|a - b| <= atol + rtol * |ref| + c * n * eps * S``
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.verification.conv_bound import CONV_BOUND_C, accumulation_eps
+from padconv_cli.kernels.conv_bound import CONV_BOUND_C, accumulation_eps
 
 
 def terms_per_output(x_shape: tuple[int, ...], w_shape: tuple[int, ...], group: int = 1) -> int:
