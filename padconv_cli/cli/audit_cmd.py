@@ -7,9 +7,12 @@ import time
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
+    complete_path,
+    examples_first,
+)
 
 EXIT_OUTSIDE = 1
 RUNTIMES = ("onnxruntime", "onnx.reference")
@@ -30,6 +33,7 @@ Examples:
 @examples_first(EXAMPLES)
 @click.command(
     "audit",
+    cls=Command,
     context_settings=CONTEXT_SETTINGS,
     short_help="Check every node padconv implements in a model.",
 )
@@ -80,7 +84,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     from padconv_cli.audit.inputs import parse_dims
     from padconv_cli.audit.report import junit_xml as junit_bytes
     from padconv_cli.audit.report import report_record, table_lines
-    from padconv_cli.cli.output import refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_output_onto_inputs
 
     refuse_output_onto_inputs("--junit-xml", junit_xml,
                               (model, *(item.partition("=")[2] or item for item in inputs)))

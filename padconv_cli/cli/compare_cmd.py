@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.conv_cmd import AUTO_PAD_VALUES
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import Int64Type, dtype_option, int_list_option, tolerance_options
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
+    Int64Type,
+    complete_path,
+    dtype_option,
+    examples_first,
+    input_options,
+    int_list_option,
+    tolerance_options,
+)
 from padconv_cli.errors import PadconvError
+from padconv_cli.ops.conv import AUTO_PAD_VALUES
 
 EXIT_DIFFERENT = 1
 
@@ -25,6 +31,7 @@ Examples:
 @examples_first(EXAMPLES)
 @click.command(
     "compare",
+    cls=Command,
     context_settings=CONTEXT_SETTINGS,
     short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.",
 )
@@ -84,7 +91,7 @@ def compare_command(
     sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
     if sources.count("-") > 1:
         raise click.UsageError("only one of A, B and the Conv inputs can be - (stdin)")
-    from padconv_cli.cli.output import refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_output_onto_inputs
 
     refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
     reference = read_tensor(expected, dtype=dtype)

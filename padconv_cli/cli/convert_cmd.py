@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
+    complete_path,
+    dtype_option,
+    examples_first,
+    input_options,
+)
 
 EXAMPLES = """\b
 Examples:
@@ -23,6 +26,7 @@ Examples:
 @examples_first(EXAMPLES)
 @click.command(
     "convert",
+    cls=Command,
     context_settings=CONTEXT_SETTINGS,
     short_help="Write any tensor padconv reads as .npy or .pb.",
 )
@@ -46,7 +50,7 @@ def convert_command(source: str, target: str, fmt: str | None, name: str | None,
     """
     import os
 
-    from padconv_cli.cli.output import refuse_binary_to_terminal, refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_binary_to_terminal, refuse_output_onto_inputs
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.tensor_sources import read_named_tensor
     from padconv_cli.tensorio import resolve_format, write_tensor

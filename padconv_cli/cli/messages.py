@@ -147,7 +147,10 @@ def render_library_error(error: Exception, ctx: click.Context | None) -> str:
         message += _argument_files(ctx, message)
     command = ctx.command.name if ctx is not None else ""
     hint = hint_for(command or "", name, message)
-    return f"{message}; {hint}" if hint else message
+    message = f"{message}; {hint}" if hint else message
+    flag = {"max_input_bytes": "--max-input-bytes", "allow_hardlinks": "--allow-hardlinks"}.get(
+        name or "")
+    return f"{message} (see {flag})" if flag and flag not in message else message
 
 
 def render_usage_error(error: click.ClickException) -> str:

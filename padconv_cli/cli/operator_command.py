@@ -20,17 +20,22 @@ from typing import Any
 
 import click
 
-from padconv_cli.cli.engine_options import EngineSettings, engine_options
-from padconv_cli.cli.help_examples import with_examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import ExtraOptions, complete_path, model_options
+from padconv_cli.cli import options
 from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
     ChoiceWithSuggestion,
+    Command,
+    EngineSettings,
+    ExtraOptions,
     Int64Type,
+    complete_path,
     dtype_option,
+    engine_options,
+    input_options,
     int_list_option,
+    model_options,
     output_options,
+    with_examples_first,
 )
 from padconv_cli.ops.protocol import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
 
@@ -65,7 +70,7 @@ def operator_command(entry: Operator) -> click.Command:
         command = click.argument(declared.name.lower(), metavar=declared.metavar,
                                  required=declared.required == ALWAYS,
                                  shell_complete=complete_path)(command)
-    return click.command(entry.command, context_settings=CONTEXT_SETTINGS,
+    return click.command(entry.command, cls=Command, context_settings=CONTEXT_SETTINGS,
                          help=with_examples_first(entry.texts.help, entry.texts.examples),
                          short_help=entry.texts.summary)(command)
 
@@ -143,15 +148,12 @@ def run_operator(
     resource gate passed before --emit-onnx is written or anything computed.  explain, check
     and emit run in memory.
     """
-    from padconv_cli.cli.engine_options import progress_display
-    from padconv_cli.cli.style import color_enabled
     from padconv_cli.outofcore.progress import stderr_is_terminal
     from padconv_cli.pipeline import Request, plan
 
     _check_output_targets(request.output, extras.emit_onnx)
-    from padconv_cli.cli.output import refuse_output_onto_inputs
-
-    refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx, (*sources, extras.from_model))
+    options.refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx,
+                                      (*sources, extras.from_model))
     in_memory = extras.check or extras.emit_onnx is not None  # they need the inputs read
     call = Request(
         entry.name, tuple(sources), explicit_flags(**attributes),
@@ -160,8 +162,7 @@ def run_operator(
         output=request.output, fmt=request.fmt, dtype=request.dtype,
         max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
         scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
-        show_progress=progress_display(engine_settings.quiet, stderr_is_terminal(),
-                                       color_enabled(err=True)),
+        show_progress=_progress(engine_settings.quiet, stderr_is_terminal()),
     )
     planned = plan(call, note=None if extras.explain else _print_note)
     if not extras.explain:
@@ -178,10 +179,18 @@ def run_operator(
     report = None
     if extras.check:
         report = planned.check(outcome.result, extras.check_rtol, extras.check_atol)
-    from padconv_cli.cli.output import emit_result
-
-    emit_result(outcome.result, request.output, request.fmt, outcome.string_dtype)
+    options.emit_result(outcome.result, request.output, request.fmt, outcome.string_dtype)
     finish(report, extras, request.output, request.fmt)
+
+
+def _progress(quiet: bool, terminal: bool) -> bool | str:
+    """The progress display of the out-of-core engines (:func:`options.progress_display`);
+    the colour of a terminal is asked only for a terminal."""
+    if quiet or not terminal:
+        return options.progress_display(quiet, terminal)
+    from padconv_cli.cli.style import color_enabled
+
+    return options.progress_display(quiet, terminal, color_enabled(err=True))
 
 
 def _print_note(text: str) -> None:
@@ -207,9 +216,8 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
         if value is not None and not value.strip():
             raise click.UsageError(f"{flag} is empty; give a file path (or - for stdout)"
                                    if flag == "-o/--output" else f"{flag} is empty; give a path")
-    from padconv_cli.cli.output import same_file
-
-    if output not in (None, "-") and emit_onnx is not None and same_file(output, emit_onnx):
+    if output not in (None, "-") and emit_onnx is not None and options.same_file(output,
+                                                                                 emit_onnx):
         from padconv_cli.tensorio.files import printable
 
         raise click.UsageError(
@@ -220,7 +228,6 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
 def _print_explanation(info: dict[str, Any], extras: ExtraOptions) -> None:
     """``--explain``: the resolved call as text or, with --json, as JSON.  On a terminal the
     text's long lines are wrapped to its width at token boundaries (piped, it is unchanged)."""
-    from padconv_cli.cli.output import stdout_is_terminal
     from padconv_cli.cli.style import output_width, wrap_at_tokens
     from padconv_cli.explain import format_explanation
 
@@ -228,7 +235,7 @@ def _print_explanation(info: dict[str, Any], extras: ExtraOptions) -> None:
         _print_json(info)
         return
     text = format_explanation(info)
-    if stdout_is_terminal():
+    if options.stdout_is_terminal():
         text = wrap_at_tokens(text, output_width())
     click.echo(text)
 
@@ -247,11 +254,9 @@ def _flag_names() -> set[str]:
 
 def _result_on_stdout(output: str | None, fmt: str | None) -> bool:
     """True when the tensor bytes went to stdout (then reports go to stderr)."""
-    from padconv_cli.cli.output import stdout_is_terminal
-
     if output not in (None, "-"):
         return False
-    return not (output is None and fmt is None and stdout_is_terminal())
+    return not (output is None and fmt is None and options.stdout_is_terminal())
 
 
 def finish(report: Any, extras: ExtraOptions, output: str | None, fmt: str | None) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
+    complete_path,
+    dtype_option,
+    examples_first,
+    input_options,
+)
 
 EXAMPLES = """\b
 Examples:
@@ -27,6 +30,7 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
 @examples_first(EXAMPLES)
 @click.command(
     "show",
+    cls=Command,
     context_settings=CONTEXT_SETTINGS,
     short_help="Show dtype, shape and statistics of tensors in files.",
 )
@@ -81,7 +85,7 @@ def show_command(
     initializers summarised on the last lines; MODEL.onnx:NAME describes one of them,
     --initializers (or --json) every one.
     """
-    from padconv_cli.cli.output import refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_output_onto_inputs
     from padconv_cli.cli.style import output_width
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 

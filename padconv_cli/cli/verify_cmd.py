@@ -6,10 +6,15 @@ import sys
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.options import TOLERANCE_FLAGS, env_flag, tolerance_options
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    TOLERANCE_FLAGS,
+    Command,
+    examples_first,
+    input_options,
+    meta_flag,
+    tolerance_options,
+)
 
 EXIT_FAILED = 1
 
@@ -24,6 +29,7 @@ Examples:
 @examples_first(EXAMPLES)
 @click.command(
     "verify",
+    cls=Command,
     context_settings=CONTEXT_SETTINGS,
     short_help="Run operator cases (built-in, ONNX suite, DIRs); compare.",
 )
@@ -125,12 +131,9 @@ def verify_command(
     if as_json:
         _print_json(results)
     else:
-        from padconv_cli.cli.style import SETTINGS
-
-        picked = bool(patterns) or SETTINGS["verbose"]
-        side = len(selected) == 1 and picked and not SETTINGS["quiet"]
-        _print_results(results, _use_colour(no_color), SETTINGS["verbose"], SETTINGS["quiet"],
-                       side_by_side=side)
+        verbose, quiet = meta_flag("verbose"), meta_flag("quiet")
+        side = len(selected) == 1 and (bool(patterns) or verbose) and not quiet
+        _print_results(results, _use_colour(no_color), verbose, quiet, side_by_side=side)
     sys.stdout.flush()
     if not _ran_any(results):
         click.echo(
@@ -176,7 +179,7 @@ def _status_style(word: str, status: str) -> str:
 
 def _use_colour(no_color: bool) -> bool:
     """Colour only on a terminal, without --no-color and without NO_COLOR."""
-    if no_color or env_flag("NO_COLOR"):
+    if no_color:
         return False
     from padconv_cli.cli.style import color_enabled
 

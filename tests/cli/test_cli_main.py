@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from padconv_cli.cli.help_examples import example_commands
-from padconv_cli.cli.options import IntListType, int_list_option, parse_size
+from padconv_cli.cli.options import Command, IntListType, int_list_option, parse_size
 
 
 @pytest.mark.parametrize(
@@ -21,7 +21,7 @@ def test_every_command_has_help_with_examples(run_cli, command, flag):
     assert 2 <= len(example_commands(result.stdout)) <= 6
 
 
-@click.command()
+@click.command(cls=Command)
 @int_list_option("--pads")
 @click.argument("rest", nargs=-1)
 def _echo_pads(pads, rest):

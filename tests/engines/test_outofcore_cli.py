@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.options import EngineSettings, engine_options
 from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.kernels.conv import conv
 from padconv_cli.kernels.pad import pad
