@@ -79,7 +79,8 @@ def _float_inputs(
             )
     if len({_dtype_name(array.dtype) for _, array in named}) > 1:  # byte order may differ
         listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
-        raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}")
+        raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}; "
+                                    "convert the inputs to one dtype")
     return named[0][1], named[1][1], named[2][1] if B is not None else None
 
 

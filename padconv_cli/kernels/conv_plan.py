@@ -210,8 +210,8 @@ def _kernel_shape(kernel_shape: object, w_shape: tuple[int, ...]) -> tuple[int, 
         given = int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis")
         if given != from_w:
             raise AttributeValueError(
-                f"Conv attribute kernel_shape {list(given)} != W.shape[2:] {list(from_w)}"
-            )
+                f"Conv attribute kernel_shape {list(given)} != W.shape[2:] {list(from_w)}; "
+                "drop kernel_shape: it comes from W", param="kernel_shape")
     if any(k < 1 for k in from_w):
         raise AttributeValueError(
             f"Conv kernel dimensions W.shape[2:] must be >= 1, got {list(from_w)}"
