@@ -31,12 +31,8 @@ Examples:
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "audit",
-    cls=Command,
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Check every node padconv implements in a model.",
-)
+@click.command("audit", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Check every node padconv implements in a model.")
 @click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)
 @click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=complete_path)
 @click.option("--runtime", type=click.Choice(RUNTIMES), default=None,

@@ -29,12 +29,8 @@ Examples:
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "compare",
-    cls=Command,
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.",
-)
+@click.command("compare", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.")
 @click.argument("expected", metavar="A", shell_complete=complete_path)
 @click.argument("actual", metavar="B", shell_complete=complete_path)
 @tolerance_options
@@ -65,15 +61,8 @@ Examples:
               help="The node of --from-model (name, Conv#k or output name). A QLinearConv "
               "difference of one unit is then classified (rounding tie, float32 "
               "requantization, 16-bit saturation).")
-def compare_command(
-    expected: str,
-    actual: str,
-    rtol: float | None,
-    atol: float | None,
-    as_json: bool,
-    dtype: str | None,
-    **conv_options,
-) -> None:
+def compare_command(expected: str, actual: str, rtol: float | None, atol: float | None,
+                    as_json: bool, dtype: str | None, **conv_options) -> None:
     """Compare tensor B with tensor A by padconv verify's rule; exit 0 if they match, 1 if not.
 
     Shapes and dtypes must be equal; integers, bools and strings exactly; floats must satisfy
@@ -116,7 +105,6 @@ def compare_command(
         write_png(difference_picture(reference, candidate), png)
     if not comparison.passed:
         raise click.exceptions.Exit(EXIT_DIFFERENT)
-
 
 
 def _classified(call, reference, candidate) -> str | None:
@@ -247,22 +235,12 @@ def _record(comparison, first: tuple, second: tuple) -> dict:
     def tensor(source: str, array) -> dict:
         return {"source": source, "dtype": dtype_name(array.dtype), "shape": list(array.shape)}
 
-    record = {
-        "passed": comparison.passed,
-        "reason": comparison.reason,
-        "a": tensor(*first),
-        "b": tensor(*second),
-        "rtol": comparison.rtol,
-        "atol": comparison.atol,
-        "conv_bound": comparison.bounded,
-        "max_abs": comparison.max_abs,
-        "max_rel": comparison.max_rel,
-        "mismatch_count": comparison.mismatch_count,
-        "mismatches": [
-            {"index": list(index), "a": a, "b": b}
-            for index, a, b in comparison.mismatches
-        ],
-        "min_atol": comparison.min_atol,
-        "min_rtol": comparison.min_rtol,
-    }
+    fields = ("rtol", "atol", "bounded", "max_abs", "max_rel", "mismatch_count")
+    record = {"passed": comparison.passed, "reason": comparison.reason, "a": tensor(*first),
+              "b": tensor(*second)}
+    record.update({"conv_bound" if name == "bounded" else name: getattr(comparison, name)
+                   for name in fields})
+    record["mismatches"] = [{"index": list(index), "a": a, "b": b}
+                            for index, a, b in comparison.mismatches]
+    record.update(min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record

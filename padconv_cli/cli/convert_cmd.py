@@ -24,12 +24,8 @@ Examples:
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "convert",
-    cls=Command,
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Write any tensor padconv reads as .npy or .pb.",
-)
+@click.command("convert", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Write any tensor padconv reads as .npy or .pb.")
 @click.argument("source", metavar="IN", shell_complete=complete_path)
 @click.argument("target", metavar="OUT", shell_complete=complete_path)
 @click.option("--format", "fmt", type=click.Choice(["npy", "pb"]), default=None,

@@ -33,6 +33,7 @@ from padconv_cli.errors import PadconvError
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
 OUT_OF_MEMORY_MESSAGE = (
     "out of memory while computing the result "
     "(try --engine tiled with --memory-limit, or a smaller input)"
@@ -62,13 +63,9 @@ class Terminated(BaseException):
         self.signum = signum
 
 
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
-
-
-stopped_by: int | None = None
-"""The stop signal that arrived during the run, if any (set by :func:`on_stop_signal`)."""
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+stopped_by: int | None = None  # the stop signal that arrived during the run, if any
 
 
 def on_stop_signal(signum: int, frame: object) -> None:
@@ -77,8 +74,7 @@ def on_stop_signal(signum: int, frame: object) -> None:
     :class:`Terminated`."""
     global stopped_by
     stopped_by = signum
-    for other in STOP_SIGNALS:
-        signal.signal(other, signal.SIG_IGN)
+    _ignore_further_signals()
     native = sys.modules.get("padconv_cli.kernels._native")  # only when loaded: no import here
     if native is not None:
         native.request_stop()
@@ -90,11 +86,17 @@ def on_stop_signal(signum: int, frame: object) -> None:
 def install_stop_handlers() -> None:
     """Handle SIGINT, SIGTERM and SIGHUP with :func:`on_stop_signal` (main thread only); a signal
     the caller ignores stays ignored."""
-    if not threading_is_main():
-        return
-    for signum in STOP_SIGNALS:
-        if signal.getsignal(signum) != signal.SIG_IGN:
-            signal.signal(signum, on_stop_signal)
+    if threading_is_main():
+        for signum in STOP_SIGNALS:
+            if signal.getsignal(signum) != signal.SIG_IGN:
+                signal.signal(signum, on_stop_signal)
+
+
+def _ignore_further_signals() -> None:
+    """Once the run is stopped, a second Ctrl-C must not cut the clean-up or the report short."""
+    if threading_is_main():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 class Interrupted(Exception):
@@ -159,9 +161,8 @@ class LazyGroup(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run with padconv's error mapping (see :func:`run_and_map_errors`), then exit."""
-        code = run_and_map_errors(
-            self, args, prog_name=prog_name or "padconv", complete_var=complete_var, **extra
-        )
+        code = run_and_map_errors(self, args, prog_name=prog_name or "padconv",
+                                  complete_var=complete_var, **extra)
         if standalone_mode:
             sys.exit(code)
         return code
@@ -217,51 +218,24 @@ def _silence_stdout() -> None:
 
 
 def report(line: str) -> None:
-    """Write padconv's one line to stderr, control characters and line separators escaped
-    (a value from the environment or a file may hold them: the line stays one line and the
-    terminal safe).  When stderr cannot take it (``2>/dev/full``, a full disk, a closed pipe)
-    the line is dropped and stderr pointed at /dev/null, so the exit code stays the error's own
-    (the interpreter's final flush would otherwise turn it into 120)."""
+    """Write padconv's one line to stderr: the one place it is escaped (every character
+    ``str.isprintable`` rejects written as its escape, ``\\x1b``, ``\\n``, ``\\u2028``: a value
+    from the environment or a file may hold them) and cut in its middle past LINE_LIMIT
+    characters (the start, command and flag, and the end, the rule, stay).  When stderr cannot
+    take it (``2>/dev/full``, a closed pipe) the line is dropped and stderr pointed at
+    /dev/null, so the exit code stays the error's own (not the final flush's 120)."""
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                       for c in line)
+    if len(line) > LINE_LIMIT:
+        keep = LINE_LIMIT // 2
+        line = f"{line[:keep]} ... ({len(line) - 2 * keep} characters cut) ... {line[-keep:]}"
     try:
-        click.echo(_bounded(_escaped(line)), err=True)
+        click.echo(line, err=True)
     except (OSError, ValueError):
         from padconv_cli.streams import silence_stderr
 
         silence_stderr()
-
-
-LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
-
-
-def _bounded(line: str) -> str:
-    """``line`` cut in its middle when longer than :data:`LINE_LIMIT`: the start (command,
-    file or flag) and the end (the rule, the hint) stay; a value echoed whole from a huge
-    argument cannot make the line unbounded."""
-    if len(line) <= LINE_LIMIT:
-        return line
-    keep = LINE_LIMIT // 2
-    return f"{line[:keep]} ... ({len(line) - 2 * keep} characters cut) ... {line[-keep:]}"
-
-
-def _escaped(line: str) -> str:
-    """``line`` with every character ``str.isprintable`` rejects (controls, line and paragraph
-    separators) written as its escape (``\\x1b``, ``\\n``, ``\\u2028``)."""
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in line)
-
-
-def _flush_stdout() -> None:
-    """Flush stdout, when there is one (``padconv ... -o FILE >&-`` has none)."""
-    if sys.stdout is not None:
-        sys.stdout.flush()
-
-
-def _ignore_further_signals() -> None:
-    """Once the run is interrupted, a second Ctrl-C must not cut the report short."""
-    if threading_is_main():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
 
 
 def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
@@ -275,7 +249,8 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     """
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
-        _flush_stdout()
+        if sys.stdout is not None:  # ``padconv ... -o FILE >&-`` has none
+            sys.stdout.flush()
     except BaseException as error:  # noqa: BLE001 - every ending is mapped or raised again
         outcome = stop_outcome(error)
         if outcome is None:

@@ -25,7 +25,6 @@ from typing import Any
 import click
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-MAX_SIZE = INT64_MAX
 # words that look like a number of some kind: taken into the list so that the error is
 # "'1.5' is not an integer" rather than "unexpected extra argument"
 _NUMBER = r"[+-]?(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)"
@@ -35,7 +34,6 @@ _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 TOLERANCE_FLAGS = {"atol": "--atol", "rtol": "--rtol"}  # verify and compare name them so
-TOLERANCE_FALLBACK_TEXT = "other floats their epsilon, integers 0"
 
 
 def meta_flag(name: str) -> Any:
@@ -164,14 +162,8 @@ class IntListType(click.ParamType):
             return self._from_tensor_file(text[1:], param, ctx)
         if re.search(r"(^|,)\s*(,|$)", text) and "," in text:
             self.fail(f"{text!r} has an empty value between commas", param, ctx)
-        values = []
-        for word in (w for w in re.split(r"[\s,]+", text) if w):
-            if not _DECIMAL_INTEGER.fullmatch(word):  # int() also takes "1_0" and "١"
-                self.fail(f"{word!r} is not an integer", param, ctx)
-            if not INT64_MIN <= int(word) <= INT64_MAX:
-                self.fail(f"{word} does not fit in int64", param, ctx)
-            values.append(int(word))
-        return tuple(values)
+        words = [w for w in re.split(r"[\s,]+", text) if w]
+        return tuple(Int64Type().convert(word, param, ctx) for word in words)
 
     def _from_tensor_file(self, path: str, param, ctx) -> tuple[int, ...]:
         import numpy as np
@@ -235,13 +227,12 @@ class Int64Type(click.ParamType):
     name = "INTEGER"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
-        try:
-            number = int(str(value).strip())
-        except ValueError:
+        text = str(value).strip()
+        if not _DECIMAL_INTEGER.fullmatch(text):  # int() also takes "1_0" and "١"
             self.fail(f"{value!r} is not an integer", param, ctx)
-        if not INT64_MIN <= number <= INT64_MAX:
+        if not INT64_MIN <= int(text) <= INT64_MAX:
             self.fail(f"{value} does not fit in int64", param, ctx)
-        return number
+        return int(text)
 
 
 def parse_size(text: str) -> int:
@@ -256,11 +247,11 @@ def parse_size(text: str) -> int:
     number, unit = match.groups()
     whole, _, fraction = number.partition(".")
     fraction = fraction[:64]  # exact: n / 2^40 never needs more than 40 decimals
-    size = MAX_SIZE + 1
+    size = INT64_MAX + 1
     if len(whole.lstrip("0")) <= 20:  # else far beyond 2^63 whatever the unit: not computed
         scale = _SIZE_UNITS[(unit or "")[:1].lower()]
         size = (int(whole + fraction) * scale) // 10 ** len(fraction)
-    if size > MAX_SIZE:
+    if size > INT64_MAX:
         shown = text.strip() if len(text.strip()) <= 40 else text.strip()[:37] + "..."
         raise ValueError(f"{shown!r} is too large (at most 8 EiB)")
     return size
@@ -331,7 +322,7 @@ def default_tolerance_text(position: int) -> str:
 
     shown = ", ".join(name + " " + re.sub(r"e([+-])0(\d)", r"e\1\2", f"{pair[position]:g}")
                       for name, pair in DEFAULT_TOLERANCES.items())
-    return f"{shown}, {TOLERANCE_FALLBACK_TEXT}"
+    return f"{shown}, other floats their epsilon, integers 0"
 
 
 class ToleranceOption(click.Option):

@@ -21,40 +21,23 @@ Examples:
 """
 
 
-def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) -> int:
+def _not_negative(ctx: click.Context, param: click.Parameter, value: int) -> int:
     if value < 0:
         raise click.BadParameter(f"{value} is negative")
     return value
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "show",
-    cls=Command,
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Show dtype, shape and statistics of tensors in files.",
-)
-@click.argument(
-    "sources", metavar="FILE...", nargs=-1, required=True, shell_complete=complete_path
-)
-@click.option(
-    "--histogram", is_flag=True, help="Add a histogram of the finite values of each tensor."
-)
-@click.option(
-    "--bins",
-    type=click.IntRange(min=1, max=1000),
-    default=10,
-    show_default=True,
-    help="Number of equal-width histogram bins between min and max.",
-)
-@click.option(
-    "--edge-items",
-    type=int,
-    default=3,
-    show_default=True,
-    callback=_positive_or_zero,
-    help="Values shown at each end of every axis of large tensors; 0 hides the values.",
-)
+@click.command("show", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Show dtype, shape and statistics of tensors in files.")
+@click.argument("sources", metavar="FILE...", nargs=-1, required=True,
+                shell_complete=complete_path)
+@click.option("--histogram", is_flag=True,
+              help="Add a histogram of the finite values of each tensor.")
+@click.option("--bins", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
+              help="Number of equal-width histogram bins between min and max.")
+@click.option("--edge-items", type=int, default=3, show_default=True, callback=_not_negative,
+              help="Values shown at each end of every axis of large tensors; 0 hides the values.")
 @click.option("--initializers", "every_initializer", is_flag=True,
               help="For a model: describe every initializer in full, not its nodes.")
 @click.option("--json", "as_json", is_flag=True,
@@ -64,16 +47,9 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
               "channels; needs padconv[png].")
 @dtype_option
 @input_options
-def show_command(
-    sources: tuple[str, ...],
-    histogram: bool,
-    bins: int,
-    edge_items: int,
-    as_json: bool,
-    dtype: str | None,
-    png: str | None,
-    every_initializer: bool,
-) -> None:
+def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_items: int,
+                 as_json: bool, dtype: str | None, png: str | None,
+                 every_initializer: bool) -> None:
     """Show name, dtype, shape, min/max/mean/std, NaN/Inf counts and a preview of each tensor.
 
     FILE is a .npy, .npz (every array, or FILE.npz:NAME), .pb file, polygraphy .json file
