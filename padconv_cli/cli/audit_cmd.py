@@ -12,6 +12,7 @@ from padconv_cli.cli.options import (
     Command,
     complete_path,
     examples_first,
+    print_json,
 )
 
 EXIT_OUTSIDE = 1
@@ -102,12 +103,10 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
         write_atomically(junit_xml, junit_bytes(report))
     if as_json:
-        from padconv_cli.json_output import dumps
-
         record = report_record(report)
         if save_dir is not None:
             record["saved"] = [str(path) for path in saved]
-        click.echo(dumps(record, indent=2))
+        print_json(record)
     else:
         from padconv_cli.cli.style import output_width
 

@@ -13,6 +13,7 @@ from padconv_cli.cli.options import (
     examples_first,
     input_options,
     int_list_option,
+    print_json,
     tolerance_options,
 )
 from padconv_cli.errors import PadconvError
@@ -89,11 +90,9 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     known = None if comparison.passed else _classified(call, reference, candidate)
     if as_json:
-        from padconv_cli.json_output import dumps
-
         record = _record(comparison, (expected, reference), (actual, candidate))
         record["known_deviation"] = known
-        click.echo(dumps(record, indent=2))
+        print_json(record)
     else:
         lines = _lines(comparison, (expected, reference), (actual, candidate))
         if known is not None:

@@ -200,10 +200,9 @@ def _print_explanation(info: dict[str, Any], as_json: bool) -> None:
     """``--explain``: the resolved call as text or, with --json, as JSON.  On a terminal the
     text's long lines are wrapped to its width at token boundaries (piped, it is unchanged)."""
     from padconv_cli.explain import format_explanation
-    from padconv_cli.json_output import dumps
 
     if as_json:
-        click.echo(dumps(info, indent=2))
+        options.print_json(info)
         return
     text = format_explanation(info)
     if options.stdout_is_terminal():
@@ -224,9 +223,10 @@ def _print_check(report: Any, as_json: bool, to_stderr: bool) -> None:
     """``--check``: print the report (on stderr when the tensor went to stdout), exit 1 on a
     failed check."""
     from padconv_cli.crosscheck import format_report, report_dict
-    from padconv_cli.json_output import dumps
 
-    text = dumps(report_dict(report), indent=2) if as_json else format_report(report)
-    click.echo(text, err=to_stderr)
+    if as_json:
+        options.print_json(report_dict(report), err=to_stderr)
+    else:
+        click.echo(format_report(report), err=to_stderr)
     if not report.passed:
         raise click.exceptions.Exit(EXIT_CHECK_FAILED)

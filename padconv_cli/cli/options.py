@@ -127,7 +127,10 @@ class Command(click.Command):
         try:
             return super().invoke(ctx)
         except Exception as error:
-            error.raised_in = ctx  # type: ignore[attr-defined]
+            try:
+                error.raised_in = ctx  # type: ignore[attr-defined]
+            except AttributeError:  # an exception type without attributes: named "padconv"
+                pass
             raise
 
 
@@ -547,6 +550,13 @@ def model_options(f: Callable) -> Callable:
         (("--check-atol",), dict(type=float, default=None, metavar="ATOL",
                                  help="Absolute tolerance of --check (default: by dtype).")),
     )
+
+
+def print_json(data: Any, err: bool = False) -> None:
+    """``data`` as strict JSON (:mod:`padconv_cli.json_output`), indented by 2, on stdout."""
+    from padconv_cli.json_output import dumps
+
+    click.echo(dumps(data, indent=2), err=err)
 
 
 def stdout_is_terminal() -> bool:

@@ -11,6 +11,7 @@ from padconv_cli.cli.options import (
     dtype_option,
     examples_first,
     input_options,
+    print_json,
 )
 
 EXAMPLES = """\b
@@ -89,9 +90,7 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
         except MemoryError:
             raise _out_of_memory(source) from None
     if as_json:
-        from padconv_cli.json_output import dumps
-
-        click.echo(dumps(descriptions, indent=2))
+        print_json(descriptions)
     if png is not None:
         _draw(sources, dtype, png)
 
