@@ -342,13 +342,11 @@ class _ClosedStdout(io.TextIOBase):
 
 def _os_error_text(error: OSError) -> str:
     """The one-line reason of a failed write: to stdout unless the error names a file."""
-    from padconv_cli.tensorio.files import printable
-
     if isinstance(error, StdoutUnavailable):
         return "<stdout>: standard output is closed; the report has nowhere to go"
     reason = error.strerror or str(error)
     if error.filename is not None:
-        return f"{printable(str(error.filename))}: {reason}"
+        return f"{error.filename}: {reason}"
     return f"<stdout>: write failed ({reason})"
 
 

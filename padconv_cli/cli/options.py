@@ -620,8 +620,6 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
     is read or written."""
     import os
 
-    from padconv_cli.tensorio.files import printable
-
     if target is None or target == "-" or not target.strip():
         return
     for source in (s for s in sources if s and s != "-"):
@@ -629,6 +627,6 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
         for path in (p for p in [source, *prefixes] if os.path.isfile(p)):
             if same_file(path, target):
                 raise click.UsageError(
-                    f"{flag} {printable(target)} is also an input ({printable(source)}); "
+                    f"{flag} {target} is also an input ({source}); "
                     "writing it would destroy that input: give another file"
                 )

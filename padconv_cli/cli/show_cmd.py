@@ -120,9 +120,7 @@ def _is_model_file(source: str) -> bool:
 def _out_of_memory(source: str) -> Exception:
     """The one-line refusal of a tensor whose reading or statistics ran out of memory."""
     from padconv_cli.errors import InputError
-    from padconv_cli.tensorio.files import printable
-
-    return InputError(f"{printable(source)}: out of memory while reading it or computing its "
+    return InputError(f"{source}: out of memory while reading it or computing its "
                       "statistics (they need about one more copy of the tensor)")
 
 
