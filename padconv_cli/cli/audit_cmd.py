@@ -7,9 +7,13 @@ import time
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
+    complete_path,
+    examples_first,
+    print_json,
+)
 
 EXIT_OUTSIDE = 1
 RUNTIMES = ("onnxruntime", "onnx.reference")
@@ -28,11 +32,8 @@ Examples:
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "audit",
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Check every node padconv implements in a model.",
-)
+@click.command("audit", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Check every node padconv implements in a model.")
 @click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)
 @click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=complete_path)
 @click.option("--runtime", type=click.Choice(RUNTIMES), default=None,
@@ -80,7 +81,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     from padconv_cli.audit.inputs import parse_dims
     from padconv_cli.audit.report import junit_xml as junit_bytes
     from padconv_cli.audit.report import report_record, table_lines
-    from padconv_cli.cli.output import refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_output_onto_inputs
 
     refuse_output_onto_inputs("--junit-xml", junit_xml,
                               (model, *(item.partition("=")[2] or item for item in inputs)))
@@ -102,12 +103,10 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
         write_atomically(junit_xml, junit_bytes(report))
     if as_json:
-        from padconv_cli.json_output import dumps
-
         record = report_record(report)
         if save_dir is not None:
             record["saved"] = [str(path) for path in saved]
-        click.echo(dumps(record, indent=2))
+        print_json(record)
     else:
         from padconv_cli.cli.style import output_width
 

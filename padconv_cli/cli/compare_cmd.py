@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.conv_cmd import AUTO_PAD_VALUES
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
 from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
     Int64Type,
+    complete_path,
     dtype_option,
+    examples_first,
+    input_options,
     int_list_option,
+    print_json,
     read_policy_of,
     tolerance_options,
 )
 from padconv_cli.errors import PadconvError
+from padconv_cli.ops.conv import AUTO_PAD_VALUES
 
 EXIT_DIFFERENT = 1
 
@@ -29,11 +31,8 @@ Examples:
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "compare",
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.",
-)
+@click.command("compare", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.")
 @click.argument("expected", metavar="A", shell_complete=complete_path)
 @click.argument("actual", metavar="B", shell_complete=complete_path)
 @tolerance_options
@@ -64,15 +63,8 @@ Examples:
               help="The node of --from-model (name, Conv#k or output name). A QLinearConv "
               "difference of one unit is then classified (rounding tie, float32 "
               "requantization, 16-bit saturation).")
-def compare_command(
-    expected: str,
-    actual: str,
-    rtol: float | None,
-    atol: float | None,
-    as_json: bool,
-    dtype: str | None,
-    **conv_options,
-) -> None:
+def compare_command(expected: str, actual: str, rtol: float | None, atol: float | None,
+                    as_json: bool, dtype: str | None, **conv_options) -> None:
     """Compare tensor B with tensor A by padconv verify's rule; exit 0 if they match, 1 if not.
 
     Shapes and dtypes must be equal; integers, bools and strings exactly; floats must satisfy
@@ -90,7 +82,7 @@ def compare_command(
     sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
     if sources.count("-") > 1:
         raise click.UsageError("only one of A, B and the Conv inputs can be - (stdin)")
-    from padconv_cli.cli.output import refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_output_onto_inputs
 
     refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
     reference = read_tensor(expected, dtype=dtype, policy=read_policy_of())
@@ -99,11 +91,9 @@ def compare_command(
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     known = None if comparison.passed else _classified(call, reference, candidate)
     if as_json:
-        from padconv_cli.json_output import dumps
-
         record = _record(comparison, (expected, reference), (actual, candidate))
         record["known_deviation"] = known
-        click.echo(dumps(record, indent=2))
+        print_json(record)
     else:
         lines = _lines(comparison, (expected, reference), (actual, candidate))
         if known is not None:
@@ -115,7 +105,6 @@ def compare_command(
         write_png(difference_picture(reference, candidate), png)
     if not comparison.passed:
         raise click.exceptions.Exit(EXIT_DIFFERENT)
-
 
 
 def _classified(call, reference, candidate) -> str | None:
@@ -247,22 +236,12 @@ def _record(comparison, first: tuple, second: tuple) -> dict:
     def tensor(source: str, array) -> dict:
         return {"source": source, "dtype": dtype_name(array.dtype), "shape": list(array.shape)}
 
-    record = {
-        "passed": comparison.passed,
-        "reason": comparison.reason,
-        "a": tensor(*first),
-        "b": tensor(*second),
-        "rtol": comparison.rtol,
-        "atol": comparison.atol,
-        "conv_bound": comparison.bounded,
-        "max_abs": comparison.max_abs,
-        "max_rel": comparison.max_rel,
-        "mismatch_count": comparison.mismatch_count,
-        "mismatches": [
-            {"index": list(index), "a": a, "b": b}
-            for index, a, b in comparison.mismatches
-        ],
-        "min_atol": comparison.min_atol,
-        "min_rtol": comparison.min_rtol,
-    }
+    fields = ("rtol", "atol", "bounded", "max_abs", "max_rel", "mismatch_count")
+    record = {"passed": comparison.passed, "reason": comparison.reason, "a": tensor(*first),
+              "b": tensor(*second)}
+    record.update({"conv_bound" if name == "bounded" else name: getattr(comparison, name)
+                   for name in fields})
+    record["mismatches"] = [{"index": list(index), "a": a, "b": b}
+                            for index, a, b in comparison.mismatches]
+    record.update(min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option, read_policy_of
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
+    complete_path,
+    dtype_option,
+    examples_first,
+    input_options,
+    read_policy_of,
+)
 
 EXAMPLES = """\b
 Examples:
@@ -21,11 +25,8 @@ Examples:
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "convert",
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Write any tensor padconv reads as .npy or .pb.",
-)
+@click.command("convert", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Write any tensor padconv reads as .npy or .pb.")
 @click.argument("source", metavar="IN", shell_complete=complete_path)
 @click.argument("target", metavar="OUT", shell_complete=complete_path)
 @click.option("--format", "fmt", type=click.Choice(["npy", "pb"]), default=None,
@@ -46,7 +47,7 @@ def convert_command(source: str, target: str, fmt: str | None, name: str | None,
     """
     import os
 
-    from padconv_cli.cli.output import refuse_binary_to_terminal, refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_binary_to_terminal, refuse_output_onto_inputs
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.tensor_sources import read_named_tensor
     from padconv_cli.tensorio import resolve_format, write_tensor

@@ -1,36 +1,11 @@
-"""Examples first in ``--help``: a command's examples right after its one-line summary, before
-the longer description and the options, where a reader looking for how to start finds them.
-
-Each command module keeps its ``EXAMPLES`` text (a ``\\b`` paragraph, so click keeps its line
-breaks) and decorates the command with :func:`examples_first` instead of passing it as the
-epilog, which click prints after every option.
-"""
+"""Examples first in ``--help``: a command's examples right after its one-line summary, and
+read back from the rendered help."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+from padconv_cli.cli.options import examples_first, with_examples_first
 
-import click
-
-
-def with_examples_first(help_text: str, examples: str) -> str:
-    """``help_text`` (a docstring: its indentation is removed first) with ``examples``
-    inserted after its first paragraph (the summary)."""
-    summary, _, rest = inspect.cleandoc(help_text).partition("\n\n")
-    parts = [summary, examples.strip("\n"), rest.strip()]
-    return "\n\n".join(part for part in parts if part) + "\n"
-
-
-def examples_first(examples: str) -> Callable[[click.Command], click.Command]:
-    """Decorator over ``@click.command``: the command's help shows ``examples`` right after
-    its first paragraph."""
-
-    def decorate(command: click.Command) -> click.Command:
-        command.help = with_examples_first(command.help or "", examples)
-        return command
-
-    return decorate
+__all__ = ["example_commands", "examples_first", "with_examples_first"]
 
 
 def example_commands(help_output: str) -> list[str]:
@@ -44,7 +19,7 @@ def example_commands(help_output: str) -> list[str]:
         text = line.strip()
         if not text:
             break
-        pending = f"{pending} {text}".strip() if pending else text
+        pending = f"{pending} {text}".strip()
         if pending.endswith("\\"):
             pending = pending[:-1].rstrip()
             continue

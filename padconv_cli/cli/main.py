@@ -22,29 +22,30 @@ import errno
 import importlib
 import io
 import os
-import re
 import signal
 import sys
 
 import click
 
-from padconv_cli.cli.version import version_option
+from padconv_cli.cli.options import CONTEXT_SETTINGS, global_options
 from padconv_cli.errors import PadconvError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
 OUT_OF_MEMORY_MESSAGE = (
     "out of memory while computing the result "
     "(try --engine tiled with --memory-limit, or a smaller input)"
 )
 
+# a command, or an operator whose command is built from its declarations
 COMMANDS = {
-    "pad": "padconv_cli.cli.pad_cmd:pad_command",
-    "conv": "padconv_cli.cli.conv_cmd:conv_command",
-    "conv-transpose": "padconv_cli.cli.conv_transpose_cmd:conv_transpose_command",
-    "conv-integer": "padconv_cli.cli.conv_integer_cmd:conv_integer_command",
-    "qlinear-conv": "padconv_cli.cli.qlinear_conv_cmd:qlinear_conv_command",
+    "pad": "padconv_cli.ops.pad:OPERATOR",
+    "conv": "padconv_cli.ops.conv:OPERATOR",
+    "conv-transpose": "padconv_cli.ops.conv_transpose:OPERATOR",
+    "conv-integer": "padconv_cli.ops.conv_integer:OPERATOR",
+    "qlinear-conv": "padconv_cli.ops.qlinear_conv:OPERATOR",
     "verify": "padconv_cli.cli.verify_cmd:verify_command",
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
@@ -52,8 +53,6 @@ COMMANDS = {
     "convert": "padconv_cli.cli.convert_cmd:convert_command",
 }
 ALIASES: dict[str, str] = {"inspect": "show"}
-
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class Terminated(BaseException):
@@ -64,13 +63,9 @@ class Terminated(BaseException):
         self.signum = signum
 
 
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
-
-
-stopped_by: int | None = None
-"""The stop signal that arrived during the run, if any (set by :func:`on_stop_signal`)."""
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+stopped_by: int | None = None  # the stop signal that arrived during the run, if any
 
 
 def on_stop_signal(signum: int, frame: object) -> None:
@@ -79,8 +74,7 @@ def on_stop_signal(signum: int, frame: object) -> None:
     :class:`Terminated`."""
     global stopped_by
     stopped_by = signum
-    for other in STOP_SIGNALS:
-        signal.signal(other, signal.SIG_IGN)
+    _ignore_further_signals()
     native = sys.modules.get("padconv_cli.kernels._native")  # only when loaded: no import here
     if native is not None:
         native.request_stop()
@@ -92,11 +86,17 @@ def on_stop_signal(signum: int, frame: object) -> None:
 def install_stop_handlers() -> None:
     """Handle SIGINT, SIGTERM and SIGHUP with :func:`on_stop_signal` (main thread only); a signal
     the caller ignores stays ignored."""
-    if not threading_is_main():
-        return
-    for signum in STOP_SIGNALS:
-        if signal.getsignal(signum) != signal.SIG_IGN:
-            signal.signal(signum, on_stop_signal)
+    if threading_is_main():
+        for signum in STOP_SIGNALS:
+            if signal.getsignal(signum) != signal.SIG_IGN:
+                signal.signal(signum, on_stop_signal)
+
+
+def _ignore_further_signals() -> None:
+    """Once the run is stopped, a second Ctrl-C must not cut the clean-up or the report short."""
+    if threading_is_main():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 class Interrupted(Exception):
@@ -105,6 +105,9 @@ class Interrupted(Exception):
 
 class StdoutClosed(Exception):
     """The reader of stdout went away; carried past click, which would exit 1 on EPIPE."""
+
+
+_BUILT: dict[str, click.Command] = {}  # the operators' commands, built once
 
 
 class LazyGroup(click.Group):
@@ -118,7 +121,14 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attribute = target.split(":")
-        return _with_global_options(getattr(importlib.import_module(module_name), attribute))
+        found = getattr(importlib.import_module(module_name), attribute)
+        if isinstance(found, click.Command):
+            return found
+        if cmd_name not in _BUILT:
+            from padconv_cli.cli.operator_command import operator_command
+
+            _BUILT[cmd_name] = operator_command(found)
+        return _BUILT[cmd_name]
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list, with each alias named next to its command."""
@@ -127,13 +137,9 @@ class LazyGroup(click.Group):
             command = self.get_command(ctx, name)
             if command is None or command.hidden:
                 continue
-            aliases = [alias for alias, target in ALIASES.items() if target == name]
             short = command.get_short_help_str(formatter.width - 6 - max(map(len, COMMANDS)))
-            if aliases:
-                rows.append((name, short))
-                rows += [(alias, f"Same as '{name}'.") for alias in aliases]
-            else:
-                rows.append((name, short))
+            rows.append((name, short))
+            rows += [(alias, f"Same as '{name}'.") for alias, to in ALIASES.items() if to == name]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -155,23 +161,26 @@ class LazyGroup(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run with padconv's error mapping (see :func:`run_and_map_errors`), then exit."""
-        code = run_and_map_errors(
-            self, args, prog_name=prog_name or "padconv", complete_var=complete_var, **extra
-        )
+        code = run_and_map_errors(self, args, prog_name=prog_name or "padconv",
+                                  complete_var=complete_var, **extra)
         if standalone_mode:
             sys.exit(code)
         return code
 
 
-def _with_global_options(command: click.Command) -> click.Command:
-    """The command with the global flags (--no-color, -v, -q) added where it lacks them."""
-    from padconv_cli.cli.style import add_global_options
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from padconv_cli.cli.version import version_lines
 
-    return add_global_options(command)
+        click.echo("\n".join(version_lines()))
+        ctx.exit(0)
 
 
 @click.group("padconv", cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
-@version_option()
+@click.option("-V", "--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version,
+              help="Show padconv's version, its libraries' versions and the native instruction "
+              "set.")
 def cli() -> None:
     """Apply the ONNX Pad and Conv operators to tensors in files, exactly as the spec says.
 
@@ -190,55 +199,13 @@ def cli() -> None:
     """
 
 
-cli.params.extend(_with_global_options(click.Command("_")).params)
+cli.params.extend(global_options())
 
 
-def _error_line(message: str, command: str = "padconv") -> str:
+def _error_line(message: str, ctx: click.Context | None = None) -> str:
+    """``padconv CMD: error: MESSAGE``, the message's first line, for the command of ``ctx``."""
     first, *_ = str(message).strip().splitlines() or [""]
-    return f"{command}: error: {first}"
-
-
-def _usage_error_line(error: click.ClickException) -> str:
-    from padconv_cli.cli.messages import render_usage_error
-
-    ctx = getattr(error, "ctx", None)
-    command = ctx.command_path if ctx is not None else _command_path()
-    hint = f" (see '{command} --help')" if ctx is not None else ""
-    return _error_line(_extra_argument_message(error) or render_usage_error(error), command) + hint
-
-
-def _command_path() -> str:
-    """``padconv CMD`` of the command that ran last (``padconv`` before any command)."""
-    from padconv_cli.cli.style import SETTINGS
-
-    ctx = SETTINGS["context"]
-    return ctx.command_path if ctx is not None else "padconv"
-
-
-def _extra_argument_message(error: click.ClickException) -> str | None:
-    """``--pads 0 1 x``: click sees ``x`` as an extra argument; say it is not an integer."""
-    from padconv_cli.cli.options import list_option_tail
-
-    ctx = getattr(error, "ctx", None)
-    match = re.match(r"Got unexpected extra arguments? \(([^\s)]+)", error.format_message())
-    if ctx is None or match is None:
-        return None
-    flag = list_option_tail(ctx, match.group(1))
-    return f"{flag}: {match.group(1)!r} is not an integer" if flag else None
-
-
-def _library_error_line(error: PadconvError) -> str:
-    """A library error as ``padconv CMD: error: ...`` with flags and files named."""
-    from padconv_cli.cli.messages import render_library_error
-    from padconv_cli.cli.style import SETTINGS
-
-    return _error_line(render_library_error(error, SETTINGS["context"]), _command_path())
-
-
-def _reset_settings() -> None:
-    from padconv_cli.cli.style import reset_settings
-
-    reset_settings()
+    return f"{ctx.command_path if ctx is not None else 'padconv'}: error: {first}"
 
 
 def _silence_stdout() -> None:
@@ -251,71 +218,24 @@ def _silence_stdout() -> None:
 
 
 def report(line: str) -> None:
-    """Write padconv's one line to stderr, control characters and line separators escaped
-    (a value from the environment or a file may hold them: the line stays one line and the
-    terminal safe).  When stderr cannot take it (``2>/dev/full``, a full disk, a closed pipe)
-    the line is dropped and stderr pointed at /dev/null, so the exit code stays the error's own
-    (the interpreter's final flush would otherwise turn it into 120)."""
+    """Write padconv's one line to stderr: the one place it is escaped (every character
+    ``str.isprintable`` rejects written as its escape, ``\\x1b``, ``\\n``, ``\\u2028``: a value
+    from the environment or a file may hold them) and cut in its middle past LINE_LIMIT
+    characters (the start, command and flag, and the end, the rule, stay).  When stderr cannot
+    take it (``2>/dev/full``, a closed pipe) the line is dropped and stderr pointed at
+    /dev/null, so the exit code stays the error's own (not the final flush's 120)."""
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                       for c in line)
+    if len(line) > LINE_LIMIT:
+        keep = LINE_LIMIT // 2
+        line = f"{line[:keep]} ... ({len(line) - 2 * keep} characters cut) ... {line[-keep:]}"
     try:
-        click.echo(_bounded(_escaped(line)), err=True)
+        click.echo(line, err=True)
     except (OSError, ValueError):
         from padconv_cli.streams import silence_stderr
 
         silence_stderr()
-
-
-LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
-
-
-def _bounded(line: str) -> str:
-    """``line`` cut in its middle when longer than :data:`LINE_LIMIT`: the start (command,
-    file or flag) and the end (the rule, the hint) stay; a value echoed whole from a huge
-    argument cannot make the line unbounded."""
-    if len(line) <= LINE_LIMIT:
-        return line
-    keep = LINE_LIMIT // 2
-    return f"{line[:keep]} ... ({len(line) - 2 * keep} characters cut) ... {line[-keep:]}"
-
-
-def _escaped(line: str) -> str:
-    """``line`` with every character ``str.isprintable`` rejects (controls, line and paragraph
-    separators) written as its escape (``\\x1b``, ``\\n``, ``\\u2028``)."""
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in line)
-
-
-def _flush_stdout() -> None:
-    """Flush stdout, when there is one (``padconv ... -o FILE >&-`` has none)."""
-    if sys.stdout is not None:
-        sys.stdout.flush()
-
-
-def _is_no_args_help(error: click.ClickException) -> bool:
-    """True for click's "no arguments, show the help" signal (click 8.2+; absent before)."""
-    no_args_error = getattr(click.exceptions, "NoArgsIsHelpError", None)
-    return no_args_error is not None and isinstance(error, no_args_error)
-
-
-def _print_help(error: click.ClickException) -> int:
-    """Print the help of the context the error came from to stdout; exit status 0."""
-    ctx = error.ctx
-    click.echo(ctx.get_help(), color=ctx.color)
-    return 0
-
-
-def _input_flag_hint(error: PadconvError, line: str) -> str:
-    """The line naming ``--max-input-bytes``/``--allow-hardlinks`` when the error is theirs."""
-    from padconv_cli.cli.input_options import flag_hint
-
-    return flag_hint(error, line)
-
-
-def _ignore_further_signals() -> None:
-    """Once the run is interrupted, a second Ctrl-C must not cut the report short."""
-    if threading_is_main():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
 
 
 def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
@@ -327,10 +247,10 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
     arrived, whatever ends the run (the signal's exception, or an error its unwinding raised
     in its place) is that signal: 130 or 128 + signal, one line (:func:`stop_outcome`).
     """
-    _reset_settings()
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
-        _flush_stdout()
+        if sys.stdout is not None:  # ``padconv ... -o FILE >&-`` has none
+            sys.stdout.flush()
     except BaseException as error:  # noqa: BLE001 - every ending is mapped or raised again
         outcome = stop_outcome(error)
         if outcome is None:
@@ -366,20 +286,35 @@ def _mapped_error(error: BaseException) -> int:
     except click.exceptions.Exit as exit_:
         return exit_.exit_code
     except click.ClickException as error:
-        if _is_no_args_help(error) and getattr(error, "ctx", None) is not None:
-            return _print_help(error)
-        report(_usage_error_line(error))
-        return error.exit_code
-    except MemoryError:
-        report(_error_line(OUT_OF_MEMORY_MESSAGE, _command_path()))
+        return _usage_error(error)
+    except (MemoryError, PadconvError, OSError) as error:
+        ctx = getattr(error, "raised_in", None)
+        if isinstance(error, PadconvError):
+            from padconv_cli.cli.messages import render_library_error
+
+            report(_error_line(render_library_error(error, ctx), ctx))
+            return getattr(error, "exit_code", EXIT_USAGE)
+        if isinstance(error, OSError):  # a report could not be written (closed or full stdout)
+            _silence_stdout()
+        report(_error_line(OUT_OF_MEMORY_MESSAGE if isinstance(error, MemoryError)
+                           else _os_error_text(error), ctx))
         return EXIT_USAGE
-    except PadconvError as error:
-        report(_input_flag_hint(error, _library_error_line(error)))
-        return getattr(error, "exit_code", EXIT_USAGE)
-    except OSError as error:  # a report could not be written (closed or full stdout)
-        _silence_stdout()
-        report(_error_line(_os_error_text(error), _command_path()))
-        return EXIT_USAGE
+
+
+def _usage_error(error: click.ClickException) -> int:
+    """click's usage error as one line (``(see 'padconv CMD --help')`` added when it was found
+    parsing the command line), or the help on stdout and 0 for a bare command (click 8.2+'s
+    ``NoArgsIsHelpError``: a request for help, not a mistake)."""
+    from padconv_cli.cli.messages import render_usage_error
+
+    ctx = getattr(error, "ctx", None)
+    if ctx is not None and type(error).__name__ == "NoArgsIsHelpError":
+        click.echo(ctx.get_help(), color=ctx.color)
+        return 0
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    report(_error_line(render_usage_error(error), ctx or getattr(error, "raised_in", None))
+           + hint)
+    return error.exit_code
 
 
 class StdoutUnavailable(OSError):
@@ -407,13 +342,11 @@ class _ClosedStdout(io.TextIOBase):
 
 def _os_error_text(error: OSError) -> str:
     """The one-line reason of a failed write: to stdout unless the error names a file."""
-    from padconv_cli.tensorio.files import printable
-
     if isinstance(error, StdoutUnavailable):
         return "<stdout>: standard output is closed; the report has nowhere to go"
     reason = error.strerror or str(error)
     if error.filename is not None:
-        return f"{printable(str(error.filename))}: {reason}"
+        return f"{error.filename}: {reason}"
     return f"<stdout>: write failed ({reason})"
 
 

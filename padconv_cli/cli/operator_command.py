@@ -15,25 +15,28 @@ it, at most one ``-`` for stdin), prints the operator's notes on the flags given
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
-from padconv_cli.cli.engine_options import EngineSettings, engine_options
-from padconv_cli.cli.help_examples import with_examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import ExtraOptions, complete_path, model_options
+from padconv_cli.cli import options
 from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
     ChoiceWithSuggestion,
+    Command,
+    EngineSettings,
+    ExtraOptions,
     Int64Type,
+    complete_path,
     dtype_option,
+    engine_options,
+    input_options,
     int_list_option,
+    model_options,
     output_options,
-    read_policy_of,
+    with_examples_first,
 )
-from padconv_cli.ops.protocol import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
+from padconv_cli.ops import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
 
 EXIT_CHECK_FAILED = 1
 FROM_MODEL_HINT = "(or take it from a model with --from-model)"
@@ -52,11 +55,9 @@ def operator_command(entry: Operator) -> click.Command:
             names = ", ".join(i.name for i in inputs)
             raise click.UsageError(f"only one of {names} can be - (stdin)")
         if not engine_settings.quiet:
-            for note in entry.notes(explicit_flags(**attributes)):
+            for note in entry.notes(_given(attributes)):
                 click.echo(f"padconv {entry.command}: note: {note}", err=True)
-        request = OutputRequest(values["output"], values["fmt"], values["max_output_bytes"],
-                                values["dtype"])
-        run_operator(entry, sources, attributes, request, extras, engine_settings)
+        run_operator(entry, sources, attributes, values, extras, engine_settings)
 
     for shared in (input_options, engine_options, model_options, output_options, dtype_option):
         command = shared(command)
@@ -66,7 +67,7 @@ def operator_command(entry: Operator) -> click.Command:
         command = click.argument(declared.name.lower(), metavar=declared.metavar,
                                  required=declared.required == ALWAYS,
                                  shell_complete=complete_path)(command)
-    return click.command(entry.command, context_settings=CONTEXT_SETTINGS,
+    return click.command(entry.command, cls=Command, context_settings=CONTEXT_SETTINGS,
                          help=with_examples_first(entry.texts.help, entry.texts.examples),
                          short_help=entry.texts.summary)(command)
 
@@ -99,70 +100,46 @@ def _require_declared(entry: Operator, sources: tuple[Any, ...],
             raise click.UsageError(f"Missing option '{attribute.flag}' {FROM_MODEL_HINT}")
 
 
-def explicit_flags(**values: Any) -> dict[str, Any]:
-    """The values among ``values`` (keyed by parameter name) that the user actually gave."""
+def _given_names() -> set[str]:
+    """The parameters of the running command that were given on the command line."""
     from click.core import ParameterSource
 
-    context = click.get_current_context()
-    given = {}
-    for name, value in values.items():
-        source = context.get_parameter_source(name)
-        if value is not None and source not in (None, ParameterSource.DEFAULT):
-            given[name] = value
-    return given
+    ctx = click.get_current_context()
+    return {name for name in ctx.params
+            if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}
 
 
-def _print_json(data: Any, err: bool = False) -> None:
-    from padconv_cli.json_output import dumps
-
-    click.echo(dumps(data, indent=2), err=err)
-
-
-@dataclass(frozen=True)
-class OutputRequest:
-    """Where and how the result of one run goes: -o, --format, --max-output-bytes, --dtype."""
-
-    output: str | None
-    fmt: str | None
-    max_output_bytes: int | None
-    dtype: str | None = None
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    """The values among ``values`` (keyed by parameter name) the user gave, not None."""
+    given = _given_names()
+    return {name: value for name, value in values.items() if value is not None and name in given}
 
 
-def run_operator(
-    entry: Operator,
-    sources: tuple[str | None, ...],
-    attributes: dict[str, Any],
-    request: OutputRequest,
-    extras: ExtraOptions,
-    engine_settings: Any,
-) -> None:
-    """Build the library request of an operator's command line and take it through the
-    pipeline (:mod:`padconv_cli.pipeline`): plan, then --explain (no gate: it reports the
-    figures), else the gate, --emit-onnx, the run, the --check report and the result.
+def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: dict[str, Any],
+                 values: dict[str, Any], extras: ExtraOptions, engine: EngineSettings) -> None:
+    """Take the command line through the pipeline (:mod:`padconv_cli.pipeline`): plan, then
+    --explain (no gate: it reports the figures), else the gate, --emit-onnx, the run, the
+    --check report and the result (``values``: -o, --format, --max-output-bytes, --dtype).
 
     A refused run writes nothing: the targets are checked, the call planned once and the
     resource gate passed before --emit-onnx is written or anything computed.  explain, check
     and emit run in memory.
     """
-    from padconv_cli.cli.engine_options import progress_display
-    from padconv_cli.cli.style import color_enabled, is_terminal
+    from padconv_cli.cli.style import is_terminal
     from padconv_cli.pipeline import Request, plan
 
-    _check_output_targets(request.output, extras.emit_onnx)
-    from padconv_cli.cli.output import refuse_output_onto_inputs
-
-    refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx, (*sources, extras.from_model))
+    output, fmt = values["output"], values["fmt"]
+    _check_output_targets(output, extras.emit_onnx)
+    options.refuse_output_onto_inputs("--emit-onnx", extras.emit_onnx,
+                                      (*sources, extras.from_model))
     in_memory = extras.check or extras.emit_onnx is not None  # they need the inputs read
     call = Request(
-        entry.name, tuple(sources), explicit_flags(**attributes),
-        model=extras.from_model, node=extras.node,
-        engine="memory" if in_memory else engine_settings.engine,
-        output=request.output, fmt=request.fmt, dtype=request.dtype,
-        max_output_bytes=request.max_output_bytes, memory_limit=engine_settings.memory_limit,
-        scheduler=engine_settings.scheduler, verbose=engine_settings.verbose,
-        show_progress=progress_display(engine_settings.quiet, is_terminal(err=True),
-                                       color_enabled(err=True)),
-        read_policy=read_policy_of(),
+        entry.name, tuple(sources), _given(attributes), model=extras.from_model,
+        node=extras.node, engine="memory" if in_memory else engine.engine, output=output,
+        fmt=fmt, dtype=values["dtype"], max_output_bytes=values["max_output_bytes"],
+        memory_limit=engine.memory_limit, scheduler=engine.scheduler, verbose=engine.verbose,
+        show_progress=_progress(engine.quiet, is_terminal(err=True)),
+        read_policy=options.read_policy_of(),
     )
     planned = plan(call, note=None if extras.explain else _print_note)
     if not extras.explain:
@@ -170,32 +147,35 @@ def run_operator(
     if extras.emit_onnx is not None:
         planned.emit(extras.emit_onnx, extras.emit_initializers)
     if extras.explain:
-        _print_explanation(planned.explain(frozenset(_flag_names())), extras)
+        _print_explanation(planned.explain(frozenset(_given_names())), extras.as_json)
         return
     outcome = planned.execute(write=False)
     if outcome.tiled is not None:
-        _note_inexact(outcome.tiled, engine_settings)
+        if not outcome.tiled.exact and not engine.quiet:
+            _print_note("--memory-limit is below one of the Conv kernel's own blocks; tiles "
+                        "were made smaller, so the sums may differ from --engine memory in "
+                        "the last bits")
         return
     report = None
     if extras.check:
         report = planned.check(outcome.result, extras.check_rtol, extras.check_atol)
-    from padconv_cli.cli.output import emit_result
+    options.emit_result(outcome.result, output, fmt, outcome.string_dtype)
+    if report is not None:
+        _print_check(report, extras.as_json, _result_on_stdout(output, fmt))
 
-    emit_result(outcome.result, request.output, request.fmt, outcome.string_dtype)
-    finish(report, extras, request.output, request.fmt)
+
+def _progress(quiet: bool, terminal: bool) -> bool | str:
+    """The progress display of the out-of-core engines (:func:`options.progress_display`);
+    the colour of a terminal is asked only for a terminal."""
+    if quiet or not terminal:
+        return options.progress_display(quiet, terminal)
+    from padconv_cli.cli.style import color_enabled
+
+    return options.progress_display(quiet, terminal, color_enabled(err=True))
 
 
 def _print_note(text: str) -> None:
     click.echo(f"padconv: note: {text}", err=True)
-
-
-def _note_inexact(result: Any, settings: Any) -> None:
-    """Tell when the tiles had to be smaller than the kernel's own blocks."""
-    if not result.exact and not settings.quiet:
-        _print_note(
-            "--memory-limit is below one of the Conv kernel's own blocks; tiles were made "
-            "smaller, so the sums may differ from --engine memory in the last bits"
-        )
 
 
 def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
@@ -204,66 +184,46 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
     Rule: ``-o ''`` is a usage error (not stdout: that is ``-o -``); ``--emit-onnx`` must name
     a file other than ``-o``'s, else one of the two results would silently replace the other.
     """
-    for flag, value in (("-o/--output", output), ("--emit-onnx", emit_onnx)):
-        if value is not None and not value.strip():
-            raise click.UsageError(f"{flag} is empty; give a file path (or - for stdout)"
-                                   if flag == "-o/--output" else f"{flag} is empty; give a path")
-    from padconv_cli.cli.output import same_file
-
-    if output not in (None, "-") and emit_onnx is not None and same_file(output, emit_onnx):
-        from padconv_cli.tensorio.files import printable
-
-        raise click.UsageError(
-            f"-o and --emit-onnx both name {printable(output)}; give two different files"
-        )
+    if output is not None and not output.strip():
+        raise click.UsageError("-o/--output is empty; give a file path (or - for stdout)")
+    if emit_onnx is not None and not emit_onnx.strip():
+        raise click.UsageError("--emit-onnx is empty; give a path")
+    if output not in (None, "-") and emit_onnx is not None and options.same_file(output,
+                                                                                 emit_onnx):
+        raise click.UsageError(f"-o and --emit-onnx both name {output}; give two different "
+                               "files")
 
 
-def _print_explanation(info: dict[str, Any], extras: ExtraOptions) -> None:
+def _print_explanation(info: dict[str, Any], as_json: bool) -> None:
     """``--explain``: the resolved call as text or, with --json, as JSON.  On a terminal the
     text's long lines are wrapped to its width at token boundaries (piped, it is unchanged)."""
-    from padconv_cli.cli.output import stdout_is_terminal
-    from padconv_cli.cli.style import output_width, wrap_at_tokens
     from padconv_cli.explain import format_explanation
 
-    if extras.as_json:
-        _print_json(info)
+    if as_json:
+        options.print_json(info)
         return
     text = format_explanation(info)
-    if stdout_is_terminal():
+    if options.stdout_is_terminal():
+        from padconv_cli.cli.style import output_width, wrap_at_tokens
+
         text = wrap_at_tokens(text, output_width())
     click.echo(text)
 
 
-def _flag_names() -> set[str]:
-    """Parameters of the current command that were given on the command line."""
-    from click.core import ParameterSource
-
-    context = click.get_current_context()
-    return {
-        name
-        for name in context.params
-        if context.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
-    }
-
-
 def _result_on_stdout(output: str | None, fmt: str | None) -> bool:
     """True when the tensor bytes went to stdout (then reports go to stderr)."""
-    from padconv_cli.cli.output import stdout_is_terminal
-
     if output not in (None, "-"):
         return False
-    return not (output is None and fmt is None and stdout_is_terminal())
+    return not (output is None and fmt is None and options.stdout_is_terminal())
 
 
-def finish(report: Any, extras: ExtraOptions, output: str | None, fmt: str | None) -> None:
-    """``--check``: print the report, exit 1 on a failed check."""
-    if not extras.check or report is None:
-        return
+def _print_check(report: Any, as_json: bool, to_stderr: bool) -> None:
+    """``--check``: print the report (on stderr when the tensor went to stdout), exit 1 on a
+    failed check."""
     from padconv_cli.crosscheck import format_report, report_dict
 
-    to_stderr = _result_on_stdout(output, fmt)
-    if extras.as_json:
-        _print_json(report_dict(report), err=to_stderr)
+    if as_json:
+        options.print_json(report_dict(report), err=to_stderr)
     else:
         click.echo(format_report(report), err=to_stderr)
     if not report.passed:

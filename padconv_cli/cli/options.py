@@ -1,50 +1,155 @@
-"""Reusable click options: integer lists, sizes, dtypes and the output options every command shares.
+"""What every command shares: the command class, the option types and options, and where a
+result goes.
 
-Integer-list options mirror ONNX list attributes.  They accept the values as separate words
-(``--pads 0 -1 0 2``: the option consumes the integer words that follow it, negative ones
+Integer-list flags mirror ONNX list attributes.  They take the values as separate words
+(``--pads 0 -1 0 2``: the flag takes the number words that follow it, negative ones
 included), as one comma-separated word (``--pads 0,-1,0,2``), or as ``@FILE``, a 1-D integer
-tensor file (``--pads @pads.npy``).
+tensor file (``--pads @pads.npy``).  :class:`Command` gathers those words before click parses.
+
+The global flags (``--no-color``, ``-v``, ``-q``) may stand before or after the command; they
+are kept in ``ctx.meta`` (shared by the group's and the command's contexts), never in a
+process global.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-import os
 import re
+import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import Any
 
 import click
 
-# Memory probing lives in the library, beside the engines; re-exported for the commands.
-from padconv_cli.resources import available_memory_bytes, default_max_output_bytes  # noqa: F401
-
-if TYPE_CHECKING:
-    from padconv_cli.tensorio.files import ReadPolicy
-
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-READ_POLICY_KEY = "padconv.read_policy"  # ctx.meta: the flags of cli.input_options
-_INT_WORD = re.compile(r"[+-]?\d+(,[+-]?\d+)*,?")
 # words that look like a number of some kind: taken into the list so that the error is
 # "'1.5' is not an integer" rather than "unexpected extra argument"
 _NUMBER = r"[+-]?(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)"
 _NUMBER_WORD = re.compile(rf"{_NUMBER}(,{_NUMBER})*,?")
-LIST_TAILS_KEY = "padconv.list_option_tails"
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
 _DECIMAL_INTEGER = re.compile(r"[+-]?[0-9]+")
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+TOLERANCE_FLAGS = {"atol": "--atol", "rtol": "--rtol"}  # verify and compare name them so
 
 
-def read_policy_of(ctx: click.Context | None = None) -> ReadPolicy | None:
-    """The read policy the running command's ``--max-input-bytes``/``--allow-hardlinks`` set
-    (``ctx``: default, the current click context); None without them: the readers' default."""
-    ctx = ctx or click.get_current_context(silent=True)
-    fields = ctx.meta.get(READ_POLICY_KEY) if ctx is not None else None
-    if not fields:
-        return None
-    from padconv_cli.tensorio.files import ReadPolicy
+def meta_flag(name: str) -> Any:
+    """The global flag ``name`` (``no_color``, ``quiet``, ``verbose``, ``force_binary``) of the
+    running command, from its context's meta; False outside a command."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(f"padconv.{name}", False) if ctx is not None else False
 
-    return ReadPolicy(**fields)
+
+def _set_meta(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value:
+            ctx.meta[f"padconv.{name}"] = value
+        return value
+
+    return callback
+
+
+def global_options() -> list[click.Option]:
+    """Fresh ``--no-color``, ``-v`` and ``-q`` options, accepted by the group and every command."""
+    flags = (
+        (["--no-color", "global_no_color"], "no_color", {"is_flag": True},
+         "Plain text: no colour or bold (also when NO_COLOR is set)."),
+        (["-v", "--verbose", "global_verbose"], "verbose", {"count": True},
+         "More detail (verify: every case's details)."),
+        (["-q", "--quiet", "global_quiet"], "quiet", {"is_flag": True},
+         "Print less: no progress bar, no notes (verify: failures only)."),
+    )
+    return [click.Option(decls, expose_value=False, is_eager=True, callback=_set_meta(name),
+                         help=text, **kind) for decls, name, kind, text in flags]
+
+
+class IntListOption(click.Option):
+    """An integer-list flag: :class:`Command` gives it the number words that follow it."""
+
+
+class Command(click.Command):
+    """A padconv command: the global flags added, integer-list flags that take several words,
+    extra arguments refused by name, and its errors carrying its context as ``raised_in``
+    (the CLI names the flags from ``ctx.command.params``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        taken = {opt for param in self.params for opt in param.opts}
+        self.params += [o for o in global_options() if not taken.intersection(o.opts)]
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """click's parse of ``args`` with each list flag's number words joined into its one
+        value; a word left over is refused, as a non-integer of the list flag it follows
+        (``--pads 0 1 x``) or as an extra argument."""
+        words, tails = self._gather_lists(args)
+        allowed, ctx.allow_extra_args = ctx.allow_extra_args, True
+        rest = super().parse_args(ctx, words)
+        ctx.allow_extra_args = allowed
+        if rest and not allowed and not ctx.resilient_parsing:
+            flag = tails.get(rest[0])
+            if flag is not None:
+                raise click.UsageError(f"{flag}: {rest[0]!r} is not an integer", ctx)
+            raise click.UsageError(f"Got unexpected extra argument{'s' * (len(rest) > 1)} "
+                                   f"({' '.join(rest)})", ctx)
+        return rest
+
+    def _gather_lists(self, args: list[str]) -> tuple[list[str], dict[str, str]]:
+        """``args`` with the number words after a list flag joined to its value, and the word
+        that followed each list (``{word: flag}``)."""
+        lists = {opt for p in self.params if isinstance(p, IntListOption) for opt in p.opts}
+        valued = {opt for p in self.params if isinstance(p, click.Option)
+                  and not (p.is_flag or p.count) for opt in p.opts}
+        words: list[str] = []
+        tails: dict[str, str] = {}
+        position = 0
+        while position < len(args):
+            word, flag = args[position], args[position].partition("=")[0]
+            position += 1
+            if word == "--":
+                return [*words, *args[position - 1:]], tails
+            words.append(word)
+            if flag in valued and "=" not in word and position < len(args):
+                words.append(args[position])  # a flag's value, whatever it looks like
+                position += 1
+            if flag not in lists:
+                continue
+            while position < len(args) and _NUMBER_WORD.fullmatch(args[position]):
+                words[-1] += " " + args[position]
+                position += 1
+            if position < len(args) and not args[position].startswith("-"):
+                tails.setdefault(args[position], flag)
+        return words, tails
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except Exception as error:
+            try:
+                error.raised_in = ctx  # type: ignore[attr-defined]
+            except AttributeError:  # an exception type without attributes: named "padconv"
+                pass
+            raise
+
+
+def with_examples_first(help_text: str, examples: str) -> str:
+    """``help_text`` (a docstring: its indentation is removed first) with ``examples``
+    inserted after its first paragraph (the summary)."""
+    summary, _, rest = inspect.cleandoc(help_text).partition("\n\n")
+    parts = [summary, examples.strip("\n"), rest.strip()]
+    return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def examples_first(examples: str) -> Callable[[click.Command], click.Command]:
+    """Decorator over ``@click.command``: the help shows ``examples`` right after its summary."""
+
+    def decorate(command: click.Command) -> click.Command:
+        command.help = with_examples_first(command.help or "", examples)
+        return command
+
+    return decorate
 
 
 class IntListType(click.ParamType):
@@ -61,15 +166,7 @@ class IntListType(click.ParamType):
         if re.search(r"(^|,)\s*(,|$)", text) and "," in text:
             self.fail(f"{text!r} has an empty value between commas", param, ctx)
         words = [w for w in re.split(r"[\s,]+", text) if w]
-        values = []
-        for word in words:
-            if not _DECIMAL_INTEGER.fullmatch(word):  # int() also takes "1_0" and "١"
-                self.fail(f"{word!r} is not an integer", param, ctx)
-            number = int(word)
-            if not INT64_MIN <= number <= INT64_MAX:
-                self.fail(f"{word} does not fit in int64", param, ctx)
-            values.append(number)
-        return tuple(values)
+        return tuple(Int64Type().convert(word, param, ctx) for word in words)
 
     def _from_tensor_file(self, path: str, param, ctx) -> tuple[int, ...]:
         import numpy as np
@@ -82,14 +179,27 @@ class IntListType(click.ParamType):
         except PadconvError as error:
             self.fail(str(error), param, ctx)
         if array.ndim > 1 or array.dtype.kind not in "iu":
-            self.fail(
-                f"{path}: needs a 1-D integer tensor, got {array.dtype} of shape {array.shape}",
-                param,
-                ctx,
-            )
+            self.fail(f"{path}: needs a 1-D integer tensor, got {array.dtype} of shape "
+                      f"{array.shape}", param, ctx)
         if array.dtype == np.uint64 and array.size and array.max() > INT64_MAX:
             self.fail(f"{path}: value {array.max()} does not fit in int64", param, ctx)
         return tuple(int(v) for v in array.reshape(-1))
+
+
+def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
+    """Decorator for an ONNX integer-list attribute flag (see the module docstring)."""
+    kwargs.setdefault("type", IntListType())
+    kwargs.setdefault("metavar", "INT...")
+    return click.option(*param_decls, cls=IntListOption, **kwargs)
+
+
+def suggestion(word: str, choices: Any) -> str | None:
+    """The closest choice to a mistyped ``word`` (difflib), or None."""
+    import difflib
+
+    lowered = {str(choice).lower(): str(choice) for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[close[0]] if close else None
 
 
 class ChoiceWithSuggestion(click.Choice):
@@ -108,8 +218,6 @@ class ChoiceWithSuggestion(click.Choice):
         lowered = {str(choice).lower(): choice for choice in self.choices}
         if isinstance(value, str) and value.lower() in lowered:
             return lowered[value.lower()]
-        from padconv_cli.cli.messages import suggestion
-
         close = suggestion(str(value), self.choices)
         listing = ", ".join(str(choice) for choice in self.choices)
         hint = f"; did you mean {close!r}?" if close else ""
@@ -122,90 +230,34 @@ class Int64Type(click.ParamType):
     name = "INTEGER"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
-        try:
-            number = int(str(value).strip())
-        except ValueError:
+        text = str(value).strip()
+        if not _DECIMAL_INTEGER.fullmatch(text):  # int() also takes "1_0" and "١"
             self.fail(f"{value!r} is not an integer", param, ctx)
-        if not INT64_MIN <= number <= INT64_MAX:
+        if not INT64_MIN <= int(text) <= INT64_MAX:
             self.fail(f"{value} does not fit in int64", param, ctx)
-        return number
-
-
-class IntListOption(click.Option):
-    """An option that also swallows the integer words following its first value."""
-
-    def add_to_parser(self, parser, ctx: click.Context) -> None:
-        super().add_to_parser(parser, ctx)
-        for opt in self.opts:
-            parser_option = parser._long_opt.get(opt) or parser._short_opt.get(opt)
-            if parser_option is not None:
-                parser_option.process = _greedy(parser_option.process, self.opts[0])
-
-
-def _greedy(process: Callable[[Any, Any], None], flag: str) -> Callable[[Any, Any], None]:
-    def process_with_following_ints(value: Any, state: Any) -> None:
-        words = [value]
-        while state.rargs and _NUMBER_WORD.fullmatch(state.rargs[0]):
-            words.append(state.rargs.pop(0))
-        if state.rargs and not state.rargs[0].startswith("-"):
-            _remember_tail(state.rargs[0], flag)
-        process(" ".join(words), state)
-
-    return process_with_following_ints
-
-
-def _remember_tail(word: str, flag: str) -> None:
-    """Note the word right after a list option's values: if click finds it to be an extra
-    argument, the error names the option (``--pads: 'x' is not an integer``)."""
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None:
-        ctx.meta.setdefault(LIST_TAILS_KEY, {}).setdefault(word, flag)
-
-
-def list_option_tail(ctx: click.Context, word: str) -> str | None:
-    """The list option ``word`` followed, when it did (see :func:`_remember_tail`)."""
-    return ctx.meta.get(LIST_TAILS_KEY, {}).get(word)
-
-
-def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
-    """Decorator for an ONNX integer-list attribute option (see the module docstring)."""
-    kwargs.setdefault("type", IntListType())
-    kwargs.setdefault("metavar", "INT...")
-    return click.option(*param_decls, cls=IntListOption, **kwargs)
-
-
-MAX_SIZE = 2**63 - 1
+        return int(text)
 
 
 def parse_size(text: str) -> int:
     """Parse a byte count such as ``1000000``, ``512M``, ``4GiB`` or ``1.5G`` (powers of 1024).
 
-    Rule: the number times its unit, rounded down, computed exactly; it must not exceed
-    2^63 - 1 bytes (8 EiB), else ValueError (400 nines is a mistake, not a limit).
+    Rule: floor(number * unit), computed exactly; above 2^63 - 1 bytes (8 EiB) is a
+    ValueError (400 nines is a mistake, not a limit).
     """
     match = _SIZE.fullmatch(text.strip())
     if not match:
         raise ValueError(f"{text!r} is not a size (examples: 1000000, 512M, 4G)")
     number, unit = match.groups()
-    return _exact_size(number, _SIZE_UNITS[(unit or "")[:1].lower()], text)
-
-
-def _exact_size(number: str, unit: int, text: str) -> int:
-    """floor(number * unit) for a decimal ``number``, refused above :data:`MAX_SIZE`."""
     whole, _, fraction = number.partition(".")
     fraction = fraction[:64]  # exact: n / 2^40 never needs more than 40 decimals
-    if len(whole.lstrip("0")) > 20:  # far beyond 2^63 whatever the unit: do not compute it
-        raise ValueError(f"{_short(text)} is too large (at most 8 EiB)")
-    size = (int(whole + fraction) * unit) // 10 ** len(fraction)
-    if size > MAX_SIZE:
-        raise ValueError(f"{_short(text)} is too large (at most 8 EiB)")
+    size = INT64_MAX + 1
+    if len(whole.lstrip("0")) <= 20:  # else far beyond 2^63 whatever the unit: not computed
+        scale = _SIZE_UNITS[(unit or "")[:1].lower()]
+        size = (int(whole + fraction) * scale) // 10 ** len(fraction)
+    if size > INT64_MAX:
+        shown = text.strip() if len(text.strip()) <= 40 else text.strip()[:37] + "..."
+        raise ValueError(f"{shown!r} is too large (at most 8 EiB)")
     return size
-
-
-def _short(text: str) -> str:
-    """``text`` quoted, cut to 40 characters for a message."""
-    text = text.strip()
-    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 class SizeType(click.ParamType):
@@ -222,66 +274,41 @@ class SizeType(click.ParamType):
             self.fail(str(error), param, ctx)
 
 
-def dtype_option(f: Callable) -> Callable:
-    """``--dtype``: element type of inline literal inputs (ONNX or numpy names)."""
-    return click.option(
-        "--dtype",
-        metavar="TYPE",
-        default=None,
-        help="Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, "
-        "bool, string, complex64 (default: float32 for numbers with a point and for [], int64 "
-        "for integers).",
-    )(f)
-
-
-def _remember_force_binary(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    from padconv_cli.cli.style import SETTINGS
-
-    SETTINGS["force_binary"] = bool(value)
-    return value
-
-
-def output_options(f: Callable) -> Callable:
-    """``-o/--output``, ``--format`` and ``--max-output-bytes``, shared by every compute command."""
-    f = click.option(
-        "--max-output-bytes",
-        type=SizeType(),
-        default=None,
-        metavar="SIZE",
-        help="Refuse, before computing, a result larger than this (e.g. 512M, 4G). "
-        "Default: half of the memory available; for out-of-core engines, the free disk space.",
-    )(f)
-    f = click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(["npy", "pb"]),
-        default=None,
-        help="Output format (default: from the -o suffix, else npy).",
-    )(f)
-    f = click.option(
-        "--force-binary",
-        is_flag=True,
-        expose_value=False,
-        callback=_remember_force_binary,
-        help="Write tensor bytes to stdout even when it is a terminal (-o -).",
-    )(f)
-    f = click.option(
-        "-o",
-        "--output",
-        metavar="PATH",
-        default=None,
-        help="Where to write the result: a .npy or .pb path, or - for stdout. Default: "
-        "pretty-print on a terminal, .npy bytes into a pipe.",
-    )(f)
+def _options(f: Callable, *declared: tuple[tuple[str, ...], dict[str, Any]]) -> Callable:
+    """``f`` with the options ``(declarations, settings)``, in that order in the help."""
+    for declarations, settings in reversed(declared):
+        f = click.option(*declarations, **settings)(f)
     return f
 
 
-def env_flag(name: str) -> bool:
-    """True when the environment variable is set to a non-empty value (NO_COLOR convention)."""
-    return bool(os.environ.get(name))
+def dtype_option(f: Callable) -> Callable:
+    """``--dtype``: element type of inline literal inputs (ONNX or numpy names)."""
+    return _options(f, (("--dtype",), dict(
+        metavar="TYPE", default=None,
+        help="Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, "
+        "bool, string, complex64 (default: float32 for numbers with a point and for [], int64 "
+        "for integers).")))
 
 
-TOLERANCE_FALLBACK_TEXT = "other floats their epsilon, integers 0"
+def output_options(f: Callable) -> Callable:
+    """``-o/--output``, ``--force-binary``, ``--format`` and ``--max-output-bytes``."""
+    return _options(
+        f,
+        (("-o", "--output"), dict(
+            metavar="PATH", default=None,
+            help="Where to write the result: a .npy or .pb path, or - for stdout. Default: "
+            "pretty-print on a terminal, .npy bytes into a pipe.")),
+        (("--force-binary",), dict(
+            is_flag=True, expose_value=False, callback=_set_meta("force_binary"),
+            help="Write tensor bytes to stdout even when it is a terminal (-o -).")),
+        (("--format", "fmt"), dict(type=click.Choice(["npy", "pb"]), default=None,
+                                   help="Output format (default: from the -o suffix, else npy).")),
+        (("--max-output-bytes",), dict(
+            type=SizeType(), default=None, metavar="SIZE",
+            help="Refuse, before computing, a result larger than this (e.g. 512M, 4G). "
+            "Default: half of the memory available; for out-of-core engines, the free disk "
+            "space.")),
+    )
 
 
 def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -291,19 +318,14 @@ def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) 
     return value
 
 
-def _short_number(value: float) -> str:
-    """``1e-09`` written as ``1e-9``."""
-    return re.sub(r"e([+-])0(\d)", r"e\1\2", f"{value:g}")
-
-
 def default_tolerance_text(position: int) -> str:
-    """The per-dtype defaults of rtol (``position`` 0) or atol (1), from the comparison table."""
+    """The per-dtype defaults of rtol (``position`` 0) or atol (1), from the comparison table,
+    ``1e-09`` written as ``1e-9``."""
     from padconv_cli.verification.compare import DEFAULT_TOLERANCES
 
-    shown = ", ".join(
-        f"{name} {_short_number(pair[position])}" for name, pair in DEFAULT_TOLERANCES.items()
-    )
-    return f"{shown}, {TOLERANCE_FALLBACK_TEXT}"
+    shown = ", ".join(name + " " + re.sub(r"e([+-])0(\d)", r"e\1\2", f"{pair[position]:g}")
+                      for name, pair in DEFAULT_TOLERANCES.items())
+    return f"{shown}, other floats their epsilon, integers 0"
 
 
 class ToleranceOption(click.Option):
@@ -319,17 +341,301 @@ class ToleranceOption(click.Option):
         return super().get_help_record(ctx)
 
 
-TOLERANCE_FLAGS = {"atol": "--atol", "rtol": "--rtol"}  # verify and compare name them so
-
-
 def tolerance_options(f: Callable) -> Callable:
     """``--rtol`` and ``--atol`` (numbers >= 0; default: by the expected tensor's dtype)."""
-    for name, lead, position in (
-        ("--atol", "Absolute tolerance", 1),
-        ("--rtol", "Relative tolerance", 0),
-    ):
-        f = click.option(
-            name, cls=ToleranceOption, type=float, default=None, callback=_tolerance,
-            lead=lead, position=position,
-        )(f)
-    return f
+    return _options(f, *(
+        ((name,), dict(cls=ToleranceOption, type=float, default=None, callback=_tolerance,
+                       lead=lead, position=position))
+        for name, lead, position in (("--rtol", "Relative tolerance", 0),
+                                     ("--atol", "Absolute tolerance", 1))))
+
+
+READ_POLICY_KEY = "padconv.read_policy"  # ctx.meta: the fields --max-input-bytes etc. set
+
+
+def _set_policy(field: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """Keep ``field`` of the read policy in the run's context (:func:`read_policy_of`)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        ctx.meta.setdefault(READ_POLICY_KEY, {})[field] = value
+
+    return callback
+
+
+def read_policy_of(ctx: click.Context | None = None) -> Any:
+    """The ReadPolicy the running command's ``--max-input-bytes``/``--allow-hardlinks`` set
+    (``ctx``: default, the current click context); None without them: the readers' default."""
+    ctx = ctx or click.get_current_context(silent=True)
+    given = ctx.meta.get(READ_POLICY_KEY) if ctx is not None else None
+    if not given:
+        return None
+    from padconv_cli.tensorio.files import ReadPolicy
+
+    return ReadPolicy(**given)
+
+
+def input_options(f: Callable) -> Callable:
+    """``--max-input-bytes SIZE`` and ``--allow-hardlinks``: the read policy of one run
+    (:class:`padconv_cli.tensorio.files.ReadPolicy`).  Eager, so they are set before any other
+    option reads a file (``--pads @-``); kept in the run's context, passed to every reader."""
+    return _options(
+        f,
+        (("--max-input-bytes",), dict(
+            type=SizeType(), default=None, metavar="SIZE", is_eager=True, expose_value=False,
+            callback=_set_policy("max_input_bytes"),
+            help="Refuse an input (file, stdin, external data, model) that would bring more "
+            "than this into memory (e.g. 512M, 8G). Default: half of the memory available.")),
+        (("--allow-hardlinks",), dict(
+            is_flag=True, default=False, is_eager=True, expose_value=False,
+            callback=_set_policy("allow_hardlinks"),
+            help="Read external data from a file that has several hard links (refused by "
+            "default: a hard link can lead outside the tensor's folder).")),
+    )
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine flags of one command line (the engines: :mod:`padconv_cli.pipeline`)."""
+
+    engine: str = "auto"
+    memory_limit: int | None = None
+    scheduler: str | None = None
+    quiet: bool = False
+    verbose: bool = False
+
+
+def engine_options(f: Callable) -> Callable:
+    """Add ``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``;
+    the command gets them as one ``engine_settings`` (:class:`EngineSettings`) argument
+    (``-q``/``-v`` given before the command count too)."""
+    from padconv_cli.pipeline import ENGINES
+
+    @functools.wraps(f)
+    def with_settings(*args: Any, **kwargs: Any) -> Any:
+        settings = EngineSettings(
+            engine=kwargs.pop("engine"), memory_limit=kwargs.pop("memory_limit"),
+            scheduler=kwargs.pop("scheduler"),
+            quiet=bool(kwargs.pop("quiet") or meta_flag("quiet")),
+            verbose=bool(kwargs.pop("verbose") or meta_flag("verbose")),
+        )
+        return f(*args, engine_settings=settings, **kwargs)
+
+    return _options(
+        with_settings,
+        (("--engine",), dict(
+            type=click.Choice(ENGINES), default="auto", show_default=True,
+            help="memory: all in RAM; tiled: out of core from a .npy to -o FILE.npy within "
+            "--memory-limit; dask: blocks on a dask cluster (.npy or .zarr in and out); auto: "
+            "dask for Zarr, tiled when a .npy input and output exceed --memory-limit.")),
+        (("--memory-limit",), dict(
+            type=SizeType(), default=None, metavar="SIZE",
+            help="Working memory of the tiled and dask engines, e.g. 256M, 4G "
+            "(default: half of the memory available).")),
+        (("--scheduler",), dict(
+            metavar="ADDRESS", default=None,
+            help="dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: a local "
+            "cluster); its workers must see the input and output paths.")),
+        (("--quiet", "-q"), dict(
+            is_flag=True, default=False,
+            help="No progress bar (it shows on a terminal for work longer than a second).")),
+        (("--verbose", "-v"), dict(
+            is_flag=True, default=False,
+            help="Let the dask engine's own log lines and warnings through to stderr.")),
+    )
+
+
+def progress_display(quiet: bool, terminal: bool, colour: bool = True) -> bool | str:
+    """How the tiled and dask engines report progress: nothing with ``--quiet``, a bar on a
+    terminal (``"plain"``, without colour, when ``colour`` is off), else one line if the run
+    is long (see :mod:`padconv_cli.outofcore.progress`)."""
+    if quiet:
+        return False
+    if not terminal:
+        return "line"
+    return True if colour else "plain"
+
+
+@dataclass(frozen=True)
+class ExtraOptions:
+    """The values of the options every operator command shares beyond its attributes."""
+
+    from_model: str | None = None
+    node: str | None = None
+    explain: bool = False
+    as_json: bool = False
+    emit_onnx: str | None = None
+    check: bool = False
+    check_rtol: float | None = None
+    check_atol: float | None = None
+    emit_initializers: bool = False
+
+
+def _check_combination(extras: ExtraOptions) -> None:
+    """Refuse option combinations that cannot mean anything."""
+    if extras.node is not None and extras.from_model is None:
+        raise click.UsageError("--node needs --from-model MODEL.onnx")
+    if extras.explain and extras.check:
+        raise click.UsageError("--check computes the result; --explain does not compute")
+    if extras.as_json and not (extras.explain or extras.check):
+        raise click.UsageError("--json changes the output of --explain or --check; give one")
+    if extras.emit_initializers and extras.emit_onnx is None:
+        raise click.UsageError("--emit-initializers changes the model of --emit-onnx; give it")
+    if extras.emit_onnx == "-":
+        raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
+    for name, value in (("--check-rtol", extras.check_rtol), ("--check-atol", extras.check_atol)):
+        if value is not None and not value >= 0:
+            raise click.UsageError(f"{name} {value} is not a tolerance (needs a number >= 0)")
+    if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
+        raise click.UsageError("--check-rtol/--check-atol need --check")
+
+
+def complete_path(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of a tensor or model argument: file names."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="file")]
+
+
+def complete_node(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
+    """Shell completion of --node: the labels of the --from-model model's nodes of the
+    command's operator (nothing when the model cannot be read)."""
+    from padconv_cli.errors import PadconvError
+    from padconv_cli.models import model_nodes
+    from padconv_cli.ops import OPERATORS, find
+
+    model = ctx.params.get("from_model")
+    if not model:
+        return []
+    entry = find(ctx.info_name or "")
+    try:
+        nodes = model_nodes(model, (entry.name,) if entry else tuple(OPERATORS),
+                            read_policy_of(ctx))
+    except PadconvError:
+        return []
+    return [n.label for n in nodes if n.label.startswith(incomplete)]
+
+
+def model_options(f: Callable) -> Callable:
+    """``--from-model/--node`` (a model's node), ``--explain``/``--json`` (describe, compute
+    nothing), ``--emit-onnx`` (the single-node model), ``--check`` (compare with onnx.reference
+    and onnxruntime); the command receives them as ``extras: ExtraOptions``."""
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        extras = ExtraOptions(**{field.name: kwargs.pop(field.name)
+                                 for field in fields(ExtraOptions)})
+        _check_combination(extras)
+        return f(*args, extras=extras, **kwargs)
+
+    return _options(
+        command,
+        (("--from-model",), dict(
+            metavar="MODEL.onnx", default=None, shell_complete=complete_path,
+            help="Take the attributes and stored inputs (W, B, pads, ...) of a node of this "
+            "model; flags given here override them.")),
+        (("--node",), dict(
+            metavar="NAME", default=None, shell_complete=complete_node,
+            help="The node of --from-model: its name, OpType#k (k-th node of that type) or its "
+            "output name. Optional when the model has one such node.")),
+        (("--explain",), dict(
+            is_flag=True, default=False,
+            help="Print the resolved attributes, each output dimension with its formula, FLOPs "
+            "and memory; compute nothing.")),
+        (("--json", "as_json"), dict(is_flag=True, default=False,
+                                     help="Print --explain or --check output as JSON.")),
+        (("--emit-onnx",), dict(
+            metavar="FILE.onnx", default=None, shell_complete=complete_path,
+            help="Also write the equivalent single-node ONNX model to FILE.onnx.")),
+        (("--emit-initializers",), dict(
+            is_flag=True, default=False,
+            help="Store the given tensors (DATA, or X, W, B) in the --emit-onnx model as "
+            "initializers: it runs without inputs.")),
+        (("--check",), dict(
+            is_flag=True, default=False,
+            help="After computing, run the same node through onnx.reference and onnxruntime; "
+            "exit 1 when they disagree beyond tolerance.")),
+        (("--check-rtol",), dict(type=float, default=None, metavar="RTOL",
+                                 help="Relative tolerance of --check (default: by dtype).")),
+        (("--check-atol",), dict(type=float, default=None, metavar="ATOL",
+                                 help="Absolute tolerance of --check (default: by dtype).")),
+    )
+
+
+def print_json(data: Any, err: bool = False) -> None:
+    """``data`` as strict JSON (:mod:`padconv_cli.json_output`), indented by 2, on stdout."""
+    from padconv_cli.json_output import dumps
+
+    click.echo(dumps(data, indent=2), err=err)
+
+
+def stdout_is_terminal() -> bool:
+    """True when stdout is an interactive terminal (then results are shown, not written)."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def emit_result(array: Any, output: str | None, fmt: str | None,
+                string_dtype: Any = None) -> None:
+    """Send ``array`` to ``output`` (``string_dtype``: the fixed width a string object array
+    is written at, :func:`padconv_cli.tensorio.write_tensor`).
+
+    Rule: ``-o PATH`` writes PATH (format from ``--format``, else the suffix); ``-o -`` writes
+    the bytes to stdout; no ``-o`` pretty-prints on a terminal and writes ``.npy`` (or ``fmt``)
+    bytes into a pipe, so that padconv commands chain with ``-``.
+    """
+    from padconv_cli.tensorio import write_tensor
+
+    if output is None and stdout_is_terminal() and fmt is None:
+        from padconv_cli.cli.style import print_tensor
+
+        print_tensor(array)
+        return
+    refuse_binary_to_terminal(output, fmt)
+    write_tensor(array, output or "-", fmt=fmt or ("npy" if output in (None, "-") else None),
+                 string_dtype=string_dtype)
+
+
+def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
+    """Refuse to write tensor bytes to stdout when it is a terminal (as gzip does), unless
+    ``--force-binary`` was given: they would only garble the screen."""
+    from padconv_cli.errors import OutputError
+
+    if output not in (None, "-") or not stdout_is_terminal() or meta_flag("force_binary"):
+        return
+    raise OutputError(
+        f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "
+        "(> y.npy), pipe it, give -o FILE, or add --force-binary"
+    )
+
+
+def same_file(first: str, second: str) -> bool:
+    """True when two paths name one file (one real path, or one existing inode)."""
+    import os
+
+    if os.path.realpath(first) == os.path.realpath(second):
+        return True
+    try:
+        return os.path.samefile(first, second)
+    except (OSError, ValueError):
+        return False
+
+
+def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
+    """Rule: an extra output (``--emit-onnx``, ``--junit-xml``, ``--png``) never names one of
+    the run's input files (a tensor, a model, ``FILE.npz`` of ``FILE.npz:NAME``), by any
+    spelling or hard link: writing it would destroy that input. A usage error, before anything
+    is read or written."""
+    import os
+
+    if target is None or target == "-" or not target.strip():
+        return
+    for source in (s for s in sources if s and s != "-"):
+        prefixes = [source[:i] for i, ch in enumerate(source) if ch == ":" and i]
+        for path in (p for p in [source, *prefixes] if os.path.isfile(p)):
+            if same_file(path, target):
+                raise click.UsageError(
+                    f"{flag} {target} is also an input ({source}); "
+                    "writing it would destroy that input: give another file"
+                )

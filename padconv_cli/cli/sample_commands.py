@@ -10,7 +10,6 @@ user could name, and a literal reproduces the case from any folder after a plain
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 import numpy as np
 
@@ -39,19 +38,10 @@ def tensor_literal(array: np.ndarray) -> str:
     """``array`` as an inline literal (nested lists) that reads back to the same values in
     the array's dtype: each float is written as the shortest decimal that rounds to it in
     that dtype (``str`` of a numpy scalar), NaN and infinities as ``nan``/``inf``/``-inf``."""
-    return _nested(array)
-
-
-def _nested(array: np.ndarray) -> str:
-    if array.ndim == 0:
-        return _scalar(array[()])
-    return "[" + ", ".join(_nested(item) for item in array) + "]"
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, np.integer | np.bool_):
-        return str(int(value))
-    return str(value)
+    if array.ndim > 0:
+        return "[" + ", ".join(tensor_literal(item) for item in array) + "]"
+    value = array[()]
+    return str(int(value)) if isinstance(value, np.integer | np.bool_) else str(value)
 
 
 def command_line(case: Case, folder: str | None = None, output: str | None = None) -> str:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.model_options import complete_path
-from padconv_cli.cli.options import dtype_option, read_policy_of
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    Command,
+    complete_path,
+    dtype_option,
+    examples_first,
+    input_options,
+    print_json,
+    read_policy_of,
+)
 
 EXAMPLES = """\b
 Examples:
@@ -18,39 +23,23 @@ Examples:
 """
 
 
-def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) -> int:
+def _not_negative(ctx: click.Context, param: click.Parameter, value: int) -> int:
     if value < 0:
         raise click.BadParameter(f"{value} is negative")
     return value
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "show",
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Show dtype, shape and statistics of tensors in files.",
-)
-@click.argument(
-    "sources", metavar="FILE...", nargs=-1, required=True, shell_complete=complete_path
-)
-@click.option(
-    "--histogram", is_flag=True, help="Add a histogram of the finite values of each tensor."
-)
-@click.option(
-    "--bins",
-    type=click.IntRange(min=1, max=1000),
-    default=10,
-    show_default=True,
-    help="Number of equal-width histogram bins between min and max.",
-)
-@click.option(
-    "--edge-items",
-    type=int,
-    default=3,
-    show_default=True,
-    callback=_positive_or_zero,
-    help="Values shown at each end of every axis of large tensors; 0 hides the values.",
-)
+@click.command("show", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Show dtype, shape and statistics of tensors in files.")
+@click.argument("sources", metavar="FILE...", nargs=-1, required=True,
+                shell_complete=complete_path)
+@click.option("--histogram", is_flag=True,
+              help="Add a histogram of the finite values of each tensor.")
+@click.option("--bins", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
+              help="Number of equal-width histogram bins between min and max.")
+@click.option("--edge-items", type=int, default=3, show_default=True, callback=_not_negative,
+              help="Values shown at each end of every axis of large tensors; 0 hides the values.")
 @click.option("--initializers", "every_initializer", is_flag=True,
               help="For a model: describe every initializer in full, not its nodes.")
 @click.option("--json", "as_json", is_flag=True,
@@ -60,16 +49,9 @@ def _positive_or_zero(ctx: click.Context, param: click.Parameter, value: int) ->
               "channels; needs padconv[png].")
 @dtype_option
 @input_options
-def show_command(
-    sources: tuple[str, ...],
-    histogram: bool,
-    bins: int,
-    edge_items: int,
-    as_json: bool,
-    dtype: str | None,
-    png: str | None,
-    every_initializer: bool,
-) -> None:
+def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_items: int,
+                 as_json: bool, dtype: str | None, png: str | None,
+                 every_initializer: bool) -> None:
     """Show name, dtype, shape, min/max/mean/std, NaN/Inf counts and a preview of each tensor.
 
     FILE is a .npy, .npz (every array, or FILE.npz:NAME), .pb file, polygraphy .json file
@@ -81,7 +63,7 @@ def show_command(
     initializers summarised on the last lines; MODEL.onnx:NAME describes one of them,
     --initializers (or --json) every one.
     """
-    from padconv_cli.cli.output import refuse_output_onto_inputs
+    from padconv_cli.cli.options import refuse_output_onto_inputs
     from padconv_cli.cli.style import output_width
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
@@ -109,9 +91,7 @@ def show_command(
         except MemoryError:
             raise _out_of_memory(source) from None
     if as_json:
-        from padconv_cli.json_output import dumps
-
-        click.echo(dumps(descriptions, indent=2))
+        print_json(descriptions)
     if png is not None:
         _draw(sources, dtype, png)
 
@@ -141,9 +121,7 @@ def _is_model_file(source: str) -> bool:
 def _out_of_memory(source: str) -> Exception:
     """The one-line refusal of a tensor whose reading or statistics ran out of memory."""
     from padconv_cli.errors import InputError
-    from padconv_cli.tensorio.files import printable
-
-    return InputError(f"{printable(source)}: out of memory while reading it or computing its "
+    return InputError(f"{source}: out of memory while reading it or computing its "
                       "statistics (they need about one more copy of the tensor)")
 
 

@@ -1,5 +1,5 @@
-"""Terminal presentation shared by every command: colour on or off, the width to fit, and the
-global flags (``--no-color``, ``-q``, ``-v``) that may be given before or after the command.
+"""Terminal presentation shared by every command: colour on or off, the width to fit, lines
+wrapped at tokens, and tensors pretty-printed (a header line, then the values).
 
 Rule for colour: on only when the stream is a terminal, ``NO_COLOR`` is unset or empty and
 ``--no-color`` was not given (https://no-color.org). Rule for width: the terminal's width when
@@ -15,14 +15,8 @@ from typing import Any, TextIO
 import click
 
 DEFAULT_WIDTH = 80
-SETTINGS: dict[str, Any] = {
-    "no_color": False, "quiet": False, "verbose": 0, "context": None, "force_binary": False,
-}
-
-
-def reset_settings() -> None:
-    """Forget the global flags of an earlier run (one process may run several commands)."""
-    SETTINGS.update(no_color=False, quiet=False, verbose=0, context=None, force_binary=False)
+PREVIEW_THRESHOLD = 1000
+EDGE_ITEMS = 3
 
 
 def _stream(err: bool) -> TextIO:
@@ -39,7 +33,8 @@ def is_terminal(err: bool = False) -> bool:
 
 def color_enabled(err: bool = False) -> bool:
     """Colour and bold on this stream? Only on a terminal, without NO_COLOR or --no-color."""
-    if SETTINGS["no_color"] or os.environ.get("NO_COLOR"):
+    ctx = click.get_current_context(silent=True)
+    if (ctx is not None and ctx.meta.get("padconv.no_color")) or os.environ.get("NO_COLOR"):
         return False
     return is_terminal(err)
 
@@ -71,54 +66,6 @@ def rich_console(err: bool = False) -> Any:
     if color_enabled(err):
         return Console(stderr=err, highlight=False)
     return Console(stderr=err, highlight=False, color_system=None, no_color=True)
-
-
-def _set_flag(name: str) -> Any:
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        SETTINGS["context"] = ctx  # the innermost command seen: errors name its flags
-        if value:
-            SETTINGS[name] = value if name == "verbose" else True
-        return value
-
-    return callback
-
-
-GLOBAL_FLAGS = {
-    "no_color": (("--no-color",), "Plain text: no colour or bold (also when NO_COLOR is set)."),
-    "verbose": (("-v", "--verbose"), "More detail (verify: every case's details)."),
-}
-
-
-def global_options() -> list[click.Option]:
-    """Fresh ``--no-color`` and ``-v`` options, accepted by the group and every command."""
-    options = [
-        click.Option(["--no-color", "global_no_color"], is_flag=True, expose_value=False,
-                     is_eager=True, callback=_set_flag("no_color"),
-                     help=GLOBAL_FLAGS["no_color"][1]),
-        click.Option(["-v", "--verbose", "global_verbose"], count=True, expose_value=False,
-                     is_eager=True, callback=_set_flag("verbose"),
-                     help=GLOBAL_FLAGS["verbose"][1]),
-    ]
-    return options
-
-
-def quiet_option() -> click.Option:
-    """A fresh ``-q/--quiet`` option for commands that do not have one of their own."""
-    return click.Option(["-q", "--quiet", "global_quiet"], is_flag=True, expose_value=False,
-                        is_eager=True, callback=_set_flag("quiet"),
-                        help="Print less: no progress bar, no notes (verify: failures only).")
-
-
-def add_global_options(command: click.Command) -> click.Command:
-    """Give ``command`` the global flags it does not declare itself (once)."""
-    if getattr(command, "_padconv_globals", False):
-        return command
-    taken = {opt for param in command.params for opt in getattr(param, "opts", [])}
-    for option in [*global_options(), quiet_option()]:
-        if not taken.intersection(option.opts):
-            command.params.append(option)
-    command._padconv_globals = True  # type: ignore[attr-defined]
-    return command
 
 
 # A line may break after a space, after "=", after "+" (not the exponent sign of 1e+05) and
@@ -154,3 +101,20 @@ def _wrap_line(line: str, width: int) -> list[str]:
         else:
             current += piece
     return [*lines, current.rstrip(" ")]
+
+
+def print_tensor(array: Any) -> None:
+    """Show a tensor on the terminal: ``dtype[d0, d1, ...] (size elements)`` in bold (the
+    dtype as ONNX spells it), then numpy's text form in lines of the terminal's width, elided
+    with ``...`` past PREVIEW_THRESHOLD elements."""
+    import numpy as np
+    from rich.text import Text
+
+    from padconv_cli.dtypes import dtype_name
+
+    console = rich_console()
+    shape = ", ".join(str(d) for d in array.shape)
+    console.print(Text(f"{dtype_name(array.dtype)}[{shape}] ({array.size} elements)",
+                       style="bold"))
+    console.print(Text(np.array2string(array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS,
+                                       max_line_width=output_width())))

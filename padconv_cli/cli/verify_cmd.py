@@ -6,10 +6,15 @@ import sys
 
 import click
 
-from padconv_cli.cli.help_examples import examples_first
-from padconv_cli.cli.input_options import input_options
-from padconv_cli.cli.main import CONTEXT_SETTINGS
-from padconv_cli.cli.options import TOLERANCE_FLAGS, env_flag, tolerance_options
+from padconv_cli.cli.options import (
+    CONTEXT_SETTINGS,
+    TOLERANCE_FLAGS,
+    Command,
+    examples_first,
+    input_options,
+    meta_flag,
+    tolerance_options,
+)
 
 EXIT_FAILED = 1
 
@@ -22,58 +27,27 @@ Examples:
 
 
 @examples_first(EXAMPLES)
-@click.command(
-    "verify",
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Run operator cases (built-in, ONNX suite, DIRs); compare.",
-)
+@click.command("verify", cls=Command, context_settings=CONTEXT_SETTINGS,
+               short_help="Run operator cases (built-in, ONNX suite, DIRs); compare.")
 @click.argument("dirs", metavar="[DIR]...", nargs=-1)
-@click.option(
-    "--onnx-suite",
-    is_flag=True,
-    help="Also run the conformance cases of padconv's operators shipped in the installed onnx "
-    "package "
-    "(node cases, pytorch-converted, pytorch-operator).",
-)
-@click.option(
-    "-k",
-    "patterns",
-    metavar="PATTERN",
-    multiple=True,
-    help="Only cases whose name contains PATTERN, or matches it as a glob when it has * ? or "
-    "[ (case-insensitive; repeat for OR).",
-)
+@click.option("--onnx-suite", is_flag=True,
+              help="Also run the conformance cases of padconv's operators shipped in the "
+              "installed onnx package (node cases, pytorch-converted, pytorch-operator).")
+@click.option("-k", "patterns", metavar="PATTERN", multiple=True,
+              help="Only cases whose name contains PATTERN, or matches it as a glob when it has "
+              "* ? or [ (case-insensitive; repeat for OR).")
 @click.option("--list", "list_only", is_flag=True, help="List the selected cases, run nothing.")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print one JSON object per case per line, then a summary object.",
-)
-@click.option(
-    "--junit-xml",
-    metavar="FILE",
-    default=None,
-    help="Also write the results as JUnit XML to FILE (atomically).",
-)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object per case per line, then a summary object.")
+@click.option("--junit-xml", metavar="FILE", default=None,
+              help="Also write the results as JUnit XML to FILE (atomically).")
 @tolerance_options
-@click.option(
-    "--no-color",
-    is_flag=True,
-    help="Plain text output (also when NO_COLOR is set or stdout is not a terminal).",
-)
+@click.option("--no-color", is_flag=True,
+              help="Plain text output (also when NO_COLOR is set or stdout is not a terminal).")
 @input_options
-def verify_command(
-    dirs: tuple[str, ...],
-    onnx_suite: bool,
-    patterns: tuple[str, ...],
-    list_only: bool,
-    as_json: bool,
-    junit_xml: str | None,
-    rtol: float | None,
-    atol: float | None,
-    no_color: bool,
-) -> None:
+def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str, ...],
+                   list_only: bool, as_json: bool, junit_xml: str | None, rtol: float | None,
+                   atol: float | None, no_color: bool) -> None:
     """Run cases of padconv's operators (Pad, Conv, ConvTranspose, ConvInteger, QLinearConv)
     through padconv and compare with the expected outputs.
 
@@ -114,7 +88,7 @@ def verify_command(
     if list_only:
         _print_list(selected, as_json)
         return
-    from padconv_cli.verification.runner import FAILED, run_cases
+    from padconv_cli.verification.runner import FAILED, PASSED, run_cases
 
     results = run_cases(selected, rtol=rtol, atol=atol)
     if junit_xml is not None:
@@ -123,31 +97,21 @@ def verify_command(
 
         write_atomically(junit_xml, render_junit(results, TOLERANCE_FLAGS))
     if as_json:
-        _print_json(results)
-    else:
-        from padconv_cli.cli.style import SETTINGS
+        from padconv_cli.verification.report import json_lines
 
-        picked = bool(patterns) or SETTINGS["verbose"]
-        side = len(selected) == 1 and picked and not SETTINGS["quiet"]
-        _print_results(results, _use_colour(no_color), SETTINGS["verbose"], SETTINGS["quiet"],
-                       side_by_side=side)
+        click.echo("\n".join(json_lines(results)))
+    else:
+        verbose, quiet = meta_flag("verbose"), meta_flag("quiet")
+        side = len(selected) == 1 and (bool(patterns) or verbose) and not quiet
+        colour = not no_color and _color_enabled()
+        _print_results(results, colour, verbose, quiet, side_by_side=side)
     sys.stdout.flush()
-    if not _ran_any(results):
-        click.echo(
-            f"padconv verify: nothing was verified: none of the {len(results)} selected cases "
-            "ran (all unsupported)",
-            err=True,
-        )
+    if not any(result.status in (PASSED, FAILED) for result in results):
+        click.echo(f"padconv verify: nothing was verified: none of the {len(results)} selected "
+                   "cases ran (all unsupported)", err=True)
         click.get_current_context().exit(EXIT_FAILED)
     if any(result.status == FAILED for result in results):
         click.get_current_context().exit(EXIT_FAILED)
-
-
-def _ran_any(results: list) -> bool:
-    """True when at least one case was compared (passed + failed > 0)."""
-    from padconv_cli.verification.runner import FAILED, PASSED
-
-    return any(result.status in (PASSED, FAILED) for result in results)
 
 
 def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
@@ -158,13 +122,11 @@ def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
     from padconv_cli.verification.cases import builtin_cases
 
     policy = read_policy_of()
-    if not dirs and not onnx_suite:
-        return builtin_cases() + suite_module.shipped_cases(policy)
-    dir_cases = [case for path in dirs for case in suite_module.cases_from_user_dir(path, policy)]
     collected = [] if dirs else builtin_cases() + suite_module.shipped_cases(policy)
     if onnx_suite:
         collected += suite_module.suite_cases(policy)
-    return collected + dir_cases
+    return collected + [case for path in dirs
+                        for case in suite_module.cases_from_user_dir(path, policy)]
 
 
 STATUS_COLOURS = {"passed": "green", "failed": "red", "unsupported": "yellow"}
@@ -176,48 +138,32 @@ def _status_style(word: str, status: str) -> str:
     return styled(word, fg=STATUS_COLOURS[status], bold=status == "failed")
 
 
-def _use_colour(no_color: bool) -> bool:
-    """Colour only on a terminal, without --no-color and without NO_COLOR."""
-    if no_color or env_flag("NO_COLOR"):
-        return False
+def _color_enabled() -> bool:
     from padconv_cli.cli.style import color_enabled
 
     return color_enabled()
 
 
 def _print_list(cases: list, as_json: bool) -> None:
+    from padconv_cli.json_output import dumps
     from padconv_cli.verification import report
 
     if as_json:
-        from padconv_cli.json_output import dumps
-
-        for case in cases:
-            click.echo(dumps(report.case_record(case)))
-        click.echo(dumps({"type": "summary", "total": len(cases)}))
-        return
-    for line in report.plain_case_list(cases):
-        click.echo(line)
-    click.echo(f"{len(cases)} cases")
+        lines = [dumps(report.case_record(case)) for case in cases]
+        lines.append(dumps({"type": "summary", "total": len(cases)}))
+    else:
+        lines = [*report.plain_case_list(cases), f"{len(cases)} cases"]
+    click.echo("\n".join(lines))
 
 
-def _print_side_by_side(case, result) -> None:
+def _side_by_side(case, result, width: int) -> list[str]:
     """The one selected case in full: command, inputs, attributes, expected, actual, difference."""
     from padconv_cli.cli.sample_commands import command_line
-    from padconv_cli.cli.style import output_width
     from padconv_cli.verification.report import side_by_side
     from padconv_cli.verification.samples import has_command
 
     command = command_line(case) if case.source == "builtin" and has_command(case) else None
-    click.echo("")
-    for line in side_by_side(case, result, output_width(), command):
-        click.echo(line)
-
-
-def _print_json(results: list) -> None:
-    from padconv_cli.verification.report import json_lines
-
-    for line in json_lines(results):
-        click.echo(line)
+    return ["", *side_by_side(case, result, width, command)]
 
 
 def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
@@ -236,24 +182,17 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
 
     width = output_width()
     shown = [r for r in results if r.status != PASSED] if quiet else results
-    if shown:
-        for line in case_table(shown, width, _status_style if colour else None):
-            click.echo(line)
+    lines = list(case_table(shown, width, _status_style if colour else None)) if shown else []
     for result in shown:
-        details = []
-        if result.status != PASSED:
-            details = failure_details(result, TOLERANCE_FLAGS)
+        details = failure_details(result, TOLERANCE_FLAGS) if result.status != PASSED else []
         if verbose:
             details = (details or [result.case.name]) + verbose_details(result)[1:]
         if details:
-            click.echo("")
-            for line in wrap_lines(details, width):
-                click.echo(line)
+            lines += ["", *wrap_lines(details, width)]
     if side_by_side and results[0].status != UNSUPPORTED:
-        _print_side_by_side(results[0].case, results[0])
-    click.echo("")
-    failed = any(result.status == FAILED for result in results)
+        lines += _side_by_side(results[0].case, results[0], width)
     summary = summary_line(results)
     if colour:
+        failed = any(result.status == FAILED for result in results)
         summary = click.style(summary, fg="red" if failed else "green", bold=True)
-    click.echo(summary)
+    click.echo("\n".join([*lines, "", summary]))

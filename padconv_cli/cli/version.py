@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Callable
-from typing import Any
-
-import click
 
 NOT_INSTALLED = "not installed"
 # Distributions that provide the ``onnxruntime`` module, the plain CPU build first.
@@ -74,18 +70,3 @@ def version_lines() -> list[str]:
         f"  python       {platform.python_version()} ({sys.platform}, {platform.machine()})",
     ]
 
-
-def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if not value or ctx.resilient_parsing:
-        return
-    click.echo("\n".join(version_lines()))
-    ctx.exit(0)
-
-
-def version_option() -> Callable[[Any], Any]:
-    """The ``-V/--version`` flag of the command group: print :func:`version_lines`, exit 0."""
-    return click.option(
-        "-V", "--version", is_flag=True, expose_value=False, is_eager=True,
-        callback=_print_version,
-        help="Show padconv's version, its libraries' versions and the native instruction set.",
-    )

@@ -279,7 +279,8 @@ def _kernel_shape(kernel_shape: object, w_shape: tuple[int, ...]) -> tuple[int, 
         given = int_list("kernel_shape", kernel_shape, len(from_w), "one per spatial axis")
         if given != from_w:
             raise AttributeValueError(f"Conv attribute kernel_shape {list(given)} != W.shape[2:] "
-                                      f"{list(from_w)}")
+                                      f"{list(from_w)}; drop kernel_shape: it comes from W",
+                                      param="kernel_shape")
     if any(k < 1 for k in from_w):
         raise AttributeValueError("Conv kernel dimensions W.shape[2:] must be >= 1, got "
                                   f"{list(from_w)}")
@@ -358,7 +359,8 @@ def _float_inputs(
                                         "convert the tensor to a float type first")
     if len({_dtype_name(array.dtype) for _, array in named}) > 1:  # byte order may differ
         listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
-        raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}")
+        raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}; "
+                                    "convert the inputs to one dtype")
     return named[0][1], named[1][1], named[2][1] if B is not None else None
 
 

@@ -179,7 +179,9 @@ def _check_pad_count(pads: tuple[int, ...], n_axes: int, all_axes: bool, rank: i
     if len(pads) != 2 * n_axes:
         need = (f"2 * rank = {2 * n_axes} for a rank-{rank} input" if all_axes
                 else f"2 * len(axes) = {2 * n_axes}")
-        raise AttributeValueError(f"pads has {len(pads)} values; it needs {need}")
+        fix = "; give axes to pad only some of them" if all_axes else ""
+        raise AttributeValueError(f"pads has {len(pads)} values; it needs {need}{fix}",
+                                  param=("pads", "axes"))
 
 
 def _axis_pad(axis: int, dim: int, begin: int, end: int, mode: str) -> AxisPad:

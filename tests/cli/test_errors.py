@@ -287,7 +287,7 @@ def _raise_memory_error(*args, **kwargs):
 
 @pytest.mark.parametrize("raiser", [_raise_numpy_memory_error, _raise_memory_error])
 def test_memory_error_is_one_line_exit_2(run_cli, data_file, tmp_path, monkeypatch, raiser):
-    monkeypatch.setattr("padconv_cli.cli.output.emit_result", raiser)
+    monkeypatch.setattr("padconv_cli.cli.options.emit_result", raiser)
     result = run_cli("pad", str(data_file), "--pads", "1", "1", "1", "1", "-o",
                      str(tmp_path / "y.npy"))
     assert result.exit_code == 2

@@ -17,7 +17,7 @@ from padconv_cli import __version__
 from padconv_cli.cli import version
 from padconv_cli.cli.help_examples import example_commands, examples_first, with_examples_first
 from padconv_cli.cli.main import ALIASES, COMMANDS
-from padconv_cli.cli.options import IntListType, int_list_option, parse_size
+from padconv_cli.cli.options import Command, IntListType, int_list_option, parse_size
 from padconv_cli.errors import InputError
 from padconv_cli.kernels.native import available_isas, selected_isa
 
@@ -35,7 +35,7 @@ def test_every_command_has_help_with_examples(run_cli, command, flag):
     assert 2 <= len(example_commands(result.stdout)) <= 6
 
 
-@click.command()
+@click.command(cls=Command)
 @int_list_option("--pads")
 @click.argument("rest", nargs=-1)
 def _echo_pads(pads, rest):

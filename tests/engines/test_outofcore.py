@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from padconv_cli.cli.engine_options import EngineSettings, engine_options
+from padconv_cli.cli.options import EngineSettings, engine_options
 from padconv_cli.errors import (
     InputError,
     OutputError,
@@ -701,7 +701,7 @@ def test_a_long_run_without_a_terminal_says_once_what_it_is_doing(monkeypatch, c
 
 
 def test_quiet_says_nothing_and_a_terminal_gets_the_bar():
-    from padconv_cli.cli.engine_options import progress_display
+    from padconv_cli.cli.options import progress_display
 
     assert progress_display(quiet=True, terminal=False) is False
     assert progress_display(quiet=False, terminal=True) is True

@@ -223,7 +223,8 @@ def test_inputs_must_share_one_dtype(x_dtype, w_dtype, b_dtype, listing):
     B = None if b_dtype is None else np.zeros(1, b_dtype)
     with pytest.raises(UnsupportedDtypeError) as error:
         conv(np.zeros((1, 1, 5), x_dtype), np.zeros((1, 1, 3), w_dtype), B)
-    assert str(error.value) == f"Conv inputs must share one dtype; got {listing}"
+    assert str(error.value) == (f"Conv inputs must share one dtype; got {listing}; "
+                                "convert the inputs to one dtype")
 
 
 def test_errors_are_padconv_errors():

@@ -715,7 +715,8 @@ def test_shape_formula_and_oracle(case, mode):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (dict(pads=[1, 2, 3]), r"^pads has 3 values; it needs 2 \* rank = 4 for a rank-2 input$"),
+        (dict(pads=[1, 2, 3]), r"^pads has 3 values; it needs 2 \* rank = 4 for a rank-2 input; "
+         r"give axes"),
         (dict(pads=[1, 2, 3], axes=[0, 1]), r"^pads has 3 values; it needs 2 \* len\(axes\) = 4$"),
         (
             dict(pads=[0, 0, 0, 0], axes=[0, 5]),
