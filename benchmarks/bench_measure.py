@@ -90,7 +90,8 @@ def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generat
             row.update(status="error", note=f"{type(exc).__name__}: {str(exc)[:150]}")
             continue
         if not peer.floor:
-            row["status"], row["error_ratio"], row["note"] = bc.verify(case, want, got)
+            row["status"], row["error_ratio"], row["note"] = bc.verify(case, want, got,
+                                                                       peer.name)
         if row["status"] == "ok":
             calls[peer.name] = (call, peer.capped)
     for name, durations in time_in_turns(calls, s).items():
