@@ -9,6 +9,11 @@ form a progression ``k0, k0 + L, ...`` (``L = s / gcd(s, d)``) and reach the inp
 flipped sub-kernel, run by the native Conv core (:mod:`padconv_cli.kernels.native`) into a
 phase buffer and copied to its strided place in Y. Each output element is therefore summed in
 one fixed order (channels, then its phase's taps) by the core, whatever the thread count.
+When the kernel equals the stride (no dilation, no pads: U-Net's 2x2 stride-2 upsampling) every
+phase is a 1x1 Conv of the whole X with one tap: the phases of a range of output channels are
+then one 1x1 Conv with the taps stacked as output channels, and the native core interleaves
+its result into Y in one pass (``interleave_phases``); each output is the same single sum of
+C products in channel order.
 
 float16 and bfloat16 are accumulated in float32 and rounded once; float32 in float32; float64 in
 float64. Weights that are not all finite take a numpy path (GEMM, then col2im adds) that forms
@@ -133,8 +138,10 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
         return scatter_add(plan, x, w, b).astype(x.dtype)
     acc = accumulator_dtype(x.dtype)
     x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
-    conv_w = conv_layout(w, plan.group).astype(acc)
     bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
+    if kernel_is_stride(plan) and x.dtype == acc:
+        return _stacked_phases(plan, x, w.astype(acc), bias, y)
+    conv_w = conv_layout(w, plan.group).astype(acc)
     per_axis = [axis_phases(*args) for args in zip(
         plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
         plan.output_shape[2:], strict=True)]
@@ -149,6 +156,42 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     buffer = np.empty(max((m1 - m0) * largest for m0, m1 in chunks), acc)  # reused
     for phase in product(*per_axis):
         _run_phase(plan, phase, x, conv_w, bias, chunks, buffer, y)
+    return y
+
+
+def kernel_is_stride(plan: ConvTransposePlan) -> bool:
+    """Every axis has ``kernel == stride``, dilation 1 and no pads, one group: each output
+    ``i * s + a`` takes the one tap ``a`` of input ``i`` (output length ``in * s``)."""
+    return (plan.group == 1 and plan.kernel_shape == plan.strides
+            and set(plan.dilations) == {1} and not any(plan.pads_begin)
+            and tuple(plan.output_shape[2:]) == tuple(
+                i * s for i, s in zip(plan.x_shape[2:], plan.strides, strict=True)))
+
+
+def _stacked_phases(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
+                    bias: np.ndarray | None, y: np.ndarray) -> np.ndarray:
+    """:func:`kernel_is_stride`'s case: ``P[n, m, a, i] = B[m] + sum_c X[n, c, i] * W[c, m, a]``
+    as one 1x1 Conv whose output channels are the ``(m, a)`` pairs (per image and range of
+    output channels), then ``Y[n, m, i*s + a] = P[n, m, a, i]`` by the native core."""
+    from padconv_cli.kernels import native
+
+    taps, rank = math.prod(plan.kernel_shape), plan.spatial_rank
+    c, m = plan.w_shape[:2]
+    stacked = np.ascontiguousarray(np.moveaxis(w, 0, -1).reshape((m * taps, c) + (1,) * rank))
+    stacked_bias = None if bias is None else np.repeat(bias, taps)
+    plane = math.prod(plan.output_shape[2:])
+    chunks = channel_chunks(plan, plane * y.itemsize)
+    buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
+    for n, (m0, m1) in product(range(plan.output_shape[0]), chunks):
+        values = buffer[:(m1 - m0) * plane]
+        native.conv_into(x[n:n + 1], stacked[m0 * taps:m1 * taps],
+                         None if bias is None else stacked_bias[m0 * taps:m1 * taps],
+                         values.reshape((1, (m1 - m0) * taps, *plan.x_shape[2:])),
+                         strides=(1,) * rank, dilations=(1,) * rank, pads_begin=(0,) * rank,
+                         group=1)
+        native.extension().interleave_phases(
+            values.reshape((m1 - m0, *plan.kernel_shape, *plan.x_shape[2:])), y[n, m0:m1],
+            tuple(plan.strides), native.thread_count())
     return y
 
 
@@ -247,7 +290,8 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
 
 def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
-    one buffer for a chunk of the largest phase's output (one image, the output channels of
+    one buffer for a chunk of the largest phase's output (of every phase when the kernel is the
+    stride) (one image, the output channels of
     :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
     copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
     scratch (bounded by :func:`padconv_cli.kernels.conv_paths.PANEL_BYTES` per thread and
@@ -257,6 +301,8 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     acc = accumulator_dtype(np.dtype(dtype)).itemsize
     plane = math.prod(-(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides,
                                                   strict=True))
+    if kernel_is_stride(plan):  # every phase of a channel range at once
+        plane = math.prod(plan.output_shape[2:])
     phase_out = plane * max((m1 - m0 for m0, m1 in channel_chunks(plan, plane * acc)),
                             default=0)
     weights = 2 * math.prod(plan.w_shape) * acc
