@@ -180,44 +180,91 @@ void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed, int pack,
 
 // X for the direct path (QJob::xq): per image and group, `pack` channels woven into words
 // over the padded grid (bytes for pack 4, int16 for pack 2), x' inside and xz' in the
-// padding; lanes of missing channels 0.
-void transform_x(const QJob& job, int pack, uint8_t* xq) {
-    const int r = job.rank;
-    const long width = job.pd[r - 1];
-    const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
-    std::vector<uint8_t> row(width);
-    long o[PADCONV_QMAX_RANK];
-    for (long n = 0; n < job.n; ++n) {
-        for (long g = 0; g < job.group; ++g) {
-            uint8_t* image = xq + (n * job.group + g) * job.xq_image;
-            memset(image, 0, job.xq_image);
-            for (long c = 0; c < job.cg; ++c) {
-                const uint8_t* plane = job.x + (n * job.c + g * job.cg + c) * job.in_plane;
-                uint8_t* lanes = image + (c / pack) * job.grid * 4 + (c % pack) * (4 / pack);
-                const long rows = job.grid / width;
-                for (int a = 0; a < r; ++a) o[a] = 0;
-                for (long k = 0; k < rows; ++k) {
-                    long in_row = 0;
-                    bool inside = true;
-                    for (int a = 0; a < r - 1; ++a) {
-                        const long i = o[a] - job.pb[a];
-                        if (i < 0 || i >= job.in[a]) inside = false;
-                        in_row = in_row * job.in[a] + i;
-                    }
-                    memset(row.data(), pad, width);
-                    if (inside) {
-                        const uint8_t* src = plane + in_row * job.in[r - 1];
-                        const long pbl = job.pb[r - 1];
-                        for (long i = 0; i < job.in[r - 1]; ++i)
-                            if (i + pbl < width) row[i + pbl] = src[i] ^ flip;
-                    }
-                    uint8_t* out = lanes + k * width * 4;
-                    for (long j = 0; j < width; ++j) out[j * 4] = row[j];
-                    for (int a = r - 2; a >= 0 && ++o[a] == job.pd[a]; --a) o[a] = 0;
-                }
+// padding; lanes of missing channels 0.  Task t weaves the words of one (image, group,
+// pack of channels): tasks are shared by the pool's threads.
+struct Transform {
+    const QJob& job;
+    int pack;
+    uint8_t* xq;
+    long packs, tasks;
+    std::atomic<long> next{0};
+    std::atomic<bool> failed{false};
+
+    Transform(const QJob& j, int p, uint8_t* q)
+        : job(j), pack(p), xq(q), packs((j.cg + p - 1) / p), tasks(j.n * j.group * packs) {}
+
+    // Padded row k of channel c of image n, group g, as x' bytes (xz' in the padding).
+    void fill_row(long n, long g, long c, long k, uint8_t* row) const {
+        const int r = job.rank;
+        const long width = job.pd[r - 1];
+        const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
+        long in_row = 0, rest = k;
+        bool inside = true;
+        long o[PADCONV_QMAX_RANK];
+        for (int a = r - 2; a >= 0; --a) {
+            o[a] = rest % job.pd[a];
+            rest /= job.pd[a];
+        }
+        for (int a = 0; a < r - 1; ++a) {
+            const long i = o[a] - job.pb[a];
+            if (i < 0 || i >= job.in[a]) inside = false;
+            in_row = in_row * job.in[a] + i;
+        }
+        memset(row, pad, width);
+        if (!inside) return;
+        const uint8_t* src =
+            job.x + (n * job.c + g * job.cg + c) * job.in_plane + in_row * job.in[r - 1];
+        const long pbl = job.pb[r - 1];
+        const long count = job.in[r - 1] < width - pbl ? job.in[r - 1] : width - pbl;
+        for (long i = 0; i < count; ++i) row[i + pbl] = src[i] ^ flip;
+    }
+
+    void task(long t, uint8_t* rows) const {
+        const long q = t % packs, image = t / packs;  // image = n * group + g
+        const long n = image / job.group, g = image % job.group;
+        const long width = job.pd[job.rank - 1], lines = job.grid / width;
+        uint32_t* out = reinterpret_cast<uint32_t*>(xq + image * job.xq_image) + q * job.grid;
+        for (long k = 0; k < lines; ++k, out += width) {
+            for (int j = 0; j < pack; ++j) {
+                const long c = q * pack + j;
+                if (c < job.cg) fill_row(n, g, c, k, rows + j * width);
+                else memset(rows + j * width, 0, width);
+            }
+            const uint8_t* r0 = rows;
+            const uint8_t* r1 = rows + width;
+            if (pack == 4) {
+                const uint8_t* r2 = rows + 2 * width;
+                const uint8_t* r3 = rows + 3 * width;
+                for (long i = 0; i < width; ++i)
+                    out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 8 | (uint32_t)r2[i] << 16 |
+                             (uint32_t)r3[i] << 24;
+            } else {
+                for (long i = 0; i < width; ++i) out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 16;
             }
         }
+        if (q == packs - 1)  // the slack after the image's last word: read, never used
+            memset(xq + image * job.xq_image + packs * job.grid * 4, 0,
+                   job.xq_image - packs * job.grid * 4);
     }
+
+    void work() {
+        uint8_t* rows = new (std::nothrow) uint8_t[4 * job.pd[job.rank - 1]];
+        if (!rows) {
+            failed = true;
+            return;
+        }
+        for (long t = next++; t < tasks && !failed; t = next++) task(t, rows);
+        delete[] rows;
+    }
+
+    static void work_of(void* self) { static_cast<Transform*>(self)->work(); }
+};
+
+bool transform_x(const QJob& job, int pack, uint8_t* xq, long threads) {
+    Transform state(job, pack, xq);
+    if (threads > state.tasks) threads = state.tasks;
+    padconv_shared_pool().run(&Transform::work_of, &state, threads > 1 ? threads - 1 : 0);
+    return !state.failed;
 }
 
 void requantize_run(const int32_t* in, double factor, double bias, double low, double high,
@@ -433,9 +480,9 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     Py_BEGIN_ALLOW_THREADS
     if (direct) {
         job.xq = xq.data();
-        transform_x(job, kernel->pack, xq.data());
+        ok = transform_x(job, kernel->pack, xq.data(), threads);
     }
-    ok = run(job, *kernel, threads);
+    ok = ok && run(job, *kernel, threads);
     Py_END_ALLOW_THREADS
     if (!ok) return PyErr_NoMemory();
     Py_RETURN_NONE;
