@@ -13,7 +13,10 @@ When the kernel equals the stride (no dilation, no pads: U-Net's 2x2 stride-2 up
 phase is a 1x1 Conv of the whole X with one tap: the phases of a range of output channels are
 then one 1x1 Conv with the taps stacked as output channels, and the native core interleaves
 its result into Y in one pass (``interleave_phases``); each output is the same single sum of
-C products in channel order.
+C products in channel order. More generally, when every phase of every axis has ``out / s``
+outputs (GAN's 4x4 stride-2 pads-1 layers, a decoder's kernel 2s stride s), the phases of a
+range of output channels are computed into one buffer, phase after phase, and interleaved
+into Y in one pass too, instead of one strided copy per phase.
 
 float16 and bfloat16 are accumulated in float32 and rounded once; float32 in float32; float64 in
 float64. Weights that are not all finite take a numpy path (GEMM, then col2im adds) that forms
@@ -150,6 +153,8 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
         per_axis = [[p for p in axis if p.taps] for axis in per_axis]  # the rest: bias only
         if plan.x_shape[1] == 0:
             return y
+    if uniform_phases(plan, per_axis) and x.dtype == acc:
+        return _interleaved_phases(plan, per_axis, x, conv_w, bias, y)
     largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
                   default=0)
     chunks = channel_chunks(plan, largest * acc.itemsize)
@@ -193,6 +198,60 @@ def _stacked_phases(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
             values.reshape((m1 - m0, *plan.kernel_shape, *plan.x_shape[2:])), y[n, m0:m1],
             tuple(plan.strides), native.thread_count())
     return y
+
+
+def uniform_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]) -> bool:
+    """Every axis has ``s`` phases with taps and ``out / s`` outputs each (``out`` a multiple
+    of ``s``): together they tile Y as ``Y[..., i*s + first]``."""
+    return all(
+        out % s == 0 and len(phases) == s and all(p.taps and p.count == out // s
+                                                  for p in phases)
+        for phases, out, s in zip(per_axis, plan.output_shape[2:], plan.strides, strict=True))
+
+
+def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
+                        x: np.ndarray, conv_w: np.ndarray, bias: np.ndarray | None,
+                        y: np.ndarray) -> np.ndarray:
+    """:func:`uniform_phases`' case: per image and range of output channels, each phase's
+    stride-1 Conv into its slot ``first`` of a phase-major buffer, then
+    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass."""
+    from padconv_cli.kernels import native
+
+    strides = tuple(plan.strides)
+    counts = tuple(o // s for o, s in zip(plan.output_shape[2:], strides, strict=True))
+    plane = math.prod(plan.output_shape[2:])
+    chunks = channel_chunks(plan, plane * y.itemsize)
+    buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
+    phases = list(product(*per_axis))
+    kernels = [_phase_kernel(phase, x, conv_w) for phase in phases]
+    mg, cg = plan.w_shape[1], plan.x_shape[1] // plan.group
+    for n, (m0, m1) in product(range(plan.output_shape[0]), chunks):
+        groups = 1 if plan.group == 1 else (m1 - m0) // mg
+        c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
+        slots = buffer[:(m1 - m0) * plane].reshape((*strides, 1, m1 - m0, *counts))
+        for phase, (sub_w, source) in zip(phases, kernels, strict=True):
+            native.conv_into(source[n:n + 1, c0:c1], sub_w[m0:m1],
+                             None if bias is None else bias[m0:m1],
+                             slots[tuple(p.first for p in phase)],
+                             strides=(1,) * len(phase),
+                             dilations=tuple(p.dilation for p in phase),
+                             pads_begin=tuple(p.pad for p in phase), group=groups)
+        native.extension().interleave_phases(
+            slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides,
+            native.thread_count(), True)
+    return y
+
+
+def _phase_kernel(phase: tuple[AxisPhase, ...], x: np.ndarray, conv_w: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The phase's flipped sub-kernel and the X it reads (cropped when the phase starts
+    inside it)."""
+    sub_w = np.ascontiguousarray(conv_w[(slice(None), slice(None),
+                                         *np.ix_(*(p.taps for p in phase)))])
+    if any(p.crop for p in phase):
+        x = np.ascontiguousarray(x[(slice(None), slice(None),
+                                    *(slice(p.crop, None) for p in phase))])
+    return sub_w, x
 
 
 PHASE_BYTES = 32 * 2**20
@@ -290,8 +349,8 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
 
 def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
-    one buffer for a chunk of the largest phase's output (of every phase when the kernel is the
-    stride) (one image, the output channels of
+    one buffer for a chunk of the largest phase's output (of every phase when they are
+    interleaved in one pass) (one image, the output channels of
     :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
     copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
     scratch (bounded by :func:`padconv_cli.kernels.conv_paths.PANEL_BYTES` per thread and
@@ -301,7 +360,10 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     acc = accumulator_dtype(np.dtype(dtype)).itemsize
     plane = math.prod(-(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides,
                                                   strict=True))
-    if kernel_is_stride(plan):  # every phase of a channel range at once
+    per_axis = [axis_phases(*args) for args in zip(
+        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
+        plan.output_shape[2:], strict=True)]
+    if kernel_is_stride(plan) or uniform_phases(plan, per_axis):  # all phases of a range
         plane = math.prod(plan.output_shape[2:])
     phase_out = plane * max((m1 - m0 for m0, m1 in channel_chunks(plan, plane * acc)),
                             default=0)
