@@ -212,9 +212,12 @@ def uniform_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]) -> 
 def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
                         x: np.ndarray, conv_w: np.ndarray, bias: np.ndarray | None,
                         y: np.ndarray) -> np.ndarray:
-    """:func:`uniform_phases`' case: per image and range of output channels, each phase's
-    stride-1 Conv into its slot ``first`` of a phase-major buffer, then
-    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass."""
+    """:func:`uniform_phases`' case: per image and range of output channels, the stride-1
+    Convs of the phases into a phase-major buffer (slot ``first`` of each axis), then
+    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass. With one
+    group, consecutive slots whose phases share a Conv geometry (tap counts, dilations, pads,
+    crops: a decoder's kernel 2s stride s has two such runs) are one Conv with their
+    sub-kernels stacked as output channels: each output is the same sum as alone."""
     from padconv_cli.kernels import native
 
     strides = tuple(plan.strides)
@@ -222,36 +225,59 @@ def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]
     plane = math.prod(plan.output_shape[2:])
     chunks = channel_chunks(plan, plane * y.itemsize)
     buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
-    phases = list(product(*per_axis))
-    kernels = [_phase_kernel(phase, x, conv_w) for phase in phases]
+    runs = _slot_runs(list(product(*per_axis)), strides, stack=plan.group == 1)
+    kernels = [[_sub_kernel(phase, conv_w) for phase in run] for _, run in runs]
     mg, cg = plan.w_shape[1], plan.x_shape[1] // plan.group
-    for n, (m0, m1) in product(range(plan.output_shape[0]), chunks):
+    for m0, m1 in chunks:
         groups = 1 if plan.group == 1 else (m1 - m0) // mg
         c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
-        slots = buffer[:(m1 - m0) * plane].reshape((*strides, 1, m1 - m0, *counts))
-        for phase, (sub_w, source) in zip(phases, kernels, strict=True):
-            native.conv_into(source[n:n + 1, c0:c1], sub_w[m0:m1],
-                             None if bias is None else bias[m0:m1],
-                             slots[tuple(p.first for p in phase)],
-                             strides=(1,) * len(phase),
-                             dilations=tuple(p.dilation for p in phase),
-                             pads_begin=tuple(p.pad for p in phase), group=groups)
-        native.extension().interleave_phases(
-            slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides,
-            native.thread_count(), True)
+        stacked = [(np.concatenate([sub_w[m0:m1] for sub_w in run_kernels]),
+                    None if bias is None else np.tile(bias[m0:m1], len(run_kernels)))
+                   for run_kernels in kernels]
+        slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
+        for n in range(plan.output_shape[0]):
+            for (first, run), (sub_w, sub_b) in zip(runs, stacked, strict=True):
+                phase = run[0]
+                source = np.ascontiguousarray(x[(slice(n, n + 1), slice(c0, c1),
+                                                 *(slice(p.crop, None) for p in phase))])
+                target = slots[first:first + len(run)].reshape((1, -1, *counts))
+                native.conv_into(source, sub_w, sub_b, target,
+                                 strides=(1,) * len(phase),
+                                 dilations=tuple(p.dilation for p in phase),
+                                 pads_begin=tuple(p.pad for p in phase), group=groups)
+            native.extension().interleave_phases(
+                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides,
+                native.thread_count(), True)
     return y
 
 
-def _phase_kernel(phase: tuple[AxisPhase, ...], x: np.ndarray, conv_w: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """The phase's flipped sub-kernel and the X it reads (cropped when the phase starts
-    inside it)."""
-    sub_w = np.ascontiguousarray(conv_w[(slice(None), slice(None),
-                                         *np.ix_(*(p.taps for p in phase)))])
-    if any(p.crop for p in phase):
-        x = np.ascontiguousarray(x[(slice(None), slice(None),
-                                    *(slice(p.crop, None) for p in phase))])
-    return sub_w, x
+def _slot_runs(phases: list[tuple[AxisPhase, ...]], strides: tuple[int, ...], stack: bool
+               ) -> list[tuple[int, list[tuple[AxisPhase, ...]]]]:
+    """The phases in slot order (the flat index of their ``first`` offsets), as runs of
+    consecutive slots ``(first slot, phases)`` sharing a Conv geometry (one phase per run
+    when not ``stack``)."""
+    def slot(phase: tuple[AxisPhase, ...]) -> int:
+        index = 0
+        for p, s in zip(phase, strides, strict=True):
+            index = index * s + p.first
+        return index
+
+    def geometry(phase: tuple[AxisPhase, ...]) -> tuple:
+        return tuple((len(p.taps), p.dilation, p.pad, p.crop) for p in phase)
+
+    runs: list[tuple[int, list[tuple[AxisPhase, ...]]]] = []
+    for phase in sorted(phases, key=slot):
+        if stack and runs and geometry(runs[-1][1][0]) == geometry(phase):
+            runs[-1][1].append(phase)
+        else:
+            runs.append((slot(phase), [phase]))
+    return runs
+
+
+def _sub_kernel(phase: tuple[AxisPhase, ...], conv_w: np.ndarray) -> np.ndarray:
+    """The phase's flipped sub-kernel (its taps of every axis, in Conv's layout)."""
+    return np.ascontiguousarray(conv_w[(slice(None), slice(None),
+                                        *np.ix_(*(p.taps for p in phase)))])
 
 
 PHASE_BYTES = 32 * 2**20
