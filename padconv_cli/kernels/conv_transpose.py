@@ -143,8 +143,7 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
     bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
     if kernel_is_stride(plan) and x.dtype == acc:
-        return _stacked_phases(plan, x, w.astype(acc), bias, y)
-    conv_w = conv_layout(w, plan.group).astype(acc)
+        return _stacked_phases(plan, x, w.astype(acc, copy=False), bias, y)
     per_axis = [axis_phases(*args) for args in zip(
         plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
         plan.output_shape[2:], strict=True)]
@@ -154,7 +153,8 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
         if plan.x_shape[1] == 0:
             return y
     if uniform_phases(plan, per_axis) and x.dtype == acc:
-        return _interleaved_phases(plan, per_axis, x, conv_w, bias, y)
+        return _interleaved_phases(plan, per_axis, x, w, bias, y)
+    conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
     largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
                   default=0)
     chunks = channel_chunks(plan, largest * acc.itemsize)
@@ -210,7 +210,7 @@ def uniform_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]) -> 
 
 
 def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
-                        x: np.ndarray, conv_w: np.ndarray, bias: np.ndarray | None,
+                        x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
                         y: np.ndarray) -> np.ndarray:
     """:func:`uniform_phases`' case: per image and range of output channels, the stride-1
     Convs of the phases into a phase-major buffer (slot ``first`` of each axis), then
@@ -226,14 +226,14 @@ def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]
     chunks = channel_chunks(plan, plane * y.itemsize)
     buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
     runs = _slot_runs(list(product(*per_axis)), strides, stack=plan.group == 1)
-    kernels = [[_sub_kernel(phase, conv_w) for phase in run] for _, run in runs]
+    conv_w = None if plan.group == 1 else conv_layout(w, plan.group)
     mg, cg = plan.w_shape[1], plan.x_shape[1] // plan.group
     for m0, m1 in chunks:
         groups = 1 if plan.group == 1 else (m1 - m0) // mg
         c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
-        stacked = [(np.concatenate([sub_w[m0:m1] for sub_w in run_kernels]),
-                    None if bias is None else np.tile(bias[m0:m1], len(run_kernels)))
-                   for run_kernels in kernels]
+        stacked = [(_run_kernel(run, w, conv_w, m0, m1, y.dtype),
+                    None if bias is None else np.tile(bias[m0:m1], len(run)))
+                   for _, run in runs]
         slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
         for n in range(plan.output_shape[0]):
             for (first, run), (sub_w, sub_b) in zip(runs, stacked, strict=True):
@@ -274,10 +274,21 @@ def _slot_runs(phases: list[tuple[AxisPhase, ...]], strides: tuple[int, ...], st
     return runs
 
 
-def _sub_kernel(phase: tuple[AxisPhase, ...], conv_w: np.ndarray) -> np.ndarray:
-    """The phase's flipped sub-kernel (its taps of every axis, in Conv's layout)."""
-    return np.ascontiguousarray(conv_w[(slice(None), slice(None),
-                                        *np.ix_(*(p.taps for p in phase)))])
+def _run_kernel(run: list[tuple[AxisPhase, ...]], w: np.ndarray, conv_w: np.ndarray | None,
+                m0: int, m1: int, dtype: np.dtype) -> np.ndarray:
+    """The flipped sub-kernels of a run's phases for output channels ``[m0, m1)`` in Conv's
+    layout, stacked phase after phase: gathered straight from ConvTranspose's ``W (C, M, k)``
+    (one group), or from ``conv_w`` (Conv's layout, several groups; runs of one phase)."""
+    def taps(phase: tuple[AxisPhase, ...]) -> tuple:
+        return tuple(np.ix_(*(p.taps for p in phase)))
+
+    if conv_w is not None:
+        return np.ascontiguousarray(conv_w[(slice(m0, m1), slice(None), *taps(run[0]))],
+                                    dtype=dtype)
+    parts = [np.swapaxes(w[(slice(None), slice(m0, m1), *taps(phase))], 0, 1)
+             for phase in run]
+    return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts),
+                                dtype=dtype)
 
 
 PHASE_BYTES = 32 * 2**20
