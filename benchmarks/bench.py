@@ -57,11 +57,12 @@ def check_checkout() -> None:
 
 def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS) -> dict[str, Any]:
     """Measure the cases matching `patterns`: the parts of bench_report, and "targets"."""
-    rng, result = np.random.default_rng(0), {"conv": {}, "pad": {}}
+    rng, result = np.random.default_rng(0), {"conv": {}, "pad": {}, "family": {}}
     cases = [c.shrunk() if s.quick else c for c in KERNEL_CASES if matches(c.name, patterns)]
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case.name}: {case.describe()}", file=sys.stderr)
-        result[case.kind][case.name] = {"label": case.label, "describe": case.describe(),
+        result[case.part][case.name] = {"label": case.label, "kind": case.kind,
+                                        "describe": case.describe(),
                                         "rows": bm.measure_case(case, list(peers), s, rng)}
         if case.kind == "conv":
             result["conv"][case.name] |= case_limits(case, s.quick)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import bench_family as bf
 import numpy as np
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2**-23
@@ -32,6 +33,11 @@ class Case:
     @property
     def kind(self) -> str:
         return "conv" if self.w_shape else "pad"
+
+    @property
+    def part(self) -> str:
+        """Where a run's result keeps the case: its kind."""
+        return self.kind
 
     def attributes(self) -> dict[str, Any]:
         """The attributes that differ from the ONNX defaults (pads 0, strides, dilations and
@@ -105,7 +111,8 @@ CONV_CASES = (
 PAD_CASES = tuple(Case(f"pad/{mode}", f"Pad {mode}", (8, 64, 128, 128),
                        pads=(0, 0, 3, 3, 0, 0, 3, 3), mode=mode)
                   for mode in ("constant", "reflect", "edge", "wrap"))
-KERNEL_CASES = CONV_CASES + PAD_CASES
+FAMILY_CASES = bf.CASES  # ConvTranspose, ConvInteger, QLinearConv (bench_family.py)
+KERNEL_CASES = CONV_CASES + PAD_CASES + FAMILY_CASES
 # Whole processes: the `padconv` command from files to a file.
 STARTUP = (Case("cli/startup", "padconv pad", (1, 3, 8, 8), pads=(0, 0, 1, 1) * 2,
                 mode="reflect"), conv("cli/startup", "padconv conv", (1, 3, 8, 8), (4, 3, 3, 3), 1))
@@ -137,17 +144,22 @@ def conv64(case: Case, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def expected(case: Case, inputs: dict) -> Any:
-    """Conv: (y64, conv64(|x|, |w|)), the oracle and its bound's scale; Pad: numpy.pad's."""
+    """Conv: (y64, conv64(|x|, |w|)), the oracle and its bound's scale; Pad: numpy.pad's; the
+    family: bench_family.expected."""
+    if case.kind in bf.KINDS:
+        return bf.expected(case, inputs)
     if case.kind == "pad":
         return np.pad(inputs["data"], case.width(), mode=case.mode)
     x, w = inputs["X"], inputs["W"]
     return conv64(case, x, w), conv64(case, np.abs(x), np.abs(w))
 
 
-def verify(case: Case, want: Any, got: Any) -> tuple[str, float | None, str]:
-    """(status, error ratio, note). Conv: the ratio max |y - y64| / (n * eps32 * scale) is at
-    most 1 for a float32 result summed in any order (inf for another shape or dtype, or a nan).
-    Pad: bit for bit equal to numpy.pad."""
+def verify(case: Case, want: Any, got: Any, who: str = "padconv") -> tuple[str, float | None, str]:
+    """(status, error ratio, note) of `who`'s result. Conv: the ratio max |y - y64| / (n * eps32
+    * scale) is at most 1 for a float32 result summed in any order (inf for another shape or
+    dtype, or a nan). Pad: bit for bit equal to numpy.pad. The family: bench_family.verify."""
+    if case.kind in bf.KINDS:
+        return bf.verify(case, want, got, who)
     got = np.asarray(got)
     if case.kind == "pad":
         same = got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
@@ -175,6 +187,8 @@ class Peer:
 def _padconv(case: Case, inputs: dict, out: bool = False) -> Callable[[], np.ndarray]:
     from padconv_cli import conv, pad
 
+    if case.kind in bf.KINDS:
+        return bf.padconv_call(case, inputs)
     if case.kind == "conv":
         return lambda: conv(inputs["X"], inputs["W"], **case.attributes())
     buf = {"out": np.empty(case.output_shape(), np.float32)} if out else {}
@@ -201,7 +215,7 @@ def one_node_model(case: Case, inputs: dict) -> bytes:
 
 def _onnx(case: Case, inputs: dict, reference: bool = False) -> Callable[[], np.ndarray]:
     """onnxruntime (CPU provider, THREADS intra-op threads), or onnx.reference, on the model."""
-    model = one_node_model(case, inputs)
+    model = (bf.one_node_model if case.kind in bf.KINDS else one_node_model)(case, inputs)
     if reference:
         from onnx.reference import ReferenceEvaluator
 
@@ -222,6 +236,8 @@ def _torch(case: Case, inputs: dict) -> Callable[[], np.ndarray]:
     import torch.nn.functional as F  # noqa: N812
 
     torch.set_num_threads(THREADS)
+    if case.kind in bf.KINDS:
+        return bf.torch_call(case, inputs)
     x, *w = (torch.from_numpy(a) for a in inputs.values())
     width = case.width()
     while case.kind == "pad" and width[0] == (0, 0):  # F.pad's modes pad trailing axes only
@@ -256,10 +272,10 @@ ORT, TORCH, REFERENCE = "onnxruntime", "torch", "onnx.reference"
 INTERPRETER, ORT_SCRIPT = 'python -c "import numpy"', "onnxruntime script"  # whole processes
 DASK_SCRIPT = "dask map_overlap script"
 PEERS = (
-    Peer(PADCONV, ("conv", "pad"), _padconv),
+    Peer(PADCONV, ("conv", "pad", *bf.KINDS), _padconv),
     Peer(PADCONV_OUT, ("pad",), lambda c, i: _padconv(c, i, out=True)),
-    Peer(ORT, ("conv", "pad"), _onnx),
-    Peer(TORCH, ("conv", "pad"), _torch),
+    Peer(ORT, ("conv", "pad", *bf.KINDS), _onnx),
+    Peer(TORCH, ("conv", "pad", *bf.KINDS), _torch),
     Peer(NUMPY_PAD, ("pad",), lambda c, i: lambda: np.pad(i["data"], c.width(), mode=c.mode)),
     Peer(COPY, ("pad",), _copy_floor, floor=True),
     Peer(REFERENCE, ("conv", "pad"), lambda c, i: _onnx(c, i, reference=True), capped=True),

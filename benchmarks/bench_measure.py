@@ -101,7 +101,8 @@ def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generat
             row.update(status="error", note=f"{type(exc).__name__}: {str(exc)[:150]}")
             continue
         if not peer.floor:
-            row["status"], row["error_ratio"], row["note"] = bc.verify(case, want, got)
+            row["status"], row["error_ratio"], row["note"] = bc.verify(case, want, got,
+                                                                       peer.name)
         if row["status"] == "ok":
             others = [] if peer.capped else [peer.prepare(case, c) for c in copies[1:]]
             calls[peer.name] = ([call, *others], peer.capped)

@@ -1,8 +1,9 @@
 """What the numbers say: each target judged from the measured rows, and the tables (Markdown
 with aligned columns, for the terminal and for docs/benchmarks.md).
 
-A result holds parts: one per kernel case (under "conv" and "pad", by case name) and one per
-whole-process measurement ("large", "cluster", "startup"); a part's "rows" are {who: row}."""
+A result holds parts: one per kernel case (under "conv", "pad" and "family", by case name) and
+one per whole-process measurement ("large", "cluster", "startup"); a part's "rows"
+are {who: row}."""
 
 import math
 from dataclasses import dataclass, field
@@ -13,13 +14,15 @@ import bench_cases as bc
 MIB = 2**20
 FAILED = ("mismatch", "error")
 PEER_COLUMNS = {"conv": (bc.ORT, bc.TORCH, bc.REFERENCE),
-                "pad": (bc.PADCONV_OUT, bc.NUMPY_PAD, bc.COPY, bc.ORT, bc.TORCH, bc.REFERENCE)}
+                "pad": (bc.PADCONV_OUT, bc.NUMPY_PAD, bc.COPY, bc.ORT, bc.TORCH, bc.REFERENCE),
+                "family": (bc.ORT, bc.TORCH)}
 PROCESS_PARTS = ("large", "cluster", "startup")
 
 
 def parts(result: dict[str, Any]) -> list[dict]:
     """Every part of a result."""
     return [*result["conv"].values(), *result["pad"].values(),
+            *result.get("family", {}).values(),
             *(result[k] for k in PROCESS_PARTS if k in result)]
 
 
@@ -68,27 +71,55 @@ def target(name: str, value: float | None, limit: float, detail: str = "") -> di
     return {"target": name, "status": status, "measured": shown}
 
 
-def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
-    """Every target of docs/benchmarks.md, in its order."""
-    conv = {case: part["rows"] for case, part in result["conv"].items()}
-    best = {case: vs_faster_peer(rows) for case, rows in conv.items()}
+def speed_targets(what: str, cases: dict[str, dict]) -> list[dict[str, str]]:
+    """padconv / the faster peer: the geometric mean over `cases` <= 1.0, each case <= 1.25."""
+    best = {case: vs_faster_peer(rows) for case, rows in cases.items()}
     slowest = max(best, key=lambda case: best[case] or 0, default="")
     geo = worst(best.values(), every=True) and math.exp(
         sum(map(math.log, best.values())) / len(best))
+    return [target(f"{what}: padconv / faster peer, geometric mean <= 1.0", geo, 1.0,
+                   f" over {len(best)} cases"),
+            target(f"{what}: padconv / faster peer <= 1.25 on every case", best.get(slowest),
+                   1.25, f" at worst ({slowest})")]
+
+
+def family_targets(result: dict[str, Any]) -> list[dict[str, str]]:
+    """The convolution family's speed targets, ConvTranspose within its error bound and the
+    integer results exact (NOT MEASURED when no family case ran)."""
+    family = {case: part["rows"] for case, part in result.get("family", {}).items()}
+    if not family:
+        return []
+
+    def padconv_rows(kinds: tuple[str, ...]) -> list[dict]:
+        return [part["rows"][bc.PADCONV] for part in result["family"].values()
+                if part["kind"] in kinds]
+
+    floats = [math.inf if row["status"] in FAILED else row["error_ratio"]
+              for row in padconv_rows(("convtranspose",))]
+    integers = [row["status"] for row in padconv_rows(("convinteger", "qlinearconv"))]
+    wrong = sum(status != "ok" for status in integers)
+    return speed_targets("Family", family) + [
+        target("Family: every padconv ConvTranspose result within the error bound",
+               worst(floats, every=True), 1.0, " of the bound at worst"),
+        target("Family: every padconv integer result exact (ConvInteger, QLinearConv)",
+               float(wrong) if integers else None, 0.0, f" wrong of {len(integers)}"),
+    ]
+
+
+def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
+    """Every target of docs/benchmarks.md, in its order."""
+    conv = {case: part["rows"] for case, part in result["conv"].items()}
     depthwise = conv.get("conv/depthwise", {})
     errors = [math.inf if rows[bc.PADCONV]["status"] in FAILED else
               rows[bc.PADCONV]["error_ratio"] for rows in conv.values()]
     by_p90 = {case: vs_faster_peer(rows, "p90_s") for case, rows in conv.items()}
-    either = {case: worst([best[case], by_p90[case]], every=True) for case in conv}
+    either = {case: worst([vs_faster_peer(rows), by_p90[case]], every=True)
+              for case, rows in conv.items()}
     behind = max(either, key=lambda case: either[case] or 0, default="")
     shares = {case: share_of_limit(part, result.get("limits"))[0]
               for case, part in result["conv"].items()}
     compute = [shares[c] for c in COMPUTE_BOUND if c in shares]
-    targets = [
-        target("Conv: padconv / faster peer, geometric mean <= 1.0", geo, 1.0,
-               f" over {len(best)} cases"),
-        target("Conv: padconv / faster peer <= 1.25 on every case", best.get(slowest), 1.25,
-               f" at worst ({slowest})"),
+    targets = speed_targets("Conv", conv) + [
         target("Conv: padconv / faster peer <= 1.0 on every case, by median and by p90",
                either.get(behind), 1.0, f" at worst ({behind})"),
         target("Conv: ResNet 3x3, pointwise and batch 8 at >= 90% of the GEMM peak "
@@ -113,7 +144,7 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
         over = math.inf if memory["note"] else (memory["peak_bytes"] - base["peak_bytes"]) / MIB
     starts = [ratio(startup, bc.INTERPRETER, label) for label in startup or ()
               if label != bc.INTERPRETER]
-    return targets + [
+    return targets + family_targets(result) + [
         target("Large tensors: padconv --engine tiled / the onnxruntime script <= 1.0",
                ratio(large, bc.ORT_SCRIPT, "padconv tiled") if large else None, 1.0),
         target("Large tensors: padconv in memory, peak RSS over the interpreter's <= input + "
@@ -164,14 +195,16 @@ def cell(table: Table, rows: dict[str, dict], who: str, vs: str | None = None) -
 
 
 def kernel_table(cases: dict[str, dict], kind: str, limits: dict | None = None) -> Table | None:
-    """One line per case: padconv, its rate, each peer; Conv adds padconv's 90th percentile,
-    padconv / the faster peer by median and by p90, the share of the machine's limit (the
-    roofline bound / padconv's median) and the error / bound of padconv, onnxruntime and
-    torch."""
-    conv = kind == "conv"
-    extra = ["p90", "vs faster peer: median, p90", "share of limit",
+    """One line per case: padconv, its rate, each peer; Conv and the family add padconv's 90th
+    percentile, padconv / the faster peer by median and by p90, Conv the share of the
+    machine's limit (the roofline bound / padconv's median), and both the worst error / bound
+    of padconv, onnxruntime and torch (an integer result: 0 when exact)."""
+    conv = kind in ("conv", "family")
+    extra = ["p90", "vs faster peer: median, p90", *(["share of limit"] if kind == "conv" else []),
              "error / bound: padconv, ort, torch"] if conv else []
-    table = Table(f"{kind.capitalize()} (float32)", [
+    title = ("Convolution family (ConvTranspose float32; ConvInteger, QLinearConv uint8: "
+             "GOP/s)" if kind == "family" else f"{kind.capitalize()} (float32)")
+    table = Table(title, [
         "Case", "Shapes", "padconv", "GFLOP/s" if conv else "GB/s", *PEER_COLUMNS[kind], *extra],
         "Peer cells: median time (padconv time / peer time: below 1, padconv is faster).")
     for part in cases.values():
@@ -183,7 +216,7 @@ def kernel_table(cases: dict[str, dict], kind: str, limits: dict | None = None) 
         table.rows.append(line + ([
             ms(rows[bc.PADCONV].get("p90_s")),
             f"{times(vs_faster_peer(rows))}, {times(vs_faster_peer(rows, 'p90_s'))}",
-            "-" if share is None else f"{share:.0%} of {bound}",
+            *([] if kind != "conv" else ["-" if share is None else f"{share:.0%} of {bound}"]),
             ", ".join("-" if e is None else f"{e:.2g}" for e in errors)] if conv else []))
     return table if table.rows else None
 
@@ -205,8 +238,8 @@ def process_table(part: dict) -> Table:
 
 def all_tables(result: dict[str, Any]) -> list[Table]:
     """Every table of a result, in display order."""
-    kernels = [kernel_table(result["conv"], "conv", result.get("limits")),
-               kernel_table(result["pad"], "pad")]
+    kernels = [kernel_table(result[kind], kind, result.get("limits"))
+               for kind in ("conv", "pad", "family") if kind in result]
     return [table for table in kernels if table] + [
         process_table(result[k]) for k in PROCESS_PARTS if k in result] + [
         Table("Targets", ["Target", "Verdict", "Measured"],

@@ -9,6 +9,14 @@ form a progression ``k0, k0 + L, ...`` (``L = s / gcd(s, d)``) and reach the inp
 flipped sub-kernel, run by the native Conv core (:mod:`padconv_cli.kernels.native`) into a
 phase buffer and copied to its strided place in Y. Each output element is therefore summed in
 one fixed order (channels, then its phase's taps) by the core, whatever the thread count.
+When the kernel equals the stride (no dilation, no pads: U-Net's 2x2 stride-2 upsampling) every
+phase is a 1x1 Conv of the whole X with one tap: the phases of a range of output channels are
+then one 1x1 Conv with the taps stacked as output channels, and the native core interleaves
+its result into Y in one pass (``interleave_phases``); each output is the same single sum of
+C products in channel order. More generally, when every phase of every axis has ``out / s``
+outputs (GAN's 4x4 stride-2 pads-1 layers, a decoder's kernel 2s stride s), the phases of a
+range of output channels are computed into one buffer, phase after phase, and interleaved
+into Y in one pass too, instead of one strided copy per phase.
 
 float16 and bfloat16 are accumulated in float32 and rounded once; float32 in float32; float64 in
 float64. Weights that are not all finite take a numpy path (GEMM, then col2im adds) that forms
@@ -133,8 +141,9 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
         return scatter_add(plan, x, w, b).astype(x.dtype)
     acc = accumulator_dtype(x.dtype)
     x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
-    conv_w = conv_layout(w, plan.group).astype(acc)
     bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
+    if kernel_is_stride(plan) and x.dtype == acc:
+        return _stacked_phases(plan, x, w.astype(acc, copy=False), bias, y)
     per_axis = [axis_phases(*args) for args in zip(
         plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
         plan.output_shape[2:], strict=True)]
@@ -143,6 +152,9 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
         per_axis = [[p for p in axis if p.taps] for axis in per_axis]  # the rest: bias only
         if plan.x_shape[1] == 0:
             return y
+    if uniform_phases(plan, per_axis) and x.dtype == acc:
+        return _interleaved_phases(plan, per_axis, x, w, bias, y)
+    conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
     largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
                   default=0)
     chunks = channel_chunks(plan, largest * acc.itemsize)
@@ -150,6 +162,133 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     for phase in product(*per_axis):
         _run_phase(plan, phase, x, conv_w, bias, chunks, buffer, y)
     return y
+
+
+def kernel_is_stride(plan: ConvTransposePlan) -> bool:
+    """Every axis has ``kernel == stride``, dilation 1 and no pads, one group: each output
+    ``i * s + a`` takes the one tap ``a`` of input ``i`` (output length ``in * s``)."""
+    return (plan.group == 1 and plan.kernel_shape == plan.strides
+            and set(plan.dilations) == {1} and not any(plan.pads_begin)
+            and tuple(plan.output_shape[2:]) == tuple(
+                i * s for i, s in zip(plan.x_shape[2:], plan.strides, strict=True)))
+
+
+def _stacked_phases(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
+                    bias: np.ndarray | None, y: np.ndarray) -> np.ndarray:
+    """:func:`kernel_is_stride`'s case: ``P[n, m, a, i] = B[m] + sum_c X[n, c, i] * W[c, m, a]``
+    as one 1x1 Conv whose output channels are the ``(m, a)`` pairs (per image and range of
+    output channels), then ``Y[n, m, i*s + a] = P[n, m, a, i]`` by the native core."""
+    from padconv_cli.kernels import native
+
+    taps, rank = math.prod(plan.kernel_shape), plan.spatial_rank
+    c, m = plan.w_shape[:2]
+    stacked = np.ascontiguousarray(np.moveaxis(w, 0, -1).reshape((m * taps, c) + (1,) * rank))
+    stacked_bias = None if bias is None else np.repeat(bias, taps)
+    plane = math.prod(plan.output_shape[2:])
+    chunks = channel_chunks(plan, plane * y.itemsize)
+    buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
+    for n, (m0, m1) in product(range(plan.output_shape[0]), chunks):
+        values = buffer[:(m1 - m0) * plane]
+        native.conv_into(x[n:n + 1], stacked[m0 * taps:m1 * taps],
+                         None if bias is None else stacked_bias[m0 * taps:m1 * taps],
+                         values.reshape((1, (m1 - m0) * taps, *plan.x_shape[2:])),
+                         strides=(1,) * rank, dilations=(1,) * rank, pads_begin=(0,) * rank,
+                         group=1)
+        native.extension().interleave_phases(
+            values.reshape((m1 - m0, *plan.kernel_shape, *plan.x_shape[2:])), y[n, m0:m1],
+            tuple(plan.strides), native.thread_count())
+    return y
+
+
+def uniform_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]) -> bool:
+    """Every axis has ``s`` phases with taps and ``out / s`` outputs each (``out`` a multiple
+    of ``s``): together they tile Y as ``Y[..., i*s + first]``."""
+    return all(
+        out % s == 0 and len(phases) == s and all(p.taps and p.count == out // s
+                                                  for p in phases)
+        for phases, out, s in zip(per_axis, plan.output_shape[2:], plan.strides, strict=True))
+
+
+def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
+                        x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+                        y: np.ndarray) -> np.ndarray:
+    """:func:`uniform_phases`' case: per image and range of output channels, the stride-1
+    Convs of the phases into a phase-major buffer (slot ``first`` of each axis), then
+    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass. With one
+    group, consecutive slots whose phases share a Conv geometry (tap counts, dilations, pads,
+    crops: a decoder's kernel 2s stride s has two such runs) are one Conv with their
+    sub-kernels stacked as output channels: each output is the same sum as alone."""
+    from padconv_cli.kernels import native
+
+    strides = tuple(plan.strides)
+    counts = tuple(o // s for o, s in zip(plan.output_shape[2:], strides, strict=True))
+    plane = math.prod(plan.output_shape[2:])
+    chunks = channel_chunks(plan, plane * y.itemsize)
+    buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
+    runs = _slot_runs(list(product(*per_axis)), strides, stack=plan.group == 1)
+    conv_w = None if plan.group == 1 else conv_layout(w, plan.group)
+    mg, cg = plan.w_shape[1], plan.x_shape[1] // plan.group
+    for m0, m1 in chunks:
+        groups = 1 if plan.group == 1 else (m1 - m0) // mg
+        c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
+        stacked = [(_run_kernel(run, w, conv_w, m0, m1, y.dtype),
+                    None if bias is None else np.tile(bias[m0:m1], len(run)))
+                   for _, run in runs]
+        slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
+        for n in range(plan.output_shape[0]):
+            for (first, run), (sub_w, sub_b) in zip(runs, stacked, strict=True):
+                phase = run[0]
+                source = np.ascontiguousarray(x[(slice(n, n + 1), slice(c0, c1),
+                                                 *(slice(p.crop, None) for p in phase))])
+                target = slots[first:first + len(run)].reshape((1, -1, *counts))
+                native.conv_into(source, sub_w, sub_b, target,
+                                 strides=(1,) * len(phase),
+                                 dilations=tuple(p.dilation for p in phase),
+                                 pads_begin=tuple(p.pad for p in phase), group=groups)
+            native.extension().interleave_phases(
+                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides,
+                native.thread_count(), True)
+    return y
+
+
+def _slot_runs(phases: list[tuple[AxisPhase, ...]], strides: tuple[int, ...], stack: bool
+               ) -> list[tuple[int, list[tuple[AxisPhase, ...]]]]:
+    """The phases in slot order (the flat index of their ``first`` offsets), as runs of
+    consecutive slots ``(first slot, phases)`` sharing a Conv geometry (one phase per run
+    when not ``stack``)."""
+    def slot(phase: tuple[AxisPhase, ...]) -> int:
+        index = 0
+        for p, s in zip(phase, strides, strict=True):
+            index = index * s + p.first
+        return index
+
+    def geometry(phase: tuple[AxisPhase, ...]) -> tuple:
+        return tuple((len(p.taps), p.dilation, p.pad, p.crop) for p in phase)
+
+    runs: list[tuple[int, list[tuple[AxisPhase, ...]]]] = []
+    for phase in sorted(phases, key=slot):
+        if stack and runs and geometry(runs[-1][1][0]) == geometry(phase):
+            runs[-1][1].append(phase)
+        else:
+            runs.append((slot(phase), [phase]))
+    return runs
+
+
+def _run_kernel(run: list[tuple[AxisPhase, ...]], w: np.ndarray, conv_w: np.ndarray | None,
+                m0: int, m1: int, dtype: np.dtype) -> np.ndarray:
+    """The flipped sub-kernels of a run's phases for output channels ``[m0, m1)`` in Conv's
+    layout, stacked phase after phase: gathered straight from ConvTranspose's ``W (C, M, k)``
+    (one group), or from ``conv_w`` (Conv's layout, several groups; runs of one phase)."""
+    def taps(phase: tuple[AxisPhase, ...]) -> tuple:
+        return tuple(np.ix_(*(p.taps for p in phase)))
+
+    if conv_w is not None:
+        return np.ascontiguousarray(conv_w[(slice(m0, m1), slice(None), *taps(run[0]))],
+                                    dtype=dtype)
+    parts = [np.swapaxes(w[(slice(None), slice(m0, m1), *taps(phase))], 0, 1)
+             for phase in run]
+    return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts),
+                                dtype=dtype)
 
 
 PHASE_BYTES = 32 * 2**20
@@ -247,7 +386,8 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
 
 def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
-    one buffer for a chunk of the largest phase's output (one image, the output channels of
+    one buffer for a chunk of the largest phase's output (of every phase when they are
+    interleaved in one pass) (one image, the output channels of
     :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
     copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
     scratch (bounded by :func:`padconv_cli.kernels.conv_paths.PANEL_BYTES` per thread and
@@ -257,6 +397,11 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     acc = accumulator_dtype(np.dtype(dtype)).itemsize
     plane = math.prod(-(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides,
                                                   strict=True))
+    per_axis = [axis_phases(*args) for args in zip(
+        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
+        plan.output_shape[2:], strict=True)]
+    if kernel_is_stride(plan) or uniform_phases(plan, per_axis):  # all phases of a range
+        plane = math.prod(plan.output_shape[2:])
     phase_out = plane * max((m1 - m0 for m0, m1 in channel_chunks(plan, plane * acc)),
                             default=0)
     weights = 2 * math.prod(plan.w_shape) * acc

@@ -37,8 +37,9 @@ from padconv_cli.kernels.quantized_plan import (
 )
 from padconv_cli.kernels.requantize import (
     channel_multipliers,
+    float64_multipliers,
     requantize,
-    requantize_int32,
+    settle_near_ties,
 )
 
 __all__ = ["conv_integer", "conv_integer_planned", "exact_sums", "plan_conv_integer",
@@ -119,10 +120,9 @@ def qlinear_conv_planned(plan: QLinearConvPlan, x: np.ndarray, x_scale: np.ndarr
     _check_plan(plan.conv, x, w)
     m = w.shape[0]
     xz, wz = _scalar(x_zero_point), _per_channel(w_zero_point, m)
-    if fits_int32(plan.conv):
-        acc32 = wrapped_sums(plan.conv, x, xz, w, wz)  # exact: no sum leaves int32
-        return requantize_int32(acc32, None if b is None else np.asarray(b), float(xs), ws,
-                                float(ys), _scalar(y_zero_point), plan.y_dtype)
+    if fits_int32(plan.conv):  # exact int32 sums, requantized by the native tasks
+        return _requantized_sums(plan, x, xz, w, wz, b, float(xs), ws, float(ys),
+                                 _scalar(y_zero_point))
     multipliers = channel_multipliers(float(xs), ws, float(ys))
     acc = exact_sums(plan.conv, x, xz, w, wz)
     if b is not None:
@@ -130,12 +130,30 @@ def qlinear_conv_planned(plan: QLinearConvPlan, x: np.ndarray, x_scale: np.ndarr
     return requantize(acc, multipliers, _scalar(y_zero_point), plan.y_dtype)
 
 
+def _requantized_sums(plan: QLinearConvPlan, x: np.ndarray, xz: int, w: np.ndarray,
+                      wz: np.ndarray, b: np.ndarray | None, xs: float, ws: np.ndarray,
+                      ys: float, yz: int) -> np.ndarray:
+    """QLinearConv's result when every sum fits in int32: each native task requantizes the
+    sums it has just made from the float64 estimate (as ``requantize.requantize_int32``), and
+    the elements near a tie are then decided exactly."""
+    conv = plan.conv
+    m = conv.w_shape[0]
+    y = np.empty(conv.output_shape, plan.y_dtype)
+    unsure = np.empty(conv.output_shape, np.uint8)
+    bias = None if b is None else np.ascontiguousarray(np.asarray(b).reshape(-1), np.int32)
+    requantization = (bias, float64_multipliers(xs, ws, ys, m), yz, y, unsure)
+    acc = wrapped_sums(conv, x, xz, w, wz, requantization)
+    return settle_near_ties(y, unsure, acc, bias, xs, ws, ys, yz)
+
+
 # --- the exact sums ---------------------------------------------------------------------------
 
 
 def wrapped_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
-                 w_zero_points: np.ndarray) -> np.ndarray:
-    """int32 ``sum (Xpad - xz) * (W[m] - wz[m])`` modulo 2**32, by the native integer kernel."""
+                 w_zero_points: np.ndarray, requantization: tuple | None = None) -> np.ndarray:
+    """int32 ``sum (Xpad - xz) * (W[m] - wz[m])`` modulo 2**32, by the native integer kernel;
+    with ``requantization = (bias, float64 factors, y_zero_point, y, unsure)`` its tasks also
+    requantize what they summed into ``y`` and mark the near-ties (qconv.h)."""
     from padconv_cli.kernels import native
 
     y = np.empty(plan.output_shape, np.int32)
@@ -143,7 +161,7 @@ def wrapped_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray
         np.ascontiguousarray(x), x.dtype == np.int8, np.ascontiguousarray(w), w.dtype == np.int8,
         int(x_zero_point), np.ascontiguousarray(w_zero_points, dtype=np.int32), y,
         plan.strides, plan.dilations, plan.pads_begin, plan.group, native.thread_count(),
-        native.selected_isa())
+        native.selected_isa(), requantization)
     return y
 
 

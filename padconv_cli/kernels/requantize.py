@@ -67,32 +67,49 @@ def requantize_int32(acc: np.ndarray, bias: np.ndarray | None, x_scale: float,
                      out_dtype: np.dtype) -> np.ndarray:
     """:func:`requantize` of ``acc + bias[m]`` for an int32 ``acc`` (exact sums) and an int32
     bias, with the float64 step in the native core: the same estimate, the same test for the
-    elements near a tie, which are then decided here exactly. ``f = fl64(fl64(xs * ws) / ys)``
-    is ``fl64(F)``: the float32 product is exact in float64, so only the division rounds."""
+    elements near a tie, which are then decided here exactly (:func:`settle_near_ties`)."""
     from padconv_cli.kernels import native
 
-    m = acc.shape[1]
-    scales = np.broadcast_to(np.asarray(w_scales, np.float32).reshape(-1), (m,))
-    floats = np.float64(np.float32(x_scale)) * scales.astype(np.float64) / np.float64(
-        np.float32(y_scale))
+    floats = float64_multipliers(x_scale, w_scales, y_scale, acc.shape[1])
     y = np.empty(acc.shape, out_dtype)
     unsure = np.zeros(acc.shape, np.uint8)
     bias = None if bias is None else np.ascontiguousarray(bias, dtype=np.int32)
     native.extension().requantize(np.ascontiguousarray(acc), bias, floats, int(y_zero_point),
                                   y, unsure)
-    if unsure.any():
-        marked = unsure.view(bool)
-        channels = np.nonzero(marked)[1]
-        values = acc[marked].astype(np.int64)
-        if bias is not None:
-            values += bias[channels]
-        info = np.iinfo(out_dtype)
-        factors = {int(c): f for c, f in zip(
-            np.unique(channels), channel_multipliers(x_scale, scales[np.unique(channels)],
-                                                      y_scale), strict=True)}
-        exact = _exact_values(values, channels, factors)
-        y[marked] = (np.clip(exact, info.min - y_zero_point, info.max - y_zero_point)
-                     + y_zero_point).astype(out_dtype)
+    return settle_near_ties(y, unsure, acc, bias, x_scale, w_scales, y_scale, y_zero_point)
+
+
+def float64_multipliers(x_scale: float, w_scales: np.ndarray, y_scale: float, m: int
+                        ) -> np.ndarray:
+    """``f[m] = fl64(fl64(xs * ws[m]) / ys)`` of the float32 scales, which is ``fl64(F[m])``:
+    the product of two float32 values is exact in float64, so only the division rounds."""
+    scales = np.broadcast_to(np.asarray(w_scales, np.float32).reshape(-1), (m,))
+    return np.float64(np.float32(x_scale)) * scales.astype(np.float64) / np.float64(
+        np.float32(y_scale))
+
+
+def settle_near_ties(y: np.ndarray, unsure: np.ndarray, acc: np.ndarray,
+                     bias: np.ndarray | None, x_scale: float, w_scales: np.ndarray,
+                     y_scale: float, y_zero_point: int) -> np.ndarray:
+    """``y`` (requantized from the float64 estimate) with each element marked in ``unsure``
+    (within ``4.5e-16 * |estimate|`` of a half-integer) replaced by its exactly rounded value
+    of ``(acc + bias[m]) * x_scale * w_scale[m] / y_scale``."""
+    if not unsure.any():
+        return y
+    m = acc.shape[1]
+    scales = np.broadcast_to(np.asarray(w_scales, np.float32).reshape(-1), (m,))
+    marked = unsure.view(bool)
+    channels = np.nonzero(marked)[1]
+    values = acc[marked].astype(np.int64)
+    if bias is not None:
+        values += np.asarray(bias, np.int64)[channels]
+    info = np.iinfo(y.dtype)
+    distinct = np.unique(channels)
+    factors = {int(c): f for c, f in zip(
+        distinct, channel_multipliers(x_scale, scales[distinct], y_scale), strict=True)}
+    exact = _exact_values(values, channels, factors)
+    y[marked] = (np.clip(exact, info.min - y_zero_point, info.max - y_zero_point)
+                 + y_zero_point).astype(y.dtype)
     return y
 
 

@@ -92,3 +92,24 @@ def test_padconv_that_cannot_be_imported_fails_rather_than_being_skipped():
     rows = result["conv"]["conv/resnet3x3"]["rows"]
     assert rows["padconv"]["status"] == "error" and rows["onnxruntime"]["status"] == "ok"
     assert {t["status"] for t in result["targets"][:2]} == {"MISSED"}
+
+
+def test_family_cases_verify_their_peers_and_catch_a_wrong_integer():
+    def off_by_one(case, inputs):
+        right = bench_cases.PEERS[0].prepare(case, inputs)
+        return lambda: right() + np.uint8(1)
+
+    result = bench.run(["family/gan-k4s2", "family/qlinear*"], bench_measure.QUICK)
+    gan, qlinear = (result["family"][name]["rows"]
+                    for name in ("family/gan-k4s2", "family/qlinear-resnet3x3"))
+    for row in (gan["padconv"], gan["onnxruntime"], qlinear["padconv"], qlinear["onnxruntime"]):
+        assert row["status"] == "ok" and row["median_s"] > 0, row
+    assert 0 <= gan["padconv"]["error_ratio"] <= 1 and qlinear["padconv"]["error_ratio"] == 0
+    assert qlinear["torch"]["status"] == "skipped"  # no ONNX QLinearConv in torch
+    peers = (replace(bench_cases.PEERS[0], prepare=off_by_one), *bench_cases.PEERS[2:3])
+    wrong = bench.run(["family/convinteger*"], bench_measure.QUICK, peers)
+    row = wrong["family"]["family/convinteger3x3"]["rows"]["padconv"]
+    assert row["status"] == "mismatch" and row["runs"] == 0
+    verdicts = {t["target"]: t["status"] for t in wrong["targets"]}
+    assert verdicts["Family: every padconv integer result exact (ConvInteger, QLinearConv)"] == (
+        "MISSED")

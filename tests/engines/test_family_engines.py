@@ -101,6 +101,9 @@ TRANSPOSE_CASES = [
     {"strides": [3, 3], "auto_pad": "SAME_LOWER", "group": 2},
     {"strides": [1, 1], "pads": [3, 3, 3, 2], "group": 2},
     {"strides": [2, 3], "pads": [4, 0, 0, 5]},
+    {"strides": [4, 3]},  # kernel == stride: the whole call stacks its phases, tiles may not
+    {"strides": [2, 3], "pads": [1, 0, 1, 0], "group": 2},  # phases interleaved in one pass
+    {"strides": [2, 3], "pads": [1, 0, 1, 0]},  # ... runs of phases stacked in one Conv
 ]
 
 

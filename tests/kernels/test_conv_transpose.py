@@ -39,6 +39,13 @@ CASES = [
     ((1, 2, 5), (2, 2, 2), {"strides": [4], "pads": [5, 3]}),
     ((1, 2, 5), (2, 2, 3), {"strides": [3], "dilations": [4], "output_padding": [3]}),
     ((1, 2, 3), (2, 1, 1), {"strides": [3], "auto_pad": "SAME_UPPER"}),
+    ((2, 5, 4, 3), (5, 3, 2, 2), {"strides": [2, 2]}),  # kernel == stride: stacked phases
+    ((1, 3, 7), (3, 4, 3), {"strides": [3]}),
+    ((1, 2, 3, 2, 4), (2, 2, 2, 1, 3), {"strides": [2, 1, 3]}),
+    ((2, 3, 5), (3, 2, 16), {"strides": [8], "pads": [4, 4]}),  # phases interleaved
+    ((1, 3, 5), (3, 2, 2), {"strides": [2], "pads": [2, 2]}),  # ... each from inside X
+    ((1, 4, 3, 4, 2), (4, 2, 4, 3, 2), {"strides": [2, 1, 2], "pads": [1, 1, 0, 1, 1, 0],
+                                        "group": 2}),
 ]
 
 
@@ -71,6 +78,17 @@ def test_result_does_not_depend_on_the_thread_count(monkeypatch, threads):
     attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
     monkeypatch.setenv("PADCONV_NATIVE_THREADS", "1")
     one = conv_transpose(x, w, b, **attrs)
+    monkeypatch.setenv("PADCONV_NATIVE_THREADS", threads)
+    np.testing.assert_array_equal(conv_transpose(x, w, b, **attrs), one)
+
+
+@pytest.mark.parametrize("threads", ["2", "3"])
+def test_kernel_equal_to_stride_does_not_depend_on_the_thread_count(monkeypatch, threads):
+    x, w, b = random_case((2, 16, 9, 11), (16, 8, 2, 3), seed=4)
+    attrs = {"strides": [2, 3]}
+    monkeypatch.setenv("PADCONV_NATIVE_THREADS", "1")
+    one = conv_transpose(x, w, b, **attrs)
+    assert_transpose_within_bound(one, x, w, b, **attrs)
     monkeypatch.setenv("PADCONV_NATIVE_THREADS", threads)
     np.testing.assert_array_equal(conv_transpose(x, w, b, **attrs), one)
 

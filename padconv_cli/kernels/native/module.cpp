@@ -40,6 +40,8 @@
 
 PyObject* padconv_py_qconv(PyObject*, PyObject* args);       // qconv_module.cpp
 PyObject* padconv_py_requantize(PyObject*, PyObject* args);  // qconv_module.cpp
+padconv::Pool& padconv_shared_pool();  // Conv's pool, lent to the integer Conv (below)
+PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args);  // conv_transpose_phases.cpp
 
 namespace {
 
@@ -563,10 +565,14 @@ PyObject* py_isas(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"qconv", padconv_py_qconv, METH_VARARGS,
      "qconv(x, x_signed, w, w_signed, x_zero_point, w_zero_points, y, strides, dilations, "
-     "pads_begin, group, threads, isa): integer Conv sums modulo 2**32 into int32 y (qconv.h)."},
+     "pads_begin, group, threads, isa[, requantization]): integer Conv sums modulo 2**32 "
+     "into int32 y, requantized by the tasks when asked (qconv.h)."},
     {"requantize", padconv_py_requantize, METH_VARARGS,
      "requantize(acc, bias, factors, y_zero_point, y, unsure): QLinearConv's float64 "
      "requantization, marking the elements near a tie (qconv_module.cpp)."},
+    {"interleave_phases", padconv_py_interleave_phases, METH_VARARGS,
+     "interleave_phases(phases, y, strides, threads): y[p, i*s + a, ...] = phases[p, a, ..., "
+     "i, ...], ConvTranspose's stride phases put in place (conv_transpose_phases.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
@@ -594,3 +600,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     main_thread = main_thread_ident();
     return PyModule_Create(&module);
 }
+
+// The integer Conv and ConvTranspose's phases run their tasks on the same helpers as Conv.
+padconv::Pool& padconv_shared_pool() { return pool(); }

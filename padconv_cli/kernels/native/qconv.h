@@ -53,6 +53,16 @@ struct QJob {
     long vtotal;           // virtual positions computed: out[0] * sv[0]
     long xq_image;         // bytes of xq per image and group: quads * grid * 4 + slack
     const long* offsets;   // words offsets (in positions) of word q = (quad, tap)
+    // QLinearConv's requantization fused into the tasks (yq null: the int32 sums only): each
+    // task requantizes the outputs it has just summed, still in cache, into yq and marks the
+    // near-ties in `unsure` (both N x M x prod(out) bytes), as padconv_py_requantize does.
+    uint8_t* yq;
+    uint8_t* unsure;
+    const double* factors;  // M
+    const int32_t* bias;    // M, or null
+    double low, high;       // the output range minus yz
+    int yz;
+    int y_signed;
 };
 
 struct QKernel {

@@ -1,13 +1,16 @@
 // padconv_cli.kernels._native.qconv: the Python entry point of the native integer Conv.
 //
 // qconv(x, x_signed, w, w_signed, x_zero_point, w_zero_points, y, strides, dilations,
-//       pads_begin, group, threads, isa) writes into the C-contiguous int32 y (N, M, *out)
+//       pads_begin, group, threads, isa[, requantization]) writes into the C-contiguous int32
+// y (N, M, *out)
 // the sums  sum (Xpad - xz) * (W[m] - wz[m])  modulo 2**32 (qconv.h), for the C-contiguous
 // 1-byte x (N, C, *in) and w (M, C/group, *k), int8 when *_signed else uint8, the zero points
 // given as plain integers (w_zero_points: an int32 array of M).  Shapes and attributes must
 // already be validated (padconv's plan_conv); this function re-checks only what keeps its
 // memory accesses inside the buffers.  The GIL is released while the kernel runs; tasks are
-// shared by `threads` threads started for the call.
+// shared by the calling thread and up to `threads` - 1 helpers of Conv's persistent pool.
+// With requantization = (bias or None, float64 factors (M,), y_zero_point, yq, unsure) each
+// task also requantizes the sums it made, as requantize() below does (QJob::yq).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -20,7 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "pool.h"
 #include "qconv.h"
+
+padconv::Pool& padconv_shared_pool();  // module.cpp
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -69,15 +75,54 @@ bool read_longs(PyObject* seq, int count, long* out, const char* name, long mini
 }
 
 struct Views {
-    Py_buffer x, w, wz, y;
+    Py_buffer x, w, wz, y, bias, factors, yq, unsure;
     bool hx = false, hw = false, hz = false, hy = false;
+    bool hb = false, hf = false, hq = false, hu = false;
     ~Views() {
         if (hx) PyBuffer_Release(&x);
         if (hw) PyBuffer_Release(&w);
         if (hz) PyBuffer_Release(&wz);
         if (hy) PyBuffer_Release(&y);
+        if (hb) PyBuffer_Release(&bias);
+        if (hf) PyBuffer_Release(&factors);
+        if (hq) PyBuffer_Release(&yq);
+        if (hu) PyBuffer_Release(&unsure);
     }
 };
+
+// The optional requantization (bias or None, float64 factors (M,), y_zero_point, yq, unsure)
+// of a qconv call into `job`; false with a Python error set when it does not fit y.
+bool read_requantization(PyObject* spec, Views& v, QJob& job, long m, Py_ssize_t count) {
+    PyObject *bias, *factors, *yq, *unsure;
+    int yz;
+    if (!PyArg_ParseTuple(spec, "OOiOO", &bias, &factors, &yz, &yq, &unsure)) return false;
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND;
+    if (bias != Py_None) {
+        if (PyObject_GetBuffer(bias, &v.bias, flags) < 0) return false;
+        v.hb = true;
+    }
+    if (PyObject_GetBuffer(factors, &v.factors, flags) < 0) return false;
+    v.hf = true;
+    if (PyObject_GetBuffer(yq, &v.yq, flags | PyBUF_WRITABLE) < 0) return false;
+    v.hq = true;
+    if (PyObject_GetBuffer(unsure, &v.unsure, flags | PyBUF_WRITABLE) < 0) return false;
+    v.hu = true;
+    if ((v.hb && (v.bias.itemsize != 4 || v.bias.len != 4 * m)) || v.factors.itemsize != 8 ||
+        v.factors.len != 8 * m || v.yq.itemsize != 1 || v.yq.len != count ||
+        v.unsure.itemsize != 1 || v.unsure.len != count) {
+        PyErr_SetString(PyExc_ValueError, "qconv: inconsistent requantization buffers");
+        return false;
+    }
+    job.y_signed = v.yq.format && std::string(v.yq.format) == "b";
+    job.yz = yz;
+    job.low = (job.y_signed ? -128.0 : 0.0) - yz;
+    job.high = (job.y_signed ? 127.0 : 255.0) - yz;
+    job.bias = v.hb ? static_cast<const int32_t*>(v.bias.buf) : 0;
+    job.factors = static_cast<const double*>(v.factors.buf);
+    job.yq = static_cast<uint8_t*>(v.yq.buf);
+    job.unsure = static_cast<uint8_t*>(v.unsure.buf);
+    return true;
+}
 
 long round_up(long v, long step) { return (v + step - 1) / step * step; }
 
@@ -135,45 +180,156 @@ void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed, int pack,
 
 // X for the direct path (QJob::xq): per image and group, `pack` channels woven into words
 // over the padded grid (bytes for pack 4, int16 for pack 2), x' inside and xz' in the
-// padding; lanes of missing channels 0.
-void transform_x(const QJob& job, int pack, uint8_t* xq) {
-    const int r = job.rank;
-    const long width = job.pd[r - 1];
-    const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
-    std::vector<uint8_t> row(width);
-    long o[PADCONV_QMAX_RANK];
-    for (long n = 0; n < job.n; ++n) {
-        for (long g = 0; g < job.group; ++g) {
-            uint8_t* image = xq + (n * job.group + g) * job.xq_image;
-            memset(image, 0, job.xq_image);
-            for (long c = 0; c < job.cg; ++c) {
-                const uint8_t* plane = job.x + (n * job.c + g * job.cg + c) * job.in_plane;
-                uint8_t* lanes = image + (c / pack) * job.grid * 4 + (c % pack) * (4 / pack);
-                const long rows = job.grid / width;
-                for (int a = 0; a < r; ++a) o[a] = 0;
-                for (long k = 0; k < rows; ++k) {
-                    long in_row = 0;
-                    bool inside = true;
-                    for (int a = 0; a < r - 1; ++a) {
-                        const long i = o[a] - job.pb[a];
-                        if (i < 0 || i >= job.in[a]) inside = false;
-                        in_row = in_row * job.in[a] + i;
-                    }
-                    memset(row.data(), pad, width);
-                    if (inside) {
-                        const uint8_t* src = plane + in_row * job.in[r - 1];
-                        const long pbl = job.pb[r - 1];
-                        for (long i = 0; i < job.in[r - 1]; ++i)
-                            if (i + pbl < width) row[i + pbl] = src[i] ^ flip;
-                    }
-                    uint8_t* out = lanes + k * width * 4;
-                    for (long j = 0; j < width; ++j) out[j * 4] = row[j];
-                    for (int a = r - 2; a >= 0 && ++o[a] == job.pd[a]; --a) o[a] = 0;
-                }
+// padding; lanes of missing channels 0.  Task t weaves the words of one (image, group,
+// pack of channels): tasks are shared by the pool's threads.
+struct Transform {
+    const QJob& job;
+    int pack;
+    uint8_t* xq;
+    long packs, tasks;
+    std::atomic<long> next{0};
+    std::atomic<bool> failed{false};
+
+    Transform(const QJob& j, int p, uint8_t* q)
+        : job(j), pack(p), xq(q), packs((j.cg + p - 1) / p), tasks(j.n * j.group * packs) {}
+
+    // Padded row k of channel c of image n, group g, as x' bytes (xz' in the padding).
+    void fill_row(long n, long g, long c, long k, uint8_t* row) const {
+        const int r = job.rank;
+        const long width = job.pd[r - 1];
+        const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
+        long in_row = 0, rest = k;
+        bool inside = true;
+        long o[PADCONV_QMAX_RANK];
+        for (int a = r - 2; a >= 0; --a) {
+            o[a] = rest % job.pd[a];
+            rest /= job.pd[a];
+        }
+        for (int a = 0; a < r - 1; ++a) {
+            const long i = o[a] - job.pb[a];
+            if (i < 0 || i >= job.in[a]) inside = false;
+            in_row = in_row * job.in[a] + i;
+        }
+        memset(row, pad, width);
+        if (!inside) return;
+        const uint8_t* src =
+            job.x + (n * job.c + g * job.cg + c) * job.in_plane + in_row * job.in[r - 1];
+        const long pbl = job.pb[r - 1];
+        const long count = job.in[r - 1] < width - pbl ? job.in[r - 1] : width - pbl;
+        for (long i = 0; i < count; ++i) row[i + pbl] = src[i] ^ flip;
+    }
+
+    void task(long t, uint8_t* rows) const {
+        const long q = t % packs, image = t / packs;  // image = n * group + g
+        const long n = image / job.group, g = image % job.group;
+        const long width = job.pd[job.rank - 1], lines = job.grid / width;
+        uint32_t* out = reinterpret_cast<uint32_t*>(xq + image * job.xq_image) + q * job.grid;
+        for (long k = 0; k < lines; ++k, out += width) {
+            for (int j = 0; j < pack; ++j) {
+                const long c = q * pack + j;
+                if (c < job.cg) fill_row(n, g, c, k, rows + j * width);
+                else memset(rows + j * width, 0, width);
+            }
+            const uint8_t* r0 = rows;
+            const uint8_t* r1 = rows + width;
+            if (pack == 4) {
+                const uint8_t* r2 = rows + 2 * width;
+                const uint8_t* r3 = rows + 3 * width;
+                for (long i = 0; i < width; ++i)
+                    out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 8 | (uint32_t)r2[i] << 16 |
+                             (uint32_t)r3[i] << 24;
+            } else {
+                for (long i = 0; i < width; ++i) out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 16;
             }
         }
+        if (q == packs - 1)  // the slack after the image's last word: read, never used
+            memset(xq + image * job.xq_image + packs * job.grid * 4, 0,
+                   job.xq_image - packs * job.grid * 4);
+    }
+
+    void work() {
+        uint8_t* rows = new (std::nothrow) uint8_t[4 * job.pd[job.rank - 1]];
+        if (!rows) {
+            failed = true;
+            return;
+        }
+        for (long t = next++; t < tasks && !failed; t = next++) task(t, rows);
+        delete[] rows;
+    }
+
+    static void work_of(void* self) { static_cast<Transform*>(self)->work(); }
+};
+
+bool transform_x(const QJob& job, int pack, uint8_t* xq, long threads) {
+    Transform state(job, pack, xq);
+    if (threads > state.tasks) threads = state.tasks;
+    padconv_shared_pool().run(&Transform::work_of, &state, threads > 1 ? threads - 1 : 0);
+    return !state.failed;
+}
+
+void requantize_run(const int32_t* in, double factor, double bias, double low, double high,
+                    int yz, bool is_signed, long count, uint8_t* y, uint8_t* unsure);
+
+// Outputs (flattened) before the direct path's virtual position v: those of the grid
+// coordinates lexicographically below v's that lie inside `out`.
+long outputs_before(const QJob& job, long v) {
+    long o[PADCONV_QMAX_RANK];
+    for (int a = 0; a < job.rank; ++a) {
+        o[a] = a == 0 ? v / job.sv[0] : v / job.sv[a] % job.pd[a];
+    }
+    long count = 0, inner = job.out_plane;
+    for (int a = 0; a < job.rank; ++a) {
+        inner /= job.out[a];
+        if (o[a] >= job.out[a]) return count + job.out[a] * inner;
+        count += o[a] * inner;
+    }
+    return count;
+}
+
+// The fused requantization of task `index`: its outputs [f0, f1) of each channel of its group.
+void requantize_task(const QJob& job, long index) {
+    const long b = index % job.blocks, g = (index / job.blocks) % job.group,
+               n = index / (job.blocks * job.group);
+    const long total = job.xq ? job.vtotal : job.out_plane;
+    const long first = b * job.block, last = std::min(first + job.block, total);
+    const long f0 = job.xq ? outputs_before(job, first) : first;
+    const long f1 = job.xq ? outputs_before(job, last) : last;
+    for (long m = g * job.mg; m < (g + 1) * job.mg; ++m) {
+        const long at = (n * job.m + m) * job.out_plane + f0;
+        requantize_run(job.y + at, job.factors[m], job.bias ? (double)job.bias[m] : 0.0,
+                       job.low, job.high, job.yz, job.y_signed, f1 - f0, job.yq + at,
+                       job.unsure + at);
     }
 }
+
+// The tasks of one call, shared by the threads taking part: each takes the next task.
+struct Run {
+    const QJob& job;
+    const QKernel& kernel;
+    long tasks;
+    size_t scratch;
+    std::atomic<long> next{0};
+    std::atomic<bool> failed{false};
+
+    Run(const QJob& j, const QKernel& k, long t, size_t s) : job(j), kernel(k), tasks(t),
+                                                             scratch(s) {}
+
+    void work() {
+        char* buffer = new (std::nothrow) char[scratch + 64];
+        if (!buffer) {
+            failed = true;
+            return;
+        }
+        char* aligned = buffer + (64 - reinterpret_cast<size_t>(buffer) % 64) % 64;
+        for (long t = next++; t < tasks && !failed; t = next++) {
+            kernel.task(job, t, aligned);
+            if (job.yq) requantize_task(job, t);
+        }
+        delete[] buffer;
+    }
+
+    static void work_of(void* self) { static_cast<Run*>(self)->work(); }
+};
 
 bool run(const QJob& job, const QKernel& kernel, long threads) {
     const long tasks = job.n * job.group * job.blocks;
@@ -184,40 +340,22 @@ bool run(const QJob& job, const QKernel& kernel, long threads) {
                            kernel.pack * job.block + 64;
     if (threads > tasks) threads = tasks;
     if (threads < 1) threads = 1;
-    std::atomic<long> next(0);
-    std::atomic<bool> failed(false);
-    auto work = [&]() {
-        char* buffer = new (std::nothrow) char[scratch + 64];
-        if (!buffer) {
-            failed = true;
-            return;
-        }
-        char* aligned = buffer + (64 - reinterpret_cast<size_t>(buffer) % 64) % 64;
-        for (long t = next++; t < tasks && !failed; t = next++) kernel.task(job, t, aligned);
-        delete[] buffer;
-    };
-    std::vector<std::thread> helpers;
-    for (long i = 1; i < threads; ++i) {
-        try {
-            helpers.emplace_back(work);
-        } catch (...) {
-            break;
-        }
-    }
-    work();
-    for (auto& helper : helpers) helper.join();
-    return !failed;
+    Run state(job, kernel, tasks, scratch);
+    // fewer helpers than asked (pool busy, or none could start): the same sums
+    padconv_shared_pool().run(&Run::work_of, &state, threads - 1);
+    return !state.failed;
 }
 
 }  // namespace
 
 PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
-    PyObject *x, *w, *wz, *y, *strides, *dilations, *pads;
+    PyObject *x, *w, *wz, *y, *strides, *dilations, *pads, *requantization = Py_None;
     int x_signed, w_signed, xz;
     long group, threads;
     const char* isa;
-    if (!PyArg_ParseTuple(args, "OpOpiOOOOOlls", &x, &x_signed, &w, &w_signed, &xz, &wz, &y,
-                          &strides, &dilations, &pads, &group, &threads, &isa))
+    if (!PyArg_ParseTuple(args, "OpOpiOOOOOlls|O", &x, &x_signed, &w, &w_signed, &xz, &wz, &y,
+                          &strides, &dilations, &pads, &group, &threads, &isa,
+                          &requantization))
         return 0;
     const QKernel* kernel = kernel_for(isa);
     if (!kernel || !kernel->task) {
@@ -265,6 +403,9 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
         PyErr_SetString(PyExc_ValueError, "inconsistent x, w, y or w_zero_points shapes");
         return 0;
     }
+    if (requantization != Py_None &&
+        !read_requantization(requantization, v, job, job.m, v.y.len / 4))
+        return 0;
     if (!read_longs(strides, job.rank, job.s, "strides", 1) ||
         !read_longs(dilations, job.rank, job.d, "dilations", 1) ||
         !read_longs(pads, job.rank, job.pb, "pads_begin", 0))
@@ -339,9 +480,9 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     Py_BEGIN_ALLOW_THREADS
     if (direct) {
         job.xq = xq.data();
-        transform_x(job, kernel->pack, xq.data());
+        ok = transform_x(job, kernel->pack, xq.data(), threads);
     }
-    ok = run(job, *kernel, threads);
+    ok = ok && run(job, *kernel, threads);
     Py_END_ALLOW_THREADS
     if (!ok) return PyErr_NoMemory();
     Py_RETURN_NONE;
@@ -361,35 +502,38 @@ inline double round_even(double v) {
     return (v + magic) - magic;
 }
 
+// The requantization of `count` consecutive elements of one channel (factor, bias).
+void requantize_run(const int32_t* in, double factor, double bias, double low, double high,
+                    int yz, bool is_signed, long count, uint8_t* y, uint8_t* unsure) {
+    static const bool avx2 = x86_has("avx2");
+    if (avx2) {
+        padconv_requantize_plane_avx2(in, factor, bias, low, high, yz, is_signed, count, y,
+                                      unsure);
+        return;
+    }
+    for (long i = 0; i < count; ++i) {
+        double e = ((double)in[i] + bias) * factor;
+        e = e < low - 2 ? low - 2 : e > high + 2 ? high + 2 : e;  // beyond: saturated
+        const double r = round_even(e);
+        const double below = r > e ? r - 1 : r;  // floor(e)
+        const double distance = e - below - 0.5;
+        const double size = e < 0 ? -e : e;
+        unsure[i] = (distance < 0 ? -distance : distance) <= size * 4.5e-16 &&
+                    e > low - 1 && e < high + 1;
+        const double kept = r < low ? low : r > high ? high : r;
+        const int value = (int)kept + yz;
+        y[i] = is_signed ? (uint8_t)(int8_t)value : (uint8_t)value;
+    }
+}
+
 // The requantization of `planes` planes of `plane` elements (plane i has channel i % m).
 void requantize_planes(const int32_t* a, const int32_t* b, const double* f, int yz, double low,
                        double high, bool is_signed, long planes, long m, long plane,
                        uint8_t* out, uint8_t* mark) {
     for (long k = 0; k < planes; ++k) {
         const long channel = k % m;
-        const double factor = f[channel], bias = b ? (double)b[channel] : 0.0;
-        const int32_t* in = a + k * plane;
-        uint8_t* y = out + k * plane;
-        uint8_t* unsure = mark + k * plane;
-        static const bool avx2 = x86_has("avx2");
-        if (avx2) {
-            padconv_requantize_plane_avx2(in, factor, bias, low, high, yz, is_signed, plane, y,
-                                          unsure);
-            continue;
-        }
-        for (long i = 0; i < plane; ++i) {
-            double e = ((double)in[i] + bias) * factor;
-            e = e < low - 2 ? low - 2 : e > high + 2 ? high + 2 : e;  // beyond: saturated
-            const double r = round_even(e);
-            const double below = r > e ? r - 1 : r;  // floor(e)
-            const double distance = e - below - 0.5;
-            const double size = e < 0 ? -e : e;
-            unsure[i] = (distance < 0 ? -distance : distance) <= size * 4.5e-16 &&
-                        e > low - 1 && e < high + 1;
-            const double kept = r < low ? low : r > high ? high : r;
-            const int value = (int)kept + yz;
-            y[i] = is_signed ? (uint8_t)(int8_t)value : (uint8_t)value;
-        }
+        requantize_run(a + k * plane, f[channel], b ? (double)b[channel] : 0.0, low, high, yz,
+                       is_signed, plane, out + k * plane, mark + k * plane);
     }
 }
 
