@@ -390,9 +390,10 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     interleaved in one pass) (one image, the output channels of
     :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
     copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
-    scratch (bounded by :func:`padconv_cli.kernels.conv_paths.PANEL_BYTES` per thread and
+    scratch (bounded by :func:`padconv_cli.kernels.conv.PANEL_BYTES` per thread and
     packed W)."""
-    from padconv_cli.kernels import conv_paths, native
+    from padconv_cli.kernels import conv as conv_kernel
+    from padconv_cli.kernels import native
 
     acc = accumulator_dtype(np.dtype(dtype)).itemsize
     plane = math.prod(-(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides,
@@ -408,7 +409,7 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     crop = math.prod(plan.x_shape) * np.dtype(dtype).itemsize if any(
         pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,
                                              plan.dilations, strict=True)) else 0
-    scratch = native.thread_count() * (conv_paths.PANEL_BYTES + conv_paths.ROW_BYTES)
+    scratch = native.thread_count() * (conv_kernel.PANEL_BYTES + conv_kernel.ROW_BYTES)
     return phase_out * acc + weights + crop + scratch + 2 * math.prod(plan.w_shape) * acc
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from padconv_cli.errors import AttributeValueError
 from padconv_cli.kernels import conv_transpose_shapes as shapes
-from padconv_cli.kernels.conv_plan import (
+from padconv_cli.kernels.conv import (
     explicit_pads,
     group_attribute,
     input_shape,

@@ -12,7 +12,7 @@ AVX2 or portable, picked like Conv's by ``PADCONV_NATIVE_ISA``) sums the product
 integers modulo 2**32 with no intermediate saturation: that is ConvInteger's int32 result
 exactly, and QLinearConv's exact sum whenever ``C/G * prod(k) * 255 * 255 < 2**31`` (no sum
 can then leave int32). Beyond that, QLinearConv's sums run in the native Conv core
-(:mod:`padconv_cli.kernels.conv_paths`) on the zero-point-shifted values as floats: each
+(:mod:`padconv_cli.kernels.conv`) on the zero-point-shifted values as floats: each
 product is an integer of magnitude at most 255 * 255 < 2**16 and every partial sum of channel
 ``m`` at most ``max|x - xz| * sum|W[m] - wz[m]|``, so float32 is exact when that bound is below
 2**24 and float64 below 2**53 (any ``C/G * prod(k)`` below 2**37). Integer sums are exact in
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError
-from padconv_cli.kernels.conv_plan import ConvPlan
+from padconv_cli.kernels.conv import ConvPlan
 from padconv_cli.kernels.quantized_plan import (
     ConvIntegerPlan,
     Operand,
@@ -168,7 +168,7 @@ def wrapped_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray
 def exact_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
                w_zero_points: np.ndarray) -> np.ndarray:
     """int64 ``sum (Xpad - xz) * (W[m] - wz[m])`` exactly (module docstring)."""
-    from padconv_cli.kernels.conv_paths import convolve
+    from padconv_cli.kernels.conv import convolve
 
     if fits_int32(plan):
         return wrapped_sums(plan, x, x_zero_point, w, w_zero_points).astype(np.int64)
@@ -205,12 +205,12 @@ def working_bytes(plan: ConvPlan, x_size: int) -> int:
     per sum; the native kernel needs far less: packed W, a panel of about 192 KiB per thread,
     and with every stride 1 on AVX-512 VNNI a padded copy of X, channels rounded up to 4):
     X and W shifted as float64, the float64 sums, their int64 copy, and the Conv core's own
-    (:func:`padconv_cli.kernels.conv_paths.working_bytes` for float64)."""
-    from padconv_cli.kernels import conv_paths
+    (:func:`padconv_cli.kernels.conv.working_bytes` for float64)."""
+    from padconv_cli.kernels import conv as conv_kernel
 
     out = int(np.prod(plan.output_shape))
     return (8 * (x_size + 2 * int(np.prod(plan.w_shape)) + 2 * out)
-            + conv_paths.working_bytes(plan, np.dtype(np.float64)))
+            + conv_kernel.working_bytes(plan, np.dtype(np.float64)))
 
 
 # --- small helpers ----------------------------------------------------------------------------

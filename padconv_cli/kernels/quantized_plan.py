@@ -1,8 +1,8 @@
 """Planning of ONNX ``ConvInteger`` and ``QLinearConv`` (opset 10): types, zero points, scales.
 
 Both operators take every Conv attribute and Conv's shape rules (W is ``(M, C/group, k...)``):
-the geometry is a :class:`~padconv_cli.kernels.conv_plan.ConvPlan` from
-:func:`~padconv_cli.kernels.conv_plan.plan_conv`. On top of it this module checks, from shapes
+the geometry is a :class:`~padconv_cli.kernels.conv.ConvPlan` from
+:func:`~padconv_cli.kernels.conv.plan_conv`. On top of it this module checks, from shapes
 and element types only (no data is read), what the integer operators add: X and W int8 or
 uint8 in any combination, zero points of their tensor's type, scalar or (for W) one per output
 channel, float32 scales of matching lengths, Y's type from ``y_zero_point`` and an int32 bias.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
-from padconv_cli.kernels.conv_plan import ConvPlan, plan_conv
+from padconv_cli.kernels.conv import ConvPlan, plan_conv
 
 INTEGER_DTYPES = ("int8", "uint8")
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 NAME = "Conv"
 VERSIONS = (1, 11, 22)
-# the kernel's own list (kernels.conv_plan.AUTO_PAD_VALUES), written here so that the command's
+# the kernel's own list (kernels.conv.AUTO_PAD_VALUES), written here so that the command's
 # help loads no kernel (start-up time); a test keeps the two equal
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 

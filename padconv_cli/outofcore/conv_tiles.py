@@ -27,9 +27,15 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import OutputTooLargeError
-from padconv_cli.kernels import conv_paths, native
-from padconv_cli.kernels.conv import ConvPlan, conv_planned, plan_conv
-from padconv_cli.kernels.conv_shapes import effective_kernel_size, explicit_pad_output_size
+from padconv_cli.kernels import conv as conv_kernel
+from padconv_cli.kernels import native
+from padconv_cli.kernels.conv import (
+    ConvPlan,
+    conv_planned,
+    effective_kernel_size,
+    explicit_pad_output_size,
+    plan_conv,
+)
 from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
@@ -117,19 +123,19 @@ def tile_plan(plan: ConvPlan, tile_shape: tuple[int, ...]) -> ConvPlan:
 def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
     """Upper bound of the bytes one tile needs: ``2*(X_t + Y_t)*itemsize`` (the window read
     and copied, the result and its copy written out) plus the kernel's working memory on the
-    tile's plan (:func:`padconv_cli.kernels.conv_paths.working_bytes`)."""
+    tile's plan (:func:`padconv_cli.kernels.conv.working_bytes`)."""
     piece = tile_plan(plan, tile_shape)
     window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
     # only the whole output's tile knows which taps read only padding (it is the call's plan)
     whole = tuple(tile_shape) == tuple(plan.output_shape)
-    working = conv_paths.working_bytes(piece, TILE_DTYPES.get(itemsize, np.dtype(np.float32)),
+    working = conv_kernel.working_bytes(piece, TILE_DTYPES.get(itemsize, np.dtype(np.float32)),
                                        native.thread_count(), tile_shape[1], cut=whole)
     return 2 * window * itemsize + 2 * outputs * itemsize + working
 
 
 def fixed_bytes(w: np.ndarray, b: np.ndarray | None) -> int:
     """Memory held for the whole run: W and B, and W's copy in the accumulator type."""
-    acc = conv_paths.accumulator_dtype(w.dtype).itemsize
+    acc = conv_kernel.accumulator_dtype(w.dtype).itemsize
     return w.nbytes + w.size * acc + (0 if b is None else b.nbytes)
 
 

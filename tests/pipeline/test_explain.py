@@ -158,18 +158,19 @@ def test_explained_shape_is_the_computed_shape(size, kernel, stride, dilation, a
 
 
 def test_working_memory_estimate_covers_the_float32_copies_and_the_panels():
-    from padconv_cli.kernels import conv_paths, native
+    from padconv_cli.kernels import conv as conv_kernel
+    from padconv_cli.kernels import native
 
     x = np.ones((1, 8, 32, 32), np.float16)
     w = np.ones((8, 8, 3, 3), np.float16)
     plan = plan_call(resolve_call("Conv", (x, w, None), {"pads": (1, 1, 1, 1)}).call)
-    working = conv_paths.working_bytes(plan, np.dtype(np.float16))
+    working = conv_kernel.working_bytes(plan, np.dtype(np.float16))
     # W and B in float32, and the float32 output in one chunk (X is read in place)
     copies = (w.size + 8 + 8 * 32 * 32) * 4
     packed = 8 * 72 * 4  # W packed in tiles of 8 output channels
     # all 1024 positions (under PANEL_BYTES), and one input row's phases (stride 1: 32 + 2)
     panels = native.thread_count() * (72 * 1024 + 34) * 4
-    assert 72 * 1024 * 4 <= conv_paths.PANEL_BYTES
+    assert 72 * 1024 * 4 <= conv_kernel.PANEL_BYTES
     assert working == copies + packed + panels
 
 
