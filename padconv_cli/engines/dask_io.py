@@ -19,6 +19,7 @@ client's temporary output.  A refusal names the worker and the path.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -128,11 +129,13 @@ def open_zarr_input(path: str, policy: ReadPolicy | None = None) -> Any:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """What identifies one input: its kind, path and the facts compared between machines."""
+    """What identifies one input: its kind, path and the facts compared between machines; and
+    the read policy a worker opens it under (``--allow-hardlinks`` holds on the workers too)."""
 
     kind: str
     path: str
     facts: tuple[tuple[str, str], ...]
+    policy: ReadPolicy | None = None
 
     def difference(self, other: Fingerprint) -> str | None:
         """The first fact in which ``other`` differs from this one (None when equal)."""
@@ -196,9 +199,9 @@ def problem_with(expected: Fingerprint) -> str | None:
     path = expected.path
     try:
         if expected.kind == "zarr":
-            found = zarr_fingerprint(open_zarr_input(path), path)
+            found = zarr_fingerprint(open_zarr_input(path, expected.policy), path)
         else:
-            header = open_npy_input(path).header
+            header = open_npy_input(path, expected.policy).header
             found = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
     except Exception as exc:  # any failure to read (missing file, no credentials...) refuses
         return f"cannot read it ({one_line(exc, 160)})"
@@ -265,7 +268,8 @@ class NpySource:
     def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
         self.array = open_npy_input(path, policy)
         header = self.array.header
-        self.fingerprint = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
+        self.fingerprint = dataclasses.replace(
+            npy_fingerprint(path, header.data_offset, header.shape, header.dtype), policy=policy)
         self.shape, self.dtype = self.array.shape, self.array.dtype
 
     def __dask_tokenize__(self) -> Any:
@@ -297,7 +301,7 @@ class ZarrSource:
         self.path = path
         self.limit = input_limit(policy)
         check_zarr_objects(self.array, path, self.limit)
-        self.fingerprint = zarr_fingerprint(self.array, path)
+        self.fingerprint = dataclasses.replace(zarr_fingerprint(self.array, path), policy=policy)
         self.stored = stored_chunk_keys(self.array)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
 

@@ -64,3 +64,19 @@ def test_commands_refuse_it_in_one_line(run_cli, store, monkeypatch, command):
     assert "--allow-hardlinks" in result.stderr
     assert "1000" not in result.stdout
     assert not os.path.exists("out.npy") and not os.path.exists("out.zarr")
+
+
+@pytest.mark.parametrize("output", ["out.npy", "out.zarr"])
+def test_the_dask_engine_reads_it_when_allowed(run_cli, store, monkeypatch, output):
+    """--allow-hardlinks holds on the dask workers too (they check the store once more)."""
+    pytest.importorskip("distributed")
+    path, name = store
+    monkeypatch.chdir(path.parent)
+    result = run_cli("pad", "z.zarr", "--pads", "1", "1", "1", "1", "-o", output,
+                     "--engine", "dask", "--allow-hardlinks")
+    assert result.exit_code == 0, result.stderr
+    expected = np.ones((4, 6), np.float32)
+    if name == "0.0":
+        expected[:2, :3] = SECRET
+    got = np.load(output) if output.endswith(".npy") else zarr.open_array(output)[...]
+    np.testing.assert_array_equal(got, np.pad(expected, 1))
