@@ -37,13 +37,16 @@ def _label(param: click.Parameter) -> str:
 
 def labels(ctx: click.Context | None) -> dict[str, click.Parameter]:
     """The table: each parameter of the command by its name and by its long flags' names
-    (``fmt`` and ``format`` both name ``--format``)."""
+    (``fmt`` and ``format`` both name ``--format``); an argument also by its label, the
+    library's name for that input (``W`` names the argument ``w``)."""
     table: dict[str, click.Parameter] = {}
     for param in ctx.command.params if ctx is not None else ():
         for opt in param.opts if isinstance(param, click.Option) else ():
             if opt.startswith("--"):
                 table.setdefault(opt[2:].replace("-", "_"), param)
         table.setdefault(param.name or "", param)
+        if isinstance(param, click.Argument):
+            table.setdefault(_label(param), param)
     return table
 
 
@@ -70,9 +73,10 @@ def _render_words(message: str, table: dict[str, click.Parameter], names: list[s
 
 
 def _argument_files(ctx: click.Context | None, message: str) -> str:
-    """`` (X is x.npy, W is w.npy)`` for the arguments the message names as words, by their
-    label, without naming the file the user gave for them."""
-    words = {word.rstrip(_PUNCTUATION) for word in message.split(" ")}
+    """`` (X is x.npy, W is w.npy)`` for the arguments the message names by their label (as a
+    name of its own: ``W`` in ``W.shape[1]``, not in ``Wx``), without naming the file the user
+    gave for them."""
+    words = set("".join(c if c.isalnum() or c == "_" else " " for c in message).split())
     named = [f"{_label(param)} is {typed}" for param in (ctx.command.params if ctx else ())
              if isinstance(param, click.Argument) and _label(param) in words
              and (typed := _typed_file(ctx, param)) and typed not in message]

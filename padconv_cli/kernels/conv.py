@@ -293,7 +293,8 @@ def _auto_pad(auto_pad: object, pads: object) -> str:
         auto_pad = auto_pad.decode("utf-8", "replace")
     if auto_pad not in AUTO_PAD_VALUES:
         raise AttributeValueError("Conv attribute auto_pad must be one of "
-                                  f"{', '.join(AUTO_PAD_VALUES)}, got {auto_pad!r}")
+                                  f"{', '.join(AUTO_PAD_VALUES)}, got {auto_pad!r}",
+                                  param="auto_pad")
     if auto_pad != "NOTSET" and pads is not None:
         raise AttributeValueError(f"Conv attributes pads and auto_pad={auto_pad} cannot be used "
                                   "together; drop pads or set auto_pad=NOTSET")

@@ -406,3 +406,17 @@ def test_compare_names_its_second_argument(run_cli):
     result = run_cli("compare", "[1.0]")
     assert result.exit_code == 2
     assert "missing argument B: a tensor file" in result.stderr
+
+
+@pytest.mark.parametrize("command, w_shape, named", [
+    ("conv", (2, 4, 3, 3), "W is w.npy)"),  # names W only inside W.shape[1]
+    ("conv-transpose", (3, 2, 0, 3), "w.npy: "),  # param="W": the file comes first
+])
+def test_an_error_about_an_input_names_the_file_given_for_it(run_cli, tmp_path, monkeypatch,
+                                                             command, w_shape, named):
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.ones((1, 3, 5, 5), np.float32))
+    np.save("w.npy", np.ones(w_shape, np.float32))
+    result = run_cli(command, "x.npy", "w.npy")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and named in result.stderr, result.stderr
