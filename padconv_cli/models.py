@@ -44,7 +44,7 @@ from padconv_cli.onnx_nodes import (
     default_opset,
     operator_version,
 )
-from padconv_cli.ops import OPERATORS, operator, plain_call
+from padconv_cli.ops import ATTRIBUTE, OPERATORS, operator, plain_call
 from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
 from padconv_cli.tensorio.protobuf import tensor_from_proto
 
@@ -466,14 +466,23 @@ def _hint(name: str, nodes: list[ModelNode], op_type: str) -> str:
     return f"{guess} {op_type} nodes: {_node_list(nodes, op_type)}"
 
 
-def with_node_context(origin: ModelNode | None, error: Exception) -> Exception:
-    """``error`` with the model and the node named in front (same type, param and source),
-    for errors about a node's values raised where the node is not known."""
+def with_node_context(origin: ModelNode | None, error: Exception,
+                      overridden: tuple[str, ...] = ()) -> Exception:
+    """``error`` with the model and the node named in front (same type and source), for errors
+    about a node's values raised where the node is not known.  ``param`` is dropped when its
+    (first) name is a value the node gave and no flag replaced (``overridden``): the user typed
+    no flag for it."""
     from padconv_cli.errors import PadconvError
 
     if origin is None or not isinstance(error, PadconvError) or origin.path in str(error):
         return error
-    return type(error)(f"{origin.describe()}: {error}", param=error.param,
+    node = origin.node
+    from_node = {attribute.name for attribute in node.attribute} | {
+        entry.name for index, entry in enumerate(operator(origin.op_type).inputs)
+        if entry.role == ATTRIBUTE and index < len(node.input) and node.input[index]}
+    main = error.param[0] if isinstance(error.param, tuple) else error.param
+    typed = main not in from_node or main in overridden
+    return type(error)(f"{origin.describe()}: {error}", param=error.param if typed else None,
                        source=error.source or origin.path)
 
 

@@ -322,7 +322,7 @@ def plan_resolved(resolved: ResolvedCall) -> Any:
             raise
         from padconv_cli.models import with_node_context
 
-        raise with_node_context(resolved.origin, error) from None
+        raise with_node_context(resolved.origin, error, resolved.overridden) from None
 
 
 def check_output_format(output: str | None, fmt: str | None) -> None:

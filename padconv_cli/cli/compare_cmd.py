@@ -168,7 +168,7 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     try:
         plan = plan_call(resolved.call)
     except PadconvError as error:
-        raise with_node_context(origin, error) from None
+        raise with_node_context(origin, error, resolved.overridden) from None
     if tuple(plan.output_shape) != tuple(shape):
         raise click.UsageError(
             f"the {name} of --conv-x gives shape {list(plan.output_shape)}, A has shape "

@@ -645,3 +645,24 @@ def test_a_name_that_is_not_utf8_is_refused_in_one_line(run_cli, tmp_path):
         result = run_cli(*args)
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
         assert "not UTF-8" in result.stderr and "m.onnx" in result.stderr
+
+
+def test_a_value_the_model_gave_is_not_named_as_a_flag(run_cli, tmp_path, monkeypatch):
+    """A Pad-13 node whose stored pads do not fit X: the line names the node and says pads,
+    not --pads, which the user did not type; with --pads typed, the flag is named."""
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.ones((1, 1, 4, 4), np.float32))
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], name="p", mode="constant")
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "m.onnx")
+    stored = run_cli("pad", "x.npy", "--from-model", "m.onnx", "--node", "p", "-o", "y.npy")
+    typed = run_cli("pad", "x.npy", "--from-model", "m.onnx", "--node", "p", "--pads", "0", "1",
+                    "0", "1", "-o", "y.npy")
+    assert stored.exit_code == typed.exit_code == 2
+    assert "node 'p'" in stored.stderr and "pads has 4 values" in stored.stderr
+    assert "--pads" not in stored.stderr, stored.stderr
+    assert "--pads has 4 values" in typed.stderr, typed.stderr
+    assert not os.path.exists("y.npy")
