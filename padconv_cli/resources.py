@@ -126,7 +126,7 @@ class Needs:
 
 
 def nbytes(value: Any) -> int:
-    """Bytes of an input as held (a memory-mapped or declared input is not read)."""
+    """Bytes of an input as held (a declared input is not read: its declared size)."""
     import numpy as np
 
     held = getattr(value, "nbytes", None)

@@ -206,7 +206,7 @@ class Operator:
 
 
 def shape_of(value: Any) -> tuple[int, ...] | None:
-    """The shape of an input (array, memory-mapped file, declared store) without reading it."""
+    """The shape of an input (array, declared .npy file or store) without reading it."""
     import numpy as np
 
     if value is None:

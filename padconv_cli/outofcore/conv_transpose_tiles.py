@@ -1,4 +1,5 @@
-"""ONNX ConvTranspose from a memory-mapped ``.npy`` X to a ``.npy`` Y, one output tile at a time.
+"""ONNX ConvTranspose from a ``.npy`` X, read box by box, to a ``.npy`` Y, one output tile at a
+time.
 
 A tile is a range of images and a range per output spatial axis (every output channel).  Along
 an axis, output ``o`` receives input ``i`` through tap ``k`` when ``o = i*s + k*d - pb``, so the

@@ -1,4 +1,4 @@
-"""ConvInteger and QLinearConv from a memory-mapped ``.npy`` x to a ``.npy`` y, tile by tile.
+"""ConvInteger and QLinearConv from a ``.npy`` x, read box by box, to a ``.npy`` y, tile by tile.
 
 The tiles are Conv's (:mod:`padconv_cli.outofcore.conv_tiles`: ranges of images, channel
 tiles, ranges per output spatial axis, each reading its window of x with its own explicit
