@@ -35,7 +35,11 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
                              "onnxruntime")]:
         assert row["status"] == "ok", row
         assert row["runs"] >= 1 and row["median_s"] > 0
+        assert row["p90_s"] >= row["median_s"]
     assert 0 <= conv["padconv"]["error_ratio"] <= 1
+    assert conv["padconv"]["runs"] >= 2 * bench_measure.QUICK.repeat  # several calls a turn
+    assert result["limits"]["gemm_gflops"] > 0 and result["limits"]["copy_gbs"] > 0
+    assert result["conv"]["conv/dilated"]["copy_gbs_at_size"] > 0
     assert conv["torch"]["status"] in ("ok", "skipped")
     processes = {part: result[part]["rows"] for part in ("startup", "large")}
     assert [len(rows) for rows in processes.values()] == [3, 4]
@@ -51,6 +55,8 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
     text = docs.read_text()
     for title in ("Conv (float32)", "Pad (float32)", "Large tensors", "Start-up", "Targets"):
         assert f"## {title}" in text
+    assert "p90" in text and ("of GEMM peak" in text or "of bandwidth" in text)
+    assert "machine limits, measured in this run" in text
     assert text.startswith(bench.DOCS.read_text().split(bench.MARKER)[0])
     assert "partial run" in text  # (a noisy-host note appears only when the load was high)
 
