@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -61,15 +62,12 @@ class TensorStats:
 
 
 def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """(offset, chunk, chunk as float64: magnitudes for complex, 0/1 for bool) of the elements
-    in C order, CHUNK_ELEMENTS at a time."""
+    """(offset, chunk, chunk as float64: ``|x|`` for complex) in C order, CHUNK_ELEMENTS a time."""
     flat = array.reshape(-1)
     for start in range(0, flat.size, CHUNK_ELEMENTS):
         chunk = flat[start:start + CHUNK_ELEMENTS]
-        if kind == "complex":
-            yield start, chunk, np.abs(chunk.astype(np.complex128))
-        else:
-            yield start, chunk, chunk.astype(np.float64)
+        real = np.abs(chunk.astype(np.complex128)) if kind == "complex" else chunk
+        yield start, chunk, real.astype(np.float64)
 
 
 def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
@@ -89,9 +87,9 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
     extremes = [0, 0]  # flat indices of the minimum and the maximum
     for offset, chunk, real in _real_chunks(array, kind):
         finite_mask = np.isfinite(real)
-        stats.nan += int(np.count_nonzero(np.isnan(real)))
-        stats.posinf += int(np.count_nonzero(real == np.inf))
-        stats.neginf += int(np.count_nonzero(real == -np.inf))
+        for name, mask in (("nan", np.isnan(real)), ("posinf", real == np.inf),
+                           ("neginf", real == -np.inf)):
+            setattr(stats, name, getattr(stats, name) + int(np.count_nonzero(mask)))
         finite = real[finite_mask]
         if finite.size == 0:
             continue
@@ -170,8 +168,7 @@ def preview_text(array: np.ndarray, edge_items: int = 3, width: int = 76) -> str
 
 
 def _npz_members(path: str) -> list[str] | None:
-    """Array names of an .npz archive, or None when it cannot be listed (tensorio then reports
-    the problem when the archive is read)."""
+    """Array names of an .npz archive; None when unlistable (tensorio's read reports why)."""
     import zipfile
 
     try:
@@ -203,7 +200,7 @@ def named_tensors(
     classified = classify_source(source)
     suffix = os.path.splitext(classified.path)[1].lower() if classified.kind == "file" else ""
     if suffix == ".onnx":
-        yield from _model_tensors(classified.path, notice or _stderr_notice, policy)
+        yield from _model_tensors(classified.path, notice, policy)
         return
     members = _npz_members(classified.path) if suffix == ".npz" and not classified.member else None
     if members and len(members) > 1:
@@ -213,9 +210,12 @@ def named_tensors(
     yield read_tensor_labelled(source, dtype, policy)
 
 
-def _model_tensors(path: str, notice: Callable[[str], None],
+def _model_tensors(path: str, notice: Callable[[str], None] | None,
                    policy: Any = None) -> Iterator[tuple[str, np.ndarray]]:
-    """(``path:name``, array) of the model's main-graph initializers; ``notice`` when none."""
+    """(``path:name``, array) of the model's main-graph initializers; ``notice`` (default:
+    stderr) when none."""
+    import click
+
     from padconv_cli.models import model_initializers
 
     empty = True
@@ -223,13 +223,8 @@ def _model_tensors(path: str, notice: Callable[[str], None],
         empty = False
         yield f"{path}:{name}", array
     if empty:
-        notice(f"{path}: no initializers in the main graph")
-
-
-def _stderr_notice(message: str) -> None:
-    import click
-
-    click.echo(message, err=True)
+        (notice or functools.partial(click.echo, err=True))(
+            f"{path}: no initializers in the main graph")
 
 
 def read_tensor_labelled(source: str, dtype: str | None,

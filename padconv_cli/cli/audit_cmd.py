@@ -8,10 +8,8 @@ import time
 import click
 
 from padconv_cli.cli.options import (
-    CONTEXT_SETTINGS,
-    Command,
+    command,
     complete_path,
-    examples_first,
     print_json,
 )
 
@@ -31,9 +29,7 @@ Examples:
 """
 
 
-@examples_first(EXAMPLES)
-@click.command("audit", cls=Command, context_settings=CONTEXT_SETTINGS,
-               short_help="Check every node padconv implements in a model.")
+@command("audit", "Check every node padconv implements in a model.", EXAMPLES)
 @click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)
 @click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=complete_path)
 @click.option("--runtime", type=click.Choice(RUNTIMES), default=None,

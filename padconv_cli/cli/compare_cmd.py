@@ -5,12 +5,10 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.options import (
-    CONTEXT_SETTINGS,
-    Command,
     Int64Type,
+    command,
     complete_path,
     dtype_option,
-    examples_first,
     input_options,
     int_list_option,
     print_json,
@@ -30,9 +28,7 @@ Examples:
 """
 
 
-@examples_first(EXAMPLES)
-@click.command("compare", cls=Command, context_settings=CONTEXT_SETTINGS,
-               short_help="Are two tensors equal within tolerance? Exit 0 yes, 1 no.")
+@command("compare", "Are two tensors equal within tolerance? Exit 0 yes, 1 no.", EXAMPLES)
 @click.argument("expected", metavar="A", shell_complete=complete_path)
 @click.argument("actual", metavar="B", shell_complete=complete_path)
 @tolerance_options
@@ -73,6 +69,7 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
     With --conv-x (and W from --conv-w or --from-model), A and B are taken as outputs of that
     Conv and each element may also differ by c*n*eps*sum(|x|*|w|) over its receptive field.
     """
+    from padconv_cli.cli.options import refuse_output_onto_inputs
     from padconv_cli.tensor_sources import read_tensor
     from padconv_cli.verification.compare import compare_arrays
 
@@ -82,8 +79,6 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
     sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
     if sources.count("-") > 1:
         raise click.UsageError("only one of A, B and the Conv inputs can be - (stdin)")
-    from padconv_cli.cli.options import refuse_output_onto_inputs
-
     refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
     reference = read_tensor(expected, dtype=dtype, policy=read_policy_of())
     candidate = read_tensor(actual, dtype=dtype, policy=read_policy_of())
@@ -91,9 +86,7 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     known = None if comparison.passed else _classified(call, reference, candidate)
     if as_json:
-        record = _record(comparison, (expected, reference), (actual, candidate))
-        record["known_deviation"] = known
-        print_json(record)
+        print_json(_record(comparison, (expected, reference), (actual, candidate), known))
     else:
         lines = _lines(comparison, (expected, reference), (actual, candidate))
         if known is not None:
@@ -110,12 +103,10 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
 def _classified(call, reference, candidate) -> str | None:
     """How the node's operator explains B's difference from A (A taken as padconv's exact
     result: a QLinearConv rounding tie, float32 requantization, 16-bit saturation), or None."""
-    if call is None:
-        return None
     from padconv_cli.ops import operator
 
-    classify = operator(call.op_type).classify_difference
-    if classify is None or reference.shape != candidate.shape:
+    classify = call and operator(call.op_type).classify_difference
+    if not classify or reference.shape != candidate.shape:
         return None
     return classify(call, reference, candidate)
 
@@ -123,14 +114,11 @@ def _classified(call, reference, candidate) -> str | None:
 def _node_operator(path: str, name: str | None) -> str:
     """The operator of the node ``name`` of the model (Conv when the name is not given or
     names no node of another operator padconv implements)."""
-    if name is None:
-        return "Conv"
     from padconv_cli.models import model_nodes
 
-    for node in model_nodes(path, policy=read_policy_of()):
-        if name in (node.node.name, node.label) or name in node.node.output:
-            return node.op_type
-    return "Conv"
+    nodes = model_nodes(path, policy=read_policy_of()) if name is not None else ()
+    return next((node.op_type for node in nodes if name in (node.node.name, node.label)
+                 or name in node.node.output), "Conv")
 
 
 def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
@@ -191,9 +179,8 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
 
     verdict = "PASS" if comparison.passed else "FAIL"
     bound = ", + c*n*eps*sum(|x|*|w|)" if comparison.bounded else ""
-    lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})"]
-    lines.append(f"  A {_tensor_text(*first)}")
-    lines.append(f"  B {_tensor_text(*second)}")
+    lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})",
+             f"  A {_tensor_text(*first)}", f"  B {_tensor_text(*second)}"]
     if comparison.max_abs is not None:
         lines.append(
             f"  max |B - A| {format_error(comparison.max_abs)}, "
@@ -202,8 +189,8 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     if comparison.passed:
         return lines
     lines.append(f"  {comparison.reason}")
-    for index, value_a, value_b in comparison.mismatches:
-        lines.append(f"  at {list(index)}: A {display_value(value_a)}, B {display_value(value_b)}")
+    lines += [f"  at {list(index)}: A {display_value(value_a)}, B {display_value(value_b)}"
+              for index, value_a, value_b in comparison.mismatches]
     hidden = comparison.mismatch_count - len(comparison.mismatches)
     if hidden > 0:
         lines.append(f"  ... and {hidden} more")
@@ -229,19 +216,16 @@ def _may_be_conv_output(comparison, reference) -> bool:
             and reference.ndim >= 3 and element_kind(reference.dtype) == "float")
 
 
-def _record(comparison, first: tuple, second: tuple) -> dict:
+def _record(comparison, first: tuple, second: tuple, known: str | None) -> dict:
     """The comparison as a strict-JSON object."""
     from padconv_cli.dtypes import dtype_name
 
     def tensor(source: str, array) -> dict:
         return {"source": source, "dtype": dtype_name(array.dtype), "shape": list(array.shape)}
 
-    fields = ("rtol", "atol", "bounded", "max_abs", "max_rel", "mismatch_count")
-    record = {"passed": comparison.passed, "reason": comparison.reason, "a": tensor(*first),
-              "b": tensor(*second)}
-    record.update({"conv_bound" if name == "bounded" else name: getattr(comparison, name)
-                   for name in fields})
-    record["mismatches"] = [{"index": list(index), "a": a, "b": b}
-                            for index, a, b in comparison.mismatches]
-    record.update(min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
-    return record
+    c = comparison
+    return {"passed": c.passed, "reason": c.reason, "a": tensor(*first), "b": tensor(*second),
+            "rtol": c.rtol, "atol": c.atol, "conv_bound": c.bounded, "max_abs": c.max_abs,
+            "max_rel": c.max_rel, "mismatch_count": c.mismatch_count,
+            "mismatches": [{"index": list(index), "a": a, "b": b} for index, a, b in c.mismatches],
+            "min_atol": c.min_atol, "min_rtol": c.min_rtol, "known_deviation": known}

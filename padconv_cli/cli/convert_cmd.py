@@ -5,11 +5,9 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.options import (
-    CONTEXT_SETTINGS,
-    Command,
+    command,
     complete_path,
     dtype_option,
-    examples_first,
     input_options,
     read_policy_of,
 )
@@ -24,9 +22,7 @@ Examples:
 """
 
 
-@examples_first(EXAMPLES)
-@click.command("convert", cls=Command, context_settings=CONTEXT_SETTINGS,
-               short_help="Write any tensor padconv reads as .npy or .pb.")
+@command("convert", "Write any tensor padconv reads as .npy or .pb.", EXAMPLES)
 @click.argument("source", metavar="IN", shell_complete=complete_path)
 @click.argument("target", metavar="OUT", shell_complete=complete_path)
 @click.option("--format", "fmt", type=click.Choice(["npy", "pb"]), default=None,

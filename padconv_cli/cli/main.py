@@ -7,13 +7,9 @@ dask scheduler was lost, a worker died: one line, nothing written), 130 interrup
 143/129 terminated (SIGTERM/SIGHUP), 141 the reader of stdout went away
 (``padconv ... | head -c 10``).
 
-Signals, once :func:`main` runs: SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP raise
-:class:`Terminated` where the main thread is, so every ``finally`` on the way out runs (temporary
-files are removed); the handler also asks the native kernels to stop, and they look for it
-between their tasks.  Further signals are then ignored, so the clean-up is not cut short.  A
-signal the caller ignores (a background job's SIGINT, ``nohup``'s SIGHUP) stays ignored.  A
-Ctrl-C during the interpreter's own start-up, before :func:`main`, gets Python's traceback, as
-for any Python command: nothing has been read or written yet.
+Signals: see docs/architecture.md ("Signals").  A Ctrl-C during the interpreter's own
+start-up, before :func:`main`, gets Python's traceback, as for any Python command: nothing has
+been read or written yet.
 """
 
 from __future__ import annotations
@@ -24,6 +20,7 @@ import io
 import os
 import signal
 import sys
+from typing import Any
 
 import click
 
@@ -74,7 +71,7 @@ def on_stop_signal(signum: int, frame: object) -> None:
     :class:`Terminated`."""
     global stopped_by
     stopped_by = signum
-    _ignore_further_signals()
+    set_stop_handlers(signal.SIG_IGN)
     native = sys.modules.get("padconv_cli.kernels._native")  # only when loaded: no import here
     if native is not None:
         native.request_stop()
@@ -83,20 +80,15 @@ def on_stop_signal(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
-def install_stop_handlers() -> None:
-    """Handle SIGINT, SIGTERM and SIGHUP with :func:`on_stop_signal` (main thread only); a signal
-    the caller ignores stays ignored."""
-    if threading_is_main():
+def set_stop_handlers(handler: Any) -> None:
+    """Handle SIGINT, SIGTERM and SIGHUP with ``handler`` (:func:`on_stop_signal`, or SIG_IGN
+    once the run is stopped); main thread only; a signal the caller ignores stays ignored."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             if signal.getsignal(signum) != signal.SIG_IGN:
-                signal.signal(signum, on_stop_signal)
-
-
-def _ignore_further_signals() -> None:
-    """Once the run is stopped, a second Ctrl-C must not cut the clean-up or the report short."""
-    if threading_is_main():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
+                signal.signal(signum, handler)
 
 
 class Interrupted(Exception):
@@ -144,8 +136,7 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def make_context(self, info_name, args, parent=None, **extra):
-        """click's, with a Ctrl-C while the arguments are parsed carried as
-        :class:`Interrupted` (click would print an empty line before the one line)."""
+        """click's, with a Ctrl-C while parsing carried as :class:`Interrupted`."""
         try:
             return super().make_context(info_name, args, parent, **extra)
         except KeyboardInterrupt:
@@ -218,12 +209,10 @@ def _silence_stdout() -> None:
 
 
 def report(line: str) -> None:
-    """Write padconv's one line to stderr: the one place it is escaped (every character
-    ``str.isprintable`` rejects written as its escape, ``\\x1b``, ``\\n``, ``\\u2028``: a value
-    from the environment or a file may hold them) and cut in its middle past LINE_LIMIT
-    characters (the start, command and flag, and the end, the rule, stay).  When stderr cannot
-    take it (``2>/dev/full``, a closed pipe) the line is dropped and stderr pointed at
-    /dev/null, so the exit code stays the error's own (not the final flush's 120)."""
+    """Write padconv's one line to stderr: the one place it is escaped (what
+    ``str.isprintable`` rejects, as its escape) and cut in its middle past LINE_LIMIT
+    characters.  When stderr cannot take it (``2>/dev/full``) the line is dropped and stderr
+    pointed at /dev/null, so the exit code stays the error's own (not the final flush's 120)."""
     if not line.isprintable():
         line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
                        for c in line)
@@ -239,14 +228,9 @@ def report(line: str) -> None:
 
 
 def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
-    """Run ``command`` and turn every way it can end into an exit code and at most one line.
-
-    PadconvError and click usage errors: one line on stderr, exit 2; MemoryError: one line
-    suggesting the tiled engine, exit 2; no arguments at all: the help on stdout, exit 0 (a
-    request for help, not a mistake); a closed stdout pipe: 141, silently.  Once a stop signal
-    arrived, whatever ends the run (the signal's exception, or an error its unwinding raised
-    in its place) is that signal: 130 or 128 + signal, one line (:func:`stop_outcome`).
-    """
+    """Run ``command`` and turn every way it can end into an exit code (module docstring) and
+    at most one line; once a stop signal arrived, whatever ends the run is that signal
+    (:func:`stop_outcome`)."""
     try:
         code = click.Command.main(command, args=args, standalone_mode=False, **extra)
         if sys.stdout is not None:  # ``padconv ... -o FILE >&-`` has none
@@ -255,17 +239,15 @@ def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) 
         outcome = stop_outcome(error)
         if outcome is None:
             return _mapped_error(error)
-        _ignore_further_signals()
+        set_stop_handlers(signal.SIG_IGN)
         report(outcome[1])
         return outcome[0]
     return code if isinstance(code, int) else 0
 
 
 def stop_outcome(error: BaseException) -> tuple[int, str] | None:
-    """``(exit code, line)`` when ``error`` ends a run stopped by a signal: a SIGINT, SIGTERM
-    or SIGHUP arrived (:data:`stopped_by`; what its unwinding raised in the place of its
-    exception is still the signal), or ``error`` is a Ctrl-C (KeyboardInterrupt, click's
-    Abort, :class:`Interrupted`)."""
+    """``(exit code, line)`` when ``error`` ends a run stopped by a signal (:data:`stopped_by`,
+    whatever its unwinding raised) or is a Ctrl-C (KeyboardInterrupt, Abort, Interrupted)."""
     signum = error.signum if isinstance(error, Terminated) else stopped_by
     if signum is not None and signum != signal.SIGINT:
         return 128 + signum, "padconv: terminated"
@@ -276,8 +258,7 @@ def stop_outcome(error: BaseException) -> tuple[int, str] | None:
 
 
 def _mapped_error(error: BaseException) -> int:
-    """The exit code of an ending that is not a signal, its one line reported; anything not
-    listed is raised again."""
+    """The exit code of an ending that is not a signal, its line reported; else raised again."""
     try:
         raise error
     except (BrokenPipeError, StdoutClosed):
@@ -302,9 +283,8 @@ def _mapped_error(error: BaseException) -> int:
 
 
 def _usage_error(error: click.ClickException) -> int:
-    """click's usage error as one line (``(see 'padconv CMD --help')`` added when it was found
-    parsing the command line), or the help on stdout and 0 for a bare command (click 8.2+'s
-    ``NoArgsIsHelpError``: a request for help, not a mistake)."""
+    """click's usage error as one line (with ``(see 'padconv CMD --help')`` when found parsing),
+    or the help on stdout and 0 for a bare command (click's ``NoArgsIsHelpError``)."""
     from padconv_cli.cli.messages import render_usage_error
 
     ctx = getattr(error, "ctx", None)
@@ -323,8 +303,7 @@ class StdoutUnavailable(OSError):
 
 class _ClosedStdout(io.TextIOBase):
     """``sys.stdout`` when descriptor 1 was closed at start: writing text raises
-    :class:`StdoutUnavailable` (a report has nowhere to go); it has no ``buffer``, so a tensor
-    meant for stdout is refused by the writer's own check."""
+    :class:`StdoutUnavailable`; without ``buffer``, the tensor writer refuses it itself."""
 
     encoding = "utf-8"
 
@@ -351,11 +330,8 @@ def _os_error_text(error: OSError) -> str:
 
 
 def plug_closed_standard_streams() -> None:
-    """Open /dev/null on a closed fd 0, 1 or 2 (``padconv ... >&-``).
-
-    Python then has ``sys.stdout`` None (writing a result there is refused with one line), and
-    the next file padconv opens cannot land on descriptor 1 and receive stray writes.
-    """
+    """Open /dev/null on a closed fd 0, 1 or 2 (``padconv ... >&-``): the next file padconv
+    opens cannot land on descriptor 1; a closed stdout becomes :class:`_ClosedStdout`."""
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
@@ -370,22 +346,10 @@ def plug_closed_standard_streams() -> None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
-def threading_is_main() -> bool:
-    """True in the main thread (the only one that may set signal handlers)."""
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def keep_quiet_after_the_outcome() -> None:
-    """Drop every log record, warning and ignored exception from here to the interpreter's exit.
-
-    Rule: the outcome (the one error line, the exit code) is reported by then; what a library's
-    background thread or finaliser says while the interpreter shuts down is not part of it.
-    Example: a Zarr read that failed on one chunk leaves zarr's other chunk tasks pending in
-    its event-loop thread, and asyncio logs "Task was destroyed but it is pending!" when they
-    are collected at exit, after padconv's own line.
-    """
+    """Drop every log record, warning and ignored exception from here to the interpreter's exit:
+    the outcome is reported; what a library's thread or finaliser says at shut-down (asyncio's
+    "Task was destroyed but it is pending!" after a failed Zarr read) is not part of it."""
     import warnings
 
     logging = sys.modules.get("logging")
@@ -397,11 +361,9 @@ def keep_quiet_after_the_outcome() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``padconv`` console script: run the command with padconv's signal
-    handling (module docstring), report the outcome, exit; quiet after the outcome (see
-    :func:`keep_quiet_after_the_outcome`).  After a signal the process ends at once
-    (:func:`exit_now`)."""
+    handling, report the outcome, exit (at once after a signal: :func:`exit_now`)."""
     plug_closed_standard_streams()
-    install_stop_handlers()
+    set_stop_handlers(on_stop_signal)
     status = cli.main(args=argv, prog_name="padconv", standalone_mode=False)
     keep_quiet_after_the_outcome()
     if status >= 128 and status != EXIT_BROKEN_PIPE:
@@ -410,12 +372,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def exit_now(status: int) -> None:
-    """End the process with ``status`` without the interpreter's own shut-down.
-
-    Rule: after a signal, padconv's clean-up (every ``finally`` on the way out) has run and
-    the line is printed; what the interpreter would still do is libraries' teardown, such as
-    a dask worker's idle threads, each waiting up to a second for work before it ends.
-    """
+    """End the process with ``status`` without the interpreter's own shut-down: after a signal
+    padconv's clean-up has run; what is left is libraries' teardown (a dask worker's idle
+    threads each wait up to a second)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

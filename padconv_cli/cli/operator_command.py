@@ -1,15 +1,6 @@
-"""The operators' commands (``pad``, ``conv``), built from their declarations, and their run.
-
-:func:`operator_command` makes the click command of an operator from what its module declares
-(:mod:`padconv_cli.ops.protocol`): one argument per data input (``X``, ``[W]``, ``[B]``), one
-flag per attribute (``--kernel-shape``: its kind gives the type, ``choices`` a choice with
-suggestions, ``help`` the help), the command's summary, help and examples (shown right after
-the summary), then the options every operator command shares (``--dtype``, ``-o``/``--format``,
-``--from-model``/``--explain``/``--check``..., the engine and input options).  The command
-checks what the declarations require (an input or attribute needed unless ``--from-model`` gives
-it, at most one ``-`` for stdin), prints the operator's notes on the flags given, and runs
-:func:`run_operator`: the library pipeline, then the result, the ``--explain`` text or the
-``--check`` report.
+"""The operators' commands (``pad``, ``conv``), built from their declarations
+(:mod:`padconv_cli.ops`; docs/architecture.md, "The command"), and their run through the
+pipeline: the result, the ``--explain`` text or the ``--check`` report.
 """
 
 from __future__ import annotations
@@ -21,7 +12,6 @@ import click
 
 from padconv_cli.cli import options
 from padconv_cli.cli.options import (
-    CONTEXT_SETTINGS,
     ChoiceWithSuggestion,
     Command,
     EngineSettings,
@@ -36,6 +26,7 @@ from padconv_cli.cli.options import (
     output_options,
     with_examples_first,
 )
+from padconv_cli.cli.style import color_enabled, is_terminal
 from padconv_cli.ops import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
 
 EXIT_CHECK_FAILED = 1
@@ -43,7 +34,8 @@ FROM_MODEL_HINT = "(or take it from a model with --from-model)"
 
 
 def operator_command(entry: Operator) -> click.Command:
-    """The click command of ``entry`` (module docstring)."""
+    """The click command of ``entry``: an argument per data input, a flag per attribute, the
+    shared options; it refuses what the declarations require unless ``--from-model`` gives it."""
     inputs = [i for i in entry.inputs if i.role == DATA]
 
     def command(extras: ExtraOptions, engine_settings: EngineSettings, **values: Any) -> None:
@@ -67,9 +59,8 @@ def operator_command(entry: Operator) -> click.Command:
         command = click.argument(declared.name.lower(), metavar=declared.metavar,
                                  required=declared.required == ALWAYS,
                                  shell_complete=complete_path)(command)
-    return click.command(entry.command, cls=Command, context_settings=CONTEXT_SETTINGS,
-                         help=with_examples_first(entry.texts.help, entry.texts.examples),
-                         short_help=entry.texts.summary)(command)
+    return click.command(entry.command, cls=Command, short_help=entry.texts.summary,
+                         help=with_examples_first(entry.texts.help, entry.texts.examples))(command)
 
 
 def _attribute_option(attribute: Attribute) -> Callable:
@@ -117,15 +108,10 @@ def _given(values: dict[str, Any]) -> dict[str, Any]:
 
 def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: dict[str, Any],
                  values: dict[str, Any], extras: ExtraOptions, engine: EngineSettings) -> None:
-    """Take the command line through the pipeline (:mod:`padconv_cli.pipeline`): plan, then
-    --explain (no gate: it reports the figures), else the gate, --emit-onnx, the run, the
-    --check report and the result (``values``: -o, --format, --max-output-bytes, --dtype).
-
-    A refused run writes nothing: the targets are checked, the call planned once and the
-    resource gate passed before --emit-onnx is written or anything computed.  explain, check
-    and emit run in memory.
+    """Take the command line through the pipeline: plan, then --explain (no gate), else the
+    gate, --emit-onnx, the run, the --check report and the result (``values``: -o, --format,
+    --max-output-bytes, --dtype).  A refused run writes nothing; check and emit run in memory.
     """
-    from padconv_cli.cli.style import is_terminal
     from padconv_cli.pipeline import Request, plan
 
     output, fmt = values["output"], values["fmt"]
@@ -138,7 +124,8 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
         node=extras.node, engine="memory" if in_memory else engine.engine, output=output,
         fmt=fmt, dtype=values["dtype"], max_output_bytes=values["max_output_bytes"],
         memory_limit=engine.memory_limit, scheduler=engine.scheduler, verbose=engine.verbose,
-        show_progress=_progress(engine.quiet, is_terminal(err=True)),
+        show_progress=options.progress_display(engine.quiet, is_terminal(err=True),
+                                               color_enabled(err=True)),
         read_policy=options.read_policy_of(),
     )
     planned = plan(call, note=None if extras.explain else _print_note)
@@ -161,17 +148,7 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
         report = planned.check(outcome.result, extras.check_rtol, extras.check_atol)
     options.emit_result(outcome.result, output, fmt, outcome.string_dtype)
     if report is not None:
-        _print_check(report, extras.as_json, _result_on_stdout(output, fmt))
-
-
-def _progress(quiet: bool, terminal: bool) -> bool | str:
-    """The progress display of the out-of-core engines (:func:`options.progress_display`);
-    the colour of a terminal is asked only for a terminal."""
-    if quiet or not terminal:
-        return options.progress_display(quiet, terminal)
-    from padconv_cli.cli.style import color_enabled
-
-    return options.progress_display(quiet, terminal, color_enabled(err=True))
+        _print_check(report, extras.as_json, output, fmt)
 
 
 def _print_note(text: str) -> None:
@@ -179,17 +156,13 @@ def _print_note(text: str) -> None:
 
 
 def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
-    """Refuse an empty ``-o``/``--emit-onnx`` path and both naming the same file.
-
-    Rule: ``-o ''`` is a usage error (not stdout: that is ``-o -``); ``--emit-onnx`` must name
-    a file other than ``-o``'s, else one of the two results would silently replace the other.
-    """
+    """Refuse an empty ``-o``/``--emit-onnx`` path (stdout is ``-o -``) and both naming the
+    same file (one result would silently replace the other)."""
     if output is not None and not output.strip():
         raise click.UsageError("-o/--output is empty; give a file path (or - for stdout)")
     if emit_onnx is not None and not emit_onnx.strip():
         raise click.UsageError("--emit-onnx is empty; give a path")
-    if output not in (None, "-") and emit_onnx is not None and options.same_file(output,
-                                                                                 emit_onnx):
+    if output not in (None, "-") and emit_onnx and options.same_file(output, emit_onnx):
         raise click.UsageError(f"-o and --emit-onnx both name {output}; give two different "
                                "files")
 
@@ -203,25 +176,20 @@ def _print_explanation(info: dict[str, Any], as_json: bool) -> None:
         options.print_json(info)
         return
     text = format_explanation(info)
-    if options.stdout_is_terminal():
+    if is_terminal():
         from padconv_cli.cli.style import output_width, wrap_at_tokens
 
         text = wrap_at_tokens(text, output_width())
     click.echo(text)
 
 
-def _result_on_stdout(output: str | None, fmt: str | None) -> bool:
-    """True when the tensor bytes went to stdout (then reports go to stderr)."""
-    if output not in (None, "-"):
-        return False
-    return not (output is None and fmt is None and options.stdout_is_terminal())
-
-
-def _print_check(report: Any, as_json: bool, to_stderr: bool) -> None:
-    """``--check``: print the report (on stderr when the tensor went to stdout), exit 1 on a
-    failed check."""
+def _print_check(report: Any, as_json: bool, output: str | None, fmt: str | None) -> None:
+    """``--check``: print the report (on stderr when the tensor bytes went to stdout), exit 1
+    on a failed check."""
     from padconv_cli.crosscheck import format_report, report_dict
 
+    shown = output is None and fmt is None and is_terminal()  # pretty-printed, not bytes
+    to_stderr = output in (None, "-") and not shown
     if as_json:
         options.print_json(report_dict(report), err=to_stderr)
     else:

@@ -1,5 +1,5 @@
-"""What every command shares: the command class, the option types and options, and where a
-result goes.
+"""What every command shares: the command class, the option types, the shared options (one
+table, :data:`SHARED_OPTIONS`), and where a result goes.
 
 Integer-list flags mirror ONNX list attributes.  They take the values as separate words
 (``--pads 0 -1 0 2``: the flag takes the number words that follow it, negative ones
@@ -17,23 +17,23 @@ import functools
 import inspect
 import math
 import re
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
+
+from padconv_cli.cli.style import is_terminal
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # words that look like a number of some kind: taken into the list so that the error is
 # "'1.5' is not an integer" rather than "unexpected extra argument"
 _NUMBER = r"[+-]?(0[xX][0-9a-fA-F]+|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)"
-_NUMBER_WORD = re.compile(rf"{_NUMBER}(,{_NUMBER})*,?")
-_DECIMAL_INTEGER = re.compile(r"[+-]?[0-9]+")
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?", re.IGNORECASE)
+_NUMBER_WORD = rf"{_NUMBER}(,{_NUMBER})*,?"
+_SIZE = r"(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?"
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 TOLERANCE_FLAGS = {"atol": "--atol", "rtol": "--rtol"}  # verify and compare name them so
+READ_POLICY_KEY = "padconv.read_policy"  # ctx.meta: the fields --max-input-bytes etc. set
 
 
 def meta_flag(name: str) -> Any:
@@ -43,9 +43,14 @@ def meta_flag(name: str) -> Any:
     return ctx.meta.get(f"padconv.{name}", False) if ctx is not None else False
 
 
-def _set_meta(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+def _keep(name: str, field: str | None = None) -> Callable[..., Any]:
+    """A callback keeping a flag in the run's ``ctx.meta``: as ``padconv.NAME``, or as
+    ``field`` of the read policy (:func:`read_policy_of`)."""
+
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if value:
+        if field is not None:
+            ctx.meta.setdefault(READ_POLICY_KEY, {})[field] = value
+        elif value:
             ctx.meta[f"padconv.{name}"] = value
         return value
 
@@ -62,7 +67,7 @@ def global_options() -> list[click.Option]:
         (["-q", "--quiet", "global_quiet"], "quiet", {"is_flag": True},
          "Print less: no progress bar, no notes (verify: failures only)."),
     )
-    return [click.Option(decls, expose_value=False, is_eager=True, callback=_set_meta(name),
+    return [click.Option(decls, expose_value=False, is_eager=True, callback=_keep(name),
                          help=text, **kind) for decls, name, kind, text in flags]
 
 
@@ -71,11 +76,12 @@ class IntListOption(click.Option):
 
 
 class Command(click.Command):
-    """A padconv command: the global flags added, integer-list flags that take several words,
-    extra arguments refused by name, and its errors carrying its context as ``raised_in``
-    (the CLI names the flags from ``ctx.command.params``)."""
+    """A padconv command: the shared context settings and global flags, integer-list flags
+    that take several words, extra arguments refused by name, and its errors carrying its
+    context as ``raised_in`` (the CLI names the flags from ``ctx.command.params``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("context_settings", CONTEXT_SETTINGS)
         super().__init__(*args, **kwargs)
         taken = {opt for param in self.params for opt in param.opts}
         self.params += [o for o in global_options() if not taken.intersection(o.opts)]
@@ -116,7 +122,7 @@ class Command(click.Command):
                 position += 1
             if flag not in lists:
                 continue
-            while position < len(args) and _NUMBER_WORD.fullmatch(args[position]):
+            while position < len(args) and re.fullmatch(_NUMBER_WORD, args[position]):
                 words[-1] += " " + args[position]
                 position += 1
             if position < len(args) and not args[position].startswith("-"):
@@ -150,6 +156,35 @@ def examples_first(examples: str) -> Callable[[click.Command], click.Command]:
         return command
 
     return decorate
+
+
+def command(name: str, short_help: str, examples: str) -> Callable[[Callable], click.Command]:
+    """Decorator: a padconv :class:`Command` named ``name``, its examples after the summary."""
+
+    def decorate(f: Callable) -> click.Command:
+        made = click.command(name, cls=Command, short_help=short_help)(f)
+        return examples_first(examples)(made)
+
+    return decorate
+
+
+def example_commands(help_output: str) -> list[str]:
+    """The commands of the ``Examples:`` section of a rendered ``--help``: one string per
+    example, continuation lines (ending in a backslash) joined, trailing comments kept."""
+    lines = help_output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Examples:")
+    commands: list[str] = []
+    pending = ""
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        pending = f"{pending} {line.strip()}".strip()
+        if pending.endswith("\\"):
+            pending = pending[:-1].rstrip()
+        else:
+            commands.append(pending)
+            pending = ""
+    return commands
 
 
 class IntListType(click.ParamType):
@@ -231,7 +266,7 @@ class Int64Type(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
         text = str(value).strip()
-        if not _DECIMAL_INTEGER.fullmatch(text):  # int() also takes "1_0" and "١"
+        if not re.fullmatch(r"[+-]?[0-9]+", text):  # int() also takes "1_0" and "١"
             self.fail(f"{value!r} is not an integer", param, ctx)
         if not INT64_MIN <= int(text) <= INT64_MAX:
             self.fail(f"{value} does not fit in int64", param, ctx)
@@ -244,7 +279,7 @@ def parse_size(text: str) -> int:
     Rule: floor(number * unit), computed exactly; above 2^63 - 1 bytes (8 EiB) is a
     ValueError (400 nines is a mistake, not a limit).
     """
-    match = _SIZE.fullmatch(text.strip())
+    match = re.fullmatch(_SIZE, text.strip(), re.IGNORECASE)
     if not match:
         raise ValueError(f"{text!r} is not a size (examples: 1000000, 512M, 4G)")
     number, unit = match.groups()
@@ -274,43 +309,6 @@ class SizeType(click.ParamType):
             self.fail(str(error), param, ctx)
 
 
-def _options(f: Callable, *declared: tuple[tuple[str, ...], dict[str, Any]]) -> Callable:
-    """``f`` with the options ``(declarations, settings)``, in that order in the help."""
-    for declarations, settings in reversed(declared):
-        f = click.option(*declarations, **settings)(f)
-    return f
-
-
-def dtype_option(f: Callable) -> Callable:
-    """``--dtype``: element type of inline literal inputs (ONNX or numpy names)."""
-    return _options(f, (("--dtype",), dict(
-        metavar="TYPE", default=None,
-        help="Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, "
-        "bool, string, complex64 (default: float32 for numbers with a point and for [], int64 "
-        "for integers).")))
-
-
-def output_options(f: Callable) -> Callable:
-    """``-o/--output``, ``--force-binary``, ``--format`` and ``--max-output-bytes``."""
-    return _options(
-        f,
-        (("-o", "--output"), dict(
-            metavar="PATH", default=None,
-            help="Where to write the result: a .npy or .pb path, or - for stdout. Default: "
-            "pretty-print on a terminal, .npy bytes into a pipe.")),
-        (("--force-binary",), dict(
-            is_flag=True, expose_value=False, callback=_set_meta("force_binary"),
-            help="Write tensor bytes to stdout even when it is a terminal (-o -).")),
-        (("--format", "fmt"), dict(type=click.Choice(["npy", "pb"]), default=None,
-                                   help="Output format (default: from the -o suffix, else npy).")),
-        (("--max-output-bytes",), dict(
-            type=SizeType(), default=None, metavar="SIZE",
-            help="Refuse, before computing, a result larger than this (e.g. 512M, 4G). "
-            "Default: half of the memory available; for out-of-core engines, the free disk "
-            "space.")),
-    )
-
-
 def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """Accept no value or a number >= 0 (NaN is refused too)."""
     if value is not None and (math.isnan(value) or value < 0):
@@ -318,175 +316,20 @@ def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) 
     return value
 
 
-def default_tolerance_text(position: int) -> str:
-    """The per-dtype defaults of rtol (``position`` 0) or atol (1), from the comparison table,
-    ``1e-09`` written as ``1e-9``."""
-    from padconv_cli.verification.compare import DEFAULT_TOLERANCES
-
-    shown = ", ".join(name + " " + re.sub(r"e([+-])0(\d)", r"e\1\2", f"{pair[position]:g}")
-                      for name, pair in DEFAULT_TOLERANCES.items())
-    return f"{shown}, other floats their epsilon, integers 0"
-
-
 class ToleranceOption(click.Option):
-    """``--rtol``/``--atol``: the per-dtype defaults are read into the help only when shown,
-    so that loading the command does not import the comparison module."""
-
-    def __init__(self, *args: Any, lead: str, position: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lead, self.position = lead, position
+    """``--rtol``/``--atol``, its help ending in the per-dtype defaults of the comparison table
+    (``1e-09`` written ``1e-9``), read only when the help is shown (no import at load)."""
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        self.help = f"{self.lead} (default per dtype: {default_tolerance_text(self.position)})."
+        from padconv_cli.verification.compare import DEFAULT_TOLERANCES
+
+        position = 0 if self.name == "rtol" else 1
+        shown = ", ".join(name + " " + re.sub(r"e([+-])0(\d)", r"e\1\2", f"{pair[position]:g}")
+                          for name, pair in DEFAULT_TOLERANCES.items())
+        lead = ("Relative", "Absolute")[position]
+        self.help = (f"{lead} tolerance (default per dtype: {shown}, other floats their "
+                     "epsilon, integers 0).")
         return super().get_help_record(ctx)
-
-
-def tolerance_options(f: Callable) -> Callable:
-    """``--rtol`` and ``--atol`` (numbers >= 0; default: by the expected tensor's dtype)."""
-    return _options(f, *(
-        ((name,), dict(cls=ToleranceOption, type=float, default=None, callback=_tolerance,
-                       lead=lead, position=position))
-        for name, lead, position in (("--rtol", "Relative tolerance", 0),
-                                     ("--atol", "Absolute tolerance", 1))))
-
-
-READ_POLICY_KEY = "padconv.read_policy"  # ctx.meta: the fields --max-input-bytes etc. set
-
-
-def _set_policy(field: str) -> Callable[[click.Context, click.Parameter, Any], None]:
-    """Keep ``field`` of the read policy in the run's context (:func:`read_policy_of`)."""
-
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-        ctx.meta.setdefault(READ_POLICY_KEY, {})[field] = value
-
-    return callback
-
-
-def read_policy_of(ctx: click.Context | None = None) -> Any:
-    """The ReadPolicy the running command's ``--max-input-bytes``/``--allow-hardlinks`` set
-    (``ctx``: default, the current click context); None without them: the readers' default."""
-    ctx = ctx or click.get_current_context(silent=True)
-    given = ctx.meta.get(READ_POLICY_KEY) if ctx is not None else None
-    if not given:
-        return None
-    from padconv_cli.tensorio.files import ReadPolicy
-
-    return ReadPolicy(**given)
-
-
-def input_options(f: Callable) -> Callable:
-    """``--max-input-bytes SIZE`` and ``--allow-hardlinks``: the read policy of one run
-    (:class:`padconv_cli.tensorio.files.ReadPolicy`).  Eager, so they are set before any other
-    option reads a file (``--pads @-``); kept in the run's context, passed to every reader."""
-    return _options(
-        f,
-        (("--max-input-bytes",), dict(
-            type=SizeType(), default=None, metavar="SIZE", is_eager=True, expose_value=False,
-            callback=_set_policy("max_input_bytes"),
-            help="Refuse an input (file, stdin, external data, model) that would bring more "
-            "than this into memory (e.g. 512M, 8G). Default: half of the memory available.")),
-        (("--allow-hardlinks",), dict(
-            is_flag=True, default=False, is_eager=True, expose_value=False,
-            callback=_set_policy("allow_hardlinks"),
-            help="Read external data from a file that has several hard links (refused by "
-            "default: a hard link can lead outside the tensor's folder).")),
-    )
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """The engine flags of one command line (the engines: :mod:`padconv_cli.pipeline`)."""
-
-    engine: str = "auto"
-    memory_limit: int | None = None
-    scheduler: str | None = None
-    quiet: bool = False
-    verbose: bool = False
-
-
-def engine_options(f: Callable) -> Callable:
-    """Add ``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``;
-    the command gets them as one ``engine_settings`` (:class:`EngineSettings`) argument
-    (``-q``/``-v`` given before the command count too)."""
-    from padconv_cli.pipeline import ENGINES
-
-    @functools.wraps(f)
-    def with_settings(*args: Any, **kwargs: Any) -> Any:
-        settings = EngineSettings(
-            engine=kwargs.pop("engine"), memory_limit=kwargs.pop("memory_limit"),
-            scheduler=kwargs.pop("scheduler"),
-            quiet=bool(kwargs.pop("quiet") or meta_flag("quiet")),
-            verbose=bool(kwargs.pop("verbose") or meta_flag("verbose")),
-        )
-        return f(*args, engine_settings=settings, **kwargs)
-
-    return _options(
-        with_settings,
-        (("--engine",), dict(
-            type=click.Choice(ENGINES), default="auto", show_default=True,
-            help="memory: all in RAM; tiled: out of core from a .npy to -o FILE.npy within "
-            "--memory-limit; dask: blocks on a dask cluster (.npy or .zarr in and out); auto: "
-            "dask for Zarr, tiled when a .npy input and output exceed --memory-limit.")),
-        (("--memory-limit",), dict(
-            type=SizeType(), default=None, metavar="SIZE",
-            help="Working memory of the tiled and dask engines, e.g. 256M, 4G "
-            "(default: half of the memory available).")),
-        (("--scheduler",), dict(
-            metavar="ADDRESS", default=None,
-            help="dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: a local "
-            "cluster); its workers must see the input and output paths.")),
-        (("--quiet", "-q"), dict(
-            is_flag=True, default=False,
-            help="No progress bar (it shows on a terminal for work longer than a second).")),
-        (("--verbose", "-v"), dict(
-            is_flag=True, default=False,
-            help="Let the dask engine's own log lines and warnings through to stderr.")),
-    )
-
-
-def progress_display(quiet: bool, terminal: bool, colour: bool = True) -> bool | str:
-    """How the tiled and dask engines report progress: nothing with ``--quiet``, a bar on a
-    terminal (``"plain"``, without colour, when ``colour`` is off), else one line if the run
-    is long (see :mod:`padconv_cli.outofcore.progress`)."""
-    if quiet:
-        return False
-    if not terminal:
-        return "line"
-    return True if colour else "plain"
-
-
-@dataclass(frozen=True)
-class ExtraOptions:
-    """The values of the options every operator command shares beyond its attributes."""
-
-    from_model: str | None = None
-    node: str | None = None
-    explain: bool = False
-    as_json: bool = False
-    emit_onnx: str | None = None
-    check: bool = False
-    check_rtol: float | None = None
-    check_atol: float | None = None
-    emit_initializers: bool = False
-
-
-def _check_combination(extras: ExtraOptions) -> None:
-    """Refuse option combinations that cannot mean anything."""
-    if extras.node is not None and extras.from_model is None:
-        raise click.UsageError("--node needs --from-model MODEL.onnx")
-    if extras.explain and extras.check:
-        raise click.UsageError("--check computes the result; --explain does not compute")
-    if extras.as_json and not (extras.explain or extras.check):
-        raise click.UsageError("--json changes the output of --explain or --check; give one")
-    if extras.emit_initializers and extras.emit_onnx is None:
-        raise click.UsageError("--emit-initializers changes the model of --emit-onnx; give it")
-    if extras.emit_onnx == "-":
-        raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
-    for name, value in (("--check-rtol", extras.check_rtol), ("--check-atol", extras.check_atol)):
-        if value is not None and not value >= 0:
-            raise click.UsageError(f"{name} {value} is not a tolerance (needs a number >= 0)")
-    if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
-        raise click.UsageError("--check-rtol/--check-atol need --check")
 
 
 def complete_path(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
@@ -515,50 +358,228 @@ def complete_node(ctx: click.Context, param: click.Parameter, incomplete: str) -
     return [n.label for n in nodes if n.label.startswith(incomplete)]
 
 
-def model_options(f: Callable) -> Callable:
-    """``--from-model/--node`` (a model's node), ``--explain``/``--json`` (describe, compute
-    nothing), ``--emit-onnx`` (the single-node model), ``--check`` (compare with onnx.reference
-    and onnxruntime); the command receives them as ``extras: ExtraOptions``."""
-
-    @functools.wraps(f)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        extras = ExtraOptions(**{field.name: kwargs.pop(field.name)
-                                 for field in fields(ExtraOptions)})
-        _check_combination(extras)
-        return f(*args, extras=extras, **kwargs)
-
-    return _options(
-        command,
+# The options commands share, by group: (declarations, click settings) in the help's order.
+SHARED_OPTIONS: dict[str, tuple[tuple[tuple[str, ...], dict[str, Any]], ...]] = {
+    "dtype": ((("--dtype",), dict(
+        metavar="TYPE",
+        help="Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, "
+        "bool, string, complex64 (default: float32 for numbers with a point and for [], int64 "
+        "for integers).")),),
+    "output": (
+        (("-o", "--output"), dict(
+            metavar="PATH",
+            help="Where to write the result: a .npy or .pb path, or - for stdout. Default: "
+            "pretty-print on a terminal, .npy bytes into a pipe.")),
+        (("--force-binary",), dict(
+            is_flag=True, expose_value=False, callback=_keep("force_binary"),
+            help="Write tensor bytes to stdout even when it is a terminal (-o -).")),
+        (("--format", "fmt"), dict(type=click.Choice(["npy", "pb"]),
+                                   help="Output format (default: from the -o suffix, else npy).")),
+        (("--max-output-bytes",), dict(
+            type=SizeType(), metavar="SIZE",
+            help="Refuse, before computing, a result larger than this (e.g. 512M, 4G). "
+            "Default: half of the memory available; for out-of-core engines, the free disk "
+            "space.")),
+    ),
+    "tolerance": tuple(((name,), dict(cls=ToleranceOption, type=float, callback=_tolerance))
+                       for name in ("--rtol", "--atol")),
+    # eager, so they are set before any other option reads a file (--pads @-)
+    "input": (
+        (("--max-input-bytes",), dict(
+            type=SizeType(), metavar="SIZE", is_eager=True, expose_value=False,
+            callback=_keep("", "max_input_bytes"),
+            help="Refuse an input (file, stdin, external data, model) that would bring more "
+            "than this into memory (e.g. 512M, 8G). Default: half of the memory available.")),
+        (("--allow-hardlinks",), dict(
+            is_flag=True, is_eager=True, expose_value=False,
+            callback=_keep("", "allow_hardlinks"),
+            help="Read external data from a file that has several hard links (refused by "
+            "default: a hard link can lead outside the tensor's folder).")),
+    ),
+    "engine": (
+        (("--engine",), dict(
+            default="auto", show_default=True,  # type: the pipeline's ENGINES
+            help="memory: all in RAM; tiled: out of core from a .npy to -o FILE.npy within "
+            "--memory-limit; dask: blocks on a dask cluster (.npy or .zarr in and out); auto: "
+            "dask for Zarr, tiled when a .npy input and output exceed --memory-limit.")),
+        (("--memory-limit",), dict(
+            type=SizeType(), metavar="SIZE",
+            help="Working memory of the tiled and dask engines, e.g. 256M, 4G "
+            "(default: half of the memory available).")),
+        (("--scheduler",), dict(
+            metavar="ADDRESS",
+            help="dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: a local "
+            "cluster); its workers must see the input and output paths.")),
+        (("--quiet", "-q"), dict(
+            is_flag=True,
+            help="No progress bar (it shows on a terminal for work longer than a second).")),
+        (("--verbose", "-v"), dict(
+            is_flag=True,
+            help="Let the dask engine's own log lines and warnings through to stderr.")),
+    ),
+    "model": (
         (("--from-model",), dict(
-            metavar="MODEL.onnx", default=None, shell_complete=complete_path,
+            metavar="MODEL.onnx", shell_complete=complete_path,
             help="Take the attributes and stored inputs (W, B, pads, ...) of a node of this "
             "model; flags given here override them.")),
         (("--node",), dict(
-            metavar="NAME", default=None, shell_complete=complete_node,
+            metavar="NAME", shell_complete=complete_node,
             help="The node of --from-model: its name, OpType#k (k-th node of that type) or its "
             "output name. Optional when the model has one such node.")),
         (("--explain",), dict(
-            is_flag=True, default=False,
+            is_flag=True,
             help="Print the resolved attributes, each output dimension with its formula, FLOPs "
             "and memory; compute nothing.")),
-        (("--json", "as_json"), dict(is_flag=True, default=False,
+        (("--json", "as_json"), dict(is_flag=True,
                                      help="Print --explain or --check output as JSON.")),
         (("--emit-onnx",), dict(
-            metavar="FILE.onnx", default=None, shell_complete=complete_path,
+            metavar="FILE.onnx", shell_complete=complete_path,
             help="Also write the equivalent single-node ONNX model to FILE.onnx.")),
         (("--emit-initializers",), dict(
-            is_flag=True, default=False,
+            is_flag=True,
             help="Store the given tensors (DATA, or X, W, B) in the --emit-onnx model as "
             "initializers: it runs without inputs.")),
         (("--check",), dict(
-            is_flag=True, default=False,
+            is_flag=True,
             help="After computing, run the same node through onnx.reference and onnxruntime; "
             "exit 1 when they disagree beyond tolerance.")),
-        (("--check-rtol",), dict(type=float, default=None, metavar="RTOL",
+        (("--check-rtol",), dict(type=float, metavar="RTOL",
                                  help="Relative tolerance of --check (default: by dtype).")),
-        (("--check-atol",), dict(type=float, default=None, metavar="ATOL",
+        (("--check-atol",), dict(type=float, metavar="ATOL",
                                  help="Absolute tolerance of --check (default: by dtype).")),
-    )
+    ),
+}
+
+
+def shared_options(group: str, f: Callable, **added: dict[str, Any]) -> Callable:
+    """``f`` with the options of ``group`` in :data:`SHARED_OPTIONS`, in that order
+    (``added``: more settings of an option, by its long name without dashes)."""
+    for declarations, settings in reversed(SHARED_OPTIONS[group]):
+        more = added.get(declarations[-1].lstrip("-").replace("-", "_"), {})
+        f = click.option(*declarations, **settings, **more)(f)
+    return f
+
+
+def dtype_option(f: Callable) -> Callable:
+    """``--dtype``: element type of inline literal inputs (ONNX or numpy names)."""
+    return shared_options("dtype", f)
+
+
+def output_options(f: Callable) -> Callable:
+    """``-o/--output``, ``--force-binary``, ``--format`` and ``--max-output-bytes``."""
+    return shared_options("output", f)
+
+
+def tolerance_options(f: Callable) -> Callable:
+    """``--rtol`` and ``--atol`` (numbers >= 0; default: by the expected tensor's dtype)."""
+    return shared_options("tolerance", f)
+
+
+def input_options(f: Callable) -> Callable:
+    """``--max-input-bytes SIZE`` and ``--allow-hardlinks``: the read policy of one run
+    (:class:`padconv_cli.tensorio.files.ReadPolicy`), kept in the run's context."""
+    return shared_options("input", f)
+
+
+def read_policy_of(ctx: click.Context | None = None) -> Any:
+    """The ReadPolicy the running command's ``--max-input-bytes``/``--allow-hardlinks`` set
+    (``ctx``: default, the current click context); None without them: the readers' default."""
+    ctx = ctx or click.get_current_context(silent=True)
+    given = ctx.meta.get(READ_POLICY_KEY) if ctx is not None else None
+    if not given:
+        return None
+    from padconv_cli.tensorio.files import ReadPolicy
+
+    return ReadPolicy(**given)
+
+
+class EngineSettings(NamedTuple):
+    """The engine flags of one command line (the engines: :mod:`padconv_cli.pipeline`)."""
+
+    engine: str = "auto"
+    memory_limit: int | None = None
+    scheduler: str | None = None
+    quiet: bool = False
+    verbose: bool = False
+
+
+class ExtraOptions(NamedTuple):
+    """The values of the options every operator command shares beyond its attributes."""
+
+    from_model: str | None = None
+    node: str | None = None
+    explain: bool = False
+    as_json: bool = False
+    emit_onnx: str | None = None
+    check: bool = False
+    check_rtol: float | None = None
+    check_atol: float | None = None
+    emit_initializers: bool = False
+
+
+def _bundled(group: str, bundle: type, argument: str, f: Callable, **added: Any) -> Callable:
+    """``f`` with the options of ``group``, received as one ``argument``: a ``bundle`` of
+    their values (``-q``/``-v`` given before the command count too)."""
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in bundle._fields}
+        for flag in ("quiet", "verbose"):
+            if flag in values:
+                values[flag] = bool(values[flag] or meta_flag(flag))
+        return f(*args, **{argument: bundle(**values)}, **kwargs)
+
+    return shared_options(group, command, **added)
+
+
+def engine_options(f: Callable) -> Callable:
+    """``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``, received
+    as one ``engine_settings`` (:class:`EngineSettings`)."""
+    from padconv_cli.pipeline import ENGINES
+
+    engine = {"type": click.Choice(ENGINES)}
+    return _bundled("engine", EngineSettings, "engine_settings", f, engine=engine)
+
+
+def _check_combination(extras: ExtraOptions) -> ExtraOptions:
+    """``extras``, refused when its options combine into nothing meaningful."""
+    if extras.node is not None and extras.from_model is None:
+        raise click.UsageError("--node needs --from-model MODEL.onnx")
+    if extras.explain and extras.check:
+        raise click.UsageError("--check computes the result; --explain does not compute")
+    if extras.as_json and not (extras.explain or extras.check):
+        raise click.UsageError("--json changes the output of --explain or --check; give one")
+    if extras.emit_initializers and extras.emit_onnx is None:
+        raise click.UsageError("--emit-initializers changes the model of --emit-onnx; give it")
+    if extras.emit_onnx == "-":
+        raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
+    for name, value in (("--check-rtol", extras.check_rtol), ("--check-atol", extras.check_atol)):
+        if value is not None and not value >= 0:
+            raise click.UsageError(f"{name} {value} is not a tolerance (needs a number >= 0)")
+    if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
+        raise click.UsageError("--check-rtol/--check-atol need --check")
+    return extras
+
+
+def model_options(f: Callable) -> Callable:
+    """``--from-model/--node`` (a model's node), ``--explain``/``--json`` (describe, compute
+    nothing), ``--emit-onnx`` (the single-node model), ``--check`` (compare with onnx.reference
+    and onnxruntime); the command receives them as ``extras: ExtraOptions``, checked."""
+
+    @functools.wraps(f)
+    def checked(*args: Any, extras: ExtraOptions, **kwargs: Any) -> Any:
+        return f(*args, extras=_check_combination(extras), **kwargs)
+
+    return _bundled("model", ExtraOptions, "extras", checked)
+
+
+def progress_display(quiet: bool, terminal: bool, colour: bool = True) -> bool | str:
+    """How the tiled and dask engines report progress: nothing with ``--quiet``, a bar on a
+    terminal (``"plain"``, without colour, when ``colour`` is off), else one line if the run
+    is long (see :mod:`padconv_cli.outofcore.progress`)."""
+    if quiet:
+        return False
+    return ("plain" if not colour else True) if terminal else "line"
 
 
 def print_json(data: Any, err: bool = False) -> None:
@@ -566,14 +587,6 @@ def print_json(data: Any, err: bool = False) -> None:
     from padconv_cli.json_output import dumps
 
     click.echo(dumps(data, indent=2), err=err)
-
-
-def stdout_is_terminal() -> bool:
-    """True when stdout is an interactive terminal (then results are shown, not written)."""
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def emit_result(array: Any, output: str | None, fmt: str | None,
@@ -587,7 +600,7 @@ def emit_result(array: Any, output: str | None, fmt: str | None,
     """
     from padconv_cli.tensorio import write_tensor
 
-    if output is None and stdout_is_terminal() and fmt is None:
+    if output is None and is_terminal() and fmt is None:
         from padconv_cli.cli.style import print_tensor
 
         print_tensor(array)
@@ -602,7 +615,7 @@ def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
     ``--force-binary`` was given: they would only garble the screen."""
     from padconv_cli.errors import OutputError
 
-    if output not in (None, "-") or not stdout_is_terminal() or meta_flag("force_binary"):
+    if output not in (None, "-") or not is_terminal() or meta_flag("force_binary"):
         return
     raise OutputError(
         f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "

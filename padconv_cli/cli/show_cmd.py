@@ -5,11 +5,9 @@ from __future__ import annotations
 import click
 
 from padconv_cli.cli.options import (
-    CONTEXT_SETTINGS,
-    Command,
+    command,
     complete_path,
     dtype_option,
-    examples_first,
     input_options,
     print_json,
     read_policy_of,
@@ -29,9 +27,7 @@ def _not_negative(ctx: click.Context, param: click.Parameter, value: int) -> int
     return value
 
 
-@examples_first(EXAMPLES)
-@click.command("show", cls=Command, context_settings=CONTEXT_SETTINGS,
-               short_help="Show dtype, shape and statistics of tensors in files.")
+@command("show", "Show dtype, shape and statistics of tensors in files.", EXAMPLES)
 @click.argument("sources", metavar="FILE...", nargs=-1, required=True,
                 shell_complete=complete_path)
 @click.option("--histogram", is_flag=True,

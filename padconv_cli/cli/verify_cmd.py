@@ -7,10 +7,8 @@ import sys
 import click
 
 from padconv_cli.cli.options import (
-    CONTEXT_SETTINGS,
     TOLERANCE_FLAGS,
-    Command,
-    examples_first,
+    command,
     input_options,
     meta_flag,
     tolerance_options,
@@ -26,9 +24,7 @@ Examples:
 """
 
 
-@examples_first(EXAMPLES)
-@click.command("verify", cls=Command, context_settings=CONTEXT_SETTINGS,
-               short_help="Run operator cases (built-in, ONNX suite, DIRs); compare.")
+@command("verify", "Run operator cases (built-in, ONNX suite, DIRs); compare.", EXAMPLES)
 @click.argument("dirs", metavar="[DIR]...", nargs=-1)
 @click.option("--onnx-suite", is_flag=True,
               help="Also run the conformance cases of padconv's operators shipped in the "

@@ -15,9 +15,16 @@ from click.testing import CliRunner
 
 from padconv_cli import __version__
 from padconv_cli.cli import version
-from padconv_cli.cli.help_examples import example_commands, examples_first, with_examples_first
 from padconv_cli.cli.main import ALIASES, COMMANDS
-from padconv_cli.cli.options import Command, IntListType, int_list_option, parse_size
+from padconv_cli.cli.options import (
+    Command,
+    IntListType,
+    example_commands,
+    examples_first,
+    int_list_option,
+    parse_size,
+    with_examples_first,
+)
 from padconv_cli.errors import InputError
 from padconv_cli.kernels.native import available_isas, selected_isa
 
@@ -156,7 +163,7 @@ def test_an_unavailable_forced_instruction_set_is_reported_not_raised(run_cli):
 
 
 # A command's examples can be shown right after its summary, before the description and the
-# options (padconv_cli.cli.help_examples), and read back from the rendered help.
+# options (padconv_cli.cli.options), and read back from the rendered help.
 
 
 EXAMPLES = """\b
