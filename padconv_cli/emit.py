@@ -8,8 +8,7 @@
 * Data tensors are typed, shaped graph inputs, except those named in ``embedded`` (taken from
   a model, or all with ``--emit-initializers``): initializers.  The output is typed by the
   operator's ``output_dtype``.
-* The model passes ``onnx.checker.check_model(model, full_check=True)`` (strict shape
-  inference against the declared output shape included).
+* The model passes ``onnx.checker.check_model(model, full_check=True)``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """``--explain``: what a call will do, from shapes only (nothing is computed).
 
-The explanation is a JSON-ready dict (:func:`explanation`) and its text form
-(:func:`format_explanation`): the resolved attributes with where each came from (``flag``,
-``model`` or ``default``), every output dimension with the formula that gave it, the FLOPs and
-the memory the call needs.  The operator's ``explain`` gives the attributes, the dimensions
-and the FLOPs (:mod:`padconv_cli.ops.pad`, :mod:`padconv_cli.ops.conv`); the inputs, the
-output and the memory are the resource gate's figures (the operator's ``needs``).
-
-The engine is the one the call would run on: in memory the figures are inputs + output +
-working memory; out of core (``tiled``, ``dask``) the input is read and the output written
-block by block, so what the machine holds at once is bounded by the memory limit instead,
-and the in-memory figures are given for comparison.
+A JSON-ready dict (:func:`explanation`) and its text (:func:`format_explanation`): the
+operator's ``explain`` gives the attributes (each with its source: ``flag``, ``model`` or
+``default``), the output dimensions with their formulas and the FLOPs; the inputs, output and
+memory are the resource gate's figures (the operator's ``needs``).  Out of core (``tiled``,
+``dask``) the memory limit bounds what is held at once; the in-memory figures are also given.
 """
 
 from __future__ import annotations
@@ -36,10 +30,9 @@ def _inputs(resolved: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
 def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
                 fmt: str = "npy", engine: str = "memory",
                 memory_limit: int | None = None) -> dict[str, Any]:
-    """The explanation of a resolved call (module docstring); ``flags`` names the attributes
-    given on the command line; ``fmt`` is the output's format (npy or pb): the output bytes
-    and memory are those that format writes, the figures the resource gate checks;
-    ``engine`` the engine the call runs on, within ``memory_limit`` bytes out of core."""
+    """The explanation of a resolved call (module docstring); ``flags``: the attributes given
+    on the command line; ``fmt``: the output's format (its bytes are the gate's figures);
+    ``engine``: the engine the call runs on, within ``memory_limit`` bytes out of core."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.emit import operator_version
 
@@ -49,7 +42,6 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
     needs = entry.needs(call.arrays, plan, dtype, call.attributes, fmt)
 
     def source_of(name: str) -> str:
-        """flag / model / default for an attribute name."""
         return "flag" if name in flags else "model" if name in resolved.given else "default"
 
     described = entry.explain(call, plan, source_of)

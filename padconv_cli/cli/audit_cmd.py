@@ -7,11 +7,7 @@ import time
 
 import click
 
-from padconv_cli.cli.options import (
-    command,
-    complete_path,
-    print_json,
-)
+from padconv_cli.cli import options
 
 EXIT_OUTSIDE = 1
 RUNTIMES = ("onnxruntime", "onnx.reference")
@@ -29,9 +25,9 @@ Examples:
 """
 
 
-@command("audit", "Check every node padconv implements in a model.", EXAMPLES)
-@click.argument("model", metavar="MODEL.onnx", shell_complete=complete_path)
-@click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=complete_path)
+@options.command("audit", "Check every node padconv implements in a model.", EXAMPLES)
+@click.argument("model", metavar="MODEL.onnx", shell_complete=options.complete_path)
+@click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=options.complete_path)
 @click.option("--runtime", type=click.Choice(RUNTIMES), default=None,
               help="Runtime that runs the model (default: onnxruntime when installed, else "
               "onnx.reference).")
@@ -42,16 +38,16 @@ Examples:
               "--dim ?=48. Unknown dims not set take defaults (batch 1, channels as the first "
               "Conv takes, spatial 64) and the input line says so.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON object.")
-@click.option("--junit-xml", metavar="FILE", default=None, shell_complete=complete_path,
+@click.option("--junit-xml", metavar="FILE", default=None, shell_complete=options.complete_path,
               help="Also write the audit as JUnit XML (one test case per node).")
 @click.option("--outputs", "dumped", metavar="FILE|DIR", default=None,
-              shell_complete=complete_path,
+              shell_complete=options.complete_path,
               help="Judge another runtime's own tensors instead of running the model: "
               "polygraphy's --save-outputs .json (with --onnx-outputs/--trt-outputs mark all; "
               "FILE.json:RUNNER picks a runner) or a folder of .npy/.pb named by tensor. Each "
               "Pad/Conv node is recomputed from that runtime's inputs for it; the first node "
               "outside its bound is named. The model's inputs come from INPUT.")
-@click.option("--save", "save_dir", metavar="DIR", default=None, shell_complete=complete_path,
+@click.option("--save", "save_dir", metavar="DIR", shell_complete=options.complete_path,
               help="Also write every checked node as an ONNX backend-test case folder in DIR "
               "(the node alone, its inputs from the run, padconv's output): padconv verify "
               "DIR replays them.")
@@ -77,10 +73,8 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     from padconv_cli.audit.inputs import parse_dims
     from padconv_cli.audit.report import junit_xml as junit_bytes
     from padconv_cli.audit.report import report_record, table_lines
-    from padconv_cli.cli.options import refuse_output_onto_inputs
-
-    refuse_output_onto_inputs("--junit-xml", junit_xml,
-                              (model, *(item.partition("=")[2] or item for item in inputs)))
+    sources = (model, *(item.partition("=")[2] or item for item in inputs))
+    options.refuse_output_onto_inputs("--junit-xml", junit_xml, sources)
     dim_values = parse_dims(dims)
     if dumped is not None:
         report = _audit_dumped(model, dumped, inputs, runtime, dims, save_dir is not None)
@@ -102,7 +96,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
         record = report_record(report)
         if save_dir is not None:
             record["saved"] = [str(path) for path in saved]
-        print_json(record)
+        options.print_json(record)
     else:
         from padconv_cli.cli.style import output_width
 

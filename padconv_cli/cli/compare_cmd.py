@@ -4,17 +4,7 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.options import (
-    Int64Type,
-    command,
-    complete_path,
-    dtype_option,
-    input_options,
-    int_list_option,
-    print_json,
-    read_policy_of,
-    tolerance_options,
-)
+from padconv_cli.cli import options
 from padconv_cli.errors import PadconvError
 from padconv_cli.ops.conv import AUTO_PAD_VALUES
 
@@ -28,31 +18,31 @@ Examples:
 """
 
 
-@command("compare", "Are two tensors equal within tolerance? Exit 0 yes, 1 no.", EXAMPLES)
-@click.argument("expected", metavar="A", shell_complete=complete_path)
-@click.argument("actual", metavar="B", shell_complete=complete_path)
-@tolerance_options
+@options.command("compare", "Are two tensors equal within tolerance? Exit 0 yes, 1 no.", EXAMPLES)
+@click.argument("expected", metavar="A", shell_complete=options.complete_path)
+@click.argument("actual", metavar="B", shell_complete=options.complete_path)
+@options.tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--png", "png", metavar="FILE.png", default=None,
               help="Also draw a heatmap of |B - A|: black where equal, red to yellow by size; "
               "needs padconv[png].")
-@dtype_option
-@input_options
-@click.option("--conv-x", metavar="X", default=None, shell_complete=complete_path,
+@options.dtype_option
+@options.input_options
+@click.option("--conv-x", metavar="X", default=None, shell_complete=options.complete_path,
               help="A and B are Conv outputs of this X: allow each element the dot-product "
               "error bound c*n*eps*sum(|x|*|w|) too (needs W: --conv-w or --from-model).")
-@click.option("--conv-w", metavar="W", default=None, shell_complete=complete_path,
+@click.option("--conv-w", metavar="W", default=None, shell_complete=options.complete_path,
               help="The W of that Conv.")
-@click.option("--conv-b", metavar="B", default=None, shell_complete=complete_path,
+@click.option("--conv-b", metavar="B", default=None, shell_complete=options.complete_path,
               help="The bias B of that Conv, if it has one.")
 @click.option("--auto-pad", type=click.Choice(AUTO_PAD_VALUES), default=None,
               help="auto_pad of that Conv (as padconv conv).")
-@int_list_option("--dilations", default=None, help="dilations of that Conv.")
-@click.option("--group", type=Int64Type(), default=None, help="group of that Conv.")
-@int_list_option("--kernel-shape", default=None, help="kernel_shape of that Conv.")
-@int_list_option("--pads", default=None, help="pads of that Conv.")
-@int_list_option("--strides", default=None, help="strides of that Conv.")
-@click.option("--from-model", metavar="MODEL.onnx", default=None, shell_complete=complete_path,
+@options.int_list_option("--dilations", default=None, help="dilations of that Conv.")
+@click.option("--group", type=options.Int64Type(), default=None, help="group of that Conv.")
+@options.int_list_option("--kernel-shape", default=None, help="kernel_shape of that Conv.")
+@options.int_list_option("--pads", default=None, help="pads of that Conv.")
+@options.int_list_option("--strides", default=None, help="strides of that Conv.")
+@click.option("--from-model", metavar="MODEL.onnx", shell_complete=options.complete_path,
               help="Take that Conv's W, B and attributes from a node of this model (Conv, or "
               "ConvTranspose/ConvInteger/QLinearConv: --conv-x is then its first input).")
 @click.option("--node", metavar="NAME", default=None,
@@ -69,7 +59,6 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
     With --conv-x (and W from --conv-w or --from-model), A and B are taken as outputs of that
     Conv and each element may also differ by c*n*eps*sum(|x|*|w|) over its receptive field.
     """
-    from padconv_cli.cli.options import refuse_output_onto_inputs
     from padconv_cli.tensor_sources import read_tensor
     from padconv_cli.verification.compare import compare_arrays
 
@@ -79,14 +68,14 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
     sources = [expected, actual] + [conv_options[k] for k in ("conv_x", "conv_w", "conv_b")]
     if sources.count("-") > 1:
         raise click.UsageError("only one of A, B and the Conv inputs can be - (stdin)")
-    refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
-    reference = read_tensor(expected, dtype=dtype, policy=read_policy_of())
-    candidate = read_tensor(actual, dtype=dtype, policy=read_policy_of())
+    options.refuse_output_onto_inputs("--png", png, (*sources, conv_options.get("from_model")))
+    reference = read_tensor(expected, dtype=dtype, policy=options.read_policy_of())
+    candidate = read_tensor(actual, dtype=dtype, policy=options.read_policy_of())
     bound, call = _conv_bound(conv_options, reference.shape, dtype)
     comparison = compare_arrays(reference, candidate, rtol=rtol, atol=atol, bound=bound)
     known = None if comparison.passed else _classified(call, reference, candidate)
     if as_json:
-        print_json(_record(comparison, (expected, reference), (actual, candidate), known))
+        options.print_json(_record(comparison, (expected, reference), (actual, candidate), known))
     else:
         lines = _lines(comparison, (expected, reference), (actual, candidate))
         if known is not None:
@@ -116,23 +105,23 @@ def _node_operator(path: str, name: str | None) -> str:
     names no node of another operator padconv implements)."""
     from padconv_cli.models import model_nodes
 
-    nodes = model_nodes(path, policy=read_policy_of()) if name is not None else ()
+    nodes = model_nodes(path, policy=options.read_policy_of()) if name is not None else ()
     return next((node.op_type for node in nodes if name in (node.node.name, node.label)
                  or name in node.node.output), "Conv")
 
 
-def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
+def _conv_bound(conv: dict, shape: tuple[int, ...], dtype: str | None):
     """The error bound of the --conv-*/--from-model options and the node's call (None, None
     without --conv-x); with --from-model the node may be of any operator padconv implements
     (--conv-x is then its first input)."""
-    given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
-    if options["conv_x"] is None:
+    given = [f"--{k.replace('_', '-')}" for k, v in conv.items() if v is not None]
+    if conv["conv_x"] is None:
         if given:
             raise click.UsageError(f"{given[0]} describes the Conv of --conv-x; give --conv-x")
         return None, None
-    if options["conv_w"] is None and options["from_model"] is None:
+    if conv["conv_w"] is None and conv["from_model"] is None:
         raise click.UsageError("--conv-x needs the Conv's W: --conv-w W or --from-model")
-    if options["node"] is not None and options["from_model"] is None:
+    if conv["node"] is not None and conv["from_model"] is None:
         raise click.UsageError("--node needs --from-model MODEL.onnx")
     from padconv_cli.models import find_node, resolve_call, with_node_context
     from padconv_cli.ops import error_bound, operator, plan_call
@@ -140,18 +129,18 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     from padconv_cli.tensor_sources import read_tensor
 
     name = "Conv"
-    if options["from_model"] is not None:
-        name = _node_operator(options["from_model"], options["node"])
+    if conv["from_model"] is not None:
+        name = _node_operator(conv["from_model"], conv["node"])
     entry = operator(name)
-    arrays = tuple(None if options[k] is None
-                   else read_tensor(options[k], dtype=dtype, policy=read_policy_of())
+    arrays = tuple(None if conv[k] is None
+                   else read_tensor(conv[k], dtype=dtype, policy=options.read_policy_of())
                    for k in ("conv_x", "conv_w", "conv_b"))
     if name != "Conv":
         arrays = (arrays[0],) + (None,) * (len(entry.inputs) - 1)
-    flags = {k: options[k] for k in ATTRIBUTE_NAMES if options[k] is not None}
+    flags = {k: conv[k] for k in ATTRIBUTE_NAMES if conv[k] is not None}
     origin = None
-    if options["from_model"] is not None:
-        origin = find_node(options["from_model"], options["node"], name, read_policy_of())
+    if conv["from_model"] is not None:
+        origin = find_node(conv["from_model"], conv["node"], name, options.read_policy_of())
     resolved = resolve_call(name, arrays, flags, origin)
     try:
         plan = plan_call(resolved.call)
@@ -173,7 +162,6 @@ def _tensor_text(source: str, array) -> str:
 
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
-    from padconv_cli.cli.options import TOLERANCE_FLAGS
     from padconv_cli.verification.compare import display_value
     from padconv_cli.verification.report import format_error, tolerance_hint
 
@@ -196,7 +184,7 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
         lines.append(f"  ... and {hidden} more")
     if _may_be_conv_output(comparison, first[1]):
         lines += CONV_BOUND_POINTER
-    lines.append("  " + tolerance_hint(comparison, TOLERANCE_FLAGS))
+    lines.append("  " + tolerance_hint(comparison, options.TOLERANCE_FLAGS))
     return lines
 
 

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.options import (
-    command,
-    complete_path,
-    dtype_option,
-    input_options,
-    read_policy_of,
-)
+from padconv_cli.cli import options
 
 EXAMPLES = """\b
 Examples:
@@ -22,16 +16,16 @@ Examples:
 """
 
 
-@command("convert", "Write any tensor padconv reads as .npy or .pb.", EXAMPLES)
-@click.argument("source", metavar="IN", shell_complete=complete_path)
-@click.argument("target", metavar="OUT", shell_complete=complete_path)
+@options.command("convert", "Write any tensor padconv reads as .npy or .pb.", EXAMPLES)
+@click.argument("source", metavar="IN", shell_complete=options.complete_path)
+@click.argument("target", metavar="OUT", shell_complete=options.complete_path)
 @click.option("--format", "fmt", type=click.Choice(["npy", "pb"]), default=None,
               help="Output format (default: from OUT's suffix, else npy).")
 @click.option("--name", default=None,
               help="Name of the TensorProto in a .pb (default: the name IN stores, else OUT's "
               "file name without suffix).")
-@dtype_option
-@input_options
+@options.dtype_option
+@options.input_options
 def convert_command(source: str, target: str, fmt: str | None, name: str | None,
                     dtype: str | None) -> None:
     """Read tensor IN and write it to OUT, unchanged: same element type, same shape.
@@ -43,16 +37,15 @@ def convert_command(source: str, target: str, fmt: str | None, name: str | None,
     """
     import os
 
-    from padconv_cli.cli.options import refuse_binary_to_terminal, refuse_output_onto_inputs
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.tensor_sources import read_named_tensor
     from padconv_cli.tensorio import resolve_format, write_tensor
 
-    refuse_output_onto_inputs("OUT", target, (source,))
+    options.refuse_output_onto_inputs("OUT", target, (source,))
     resolved = resolve_format(target, fmt)
     if target == "-":
-        refuse_binary_to_terminal(target, resolved)
-    stored, array = read_named_tensor(source, dtype=dtype, policy=read_policy_of())
+        options.refuse_binary_to_terminal(target, resolved)
+    stored, array = read_named_tensor(source, dtype=dtype, policy=options.read_policy_of())
     proto_name = name or stored or os.path.splitext(os.path.basename(target))[0] or None
     write_tensor(array, target, fmt=resolved, name=proto_name if resolved == "pb" else None)
     if target != "-":

@@ -11,21 +11,6 @@ from typing import Any
 import click
 
 from padconv_cli.cli import options
-from padconv_cli.cli.options import (
-    ChoiceWithSuggestion,
-    Command,
-    EngineSettings,
-    ExtraOptions,
-    Int64Type,
-    complete_path,
-    dtype_option,
-    engine_options,
-    input_options,
-    int_list_option,
-    model_options,
-    output_options,
-    with_examples_first,
-)
 from padconv_cli.cli.style import color_enabled, is_terminal
 from padconv_cli.ops import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
 
@@ -38,7 +23,8 @@ def operator_command(entry: Operator) -> click.Command:
     shared options; it refuses what the declarations require unless ``--from-model`` gives it."""
     inputs = [i for i in entry.inputs if i.role == DATA]
 
-    def command(extras: ExtraOptions, engine_settings: EngineSettings, **values: Any) -> None:
+    def command(extras: options.ExtraOptions, engine_settings: options.EngineSettings,
+                **values: Any) -> None:
         sources = tuple(values.pop(i.name.lower()) for i in inputs)
         attributes = {a.name: values.pop(a.name) for a in entry.attributes}
         if extras.from_model is None:
@@ -51,27 +37,29 @@ def operator_command(entry: Operator) -> click.Command:
                 click.echo(f"padconv {entry.command}: note: {note}", err=True)
         run_operator(entry, sources, attributes, values, extras, engine_settings)
 
-    for shared in (input_options, engine_options, model_options, output_options, dtype_option):
+    for shared in (options.input_options, options.engine_options, options.model_options,
+                   options.output_options, options.dtype_option):
         command = shared(command)
     for attribute in reversed(entry.attributes):
         command = _attribute_option(attribute)(command)
     for declared in reversed(inputs):
         command = click.argument(declared.name.lower(), metavar=declared.metavar,
                                  required=declared.required == ALWAYS,
-                                 shell_complete=complete_path)(command)
-    return click.command(entry.command, cls=Command, short_help=entry.texts.summary,
-                         help=with_examples_first(entry.texts.help, entry.texts.examples))(command)
+                                 shell_complete=options.complete_path)(command)
+    texts = entry.texts
+    return click.command(entry.command, cls=options.Command, short_help=texts.summary,
+                         help=options.with_examples_first(texts.help, texts.examples))(command)
 
 
 def _attribute_option(attribute: Attribute) -> Callable:
     """The flag of one declared attribute."""
     settings: dict[str, Any] = {"default": attribute.default, "help": attribute.help}
     if attribute.kind == "ints":
-        return int_list_option(attribute.flag, **settings)
+        return options.int_list_option(attribute.flag, **settings)
     if attribute.kind == "choice":
-        settings["type"] = ChoiceWithSuggestion(attribute.choices)
+        settings["type"] = options.ChoiceWithSuggestion(attribute.choices)
     elif attribute.kind == "int":
-        settings["type"] = Int64Type()
+        settings["type"] = options.Int64Type()
     if attribute.metavar is not None:
         settings["metavar"] = attribute.metavar
     if attribute.show_default:
@@ -107,7 +95,8 @@ def _given(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: dict[str, Any],
-                 values: dict[str, Any], extras: ExtraOptions, engine: EngineSettings) -> None:
+                 values: dict[str, Any], extras: options.ExtraOptions,
+                 engine: options.EngineSettings) -> None:
     """Take the command line through the pipeline: plan, then --explain (no gate), else the
     gate, --emit-onnx, the run, the --check report and the result (``values``: -o, --format,
     --max-output-bytes, --dtype).  A refused run writes nothing; check and emit run in memory.

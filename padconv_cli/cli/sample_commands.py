@@ -1,10 +1,6 @@
-"""The ``padconv`` command that reproduces a built-in verify case.
-
-The case's data inputs are arguments; the other inputs and the attributes become flags
-(``kernel_shape`` -> ``--kernel-shape``), by the operator's ``sample_arguments``.  The data
-inputs are the sample files in ``folder`` when one is given (a clone's ``samples/``), else
-inline literals with ``--dtype``: the built-in cases ship inside the package, with no files a
-user could name, and a literal reproduces the case from any folder after a plain install.
+"""The ``padconv`` command that reproduces a built-in verify case (the operator's
+``sample_arguments``): its data inputs are the sample files of ``folder`` (a clone's
+``samples/``), else inline literals with ``--dtype``, which reproduce the case from any folder.
 """
 
 from __future__ import annotations

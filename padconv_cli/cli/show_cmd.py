@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import click
 
-from padconv_cli.cli.options import (
-    command,
-    complete_path,
-    dtype_option,
-    input_options,
-    print_json,
-    read_policy_of,
-)
+from padconv_cli.cli import options
 
 EXAMPLES = """\b
 Examples:
@@ -27,9 +20,9 @@ def _not_negative(ctx: click.Context, param: click.Parameter, value: int) -> int
     return value
 
 
-@command("show", "Show dtype, shape and statistics of tensors in files.", EXAMPLES)
+@options.command("show", "Show dtype, shape and statistics of tensors in files.", EXAMPLES)
 @click.argument("sources", metavar="FILE...", nargs=-1, required=True,
-                shell_complete=complete_path)
+                shell_complete=options.complete_path)
 @click.option("--histogram", is_flag=True,
               help="Add a histogram of the finite values of each tensor.")
 @click.option("--bins", type=click.IntRange(min=1, max=1000), default=10, show_default=True,
@@ -43,8 +36,8 @@ def _not_negative(ctx: click.Context, param: click.Parameter, value: int) -> int
 @click.option("--png", "png", metavar="FILE.png", default=None,
               help="Also draw the tensor (one only) as a picture: a 2-D slice, or a grid of "
               "channels; needs padconv[png].")
-@dtype_option
-@input_options
+@options.dtype_option
+@options.input_options
 def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_items: int,
                  as_json: bool, dtype: str | None, png: str | None,
                  every_initializer: bool) -> None:
@@ -59,11 +52,10 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
     initializers summarised on the last lines; MODEL.onnx:NAME describes one of them,
     --initializers (or --json) every one.
     """
-    from padconv_cli.cli.options import refuse_output_onto_inputs
     from padconv_cli.cli.style import output_width
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
-    refuse_output_onto_inputs("--png", png, sources)
+    options.refuse_output_onto_inputs("--png", png, sources)
     if sum(source == "-" or source.startswith("-:") for source in sources) > 1:
         raise click.UsageError("only one FILE can be - (stdin)")
     descriptions = []
@@ -71,10 +63,10 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
         if _is_model_file(source) and not (as_json or every_initializer or histogram):
             from padconv_cli.cli.show_model import model_lines
 
-            click.echo("\n".join(model_lines(source, output_width(), read_policy_of())))
+            click.echo("\n".join(model_lines(source, output_width(), options.read_policy_of())))
             continue
         try:
-            for label, array in named_tensors(source, dtype=dtype, policy=read_policy_of()):
+            for label, array in named_tensors(source, dtype=dtype, policy=options.read_policy_of()):
                 descriptions.append(
                     describe_tensor(label, array, bins=bins if histogram else None,
                                     edge_items=edge_items, width=output_width())
@@ -87,7 +79,7 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
         except MemoryError:
             raise _out_of_memory(source) from None
     if as_json:
-        print_json(descriptions)
+        options.print_json(descriptions)
     if png is not None:
         _draw(sources, dtype, png)
 
@@ -100,7 +92,7 @@ def _quantization(label: str, array, description: dict) -> str | None:
         return None
     from padconv_cli.quantization import quantization_line, quantization_of
 
-    quantization = quantization_of(path, name, read_policy_of())
+    quantization = quantization_of(path, name, options.read_policy_of())
     if quantization is None:
         return None
     description["quantization"] = quantization
@@ -128,7 +120,7 @@ def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
     from padconv_cli.stats import named_tensors
 
     tensors = [array for source in sources
-               for _, array in named_tensors(source, dtype=dtype, policy=read_policy_of())]
+               for _, array in named_tensors(source, dtype=dtype, policy=options.read_policy_of())]
     if len(tensors) != 1:
         raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
     write_png(tensor_picture(tensors[0]), png)

@@ -6,13 +6,8 @@ import sys
 
 import click
 
-from padconv_cli.cli.options import (
-    TOLERANCE_FLAGS,
-    command,
-    input_options,
-    meta_flag,
-    tolerance_options,
-)
+from padconv_cli.cli import options
+from padconv_cli.cli.style import color_enabled, output_width, styled
 
 EXIT_FAILED = 1
 
@@ -24,7 +19,7 @@ Examples:
 """
 
 
-@command("verify", "Run operator cases (built-in, ONNX suite, DIRs); compare.", EXAMPLES)
+@options.command("verify", "Run operator cases (built-in, ONNX suite, DIRs); compare.", EXAMPLES)
 @click.argument("dirs", metavar="[DIR]...", nargs=-1)
 @click.option("--onnx-suite", is_flag=True,
               help="Also run the conformance cases of padconv's operators shipped in the "
@@ -37,10 +32,10 @@ Examples:
               help="Print one JSON object per case per line, then a summary object.")
 @click.option("--junit-xml", metavar="FILE", default=None,
               help="Also write the results as JUnit XML to FILE (atomically).")
-@tolerance_options
+@options.tolerance_options
 @click.option("--no-color", is_flag=True,
               help="Plain text output (also when NO_COLOR is set or stdout is not a terminal).")
-@input_options
+@options.input_options
 def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str, ...],
                    list_only: bool, as_json: bool, junit_xml: str | None, rtol: float | None,
                    atol: float | None, no_color: bool) -> None:
@@ -91,15 +86,15 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
         from padconv_cli.verification.report import junit_xml as render_junit
         from padconv_cli.verification.report import write_atomically
 
-        write_atomically(junit_xml, render_junit(results, TOLERANCE_FLAGS))
+        write_atomically(junit_xml, render_junit(results, options.TOLERANCE_FLAGS))
     if as_json:
         from padconv_cli.verification.report import json_lines
 
         click.echo("\n".join(json_lines(results)))
     else:
-        verbose, quiet = meta_flag("verbose"), meta_flag("quiet")
+        verbose, quiet = options.meta_flag("verbose"), options.meta_flag("quiet")
         side = len(selected) == 1 and (bool(patterns) or verbose) and not quiet
-        colour = not no_color and _color_enabled()
+        colour = not no_color and color_enabled()
         _print_results(results, colour, verbose, quiet, side_by_side=side)
     sys.stdout.flush()
     if not any(result.status in (PASSED, FAILED) for result in results):
@@ -111,13 +106,11 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
 
 
 def _collect_cases(dirs: tuple[str, ...], onnx_suite: bool) -> list:
-    """Built-in cases (the JSON examples and the shipped case folders) unless DIRs are given,
-    then the suite's, then the DIRs' (in that order)."""
-    from padconv_cli.cli.options import read_policy_of
+    """Built-in cases unless DIRs are given, then the suite's, then the DIRs' (in that order)."""
     from padconv_cli.verification import onnx_suite as suite_module
     from padconv_cli.verification.cases import builtin_cases
 
-    policy = read_policy_of()
+    policy = options.read_policy_of()
     collected = [] if dirs else builtin_cases() + suite_module.shipped_cases(policy)
     if onnx_suite:
         collected += suite_module.suite_cases(policy)
@@ -129,15 +122,7 @@ STATUS_COLOURS = {"passed": "green", "failed": "red", "unsupported": "yellow"}
 
 
 def _status_style(word: str, status: str) -> str:
-    from padconv_cli.cli.style import styled
-
     return styled(word, fg=STATUS_COLOURS[status], bold=status == "failed")
-
-
-def _color_enabled() -> bool:
-    from padconv_cli.cli.style import color_enabled
-
-    return color_enabled()
 
 
 def _print_list(cases: list, as_json: bool) -> None:
@@ -164,10 +149,9 @@ def _side_by_side(case, result, width: int) -> list[str]:
 
 def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
                    side_by_side: bool = False) -> None:
-    """One line per case fitted to the width, then the details of every case that did not pass
-    (of every case with -v), the side-by-side view of a single case that ran, then the summary
-    line (always last, for CI logs). -q keeps only what did not pass."""
-    from padconv_cli.cli.style import output_width
+    """One line per case, the details of every case that did not pass (every case with -v),
+    the side-by-side view of a single case, then the summary line (last, for CI logs); -q
+    keeps only what did not pass."""
     from padconv_cli.verification.report import (
         case_table,
         failure_details,
@@ -180,7 +164,8 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
     shown = [r for r in results if r.status != PASSED] if quiet else results
     lines = list(case_table(shown, width, _status_style if colour else None)) if shown else []
     for result in shown:
-        details = failure_details(result, TOLERANCE_FLAGS) if result.status != PASSED else []
+        passed = result.status == PASSED
+        details = [] if passed else failure_details(result, options.TOLERANCE_FLAGS)
         if verbose:
             details = (details or [result.case.name]) + verbose_details(result)[1:]
         if details:

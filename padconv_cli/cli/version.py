@@ -1,10 +1,6 @@
 """``padconv --version``: padconv's version, the versions of the libraries whose results it
-depends on, and the native instruction set that Conv runs on.
-
-A bug report needs all of them: the same padconv gives the same bits on every instruction set,
-but ``--check`` and ``audit`` compare against onnx and onnxruntime, whose versions decide which
-known deviations apply.  Versions are read from the installed distributions' metadata, so
-nothing heavy is imported; only the native extension is loaded, to ask the CPU.
+depends on (read from the distributions' metadata: nothing heavy is imported), and the native
+instruction set that Conv runs on (the native extension is loaded to ask the CPU).
 """
 
 from __future__ import annotations
