@@ -58,10 +58,9 @@ def _refused(message: str) -> AttributeValueError:
 
 
 def _not_a(text: str, what: str, dt: np.dtype, needs: str) -> AttributeValueError:
-    name = str(dt)
-    article = "an" if name.startswith("i") else "a"
+    article = "an" if str(dt).startswith("i") else "a"
     shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
-    return _refused(f"constant_value {shown} is not {what}; {article} {name} tensor needs {needs}")
+    return _refused(f"constant_value {shown} is not {what}; {article} {dt} tensor needs {needs}")
 
 
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
@@ -75,15 +74,10 @@ def _bool_text(text: str, dt: np.dtype) -> bool:
 
 
 def _integral_text(text: str, dt: np.dtype) -> int:
-    stripped = text.strip()
-    try:
-        return int(stripped)
-    except ValueError:
-        pass
-    from decimal import Decimal, InvalidOperation  # only for text such as "1e3" or "2.0"
+    from decimal import Decimal, InvalidOperation  # exact, also for "1e3" or "2.0"
 
     try:
-        number = Decimal(stripped)
+        number = Decimal(text.strip())
     except InvalidOperation:
         raise _not_a(text, "an integer", dt, "an integer") from None
     if not number.is_finite() or number != number.to_integral_value():
@@ -96,21 +90,16 @@ def _real_text(text: str, dt: np.dtype) -> float:
     try:
         number = float(stripped)
     except ValueError:
-        pass
-    else:
-        if math.isinf(number) and not _names_infinity(stripped):
-            raise _refused(f"constant_value {stripped} does not fit {dt} {float_range(dt)}")
-        return number
-    try:
-        complex(stripped.replace(" ", ""))
-    except ValueError:
-        raise _not_a(text, "a number", dt, "a real number") from None
-    raise _refused(f"constant_value {stripped} is complex; a {dt} tensor needs a real number")
-
-
-def _names_infinity(text: str) -> bool:
-    """True for "inf"/"infinity" with an optional sign; False for "1e999" (an overflow)."""
-    return text.lstrip("+-").lower() in ("inf", "infinity")
+        try:
+            complex(stripped.replace(" ", ""))
+        except ValueError:
+            raise _not_a(text, "a number", dt, "a real number") from None
+        raise _refused(f"constant_value {stripped} is complex; a {dt} tensor needs a real "
+                       "number") from None
+    names_infinity = stripped.lstrip("+-").lower() in ("inf", "infinity")  # not "1e999"
+    if math.isinf(number) and not names_infinity:
+        raise _refused(f"constant_value {stripped} does not fit {dt} {float_range(dt)}")
+    return number
 
 
 def _complex_text(text: str, dt: np.dtype) -> complex:

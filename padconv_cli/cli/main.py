@@ -14,6 +14,7 @@ been read or written yet.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import io
@@ -201,11 +202,8 @@ def _error_line(message: str, ctx: click.Context | None = None) -> str:
 
 def _silence_stdout() -> None:
     """After a broken pipe, point stdout at /dev/null so the interpreter's final flush is quiet."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def report(line: str) -> None:
@@ -259,27 +257,27 @@ def stop_outcome(error: BaseException) -> tuple[int, str] | None:
 
 def _mapped_error(error: BaseException) -> int:
     """The exit code of an ending that is not a signal, its line reported; else raised again."""
-    try:
-        raise error
-    except (BrokenPipeError, StdoutClosed):
+    ctx = getattr(error, "raised_in", None)
+    if isinstance(error, (BrokenPipeError, StdoutClosed)):
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except click.exceptions.Exit as exit_:
-        return exit_.exit_code
-    except click.ClickException as error:
+    if isinstance(error, click.exceptions.Exit):
+        return error.exit_code
+    if isinstance(error, click.ClickException):
         return _usage_error(error)
-    except (MemoryError, PadconvError, OSError) as error:
-        ctx = getattr(error, "raised_in", None)
-        if isinstance(error, PadconvError):
-            from padconv_cli.cli.messages import render_library_error
+    if isinstance(error, PadconvError):
+        from padconv_cli.cli.messages import render_library_error
 
-            report(_error_line(render_library_error(error, ctx), ctx))
-            return getattr(error, "exit_code", EXIT_USAGE)
-        if isinstance(error, OSError):  # a report could not be written (closed or full stdout)
-            _silence_stdout()
-        report(_error_line(OUT_OF_MEMORY_MESSAGE if isinstance(error, MemoryError)
-                           else _os_error_text(error), ctx))
-        return EXIT_USAGE
+        report(_error_line(render_library_error(error, ctx), ctx))
+        return getattr(error, "exit_code", EXIT_USAGE)
+    if isinstance(error, MemoryError):
+        report(_error_line(OUT_OF_MEMORY_MESSAGE, ctx))
+    elif isinstance(error, OSError):  # a report could not be written (closed or full stdout)
+        _silence_stdout()
+        report(_error_line(_os_error_text(error), ctx))
+    else:
+        raise error
+    return EXIT_USAGE
 
 
 def _usage_error(error: click.ClickException) -> int:
@@ -376,8 +374,6 @@ def exit_now(status: int) -> None:
     padconv's clean-up has run; what is left is libraries' teardown (a dask worker's idle
     threads each wait up to a second)."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed or full stream: the status tells
             stream.flush()
-        except Exception:  # noqa: BLE001 - a closed or full stream: the status tells
-            pass
     os._exit(status)

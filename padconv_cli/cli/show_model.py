@@ -78,14 +78,14 @@ def _element_name(elem_type: int) -> str:
 def _stored_bytes(tensor: Any) -> int:
     """Bytes of an initializer's values (numpy's item size; its raw bytes when numpy has
     none for the type)."""
+    import math
+
     from padconv_cli.dtypes import numpy_dtype_of_elem_type
     from padconv_cli.errors import PadconvError
 
-    count = 1
-    for dim in tensor.dims:
-        count *= int(dim)
     try:
-        return count * numpy_dtype_of_elem_type(tensor.data_type).itemsize
+        return math.prod(map(int, tensor.dims)) * numpy_dtype_of_elem_type(
+            tensor.data_type).itemsize
     except PadconvError:
         return len(tensor.raw_data)
 
@@ -99,14 +99,10 @@ def _inferred_shapes(model: Any) -> dict[str, str]:
     except Exception:  # a model inference rejects still lists its nodes, shapes unknown
         inferred = model
     graph = inferred.graph
-    known = {}
-    for value in [*graph.input, *graph.value_info, *graph.output]:
-        shape = _shape_of(value)
-        if shape is not None:
-            known[value.name] = shape
-    for init in graph.initializer:
-        known[init.name] = "[" + ",".join(str(d) for d in init.dims) + "]"
-    return known
+    known = {value.name: shape for value in [*graph.input, *graph.value_info, *graph.output]
+             if (shape := _shape_of(value)) is not None}
+    return known | {init.name: "[" + ",".join(map(str, init.dims)) + "]"
+                    for init in graph.initializer}
 
 
 def _shape_of(value: Any) -> str | None:
@@ -173,18 +169,14 @@ def _conv_attributes(values: dict) -> str:
         parts.append(f"p={pads[0]}" if len(set(pads)) == 1 else f"p={_short(pads)}")
     if values.get("group", 1) != 1:
         parts.append(f"group={values['group']}")
-    auto_pad = values.get("auto_pad", b"NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
-    if auto_pad != "NOTSET":
-        parts.append(auto_pad)
-    return " ".join(parts)
+    auto_pad = _short(values.get("auto_pad", b"NOTSET"))
+    return " ".join(parts + [auto_pad] * (auto_pad != "NOTSET"))
 
 
 def _pad_attributes(node: Any, values: dict, stored: dict) -> str:
     from onnx import numpy_helper
 
-    mode = values.get("mode", b"constant")
-    parts = [mode.decode() if isinstance(mode, bytes) else str(mode)]
+    parts = [_short(values.get("mode", b"constant"))]
     pads = values.get("pads")
     if pads is None and len(node.input) > 1 and node.input[1] in stored:
         try:
@@ -239,8 +231,8 @@ def _initializer_line(initializers: list) -> str:
         return f"{init.name} {_element_name(init.data_type)}[{','.join(map(str, init.dims))}]"
 
     listed = ", ".join(text(init) for init in initializers[:LISTED_INITIALIZERS])
-    more = f", ... {len(initializers) - LISTED_INITIALIZERS} more" if len(
-        initializers) > LISTED_INITIALIZERS else ""
+    hidden = len(initializers) - LISTED_INITIALIZERS
+    more = f", ... {hidden} more" if hidden > 0 else ""
     size = human_bytes(sum(_stored_bytes(init) for init in initializers))
     return (f"{len(initializers)} initializers ({size}): {listed}{more}; MODEL.onnx:NAME "
             "shows one, --initializers every one")

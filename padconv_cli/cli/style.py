@@ -58,16 +58,6 @@ def styled(text: str, err: bool = False, **style: Any) -> str:
     return click.style(text, **style) if color_enabled(err) else text
 
 
-def rich_console(err: bool = False) -> Any:
-    """A rich Console for stdout (or stderr) that writes no style at all when colour is off
-    (rich alone keeps bold under NO_COLOR)."""
-    from rich.console import Console
-
-    if color_enabled(err):
-        return Console(stderr=err, highlight=False)
-    return Console(stderr=err, highlight=False, color_system=None, no_color=True)
-
-
 # A line may break after a space, after "=", after "+" (not the exponent sign of 1e+05) and
 # after "," (not a digit group such as 1,000): never inside a number or a name.
 _BREAK_AFTER = r"(?<= )|(?<==)|(?<=,)(?!\d)|(?<=\+)(?<![0-9.][eE]\+)"
@@ -108,13 +98,10 @@ def print_tensor(array: Any) -> None:
     dtype as ONNX spells it), then numpy's text form in lines of the terminal's width, elided
     with ``...`` past PREVIEW_THRESHOLD elements."""
     import numpy as np
-    from rich.text import Text
 
     from padconv_cli.dtypes import dtype_name
 
-    console = rich_console()
     shape = ", ".join(str(d) for d in array.shape)
-    console.print(Text(f"{dtype_name(array.dtype)}[{shape}] ({array.size} elements)",
-                       style="bold"))
-    console.print(Text(np.array2string(array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS,
-                                       max_line_width=output_width())))
+    click.echo(styled(f"{dtype_name(array.dtype)}[{shape}] ({array.size} elements)", bold=True))
+    click.echo(np.array2string(array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS,
+                               max_line_width=output_width()))
