@@ -43,32 +43,30 @@ def meta_flag(name: str) -> Any:
     return ctx.meta.get(f"padconv.{name}", False) if ctx is not None else False
 
 
-def _keep(name: str, field: str | None = None) -> Callable[..., Any]:
-    """A callback keeping a flag in the run's ``ctx.meta``: as ``padconv.NAME``, or as
-    ``field`` of the read policy (:func:`read_policy_of`)."""
+def _keep_in_meta(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Keep a given flag in the run's ``ctx.meta`` as ``padconv.NAME`` (``global_`` dropped)."""
+    if value:
+        ctx.meta[f"padconv.{(param.name or '').removeprefix('global_')}"] = value
+    return value
 
-    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        if field is not None:
-            ctx.meta.setdefault(READ_POLICY_KEY, {})[field] = value
-        elif value:
-            ctx.meta[f"padconv.{name}"] = value
-        return value
 
-    return callback
+def _keep_in_policy(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """Keep a read-policy flag in the run's ``ctx.meta`` (:func:`read_policy_of`)."""
+    ctx.meta.setdefault(READ_POLICY_KEY, {})[param.name] = value
 
 
 def global_options() -> list[click.Option]:
     """Fresh ``--no-color``, ``-v`` and ``-q`` options, accepted by the group and every command."""
     flags = (
-        (["--no-color", "global_no_color"], "no_color", {"is_flag": True},
+        (["--no-color", "global_no_color"], {"is_flag": True},
          "Plain text: no colour or bold (also when NO_COLOR is set)."),
-        (["-v", "--verbose", "global_verbose"], "verbose", {"count": True},
+        (["-v", "--verbose", "global_verbose"], {"count": True},
          "More detail (verify: every case's details)."),
-        (["-q", "--quiet", "global_quiet"], "quiet", {"is_flag": True},
+        (["-q", "--quiet", "global_quiet"], {"is_flag": True},
          "Print less: no progress bar, no notes (verify: failures only)."),
     )
-    return [click.Option(decls, expose_value=False, is_eager=True, callback=_keep(name),
-                         help=text, **kind) for decls, name, kind, text in flags]
+    return [click.Option(decls, expose_value=False, is_eager=True, callback=_keep_in_meta,
+                         help=text, **kind) for decls, kind, text in flags]
 
 
 class IntListOption(click.Option):
@@ -360,93 +358,75 @@ def complete_node(ctx: click.Context, param: click.Parameter, incomplete: str) -
 
 # The options commands share, by group: (declarations, click settings) in the help's order.
 SHARED_OPTIONS: dict[str, tuple[tuple[tuple[str, ...], dict[str, Any]], ...]] = {
-    "dtype": ((("--dtype",), dict(
-        metavar="TYPE",
-        help="Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, "
-        "bool, string, complex64 (default: float32 for numbers with a point and for [], int64 "
-        "for integers).")),),
+    "dtype": ((("--dtype",), dict(metavar="TYPE", help=(
+        "Element type for inline literal inputs, e.g. float32, float16, bfloat16, int64, bool, "
+        "string, complex64 (default: float32 for numbers with a point and for [], int64 for "
+        "integers)."))),),
     "output": (
-        (("-o", "--output"), dict(
-            metavar="PATH",
-            help="Where to write the result: a .npy or .pb path, or - for stdout. Default: "
-            "pretty-print on a terminal, .npy bytes into a pipe.")),
-        (("--force-binary",), dict(
-            is_flag=True, expose_value=False, callback=_keep("force_binary"),
-            help="Write tensor bytes to stdout even when it is a terminal (-o -).")),
-        (("--format", "fmt"), dict(type=click.Choice(["npy", "pb"]),
-                                   help="Output format (default: from the -o suffix, else npy).")),
-        (("--max-output-bytes",), dict(
-            type=SizeType(), metavar="SIZE",
-            help="Refuse, before computing, a result larger than this (e.g. 512M, 4G). "
-            "Default: half of the memory available; for out-of-core engines, the free disk "
-            "space.")),
+        (("-o", "--output"), dict(metavar="PATH", help=(
+            "Where to write the result: a .npy or .pb path, or - for stdout. Default: "
+            "pretty-print on a terminal, .npy bytes into a pipe."))),
+        (("--force-binary",), dict(is_flag=True, expose_value=False, callback=_keep_in_meta, help=(
+            "Write tensor bytes to stdout even when it is a terminal (-o -)."))),
+        (("--format", "fmt"), dict(type=click.Choice(["npy", "pb"]), help=(
+            "Output format (default: from the -o suffix, else npy)."))),
+        (("--max-output-bytes",), dict(type=SizeType(), metavar="SIZE", help=(
+            "Refuse, before computing, a result larger than this (e.g. 512M, 4G). Default: half "
+            "of the memory available; for out-of-core engines, the free disk space."))),
     ),
     "tolerance": tuple(((name,), dict(cls=ToleranceOption, type=float, callback=_tolerance))
                        for name in ("--rtol", "--atol")),
     # eager, so they are set before any other option reads a file (--pads @-)
     "input": (
-        (("--max-input-bytes",), dict(
-            type=SizeType(), metavar="SIZE", is_eager=True, expose_value=False,
-            callback=_keep("", "max_input_bytes"),
-            help="Refuse an input (file, stdin, external data, model) that would bring more "
-            "than this into memory (e.g. 512M, 8G). Default: half of the memory available.")),
-        (("--allow-hardlinks",), dict(
-            is_flag=True, is_eager=True, expose_value=False,
-            callback=_keep("", "allow_hardlinks"),
-            help="Read external data from a file that has several hard links (refused by "
-            "default: a hard link can lead outside the tensor's folder).")),
+        (("--max-input-bytes",), dict(type=SizeType(), metavar="SIZE", is_eager=True,
+                                      expose_value=False, callback=_keep_in_policy, help=(
+            "Refuse an input (file, stdin, external data, model) that would bring more than "
+            "this into memory (e.g. 512M, 8G). Default: half of the memory available."))),
+        (("--allow-hardlinks",), dict(is_flag=True, is_eager=True, expose_value=False,
+                                      callback=_keep_in_policy, help=(
+            "Read external data from a file that has several hard links (refused by default: a "
+            "hard link can lead outside the tensor's folder)."))),
     ),
     "engine": (
-        (("--engine",), dict(
-            default="auto", show_default=True,  # type: the pipeline's ENGINES
-            help="memory: all in RAM; tiled: out of core from a .npy to -o FILE.npy within "
+        (("--engine",), dict(default="auto", show_default=True, help=(  # type: see engine_options
+            "memory: all in RAM; tiled: out of core from a .npy to -o FILE.npy within "
             "--memory-limit; dask: blocks on a dask cluster (.npy or .zarr in and out); auto: "
-            "dask for Zarr, tiled when a .npy input and output exceed --memory-limit.")),
-        (("--memory-limit",), dict(
-            type=SizeType(), metavar="SIZE",
-            help="Working memory of the tiled and dask engines, e.g. 256M, 4G "
-            "(default: half of the memory available).")),
-        (("--scheduler",), dict(
-            metavar="ADDRESS",
-            help="dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: a local "
-            "cluster); its workers must see the input and output paths.")),
-        (("--quiet", "-q"), dict(
-            is_flag=True,
-            help="No progress bar (it shows on a terminal for work longer than a second).")),
-        (("--verbose", "-v"), dict(
-            is_flag=True,
-            help="Let the dask engine's own log lines and warnings through to stderr.")),
+            "dask for Zarr, tiled when a .npy input and output exceed --memory-limit."))),
+        (("--memory-limit",), dict(type=SizeType(), metavar="SIZE", help=(
+            "Working memory of the tiled and dask engines, e.g. 256M, 4G (default: half of the "
+            "memory available)."))),
+        (("--scheduler",), dict(metavar="ADDRESS", help=(
+            "dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: a local cluster); its "
+            "workers must see the input and output paths."))),
+        (("--quiet", "-q"), dict(is_flag=True, help=(
+            "No progress bar (it shows on a terminal for work longer than a second)."))),
+        (("--verbose", "-v"), dict(is_flag=True, help=(
+            "Let the dask engine's own log lines and warnings through to stderr."))),
     ),
     "model": (
-        (("--from-model",), dict(
-            metavar="MODEL.onnx", shell_complete=complete_path,
-            help="Take the attributes and stored inputs (W, B, pads, ...) of a node of this "
-            "model; flags given here override them.")),
-        (("--node",), dict(
-            metavar="NAME", shell_complete=complete_node,
-            help="The node of --from-model: its name, OpType#k (k-th node of that type) or its "
-            "output name. Optional when the model has one such node.")),
-        (("--explain",), dict(
-            is_flag=True,
-            help="Print the resolved attributes, each output dimension with its formula, FLOPs "
-            "and memory; compute nothing.")),
-        (("--json", "as_json"), dict(is_flag=True,
-                                     help="Print --explain or --check output as JSON.")),
-        (("--emit-onnx",), dict(
-            metavar="FILE.onnx", shell_complete=complete_path,
-            help="Also write the equivalent single-node ONNX model to FILE.onnx.")),
-        (("--emit-initializers",), dict(
-            is_flag=True,
-            help="Store the given tensors (DATA, or X, W, B) in the --emit-onnx model as "
-            "initializers: it runs without inputs.")),
-        (("--check",), dict(
-            is_flag=True,
-            help="After computing, run the same node through onnx.reference and onnxruntime; "
-            "exit 1 when they disagree beyond tolerance.")),
-        (("--check-rtol",), dict(type=float, metavar="RTOL",
-                                 help="Relative tolerance of --check (default: by dtype).")),
-        (("--check-atol",), dict(type=float, metavar="ATOL",
-                                 help="Absolute tolerance of --check (default: by dtype).")),
+        (("--from-model",), dict(metavar="MODEL.onnx", shell_complete=complete_path, help=(
+            "Take the attributes and stored inputs (W, B, pads, ...) of a node of this model; "
+            "flags given here override them."))),
+        (("--node",), dict(metavar="NAME", shell_complete=complete_node, help=(
+            "The node of --from-model: its name, OpType#k (k-th node of that type) or its output "
+            "name. Optional when the model has one such node."))),
+        (("--explain",), dict(is_flag=True, help=(
+            "Print the resolved attributes, each output dimension with its formula, FLOPs and "
+            "memory; compute nothing."))),
+        (("--json", "as_json"), dict(is_flag=True, help=(
+            "Print --explain or --check output as JSON."))),
+        (("--emit-onnx",), dict(metavar="FILE.onnx", shell_complete=complete_path, help=(
+            "Also write the equivalent single-node ONNX model to FILE.onnx."))),
+        (("--emit-initializers",), dict(is_flag=True, help=(
+            "Store the given tensors (DATA, or X, W, B) in the --emit-onnx model as "
+            "initializers: it runs without inputs."))),
+        (("--check",), dict(is_flag=True, help=(
+            "After computing, run the same node through onnx.reference and onnxruntime; exit 1 "
+            "when they disagree beyond tolerance."))),
+        (("--check-rtol",), dict(type=float, metavar="RTOL", help=(
+            "Relative tolerance of --check (default: by dtype)."))),
+        (("--check-atol",), dict(type=float, metavar="ATOL", help=(
+            "Absolute tolerance of --check (default: by dtype)."))),
     ),
 }
 
