@@ -73,6 +73,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     from padconv_cli.audit.inputs import parse_dims
     from padconv_cli.audit.report import junit_xml as junit_bytes
     from padconv_cli.audit.report import report_record, table_lines
+
     sources = (model, *(item.partition("=")[2] or item for item in inputs))
     options.refuse_output_onto_inputs("--junit-xml", junit_xml, sources)
     dim_values = parse_dims(dims)

@@ -54,11 +54,8 @@ ALIASES: dict[str, str] = {"inspect": "show"}
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C so temporary files are removed."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+    """SIGTERM or SIGHUP arrived (:data:`stopped_by`): unwind like Ctrl-C so temporary files
+    are removed."""
 
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
@@ -152,9 +149,23 @@ class LazyGroup(click.Group):
             raise Interrupted() from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        """Run with padconv's error mapping (see :func:`run_and_map_errors`), then exit."""
-        code = run_and_map_errors(self, args, prog_name=prog_name or "padconv",
-                                  complete_var=complete_var, **extra)
+        """Run and turn every way the run can end into an exit code (module docstring) and at
+        most one line; once a stop signal arrived, whatever ends the run is that signal
+        (:func:`stop_outcome`)."""
+        try:
+            code = click.Command.main(self, args, prog_name or "padconv", complete_var,
+                                      standalone_mode=False, **extra)
+            if sys.stdout is not None:  # ``padconv ... -o FILE >&-`` has none
+                sys.stdout.flush()
+            code = code if isinstance(code, int) else 0
+        except BaseException as error:  # noqa: BLE001 - every ending is mapped or raised again
+            outcome = stop_outcome(error)
+            if outcome is None:
+                code = _mapped_error(error)
+            else:
+                set_stop_handlers(signal.SIG_IGN)
+                report(outcome[1])
+                code = outcome[0]
         if standalone_mode:
             sys.exit(code)
         return code
@@ -225,31 +236,12 @@ def report(line: str) -> None:
         silence_stderr()
 
 
-def run_and_map_errors(command: click.Command, args: list[str] | None, **extra) -> int:
-    """Run ``command`` and turn every way it can end into an exit code (module docstring) and
-    at most one line; once a stop signal arrived, whatever ends the run is that signal
-    (:func:`stop_outcome`)."""
-    try:
-        code = click.Command.main(command, args=args, standalone_mode=False, **extra)
-        if sys.stdout is not None:  # ``padconv ... -o FILE >&-`` has none
-            sys.stdout.flush()
-    except BaseException as error:  # noqa: BLE001 - every ending is mapped or raised again
-        outcome = stop_outcome(error)
-        if outcome is None:
-            return _mapped_error(error)
-        set_stop_handlers(signal.SIG_IGN)
-        report(outcome[1])
-        return outcome[0]
-    return code if isinstance(code, int) else 0
-
-
 def stop_outcome(error: BaseException) -> tuple[int, str] | None:
     """``(exit code, line)`` when ``error`` ends a run stopped by a signal (:data:`stopped_by`,
     whatever its unwinding raised) or is a Ctrl-C (KeyboardInterrupt, Abort, Interrupted)."""
-    signum = error.signum if isinstance(error, Terminated) else stopped_by
-    if signum is not None and signum != signal.SIGINT:
-        return 128 + signum, "padconv: terminated"
-    if signum is not None or isinstance(
+    if stopped_by is not None and stopped_by != signal.SIGINT:
+        return 128 + stopped_by, "padconv: terminated"
+    if stopped_by is not None or isinstance(
             error, (KeyboardInterrupt, click.exceptions.Abort, Interrupted)):
         return EXIT_INTERRUPTED, "padconv: interrupted"
     return None

@@ -53,31 +53,32 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
     --initializers (or --json) every one.
     """
     from padconv_cli.cli.style import output_width
+    from padconv_cli.errors import InputError
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
     options.refuse_output_onto_inputs("--png", png, sources)
     if sum(source == "-" or source.startswith("-:") for source in sources) > 1:
         raise click.UsageError("only one FILE can be - (stdin)")
     descriptions = []
+    policy, width = options.read_policy_of(), output_width()
     for source in sources:
         if _is_model_file(source) and not (as_json or every_initializer or histogram):
             from padconv_cli.cli.show_model import model_lines
 
-            click.echo("\n".join(model_lines(source, output_width(), options.read_policy_of())))
+            click.echo("\n".join(model_lines(source, width, policy)))
             continue
         try:
-            for label, array in named_tensors(source, dtype=dtype, policy=options.read_policy_of()):
-                descriptions.append(
-                    describe_tensor(label, array, bins=bins if histogram else None,
-                                    edge_items=edge_items, width=output_width())
-                )
+            for label, array in named_tensors(source, dtype=dtype, policy=policy):
+                descriptions.append(describe_tensor(label, array, bins=bins if histogram else None,
+                                                    edge_items=edge_items, width=width))
                 quantization = _quantization(label, array, descriptions[-1])
                 if not as_json:
                     click.echo(format_description(descriptions[-1]))
                     if quantization is not None:
                         click.echo(quantization)
         except MemoryError:
-            raise _out_of_memory(source) from None
+            raise InputError(f"{source}: out of memory while reading it or computing its "
+                             "statistics (they need about one more copy of the tensor)") from None
     if as_json:
         options.print_json(descriptions)
     if png is not None:
@@ -106,21 +107,15 @@ def _is_model_file(source: str) -> bool:
     return source.lower().endswith(".onnx") and os.path.isfile(source)
 
 
-def _out_of_memory(source: str) -> Exception:
-    """The one-line refusal of a tensor whose reading or statistics ran out of memory."""
-    from padconv_cli.errors import InputError
-    return InputError(f"{source}: out of memory while reading it or computing its "
-                      "statistics (they need about one more copy of the tensor)")
-
-
 def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
     """``--png``: the picture of the one tensor shown (see padconv_cli.images)."""
     from padconv_cli.errors import InputError
     from padconv_cli.images import tensor_picture, write_png
     from padconv_cli.stats import named_tensors
 
+    policy = options.read_policy_of()
     tensors = [array for source in sources
-               for _, array in named_tensors(source, dtype=dtype, policy=options.read_policy_of())]
+               for _, array in named_tensors(source, dtype=dtype, policy=policy)]
     if len(tensors) != 1:
         raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
     write_png(tensor_picture(tensors[0]), png)

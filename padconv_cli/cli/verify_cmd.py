@@ -69,6 +69,7 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
     usage.
     """
     from padconv_cli.errors import InputError
+    from padconv_cli.verification import report
     from padconv_cli.verification.cases import matches
 
     cases = _collect_cases(dirs, onnx_suite)
@@ -83,14 +84,9 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
 
     results = run_cases(selected, rtol=rtol, atol=atol)
     if junit_xml is not None:
-        from padconv_cli.verification.report import junit_xml as render_junit
-        from padconv_cli.verification.report import write_atomically
-
-        write_atomically(junit_xml, render_junit(results, options.TOLERANCE_FLAGS))
+        report.write_atomically(junit_xml, report.junit_xml(results, options.TOLERANCE_FLAGS))
     if as_json:
-        from padconv_cli.verification.report import json_lines
-
-        click.echo("\n".join(json_lines(results)))
+        click.echo("\n".join(report.json_lines(results)))
     else:
         verbose, quiet = options.meta_flag("verbose"), options.meta_flag("quiet")
         side = len(selected) == 1 and (bool(patterns) or verbose) and not quiet
@@ -152,24 +148,20 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
     """One line per case, the details of every case that did not pass (every case with -v),
     the side-by-side view of a single case, then the summary line (last, for CI logs); -q
     keeps only what did not pass."""
-    from padconv_cli.verification.report import (
-        case_table,
-        failure_details,
-        verbose_details,
-        wrap_lines,
-    )
+    from padconv_cli.verification import report
     from padconv_cli.verification.runner import FAILED, PASSED, UNSUPPORTED, summary_line
 
     width = output_width()
     shown = [r for r in results if r.status != PASSED] if quiet else results
-    lines = list(case_table(shown, width, _status_style if colour else None)) if shown else []
+    styler = _status_style if colour else None
+    lines = list(report.case_table(shown, width, styler)) if shown else []
     for result in shown:
         passed = result.status == PASSED
-        details = [] if passed else failure_details(result, options.TOLERANCE_FLAGS)
+        details = [] if passed else report.failure_details(result, options.TOLERANCE_FLAGS)
         if verbose:
-            details = (details or [result.case.name]) + verbose_details(result)[1:]
+            details = (details or [result.case.name]) + report.verbose_details(result)[1:]
         if details:
-            lines += ["", *wrap_lines(details, width)]
+            lines += ["", *report.wrap_lines(details, width)]
     if side_by_side and results[0].status != UNSUPPORTED:
         lines += _side_by_side(results[0].case, results[0], width)
     summary = summary_line(results)
