@@ -25,7 +25,7 @@ def bounded_list(items: Iterable[object], limit: int = LISTED_ITEMS, *,
     hidden = 0
     for item in items:
         if len(shown) < limit:
-            shown.append(_escaped(str(item)))
+            shown.append(escaped(str(item)))
         else:
             hidden += 1
     if not shown:
@@ -39,7 +39,9 @@ def bounded_sequence(values: Iterable[object], limit: int = LISTED_ITEMS) -> str
     return "[" + bounded_list(values, limit, empty="") + "]"
 
 
-def _escaped(text: str) -> str:
+def escaped(text: str) -> str:
+    """``text`` with each character ``str.isprintable`` rejects written as its escape
+    (``\\x1b``, ``\\n``, ``\\u2028``): one line, no terminal control."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -27,6 +27,7 @@ import click
 
 from padconv_cli.cli.options import CONTEXT_SETTINGS, global_options
 from padconv_cli.errors import PadconvError
+from padconv_cli.messages import escaped
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -222,9 +223,7 @@ def report(line: str) -> None:
     ``str.isprintable`` rejects, as its escape) and cut in its middle past LINE_LIMIT
     characters.  When stderr cannot take it (``2>/dev/full``) the line is dropped and stderr
     pointed at /dev/null, so the exit code stays the error's own (not the final flush's 120)."""
-    if not line.isprintable():
-        line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
-                       for c in line)
+    line = escaped(line)
     if len(line) > LINE_LIMIT:
         keep = LINE_LIMIT // 2
         line = f"{line[:keep]} ... ({len(line) - 2 * keep} characters cut) ... {line[-keep:]}"

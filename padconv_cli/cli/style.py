@@ -2,15 +2,15 @@
 wrapped at tokens, and tensors pretty-printed (a header line, then the values).
 
 Rule for colour: on only when the stream is a terminal, ``NO_COLOR`` is unset or empty and
-``--no-color`` was not given (https://no-color.org). Rule for width: the terminal's width when
-the stream is a terminal, else ``COLUMNS`` when it is a number, else 80 (a CI log).
+``--no-color`` was not given (https://no-color.org). Rule for width: ``COLUMNS`` when it is a
+number of at least 40, else the terminal's width on a terminal, else 80 (a CI log).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, TextIO
+from typing import Any
 
 import click
 
@@ -19,14 +19,10 @@ PREVIEW_THRESHOLD = 1000
 EDGE_ITEMS = 3
 
 
-def _stream(err: bool) -> TextIO:
-    return sys.stderr if err else sys.stdout
-
-
 def is_terminal(err: bool = False) -> bool:
     """True when stdout (or stderr) is an interactive terminal."""
     try:
-        return _stream(err).isatty()
+        return (sys.stderr if err else sys.stdout).isatty()
     except (AttributeError, ValueError):
         return False
 
@@ -39,23 +35,22 @@ def color_enabled(err: bool = False) -> bool:
     return is_terminal(err)
 
 
-def output_width(err: bool = False) -> int:
-    """Columns to fit: COLUMNS when set (as shutil reads it: the user's word wins), else the
-    terminal's width on a terminal, else 80."""
+def output_width() -> int:
+    """Columns of stdout to fit (module docstring: COLUMNS wins, as shutil reads it)."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) >= 40:
         return int(columns)
-    if is_terminal(err):
+    if is_terminal():
         try:
-            return max(os.get_terminal_size(_stream(err).fileno()).columns, 40)
+            return max(os.get_terminal_size(sys.stdout.fileno()).columns, 40)
         except (OSError, ValueError):
             pass
     return DEFAULT_WIDTH
 
 
-def styled(text: str, err: bool = False, **style: Any) -> str:
-    """``text`` with click's style (fg=..., bold=...) when colour is on for that stream."""
-    return click.style(text, **style) if color_enabled(err) else text
+def styled(text: str, **style: Any) -> str:
+    """``text`` with click's style (fg=..., bold=...) when colour is on for stdout."""
+    return click.style(text, **style) if color_enabled() else text
 
 
 # A line may break after a space, after "=", after "+" (not the exponent sign of 1e+05) and
