@@ -128,29 +128,22 @@ def _conv_bound(conv: dict, shape: tuple[int, ...], dtype: str | None):
     from padconv_cli.ops.conv import ATTRIBUTE_NAMES
     from padconv_cli.tensor_sources import read_tensor
 
-    name = "Conv"
-    if conv["from_model"] is not None:
-        name = _node_operator(conv["from_model"], conv["node"])
-    entry = operator(name)
-    arrays = tuple(None if conv[k] is None
-                   else read_tensor(conv[k], dtype=dtype, policy=options.read_policy_of())
+    model, node, policy = conv["from_model"], conv["node"], options.read_policy_of()
+    name = "Conv" if model is None else _node_operator(model, node)
+    arrays = tuple(None if conv[k] is None else read_tensor(conv[k], dtype=dtype, policy=policy)
                    for k in ("conv_x", "conv_w", "conv_b"))
     if name != "Conv":
-        arrays = (arrays[0],) + (None,) * (len(entry.inputs) - 1)
+        arrays = (arrays[0],) + (None,) * (len(operator(name).inputs) - 1)
     flags = {k: conv[k] for k in ATTRIBUTE_NAMES if conv[k] is not None}
-    origin = None
-    if conv["from_model"] is not None:
-        origin = find_node(conv["from_model"], conv["node"], name, options.read_policy_of())
+    origin = None if model is None else find_node(model, node, name, policy)
     resolved = resolve_call(name, arrays, flags, origin)
     try:
         plan = plan_call(resolved.call)
     except PadconvError as error:
         raise with_node_context(origin, error, resolved.overridden) from None
     if tuple(plan.output_shape) != tuple(shape):
-        raise click.UsageError(
-            f"the {name} of --conv-x gives shape {list(plan.output_shape)}, A has shape "
-            f"{list(shape)}"
-        )
+        raise click.UsageError(f"the {name} of --conv-x gives shape {list(plan.output_shape)}, "
+                               f"A has shape {list(shape)}")
     return error_bound(resolved.call, plan), resolved.call
 
 

@@ -25,6 +25,7 @@ def operator_command(entry: Operator) -> click.Command:
 
     def command(extras: options.ExtraOptions, engine_settings: options.EngineSettings,
                 **values: Any) -> None:
+        options.check_combination(extras)
         sources = tuple(values.pop(i.name.lower()) for i in inputs)
         attributes = {a.name: values.pop(a.name) for a in entry.attributes}
         if extras.from_model is None:

@@ -521,8 +521,8 @@ def engine_options(f: Callable) -> Callable:
     return _bundled("engine", EngineSettings, "engine_settings", f, engine=engine)
 
 
-def _check_combination(extras: ExtraOptions) -> ExtraOptions:
-    """``extras``, refused when its options combine into nothing meaningful."""
+def check_combination(extras: ExtraOptions) -> None:
+    """Refuse model options that combine into nothing meaningful."""
     if extras.node is not None and extras.from_model is None:
         raise click.UsageError("--node needs --from-model MODEL.onnx")
     if extras.explain and extras.check:
@@ -538,19 +538,14 @@ def _check_combination(extras: ExtraOptions) -> ExtraOptions:
             raise click.UsageError(f"{name} {value} is not a tolerance (needs a number >= 0)")
     if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
         raise click.UsageError("--check-rtol/--check-atol need --check")
-    return extras
 
 
 def model_options(f: Callable) -> Callable:
     """``--from-model/--node`` (a model's node), ``--explain``/``--json`` (describe, compute
     nothing), ``--emit-onnx`` (the single-node model), ``--check`` (compare with onnx.reference
-    and onnxruntime); the command receives them as ``extras: ExtraOptions``, checked."""
-
-    @functools.wraps(f)
-    def checked(*args: Any, extras: ExtraOptions, **kwargs: Any) -> Any:
-        return f(*args, extras=_check_combination(extras), **kwargs)
-
-    return _bundled("model", ExtraOptions, "extras", checked)
+    and onnxruntime); the command receives them as ``extras: ExtraOptions``
+    (:func:`check_combination` checks them)."""
+    return _bundled("model", ExtraOptions, "extras", f)
 
 
 def progress_display(quiet: bool, terminal: bool, colour: bool = True) -> bool | str:
