@@ -61,13 +61,13 @@ class TensorStats:
     argmax: tuple[int, ...] | None = None
 
 
-def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """(offset, chunk, chunk as float64: ``|x|`` for complex) in C order, CHUNK_ELEMENTS a time."""
+def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray]]:
+    """(offset, chunk as float64: ``|x|`` for complex) in C order, CHUNK_ELEMENTS at a time."""
     flat = array.reshape(-1)
     for start in range(0, flat.size, CHUNK_ELEMENTS):
         chunk = flat[start:start + CHUNK_ELEMENTS]
         real = np.abs(chunk.astype(np.complex128)) if kind == "complex" else chunk
-        yield start, chunk, real.astype(np.float64)
+        yield start, real.astype(np.float64)
 
 
 def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
@@ -85,7 +85,8 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
         stats.notes.append("complex: statistics of the magnitudes |x|")
     mean = m2 = 0.0
     extremes = [0, 0]  # flat indices of the minimum and the maximum
-    for offset, chunk, real in _real_chunks(array, kind):
+    exact = kind in ("int", "bool")  # min/max: Python values from the integers themselves
+    for offset, real in _real_chunks(array, kind):
         finite_mask = np.isfinite(real)
         for name, mask in (("nan", np.isnan(real)), ("posinf", real == np.inf),
                            ("neginf", real == -np.inf)):
@@ -93,26 +94,24 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
         finite = real[finite_mask]
         if finite.size == 0:
             continue
-        if kind in ("int", "bool"):  # exact: Python ints from the integers themselves
-            exact = chunk if chunk.dtype.kind in "iu" else chunk.astype(np.int64)
-            low_at, high_at = int(np.argmin(exact)), int(np.argmax(exact))
-            low, high = int(exact[low_at]), int(exact[high_at])
-            if kind == "bool":
-                low, high = bool(low), bool(high)
-        else:
+        if not exact:
             low_at = int(np.argmin(np.where(finite_mask, real, np.inf)))
             high_at = int(np.argmax(np.where(finite_mask, real, -np.inf)))
-            low, high = float(real[low_at]), float(real[high_at])
-        if stats.minimum is None or low < stats.minimum:
-            stats.minimum, extremes[0] = low, offset + low_at
-        if stats.maximum is None or high > stats.maximum:
-            stats.maximum, extremes[1] = high, offset + high_at
+            if stats.minimum is None or real[low_at] < stats.minimum:
+                stats.minimum, extremes[0] = float(real[low_at]), offset + low_at
+            if stats.maximum is None or real[high_at] > stats.maximum:
+                stats.maximum, extremes[1] = float(real[high_at]), offset + high_at
         before, added, chunk_mean = stats.finite, int(finite.size), float(finite.mean())
         stats.finite += added
         delta = chunk_mean - mean
         mean += delta * added / stats.finite
         m2 += float(np.sum((finite - chunk_mean) ** 2)) + delta**2 * before * added / stats.finite
     if stats.finite:
+        if exact:
+            flat = array.reshape(-1)
+            flat = flat if flat.dtype.kind in "iub" else flat.astype(np.int64)
+            extremes = [int(np.argmin(flat)), int(np.argmax(flat))]
+            stats.minimum, stats.maximum = (flat[at].item() for at in extremes)
         stats.mean, stats.std = mean, math.sqrt(m2 / stats.finite)
         stats.argmin, stats.argmax = (tuple(int(i) for i in np.unravel_index(at, array.shape))
                                       for at in extremes)
@@ -152,7 +151,7 @@ def _histogram(array: np.ndarray, kind: str, stats: TensorStats, bins: int) -> H
         low, high = low - 0.5, high + 0.5
     counts = np.zeros(bins, dtype=np.int64)
     edges = np.linspace(low, high, bins + 1)
-    for _, _, real in _real_chunks(array, kind):
+    for _, real in _real_chunks(array, kind):
         counts += np.histogram(real[np.isfinite(real)], bins=edges)[0]
     return Histogram([float(e) for e in edges], [int(c) for c in counts])
 

@@ -106,17 +106,14 @@ def _inferred_shapes(model: Any) -> dict[str, str]:
 
 
 def _shape_of(value: Any) -> str | None:
+    """``[1,3,h,?]``: a symbolic dim by its name, ``?`` for none or one inference invented."""
     tensor = value.type.tensor_type
     if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
         return None
-    dims = [str(d.dim_value) if d.HasField("dim_value") else _dim_name(d.dim_param)
+    dims = [str(d.dim_value) if d.HasField("dim_value") else d.dim_param
+            if d.dim_param and not d.dim_param.startswith("unk__") else "?"
             for d in tensor.shape.dim]
     return "[" + ",".join(dims) + "]"
-
-
-def _dim_name(param: str) -> str:
-    """A symbolic dim's name; ``?`` for none and for the ``unk__N`` names inference invents."""
-    return "?" if not param or param.startswith("unk__") else param
 
 
 def _type_text(value: Any) -> str:
