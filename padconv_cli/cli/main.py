@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import importlib
 import io
 import os
@@ -98,7 +99,16 @@ class StdoutClosed(Exception):
     """The reader of stdout went away; carried past click, which would exit 1 on EPIPE."""
 
 
-_BUILT: dict[str, click.Command] = {}  # the operators' commands, built once
+@functools.cache
+def _load(target: str) -> click.Command:
+    """The command at ``module:attribute``, or the one built from the operator there (once)."""
+    module_name, attribute = target.split(":")
+    found = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(found, click.Command):
+        return found
+    from padconv_cli.cli.operator_command import operator_command
+
+    return operator_command(found)
 
 
 class LazyGroup(click.Group):
@@ -109,27 +119,13 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(ALIASES.get(cmd_name, cmd_name))
-        if target is None:
-            return None
-        module_name, attribute = target.split(":")
-        found = getattr(importlib.import_module(module_name), attribute)
-        if isinstance(found, click.Command):
-            return found
-        if cmd_name not in _BUILT:
-            from padconv_cli.cli.operator_command import operator_command
-
-            _BUILT[cmd_name] = operator_command(found)
-        return _BUILT[cmd_name]
+        return None if target is None else _load(target)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list, with each alias named next to its command."""
-        rows = []
+        rows, limit = [], formatter.width - 6 - max(map(len, COMMANDS))
         for name in self.list_commands(ctx):
-            command = self.get_command(ctx, name)
-            if command is None or command.hidden:
-                continue
-            short = command.get_short_help_str(formatter.width - 6 - max(map(len, COMMANDS)))
-            rows.append((name, short))
+            rows.append((name, _load(COMMANDS[name]).get_short_help_str(limit)))
             rows += [(alias, f"Same as '{name}'.") for alias, to in ALIASES.items() if to == name]
         with formatter.section("Commands"):
             formatter.write_dl(rows)

@@ -226,15 +226,6 @@ def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
     return click.option(*param_decls, cls=IntListOption, **kwargs)
 
 
-def suggestion(word: str, choices: Any) -> str | None:
-    """The closest choice to a mistyped ``word`` (difflib), or None."""
-    import difflib
-
-    lowered = {str(choice).lower(): str(choice) for choice in choices}
-    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
-    return lowered[close[0]] if close else None
-
-
 class ChoiceWithSuggestion(click.Choice):
     """A choice accepted in any case (``Reflect``, ``same_upper``); a typo gets the closest
     choice as a suggestion (``'reflct' is not a choice; did you mean 'reflect'?``)."""
@@ -248,12 +239,14 @@ class ChoiceWithSuggestion(click.Choice):
         return "[" + "|".join(str(choice) for choice in self.choices) + "]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        import difflib
+
         lowered = {str(choice).lower(): choice for choice in self.choices}
         if isinstance(value, str) and value.lower() in lowered:
             return lowered[value.lower()]
-        close = suggestion(str(value), self.choices)
+        close = difflib.get_close_matches(str(value).lower(), list(lowered), n=1, cutoff=0.6)
         listing = ", ".join(str(choice) for choice in self.choices)
-        hint = f"; did you mean {close!r}?" if close else ""
+        hint = f"; did you mean {str(lowered[close[0]])!r}?" if close else ""
         self.fail(f"{str(value)!r} is not one of {listing}{hint}", param, ctx)
 
 
