@@ -84,8 +84,8 @@ def format_explanation(info: dict[str, Any]) -> str:
     if "model" in info:
         model = info["model"]
         lines[0] += f" from {model['path']} node {model['node']!r} ({model['operator']})"
-    for entry in info["inputs"]:
-        lines.append(f"  input  {entry['name']}: {_shape_text(entry)} ({entry['from']})")
+    lines += [f"  input  {entry['name']}: {_shape_text(entry)} ({entry['from']})"
+              for entry in info["inputs"]]
     lines.append("  attributes:")
     width = max(len(name) for name in info["attributes"])
     for name, value in info["attributes"].items():
@@ -94,8 +94,7 @@ def format_explanation(info: dict[str, Any]) -> str:
     output = info["output"]
     lines.append(f"  output: {_shape_text(output)}, {human_bytes(output['bytes'])} written as "
                  f"{output['format']}")
-    for dim in info["dims"]:
-        lines.append(f"    dim {dim['axis']}: {dim['formula']}")
+    lines += [f"    dim {dim['axis']}: {dim['formula']}" for dim in info["dims"]]
     lines.append(f"  FLOPs: {info['flops']:,}  [{info['flops_formula']}]")
     memory, engine = info["memory"], info.get("engine", {"name": "memory"})
     in_memory = (f"{human_bytes(memory['total'])} = inputs {human_bytes(memory['inputs'])}"
