@@ -21,13 +21,13 @@ Examples:
 @options.command("compare", "Are two tensors equal within tolerance? Exit 0 yes, 1 no.", EXAMPLES)
 @click.argument("expected", metavar="A", shell_complete=options.complete_path)
 @click.argument("actual", metavar="B", shell_complete=options.complete_path)
-@options.tolerance_options
+@options.shared("tolerance")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
 @click.option("--png", "png", metavar="FILE.png", default=None,
               help="Also draw a heatmap of |B - A|: black where equal, red to yellow by size; "
               "needs padconv[png].")
-@options.dtype_option
-@options.input_options
+@options.shared("dtype")
+@options.shared("input")
 @click.option("--conv-x", metavar="X", default=None, shell_complete=options.complete_path,
               help="A and B are Conv outputs of this X: allow each element the dot-product "
               "error bound c*n*eps*sum(|x|*|w|) too (needs W: --conv-w or --from-model).")

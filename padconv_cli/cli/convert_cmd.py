@@ -24,8 +24,8 @@ Examples:
 @click.option("--name", default=None,
               help="Name of the TensorProto in a .pb (default: the name IN stores, else OUT's "
               "file name without suffix).")
-@options.dtype_option
-@options.input_options
+@options.shared("dtype")
+@options.shared("input")
 def convert_command(source: str, target: str, fmt: str | None, name: str | None,
                     dtype: str | None) -> None:
     """Read tensor IN and write it to OUT, unchanged: same element type, same shape.

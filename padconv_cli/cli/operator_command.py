@@ -38,8 +38,8 @@ def operator_command(entry: Operator) -> click.Command:
                 click.echo(f"padconv {entry.command}: note: {note}", err=True)
         run_operator(entry, sources, attributes, values, extras, engine_settings)
 
-    for shared in (options.input_options, options.engine_options, options.model_options,
-                   options.output_options, options.dtype_option):
+    for shared in (options.shared("input"), options.engine_options, options.model_options,
+                   options.shared("output"), options.shared("dtype")):
         command = shared(command)
     for attribute in reversed(entry.attributes):
         command = _attribute_option(attribute)(command)

@@ -424,34 +424,18 @@ SHARED_OPTIONS: dict[str, tuple[tuple[tuple[str, ...], dict[str, Any]], ...]] = 
 }
 
 
-def shared_options(group: str, f: Callable, **added: dict[str, Any]) -> Callable:
-    """``f`` with the options of ``group`` in :data:`SHARED_OPTIONS`, in that order
-    (``added``: more settings of an option, by its long name without dashes)."""
-    for declarations, settings in reversed(SHARED_OPTIONS[group]):
-        more = added.get(declarations[-1].lstrip("-").replace("-", "_"), {})
-        f = click.option(*declarations, **settings, **more)(f)
-    return f
+def shared(group: str, **added: dict[str, Any]) -> Callable[[Callable], Callable]:
+    """Decorator: the options of ``group`` in :data:`SHARED_OPTIONS`, in that order (``added``:
+    more settings of an option, by its long name without dashes).  The ``input`` options are
+    the read policy of one run (:class:`padconv_cli.tensorio.files.ReadPolicy`)."""
 
+    def decorate(f: Callable) -> Callable:
+        for declarations, settings in reversed(SHARED_OPTIONS[group]):
+            more = added.get(declarations[-1].lstrip("-").replace("-", "_"), {})
+            f = click.option(*declarations, **settings, **more)(f)
+        return f
 
-def dtype_option(f: Callable) -> Callable:
-    """``--dtype``: element type of inline literal inputs (ONNX or numpy names)."""
-    return shared_options("dtype", f)
-
-
-def output_options(f: Callable) -> Callable:
-    """``-o/--output``, ``--force-binary``, ``--format`` and ``--max-output-bytes``."""
-    return shared_options("output", f)
-
-
-def tolerance_options(f: Callable) -> Callable:
-    """``--rtol`` and ``--atol`` (numbers >= 0; default: by the expected tensor's dtype)."""
-    return shared_options("tolerance", f)
-
-
-def input_options(f: Callable) -> Callable:
-    """``--max-input-bytes SIZE`` and ``--allow-hardlinks``: the read policy of one run
-    (:class:`padconv_cli.tensorio.files.ReadPolicy`), kept in the run's context."""
-    return shared_options("input", f)
+    return decorate
 
 
 def read_policy_of(ctx: click.Context | None = None) -> Any:
@@ -502,7 +486,7 @@ def _bundled(group: str, bundle: type, argument: str, f: Callable, **added: Any)
                 values[flag] = bool(values[flag] or meta_flag(flag))
         return f(*args, **{argument: bundle(**values)}, **kwargs)
 
-    return shared_options(group, command, **added)
+    return shared(group, **added)(command)
 
 
 def engine_options(f: Callable) -> Callable:

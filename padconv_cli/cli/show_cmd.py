@@ -36,8 +36,8 @@ def _not_negative(ctx: click.Context, param: click.Parameter, value: int) -> int
 @click.option("--png", "png", metavar="FILE.png", default=None,
               help="Also draw the tensor (one only) as a picture: a 2-D slice, or a grid of "
               "channels; needs padconv[png].")
-@options.dtype_option
-@options.input_options
+@options.shared("dtype")
+@options.shared("input")
 def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_items: int,
                  as_json: bool, dtype: str | None, png: str | None,
                  every_initializer: bool) -> None:

@@ -32,10 +32,10 @@ Examples:
               help="Print one JSON object per case per line, then a summary object.")
 @click.option("--junit-xml", metavar="FILE", default=None,
               help="Also write the results as JUnit XML to FILE (atomically).")
-@options.tolerance_options
+@options.shared("tolerance")
 @click.option("--no-color", is_flag=True,
               help="Plain text output (also when NO_COLOR is set or stdout is not a terminal).")
-@options.input_options
+@options.shared("input")
 def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str, ...],
                    list_only: bool, as_json: bool, junit_xml: str | None, rtol: float | None,
                    atol: float | None, no_color: bool) -> None:
