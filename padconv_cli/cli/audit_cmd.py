@@ -28,7 +28,7 @@ Examples:
 @options.command("audit", "Check every node padconv implements in a model.", EXAMPLES)
 @click.argument("model", metavar="MODEL.onnx", shell_complete=options.complete_path)
 @click.argument("inputs", metavar="[INPUT]...", nargs=-1, shell_complete=options.complete_path)
-@click.option("--runtime", type=click.Choice(RUNTIMES), default=None,
+@click.option("--runtime", type=click.Choice(RUNTIMES),
               help="Runtime that runs the model (default: onnxruntime when installed, else "
               "onnx.reference).")
 @click.option("--seed", type=int, default=0, show_default=True,
@@ -38,10 +38,9 @@ Examples:
               "--dim ?=48. Unknown dims not set take defaults (batch 1, channels as the first "
               "Conv takes, spatial 64) and the input line says so.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit as one JSON object.")
-@click.option("--junit-xml", metavar="FILE", default=None, shell_complete=options.complete_path,
+@click.option("--junit-xml", metavar="FILE", shell_complete=options.complete_path,
               help="Also write the audit as JUnit XML (one test case per node).")
-@click.option("--outputs", "dumped", metavar="FILE|DIR", default=None,
-              shell_complete=options.complete_path,
+@click.option("--outputs", "dumped", metavar="FILE|DIR", shell_complete=options.complete_path,
               help="Judge another runtime's own tensors instead of running the model: "
               "polygraphy's --save-outputs .json (with --onnx-outputs/--trt-outputs mark all; "
               "FILE.json:RUNNER picks a runner) or a folder of .npy/.pb named by tensor. Each "

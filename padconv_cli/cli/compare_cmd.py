@@ -23,29 +23,29 @@ Examples:
 @click.argument("actual", metavar="B", shell_complete=options.complete_path)
 @options.shared("tolerance")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
-@click.option("--png", "png", metavar="FILE.png", default=None,
+@click.option("--png", "png", metavar="FILE.png",
               help="Also draw a heatmap of |B - A|: black where equal, red to yellow by size; "
               "needs padconv[png].")
 @options.shared("dtype")
 @options.shared("input")
-@click.option("--conv-x", metavar="X", default=None, shell_complete=options.complete_path,
+@click.option("--conv-x", metavar="X", shell_complete=options.complete_path,
               help="A and B are Conv outputs of this X: allow each element the dot-product "
               "error bound c*n*eps*sum(|x|*|w|) too (needs W: --conv-w or --from-model).")
-@click.option("--conv-w", metavar="W", default=None, shell_complete=options.complete_path,
+@click.option("--conv-w", metavar="W", shell_complete=options.complete_path,
               help="The W of that Conv.")
-@click.option("--conv-b", metavar="B", default=None, shell_complete=options.complete_path,
+@click.option("--conv-b", metavar="B", shell_complete=options.complete_path,
               help="The bias B of that Conv, if it has one.")
-@click.option("--auto-pad", type=click.Choice(AUTO_PAD_VALUES), default=None,
+@click.option("--auto-pad", type=click.Choice(AUTO_PAD_VALUES),
               help="auto_pad of that Conv (as padconv conv).")
-@options.int_list_option("--dilations", default=None, help="dilations of that Conv.")
-@click.option("--group", type=options.Int64Type(), default=None, help="group of that Conv.")
-@options.int_list_option("--kernel-shape", default=None, help="kernel_shape of that Conv.")
-@options.int_list_option("--pads", default=None, help="pads of that Conv.")
-@options.int_list_option("--strides", default=None, help="strides of that Conv.")
+@options.int_list_option("--dilations", help="dilations of that Conv.")
+@click.option("--group", type=options.Int64Type(), help="group of that Conv.")
+@options.int_list_option("--kernel-shape", help="kernel_shape of that Conv.")
+@options.int_list_option("--pads", help="pads of that Conv.")
+@options.int_list_option("--strides", help="strides of that Conv.")
 @click.option("--from-model", metavar="MODEL.onnx", shell_complete=options.complete_path,
               help="Take that Conv's W, B and attributes from a node of this model (Conv, or "
               "ConvTranspose/ConvInteger/QLinearConv: --conv-x is then its first input).")
-@click.option("--node", metavar="NAME", default=None,
+@click.option("--node", metavar="NAME",
               help="The node of --from-model (name, Conv#k or output name). A QLinearConv "
               "difference of one unit is then classified (rounding tie, float32 "
               "requantization, 16-bit saturation).")

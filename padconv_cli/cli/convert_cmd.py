@@ -19,11 +19,10 @@ Examples:
 @options.command("convert", "Write any tensor padconv reads as .npy or .pb.", EXAMPLES)
 @click.argument("source", metavar="IN", shell_complete=options.complete_path)
 @click.argument("target", metavar="OUT", shell_complete=options.complete_path)
-@click.option("--format", "fmt", type=click.Choice(["npy", "pb"]), default=None,
+@click.option("--format", "fmt", type=click.Choice(["npy", "pb"]),
               help="Output format (default: from OUT's suffix, else npy).")
-@click.option("--name", default=None,
-              help="Name of the TensorProto in a .pb (default: the name IN stores, else OUT's "
-              "file name without suffix).")
+@click.option("--name", help="Name of the TensorProto in a .pb (default: the name IN stores, "
+              "else OUT's file name without suffix).")
 @options.shared("dtype")
 @options.shared("input")
 def convert_command(source: str, target: str, fmt: str | None, name: str | None,

@@ -33,7 +33,7 @@ def _not_negative(ctx: click.Context, param: click.Parameter, value: int) -> int
               help="For a model: describe every initializer in full, not its nodes.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON list, one object per tensor (a model's initializers).")
-@click.option("--png", "png", metavar="FILE.png", default=None,
+@click.option("--png", "png", metavar="FILE.png",
               help="Also draw the tensor (one only) as a picture: a 2-D slice, or a grid of "
               "channels; needs padconv[png].")
 @options.shared("dtype")

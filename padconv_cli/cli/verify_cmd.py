@@ -30,7 +30,7 @@ Examples:
 @click.option("--list", "list_only", is_flag=True, help="List the selected cases, run nothing.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object per case per line, then a summary object.")
-@click.option("--junit-xml", metavar="FILE", default=None,
+@click.option("--junit-xml", metavar="FILE",
               help="Also write the results as JUnit XML to FILE (atomically).")
 @options.shared("tolerance")
 @click.option("--no-color", is_flag=True,
