@@ -156,13 +156,6 @@ def _histogram(array: np.ndarray, kind: str, stats: TensorStats, bins: int) -> H
     return Histogram([float(e) for e in edges], [int(c) for c in counts])
 
 
-def preview_text(array: np.ndarray, edge_items: int = 3, width: int = 76) -> str:
-    """numpy's text of the values in lines of at most ``width`` characters; above 100
-    elements only the first and last ``edge_items`` of every axis, around ``...``."""
-    return np.array2string(array, threshold=100, edgeitems=max(int(edge_items), 1),
-                           max_line_width=max(width, 20))
-
-
 # --- sources and descriptions for ``padconv show`` -------------------------------------------
 
 
@@ -245,7 +238,9 @@ DESCRIPTION_FIELDS = {"dtype": "dtype", "shape": "shape", "size": "size", "bytes
 
 def describe_tensor(label: str, array: np.ndarray, *, bins: int | None = None,
                     edge_items: int = 3, width: int = 80) -> dict[str, Any]:
-    """Everything ``padconv show`` prints about one tensor, as a dict (no arrays inside)."""
+    """Everything ``padconv show`` prints about one tensor, as a dict (no arrays inside); the
+    preview is numpy's text in lines of ``width - 4`` characters, above 100 elements only the
+    first and last ``edge_items`` of every axis around ``...``."""
     from dataclasses import asdict
 
     stats = tensor_stats(array, bins=bins)
@@ -258,7 +253,8 @@ def describe_tensor(label: str, array: np.ndarray, *, bins: int | None = None,
     if stats.histogram is not None:
         description["histogram"] = asdict(stats.histogram)
     if edge_items > 0:
-        description["preview"] = preview_text(array, edge_items, width - 4)
+        description["preview"] = np.array2string(array, threshold=100, edgeitems=edge_items,
+                                                 max_line_width=max(width - 4, 20))
     return description
 
 
