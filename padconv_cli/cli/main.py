@@ -300,14 +300,13 @@ class _ClosedStdout(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if text:
-            raise StdoutUnavailable(errno.EBADF, "standard output is closed")
+            raise StdoutUnavailable(errno.EBADF, "standard output is closed; the report has "
+                                    "nowhere to go", "<stdout>")
         return 0
 
 
 def _os_error_text(error: OSError) -> str:
     """The one-line reason of a failed write: to stdout unless the error names a file."""
-    if isinstance(error, StdoutUnavailable):
-        return "<stdout>: standard output is closed; the report has nowhere to go"
     reason = error.strerror or str(error)
     if error.filename is not None:
         return f"{error.filename}: {reason}"
