@@ -5,15 +5,14 @@ instruction set that Conv runs on (the native extension is loaded to ask the CPU
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import sys
 
 NOT_INSTALLED = "not installed"
 # Distributions that provide the ``onnxruntime`` module, the plain CPU build first.
-ONNXRUNTIME_DISTRIBUTIONS = (
-    "onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
-    "onnxruntime-qnn", "ort-nightly",
-)
+ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino",
+                             "onnxruntime-directml", "onnxruntime-qnn", "ort-nightly")
 
 
 def distribution_version(*names: str) -> str:
@@ -21,10 +20,8 @@ def distribution_version(*names: str) -> str:
     from importlib import metadata
 
     for name in names:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
     return NOT_INSTALLED
 
 
