@@ -102,21 +102,13 @@ def _enlarged(pixels: np.ndarray) -> np.ndarray:
     return pixels.repeat(factor, axis=0).repeat(factor, axis=1)
 
 
-def _tiles_to_draw(values: np.ndarray, of_shape: bool = False) -> np.ndarray:
-    """:func:`tiles_of` ``values``, refused above MAX_TILES tiles (``of_shape``: the refusal
-    names the tile shape and asks for a part of the tensor)."""
-    tiles = tiles_of(values)
-    if tiles.shape[0] > MAX_TILES:
-        shape = f" of {tiles.shape[1:]}" if of_shape else ""
-        hint = "; pick a part of the tensor first" if of_shape else ""
-        raise InputError(f"{tiles.shape[0]} tiles{shape} are too many to draw "
-                         f"(at most {MAX_TILES}){hint}")
-    return tiles
-
-
 def tensor_picture(array: np.ndarray) -> np.ndarray:
     """RGB pixels (uint8, rows x columns x 3) of a tensor by the module rules."""
-    return _enlarged(_grey(*_grid(_tiles_to_draw(_as_real(array, "X"), of_shape=True))))
+    tiles = tiles_of(_as_real(array, "X"))
+    if tiles.shape[0] > MAX_TILES:
+        raise InputError(f"{tiles.shape[0]} tiles of {tiles.shape[1:]} are too many to draw "
+                         f"(at most {MAX_TILES}); pick a part of the tensor first")
+    return _enlarged(_grey(*_grid(tiles)))
 
 
 def difference_values(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
@@ -137,7 +129,10 @@ def difference_picture(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
     if np.shape(expected) != np.shape(actual):
         raise InputError(f"png: shapes differ ({np.shape(expected)} and {np.shape(actual)}); "
                          "a heatmap needs equal shapes", param="png")
-    return _enlarged(_heat(*_grid(_tiles_to_draw(difference_values(expected, actual)))))
+    tiles = tiles_of(difference_values(expected, actual))
+    if tiles.shape[0] > MAX_TILES:
+        raise InputError(f"{tiles.shape[0]} tiles are too many to draw (at most {MAX_TILES})")
+    return _enlarged(_heat(*_grid(tiles)))
 
 
 def write_png(pixels: np.ndarray, path: str) -> None:
