@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 NAME = "Pad"
 VERSIONS = (1, 2, 11, 13, 18, 19, 21, 23, 24, 25)
-# the kernel's own list (kernels.pad_plan.PAD_MODES), written here so that the command's help
+# the kernel's own list (kernels.pad.PAD_MODES), written here so that the command's help
 # loads no kernel (start-up time); a test keeps the two equal
 MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -114,7 +114,7 @@ def max_inputs(version: int) -> int:
 
 def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
     """``plan_pad`` from the data's shape (nothing is read)."""
-    from padconv_cli.kernels.pad_plan import plan_pad
+    from padconv_cli.kernels.pad import plan_pad
 
     return plan_pad(shapes[0], attributes["pads"], attributes.get("axes"),
                     attributes.get("mode", "constant"), dtype=dtype)
@@ -122,7 +122,7 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
 
 def fill(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> Any:
     """The element new border cells get (``fill_value``)."""
-    from padconv_cli.kernels.pad_plan import fill_value
+    from padconv_cli.kernels.pad import fill_value
 
     return fill_value(attributes.get("constant_value"), dtype, made)
 
