@@ -42,12 +42,8 @@ __all__ = ["PAD_ELEMENT_TYPES", "PAD_ELEMENT_TYPES_TEXT", "PAD_MODES", "AxisPad"
            "coerce_constant_value", "pad_element_kind", "fill_value", "output_dtype", "pad",
            "pad_planned", "plan_pad"]
 
-# Output bytes handled per block: small enough to stay in cache (L2/L3) while the border
-# of the block is filled right after its centre was copied, large enough that the dozen
-# numpy calls per block cost little next to the copy.
-_BLOCK_BYTES = 1 << 21
-# Outputs from this size on are filled by all the cores.
-_PARALLEL_BYTES = 1 << 23
+_BLOCK_BYTES = 1 << 21  # output bytes a block: its border is filled while it is in cache
+_PARALLEL_BYTES = 1 << 23  # outputs from this size on are filled by all the cores
 
 
 # Pad-25's type constraint T, in padconv's ONNX-style names (padconv_cli.dtypes.dtype_name).
@@ -64,12 +60,8 @@ PAD_ELEMENT_TYPES_TEXT = (
 
 
 def pad_element_kind(dtype: Any) -> str:
-    """The element kind (:func:`padconv_cli.dtypes.element_kind`) of a dtype Pad accepts.
-
-    Rule: the ONNX name of the dtype must be in Pad-25's type constraint T
-    (:data:`PAD_ELEMENT_TYPES`; e.g. float6e2m3 and float128 are not), and strings must be
-    numpy object or ``<U`` arrays; anything else raises :class:`UnsupportedDtypeError`.
-    """
+    """The element kind of a dtype in Pad-25's type constraint T (:data:`PAD_ELEMENT_TYPES`;
+    strings as numpy object or ``<U``), else :class:`UnsupportedDtypeError`."""
     dt = np.dtype(dtype)
     name = dtype_name(dt)
     if name not in PAD_ELEMENT_TYPES:
@@ -84,17 +76,10 @@ def pad_element_kind(dtype: Any) -> str:
 
 
 def coerce_constant_value(value: Any, dtype: Any, *, shown: str | None = None) -> Any:
-    """Turn a typed constant value into an element of ``dtype``, refusing values that do not fit.
-
-    ``value`` is a Python or numpy scalar, or a one-element array; a ``str`` only for string
-    tensors (command-line text is parsed before it gets here, by
-    :func:`padconv_cli.constant_text.constant_from_text`).  Rules: ints need an integral value
-    within the type's range; floats take any real number whose magnitude does not overflow the
-    type, and NaN/±inf where the type has them; complex takes real or complex numbers (each
-    part checked as a float); bool takes True/False/0/1; strings take only strings.  ``shown``
-    is how the value was written, for the messages.  Returns a numpy scalar of ``dtype`` (a
-    ``str`` for string tensors); raises :class:`AttributeValueError`.
-    """
+    """A scalar (or one-element array) as a numpy scalar of ``dtype`` (a ``str`` for strings),
+    else :class:`AttributeValueError`: ints need an integral value within range; floats a real
+    number that does not overflow, NaN/±inf where the type has them; complex each part as a
+    float; bool True/False/0/1; strings only strings.  ``shown``: the value as written."""
     dt = np.dtype(dtype)
     kind = pad_element_kind(dt)
     if isinstance(value, np.ndarray):
@@ -191,11 +176,8 @@ def _cast_real(number: float, dt: np.dtype) -> np.generic:
 
 def _check_float_fits(number: float, result: Any, shown: str, dt: np.dtype,
                       target: np.dtype | None = None) -> None:
-    """NaN must stay NaN, ±inf the same infinity, finite values must not overflow.
-
-    ``dt`` is the real type the number was cast to; ``target`` the tensor type to name
-    in the message when it differs (the complex type of a real or imaginary part).
-    """
+    """NaN must stay NaN, ±inf the same infinity, finite values must not overflow ``dt``;
+    ``target``: the tensor type to name when it differs (a complex part's)."""
     got = float(result)
     name = target if target is not None else dt
     if math.isnan(number):

@@ -8,7 +8,7 @@ operator names: it imports an operator's module only when that operator is asked
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,15 +119,6 @@ class Command:
 Fn = Callable[..., Any]
 
 
-def no_flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
-                  arrays: Sequence[Any]) -> None:
-    """No model attribute loses its meaning when a flag is given."""
-
-
-def no_known_deviation(peer: str, call: KernelCall, plan: Any) -> None:
-    """No runtime is known to deviate from the specification on this operator."""
-
-
 def same_attributes(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
     """Attributes that do not depend on the data's element type, as given."""
     return dict(attributes)
@@ -161,14 +152,14 @@ class Operator:
     version_choice: Fn
     graph_parts: Fn
     reference: Fn
-    error_bound: Fn
     sample_arguments: Fn
     # model nodes
     node_call: Fn
     model_slots: Fn
     typed: Fn = same_attributes
-    known_deviation: Fn = no_known_deviation
-    flag_rules: Fn = no_flag_rules
+    error_bound: Fn = lambda call, plan=None: None  # the result is compared exactly
+    known_deviation: Fn = lambda peer, call, plan: None  # no runtime is known to deviate
+    flag_rules: Fn = lambda model_attributes, flags, arrays: None  # no attribute drops
     notes: Fn = lambda given: ()
     plan_arrays: Fn | None = None
     classify_difference: Fn | None = None

@@ -380,11 +380,6 @@ def reference(call: KernelCall) -> np.ndarray:
     return out
 
 
-def error_bound(call: KernelCall, made: Any = None) -> None:
-    """None: Pad copies values, it is compared exactly."""
-    return None
-
-
 def known_deviation(peer: str, call: KernelCall, made: Any) -> str | None:
     """Both runtimes refuse rank-0 data; onnxruntime refuses reflect pads longer than
     ``axis length - 1``; onnx.reference refuses negative pads (it calls numpy.pad, which
@@ -516,7 +511,7 @@ OPERATOR = Operator(
     plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
-    reference=reference, error_bound=error_bound, known_deviation=known_deviation,
+    reference=reference, known_deviation=known_deviation,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
     notes=notes,
 )
