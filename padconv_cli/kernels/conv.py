@@ -41,9 +41,9 @@ NARROW_CHUNK_BYTES = 32 * 2**20  # float32 output computed at a time for float16
 
 
 @dataclasses.dataclass(frozen=True)
-class ConvPlan:
-    """Resolved Conv attributes and the output shape, from shapes only: ``pads`` after
-    ``auto_pad`` (ONNX layout), one readable ``formulas`` entry per spatial output axis."""
+class ConvGeometry:
+    """The shapes and resolved attributes a plan of the convolution family shares: ``pads`` in
+    the ONNX layout ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``."""
 
     x_shape: tuple[int, ...]
     w_shape: tuple[int, ...]
@@ -51,10 +51,6 @@ class ConvPlan:
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
     pads: tuple[int, ...]
-    group: int
-    auto_pad: str
-    output_shape: tuple[int, ...]
-    formulas: tuple[str, ...]
 
     @property
     def spatial_rank(self) -> int:
@@ -63,13 +59,24 @@ class ConvPlan:
 
     @property
     def pads_begin(self) -> tuple[int, ...]:
-        """Padding added before each spatial axis."""
+        """The pads before each spatial axis."""
         return self.pads[: self.spatial_rank]
 
     @property
     def pads_end(self) -> tuple[int, ...]:
-        """Padding added after each spatial axis."""
+        """The pads after each spatial axis."""
         return self.pads[self.spatial_rank :]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPlan(ConvGeometry):
+    """Resolved Conv attributes and the output shape, from shapes only: ``pads`` after
+    ``auto_pad``, one readable ``formulas`` entry per spatial output axis."""
+
+    group: int
+    auto_pad: str
+    output_shape: tuple[int, ...]
+    formulas: tuple[str, ...]
 
     @property
     def effective_kernel_shape(self) -> tuple[int, ...]:

@@ -28,15 +28,13 @@ import operator
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from queue import SimpleQueue
+from typing import Any
 
 import numpy as np
 
 from padconv_cli.dtypes import dtype_name, element_kind, float_info, integer_range
 from padconv_cli.errors import AttributeValueError, OutputTooLargeError, UnsupportedDtypeError
-
-if TYPE_CHECKING:  # imported when first needed: kept off the CLI's start-up path
-    from queue import SimpleQueue
 
 __all__ = ["PAD_ELEMENT_TYPES", "PAD_ELEMENT_TYPES_TEXT", "PAD_MODES", "AxisPad", "PadPlan",
            "coerce_constant_value", "pad_element_kind", "fill_value", "output_dtype", "pad",
@@ -314,8 +312,6 @@ def _helper_jobs() -> SimpleQueue[_Job]:
     anew in a forked child; daemon threads, so that an exit on Ctrl-C never waits for them."""
     global _jobs, _jobs_pid
     if _jobs is None or _jobs_pid != os.getpid():
-        from queue import SimpleQueue
-
         jobs: SimpleQueue[_Job] = SimpleQueue()
         for index in range(max(1, worker_count() - 1)):
             threading.Thread(
