@@ -169,9 +169,9 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     """The resolved attributes (kernel_shape from W, pads from auto_pad), each output
     dimension's formula (N, M, then the plan's spatial ones), the FLOPs (module docstring)."""
     has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
-    attributes = {name: list(value) if isinstance(value, tuple) else value
-                  for name in ("auto_pad", "kernel_shape", "strides", "dilations", "group", "pads")
-                  for value in (getattr(made, name),)}
+    attributes = {name: getattr(made, name) for name in
+                  ("auto_pad", "kernel_shape", "strides", "dilations", "group", "pads")}
+    attributes.update({name: list(v) for name, v in attributes.items() if isinstance(v, tuple)})
     sources = {name: source_of(name) for name in attributes}
     if sources["kernel_shape"] == "default":
         sources["kernel_shape"] = "W.shape[2:]"
