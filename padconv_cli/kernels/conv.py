@@ -551,18 +551,19 @@ def scratch_bytes(
     plan: ConvPlan, itemsize: int, threads: int, out_channels: int | None = None
 ) -> int:
     """Upper bound of the native core's own buffers for the plan (``itemsize``: the
-    accumulator's; ``out_channels``: a tile's, default M), ``T`` the threads at work.
+    accumulator's; ``out_channels``: a tile's, default M) on ``T`` threads at work, at most
+    ``N * G_t * ceil(P / MIN_TILE_COLUMNS)`` (GEMM) or ``N * M_t * prod(out[:-1])`` (depthwise).
 
     GEMM (``K = C/G * prod(k)``): W packed in tiles of ``TILE_ROWS`` output channels,
     ``G_t * round_up(M_t/G_t, TILE_ROWS) * K * a``, plus per thread the larger of a panel
     (``K`` times ``min(P, max(TILE_COLUMNS, PANEL_BYTES / (K * a)))`` positions rounded up to
     ``TILE_COLUMNS``, one input row's stride phases, pointwise one packed strip of X) and the
-    row kernel's padded input rows (at most ``ROW_BYTES`` or one output row's worth).
+    row kernel's padded input rows (all of them, or ``max(ROW_BYTES, one output row's)``).
     Depthwise: per thread a padded row ``((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)``
     long along the last axis, times the rows kept (``2 * prod(k[:-1]) + 1``, or
     ``prod(k[:-1])`` beyond ``DEPTHWISE_KEPT_TAPS``) times ``s``; 2-D with ``s == 1`` along
-    rows a block of such rows (at most ``DEPTHWISE_BLOCK_BYTES`` or the rows under one output
-    row).
+    rows a block of such rows (all of them, or ``max(DEPTHWISE_BLOCK_BYTES, the rows under one
+    output row)``).
     """
     m = plan.w_shape[0] if out_channels is None else out_channels
     if m == 0 or 0 in plan.w_shape[:2]:  # no output channel, or no input to sum: no buffers
