@@ -256,6 +256,10 @@ def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
     lock = threading.Lock()
     errors: list[BaseException] = []
 
+    def stop(exc: BaseException) -> None:
+        with lock:
+            errors.append(exc)
+
     def drain() -> None:
         while True:
             with lock:
@@ -265,12 +269,7 @@ def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
             try:
                 task()
             except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
-                with lock:
-                    errors.append(exc)
-
-    def stop(exc: BaseException) -> None:
-        with lock:
-            errors.append(exc)
+                stop(exc)
 
     jobs = _helper_jobs()
     helpers: list[threading.Event] = []
