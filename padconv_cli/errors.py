@@ -5,10 +5,8 @@ from __future__ import annotations
 
 
 class PadconvError(Exception):
-    """A problem with the user's input, in one line worded in parameter names.  ``param``:
-    the parameter it is about (``"pads"``; a tuple when it names several), which the CLI
-    renders as the flag typed (``--pads``); ``source``: the file or text it came from, which
-    the CLI adds where the message does not name it."""
+    """A problem with the user's input, in one line.  ``param``: the parameter(s) it is about,
+    rendered as the flag typed (``--pads``); ``source``: the file or text it came from."""
 
     def __init__(self, message: str = "", *, param: str | tuple[str, ...] | None = None,
                  source: str | None = None) -> None:
@@ -38,7 +36,7 @@ class OutputTooLargeError(PadconvError):
 
 
 class RuntimeFailure(PadconvError):
-    """The work could not finish for a reason outside the input (a lost dask scheduler, a dead
-    worker); the CLI prints what to change and exits with :attr:`exit_code`, writing nothing."""
+    """The work could not finish for a reason outside the input (a lost dask scheduler); the
+    CLI exits with :attr:`exit_code`, writing nothing."""
 
     exit_code = 3

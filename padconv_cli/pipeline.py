@@ -1,7 +1,6 @@
-"""The operator pipeline as a library: one straight call from tensor sources to the result,
-open -> resolve -> plan -> gate (it chooses the engine) -> execute -> write (the steps and the
-engine choice: ``docs/architecture.md``, "One call, straight through").  explain, emit and
-check are calls on the planned call (:class:`Planned`)::
+"""The operator pipeline as a library: open -> resolve -> plan -> gate (it chooses the
+engine) -> execute -> write (``docs/architecture.md``); explain, emit and check are calls on
+the planned call (:class:`Planned`)::
 
     from padconv_cli.pipeline import Request, run
     run(Request("Pad", ("x.npy",), {"pads": [0, 1, 0, 1]}, output="y.zarr", engine="dask"))
@@ -51,8 +50,7 @@ class Request:
 
 @dataclass
 class Outcome:
-    """What a call did: the engine, the plan, and the result (in memory) or the tiled result
-    (out of core)."""
+    """What a call did: the engine, the plan, the result (in memory) or the tiled result."""
 
     engine: str
     plan: Any = None
@@ -65,7 +63,7 @@ class Outcome:
 def run(request: Request, *, write: bool = True,
         note: Callable[[str], None] | None = None) -> Outcome:
     """Plan, gate, execute and (with ``write``) write ``request``'s result to its output (a
-    path, or ``-`` for stdout bytes); ``note`` receives a model node's one-line remarks."""
+    path, or ``-`` for stdout); ``note`` receives a model node's remarks."""
     planned = plan(request, note=note)
     planned.gate()
     return planned.execute(write=write)
@@ -73,7 +71,7 @@ def run(request: Request, *, write: bool = True,
 
 @dataclass
 class Planned:
-    """A call opened, resolved and planned: the steps after the plan are its methods."""
+    """A call opened, resolved and planned; the steps after the plan are its methods."""
 
     request: Request
     entry: Operator
@@ -89,8 +87,7 @@ class Planned:
 
     @property
     def written_format(self) -> str:
-        """``pb`` or ``npy``: ``fmt`` as the writer reads it, else ``pb`` for a ``.pb``
-        suffix; stdout, Zarr stores and anything else hold fixed-size elements."""
+        """``pb`` or ``npy``: ``fmt`` as the writer reads it, else ``pb`` for a ``.pb`` suffix."""
         output, fmt = self.request.output, self.request.fmt
         if fmt is not None:
             from padconv_cli.tensorio import STDOUT_TARGET, resolve_format
@@ -110,16 +107,15 @@ class Planned:
         return Limits(self.request.max_output_bytes, self.request.memory_limit)
 
     def needs(self) -> Any:
-        """The in-memory run's :class:`~padconv_cli.resources.Needs` (what explain reports and
-        the gate checks)."""
+        """The in-memory run's :class:`~padconv_cli.resources.Needs` (explain, the gate)."""
         call = self.call
         return self.entry.needs(call.arrays, self.plan, dtype_of(call.arrays[0]),
                                 call.attributes, self.written_format)
 
     def gate(self) -> str:
-        """The one resource gate; returns the engine it chose (:meth:`foreseen_engine`).  In
-        memory: :func:`~padconv_cli.resources.check_call` on :meth:`needs`; out of core: a
-        representable result, an explicit max_output_bytes, the free disk space."""
+        """The one resource gate; returns the engine it chose (:meth:`foreseen_engine`): in
+        memory :meth:`needs` within the limits; out of core a representable result within
+        max_output_bytes and the free disk space."""
         from padconv_cli.resources import Needs, check_call
 
         request, limits = self.request, self.limits()
@@ -139,8 +135,8 @@ class Planned:
         return self.engine
 
     def _tiled_hint(self, needs: Any, limit: int) -> bool:
-        """True when a refusal may say the tiled engine would take the call: no model, a
-        ``.npy`` input and output, and (over the memory limit) its smallest tile fits."""
+        """True when a refusal may say the tiled engine would take the call (no model, ``.npy``
+        input and output, and its smallest tile fits)."""
         request = self.request
         if self.resolved.origin is not None or "tiled" not in self.entry.engines:
             return False
@@ -155,8 +151,8 @@ class Planned:
         return True
 
     def execute(self, write: bool = True) -> Outcome:
-        """Run the call on the gated engine; in memory, write the result to the request's
-        output unless ``write`` is False."""
+        """Run the call on the gated engine; in memory, write the result unless ``write`` is
+        False."""
         request = self.request
         if self.engine in ("tiled", "dask"):
             source, *others = self.call.arrays
@@ -194,23 +190,23 @@ class Planned:
             self.plan = plan_resolved(self.resolved)
 
     def explain(self, flags: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
-        """What the call will do on the engine it would run on (:mod:`padconv_cli.explain`);
-        ``flags`` names the attributes given on the command line."""
+        """What the call will do (:mod:`padconv_cli.explain`); ``flags``: the attributes
+        given on the command line."""
         from padconv_cli.explain import explanation
 
         return explanation(self.resolved, self.plan, flags, self.written_format,
                            self.foreseen_engine(), self.limits().memory())
 
     def foreseen_engine(self) -> str:
-        """The engine the gate would choose: ``auto`` is ``memory`` when the in-memory run
-        fits ``memory_limit``, else ``tiled``."""
+        """The engine the gate would choose: ``auto`` is ``memory`` within ``memory_limit``,
+        else ``tiled``."""
         if self.engine != "auto":
             return self.engine
         return "memory" if self.needs().total <= self.limits().memory() else "tiled"
 
     def emit(self, path: str, with_data: bool = False) -> None:
-        """Write the equivalent single-node ONNX model of the call to ``path``; ``with_data``
-        stores every given data tensor as an initializer (the model then needs no inputs)."""
+        """Write the call's single-node ONNX model to ``path``; ``with_data`` stores every
+        given data tensor as an initializer."""
         from padconv_cli.emit import save_model, single_node_model
 
         resolved = self.resolved
@@ -230,13 +226,10 @@ class Planned:
         return crosscheck(self.call, self.plan, result, rtol=rtol, atol=atol)
 
 
-# --- open, resolve, plan -----------------------------------------------------------------------
-
-
 def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned:
-    """Open the inputs (a ``.npy`` or Zarr input that may run out of core for its declared
-    shape only), resolve the call (defaults, the model node's values, the caller's) and plan it
-    once; ``note`` receives the remarks of a resolved model node."""
+    """Open the inputs (one that may run out of core for its declared shape only), resolve the
+    call (defaults, the model node's values, the caller's) and plan it once; ``note`` receives
+    a model node's remarks."""
     check_output_format(request.output, request.fmt)
     entry = operator(request.operator)
     engine = first_engine(request, entry.engines)
@@ -253,9 +246,8 @@ def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned
 
 
 def _open_data(request: Request, engine: str) -> tuple[Any, bool, str]:
-    """The data input, whether it was opened for its declared shape only, and the engine:
-    an ``auto`` input that cannot be opened that way is read (the in-memory path reports a
-    bad file in its own words)."""
+    """The data input, whether it was opened for its declared shape only, and the engine (an
+    ``auto`` input that cannot be opened that way is read, in memory)."""
     data = request.inputs[0]
     if engine == "memory":
         return _read(data, request.dtype, request.read_policy), False, engine
@@ -326,8 +318,8 @@ def plan_resolved(resolved: ResolvedCall) -> Any:
 
 
 def check_output_format(output: str | None, fmt: str | None) -> None:
-    """Refuse, before anything runs, an output suffix that contradicts ``fmt`` and, for a
-    file that is not a Zarr store, a suffix that names no tensor format (``y.npz``)."""
+    """Refuse an output suffix that contradicts ``fmt`` or (not a Zarr store) names no tensor
+    format (``y.npz``), before anything runs."""
     if output is None:
         return
     from padconv_cli.tensorio import check_suffix_agrees, resolve_format
@@ -338,9 +330,6 @@ def check_output_format(output: str | None, fmt: str | None) -> None:
             check_suffix_agrees(printable(output), fmt)
         return
     resolve_format(output, fmt)
-
-
-# --- engines -----------------------------------------------------------------------------------
 
 
 def is_zarr(path: Any) -> bool:
@@ -370,10 +359,9 @@ def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
 
 
 def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
-    """The engine before sizes are known: ``memory`` for a model node, else the choice (one
-    of the operator's ``engines``), or for ``auto`` ``dask`` (Zarr, a scheduler),
-    ``memory`` (not a ``.npy`` input and output, or no tiled engine), else ``auto`` (the gate
-    chooses by the plan)."""
+    """The engine before sizes are known: ``memory`` for a model node, else the one asked for
+    (of the operator's ``engines``); ``auto`` is ``dask`` for Zarr or a scheduler, ``memory``
+    unless ``.npy`` in and out and a tiled engine, else ``auto`` (the gate chooses)."""
     if request.model is not None:
         return "memory"
     data = request.inputs[0]
@@ -391,8 +379,8 @@ def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
 
 
 def check_element_width(dtype: np.dtype, engine: str) -> None:
-    """Out-of-core engines hold whole elements: a string element wider than the pieces wide
-    strings are written in (``STRING_CHUNK_BYTES``) is left to the in-memory engine."""
+    """Out-of-core engines hold whole elements: a string element wider than
+    ``STRING_CHUNK_BYTES`` is left to the in-memory engine."""
     from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
     from padconv_cli.units import human_bytes
 

@@ -1,20 +1,13 @@
 """ONNX ``Conv`` (opsets 1, 11 and 22): the plan, the kernel and its working memory.
 
-:func:`plan_conv` resolves the attributes against the input shapes into a :class:`ConvPlan`
-without touching data; :func:`conv` and :func:`conv_planned` compute with the native core
-(:mod:`padconv_cli.kernels.native`), which sums every output element in one fixed order (``c``,
-then the kernel taps in C order): any tile of the output equals the same elements of the whole,
-bit for bit, on any number of threads.  Its GEMM kernel (``C/G > 1``) multiplies panels of
-input values (one row per channel and tap, padding written as zeros) by W packed in tiles of
-``TILE_ROWS`` output channels, or, when the output rows fill the register tiles, reads every
-tap's row from a few zero-padded input rows split by stride; its depthwise kernel (``C/G == 1``)
-sums the taps over zero-padded input rows.  X is never copied padded; float16 and bfloat16 X is
-read as float32 in place; taps and outputs that read only padding are cut off first when that
-needs less memory (:func:`plan_cut`).
-
-:func:`working_bytes` is the one formula of the memory this needs besides X, W and Y (kernel,
-gate, ``--explain``, tiler).  It is Python's, an upper bound over every instruction set: the
-native core sizes its buffers inside each call and has no function the gate could ask first.
+:func:`plan_conv` resolves the attributes against the shapes into a :class:`ConvPlan`;
+:func:`conv` and :func:`conv_planned` compute with the native core
+(:mod:`padconv_cli.kernels.native`), which sums every output element in one fixed order, so a
+tile equals the same elements of the whole, bit for bit, on any number of threads.  Taps and
+outputs that read only padding are cut off first when that needs less memory (:func:`plan_cut`).
+:func:`working_bytes` is the one formula of the memory needed besides X, W and Y (kernel, gate,
+``--explain``, tiler), an upper bound over every instruction set: the native core sizes its
+buffers inside each call and has no function the gate could ask first.
 """
 
 from __future__ import annotations
@@ -47,17 +40,10 @@ DEPTHWISE_BLOCK_BYTES = 128 * 2**10  # 2-D depthwise, stride 1 along rows: rows 
 NARROW_CHUNK_BYTES = 32 * 2**20  # float32 output computed at a time for float16/bfloat16
 
 
-# --- the plan -------------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
-class ConvPlan:
-    """Resolved Conv attributes and the output shape, computed from shapes only.
-
-    ``pads`` are the effective pads after ``auto_pad`` in the ONNX layout
-    ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``; ``formulas`` holds one human-readable
-    derivation per spatial output dimension.
-    """
+class ConvGeometry:
+    """The shapes and resolved attributes a plan of the convolution family shares: ``pads`` in
+    the ONNX layout ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``."""
 
     x_shape: tuple[int, ...]
     w_shape: tuple[int, ...]
@@ -65,10 +51,6 @@ class ConvPlan:
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
     pads: tuple[int, ...]
-    group: int
-    auto_pad: str
-    output_shape: tuple[int, ...]
-    formulas: tuple[str, ...]
 
     @property
     def spatial_rank(self) -> int:
@@ -77,13 +59,24 @@ class ConvPlan:
 
     @property
     def pads_begin(self) -> tuple[int, ...]:
-        """Padding added before each spatial axis."""
+        """The pads before each spatial axis."""
         return self.pads[: self.spatial_rank]
 
     @property
     def pads_end(self) -> tuple[int, ...]:
-        """Padding added after each spatial axis."""
+        """The pads after each spatial axis."""
         return self.pads[self.spatial_rank :]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvPlan(ConvGeometry):
+    """Resolved Conv attributes and the output shape, from shapes only: ``pads`` after
+    ``auto_pad``, one readable ``formulas`` entry per spatial output axis."""
+
+    group: int
+    auto_pad: str
+    output_shape: tuple[int, ...]
+    formulas: tuple[str, ...]
 
     @property
     def effective_kernel_shape(self) -> tuple[int, ...]:
@@ -92,8 +85,7 @@ class ConvPlan:
 
     @property
     def flops(self) -> int:
-        """``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)`` (a multiply-add
-        counts 2)."""
+        """``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)``."""
         batch, out_channels, *out_spatial = self.output_shape
         return (2 * batch * out_channels * math.prod(out_spatial) * self.w_shape[1]
                 * math.prod(self.kernel_shape))
@@ -134,9 +126,6 @@ def plan_conv(x_shape: Sequence[int], w_shape: Sequence[int], b_shape: Sequence[
         dilations=dilations_t, pads=begins + ends, group=group, auto_pad=auto_pad,
         output_shape=(x_shape[0], w_shape[0], *outs), formulas=formulas,
     )
-
-
-# --- dimension formulas of the spec (per spatial axis, plain ints) --------------------------
 
 
 def effective_kernel_size(kernel: int, dilation: int) -> int:
@@ -195,9 +184,6 @@ def _resolve_axis(axis: int, size: int, k: int, s: int, d: int, auto_pad: str,
         raise AttributeValueError(f"Conv output spatial axis {axis} (tensor axis {axis + 2}) would "
                                   f"be empty: {formula} (every output dimension must be >= 1)")
     return out, begin, end, formula
-
-
-# --- attribute validation (ConvTranspose's planner takes these too: ``op`` names it) ---------
 
 
 def input_shape(name: str, shape: Sequence[int], op: str = "Conv") -> tuple[int, ...]:
@@ -310,9 +296,6 @@ def _check_channels(x_shape: tuple[int, ...], w_shape: tuple[int, ...], group: i
     if out_channels % group != 0:
         raise AttributeValueError(f"Conv output channels M=W.shape[0]={out_channels} is not a "
                                   f"multiple of group={group}")
-
-
-# --- the kernel -----------------------------------------------------------------------------
 
 
 def conv(X: np.ndarray, W: np.ndarray, B: np.ndarray | None = None, *, auto_pad: str = "NOTSET",
@@ -441,15 +424,11 @@ def narrow_chunks(plan: ConvPlan) -> list[tuple[int, int]]:
     return [(m0, min(m, m0 + step)) for m0 in range(0, m, step)]
 
 
-# --- the part that reads X ------------------------------------------------------------------
-# Along one spatial axis (length L, kernel K, stride s, dilation d, pad before p, output length
-# O), output o and tap k read X[o*s + k*d - p] when 0 <= o*s + k*d - p < L, else padding.  With
-# pads, strides or dilations far larger than X most taps and outputs read padding only, and a
-# kernel holding padded rows would hold gigabytes of zeros.  The rest of Y is known without X:
-# an output outside the part sums 0 * W over every tap (0 + B[m], or NaN when a weight of W[m]
-# is not finite); a tap outside it adds 0 * W to every output (nothing, or NaN when that weight
-# is not finite).  The kernels start every sum from +0 and adding a zero product leaves it as
-# it is, so the cut changes no bit.
+# The part that reads X.  Along one axis (length L, stride s, dilation d, pad before p, O
+# outputs) output o and tap k read X[o*s + k*d - p] when that lies in [0, L), else padding.
+# The rest of Y is known without X: an output outside the part is 0 + B[m] (NaN when a weight
+# of W[m] is not finite); a tap outside it adds 0 * W (nothing, or NaN when that weight is not
+# finite).  The kernels start every sum from +0, so the cut changes no bit.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -471,18 +450,11 @@ class Cut:
     axes: tuple[AxisCut, ...] | None
     plan: ConvPlan | None
 
-    def x_box(self) -> tuple[slice, ...]:
-        """The part of X read (batch and channels whole)."""
-        return (slice(None), slice(None), *(slice(*a.inputs) for a in self.axes))
-
-    def w_box(self) -> tuple[slice, ...]:
-        """The taps kept (output and input channels whole)."""
-        return (slice(None), slice(None), *(slice(a.taps[0], a.taps[1] + 1) for a in self.axes))
-
-    def y_box(self) -> tuple[slice, ...]:
-        """The outputs computed from X."""
-        return (slice(None), slice(None),
-                *(slice(a.outputs[0], a.outputs[1] + 1) for a in self.axes))
+    def box(self, field: str, inclusive: bool) -> tuple[slice, ...]:
+        """The index of the kept ``inputs`` of X, ``taps`` of W or ``outputs`` of Y (the first
+        two axes whole); ``inclusive``: the range's end is its last index."""
+        ranges = (getattr(a, field) for a in self.axes)
+        return (slice(None), slice(None), *(slice(lo, hi + inclusive) for lo, hi in ranges))
 
 
 def tap_outputs(k: int, length: int, s: int, d: int, p: int, out: int) -> tuple[int, int] | None:
@@ -494,13 +466,11 @@ def tap_outputs(k: int, length: int, s: int, d: int, p: int, out: int) -> tuple[
 
 
 def axis_cut(length: int, kernel: int, s: int, d: int, p: int, out: int) -> AxisCut | None:
-    """The cut of one axis; None when no output reads X along it.
-
-    A tap can reach X only for ``ceil((p - (O-1)*s) / d) <= k <= floor((p + L - 1) / d)``;
-    the first and last taps that do are searched from those bounds inward.  ``first(k)`` and
-    ``last(k)`` of :func:`tap_outputs` fall as ``k`` grows, so the outputs reached run from the
-    last tap's first output to the first tap's last output.
-    """
+    """The cut of one axis; None when no output reads X along it.  Only taps
+    ``ceil((p - (O-1)*s) / d) <= k <= floor((p + L - 1) / d)`` can reach X; the first and last
+    that do are searched inward from those bounds.  ``first(k)`` and ``last(k)`` of
+    :func:`tap_outputs` fall as ``k`` grows, so the outputs reached run from the last tap's
+    first output to the first tap's last output."""
     if length <= 0 or out <= 0:
         return None
     low = max(0, -(((out - 1) * s - p) // d))
@@ -532,10 +502,9 @@ def plan_cut(plan: ConvPlan) -> Cut | None:
                      plan.dilations, plan.pads_begin, plan.output_shape[2:]))
     if None in axes:
         return Cut(axes=None, plan=None)
-    whole = [a.taps == (0, k - 1) and a.outputs == (0, o - 1) and a.inputs == (0, n)
-             for a, k, o, n in zip(axes, plan.kernel_shape, plan.output_shape[2:],
-                                   plan.x_shape[2:], strict=True)]
-    if all(whole):
+    if all(a.taps == (0, k - 1) and a.outputs == (0, o - 1) and a.inputs == (0, n)
+           for a, k, o, n in zip(axes, plan.kernel_shape, plan.output_shape[2:],
+                                 plan.x_shape[2:], strict=True)):
         return None
     kernel = tuple(a.taps[1] - a.taps[0] + 1 for a in axes)
     out = tuple(a.outputs[1] - a.outputs[0] + 1 for a in axes)
@@ -567,42 +536,34 @@ def convolve_cut(
     y[...] = padding_only.astype(x.dtype).reshape((1, m) + (1,) * plan.spatial_rank)
     if cut.plan is None:
         return y
-    part = compute(cut.plan, np.ascontiguousarray(x[cut.x_box()]),
-                   np.ascontiguousarray(w[cut.w_box()]), b)
-    nonfinite[cut.w_box()] = False  # what is left: weights on the taps cut off
+    w_box = cut.box("taps", True)
+    part = compute(cut.plan, np.ascontiguousarray(x[cut.box("inputs", False)]),
+                   np.ascontiguousarray(w[w_box]), b)
+    nonfinite[w_box] = False  # what is left: weights on the taps cut off
     dropped = nonfinite.reshape(m, -1).any(axis=1)
     if dropped.any():
         part[:, dropped] = np.nan
-    y[cut.y_box()] = part
+    y[cut.box("outputs", True)] = part
     return y
-
-
-# --- working memory -------------------------------------------------------------------------
 
 
 def scratch_bytes(
     plan: ConvPlan, itemsize: int, threads: int, out_channels: int | None = None
 ) -> int:
-    """Upper bound of the native core's own buffers for the plan, with ``itemsize`` the
-    accumulator's (4 or 8) and ``out_channels`` the output channels of a tile (default M).
+    """Upper bound of the native core's own buffers for the plan (``itemsize``: the
+    accumulator's; ``out_channels``: a tile's, default M) on ``T`` threads at work, at most
+    ``N * G_t * ceil(P / MIN_TILE_COLUMNS)`` (GEMM) or ``N * M_t * prod(out[:-1])`` (depthwise).
 
-    GEMM: ``G_t * ceil(M_t/G_t / R) * R * K * a`` for packed W (``K = C/G * prod(k)``,
-    ``R = TILE_ROWS``) plus ``T * K * round_up(min(nb, P), TILE_COLUMNS) * a`` for the panels,
-    with ``P = prod(out_spatial)``, ``nb = max(TILE_COLUMNS, PANEL_BYTES // (K * a))`` positions
-    per panel, plus ``s * (out + (k - 1) * d) * a`` for one input row's stride phases (last
-    axis), plus (pointwise) ``K * TILE_COLUMNS * a + 64`` for one packed strip of X; or, for the
-    row kernel when that is more, ``min(prod(out[:-1]) * u, max(u, ROW_BYTES))`` for the padded
-    input rows, ``u = Q * ((k - 1) * d // s + v + 16) * a`` those of one output row, with
-    ``Q = C/G * prod(k[:-1]) * s`` and
-    ``v = min(max(TILE_COLUMNS, ROW_BYTES // (Q * a)), out + TILE_COLUMNS)`` (last axis); and
-    ``T = min(threads, N * G_t * ceil(P / MIN_TILE_COLUMNS))`` threads at work.  Depthwise,
-    with ``T = min(threads, N * M_t * prod(out[:-1]))`` and the padded row
-    ``R = ((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)`` elements along the last axis:
-    2-D with ``s == 1`` along rows, a block of padded input rows,
-    ``T * min(((out0-1)*s0 + u) * R * a, max(DEPTHWISE_BLOCK_BYTES, u * R * a))`` with
-    ``u = (k0-1)*d0 + 1`` the rows under one output row; otherwise ``T * S * s * R * a``, with
-    ``S = 2 * prod(k[:-1]) + 1`` padded rows kept (``prod(k[:-1])`` when that is more than
-    DEPTHWISE_KEPT_TAPS).
+    GEMM (``K = C/G * prod(k)``): W packed in tiles of ``TILE_ROWS`` output channels,
+    ``G_t * round_up(M_t/G_t, TILE_ROWS) * K * a``, plus per thread the larger of a panel
+    (``K`` times ``min(P, max(TILE_COLUMNS, PANEL_BYTES / (K * a)))`` positions rounded up to
+    ``TILE_COLUMNS``, one input row's stride phases, pointwise one packed strip of X) and the
+    row kernel's padded input rows (all of them, or ``max(ROW_BYTES, one output row's)``).
+    Depthwise: per thread a padded row ``((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)``
+    long along the last axis, times the rows kept (``2 * prod(k[:-1]) + 1``, or
+    ``prod(k[:-1])`` beyond ``DEPTHWISE_KEPT_TAPS``) times ``s``; 2-D with ``s == 1`` along
+    rows a block of such rows (all of them, or ``max(DEPTHWISE_BLOCK_BYTES, the rows under one
+    output row)``).
     """
     m = plan.w_shape[0] if out_channels is None else out_channels
     if m == 0 or 0 in plan.w_shape[:2]:  # no output channel, or no input to sum: no buffers
@@ -641,11 +602,10 @@ def scratch_bytes(
 def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,
                   out_channels: int | None = None, *, cut: bool = True) -> int:
     """Memory a Conv of ``dtype`` needs besides X, W and Y: :func:`scratch_bytes` on
-    ``threads`` threads (default: the native core's); for float16/bfloat16 plus float32 copies
-    of W and B and one float32 output chunk of :func:`narrow_chunks`.  When cutting off the taps
-    and outputs that read only padding needs less, that: the same for the part that reads X,
-    plus the part's copies (:func:`cut_copy_bytes`).  The tiler passes a tile's plan and its
-    ``out_channels``; ``cut=False`` leaves the cut out, an upper bound wherever the tile lies."""
+    ``threads`` threads (default: the native core's), for float16/bfloat16 plus float32 copies
+    of W and B and one float32 chunk of :func:`narrow_chunks`; or, when less, the same for the
+    cut's part plus the cut's copies (:func:`plan_cut`).  The tiler passes a tile's plan and
+    ``out_channels``; ``cut=False``: the whole, an upper bound wherever the tile lies."""
     if threads is None:
         from padconv_cli.kernels import native
 
@@ -658,25 +618,18 @@ def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,
     return min(whole, _cut_working_bytes(plan, part, dtype, threads, out_channels))
 
 
-def cut_copy_bytes(plan: ConvPlan, cut: Cut, itemsize: int,
-                   out_channels: int | None = None) -> int:
-    """What the cut holds besides the kernels' buffers: a byte per weight of W (which are not
-    finite) and its part of X, its taps of W and its part of Y, copied contiguous (``itemsize``
-    of the input dtype)."""
+def _cut_working_bytes(plan: ConvPlan, cut: Cut, dtype: np.dtype, threads: int,
+                       out_channels: int | None) -> int:
+    """The part's working memory, a byte per weight of W (which are not finite) and the
+    part's X, taps of W and Y, copied contiguous."""
     flags = math.prod(plan.w_shape)
     if cut.plan is None:
         return flags
     part = cut.plan
     m = part.w_shape[0] if out_channels is None else out_channels
     y = part.output_shape[0] * m * math.prod(part.output_shape[2:])
-    return flags + (math.prod(part.x_shape) + math.prod(part.w_shape) + y) * itemsize
-
-
-def _cut_working_bytes(plan: ConvPlan, cut: Cut, dtype: np.dtype, threads: int,
-                       out_channels: int | None) -> int:
-    inner = 0 if cut.plan is None else _whole_working_bytes(cut.plan, dtype, threads,
-                                                            out_channels)
-    return inner + cut_copy_bytes(plan, cut, dtype.itemsize, out_channels)
+    copies = (math.prod(part.x_shape) + math.prod(part.w_shape) + y) * dtype.itemsize
+    return _whole_working_bytes(part, dtype, threads, out_channels) + flags + copies
 
 
 def _whole_working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int,

@@ -1,23 +1,14 @@
 """The dot-product error bound that judges a Conv output element by element.
 
-Each Conv output element is a sum of ``n = C/group * prod(kernel_shape)`` products (plus the
-bias).  Summed in floating point with unit roundoff ``u = eps/2``, in any order, its error is
-at most ``gamma_n * S`` with ``gamma_n = n*u / (1 - n*u)`` and ``S = sum(|x| * |w|)`` over its
-receptive field (Higham, *Accuracy and Stability of Numerical Algorithms*, section 3.1).  Two
-correct implementations that add in different orders (BLAS blocking, im2col, direct
-loops) can therefore differ by up to about ``2 * gamma_n * S ~= n * eps * S``, which
-for a 576-term sum that cancels is far more than ``rtol * |y|``: a bare relative tolerance
-calls correct results wrong next to zero.  The rule used for Conv is
-
-    ``|a - b| <= atol + rtol * |ref| + c * n * eps * S``
-
-with ``c = CONV_BOUND_C`` (2: twice the two-sided worst case, covering the bias term and the
-``1/(1 - n*u)`` factor), ``S = conv(|X|, |W|) + |B|`` computed in float64 with the same
-attributes, and ``eps`` the machine epsilon of the element type.  For float16 and bfloat16
-that is the honest rule, though loose: the specification does not say in which type sums are
-accumulated, and onnxruntime's float16 Conv keeps partial sums in float16 on some paths
-(padconv and onnx.reference accumulate in float32); a wrong tap or a missing product is
-still of the order of ``S / n``.
+An output element sums ``n = C/group * prod(kernel_shape)`` products; in any order its error
+is at most ``gamma_n * S``, ``gamma_n = n*u / (1 - n*u)``, ``u = eps/2``, ``S = sum(|x| * |w|)``
+over its receptive field (Higham, *Accuracy and Stability of Numerical Algorithms*, 3.1), so
+two correct orders differ by up to about ``n * eps * S``: far more than ``rtol * |y|`` next to
+zero.  The rule: ``|a - b| <= atol + rtol * |ref| + c * n * eps * S``, ``c = CONV_BOUND_C``
+(2: covering the bias and the ``1/(1 - n*u)`` factor), ``S = conv(|X|, |W|) + |B|`` in float64,
+``eps`` the element type's.  Loose but honest for float16/bfloat16, whose accumulation type the
+spec leaves open (onnxruntime keeps float16 partial sums on some paths); a wrong tap is still
+of the order of ``S / n``.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import numpy as np
 from padconv_cli.errors import AttributeValueError
 from padconv_cli.kernels import conv_transpose_shapes as shapes
 from padconv_cli.kernels.conv import (
+    ConvGeometry,
     explicit_pads,
     group_attribute,
     input_shape,
@@ -30,7 +31,7 @@ OP = "ConvTranspose"
 
 
 @dataclass(frozen=True)
-class ConvTransposePlan:
+class ConvTransposePlan(ConvGeometry):
     """Resolved ConvTranspose attributes and the output shape, computed from shapes only.
 
     ``pads`` are the effective pads ``[x1_begin, ..., x1_end, ...]`` that crop the un-cropped
@@ -39,33 +40,12 @@ class ConvTransposePlan:
     i * s + k * d - pads_begin == o of X[n, c, i] * W[c, m - g*M/G, k]``.
     """
 
-    x_shape: tuple[int, ...]
-    w_shape: tuple[int, ...]
-    kernel_shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads: tuple[int, ...]
     output_padding: tuple[int, ...]
     group: int
     auto_pad: str
     output_shape: tuple[int, ...]
     formulas: tuple[str, ...]
     rulings: tuple[str, ...]
-
-    @property
-    def spatial_rank(self) -> int:
-        """Number of spatial axes (rank of X minus 2)."""
-        return len(self.kernel_shape)
-
-    @property
-    def pads_begin(self) -> tuple[int, ...]:
-        """Output elements cropped before each spatial axis (negative: added)."""
-        return self.pads[: self.spatial_rank]
-
-    @property
-    def pads_end(self) -> tuple[int, ...]:
-        """Output elements cropped after each spatial axis (negative: added)."""
-        return self.pads[self.spatial_rank :]
 
     @property
     def out_channels(self) -> int:

@@ -1,15 +1,11 @@
 """padconv's compiled Conv core (``padconv_cli.kernels._native``), imported on first use.
 
-The kernels compute ``Y[n, m, o] = sum_{c, t} W[m, c, t] * Xpad[n, g*C/G + c, o*s + t*d]``
-(``+ B[m]`` after the sum) for float32 and float64, reading X in place (the padding is supplied
-as zeros while the kernel gathers its panels, X is never copied padded). Each output element is
-summed in one fixed order, ``c`` ascending then the kernel taps in C order, by one chain of
-fused multiply-adds (multiply then add on the portable path), wherever and on whichever thread
-it is computed: results depend neither on the thread count nor on tiling.
-
-Instruction sets: the fastest the CPU has (``avx512``, ``avx2`` with FMA, ``generic``), or the
-one named by the environment variable ``PADCONV_NATIVE_ISA``. Threads: the cores this process
-may run on, or ``PADCONV_NATIVE_THREADS``.
+``Y[n, m, o] = sum_{c, t} W[m, c, t] * Xpad[n, g*C/G + c, o*s + t*d]`` (``+ B[m]`` after the
+sum) for float32 and float64, X read in place (never copied padded), each output element
+summed in one fixed order (``c``, then the taps in C order) by one chain of fused
+multiply-adds: results depend neither on the thread count nor on tiling.  Instruction set:
+the fastest the CPU has (``avx512``, ``avx2``, ``generic``) or ``PADCONV_NATIVE_ISA``;
+threads: the usable cores or ``PADCONV_NATIVE_THREADS``.
 """
 
 from __future__ import annotations
@@ -73,11 +69,9 @@ def conv_into(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray,
               group: int, threads: int | None = None, isa: str | None = None) -> None:
     """Write ONNX Conv of ``x`` (N, C, *in) and ``w`` (M, C/group, *k) into ``y`` (N, M, *out).
 
-    All arrays are C-contiguous; ``w``, ``b`` (optional, shape ``(M,)``) and ``y`` share
-    float32 or float64, and ``x`` has that dtype too, or is float16 or bfloat16 with a float32
-    ``y``: then X is read as float32 on the fly (exactly), never copied whole. The attributes
-    are already validated and resolved (``pads_begin`` per spatial axis; the end pads follow
-    from ``y``'s shape). The GIL is released while the kernel runs.
+    C-contiguous arrays; ``w``, ``b`` (optional, ``(M,)``) and ``y`` share float32 or float64;
+    ``x`` too, or float16/bfloat16 (read as float32 on the fly) with a float32 ``y``.  The
+    attributes are resolved (the end pads follow from ``y``'s shape); the GIL is released.
     """
     narrow = () if x.dtype == y.dtype else (x.dtype.name,)  # "float16" or "bfloat16"
     if narrow:

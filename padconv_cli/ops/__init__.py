@@ -1,16 +1,14 @@
 """The operators padconv implements, their protocol and their one registry.
 
-Each operator module (``pad.py``, ``conv.py``...) defines ``OPERATOR = Operator(...)``: its
-declarations and the functions holding every rule of it (fields: ``docs/architecture.md``).
-Everything above looks the operator up once here and calls the protocol; this registry is the
-only place keyed by operator names.  It is lazy: it knows each operator's ONNX name, command
-and module, and imports a module only when that operator is asked for.
+Each operator module (``pad.py``, ``conv.py``...) defines ``OPERATOR = Operator(...)``, every
+rule of it (fields: ``docs/architecture.md``).  This lazy registry is the only place keyed by
+operator names: it imports an operator's module only when that operator is asked for.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +26,9 @@ FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS, SPARSE_TENSOR = 1, 2, 3, 4, 6
 
 @dataclass(frozen=True)
 class Input:
-    """One input of the ONNX node: ``role`` DATA (a tensor argument) or ATTRIBUTE (a node
-    input taken as an attribute, Pad's ``pads``); ``required`` ALWAYS, UNLESS_MODEL or
-    OPTIONAL; ``literal_type``: the type an inline literal takes without --dtype (a numpy type
-    name, or an earlier input whose type it takes)."""
+    """One input of the ONNX node: ``role`` DATA or ATTRIBUTE (Pad's ``pads``), ``required``
+    ALWAYS, UNLESS_MODEL or OPTIONAL, ``literal_type`` the type an inline literal takes
+    without --dtype (a type name, or an earlier input's name)."""
 
     name: str
     role: str = DATA
@@ -46,8 +43,7 @@ class Input:
 
 @dataclass(frozen=True)
 class Attribute:
-    """One attribute in kernel terms and its flag; ``kind``: ``ints``, ``int``, ``choice`` or
-    ``text``; ``required``: needed unless a ``--from-model`` node gives it."""
+    """One attribute in kernel terms and its flag (``kind``: ints, int, choice or text)."""
 
     name: str
     kind: str
@@ -66,8 +62,8 @@ class Attribute:
 
 @dataclass(frozen=True)
 class KernelCall:
-    """The operator's kernel on ``arrays`` (node order, None where omitted) and
-    ``attributes`` (kernel terms), by the rules of ONNX version ``version``."""
+    """The kernel on ``arrays`` (node order, None where omitted) and ``attributes`` (kernel
+    terms), by the rules of ONNX version ``version``."""
 
     op_type: str
     version: int
@@ -77,7 +73,7 @@ class KernelCall:
 
     @property
     def operator(self) -> str:
-        """``"Pad-2"``, ``"Conv-22"``: operator name and the version whose rules applied."""
+        """``"Pad-2"``, ``"Conv-22"``: the name and the version whose rules applied."""
         return f"{self.op_type}-{self.version}"
 
     def describe(self) -> str:
@@ -101,7 +97,7 @@ class ResolvedCall:
 
 def _short(value: Any, *, quote: bool = False) -> str:
     """Compact text of an attribute value: lists without spaces, numpy scalars as Python,
-    strings quoted when ``quote`` (a string constant_value, unlike a mode name)."""
+    strings quoted when ``quote``."""
     import numpy as np
 
     if isinstance(value, (tuple, list)):
@@ -113,7 +109,7 @@ def _short(value: Any, *, quote: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Command:
-    """The command's texts: one-line summary, help, examples (shown after the summary)."""
+    """The command's one-line summary, help and examples."""
 
     summary: str
     help: str
@@ -123,15 +119,6 @@ class Command:
 Fn = Callable[..., Any]
 
 
-def no_flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
-                  arrays: Sequence[Any]) -> None:
-    """No model attribute loses its meaning when a flag is given."""
-
-
-def no_known_deviation(peer: str, call: KernelCall, plan: Any) -> None:
-    """No runtime is known to deviate from the specification on this operator."""
-
-
 def same_attributes(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
     """Attributes that do not depend on the data's element type, as given."""
     return dict(attributes)
@@ -139,8 +126,7 @@ def same_attributes(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str,
 
 @dataclass(frozen=True)
 class Operator:
-    """One operator padconv implements; each field is a rule of it (``docs/architecture.md``
-    gives every signature)."""
+    """One operator; each field is a rule of it (signatures: ``docs/architecture.md``)."""
 
     # declarations
     name: str
@@ -166,14 +152,14 @@ class Operator:
     version_choice: Fn
     graph_parts: Fn
     reference: Fn
-    error_bound: Fn
     sample_arguments: Fn
     # model nodes
     node_call: Fn
     model_slots: Fn
     typed: Fn = same_attributes
-    known_deviation: Fn = no_known_deviation
-    flag_rules: Fn = no_flag_rules
+    error_bound: Fn = lambda call, plan=None: None  # the result is compared exactly
+    known_deviation: Fn = lambda peer, call, plan: None  # no runtime is known to deviate
+    flag_rules: Fn = lambda model_attributes, flags, arrays: None  # no attribute drops
     notes: Fn = lambda given: ()
     plan_arrays: Fn | None = None
     classify_difference: Fn | None = None
@@ -236,8 +222,7 @@ MODULES = {
 
 
 class _Registry(Mapping):
-    """Operators by ONNX name (or, ``by_command``, by command), imported on first lookup:
-    iterating the names imports nothing, a value imports its module."""
+    """Operators by ONNX name (or ``by_command``), each module imported on first lookup."""
 
     def __init__(self, by_command: bool) -> None:
         self._modules = {(command if by_command else name): module
@@ -283,8 +268,8 @@ def operator(name: str) -> Operator:
 
 
 def plain_call(op_type: str, arrays: tuple[Any, ...], flags: dict[str, Any]) -> ResolvedCall:
-    """A call from flags alone: the operator's defaults, then ``flags`` (read in the data's
-    element type), by the newest version padconv implements."""
+    """A call from the operator's defaults and ``flags`` (read in the data's type), by the
+    newest version."""
     entry = operator(op_type)
     attributes = {**entry.defaults, **flags}
     if arrays and arrays[0] is not None:
@@ -294,8 +279,8 @@ def plain_call(op_type: str, arrays: tuple[Any, ...], flags: dict[str, Any]) -> 
 
 
 def plan_call(call: KernelCall) -> Any:
-    """The plan of ``call`` by its operator's planner, from the inputs' shapes (and, for a
-    ``plan_arrays`` planner, their declared types)."""
+    """The plan of ``call`` by its operator's planner, from the inputs' shapes (or
+    ``plan_arrays``)."""
     entry = operator(call.op_type)
     if entry.plan_arrays is not None:
         return entry.plan_arrays(call.arrays, call.attributes)

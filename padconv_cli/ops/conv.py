@@ -82,10 +82,7 @@ Examples:
 
 def max_inputs(version: int) -> int:
     """X, W, B in every version."""
-    return 3
-
-
-# --- plan, kernel, needs -----------------------------------------------------------------------
+    return len(INPUTS)
 
 
 def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
@@ -119,6 +116,7 @@ typed = same_attributes  # Conv's attributes do not depend on the data's type
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
     """X's type."""
     import numpy as np
+
     return np.dtype(dtype)
 
 
@@ -134,9 +132,6 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
     output = math.prod(made.output_shape) * dtype.itemsize
     return Needs(inputs, output, working_bytes(made, dtype), tuple(made.output_shape),
                  dtype_name(dtype), dtype.itemsize)
-
-
-# --- engines -----------------------------------------------------------------------------------
 
 
 def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
@@ -170,21 +165,13 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                      **settings["dask"], **attributes)
 
 
-# --- explain -----------------------------------------------------------------------------------
-
-
 def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     """The resolved attributes (kernel_shape from W, pads from auto_pad), each output
     dimension's formula (N, M, then the plan's spatial ones), the FLOPs (module docstring)."""
     has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
-    attributes = {
-        "auto_pad": made.auto_pad,
-        "kernel_shape": list(made.kernel_shape),
-        "strides": list(made.strides),
-        "dilations": list(made.dilations),
-        "group": made.group,
-        "pads": list(made.pads),
-    }
+    attributes = {name: getattr(made, name) for name in
+                  ("auto_pad", "kernel_shape", "strides", "dilations", "group", "pads")}
+    attributes.update({name: list(v) for name, v in attributes.items() if isinstance(v, tuple)})
     sources = {name: source_of(name) for name in attributes}
     if sources["kernel_shape"] == "default":
         sources["kernel_shape"] = "W.shape[2:]"
@@ -204,9 +191,6 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
         "flops": made.flops + bias_adds,
         "flops_formula": formula + (" + N * M * prod(out_spatial) (bias)" if has_bias else ""),
     }
-
-
-# --- the emitted node --------------------------------------------------------------------------
 
 
 def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
@@ -240,9 +224,9 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
     """Conv node parts with every attribute written out as resolved by the plan."""
     from padconv_cli.ops.onnx_graph import GraphParts
 
-    attributes: dict[str, Any] = {"kernel_shape": list(made.kernel_shape),
-                                  "strides": list(made.strides),
-                                  "dilations": list(made.dilations), "group": int(made.group)}
+    attributes: dict[str, Any] = {name: list(getattr(made, name))
+                                  for name in ("kernel_shape", "strides", "dilations")}
+    attributes["group"] = int(made.group)
     if writes_auto_pad(made.auto_pad, made.dilations):
         attributes["auto_pad"] = made.auto_pad
     else:
@@ -252,9 +236,6 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
         if array is not None:
             parts.add_data_input(declared.name, array, embedded)
     return parts
-
-
-# --- judging -----------------------------------------------------------------------------------
 
 
 def reference(call: KernelCall) -> np.ndarray:
@@ -292,9 +273,6 @@ def sample_arguments(case: Any, folder: str) -> list[str]:
             values = value if isinstance(value, (list, tuple)) else [value]
             arguments += ["--" + name.replace("_", "-"), *(str(v) for v in values)]
     return arguments
-
-
-# --- model nodes -------------------------------------------------------------------------------
 
 
 def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:

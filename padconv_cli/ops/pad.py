@@ -6,21 +6,6 @@ Versions 1, 2, 11, 13, 18, 19, 21, 23, 24, 25 (the kernel is Pad-25's).  Pad-1 h
 Pad-19+ ``mode="wrap"``.  Exporters write ``wrap`` at older opsets, and onnxruntime and
 onnx.reference run it: such a node is computed as Pad-19 does, with a note (off-spec model).
 All become one kernel call ``pad(data, pads, constant_value, axes, mode)``, compared exactly.
-
-Output bytes as written: ``prod(shape) * itemsize`` for fixed-size types; a string result
-written to ``.npy`` takes ``prod(shape) * 4 * longest`` (UTF-32, ``longest`` in characters of
-the input or the fill); to ``.pb`` each element's UTF-8 bytes plus a tag byte and the length's
-varint, ``text + prod(shape) * (1 + varint(longest))``, ``text`` the kept input's UTF-8 bytes
-plus the fill's (constant mode) or ``prod(shape) * longest`` (other modes).  Exact for an
-object input padded with a constant whose strings are under 128 UTF-8 bytes, upper bounds
-otherwise; a fixed-width input is not read (each element counts its width, at most 4 UTF-8
-bytes a character).
-
-A fixed-width string result over ``STRING_CHUNK_BYTES`` is computed on Python strings when
-that holds less, ``8 * prod(shape) + prod(input shape) * (64 + itemsize) < prod(shape) *
-itemsize``, and written in pieces.  Working memory: such a result's strings made from the
-input plus the piece being written; a string result written to ``.pb`` needs the whole message
-plus ``PB_STRING_HELD`` bytes an element.
 """
 
 from __future__ import annotations
@@ -53,7 +38,7 @@ if TYPE_CHECKING:
 
 NAME = "Pad"
 VERSIONS = (1, 2, 11, 13, 18, 19, 21, 23, 24, 25)
-# the kernel's own list (kernels.pad_plan.PAD_MODES), written here so that the command's help
+# the kernel's own list (kernels.pad.PAD_MODES), written here so that the command's help
 # loads no kernel (start-up time); a test keeps the two equal
 MODES = ("constant", "reflect", "edge", "wrap")
 
@@ -109,12 +94,9 @@ def max_inputs(version: int) -> int:
     return 1 if version < 11 else (4 if version >= 18 else 3)
 
 
-# --- plan, kernel, needs -----------------------------------------------------------------------
-
-
 def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
     """``plan_pad`` from the data's shape (nothing is read)."""
-    from padconv_cli.kernels.pad_plan import plan_pad
+    from padconv_cli.kernels.pad import plan_pad
 
     return plan_pad(shapes[0], attributes["pads"], attributes.get("axes"),
                     attributes.get("mode", "constant"), dtype=dtype)
@@ -122,7 +104,7 @@ def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) 
 
 def fill(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> Any:
     """The element new border cells get (``fill_value``)."""
-    from padconv_cli.kernels.pad_plan import fill_value
+    from padconv_cli.kernels.pad import fill_value
 
     return fill_value(attributes.get("constant_value"), dtype, made)
 
@@ -156,14 +138,15 @@ def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
     """The data's type, or the type that holds both data and the fill (strings widen)."""
-    from padconv_cli.kernels.pad_values import output_dtype as widened
+    from padconv_cli.kernels.pad import output_dtype as widened
 
     return widened(dtype, fill(dtype, attributes, made))
 
 
 def strings_as_objects(dtype: np.dtype, made: Any) -> bool:
-    """True when a fixed-width string result of ``dtype`` is computed on Python strings and
-    written in pieces (module docstring)."""
+    """True when a fixed-width string result of ``dtype`` over ``STRING_CHUNK_BYTES`` is
+    computed on Python strings (and written in pieces) because that holds less:
+    ``8 * prod(shape) + prod(input shape) * (64 + itemsize) < prod(shape) * itemsize``."""
     if dtype.kind not in "US":
         return False
     from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
@@ -175,8 +158,7 @@ def strings_as_objects(dtype: np.dtype, made: Any) -> bool:
 
 
 def _utf8_length(item: Any) -> int:
-    """UTF-8 bytes of one element (bytes count themselves), encoded ``UTF8_PIECE`` characters
-    at a time so that a long string is never copied whole."""
+    """UTF-8 bytes of one element, encoded ``UTF8_PIECE`` characters at a time."""
     if isinstance(item, bytes):
         return len(item)
     text = item if isinstance(item, str) else str(item)
@@ -209,7 +191,12 @@ def string_lengths(data: Any, dtype: np.dtype, *, utf8: bool = False) -> tuple[i
 
 
 def written_bytes(data: Any, made: Any, dtype: np.dtype, value: Any, fmt: str) -> int:
-    """Bytes of the result as written in ``fmt`` (module docstring)."""
+    """Bytes of the result as written in ``fmt``: ``prod(shape) * itemsize`` for fixed-size
+    types; strings to ``.npy`` ``prod(shape) * 4 * longest`` (UTF-32, characters of the input
+    or the fill); to ``.pb`` ``text + prod(shape) * (1 + varint(longest))``, ``text`` the kept
+    input's UTF-8 bytes plus the fill's (constant mode) or ``prod(shape) * longest``.  Exact
+    for an object input under 128 UTF-8 bytes an element, upper bounds otherwise (a
+    fixed-width input is not read: 4 UTF-8 bytes a character)."""
     import numpy as np
 
     count = math.prod(made.output_shape)
@@ -233,7 +220,9 @@ def written_bytes(data: Any, made: Any, dtype: np.dtype, value: Any, fmt: str) -
 
 def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping[str, Any],
           fmt: str) -> Any:
-    """Output bytes as written and working memory (module docstring)."""
+    """Output bytes as written and working memory: a string result's strings made from the
+    input plus the piece being written, or for ``.pb`` the whole message plus
+    ``PB_STRING_HELD`` bytes an element."""
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.resources import Needs, nbytes
     from padconv_cli.tensorio.npy import STRING_CHUNK_BYTES
@@ -254,9 +243,6 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
     itemsize = POINTER_BYTES if objects else dtype.itemsize
     return Needs(nbytes(data), output, made_strings + written, shape, dtype_name(dtype), itemsize,
                  held=count * itemsize)
-
-
-# --- engines -----------------------------------------------------------------------------------
 
 
 def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
@@ -281,9 +267,6 @@ def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
 
     return dask_pad(settings["source_path"], settings["output"], *arguments, plan=made,
                     **settings["dask"])
-
-
-# --- explain -----------------------------------------------------------------------------------
 
 
 def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
@@ -318,9 +301,6 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
         "flops": 0,
         "flops_formula": "0 (Pad copies elements, no arithmetic)",
     }
-
-
-# --- the emitted node --------------------------------------------------------------------------
 
 
 def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
@@ -375,9 +355,6 @@ def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[st
     return parts
 
 
-# --- judging: reference, deviations ------------------------------------------------------------
-
-
 def reference(call: KernelCall) -> np.ndarray:
     """Pad recomputed by ``numpy.pad``, independent of the kernel: negative pads crop the
     input first, then each axis gets ``begin`` and ``end`` elements (``out_dim = dim + begin
@@ -401,11 +378,6 @@ def reference(call: KernelCall) -> np.ndarray:
     inside = (slice(begin, begin + n) for (begin, _), n in zip(widths, kept.shape, strict=True))
     out[tuple(inside)] = kept
     return out
-
-
-def error_bound(call: KernelCall, made: Any = None) -> None:
-    """None: Pad copies values, it is compared exactly."""
-    return None
 
 
 def known_deviation(peer: str, call: KernelCall, made: Any) -> str | None:
@@ -444,9 +416,6 @@ def sample_arguments(case: Any, folder: str) -> list[str]:
     if constant is not None:
         arguments += ["--constant-value", str(constant.reshape(())[()])]
     return arguments
-
-
-# --- model nodes -------------------------------------------------------------------------------
 
 
 def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
@@ -542,7 +511,7 @@ OPERATOR = Operator(
     plan=plan, kernel=kernel, run=run, typed=typed,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
-    reference=reference, error_bound=error_bound, known_deviation=known_deviation,
+    reference=reference, known_deviation=known_deviation,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
     notes=notes,
 )

@@ -629,7 +629,7 @@ def test_the_built_command_runs_the_call(tmp_path, monkeypatch):
 
 def test_the_declared_choices_are_the_values_the_kernels_accept():
     from padconv_cli.kernels.conv import AUTO_PAD_VALUES
-    from padconv_cli.kernels.pad_plan import PAD_MODES
+    from padconv_cli.kernels.pad import PAD_MODES
     from padconv_cli.ops.pad import OPERATOR as PAD
 
     declared = {a.name: a.choices for a in (*PAD.attributes, *CONV.attributes) if a.choices}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from padconv_cli.kernels import workers
+from padconv_cli.kernels import pad as workers
 
 
 def test_run_tasks_runs_every_task_once():
