@@ -225,7 +225,7 @@ def _constant_value(attribute: Any, label: str, base_dir: str, where: str,
     return np.array([decode_attribute_text(text, where) for text in value], dtype=object)
 
 
-def _graph_constants(graph: Any, path: str, base_dir: str,
+def graph_constants(graph: Any, path: str, base_dir: str | None,
                      policy: ReadPolicy | None) -> dict[str, Loader]:
     """Loaders of the initializers and Constant outputs defined in ``graph`` itself, each
     converted on first use only (a bad constant no chosen node reads breaks nothing); a
@@ -363,7 +363,7 @@ def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str, ops
     # an initializer that is also a graph input counts as stored, as for a node's inputs
     runtime = set(outer_runtime) | ({value.name for value in graph.input}
                                     - {t.name for t in graph.initializer})
-    own = _graph_constants(graph, path, base_dir, policy)
+    own = graph_constants(graph, path, base_dir, policy)
     layered = ChainMap(own, *(outer.maps if isinstance(outer, ChainMap) else [outer]))
     own.update(_folded(graph, layered, runtime, opsets, path))
     visible = layered if own else outer
@@ -541,7 +541,7 @@ def stored_values(path: str, policy: ReadPolicy | None = None) -> dict[str, Load
             for name, loader in own.items():
                 values.setdefault(name, loader)
     if not seen:  # a graph without nodes: its initializers only
-        values = _graph_constants(model.graph, path, _base_dir(path), policy)
+        values = graph_constants(model.graph, path, _base_dir(path), policy)
     return values
 
 
