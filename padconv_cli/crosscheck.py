@@ -129,17 +129,16 @@ def crosscheck(call: Any, plan: Any, result: np.ndarray, *, rtol: float | None =
 # --- rendering -------------------------------------------------------------------------------
 
 
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
 def format_report(report: CheckReport) -> str:
     """One line per peer, then ``check: passed`` or ``check: FAILED``."""
+    from padconv_cli.verification.compare import format_error
+
     lines = []
     for peer in report.peers:
         line = f"check: {peer.peer:<15} {peer.status:<11}"
         if peer.status in ("agree", "disagree"):
-            line += f" max |diff| {_number(peer.max_abs)}, max rel {_number(peer.max_rel)}"
+            line += (f" max |diff| {format_error(peer.max_abs)}, "
+                     f"max rel {format_error(peer.max_rel)}")
         if peer.detail and peer.status != "agree":
             line += f" {peer.detail}"
         if peer.known and peer.status != "agree":

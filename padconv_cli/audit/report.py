@@ -9,12 +9,12 @@ line; other long lines are wrapped.
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from typing import Any
 
 from padconv_cli.audit.judge import NOT_REACHED, OK, AuditReport, NodeAudit
+from padconv_cli.verification.compare import format_error
 
 WIDTH = 80
 NODE_MIN = 20
@@ -88,16 +88,6 @@ def _dims(shape: list[int] | None) -> str:
     return "?" if shape is None else "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def _number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0"
-    if math.isinf(value):
-        return "inf"
-    return f"{value:.2g}"
-
-
 def _cells(values: tuple[str, ...], node_width: int) -> str:
     widths = [node_width] + [w for _, w in COLUMNS[1:]]
     cells = [_short(v, w).ljust(w) for v, w in zip(values, widths, strict=True)]
@@ -107,8 +97,8 @@ def _cells(values: tuple[str, ...], node_width: int) -> str:
 def _row(node: NodeAudit, label: str, node_width: int) -> str:
     output = "-" if node.status == NOT_REACHED else _dims(node.output_shape)
     result = node.status.upper() if node.failed else node.status
-    return _cells((label, node.operator, output, _number(node.max_abs),
-                   _number(node.max_rel), result), node_width)
+    return _cells((label, node.operator, output, format_error(node.max_abs, 2),
+                   format_error(node.max_rel, 2), result), node_width)
 
 
 def _detail_lines(node: NodeAudit, width: int = WIDTH, shortened: bool = False) -> list[str]:
@@ -185,26 +175,17 @@ def report_record(report: AuditReport) -> dict[str, Any]:
 def junit_xml(report: AuditReport) -> bytes:
     """One testcase per node: ``outside``/``padconv refused`` as <failure>, ``not reached``
     as <skipped>, a runtime refusal as a passing case with the message in <system-out>."""
-    import xml.etree.ElementTree as ET
+    from padconv_cli.verification.report import junit_document
 
-    counts = report.counts()
-    failures = sum(1 for node in report.nodes if node.failed)
-    suites = ET.Element("testsuites", name="padconv audit")
-    suite = ET.SubElement(
-        suites, "testsuite", name=f"padconv audit {report.model}",
-        tests=str(len(report.nodes)), failures=str(failures), errors="0",
-        skipped=str(counts.get(NOT_REACHED, 0)),
-    )
+    cases = []
     for node in report.nodes:
-        case = ET.SubElement(suite, "testcase", classname=f"padconv.audit.{node.operator}",
-                             name=node.label)
+        child = None
         if node.failed:
-            failure = ET.SubElement(case, "failure", message=node.detail or node.status,
-                                    type=node.status)
-            failure.text = "\n".join(_detail_lines(node))
+            child = ("failure", {"message": node.detail or node.status, "type": node.status},
+                     "\n".join(_detail_lines(node)))
         elif node.status == NOT_REACHED:
-            ET.SubElement(case, "skipped", message="not reached")
+            child = ("skipped", {"message": "not reached"}, None)
         elif node.status != OK:
-            ET.SubElement(case, "system-out").text = "\n".join(_detail_lines(node))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
+            child = ("system-out", {}, "\n".join(_detail_lines(node)))
+        cases.append(({"classname": f"padconv.audit.{node.operator}", "name": node.label}, child))
+    return junit_document("padconv audit", f"padconv audit {report.model}", cases)

@@ -225,6 +225,13 @@ def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:
     return index, expected[index], actual[index]
 
 
+def format_error(value: float | None, digits: int = 3) -> str:
+    """An error magnitude with ``digits`` significant digits; ``-`` when not applicable."""
+    if value is None:
+        return "-"
+    return "0" if value == 0 else f"{value:.{digits}g}"
+
+
 def display_value(value: Any) -> str:
     """An element as text: numbers in the shortest form that round-trips in their own type
     (float32 0.1 -> ``0.1``), strings quoted (bytes decoded)."""

@@ -12,7 +12,7 @@ import numpy as np
 from padconv_cli.dtypes import dtype_name
 from padconv_cli.json_output import dumps
 from padconv_cli.verification.cases import Case
-from padconv_cli.verification.compare import display_value
+from padconv_cli.verification.compare import display_value, format_error
 from padconv_cli.verification.runner import (
     FAILED,
     PASSED,
@@ -23,15 +23,6 @@ from padconv_cli.verification.runner import (
 
 COLUMNS = ("case", "operator", "attributes", "output", "max abs", "max rel", "result")
 STATUS_WORDS = {PASSED: "PASS", FAILED: "FAIL", UNSUPPORTED: "UNSUPPORTED"}
-
-
-def format_error(value: float | None) -> str:
-    """An error magnitude with 3 significant digits; ``-`` when not applicable."""
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
 
 
 def format_tolerance(value: float) -> str:
@@ -238,24 +229,39 @@ def case_record(case: Case) -> dict[str, Any]:
 def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None) -> bytes:
     """The results as a JUnit XML document: failures as <failure>, unsupported as <skipped>;
     ``names`` as for :func:`tolerance_hint`."""
+    cases = []
+    for result in results:
+        child = None
+        if result.status == FAILED:
+            child = ("failure", {"message": result.reason, "type": "mismatch"},
+                     "\n".join(failure_details(result, names)))
+        elif result.status == UNSUPPORTED:
+            child = ("skipped", {"message": result.reason}, None)
+        cases.append(({"classname": f"padconv.verify.{result.case.source}",
+                       "name": result.case.name, "time": f"{result.seconds:.6f}"}, child))
+    seconds = sum(result.seconds for result in results)
+    return junit_document("padconv verify", "padconv verify", cases, time=f"{seconds:.6f}")
+
+
+JunitCase = tuple[dict[str, str], "tuple[str, dict[str, str], str | None] | None"]
+
+
+def junit_document(title: str, suite_name: str, cases: list[JunitCase], **extra: str) -> bytes:
+    """``<testsuites name=title><testsuite name=suite_name tests failures errors skipped
+    ...extra>`` with one <testcase> per (attributes, child); a child is (tag, attributes,
+    text) or None; ``failures`` and ``skipped`` count the children of those tags."""
     import xml.etree.ElementTree as ET
 
-    counts = summary_counts(results)
-    total_seconds = sum(result.seconds for result in results)
-    suites = ET.Element("testsuites", name="padconv verify")
-    suite = ET.SubElement(
-        suites, "testsuite", name="padconv verify", tests=str(len(results)),
-        failures=str(counts[FAILED]), errors="0", skipped=str(counts[UNSUPPORTED]),
-        time=f"{total_seconds:.6f}",
-    )
-    for result in results:
-        case = ET.SubElement(suite, "testcase", classname=f"padconv.verify.{result.case.source}",
-                             name=result.case.name, time=f"{result.seconds:.6f}")
-        if result.status == FAILED:
-            failure = ET.SubElement(case, "failure", message=result.reason, type="mismatch")
-            failure.text = "\n".join(failure_details(result, names))
-        elif result.status == UNSUPPORTED:
-            ET.SubElement(case, "skipped", message=result.reason)
+    tags = [child[0] for _, child in cases if child is not None]
+    suites = ET.Element("testsuites", name=title)
+    suite = ET.SubElement(suites, "testsuite", name=suite_name, tests=str(len(cases)),
+                          failures=str(tags.count("failure")), errors="0",
+                          skipped=str(tags.count("skipped")), **extra)
+    for attributes, child in cases:
+        case = ET.SubElement(suite, "testcase", **attributes)
+        if child is not None:
+            tag, child_attributes, text = child
+            ET.SubElement(case, tag, **child_attributes).text = text
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
 
