@@ -1,26 +1,22 @@
 """Nodes of real ONNX models of the operators padconv implements (``--from-model M --node N``).
 
-Loading: the model must be a regular file under protobuf's 2 GiB limit that parses as a
-``ModelProto`` with a graph and a default-domain opset; its local functions are expanded.  A
-tensor is converted only when it is needed, by :func:`padconv_cli.tensorio.protobuf.
-tensor_from_proto`, which keeps external data inside the model's own folder and checks sizes.
+Loading: a regular file under protobuf's 2 GiB limit that parses as a ``ModelProto`` with a
+graph and a default-domain opset; local functions are expanded.  A tensor is converted when
+needed, by ``tensorio.protobuf.tensor_from_proto`` (external data inside the model's folder).
 
-Nodes: every node of an implemented operator of the default domain, in the main graph and in
-subgraphs (If, Loop, Scan bodies), in graph order.  A node is selected by its name, by its
-label ``OpType#k`` (k-th node of that type, from 0), or by the name of its output.
+Nodes: every default-domain node of an implemented operator, subgraphs (If, Loop, Scan bodies)
+included, in graph order; selected by name, by label ``OpType#k`` (k-th of its type, from 0)
+or by output name.
 
-Constant inputs: initializers and ``Constant`` outputs of the node's own graph and of the
-graphs around it (an initializer also listed as a graph input counts as stored), and the
-values computed from those alone, folded.  A node output is *foldable* when the node is of the
-default domain, has an input, no subgraph, is not random, and every input it names is stored
-or foldable; a graph input without an initializer never is.  Its value is onnx.reference's
-output on exactly that sub-graph, after ONNX shape inference gave every value of it a static
-size of at most :data:`FOLD_LIMIT` bytes (else it must come from the command line, like every
-value computed at run time).
+Constant inputs: initializers and ``Constant`` outputs of the node's graph and the graphs
+around it (an initializer also listed as a graph input counts as stored), and the values
+folded from those alone.  A node output is *foldable* when the node is of the default domain,
+has an input, no subgraph, is not random, and every input it names is stored or foldable.
+Its value is onnx.reference's output on that sub-graph, after shape inference bounded every
+value of it by :data:`FOLD_LIMIT` bytes (else it must come from the command line).
 
-Merging (:func:`resolve_call`): the node's attributes and constant inputs are translated by
-:mod:`padconv_cli.onnx_nodes` into kernel attributes; command-line flags then replace them one
-by one, after the operator's ``flag_rules`` dropped the model values a flag makes meaningless.
+Merging (:func:`resolve_call`): the node's values, translated by :mod:`padconv_cli.onnx_nodes`,
+then the flags one by one, after the operator's ``flag_rules`` dropped what a flag overrides.
 """
 
 from __future__ import annotations
@@ -110,9 +106,8 @@ class ModelNode:
     def slot(self, index: int, given: np.ndarray | None, what: str, remedy: str,
              embedded: set[str], embed_as: str | None = None,
              param: str | None = None) -> np.ndarray | None:
-        """Input ``index`` of the call: the command-line value ``given``, else the stored
-        constant (its name added to ``embedded`` as ``embed_as``), else None for an omitted
-        slot; an input computed at run time is an InputError naming ``remedy``."""
+        """Input ``index``: ``given``, else the stored constant (``embed_as`` added to
+        ``embedded``), else None when omitted; a value computed at run time is refused."""
         if given is not None:
             return given
         if not self.input_name(index):
@@ -167,19 +162,16 @@ def load_model(path: str, policy: ReadPolicy | None = None) -> Any:
 
 
 def _check_names_are_text(graph: Any, path: str) -> None:
-    """Refuse a model whose tensor or node names are not UTF-8 (protobuf hands them over as
-    ``bytes``, which no name lookup, message or rebuilt model can take)."""
-    names = [item.name for listing in (graph.input, graph.output, graph.initializer,
-                                       graph.value_info) for item in listing]
+    """Refuse names that are not UTF-8 (protobuf hands them over as ``bytes``)."""
+    listings = (graph.input, graph.output, graph.initializer, graph.value_info)
+    names = [item.name for listing in listings for item in listing]
+    names += [name for node in graph.node for name in (node.name, *node.input, *node.output)]
+    for name in filter(lambda name: isinstance(name, bytes), names):
+        shown = name[:40].decode("utf-8", "backslashreplace")
+        raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
+                         "UTF-8 strings")
     for node in graph.node:
-        names += [node.name, *node.input, *node.output]
-    for name in names:
-        if isinstance(name, bytes):
-            shown = name[:40].decode("utf-8", "backslashreplace")
-            raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
-                             "UTF-8 strings")
-    for node in graph.node:
-        for inner in subgraphs(node):
+        for _, inner in named_subgraphs(node):
             _check_names_are_text(inner, path)
 
 
@@ -198,11 +190,6 @@ def named_subgraphs(node: Any) -> Iterator[tuple[str, Any]]:
             yield attribute.name, attribute.g
         elif attribute.type == GRAPHS:
             yield from ((attribute.name, graph) for graph in attribute.graphs)
-
-
-def subgraphs(node: Any) -> Iterator[Any]:
-    """The graphs a node holds as attributes (If/Loop/Scan bodies)."""
-    return (graph for _, graph in named_subgraphs(node))
 
 
 # --- stored constants ------------------------------------------------------------------------
@@ -256,7 +243,7 @@ def _foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
     """True when ``node`` computes only from names ``is_known`` accepts (module rule)."""
     if node.domain not in DEFAULT_DOMAINS or node.op_type in RANDOM_OPS:
         return False
-    if node.op_type == "Constant" or any(True for _ in subgraphs(node)):
+    if node.op_type == "Constant" or any(named_subgraphs(node)):
         return False
     names = [name for name in node.input if name]
     return bool(names) and all(is_known(name) for name in names)
@@ -264,11 +251,8 @@ def _foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
 
 def _folded(graph: Any, visible: Mapping[str, Loader], runtime: set[str], opsets: Any,
             path: str) -> dict[str, Loader]:
-    """Loaders of the values ``graph`` computes from stored values only (module rules).
-
-    Only the names the graph's nodes read are looked up, and a value's sub-graph is only
-    traced when it is loaded, so the cost is linear in the graph's own size.
-    """
+    """Loaders of the values ``graph`` computes from stored values only (module rules); a
+    value's sub-graph is traced when it is loaded: linear in the graph's own size."""
 
     def is_leaf(name: str) -> bool:
         return name in visible and name not in runtime
@@ -322,10 +306,10 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
         inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as error:  # onnx raises several types for an inconsistent graph
         raise refused(f"shape inference failed: {error}") from None
-    infos = {info.name: info for info in [*inferred.graph.value_info, *inferred.graph.output]}
+    infos = {info.name: info.type.tensor_type
+             for info in [*inferred.graph.value_info, *inferred.graph.output]}
     for output in (output for node in nodes for output in node.output if output):
-        info = infos.get(output)
-        tensor_type = info.type.tensor_type if info is not None else None
+        tensor_type = infos.get(output)
         dims = tensor_type.shape.dim if tensor_type and tensor_type.HasField("shape") else None
         if dims is None or any(not d.HasField("dim_value") for d in dims):
             raise refused(f"the size of {output!r} is not known before running")
@@ -350,14 +334,9 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
 def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str, opsets: Any,
           policy: ReadPolicy | None, outer_runtime: frozenset[str] = frozenset(),
           where: str = "main"):
-    """(node, visible constants, ``where``) for every node, subgraphs included, in graph
-    order; ``where`` is ``main`` or the body holding the node (``If 'cond' then_branch``).
-
-    Visible constants: the stored values of this graph and the graphs around it, then the
-    values folded from them.  A subgraph sees its own constants over those of the graphs
-    around it: a ChainMap layer, not a copy, so that reading a model stays linear in its size
-    however many subgraphs it has.
-    """
+    """(node, visible constants, ``where``: ``main`` or the body holding the node, ``If 'cond'
+    then_branch``) for every node, subgraphs included, in graph order.  A subgraph sees its
+    own constants over those around it: a ChainMap layer, not a copy (linear in the size)."""
     if not graph.node:  # an empty branch: no node to yield, nothing for a node to see
         return
     # an initializer that is also a graph input counts as stored, as for a node's inputs
@@ -379,15 +358,20 @@ def _base_dir(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
+def _walk_model(path: str, policy: ReadPolicy | None) -> tuple[Any, Iterator]:
+    """(the model at ``path``, :func:`_walk` over its main graph)."""
+    model = load_model(path, policy)
+    return model, _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
+
+
 def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS),
                 policy: ReadPolicy | None = None) -> list[ModelNode]:
     """Every default-domain node of ``op_types`` in the model at ``path`` (module rules), read
     under ``policy``."""
-    model = load_model(path, policy)
+    model, walk = _walk_model(path, policy)
     opset = model_opset(model, path)
     counters: dict[str, int] = {}
     nodes = []
-    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     for node, constants, where in walk:
         if node.op_type not in op_types or node.domain not in DEFAULT_DOMAINS:
             continue
@@ -530,10 +514,9 @@ def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Map
 def stored_values(path: str, policy: ReadPolicy | None = None) -> dict[str, Loader]:
     """Name -> loader of every tensor the model stores: initializers and Constant outputs of
     every graph (subgraphs included, main graph first), and the values folded from them."""
-    model = load_model(path, policy)
+    model, walk = _walk_model(path, policy)
     values: dict[str, Loader] = {}
     seen: set[int] = set()
-    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     for _node, visible, _where in walk:
         own = visible.maps[0] if isinstance(visible, ChainMap) else visible
         if id(own) not in seen:  # each graph's own layer once: linear in the model's size

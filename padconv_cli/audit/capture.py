@@ -26,6 +26,7 @@ from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
 from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
 from padconv_cli.runtimes import (
     first_line,
+    onnxruntime_installed,
     ort_run,
     ort_session,
     quiet_reference,
@@ -62,24 +63,13 @@ def audited(node: Any) -> bool:
     return is_supported_op(node.op_type, node.domain)
 
 
-def runtime_available(name: str) -> bool:
-    """True when ``name`` (onnxruntime) can be imported; onnx.reference always is."""
-    if name == REFERENCE:
-        return True
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def inline_model(model: Any, path: str) -> Any:
     """A copy of ``model`` with external data read by padconv's rules and stored inline."""
     import os
 
     from onnx import ModelProto, numpy_helper
 
-    from padconv_cli.models import subgraphs
+    from padconv_cli.models import named_subgraphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
     copy = ModelProto()
@@ -93,7 +83,7 @@ def inline_model(model: Any, path: str) -> Any:
                 array = tensor_from_proto(tensor, label, base_dir)
                 tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
         for node in graph.node:
-            for subgraph in subgraphs(node):
+            for _, subgraph in named_subgraphs(node):
                 fix(subgraph)
 
     fix(copy.graph)
@@ -201,9 +191,9 @@ def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
 
 def _nested(node: Any) -> list[Any]:
     """``node`` and every node of its subgraphs, at any depth."""
-    from padconv_cli.models import subgraphs
+    from padconv_cli.models import named_subgraphs
 
-    return [node, *(inner for graph in subgraphs(node) for child in graph.node
+    return [node, *(inner for _, graph in named_subgraphs(node) for child in graph.node
                     for inner in _nested(child))]
 
 
@@ -244,7 +234,7 @@ def capture_model(model: Any, feeds: Mapping[str, np.ndarray], runtime: str,
     if runtime == REFERENCE:
         capture = run_reference(model, feeds)
         return capture, capture
-    if not runtime_available(ONNXRUNTIME):
+    if not onnxruntime_installed():
         raise InputError("onnxruntime is not installed; use runtime onnx.reference",
                          param="runtime")
     capture = run_onnxruntime(model, feeds)

@@ -224,19 +224,15 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     ``progress(done, total, label)`` is called after each node; ``keep_arrays`` keeps each
     node's inputs and padconv's output on its verdict (``arrays``).
     """
-    from padconv_cli.audit.capture import (
-        ONNXRUNTIME,
-        capture_model,
-        inline_model,
-        runtime_available,
-    )
+    from padconv_cli.audit.capture import ONNXRUNTIME, capture_model, inline_model
     from padconv_cli.audit.inputs import model_feeds
     from padconv_cli.models import load_model, model_nodes, model_opset
+    from padconv_cli.runtimes import onnxruntime_installed
 
     model = load_model(path)
     opset = model_opset(model, path)
     if runtime is None:
-        runtime = ONNXRUNTIME if runtime_available(ONNXRUNTIME) else REFERENCE
+        runtime = ONNXRUNTIME if onnxruntime_installed() else REFERENCE
     feeds, origins_text = model_feeds(model, given, dims or {}, seed, path)
     origins = model_nodes(path)
     in_bodies = any(origin.graph != "main" for origin in origins)

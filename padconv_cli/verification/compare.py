@@ -58,6 +58,11 @@ class Comparison:
     atol: float = 0.0
     bounded: bool = False  # a per-element allowance (``bound``) was added to the tolerance
 
+    def mismatch_records(self) -> list[dict[str, Any]]:
+        """The first mismatches as ``{"index", "expected", "actual"}`` records."""
+        return [{"index": list(index), "expected": expected, "actual": actual}
+                for index, expected, actual in self.mismatches]
+
 
 def same_element_type(first: np.dtype, second: np.dtype) -> bool:
     """Equal dtypes; strings count as one type however numpy stores them (object, <U, |S),

@@ -204,11 +204,10 @@ def result_record(result: CaseResult) -> dict[str, Any]:
         "output_dtype": result.output_dtype or None, "seconds": round(result.seconds, 6),
     }
     if comparison is not None:
-        mismatches = [{"index": list(index), "expected": e, "actual": a}
-                      for index, e, a in comparison.mismatches]
         record.update(max_abs=comparison.max_abs, max_rel=comparison.max_rel,
                       rtol=comparison.rtol, atol=comparison.atol,
-                      mismatch_count=comparison.mismatch_count, mismatches=mismatches,
+                      mismatch_count=comparison.mismatch_count,
+                      mismatches=comparison.mismatch_records(),
                       min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record
 
