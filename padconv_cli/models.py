@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.messages import bounded_list
 from padconv_cli.onnx_nodes import (
     call_for_node,
     check_attribute_type,
@@ -388,47 +389,39 @@ def _matches(name: str, node: ModelNode) -> bool:
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
     """``a, b, c ... and 9 more``: the first LISTED_NODES labels of one operator type."""
-    from padconv_cli.messages import bounded_list
-
     return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
 def find_node(path: str, name: str | None, op_type: str,
               policy: ReadPolicy | None = None) -> ModelNode:
-    """The ``op_type`` node called ``name`` (name, ``OpType#k`` label or output name).
-
-    With ``name`` None the model must have exactly one such node.  A missing or wrong name is
-    an :class:`InputError` listing the model's nodes of that type (and close matches).
-    """
+    """The ``op_type`` node called ``name`` (name, ``OpType#k`` label or output name); with
+    ``name`` None the model's only such node.  Else an :class:`InputError` listing the
+    model's nodes of that type (and close matches, or the command of another type's node)."""
     nodes = model_nodes(path, policy=policy)
     candidates = [n for n in nodes if n.op_type == op_type]
     if not candidates:
-        raise InputError(f"{path}: the model has no {op_type} node{_other_op_hint(nodes)}")
+        hints = [f"its {op} nodes ({_node_list(nodes, op)}) are for "
+                 f"`padconv {operator(op).command}`" for op in sorted({n.op_type for n in nodes})]
+        hint = "; " + "; ".join(hints) if hints else f" ({'/'.join(OPERATORS)} nodes: none)"
+        raise InputError(f"{path}: the model has no {op_type} node{hint}")
+    listed = _node_list(nodes, op_type)
     if name is None:
         if len(candidates) == 1:
             return candidates[0]
         raise InputError(f"{path}: {len(candidates)} {op_type} nodes; choose one with node: "
-                         f"{_node_list(nodes, op_type)}", param="node")
+                         f"{listed}", param="node")
     chosen = [n for n in candidates if _matches(name, n)]
     if len(chosen) == 1:
         return chosen[0]
     if chosen:
-        from padconv_cli.messages import bounded_list
-
         handles = bounded_list(n.index_label for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
-    raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, op_type)}")
-
-
-def _other_op_hint(nodes: list[ModelNode]) -> str:
-    """`` (Pad/Conv nodes: none)`` or ``; its Conv nodes (a, b) are for `padconv conv```."""
-    others = sorted({n.op_type for n in nodes})
-    if not others:
-        return f" ({'/'.join(OPERATORS)} nodes: none)"
-    return "; " + "; ".join(
-        f"its {op} nodes ({_node_list(nodes, op)}) are for `padconv {operator(op).command}`"
-        for op in others
-    )
+    other = next((n.op_type for n in nodes if n.op_type != op_type and _matches(name, n)), None)
+    if other:
+        hint = f" ({name!r} is a {other} node: use `padconv {operator(other).command}`);"
+    else:
+        hint = _close_matches(name, [n.label for n in candidates])
+    raise InputError(f"{path}: no {op_type} node {name!r}{hint} {op_type} nodes: {listed}")
 
 
 def _close_matches(name: str, names: list[str], **options: Any) -> str:
@@ -437,17 +430,6 @@ def _close_matches(name: str, names: list[str], **options: Any) -> str:
 
     close = difflib.get_close_matches(name, names, n=3, **options)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-
-
-def _hint(name: str, nodes: list[ModelNode], op_type: str) -> str:
-    """``; did you mean 'conv1'? Conv nodes: ...`` for an unknown node name."""
-    wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n)]
-    if wrong_type:
-        other = wrong_type[0].op_type
-        return (f" ({name!r} is a {other} node: use `padconv {operator(other).command}`); "
-                f"{op_type} nodes: " + (_node_list(nodes, op_type) or "none"))
-    guess = _close_matches(name, [n.label for n in nodes if n.op_type == op_type])
-    return f"{guess} {op_type} nodes: {_node_list(nodes, op_type)}"
 
 
 def with_node_context(origin: ModelNode | None, error: Exception,
