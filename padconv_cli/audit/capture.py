@@ -1,20 +1,20 @@
 """Running the model once and capturing every audited node's inputs and output.
 
-* The runtimes get an in-memory copy of the model with its external data read by padconv's
-  rules (inside the model's folder, sizes checked) and stored inline.
-* onnxruntime: the copy lists, as extra graph outputs, every input and the output of each
-  audited node of the main graph, and runs once.  Nodes inside ``If``/``Loop``/``Scan``
-  bodies, and every node when onnxruntime refuses the whole model, take their inputs from an
-  onnx.reference run and their runtime output from onnxruntime running that node alone.
-* onnx.reference: an evaluator whose audited nodes record their first call, at any depth of
-  subgraphs; a node that never ran was not reached.
-* Both run only the nodes the audited nodes depend on (:func:`dependencies_only`): a node
-  after the last of them, one that a runtime does not know say, cannot stop the audit.
+* The runtimes get a copy of the model with its external data read by padconv's rules and
+  stored inline.
+* onnxruntime: the copy outputs every input and output of each audited main-graph node and
+  runs once.  Nodes in ``If``/``Loop``/``Scan`` bodies, and all when onnxruntime refuses the
+  model, take their inputs from an onnx.reference run and their output from onnxruntime
+  running the node alone.
+* onnx.reference: audited nodes record their first call, at any depth; one that never ran
+  was not reached.
+* Both run only the nodes the audited nodes depend on (:func:`dependencies_only`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,13 +67,12 @@ def inline_model(model: Any, path: str) -> Any:
     """A copy of ``model`` with external data read by padconv's rules and stored inline."""
     import os
 
-    from onnx import ModelProto, numpy_helper
+    from onnx import numpy_helper
 
     from padconv_cli.models import named_subgraphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
-    copy = ModelProto()
-    copy.CopyFrom(model)
+    copy = deepcopy(model)
     base_dir = os.path.dirname(os.path.abspath(path))
 
     def fix(graph: Any) -> None:
@@ -134,10 +133,9 @@ def run_reference(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
 
 def _with_outputs(model: Any, names: list[str]) -> Any:
     """A copy of ``model`` that also outputs ``names``."""
-    from onnx import ModelProto, helper
+    from onnx import helper
 
-    copy = ModelProto()
-    copy.CopyFrom(model)
+    copy = deepcopy(model)
     present = {o.name for o in copy.graph.output}
     for name in dict.fromkeys(names):
         if name not in present:
@@ -198,13 +196,11 @@ def _nested(node: Any) -> list[Any]:
 
 
 def dependencies_only(model: Any) -> Any:
-    """``model`` reduced to the main-graph nodes that its audited nodes depend on.
-
-    Targets: the outputs of every main-graph node that is, or holds in a subgraph, an audited
-    node; a node is kept when one of its outputs is read by a kept node (by it or, over-
-    approximated, by its subgraphs) or is a target.  The targets become the graph outputs.
-    """
-    from onnx import ModelProto, helper
+    """``model`` reduced to the main-graph nodes its audited nodes depend on.  Targets (the
+    new graph outputs): the outputs of every main-graph node that is or holds an audited node;
+    a node is kept when a kept node (or its subgraphs, over-approximated) reads one of its
+    outputs, or one is a target."""
+    from onnx import helper
 
     graph = model.graph
     targets = [name for node in graph.node if any(audited(n) for n in _nested(node))
@@ -218,8 +214,7 @@ def dependencies_only(model: Any) -> Any:
             needed.update(name for inner in _nested(node) for name in inner.input if name)
     if len(kept) == len(graph.node) and [o.name for o in graph.output] == targets:
         return model
-    copy = ModelProto()
-    copy.CopyFrom(model)
+    copy = deepcopy(model)
     del copy.graph.node[:]
     copy.graph.node.extend(reversed(kept))
     del copy.graph.output[:]

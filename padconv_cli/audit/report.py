@@ -1,10 +1,9 @@
 """Rendering an :class:`~padconv_cli.audit.judge.AuditReport`: a table, JSON, JUnit XML.
 
-Table: one row per node (label, operator, output shape, largest absolute and relative
-difference, result), then indented lines: element type, input shapes, key attributes and,
-for a node not ``ok``, why and which side is right.  The NODE column widens with the
-terminal; labels too long for it are shortened, distinct, with the whole label on the next
-line; other long lines are wrapped.
+Table: one row per node (label, operator, output shape, largest differences, result), then
+indented lines: element type, input shapes, attributes and, for a node not ``ok``, why and
+which side is right.  Labels too long for the NODE column are shortened, distinct, the whole
+label on the next line; other long lines are wrapped.
 """
 
 from __future__ import annotations
