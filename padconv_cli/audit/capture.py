@@ -131,29 +131,20 @@ def run_reference(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
     return capture
 
 
-def _with_outputs(model: Any, names: list[str]) -> Any:
-    """A copy of ``model`` that also outputs ``names``."""
-    from onnx import helper
-
-    copy = deepcopy(model)
-    present = {o.name for o in copy.graph.output}
-    for name in dict.fromkeys(names):
-        if name not in present:
-            copy.graph.output.append(helper.make_empty_tensor_value_info(name))
-    return copy
-
-
 def run_onnxruntime(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
     """Run ``model`` once with onnxruntime, the main graph's audited values as outputs."""
-    from onnx import numpy_helper
+    from onnx import helper, numpy_helper
 
     capture = Capture(ONNXRUNTIME)
     nodes = [node for node in model.graph.node if audited(node)]
     stored = {t.name: t for t in model.graph.initializer}
-    wanted = [n for node in nodes for n in [*node.input, node_key(node)]
-              if n and n not in stored and n not in feeds]
+    present = {o.name for o in model.graph.output}
+    wanted = dict.fromkeys(n for node in nodes for n in [*node.input, node_key(node)]
+                           if n and n not in stored and n not in feeds and n not in present)
+    copy = deepcopy(model)
+    copy.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in wanted)
     try:
-        session = ort_session(_with_outputs(model, wanted))
+        session = ort_session(copy)
         values = ort_run(session, feeds)
     except Exception as error:  # onnxruntime raises its own exception types
         capture.error = first_line(error)

@@ -233,7 +233,8 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     report = AuditReport(path, runtime, opset, origins_text)
     _model_level_notes(report, capture, reference)
     _fill_single_nodes(capture, reference, origins, model.opset_import)
-    stopped = _run_stopped(capture, reference)
+    error = reference.error if reference is not None else ""  # the reference run's own stop
+    stopped = f"onnx.reference stopped before this node ({error})" if error else ""
     for done, origin in enumerate(origins, 1):
         captured = capture.nodes.get(node_key(origin.node))
         audit = judge_node(origin, captured, origin.graph, keep_arrays)
@@ -243,13 +244,6 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
         if progress is not None:
             progress(done, len(origins), origin.label)
     return report
-
-
-def _run_stopped(capture: Capture, reference: Capture | None) -> str:
-    """Why nodes the runs did not capture were not run ("" when every run finished)."""
-    error = reference.error if reference is not None and reference.error else (
-        capture.error if capture.runtime == REFERENCE else "")
-    return f"onnx.reference stopped before this node ({error})" if error else ""
 
 
 def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture | None) -> None:

@@ -129,6 +129,7 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
     """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
     (``folder:test_data_set_N`` when there are several data sets), read under ``policy``."""
     from padconv_cli.models import load_model  # --from-model's reader: no external data
+    from padconv_cli.tensor_sources import read_tensor
 
     name = name or path.name
     model = load_model(str(path / MODEL_FILE), policy)
@@ -138,22 +139,15 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
         raise InputError(f"{path}: no {DATA_SET_PREFIX}* folder next to {MODEL_FILE}")
     cases = []
     for data_set in data_sets:
-        inputs = _read_pb_series(data_set, "input_", policy)
-        outputs = _read_pb_series(data_set, "output_", policy)
+        inputs, outputs = ([read_tensor(str(file), policy=policy) for file in
+                            sorted(data_set.glob(f"{prefix}_*.pb"), key=_index_of)]
+                           for prefix in ("input", "output"))
         if not outputs:
             raise InputError(f"{data_set}: no output_*.pb file")
         case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
         cases.append(case_from_model(model, inputs, outputs, name=case_name, source=source,
                                      location=str(data_set), base_dir=str(path), policy=policy))
     return cases
-
-
-def _read_pb_series(folder: Path, prefix: str, policy: Any = None) -> list[np.ndarray]:
-    """``prefix0.pb, prefix1.pb, ...`` read with padconv's own tensor reader, in index order."""
-    from padconv_cli.tensor_sources import read_tensor
-
-    files = sorted(folder.glob(prefix + "*.pb"), key=_index_of)
-    return [read_tensor(str(file), policy=policy) for file in files]
 
 
 def cases_from_user_dir(path_text: str, policy: Any = None) -> list[Case]:
