@@ -457,11 +457,9 @@ def with_node_context(origin: ModelNode | None, error: Exception,
 
 def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Mapping[str, Any],
                  origin: ModelNode | None = None) -> ResolvedCall:
-    """The kernel call for ``op_type``: defaults, then the model node's values, then ``flags``.
-
-    ``arrays`` are the command-line tensors (``(data,)`` or ``(X, W, B)``, None where not
-    given); ``flags`` holds only the attributes given on the command line, in kernel terms.
-    """
+    """The kernel call for ``op_type``: defaults, then the model node's values, then ``flags``
+    (the attributes given on the command line, in kernel terms); ``arrays`` are the
+    command-line tensors in node order, None where not given."""
     if origin is None:
         return plain_call(op_type, arrays, dict(flags))
     check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
@@ -511,10 +509,8 @@ def stored_values(path: str, policy: ReadPolicy | None = None) -> dict[str, Load
 
 
 def stored_tensor(path: str, name: str, policy: ReadPolicy | None = None) -> np.ndarray:
-    """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``).
-
-    An unknown name is an :class:`InputError` naming the model, with close matches.
-    """
+    """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``); an unknown
+    name is an :class:`InputError` naming the model, with close matches."""
     values = stored_values(path, policy)
     if name in values:
         return values[name]()

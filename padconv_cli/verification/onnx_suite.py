@@ -151,10 +151,8 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
 
 
 def cases_from_user_dir(path_text: str, policy: Any = None) -> list[Case]:
-    """Cases of a user-given DIR: a case folder, or a folder whose sub-folders are case folders.
-
-    Anything else is an InputError (the CLI turns it into a one-line error, exit 2).
-    """
+    """Cases of a user-given DIR: a case folder, or a folder whose sub-folders are case
+    folders; anything else is an InputError."""
     path = Path(path_text)
     if not path.is_dir():
         raise InputError(f"DIR {path_text}: not a folder")

@@ -90,13 +90,9 @@ DEFAULT_WIDTH = 80
 
 
 def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
-    """The columns that fit ``width`` and their widths.
-
-    Rule: result and case always, the case name whole (``verify -k`` takes it back, so a name
-    longer than the line overflows it rather than being cut); output, operator and max abs
-    while they fit (dropped in that order); ``max rel`` then ``attributes`` are added when at
-    least :data:`WIDE_EXTRA_MIN` columns remain.
-    """
+    """The columns that fit ``width`` and their widths: result and case always, the name whole
+    (``verify -k`` takes it back); output, operator and max abs while they fit (dropped in
+    that order); ``max rel`` then ``attributes`` when :data:`WIDE_EXTRA_MIN` columns remain."""
     rows = [line_cells(result) for result in results]
     header = {name: name.upper() for name in COLUMNS}
     widths = {name: max(len(row[name]) for row in [header, *rows]) for name in COLUMNS}
@@ -147,12 +143,14 @@ def _table_line(cells: dict[str, str], columns: list[str], widths: dict[str, int
 
 def wrap_lines(lines: list[str], width: int) -> list[str]:
     """Each line wrapped to ``width`` columns, continuation lines indented by 4 spaces more than
-    the line's own indent; a line that is a status word and a case name stays whole."""
+    the line's own indent; a line that is a status word and a case name (``verify -k`` takes
+    the name back) stays whole."""
     import textwrap
 
     wrapped = []
     for line in lines:
-        if len(line) <= width or _is_case_heading(line):
+        words = line.split(" ")
+        if len(line) <= width or (len(words) == 2 and words[0] in STATUS_WORDS.values()):
             wrapped.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip(" ")))
@@ -161,12 +159,6 @@ def wrap_lines(lines: list[str], width: int) -> list[str]:
             break_on_hyphens=False,
         )
     return wrapped
-
-
-def _is_case_heading(line: str) -> bool:
-    """``FAIL NAME``: a status word and one name, which ``verify -k`` takes back whole."""
-    words = line.split(" ")
-    return len(words) == 2 and words[0] in STATUS_WORDS.values()
 
 
 def verbose_details(result: CaseResult) -> list[str]:
@@ -292,10 +284,7 @@ def difference(expected: Any, actual: Any) -> Any:
     if expected.shape != actual.shape:
         return None
     if expected.dtype.kind in "biufc" and actual.dtype.kind in "biufc":
-        try:
-            e, a = expected.astype(np.complex128), actual.astype(np.complex128)
-        except (TypeError, ValueError):
-            return expected != actual
+        e, a = expected.astype(np.complex128), actual.astype(np.complex128)
         same = (e == a) | (np.isnan(e) & np.isnan(a))
         with np.errstate(invalid="ignore"):
             return np.where(same, 0.0, np.abs(a - e))
