@@ -101,26 +101,19 @@ def _row(node: NodeAudit, label: str, node_width: int) -> str:
 
 
 def _detail_lines(node: NodeAudit, width: int = WIDTH, shortened: bool = False) -> list[str]:
-    lines = []
-    if shortened:
-        lines.append(f"  node {node.label}")
-    words = []
+    words = [node.attributes] if node.attributes else []
     if node.input_shapes:
         inputs = " ".join(_dims(shape) for shape in node.input_shapes)
-        words.append(f"{node.dtype or 'inputs'} {inputs}".strip())
-    if node.attributes:
-        words.append(node.attributes)
-    if words:
-        lines.extend(_wrapped("  ".join(words), width=width))
+        words.insert(0, f"{node.dtype or 'inputs'} {inputs}".strip())
+    texts = ["  ".join(words)] if words else []
     if node.status != OK and node.status != NOT_REACHED:
-        why = node.detail or node.status
-        right = f"; right: {node.right}" if node.right else ""
-        lines.extend(_wrapped(f"{why}{right}", width=width))
+        texts.append((node.detail or node.status) + (f"; right: {node.right}" if node.right
+                                                     else ""))
     if node.graph and node.graph != "main":
-        lines.extend(_wrapped(f"in {node.graph}", width=width))
-    for note in node.notes:
-        lines.extend(_wrapped(f"note: {note}", width=width))
-    return lines
+        texts.append(f"in {node.graph}")
+    texts += [f"note: {note}" for note in node.notes]
+    return ([f"  node {node.label}"] if shortened else []) + [
+        line for text in texts for line in _wrapped(text, width=width)]
 
 
 def summary_line(report: AuditReport) -> str:
@@ -149,10 +142,9 @@ def table_lines(report: AuditReport, width: int = WIDTH) -> list[str]:
     labels = distinct_labels([node.label for node in report.nodes], node_width)
     lines = _wrapped(f"audit {report.model} (opset {report.opset}, runtime {report.runtime})",
                      "", width)
-    for name, origin in report.inputs.items():
-        lines.extend(_wrapped(f"input {name}: {origin}", width=width))
-    for note in report.notes:
-        lines.extend(_wrapped(f"note: {note}", width=width))
+    texts = [f"input {name}: {origin}" for name, origin in report.inputs.items()]
+    lines += [line for text in texts + [f"note: {note}" for note in report.notes]
+              for line in _wrapped(text, width=width)]
     lines.append(_cells(tuple(name for name, _ in COLUMNS), node_width))
     for node, label in zip(report.nodes, labels, strict=True):
         lines.append(_row(node, label, node_width))

@@ -3,6 +3,7 @@ details, a side-by-side view of one case, JSON lines and JUnit XML. Nothing here
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -270,8 +271,13 @@ PREVIEW_ELEMENTS = 100
 
 def tensor_block(array: Any, width: int, precision: int | None = None) -> list[str]:
     """An array as numpy's text form within ``width`` columns (elided past 100 elements;
-    ``precision`` digits after the point when given)."""
-    return np.array2string(np.asarray(array), max_line_width=max(width, 20),
+    ``precision`` digits after the point when given); types numpy prints poorly (bfloat16,
+    float8, int4: ml_dtypes) as float32."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "biufcUSO":
+        with contextlib.suppress(TypeError, ValueError):
+            array = array.astype(np.float32)
+    return np.array2string(array, max_line_width=max(width, 20),
                            threshold=PREVIEW_ELEMENTS, edgeitems=3,
                            precision=precision).splitlines()
 
@@ -292,17 +298,6 @@ def difference(expected: Any, actual: Any) -> Any:
         return np.asarray(expected != actual)
     except (TypeError, ValueError):
         return None
-
-
-def _as_numeric_view(array: Any) -> Any:
-    """Types numpy prints poorly (bfloat16, float8, int4: ml_dtypes) as float32 for display."""
-    array = np.asarray(array)
-    if array.dtype.kind in "biufcUSO":
-        return array
-    try:
-        return array.astype(np.float32)
-    except (TypeError, ValueError):
-        return array
 
 
 def columns_side_by_side(blocks: list[tuple[str, list[str]]], width: int) -> list[str]:
@@ -337,10 +332,9 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
         if array is None:
             continue
         lines.append(f"  input {position}: {_shape_text(array)}")
-        block = tensor_block(_as_numeric_view(array), width - 4)
-        lines += [f"    {line}".rstrip() for line in block]
+        lines += [f"    {line}".rstrip() for line in tensor_block(array, width - 4)]
     expected = case.expected[0] if case.expected else None
-    blocks = [(f"{title} {_shape_text(array)}", tensor_block(_as_numeric_view(array), width - 4))
+    blocks = [(f"{title} {_shape_text(array)}", tensor_block(array, width - 4))
               for title, array in (("expected", expected), ("actual", result.actual))
               if array is not None]
     if expected is not None and result.actual is not None:
