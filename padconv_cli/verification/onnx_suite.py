@@ -208,9 +208,6 @@ def _model_file_is_single_operator(path: Path) -> bool:
         return False
 
 
-SHIPPED_FOLDERS = ("family_cases",)  # backend-test case folders shipped with padconv
-
-
 def shipped_cases(policy: Any = None) -> list[Case]:
     """padconv's own cases in the backend-test layout, shipped as package data
     (``verification/family_cases``: one folder per ruling of the convolution family, made by
@@ -219,14 +216,11 @@ def shipped_cases(policy: Any = None) -> list[Case]:
 
     from padconv_cli.verification.cases import BUILTIN_SOURCE
 
-    cases = []
-    for name in SHIPPED_FOLDERS:
-        root = Path(str(resources.files("padconv_cli.verification").joinpath(name)))
-        if not root.is_dir():
-            continue
-        for folder in sorted(child for child in root.iterdir() if is_case_dir(child)):
-            cases.extend(cases_from_dir(folder, source=BUILTIN_SOURCE, policy=policy))
-    return cases
+    root = Path(str(resources.files("padconv_cli.verification").joinpath("family_cases")))
+    folders = sorted(child for child in root.iterdir() if is_case_dir(child)) \
+        if root.is_dir() else []
+    return [case for folder in folders
+            for case in cases_from_dir(folder, source=BUILTIN_SOURCE, policy=policy)]
 
 
 def suite_cases(policy: Any = None) -> list[Case]:
@@ -243,14 +237,11 @@ def suite_cases(policy: Any = None) -> list[Case]:
 
 def generated_node_cases() -> list[Case]:
     """The node test cases onnx generates for Pad and Conv (onnx.backend.test.case.node)."""
-    cases = []
-    for test_case in _onnx_node_test_cases():
-        inputs, outputs = test_case.data_sets[0]
-        cases.append(case_from_model(
-            test_case.model, list(inputs), [_as_array(value) for value in outputs],
-            name=test_case.name, source=NODE_SOURCE,
-            location=f"onnx.backend.test.case.node:{test_case.name}"))
-    return cases
+    return [case_from_model(test.model, list(test.data_sets[0][0]),
+                            [_as_array(value) for value in test.data_sets[0][1]],
+                            name=test.name, source=NODE_SOURCE,
+                            location=f"onnx.backend.test.case.node:{test.name}")
+            for test in _onnx_node_test_cases()]
 
 
 @lru_cache(maxsize=1)
