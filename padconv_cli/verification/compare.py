@@ -37,14 +37,10 @@ Mismatch = tuple[tuple[int, ...], Any, Any]
 
 @dataclass
 class Comparison:
-    """Outcome of :func:`compare_arrays`.
-
-    ``max_abs``/``max_rel`` are over elements where both values are finite (``None`` when that
-    makes no sense: strings, bools, shape or dtype mismatch). ``min_atol`` is the smallest atol
-    that passes with ``rtol`` fixed, ``min_rtol`` the smallest rtol that passes with ``atol``
-    fixed; ``None`` when no tolerance can make the arrays match (NaN/inf/shape/dtype/exact types),
-    ``inf`` for ``min_rtol`` when an element differs by more than atol where expected is 0.
-    """
+    """Outcome of :func:`compare_arrays`: ``max_abs``/``max_rel`` over the elements where both
+    are finite (None for strings, bools, shape or dtype mismatch); ``min_atol`` the smallest
+    atol passing with ``rtol`` fixed, ``min_rtol`` the smallest rtol with ``atol`` fixed (None
+    when no tolerance can pass; ``min_rtol`` inf when an element beyond atol expects 0)."""
 
     passed: bool
     reason: str
@@ -70,10 +66,6 @@ def same_element_type(first: np.dtype, second: np.dtype) -> bool:
     return first == second or (first.kind in "OUS" and second.kind in "OUS")
 
 
-def _type_text(dtype: np.dtype) -> str:
-    return "string" if dtype.kind in "OUS" else dtype.name
-
-
 def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
     """Default ``(rtol, atol)`` for ``dtype``: see DEFAULT_TOLERANCES; other floats use their
     machine epsilon for both; integers, bools and strings compare exactly ``(0, 0)``."""
@@ -88,13 +80,10 @@ def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
 
 def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, rtol: float | None = None,
                    atol: float | None = None, bound: np.ndarray | None = None) -> Comparison:
-    """Compare ``actual`` with ``expected`` by the rule of the module docstring.
-
-    ``rtol``/``atol`` default to :func:`default_tolerances` of the expected dtype; explicit values
-    also apply to integers (compared exactly in integer arithmetic), never to bools and strings.
-    ``bound`` (floats only) is a per-element allowance added to ``atol + rtol * |expected|``;
-    ``min_atol``/``min_rtol`` are then the tolerances needed on top of it.
-    """
+    """Compare ``actual`` with ``expected`` by the module rule; ``rtol``/``atol`` default to
+    :func:`default_tolerances` of the expected dtype and apply to integers too (in exact
+    integer arithmetic), never to bools and strings; ``min_atol``/``min_rtol`` are on top of
+    ``bound``."""
     expected = np.asarray(expected)
     actual = np.asarray(actual)
     default_rtol, default_atol = default_tolerances(expected.dtype)
@@ -104,7 +93,8 @@ def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, rtol: float | No
         reason = f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
     if not same_element_type(expected.dtype, actual.dtype):
-        reason = f"dtype {_type_text(actual.dtype)} != expected {_type_text(expected.dtype)}"
+        names = ["string" if d.kind in "OUS" else d.name for d in (actual.dtype, expected.dtype)]
+        reason = f"dtype {names[0]} != expected {names[1]}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
     kind = element_kind(expected.dtype)
     if kind in ("bool", "string", "other"):
