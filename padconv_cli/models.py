@@ -359,18 +359,13 @@ def _base_dir(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
-def _walk_model(path: str, policy: ReadPolicy | None) -> tuple[Any, Iterator]:
-    """(the model at ``path``, :func:`_walk` over its main graph)."""
-    model = load_model(path, policy)
-    return model, _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
-
-
 def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS),
                 policy: ReadPolicy | None = None) -> list[ModelNode]:
     """Every default-domain node of ``op_types`` in the model at ``path`` (module rules), read
     under ``policy``."""
-    model, walk = _walk_model(path, policy)
+    model = load_model(path, policy)
     opset = model_opset(model, path)
+    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     counters: dict[str, int] = {}
     nodes = []
     for node, constants, where in walk:
@@ -494,7 +489,8 @@ def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Map
 def stored_values(path: str, policy: ReadPolicy | None = None) -> dict[str, Loader]:
     """Name -> loader of every tensor the model stores: initializers and Constant outputs of
     every graph (subgraphs included, main graph first), and the values folded from them."""
-    model, walk = _walk_model(path, policy)
+    model = load_model(path, policy)
+    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     values: dict[str, Loader] = {}
     seen: set[int] = set()
     for _node, visible, _where in walk:
