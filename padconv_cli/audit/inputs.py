@@ -104,12 +104,8 @@ def random_shape(model: Any, declared: DeclaredInput, dims: Mapping[str, int],
         if isinstance(dim, int) or (isinstance(dim, str) and dim in dims):
             shape.append(dim if isinstance(dim, int) else dims[dim])
             continue
-        if axis == 0:
-            size = DEFAULT_BATCH
-        elif axis == 1 and len(declared.dims) >= 3:
-            size = channels
-        else:
-            size = max(DEFAULT_SPATIAL, extent)
+        size = DEFAULT_BATCH if axis == 0 else channels if axis == 1 and len(declared.dims) >= 3 \
+            else max(DEFAULT_SPATIAL, extent)
         if isinstance(dim, str) and dim != "?":
             size = by_name.setdefault(dim, size)
         shape.append(size)

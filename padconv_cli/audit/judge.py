@@ -185,10 +185,10 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
     audit.status, audit.detail = OUTSIDE, comparison.reason
     audit.right = _who_is_right(call, ours, theirs, bound)
     classify = operator(call.op_type).classify_difference
-    if audit.right == "padconv" and classify is not None:
-        known = classify(call, ours, np.asarray(theirs))
-        if known is not None:
-            audit.status, audit.detail = KNOWN, known
+    known = classify(call, ours, np.asarray(theirs)) if audit.right == "padconv" and classify \
+        else None
+    if known is not None:
+        audit.status, audit.detail = KNOWN, known
     return audit
 
 
