@@ -1,13 +1,10 @@
-"""The comparison rule shared by ``padconv verify`` (and reusable for comparing any two tensors).
+"""The comparison rule of ``padconv verify``, ``compare``, ``--check`` and audit.
 
-Rule: shapes and dtypes must match exactly (all string storages count as the ONNX string type).
-Booleans, strings and (by default) integers must be equal. For floating-point and complex
-elements, each element must satisfy ``|actual - expected| <= atol + rtol * |expected|``; NaN
-matches only NaN (at the same index) and an infinity matches only the same infinity.
-
-With ``bound`` (an array of the output's shape, e.g. the Conv dot-product error bound of
-:func:`padconv_cli.kernels.conv_bound.conv_error_bound`), each element may also differ by
-its own allowance: ``|actual - expected| <= atol + rtol * |expected| + bound``.
+Rule: shapes and dtypes match exactly (every string storage is the ONNX string type).
+Booleans, strings and (by default) integers must be equal; a float or complex element must
+satisfy ``|actual - expected| <= atol + rtol * |expected| + bound`` (``bound``: a per-element
+allowance such as Conv's dot-product error bound, else 0); NaN matches only NaN and an
+infinity only the same infinity.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Cases from ONNX models: backend-test folders and the conformance data of the installed onnx.
 
-A backend-test case folder holds ``model.onnx`` and ``test_data_set_*/input_<i>.pb`` and
-``output_<i>.pb``. Data-set inputs feed, in order, the graph inputs that are not initializers.
-A model is runnable when it has exactly one Pad or Conv node and every other node is a Constant;
-the node's inputs may come from graph inputs, initializers or Constant nodes. Any other model
-becomes an *unsupported* case (reported, never run).
+A case folder holds ``model.onnx`` and ``test_data_set_*/input_<i>.pb``, ``output_<i>.pb``;
+the inputs feed, in order, the graph inputs that are not initializers.  A model of one node
+padconv implements and Constant nodes is runnable; any other is an *unsupported* case.
 """
 
 from __future__ import annotations
