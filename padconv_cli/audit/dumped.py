@@ -83,7 +83,7 @@ def _folder_tensors(folder: Path) -> dict[str, np.ndarray]:
 
 def _lookup(tensors: dict[str, np.ndarray], name: str) -> np.ndarray | None:
     found = tensors.get(name) if name else None
-    return found if found is not None or not name else tensors.get(file_key(name))
+    return tensors.get(file_key(name)) if found is None and name else found
 
 
 def _given_inputs(model, given: Sequence[str], path: str
