@@ -46,7 +46,7 @@ def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[
     """A Case from a ModelProto and one data set (arrays for the non-initializer graph inputs,
     in graph order, and the expected graph outputs). ``base_dir``: the model's folder, the only
     place its external data may come from (None: no external data), read under ``policy``."""
-    from padconv_cli.models import graph_constants
+    from padconv_cli.models import SHORTHAND_CONSTANTS, graph_constants
     from padconv_cli.onnx_nodes import default_opset, node_attributes
 
     base = Case(name=name, source=source, op="?", opset=0, location=location)
@@ -64,15 +64,17 @@ def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[
         base.unsupported = str(exc)
         return base
     for constant in filter(_is_constant, model.graph.node):
-        if len(constant.attribute) != 1 or not constant.output:
-            raise InputError(f"{location}: a Constant node needs one output and exactly one "
-                             "value attribute")
-    known = graph_constants(model.graph, location, base_dir, policy)
+        if len(constant.attribute) != 1 or not constant.output or \
+                constant.attribute[0].name not in ("value", *SHORTHAND_CONSTANTS):
+            raise InputError(f"{location}: a Constant node needs one output and one dense value "
+                             "attribute (value, value_float(s), value_int(s), value_string(s))")
+    known = {name: load() for name, load in  # every one, used or not, as a case is checked whole
+             graph_constants(model.graph, location, base_dir, policy).items()}
     feeds = _feeds(model.graph, inputs, location)
     missing = [n for n in node.input if n and n not in feeds and n not in known]
     if missing:
         raise InputError(f"{location}: no value for node input(s) {bounded_list(missing)}")
-    base.inputs = [None if not n else feeds[n] if n in feeds else known[n]() for n in node.input]
+    base.inputs = [None if not n else feeds[n] if n in feeds else known[n] for n in node.input]
     base.attributes = node_attributes(node, source=location)
     base.expected = list(outputs)
     if len(base.expected) != 1:
