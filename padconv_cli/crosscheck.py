@@ -1,18 +1,12 @@
 """Judging padconv's result against onnx.reference and onnxruntime (``--check`` and audit).
 
-``--check`` runs the single-node model of :mod:`padconv_cli.emit` (every data tensor an
-input) in each peer.  Each peer ends in one status:
-
-* ``agree`` / ``disagree``: it ran; its output compared with padconv's by the rule of
-  :func:`padconv_cli.verification.compare.compare_arrays` (the peer's output is the expected
-  side), each element also allowed the operator's error bound (Conv: ``c*n*eps*sum(|x|*|w|)``;
-  Pad and integer results: none, compared exactly);
-* ``known deviation``: it differs in a way the operator's ``classify_difference`` explains;
-* ``refused``: it rejected the inputs while running (padconv accepted them);
-* ``unsupported``: it cannot load the model (no kernel for the type, opset too new);
-* ``unavailable``: not installed.
-
-The check fails on ``disagree`` and on ``refused``, except where the peer is known to deviate
+``--check`` runs the single-node model of :mod:`padconv_cli.emit` in each peer, which ends in
+``agree``/``disagree`` (it ran; compared by ``verification.compare.compare_arrays``, the
+peer's output the expected side, plus the operator's error bound: Conv's
+``c*n*eps*sum(|x|*|w|)``, none for Pad and integer results), ``known deviation`` (a
+difference the operator's ``classify_difference`` explains), ``refused`` (it rejected the
+inputs), ``unsupported`` (it cannot load the model) or ``unavailable`` (not installed).
+The check fails on ``disagree`` and ``refused``, except where the peer is known to deviate
 from the specification (:func:`known_deviation`): then padconv is believed right.
 """
 
@@ -51,11 +45,9 @@ class PeerResult:
     @property
     def believed_right(self) -> str | None:
         """Which side is believed right when the outcome is not agreement."""
-        if self.status == "known deviation":
+        if self.status == "known deviation" or (self.status in FAILING and self.known):
             return "padconv"
-        if self.status not in FAILING:
-            return None
-        return "padconv" if self.known else "unknown (check against the specification)"
+        return "unknown (check against the specification)" if self.status in FAILING else None
 
 
 @dataclass
@@ -118,28 +110,24 @@ def crosscheck(call: Any, plan: Any, result: np.ndarray, *, rtol: float | None =
     arrays = [onnx_array(a) for a in call.arrays if a is not None]
     feeds = dict(zip(names, arrays, strict=False))
     bound = operator(call.op_type).error_bound(call, plan)
-    report = CheckReport()
-    for peer, run in PEERS.items():
-        status, output = run(model, feeds)
-        report.peers.append(_judge(peer, status, output, call, result,
-                                   known_deviation(peer, call, plan), bound, rtol, atol))
-    return report
+    return CheckReport([_judge(peer, *run(model, feeds), call, result,
+                               known_deviation(peer, call, plan), bound, rtol, atol)
+                        for peer, run in PEERS.items()])
 
 
 # --- rendering -------------------------------------------------------------------------------
 
 
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
 def format_report(report: CheckReport) -> str:
     """One line per peer, then ``check: passed`` or ``check: FAILED``."""
+    from padconv_cli.verification.compare import format_error
+
     lines = []
     for peer in report.peers:
         line = f"check: {peer.peer:<15} {peer.status:<11}"
         if peer.status in ("agree", "disagree"):
-            line += f" max |diff| {_number(peer.max_abs)}, max rel {_number(peer.max_rel)}"
+            line += (f" max |diff| {format_error(peer.max_abs)}, "
+                     f"max rel {format_error(peer.max_rel)}")
         if peer.detail and peer.status != "agree":
             line += f" {peer.detail}"
         if peer.known and peer.status != "agree":
@@ -163,7 +151,6 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
             "conv_bound": bool(comparison is not None and comparison.bounded),
         }
         if comparison is not None and comparison.mismatches:
-            entry["mismatches"] = [{"index": list(index), "expected": exp, "actual": act}
-                                   for index, exp, act in comparison.mismatches]
+            entry["mismatches"] = comparison.mismatch_records()
         peers.append(entry)
     return {"passed": report.passed, "peers": peers}

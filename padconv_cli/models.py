@@ -1,26 +1,22 @@
 """Nodes of real ONNX models of the operators padconv implements (``--from-model M --node N``).
 
-Loading: the model must be a regular file under protobuf's 2 GiB limit that parses as a
-``ModelProto`` with a graph and a default-domain opset; its local functions are expanded.  A
-tensor is converted only when it is needed, by :func:`padconv_cli.tensorio.protobuf.
-tensor_from_proto`, which keeps external data inside the model's own folder and checks sizes.
+Loading: a regular file under protobuf's 2 GiB limit that parses as a ``ModelProto`` with a
+graph and a default-domain opset; local functions are expanded.  A tensor is converted when
+needed, by ``tensorio.protobuf.tensor_from_proto`` (external data inside the model's folder).
 
-Nodes: every node of an implemented operator of the default domain, in the main graph and in
-subgraphs (If, Loop, Scan bodies), in graph order.  A node is selected by its name, by its
-label ``OpType#k`` (k-th node of that type, from 0), or by the name of its output.
+Nodes: every default-domain node of an implemented operator, subgraphs (If, Loop, Scan bodies)
+included, in graph order; selected by name, by label ``OpType#k`` (k-th of its type, from 0)
+or by output name.
 
-Constant inputs: initializers and ``Constant`` outputs of the node's own graph and of the
-graphs around it (an initializer also listed as a graph input counts as stored), and the
-values computed from those alone, folded.  A node output is *foldable* when the node is of the
-default domain, has an input, no subgraph, is not random, and every input it names is stored
-or foldable; a graph input without an initializer never is.  Its value is onnx.reference's
-output on exactly that sub-graph, after ONNX shape inference gave every value of it a static
-size of at most :data:`FOLD_LIMIT` bytes (else it must come from the command line, like every
-value computed at run time).
+Constant inputs: initializers and ``Constant`` outputs of the node's graph and the graphs
+around it (an initializer also listed as a graph input counts as stored), and the values
+folded from those alone.  A node output is *foldable* when the node is of the default domain,
+has an input, no subgraph, is not random, and every input it names is stored or foldable.
+Its value is onnx.reference's output on that sub-graph, after shape inference bounded every
+value of it by :data:`FOLD_LIMIT` bytes (else it must come from the command line).
 
-Merging (:func:`resolve_call`): the node's attributes and constant inputs are translated by
-:mod:`padconv_cli.onnx_nodes` into kernel attributes; command-line flags then replace them one
-by one, after the operator's ``flag_rules`` dropped the model values a flag makes meaningless.
+Merging (:func:`resolve_call`): the node's values, translated by :mod:`padconv_cli.onnx_nodes`,
+then the flags one by one, after the operator's ``flag_rules`` dropped what a flag overrides.
 """
 
 from __future__ import annotations
@@ -36,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.messages import bounded_list
 from padconv_cli.onnx_nodes import (
     call_for_node,
     check_attribute_type,
@@ -110,9 +107,8 @@ class ModelNode:
     def slot(self, index: int, given: np.ndarray | None, what: str, remedy: str,
              embedded: set[str], embed_as: str | None = None,
              param: str | None = None) -> np.ndarray | None:
-        """Input ``index`` of the call: the command-line value ``given``, else the stored
-        constant (its name added to ``embedded`` as ``embed_as``), else None for an omitted
-        slot; an input computed at run time is an InputError naming ``remedy``."""
+        """Input ``index``: ``given``, else the stored constant (``embed_as`` added to
+        ``embedded``), else None when omitted; a value computed at run time is refused."""
         if given is not None:
             return given
         if not self.input_name(index):
@@ -167,19 +163,16 @@ def load_model(path: str, policy: ReadPolicy | None = None) -> Any:
 
 
 def _check_names_are_text(graph: Any, path: str) -> None:
-    """Refuse a model whose tensor or node names are not UTF-8 (protobuf hands them over as
-    ``bytes``, which no name lookup, message or rebuilt model can take)."""
-    names = [item.name for listing in (graph.input, graph.output, graph.initializer,
-                                       graph.value_info) for item in listing]
+    """Refuse names that are not UTF-8 (protobuf hands them over as ``bytes``)."""
+    listings = (graph.input, graph.output, graph.initializer, graph.value_info)
+    names = [item.name for listing in listings for item in listing]
+    names += [name for node in graph.node for name in (node.name, *node.input, *node.output)]
+    for name in filter(lambda name: isinstance(name, bytes), names):
+        shown = name[:40].decode("utf-8", "backslashreplace")
+        raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
+                         "UTF-8 strings")
     for node in graph.node:
-        names += [node.name, *node.input, *node.output]
-    for name in names:
-        if isinstance(name, bytes):
-            shown = name[:40].decode("utf-8", "backslashreplace")
-            raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
-                             "UTF-8 strings")
-    for node in graph.node:
-        for inner in subgraphs(node):
+        for _, inner in named_subgraphs(node):
             _check_names_are_text(inner, path)
 
 
@@ -198,11 +191,6 @@ def named_subgraphs(node: Any) -> Iterator[tuple[str, Any]]:
             yield attribute.name, attribute.g
         elif attribute.type == GRAPHS:
             yield from ((attribute.name, graph) for graph in attribute.graphs)
-
-
-def subgraphs(node: Any) -> Iterator[Any]:
-    """The graphs a node holds as attributes (If/Loop/Scan bodies)."""
-    return (graph for _, graph in named_subgraphs(node))
 
 
 # --- stored constants ------------------------------------------------------------------------
@@ -225,7 +213,7 @@ def _constant_value(attribute: Any, label: str, base_dir: str, where: str,
     return np.array([decode_attribute_text(text, where) for text in value], dtype=object)
 
 
-def _graph_constants(graph: Any, path: str, base_dir: str,
+def graph_constants(graph: Any, path: str, base_dir: str | None,
                      policy: ReadPolicy | None) -> dict[str, Loader]:
     """Loaders of the initializers and Constant outputs defined in ``graph`` itself, each
     converted on first use only (a bad constant no chosen node reads breaks nothing); a
@@ -256,7 +244,7 @@ def _foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
     """True when ``node`` computes only from names ``is_known`` accepts (module rule)."""
     if node.domain not in DEFAULT_DOMAINS or node.op_type in RANDOM_OPS:
         return False
-    if node.op_type == "Constant" or any(True for _ in subgraphs(node)):
+    if node.op_type == "Constant" or any(named_subgraphs(node)):
         return False
     names = [name for name in node.input if name]
     return bool(names) and all(is_known(name) for name in names)
@@ -264,11 +252,8 @@ def _foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
 
 def _folded(graph: Any, visible: Mapping[str, Loader], runtime: set[str], opsets: Any,
             path: str) -> dict[str, Loader]:
-    """Loaders of the values ``graph`` computes from stored values only (module rules).
-
-    Only the names the graph's nodes read are looked up, and a value's sub-graph is only
-    traced when it is loaded, so the cost is linear in the graph's own size.
-    """
+    """Loaders of the values ``graph`` computes from stored values only (module rules); a
+    value's sub-graph is traced when it is loaded: linear in the graph's own size."""
 
     def is_leaf(name: str) -> bool:
         return name in visible and name not in runtime
@@ -322,10 +307,10 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
         inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as error:  # onnx raises several types for an inconsistent graph
         raise refused(f"shape inference failed: {error}") from None
-    infos = {info.name: info for info in [*inferred.graph.value_info, *inferred.graph.output]}
+    infos = {info.name: info.type.tensor_type
+             for info in [*inferred.graph.value_info, *inferred.graph.output]}
     for output in (output for node in nodes for output in node.output if output):
-        info = infos.get(output)
-        tensor_type = info.type.tensor_type if info is not None else None
+        tensor_type = infos.get(output)
         dims = tensor_type.shape.dim if tensor_type and tensor_type.HasField("shape") else None
         if dims is None or any(not d.HasField("dim_value") for d in dims):
             raise refused(f"the size of {output!r} is not known before running")
@@ -350,20 +335,15 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
 def _walk(graph: Any, outer: Mapping[str, Loader], path: str, base_dir: str, opsets: Any,
           policy: ReadPolicy | None, outer_runtime: frozenset[str] = frozenset(),
           where: str = "main"):
-    """(node, visible constants, ``where``) for every node, subgraphs included, in graph
-    order; ``where`` is ``main`` or the body holding the node (``If 'cond' then_branch``).
-
-    Visible constants: the stored values of this graph and the graphs around it, then the
-    values folded from them.  A subgraph sees its own constants over those of the graphs
-    around it: a ChainMap layer, not a copy, so that reading a model stays linear in its size
-    however many subgraphs it has.
-    """
+    """(node, visible constants, ``where``: ``main`` or the body holding the node, ``If 'cond'
+    then_branch``) for every node, subgraphs included, in graph order.  A subgraph sees its
+    own constants over those around it: a ChainMap layer, not a copy (linear in the size)."""
     if not graph.node:  # an empty branch: no node to yield, nothing for a node to see
         return
     # an initializer that is also a graph input counts as stored, as for a node's inputs
     runtime = set(outer_runtime) | ({value.name for value in graph.input}
                                     - {t.name for t in graph.initializer})
-    own = _graph_constants(graph, path, base_dir, policy)
+    own = graph_constants(graph, path, base_dir, policy)
     layered = ChainMap(own, *(outer.maps if isinstance(outer, ChainMap) else [outer]))
     own.update(_folded(graph, layered, runtime, opsets, path))
     visible = layered if own else outer
@@ -385,9 +365,9 @@ def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS),
     under ``policy``."""
     model = load_model(path, policy)
     opset = model_opset(model, path)
+    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     counters: dict[str, int] = {}
     nodes = []
-    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     for node, constants, where in walk:
         if node.op_type not in op_types or node.domain not in DEFAULT_DOMAINS:
             continue
@@ -404,47 +384,39 @@ def _matches(name: str, node: ModelNode) -> bool:
 
 def _node_list(nodes: list[ModelNode], op_type: str) -> str:
     """``a, b, c ... and 9 more``: the first LISTED_NODES labels of one operator type."""
-    from padconv_cli.messages import bounded_list
-
     return bounded_list((n.label for n in nodes if n.op_type == op_type), LISTED_NODES)
 
 
 def find_node(path: str, name: str | None, op_type: str,
               policy: ReadPolicy | None = None) -> ModelNode:
-    """The ``op_type`` node called ``name`` (name, ``OpType#k`` label or output name).
-
-    With ``name`` None the model must have exactly one such node.  A missing or wrong name is
-    an :class:`InputError` listing the model's nodes of that type (and close matches).
-    """
+    """The ``op_type`` node called ``name`` (name, ``OpType#k`` label or output name); with
+    ``name`` None the model's only such node.  Else an :class:`InputError` listing the
+    model's nodes of that type (and close matches, or the command of another type's node)."""
     nodes = model_nodes(path, policy=policy)
     candidates = [n for n in nodes if n.op_type == op_type]
     if not candidates:
-        raise InputError(f"{path}: the model has no {op_type} node{_other_op_hint(nodes)}")
+        hints = [f"its {op} nodes ({_node_list(nodes, op)}) are for "
+                 f"`padconv {operator(op).command}`" for op in sorted({n.op_type for n in nodes})]
+        hint = "; " + "; ".join(hints) if hints else f" ({'/'.join(OPERATORS)} nodes: none)"
+        raise InputError(f"{path}: the model has no {op_type} node{hint}")
+    listed = _node_list(nodes, op_type)
     if name is None:
         if len(candidates) == 1:
             return candidates[0]
         raise InputError(f"{path}: {len(candidates)} {op_type} nodes; choose one with node: "
-                         f"{_node_list(nodes, op_type)}", param="node")
+                         f"{listed}", param="node")
     chosen = [n for n in candidates if _matches(name, n)]
     if len(chosen) == 1:
         return chosen[0]
     if chosen:
-        from padconv_cli.messages import bounded_list
-
         handles = bounded_list(n.index_label for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
-    raise InputError(f"{path}: no {op_type} node {name!r}{_hint(name, nodes, op_type)}")
-
-
-def _other_op_hint(nodes: list[ModelNode]) -> str:
-    """`` (Pad/Conv nodes: none)`` or ``; its Conv nodes (a, b) are for `padconv conv```."""
-    others = sorted({n.op_type for n in nodes})
-    if not others:
-        return f" ({'/'.join(OPERATORS)} nodes: none)"
-    return "; " + "; ".join(
-        f"its {op} nodes ({_node_list(nodes, op)}) are for `padconv {operator(op).command}`"
-        for op in others
-    )
+    other = next((n.op_type for n in nodes if n.op_type != op_type and _matches(name, n)), None)
+    if other:
+        hint = f" ({name!r} is a {other} node: use `padconv {operator(other).command}`);"
+    else:
+        hint = _close_matches(name, [n.label for n in candidates])
+    raise InputError(f"{path}: no {op_type} node {name!r}{hint} {op_type} nodes: {listed}")
 
 
 def _close_matches(name: str, names: list[str], **options: Any) -> str:
@@ -453,17 +425,6 @@ def _close_matches(name: str, names: list[str], **options: Any) -> str:
 
     close = difflib.get_close_matches(name, names, n=3, **options)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-
-
-def _hint(name: str, nodes: list[ModelNode], op_type: str) -> str:
-    """``; did you mean 'conv1'? Conv nodes: ...`` for an unknown node name."""
-    wrong_type = [n for n in nodes if n.op_type != op_type and _matches(name, n)]
-    if wrong_type:
-        other = wrong_type[0].op_type
-        return (f" ({name!r} is a {other} node: use `padconv {operator(other).command}`); "
-                f"{op_type} nodes: " + (_node_list(nodes, op_type) or "none"))
-    guess = _close_matches(name, [n.label for n in nodes if n.op_type == op_type])
-    return f"{guess} {op_type} nodes: {_node_list(nodes, op_type)}"
 
 
 def with_node_context(origin: ModelNode | None, error: Exception,
@@ -491,11 +452,9 @@ def with_node_context(origin: ModelNode | None, error: Exception,
 
 def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Mapping[str, Any],
                  origin: ModelNode | None = None) -> ResolvedCall:
-    """The kernel call for ``op_type``: defaults, then the model node's values, then ``flags``.
-
-    ``arrays`` are the command-line tensors (``(data,)`` or ``(X, W, B)``, None where not
-    given); ``flags`` holds only the attributes given on the command line, in kernel terms.
-    """
+    """The kernel call for ``op_type``: defaults, then the model node's values, then ``flags``
+    (the attributes given on the command line, in kernel terms); ``arrays`` are the
+    command-line tensors in node order, None where not given."""
     if origin is None:
         return plain_call(op_type, arrays, dict(flags))
     check_node_input_count(origin.node, opset=origin.opset, source=origin.path, label=origin.label)
@@ -531,9 +490,9 @@ def stored_values(path: str, policy: ReadPolicy | None = None) -> dict[str, Load
     """Name -> loader of every tensor the model stores: initializers and Constant outputs of
     every graph (subgraphs included, main graph first), and the values folded from them."""
     model = load_model(path, policy)
+    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     values: dict[str, Loader] = {}
     seen: set[int] = set()
-    walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
     for _node, visible, _where in walk:
         own = visible.maps[0] if isinstance(visible, ChainMap) else visible
         if id(own) not in seen:  # each graph's own layer once: linear in the model's size
@@ -541,15 +500,13 @@ def stored_values(path: str, policy: ReadPolicy | None = None) -> dict[str, Load
             for name, loader in own.items():
                 values.setdefault(name, loader)
     if not seen:  # a graph without nodes: its initializers only
-        values = _graph_constants(model.graph, path, _base_dir(path), policy)
+        values = graph_constants(model.graph, path, _base_dir(path), policy)
     return values
 
 
 def stored_tensor(path: str, name: str, policy: ReadPolicy | None = None) -> np.ndarray:
-    """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``).
-
-    An unknown name is an :class:`InputError` naming the model, with close matches.
-    """
+    """The tensor ``name`` stored in the model at ``path`` (``model.onnx:NAME``); an unknown
+    name is an :class:`InputError` naming the model, with close matches."""
     values = stored_values(path, policy)
     if name in values:
         return values[name]()

@@ -1,11 +1,9 @@
 """An ONNX node of an operator padconv implements, of any opset, turned into a kernel call.
 
-The operator version in force is the newest one whose ``since_version`` is <= the model's
-opset.  Each version's way of passing arguments (Pad-2's attributes, Pad-11's inputs...) is
-mapped onto the one kernel signature by the operator's ``node_call``.  This module reads the
-node: the default domain only, at most ``max_inputs(version)`` inputs, every attribute of the
-type the operator declares (``onnx_attribute_types``), text as UTF-8.  Attribute values then
-go through the kernels' own validation, exactly as the commands' flags do.
+The version in force is the newest one <= the model's opset; the operator's ``node_call``
+maps it onto the kernel call.  This module reads the node: the default domain only, at most
+``max_inputs(version)`` inputs, attributes of the declared types, text as UTF-8; the values
+then go through the kernels' own validation, as the commands' flags do.
 """
 
 from __future__ import annotations
@@ -34,11 +32,6 @@ __all__ = ["KernelCall", "call_for_node", "check_attribute_type", "check_node_in
            "operator_version"]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-# AttributeProto.AttributeType numbers (onnx.proto) and the type each attribute must have.
-ATTRIBUTE_TYPE_NAMES = (
-    "UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS",
-    "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS",
-)
 CONSTANT_ATTRIBUTE_TYPES = {
     "value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS, "value_int": INT,
     "value_ints": INTS, "value_string": STRING, "value_strings": STRINGS,
@@ -106,20 +99,21 @@ def _plain(value: Any, where: str) -> Any:
 
 def _type_name(number: int) -> str:
     """``INTS`` for 7; ``type 99`` for a number onnx.proto does not define."""
-    return ATTRIBUTE_TYPE_NAMES[number] if 0 <= number < len(ATTRIBUTE_TYPE_NAMES) \
-        else f"type {number}"
+    from onnx import AttributeProto
+
+    try:
+        return AttributeProto.AttributeType.Name(number)
+    except ValueError:
+        return f"type {number}"
 
 
 def check_attribute_type(attribute: Any, op_type: str, where: str) -> None:
-    """Refuse a malformed attribute (:class:`InputError` starting with ``where``).
-
-    Rule: its type is never UNDEFINED (nor a number onnx.proto lacks), and for an attribute
-    the operator (or Constant) defines it is exactly the defined type (``group`` INT,
-    ``pads`` INTS, a Constant's ``value`` TENSOR ...): onnx would otherwise hand back the
-    value of another field, or the default for UNDEFINED.
-    """
+    """Refuse a malformed attribute (:class:`InputError` starting with ``where``): its type is
+    never UNDEFINED (nor a number onnx.proto lacks), and exactly the one the operator (or
+    Constant) defines for its name (``group`` INT, a Constant's ``value`` TENSOR ...); onnx
+    would otherwise hand back another field's value, or the default for UNDEFINED."""
     kind = attribute.type
-    if not 0 < kind < len(ATTRIBUTE_TYPE_NAMES):
+    if kind == 0 or _type_name(kind).startswith("type "):
         raise InputError(f"{where} has {_type_name(kind)} as its type (malformed)")
     entry = find(op_type)
     declared = CONSTANT_ATTRIBUTE_TYPES if op_type == "Constant" else (

@@ -77,11 +77,18 @@ def run_in_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any
         return "refused", first_line(error)
 
 
-def run_in_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
-    """("ran", output) / ("unavailable" | "unsupported" | "refused", message)."""
+def onnxruntime_installed() -> bool:
+    """True when onnxruntime can be imported."""
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
+        return False
+    return True
+
+
+def run_in_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
+    """("ran", output) / ("unavailable" | "unsupported" | "refused", message)."""
+    if not onnxruntime_installed():
         return "unavailable", "onnxruntime is not installed (pip install 'padconv[check]')"
     try:
         session = ort_session(model)

@@ -1,7 +1,5 @@
-"""``padconv audit MODEL.onnx [INPUT...]``: every node of an operator padconv implements,
-run once (:mod:`.capture`, inputs from :mod:`.inputs`), recomputed by padconv and judged
-(:mod:`.judge`); :mod:`.dumped` judges another runtime's dumped tensors; :mod:`.report`
-renders the table, JSON and JUnit XML."""
+"""``padconv audit``: every node padconv implements, run (:mod:`.capture`, :mod:`.inputs`) or
+dumped (:mod:`.dumped`), recomputed and judged (:mod:`.judge`), rendered (:mod:`.report`)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,20 @@
 """Running the model once and capturing every audited node's inputs and output.
 
-* The runtimes get an in-memory copy of the model with its external data read by padconv's
-  rules (inside the model's folder, sizes checked) and stored inline.
-* onnxruntime: the copy lists, as extra graph outputs, every input and the output of each
-  audited node of the main graph, and runs once.  Nodes inside ``If``/``Loop``/``Scan``
-  bodies, and every node when onnxruntime refuses the whole model, take their inputs from an
-  onnx.reference run and their runtime output from onnxruntime running that node alone.
-* onnx.reference: an evaluator whose audited nodes record their first call, at any depth of
-  subgraphs; a node that never ran was not reached.
-* Both run only the nodes the audited nodes depend on (:func:`dependencies_only`): a node
-  after the last of them, one that a runtime does not know say, cannot stop the audit.
+* The runtimes get a copy of the model with its external data read by padconv's rules and
+  stored inline.
+* onnxruntime: the copy outputs every input and output of each audited main-graph node and
+  runs once.  Nodes in ``If``/``Loop``/``Scan`` bodies, and all when onnxruntime refuses the
+  model, take their inputs from an onnx.reference run and their output from onnxruntime
+  running the node alone.
+* onnx.reference: audited nodes record their first call, at any depth; one that never ran
+  was not reached.
+* Both run only the nodes the audited nodes depend on (:func:`dependencies_only`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
 from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
 from padconv_cli.runtimes import (
     first_line,
+    onnxruntime_installed,
     ort_run,
     ort_session,
     quiet_reference,
@@ -62,28 +63,16 @@ def audited(node: Any) -> bool:
     return is_supported_op(node.op_type, node.domain)
 
 
-def runtime_available(name: str) -> bool:
-    """True when ``name`` (onnxruntime) can be imported; onnx.reference always is."""
-    if name == REFERENCE:
-        return True
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def inline_model(model: Any, path: str) -> Any:
     """A copy of ``model`` with external data read by padconv's rules and stored inline."""
     import os
 
-    from onnx import ModelProto, numpy_helper
+    from onnx import numpy_helper
 
-    from padconv_cli.models import subgraphs
+    from padconv_cli.models import named_subgraphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
-    copy = ModelProto()
-    copy.CopyFrom(model)
+    copy = deepcopy(model)
     base_dir = os.path.dirname(os.path.abspath(path))
 
     def fix(graph: Any) -> None:
@@ -93,7 +82,7 @@ def inline_model(model: Any, path: str) -> Any:
                 array = tensor_from_proto(tensor, label, base_dir)
                 tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
         for node in graph.node:
-            for subgraph in subgraphs(node):
+            for _, subgraph in named_subgraphs(node):
                 fix(subgraph)
 
     fix(copy.graph)
@@ -142,30 +131,20 @@ def run_reference(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
     return capture
 
 
-def _with_outputs(model: Any, names: list[str]) -> Any:
-    """A copy of ``model`` that also outputs ``names``."""
-    from onnx import ModelProto, helper
-
-    copy = ModelProto()
-    copy.CopyFrom(model)
-    present = {o.name for o in copy.graph.output}
-    for name in dict.fromkeys(names):
-        if name not in present:
-            copy.graph.output.append(helper.make_empty_tensor_value_info(name))
-    return copy
-
-
 def run_onnxruntime(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
     """Run ``model`` once with onnxruntime, the main graph's audited values as outputs."""
-    from onnx import numpy_helper
+    from onnx import helper, numpy_helper
 
     capture = Capture(ONNXRUNTIME)
     nodes = [node for node in model.graph.node if audited(node)]
     stored = {t.name: t for t in model.graph.initializer}
-    wanted = [n for node in nodes for n in [*node.input, node_key(node)]
-              if n and n not in stored and n not in feeds]
+    present = {o.name for o in model.graph.output}
+    wanted = dict.fromkeys(n for node in nodes for n in [*node.input, node_key(node)]
+                           if n and n not in stored and n not in feeds and n not in present)
+    copy = deepcopy(model)
+    copy.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in wanted)
     try:
-        session = ort_session(_with_outputs(model, wanted))
+        session = ort_session(copy)
         values = ort_run(session, feeds)
     except Exception as error:  # onnxruntime raises its own exception types
         capture.error = first_line(error)
@@ -201,20 +180,18 @@ def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
 
 def _nested(node: Any) -> list[Any]:
     """``node`` and every node of its subgraphs, at any depth."""
-    from padconv_cli.models import subgraphs
+    from padconv_cli.models import named_subgraphs
 
-    return [node, *(inner for graph in subgraphs(node) for child in graph.node
+    return [node, *(inner for _, graph in named_subgraphs(node) for child in graph.node
                     for inner in _nested(child))]
 
 
 def dependencies_only(model: Any) -> Any:
-    """``model`` reduced to the main-graph nodes that its audited nodes depend on.
-
-    Targets: the outputs of every main-graph node that is, or holds in a subgraph, an audited
-    node; a node is kept when one of its outputs is read by a kept node (by it or, over-
-    approximated, by its subgraphs) or is a target.  The targets become the graph outputs.
-    """
-    from onnx import ModelProto, helper
+    """``model`` reduced to the main-graph nodes its audited nodes depend on.  Targets (the
+    new graph outputs): the outputs of every main-graph node that is or holds an audited node;
+    a node is kept when a kept node (or its subgraphs, over-approximated) reads one of its
+    outputs, or one is a target."""
+    from onnx import helper
 
     graph = model.graph
     targets = [name for node in graph.node if any(audited(n) for n in _nested(node))
@@ -228,8 +205,7 @@ def dependencies_only(model: Any) -> Any:
             needed.update(name for inner in _nested(node) for name in inner.input if name)
     if len(kept) == len(graph.node) and [o.name for o in graph.output] == targets:
         return model
-    copy = ModelProto()
-    copy.CopyFrom(model)
+    copy = deepcopy(model)
     del copy.graph.node[:]
     copy.graph.node.extend(reversed(kept))
     del copy.graph.output[:]
@@ -244,7 +220,7 @@ def capture_model(model: Any, feeds: Mapping[str, np.ndarray], runtime: str,
     if runtime == REFERENCE:
         capture = run_reference(model, feeds)
         return capture, capture
-    if not runtime_available(ONNXRUNTIME):
+    if not onnxruntime_installed():
         raise InputError("onnxruntime is not installed; use runtime onnx.reference",
                          param="runtime")
     capture = run_onnxruntime(model, feeds)

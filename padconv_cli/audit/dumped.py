@@ -1,16 +1,14 @@
 """``padconv audit MODEL.onnx --outputs FILE|DIR``: judging another runtime's own tensors.
 
-The dump: polygraphy's results file (``polygraphy run --save-outputs F.json ... mark all``;
-``F.json:RUNNER`` picks a runner; the first iteration is used, also of ``--save-outputs
-DIR``'s per-iteration files) or a folder of ``.npy``/``.pb`` files named by tensor: a ``.pb``
-by its TensorProto name, else by its file name without suffix, in which characters a file
-name cannot hold (``/``, ``:``) may be ``_``.  The model's inputs come from INPUT
-(polygraphy's ``--save-inputs`` file, or ``NAME=FILE``).
+The dump: polygraphy's results file (``--save-outputs F.json ... mark all``; ``F.json:RUNNER``
+picks a runner; the first iteration, also of ``--save-outputs DIR``'s files) or a folder of
+``.npy``/``.pb`` files named by tensor (a ``.pb`` by its TensorProto name, else the file name
+without suffix, with ``_`` for characters a file name cannot hold).  The model's inputs come
+from INPUT (polygraphy's ``--save-inputs`` file, or ``NAME=FILE``).
 
-Nothing is run: each node of the main graph is recomputed by padconv from *that runtime's
-own* values of its inputs (stored ones from the model) and that runtime's output is judged
-as :mod:`.judge` does, in graph order; the first node outside its bound is named.  A node
-whose output or inputs were not dumped is ``not dumped``; a dump holding none is a bad input.
+Nothing is run: each main-graph node is recomputed from *that runtime's* values of its inputs
+and its output judged as :mod:`.judge` does; the first node outside its bound is named.  A
+node whose output or inputs were not dumped is ``not dumped``; a dump of none is a bad input.
 """
 
 from __future__ import annotations
@@ -84,10 +82,8 @@ def _folder_tensors(folder: Path) -> dict[str, np.ndarray]:
 
 
 def _lookup(tensors: dict[str, np.ndarray], name: str) -> np.ndarray | None:
-    if not name:
-        return None
-    found = tensors.get(name)
-    return found if found is not None else tensors.get(file_key(name))
+    found = tensors.get(name) if name else None
+    return tensors.get(file_key(name)) if found is None and name else found
 
 
 def _given_inputs(model, given: Sequence[str], path: str

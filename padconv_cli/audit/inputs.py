@@ -1,18 +1,16 @@
-"""The inputs of an audited model: given files (by name or position) or random ones.
+"""The inputs of an audited model (its graph inputs that are not initializers): given files
+or random ones.
 
-Rules: the model's inputs are its graph inputs that are not initializers.  ``NAME=SOURCE``
-gives input NAME (an unknown NAME is an error listing the inputs, unless the whole word names
-an existing file); any other word is the next input in graph order.  A given tensor must have
-the declared element type and every declared fixed dimension.  An input not given is random,
-drawn from ``seed``: standard normal values for floats, integers in ``[0, 4)``, random bools.
+``NAME=SOURCE`` gives input NAME (an unknown NAME is an error, unless the whole word names an
+existing file); any other word is the next input in graph order.  A given tensor must have the
+declared element type and fixed dimensions.  An input not given is random, from ``seed``:
+standard normal floats, integers in ``[0, 4)``, random bools.
 
-Dimensions: a declared size >= 0 is fixed; exporters write dynamic ones as a name (``batch``),
-as ``?`` or as ``-1``, all of which a given tensor may fill with any size.  For a random
-input, a named dimension takes its value from ``dims`` (``--dim batch=1``); any other takes a
-default, the same for every dimension of one name: axis 0 (batch) 1; axis 1 of a rank 3+
-input (channels) what the first Conv reading the input takes (``W.shape[1] * group``), else
-3; any other axis (spatial) :data:`DEFAULT_SPATIAL`, or the first Conv's dilated kernel
-extent when larger.  The input's origin then says which sizes were chosen, in one line.
+Dimensions: a declared size >= 0 is fixed; a name (``batch``), ``?`` or ``-1`` is dynamic.  For
+a random input a named dimension takes its value from ``dims`` (``--dim batch=1``), any other a
+default, the same for one name: axis 0 (batch) 1; axis 1 of a rank 3+ input (channels) what
+the first Conv reading it takes (``W.shape[1] * group``), else 3; other axes (spatial)
+:data:`DEFAULT_SPATIAL`, or that Conv's dilated kernel extent when larger.
 """
 
 from __future__ import annotations
@@ -106,12 +104,8 @@ def random_shape(model: Any, declared: DeclaredInput, dims: Mapping[str, int],
         if isinstance(dim, int) or (isinstance(dim, str) and dim in dims):
             shape.append(dim if isinstance(dim, int) else dims[dim])
             continue
-        if axis == 0:
-            size = DEFAULT_BATCH
-        elif axis == 1 and len(declared.dims) >= 3:
-            size = channels
-        else:
-            size = max(DEFAULT_SPATIAL, extent)
+        size = DEFAULT_BATCH if axis == 0 else channels if axis == 1 and len(declared.dims) >= 3 \
+            else max(DEFAULT_SPATIAL, extent)
         if isinstance(dim, str) and dim != "?":
             size = by_name.setdefault(dim, size)
         shape.append(size)

@@ -1,10 +1,8 @@
 """Judging each audited node: padconv's recomputation against the runtime's output.
 
-Per node, from the inputs the run captured (stored inputs from the model where the run had no
-value): padconv computes the node (its own opset rules, :mod:`padconv_cli.onnx_nodes`) and
-its output is compared with the runtime's as ``--check`` does
-(:func:`padconv_cli.crosscheck.compare_with_peer`: ``atol + rtol*|ref|`` plus the operator's
-error bound).  Statuses:
+Per node, from the captured inputs (stored ones where the run had no value), padconv computes
+the node (:mod:`padconv_cli.onnx_nodes`) and compares with the runtime's output as ``--check``
+does (``crosscheck.compare_with_peer``: ``atol + rtol*|ref|`` plus the error bound).  Statuses:
 
 * ``ok``: within the bound;  ``outside``: not (exit 1);
 * ``known deviation``: outside, in a way the operator explains, padconv right;
@@ -108,8 +106,8 @@ def _inputs(origin: Any, captured: NodeCapture) -> list[np.ndarray | None]:
 
 
 def _within(reference: np.ndarray, side: np.ndarray, bound: Any) -> bool:
-    """``side`` within the bound of the operator's reference, with the default tolerances
-    of ``side``'s type (exactly when there is no bound)."""
+    """``side`` within ``bound`` and its type's default tolerances of the reference (exactly
+    when there is no bound)."""
     from padconv_cli.verification.compare import default_tolerances
 
     if bound is None:
@@ -126,8 +124,7 @@ def _who_is_right(call: Any, ours: np.ndarray, theirs: np.ndarray | None, bound:
     if theirs is None:
         return "padconv" if ours_ok else "neither"
     theirs_ok = _within(reference, np.asarray(theirs), bound)
-    return {(True, True): "both", (True, False): "padconv", (False, True): "runtime",
-            (False, False): "neither"}[(ours_ok, theirs_ok)]
+    return ("neither", "runtime", "padconv", "both")[2 * ours_ok + theirs_ok]
 
 
 def _bound_use(comparison: Any, theirs: np.ndarray, ours: np.ndarray, bound: Any) -> float:
@@ -161,9 +158,8 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
         audit.attributes, audit.notes = call.describe(), list(call.notes)
         ours = np.asarray(compute(call))
     except PadconvError as error:
-        audit.status, audit.detail = PADCONV_REFUSED, str(error)
-        if theirs is None:
-            audit.status, audit.detail = RUNTIME_REFUSED, f"both refused: {error}"
+        audit.status, audit.detail = (PADCONV_REFUSED, str(error)) if theirs is not None \
+            else (RUNTIME_REFUSED, f"both refused: {error}")
         return audit
     except (ArithmeticError, ValueError, TypeError, IndexError, RuntimeError) as error:
         # a kernel bug: reported as this node's failure, the audit of the others goes on
@@ -189,10 +185,10 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
     audit.status, audit.detail = OUTSIDE, comparison.reason
     audit.right = _who_is_right(call, ours, theirs, bound)
     classify = operator(call.op_type).classify_difference
-    if audit.right == "padconv" and classify is not None:
-        known = classify(call, ours, np.asarray(theirs))
-        if known is not None:
-            audit.status, audit.detail = KNOWN, known
+    known = classify(call, ours, np.asarray(theirs)) if audit.right == "padconv" and classify \
+        else None
+    if known is not None:
+        audit.status, audit.detail = KNOWN, known
     return audit
 
 
@@ -217,26 +213,19 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
                 seed: int = 0, dims: dict[str, int] | None = None,
                 progress: Callable[[int, int, str], None] | None = None,
                 keep_arrays: bool = False) -> AuditReport:
-    """Audit every node of an operator padconv implements in the model at ``path``.
-
-    ``given``: INPUT words (``NAME=SOURCE`` or positional sources); ``runtime``:
-    ``onnxruntime`` or ``onnx.reference`` (default: onnxruntime when installed);
-    ``progress(done, total, label)`` is called after each node; ``keep_arrays`` keeps each
-    node's inputs and padconv's output on its verdict (``arrays``).
-    """
-    from padconv_cli.audit.capture import (
-        ONNXRUNTIME,
-        capture_model,
-        inline_model,
-        runtime_available,
-    )
+    """Audit every node of an operator padconv implements in the model at ``path``: ``given``
+    INPUT words (``NAME=SOURCE`` or positional), ``runtime`` onnxruntime (when installed) or
+    onnx.reference, ``progress(done, total, label)`` after each node, ``keep_arrays`` keeps
+    each node's inputs and padconv's output on its verdict (``arrays``)."""
+    from padconv_cli.audit.capture import ONNXRUNTIME, capture_model, inline_model
     from padconv_cli.audit.inputs import model_feeds
     from padconv_cli.models import load_model, model_nodes, model_opset
+    from padconv_cli.runtimes import onnxruntime_installed
 
     model = load_model(path)
     opset = model_opset(model, path)
     if runtime is None:
-        runtime = ONNXRUNTIME if runtime_available(ONNXRUNTIME) else REFERENCE
+        runtime = ONNXRUNTIME if onnxruntime_installed() else REFERENCE
     feeds, origins_text = model_feeds(model, given, dims or {}, seed, path)
     origins = model_nodes(path)
     in_bodies = any(origin.graph != "main" for origin in origins)
@@ -244,7 +233,8 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     report = AuditReport(path, runtime, opset, origins_text)
     _model_level_notes(report, capture, reference)
     _fill_single_nodes(capture, reference, origins, model.opset_import)
-    stopped = _run_stopped(capture, reference)
+    error = reference.error if reference is not None else ""  # the reference run's own stop
+    stopped = f"onnx.reference stopped before this node ({error})" if error else ""
     for done, origin in enumerate(origins, 1):
         captured = capture.nodes.get(node_key(origin.node))
         audit = judge_node(origin, captured, origin.graph, keep_arrays)
@@ -254,13 +244,6 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
         if progress is not None:
             progress(done, len(origins), origin.label)
     return report
-
-
-def _run_stopped(capture: Capture, reference: Capture | None) -> str:
-    """Why nodes the runs did not capture were not run ("" when every run finished)."""
-    error = reference.error if reference is not None and reference.error else (
-        capture.error if capture.runtime == REFERENCE else "")
-    return f"onnx.reference stopped before this node ({error})" if error else ""
 
 
 def _model_level_notes(report: AuditReport, capture: Capture, reference: Capture | None) -> None:

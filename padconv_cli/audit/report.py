@@ -1,20 +1,19 @@
 """Rendering an :class:`~padconv_cli.audit.judge.AuditReport`: a table, JSON, JUnit XML.
 
-Table: one row per node (label, operator, output shape, largest absolute and relative
-difference, result), then indented lines: element type, input shapes, key attributes and,
-for a node not ``ok``, why and which side is right.  The NODE column widens with the
-terminal; labels too long for it are shortened, distinct, with the whole label on the next
-line; other long lines are wrapped.
+Table: one row per node (label, operator, output shape, largest differences, result), then
+indented lines: element type, input shapes, attributes and, for a node not ``ok``, why and
+which side is right.  Labels too long for the NODE column are shortened, distinct, the whole
+label on the next line; other long lines are wrapped.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from typing import Any
 
 from padconv_cli.audit.judge import NOT_REACHED, OK, AuditReport, NodeAudit
+from padconv_cli.verification.compare import format_error
 
 WIDTH = 80
 NODE_MIN = 20
@@ -88,16 +87,6 @@ def _dims(shape: list[int] | None) -> str:
     return "?" if shape is None else "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def _number(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0"
-    if math.isinf(value):
-        return "inf"
-    return f"{value:.2g}"
-
-
 def _cells(values: tuple[str, ...], node_width: int) -> str:
     widths = [node_width] + [w for _, w in COLUMNS[1:]]
     cells = [_short(v, w).ljust(w) for v, w in zip(values, widths, strict=True)]
@@ -107,31 +96,24 @@ def _cells(values: tuple[str, ...], node_width: int) -> str:
 def _row(node: NodeAudit, label: str, node_width: int) -> str:
     output = "-" if node.status == NOT_REACHED else _dims(node.output_shape)
     result = node.status.upper() if node.failed else node.status
-    return _cells((label, node.operator, output, _number(node.max_abs),
-                   _number(node.max_rel), result), node_width)
+    return _cells((label, node.operator, output, format_error(node.max_abs, 2),
+                   format_error(node.max_rel, 2), result), node_width)
 
 
 def _detail_lines(node: NodeAudit, width: int = WIDTH, shortened: bool = False) -> list[str]:
-    lines = []
-    if shortened:
-        lines.append(f"  node {node.label}")
-    words = []
+    words = [node.attributes] if node.attributes else []
     if node.input_shapes:
         inputs = " ".join(_dims(shape) for shape in node.input_shapes)
-        words.append(f"{node.dtype or 'inputs'} {inputs}".strip())
-    if node.attributes:
-        words.append(node.attributes)
-    if words:
-        lines.extend(_wrapped("  ".join(words), width=width))
+        words.insert(0, f"{node.dtype or 'inputs'} {inputs}".strip())
+    texts = ["  ".join(words)] if words else []
     if node.status != OK and node.status != NOT_REACHED:
-        why = node.detail or node.status
-        right = f"; right: {node.right}" if node.right else ""
-        lines.extend(_wrapped(f"{why}{right}", width=width))
+        texts.append((node.detail or node.status) + (f"; right: {node.right}" if node.right
+                                                     else ""))
     if node.graph and node.graph != "main":
-        lines.extend(_wrapped(f"in {node.graph}", width=width))
-    for note in node.notes:
-        lines.extend(_wrapped(f"note: {note}", width=width))
-    return lines
+        texts.append(f"in {node.graph}")
+    texts += [f"note: {note}" for note in node.notes]
+    return ([f"  node {node.label}"] if shortened else []) + [
+        line for text in texts for line in _wrapped(text, width=width)]
 
 
 def summary_line(report: AuditReport) -> str:
@@ -160,10 +142,9 @@ def table_lines(report: AuditReport, width: int = WIDTH) -> list[str]:
     labels = distinct_labels([node.label for node in report.nodes], node_width)
     lines = _wrapped(f"audit {report.model} (opset {report.opset}, runtime {report.runtime})",
                      "", width)
-    for name, origin in report.inputs.items():
-        lines.extend(_wrapped(f"input {name}: {origin}", width=width))
-    for note in report.notes:
-        lines.extend(_wrapped(f"note: {note}", width=width))
+    texts = [f"input {name}: {origin}" for name, origin in report.inputs.items()]
+    lines += [line for text in texts + [f"note: {note}" for note in report.notes]
+              for line in _wrapped(text, width=width)]
     lines.append(_cells(tuple(name for name, _ in COLUMNS), node_width))
     for node, label in zip(report.nodes, labels, strict=True):
         lines.append(_row(node, label, node_width))
@@ -185,26 +166,17 @@ def report_record(report: AuditReport) -> dict[str, Any]:
 def junit_xml(report: AuditReport) -> bytes:
     """One testcase per node: ``outside``/``padconv refused`` as <failure>, ``not reached``
     as <skipped>, a runtime refusal as a passing case with the message in <system-out>."""
-    import xml.etree.ElementTree as ET
+    from padconv_cli.verification.report import junit_document
 
-    counts = report.counts()
-    failures = sum(1 for node in report.nodes if node.failed)
-    suites = ET.Element("testsuites", name="padconv audit")
-    suite = ET.SubElement(
-        suites, "testsuite", name=f"padconv audit {report.model}",
-        tests=str(len(report.nodes)), failures=str(failures), errors="0",
-        skipped=str(counts.get(NOT_REACHED, 0)),
-    )
+    cases = []
     for node in report.nodes:
-        case = ET.SubElement(suite, "testcase", classname=f"padconv.audit.{node.operator}",
-                             name=node.label)
+        child = None
         if node.failed:
-            failure = ET.SubElement(case, "failure", message=node.detail or node.status,
-                                    type=node.status)
-            failure.text = "\n".join(_detail_lines(node))
+            child = ("failure", {"message": node.detail or node.status, "type": node.status},
+                     "\n".join(_detail_lines(node)))
         elif node.status == NOT_REACHED:
-            ET.SubElement(case, "skipped", message="not reached")
+            child = ("skipped", {"message": "not reached"}, None)
         elif node.status != OK:
-            ET.SubElement(case, "system-out").text = "\n".join(_detail_lines(node))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
+            child = ("system-out", {}, "\n".join(_detail_lines(node)))
+        cases.append(({"classname": f"padconv.audit.{node.operator}", "name": node.label}, child))
+    return junit_document("padconv audit", f"padconv audit {report.model}", cases)

@@ -1,10 +1,7 @@
-"""``audit --save DIR``: every checked node as an ONNX backend-test case folder.
-
-Each node padconv computed becomes ``DIR/test_<node name>`` (see
-:mod:`padconv_cli.verification.case_folder`): the node alone at the model's opset, the inputs
-the run gave it, and padconv's output, the one audit checked against the runtime, as the
-expected output.  ``padconv verify DIR`` replays them: the bridge from a real model to CI
-conformance data.  Nodes padconv did not compute (not reached, refused) are not written.
+"""``audit --save DIR``: each node padconv computed as a backend-test case folder
+``DIR/test_<node name>`` (:mod:`padconv_cli.verification.case_folder`): the node alone at the
+model's opset, the inputs the run gave it and padconv's output as the expected one, which
+``padconv verify DIR`` replays.  Nodes padconv did not compute are not written.
 """
 
 from __future__ import annotations

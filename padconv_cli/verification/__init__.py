@@ -1,8 +1,3 @@
-"""``padconv verify``: replay documented examples and ONNX conformance cases through padconv.
-
-* :mod:`.cases` — the Case record and the built-in cases (``data/*.json``).
-* :mod:`.onnx_suite` — cases from ONNX backend-test folders and the installed onnx package.
-* :mod:`.compare` — the comparison rule (:func:`compare_arrays`).
-* :mod:`.runner` — running a case through :mod:`padconv_cli.onnx_nodes` and the kernels.
-* :mod:`.report` — table, JSON lines and JUnit XML renderings of the results.
+"""``padconv verify``: built-in cases (:mod:`.cases`) and ONNX backend-test cases
+(:mod:`.onnx_suite`) run (:mod:`.runner`), compared (:mod:`.compare`), rendered (:mod:`.report`).
 """

@@ -4,10 +4,9 @@
     NAME/test_data_set_0/input_<i>.pb     the node's i-th present input (TensorProto)
     NAME/test_data_set_0/output_0.pb      the node's expected output
 
-Optional inputs left out of the node (an empty name) stay empty; every present input becomes a
-graph input, so the data set feeds them all (as the conformance cases of onnx do for Pad's
-``pads``). A folder is written whole: into a temporary sibling, then renamed into place; an
-existing case folder of the same name is replaced only once the new one is complete.
+Omitted optional inputs stay empty; every present input is a graph input (as onnx's cases do
+for Pad's ``pads``).  A folder is written into a temporary sibling, then renamed into place; an
+existing one is replaced only once the new one is complete.
 """
 
 from __future__ import annotations

@@ -34,11 +34,8 @@ DATA_PACKAGE = "padconv_cli.verification"
 
 @dataclass
 class Case:
-    """One verification case.
-
-    ``inputs`` are the node's inputs in order (None for an omitted optional input);
-    ``unsupported`` holds the reason when the case cannot be run (then it is not run).
-    """
+    """One verification case: ``inputs`` in node order (None: an omitted optional input);
+    ``unsupported`` the reason a case is not run."""
 
     name: str
     source: str

@@ -1,13 +1,10 @@
-"""The comparison rule shared by ``padconv verify`` (and reusable for comparing any two tensors).
+"""The comparison rule of ``padconv verify``, ``compare``, ``--check`` and audit.
 
-Rule: shapes and dtypes must match exactly (all string storages count as the ONNX string type).
-Booleans, strings and (by default) integers must be equal. For floating-point and complex
-elements, each element must satisfy ``|actual - expected| <= atol + rtol * |expected|``; NaN
-matches only NaN (at the same index) and an infinity matches only the same infinity.
-
-With ``bound`` (an array of the output's shape, e.g. the Conv dot-product error bound of
-:func:`padconv_cli.kernels.conv_bound.conv_error_bound`), each element may also differ by
-its own allowance: ``|actual - expected| <= atol + rtol * |expected| + bound``.
+Rule: shapes and dtypes match exactly (every string storage is the ONNX string type).
+Booleans, strings and (by default) integers must be equal; a float or complex element must
+satisfy ``|actual - expected| <= atol + rtol * |expected| + bound`` (``bound``: a per-element
+allowance such as Conv's dot-product error bound, else 0); NaN matches only NaN and an
+infinity only the same infinity.
 """
 
 from __future__ import annotations
@@ -37,14 +34,10 @@ Mismatch = tuple[tuple[int, ...], Any, Any]
 
 @dataclass
 class Comparison:
-    """Outcome of :func:`compare_arrays`.
-
-    ``max_abs``/``max_rel`` are over elements where both values are finite (``None`` when that
-    makes no sense: strings, bools, shape or dtype mismatch). ``min_atol`` is the smallest atol
-    that passes with ``rtol`` fixed, ``min_rtol`` the smallest rtol that passes with ``atol``
-    fixed; ``None`` when no tolerance can make the arrays match (NaN/inf/shape/dtype/exact types),
-    ``inf`` for ``min_rtol`` when an element differs by more than atol where expected is 0.
-    """
+    """Outcome of :func:`compare_arrays`: ``max_abs``/``max_rel`` over the elements where both
+    are finite (None for strings, bools, shape or dtype mismatch); ``min_atol`` the smallest
+    atol passing with ``rtol`` fixed, ``min_rtol`` the smallest rtol with ``atol`` fixed (None
+    when no tolerance can pass; ``min_rtol`` inf when an element beyond atol expects 0)."""
 
     passed: bool
     reason: str
@@ -58,15 +51,16 @@ class Comparison:
     atol: float = 0.0
     bounded: bool = False  # a per-element allowance (``bound``) was added to the tolerance
 
+    def mismatch_records(self) -> list[dict[str, Any]]:
+        """The first mismatches as ``{"index", "expected", "actual"}`` records."""
+        return [{"index": list(index), "expected": expected, "actual": actual}
+                for index, expected, actual in self.mismatches]
+
 
 def same_element_type(first: np.dtype, second: np.dtype) -> bool:
     """Equal dtypes; strings count as one type however numpy stores them (object, <U, |S),
     as ONNX has a single string type."""
     return first == second or (first.kind in "OUS" and second.kind in "OUS")
-
-
-def _type_text(dtype: np.dtype) -> str:
-    return "string" if dtype.kind in "OUS" else dtype.name
 
 
 def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
@@ -83,13 +77,10 @@ def default_tolerances(dtype: np.dtype) -> tuple[float, float]:
 
 def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, rtol: float | None = None,
                    atol: float | None = None, bound: np.ndarray | None = None) -> Comparison:
-    """Compare ``actual`` with ``expected`` by the rule of the module docstring.
-
-    ``rtol``/``atol`` default to :func:`default_tolerances` of the expected dtype; explicit values
-    also apply to integers (compared exactly in integer arithmetic), never to bools and strings.
-    ``bound`` (floats only) is a per-element allowance added to ``atol + rtol * |expected|``;
-    ``min_atol``/``min_rtol`` are then the tolerances needed on top of it.
-    """
+    """Compare ``actual`` with ``expected`` by the module rule; ``rtol``/``atol`` default to
+    :func:`default_tolerances` of the expected dtype and apply to integers too (in exact
+    integer arithmetic), never to bools and strings; ``min_atol``/``min_rtol`` are on top of
+    ``bound``."""
     expected = np.asarray(expected)
     actual = np.asarray(actual)
     default_rtol, default_atol = default_tolerances(expected.dtype)
@@ -99,7 +90,8 @@ def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, rtol: float | No
         reason = f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
     if not same_element_type(expected.dtype, actual.dtype):
-        reason = f"dtype {_type_text(actual.dtype)} != expected {_type_text(expected.dtype)}"
+        names = ["string" if d.kind in "OUS" else d.name for d in (actual.dtype, expected.dtype)]
+        reason = f"dtype {names[0]} != expected {names[1]}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
     kind = element_kind(expected.dtype)
     if kind in ("bool", "string", "other"):
@@ -223,6 +215,13 @@ def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:
     numpy scalars so that they print in their own precision (see :func:`display_value`)."""
     index = tuple(int(i) for i in np.unravel_index(flat, expected.shape))
     return index, expected[index], actual[index]
+
+
+def format_error(value: float | None, digits: int = 3) -> str:
+    """An error magnitude with ``digits`` significant digits; ``-`` when not applicable."""
+    if value is None:
+        return "-"
+    return "0" if value == 0 else f"{value:.{digits}g}"
 
 
 def display_value(value: Any) -> str:

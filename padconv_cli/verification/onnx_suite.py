@@ -1,10 +1,8 @@
 """Cases from ONNX models: backend-test folders and the conformance data of the installed onnx.
 
-A backend-test case folder holds ``model.onnx`` and ``test_data_set_*/input_<i>.pb`` and
-``output_<i>.pb``. Data-set inputs feed, in order, the graph inputs that are not initializers.
-A model is runnable when it has exactly one Pad or Conv node and every other node is a Constant;
-the node's inputs may come from graph inputs, initializers or Constant nodes. Any other model
-becomes an *unsupported* case (reported, never run).
+A case folder holds ``model.onnx`` and ``test_data_set_*/input_<i>.pb``, ``output_<i>.pb``;
+the inputs feed, in order, the graph inputs that are not initializers.  A model of one node
+padconv implements and Constant nodes is runnable; any other is an *unsupported* case.
 """
 
 from __future__ import annotations
@@ -48,12 +46,16 @@ def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[
     """A Case from a ModelProto and one data set (arrays for the non-initializer graph inputs,
     in graph order, and the expected graph outputs). ``base_dir``: the model's folder, the only
     place its external data may come from (None: no external data), read under ``policy``."""
+    from padconv_cli.models import SHORTHAND_CONSTANTS, graph_constants
     from padconv_cli.onnx_nodes import default_opset, node_attributes
 
     base = Case(name=name, source=source, op="?", opset=0, location=location)
-    node, reason = _single_operator_node(model.graph)
+    node = _operator_node(model.graph)
     if node is None:
-        base.unsupported = reason
+        kinds = bounded_list((n.op_type for n in model.graph.node if not _is_constant(n)),
+                             empty="none")
+        base.unsupported = (f"graph computes with {kinds}; only one Pad or Conv node (fed by "
+                            "inputs, initializers or Constant nodes) is supported")
         return base
     base.op = node.op_type
     try:
@@ -61,12 +63,18 @@ def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[
     except PadconvError as exc:
         base.unsupported = str(exc)
         return base
-    known = _constant_values(model.graph, base_dir, location, policy)
+    for constant in filter(_is_constant, model.graph.node):
+        if len(constant.attribute) != 1 or not constant.output or \
+                constant.attribute[0].name not in ("value", *SHORTHAND_CONSTANTS):
+            raise InputError(f"{location}: a Constant node needs one output and one dense value "
+                             "attribute (value, value_float(s), value_int(s), value_string(s))")
+    known = {name: load() for name, load in  # every one, used or not, as a case is checked whole
+             graph_constants(model.graph, location, base_dir, policy).items()}
     feeds = _feeds(model.graph, inputs, location)
     missing = [n for n in node.input if n and n not in feeds and n not in known]
     if missing:
         raise InputError(f"{location}: no value for node input(s) {bounded_list(missing)}")
-    base.inputs = [None if not n else feeds.get(n, known.get(n)) for n in node.input]
+    base.inputs = [None if not n else feeds[n] if n in feeds else known[n] for n in node.input]
     base.attributes = node_attributes(node, source=location)
     base.expected = list(outputs)
     if len(base.expected) != 1:
@@ -74,75 +82,19 @@ def case_from_model(model: Any, inputs: Sequence[np.ndarray], outputs: Sequence[
     return base
 
 
-def _single_operator_node(graph: Any) -> tuple[Any, str]:
-    """(the one Pad/Conv node, "") or (None, why the graph is not runnable)."""
+def _is_constant(node: Any) -> bool:
+    return node.op_type == "Constant" and node.domain in DEFAULT_DOMAINS
+
+
+def _operator_node(graph: Any) -> Any:
+    """The graph's one node of an operator padconv implements (default domain, any opset) when
+    every other node is a Constant; else None."""
     from padconv_cli.onnx_nodes import is_supported_op
 
-    computing = [n for n in graph.node if not _is_constant_node(n)]
-    kinds = bounded_list((n.op_type for n in computing), empty="none")
+    computing = [n for n in graph.node if not _is_constant(n)]
     if len(computing) == 1 and is_supported_op(computing[0].op_type, computing[0].domain):
-        return computing[0], ""
-    return None, (
-        f"graph computes with {kinds}; only one Pad or Conv node (fed by inputs, initializers "
-        "or Constant nodes) is supported"
-    )
-
-
-def _is_constant_node(node: Any) -> bool:
-    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
-
-
-def _constant_values(graph: Any, base_dir: str | None, location: str,
-                     policy: Any = None) -> dict[str, np.ndarray]:
-    """Values of initializers and Constant nodes, by name (``location`` names the model)."""
-    values = {tensor.name: _tensor_to_array(tensor, base_dir, policy)
-              for tensor in graph.initializer}
-    for node in graph.node:
-        if _is_constant_node(node):
-            if not node.output:
-                raise InputError(f"{location}: a Constant node has no output")
-            values[node.output[0]] = _constant_node_value(node, base_dir, location, policy)
-    return values
-
-
-def _constant_node_value(node: Any, base_dir: str | None, location: str,
-                         policy: Any = None) -> np.ndarray:
-    """The array a Constant node produces (value, value_float(s), value_int(s), value_string(s))."""
-    from onnx import helper
-
-    from padconv_cli.onnx_nodes import check_attribute_type
-
-    if len(node.attribute) != 1:
-        raise InputError(f"Constant node {node.output[0]!r}: needs exactly one value attribute")
-    attribute = node.attribute[0]
-    where = f"{location}: attribute {attribute.name!r} of node {node.name or node.output[0]!r}"
-    check_attribute_type(attribute, "Constant", where)
-    value = helper.get_attribute_value(attribute)
-    if attribute.name == "value":
-        return _tensor_to_array(value, base_dir, policy)
-    if attribute.name in ("value_float", "value_floats"):
-        return np.array(value, dtype=np.float32)
-    if attribute.name in ("value_int", "value_ints"):
-        return np.array(value, dtype=np.int64)
-    if attribute.name in ("value_string", "value_strings"):
-        return np.array(_decoded(value, where), dtype=object)
-    raise InputError(f"Constant node {node.output[0]!r}: attribute {attribute.name} unsupported")
-
-
-def _decoded(value: Any, where: str) -> Any:
-    from padconv_cli.onnx_nodes import decode_attribute_text
-
-    if isinstance(value, bytes):
-        return decode_attribute_text(value, where)
-    return [_decoded(v, where) for v in value]
-
-
-def _tensor_to_array(tensor: Any, base_dir: str | None = None, policy: Any = None) -> np.ndarray:
-    """TensorProto -> array with padconv's own validating reader; external data must stay
-    inside ``base_dir`` (the model's folder) and is refused when that is None."""
-    from padconv_cli.tensorio.protobuf import tensor_from_proto
-
-    return tensor_from_proto(tensor, f"tensor {tensor.name!r}", base_dir, policy)
+        return computing[0]
+    return None
 
 
 def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
@@ -152,15 +104,19 @@ def _feeds(graph: Any, inputs: Sequence[Any], location: str) -> dict[str, Any]:
     if len(inputs) != len(names):
         raise InputError(f"{location}: {len(inputs)} input tensor(s) for the {len(names)} graph "
                          f"input(s) {bounded_list(names)}")
-    arrays = [_as_array(value) for value in inputs]
-    return dict(zip(names, arrays, strict=True))
+    return dict(zip(names, map(_as_array, inputs), strict=True))
 
 
 def _as_array(value: Any) -> np.ndarray:
-    """A data-set value (array, numpy scalar or TensorProto) as an array."""
+    """A data-set value (array, numpy scalar or TensorProto, read by padconv's validating
+    reader without external data) as an array."""
     from onnx import TensorProto
 
-    return _tensor_to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
+    from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+    if isinstance(value, TensorProto):
+        return tensor_from_proto(value, f"tensor {value.name!r}", None)
+    return np.asarray(value)
 
 
 def is_case_dir(path: Path) -> bool:
@@ -173,6 +129,7 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
     """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
     (``folder:test_data_set_N`` when there are several data sets), read under ``policy``."""
     from padconv_cli.models import load_model  # --from-model's reader: no external data
+    from padconv_cli.tensor_sources import read_tensor
 
     name = name or path.name
     model = load_model(str(path / MODEL_FILE), policy)
@@ -182,8 +139,9 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
         raise InputError(f"{path}: no {DATA_SET_PREFIX}* folder next to {MODEL_FILE}")
     cases = []
     for data_set in data_sets:
-        inputs = _read_pb_series(data_set, "input_", policy)
-        outputs = _read_pb_series(data_set, "output_", policy)
+        inputs, outputs = ([read_tensor(str(file), policy=policy) for file in
+                            sorted(data_set.glob(f"{prefix}_*.pb"), key=_index_of)]
+                           for prefix in ("input", "output"))
         if not outputs:
             raise InputError(f"{data_set}: no output_*.pb file")
         case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
@@ -192,19 +150,9 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
     return cases
 
 
-def _read_pb_series(folder: Path, prefix: str, policy: Any = None) -> list[np.ndarray]:
-    """``prefix0.pb, prefix1.pb, ...`` read with padconv's own tensor reader, in index order."""
-    from padconv_cli.tensor_sources import read_tensor
-
-    files = sorted(folder.glob(prefix + "*.pb"), key=_index_of)
-    return [read_tensor(str(file), policy=policy) for file in files]
-
-
 def cases_from_user_dir(path_text: str, policy: Any = None) -> list[Case]:
-    """Cases of a user-given DIR: a case folder, or a folder whose sub-folders are case folders.
-
-    Anything else is an InputError (the CLI turns it into a one-line error, exit 2).
-    """
+    """Cases of a user-given DIR: a case folder, or a folder whose sub-folders are case
+    folders; anything else is an InputError."""
     path = Path(path_text)
     if not path.is_dir():
         raise InputError(f"DIR {path_text}: not a folder")
@@ -225,13 +173,8 @@ def onnx_data_root() -> Path:
 
 
 def suite_dirs(root: Path | None = None) -> list[tuple[str, Path]]:
-    """(source, folder) of every conformance folder whose model is one Pad or Conv node.
-
-    Rule: a folder is picked by the op type of its model's node (see
-    :func:`is_single_operator_model`), whatever its name, so that other operators whose names
-    mention pad or conv (AveragePool with pads, ConvInteger, DeformConv, attention with
-    padded keys) are not listed, at any onnx version.
-    """
+    """(source, folder) of every conformance folder whose model is one node padconv implements,
+    picked by the node's op type (:func:`_operator_node`), never by the folder's name."""
     root = onnx_data_root() if root is None else root
     if not root.is_dir():
         return []
@@ -249,8 +192,8 @@ def suite_dirs(root: Path | None = None) -> list[tuple[str, Path]]:
 
 
 def _model_file_is_single_operator(path: Path) -> bool:
-    """True when the model file at ``path`` is one Pad or Conv node (a cheap byte test first:
-    the op type's name must appear in the file)."""
+    """True when the model file at ``path`` is one node padconv implements and Constant nodes
+    (a cheap byte test first: the op type's name must appear in the file)."""
     import onnx
 
     try:
@@ -260,20 +203,9 @@ def _model_file_is_single_operator(path: Path) -> bool:
     if not any(op.encode() in payload for op in OPERATORS):
         return False
     try:
-        model = onnx.ModelProto.FromString(payload)
+        return _operator_node(onnx.ModelProto.FromString(payload).graph) is not None
     except Exception:  # a corrupt model is not a Pad or Conv case
         return False
-    return is_single_operator_model(model)
-
-
-def is_single_operator_model(model: Any) -> bool:
-    """Exactly one node other than Constant nodes, of op type Pad or Conv in the default
-    (domain-less) operator set, at any opset."""
-    nodes = [node for node in model.graph.node if node.op_type != "Constant"]
-    return len(nodes) == 1 and nodes[0].op_type in OPERATORS and nodes[0].domain in DEFAULT_DOMAINS
-
-
-SHIPPED_FOLDERS = ("family_cases",)  # backend-test case folders shipped with padconv
 
 
 def shipped_cases(policy: Any = None) -> list[Case]:
@@ -284,14 +216,11 @@ def shipped_cases(policy: Any = None) -> list[Case]:
 
     from padconv_cli.verification.cases import BUILTIN_SOURCE
 
-    cases = []
-    for name in SHIPPED_FOLDERS:
-        root = Path(str(resources.files("padconv_cli.verification").joinpath(name)))
-        if not root.is_dir():
-            continue
-        for folder in sorted(child for child in root.iterdir() if is_case_dir(child)):
-            cases.extend(cases_from_dir(folder, source=BUILTIN_SOURCE, policy=policy))
-    return cases
+    root = Path(str(resources.files("padconv_cli.verification").joinpath("family_cases")))
+    folders = sorted(child for child in root.iterdir() if is_case_dir(child)) \
+        if root.is_dir() else []
+    return [case for folder in folders
+            for case in cases_from_dir(folder, source=BUILTIN_SOURCE, policy=policy)]
 
 
 def suite_cases(policy: Any = None) -> list[Case]:
@@ -308,24 +237,18 @@ def suite_cases(policy: Any = None) -> list[Case]:
 
 def generated_node_cases() -> list[Case]:
     """The node test cases onnx generates for Pad and Conv (onnx.backend.test.case.node)."""
-    cases = []
-    for test_case in _onnx_node_test_cases():
-        inputs, outputs = test_case.data_sets[0]
-        cases.append(case_from_model(
-            test_case.model, list(inputs), [_as_array(value) for value in outputs],
-            name=test_case.name, source=NODE_SOURCE,
-            location=f"onnx.backend.test.case.node:{test_case.name}"))
-    return cases
+    return [case_from_model(test.model, list(test.data_sets[0][0]),
+                            [_as_array(value) for value in test.data_sets[0][1]],
+                            name=test.name, source=NODE_SOURCE,
+                            location=f"onnx.backend.test.case.node:{test.name}")
+            for test in _onnx_node_test_cases()]
 
 
 @lru_cache(maxsize=1)
 def _onnx_node_test_cases() -> tuple[Any, ...]:
-    """onnx's TestCase objects whose model is a single Pad or Conv node.
-
-    Importing the ``pad`` and ``conv`` case modules runs their exporters, which append to the
-    package's case list; that takes well under a second, whereas ``collect_testcases()`` imports
-    every operator's module (about ten seconds) and is only the fallback.
-    """
+    """onnx's TestCase objects whose model is a single node padconv implements: importing the
+    case modules of those operators runs their exporters, which fill the package's case list
+    (``collect_testcases()`` would import every operator's module, about ten seconds)."""
     import importlib
     import warnings
 
@@ -333,10 +256,7 @@ def _onnx_node_test_cases() -> tuple[Any, ...]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         package = importlib.import_module(package_name)
-        collected = getattr(package, "_NodeTestCases", None)
-        if collected is not None:
-            for module in NODE_CASE_MODULES:
-                importlib.import_module(f"{package_name}.{module}")
-        else:
-            collected = package.collect_testcases()
-    return tuple(case for case in collected if is_single_operator_model(case.model))
+        for module in NODE_CASE_MODULES:
+            importlib.import_module(f"{package_name}.{module}")
+    return tuple(case for case in package._NodeTestCases
+                 if _operator_node(case.model.graph) is not None)

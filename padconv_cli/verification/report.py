@@ -3,6 +3,7 @@ details, a side-by-side view of one case, JSON lines and JUnit XML. Nothing here
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 from padconv_cli.dtypes import dtype_name
 from padconv_cli.json_output import dumps
 from padconv_cli.verification.cases import Case
-from padconv_cli.verification.compare import display_value
+from padconv_cli.verification.compare import display_value, format_error
 from padconv_cli.verification.runner import (
     FAILED,
     PASSED,
@@ -23,15 +24,6 @@ from padconv_cli.verification.runner import (
 
 COLUMNS = ("case", "operator", "attributes", "output", "max abs", "max rel", "result")
 STATUS_WORDS = {PASSED: "PASS", FAILED: "FAIL", UNSUPPORTED: "UNSUPPORTED"}
-
-
-def format_error(value: float | None) -> str:
-    """An error magnitude with 3 significant digits; ``-`` when not applicable."""
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0"
-    return f"{value:.3g}"
 
 
 def format_tolerance(value: float) -> str:
@@ -99,13 +91,9 @@ DEFAULT_WIDTH = 80
 
 
 def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
-    """The columns that fit ``width`` and their widths.
-
-    Rule: result and case always, the case name whole (``verify -k`` takes it back, so a name
-    longer than the line overflows it rather than being cut); output, operator and max abs
-    while they fit (dropped in that order); ``max rel`` then ``attributes`` are added when at
-    least :data:`WIDE_EXTRA_MIN` columns remain.
-    """
+    """The columns that fit ``width`` and their widths: result and case always, the name whole
+    (``verify -k`` takes it back); output, operator and max abs while they fit (dropped in
+    that order); ``max rel`` then ``attributes`` when :data:`WIDE_EXTRA_MIN` columns remain."""
     rows = [line_cells(result) for result in results]
     header = {name: name.upper() for name in COLUMNS}
     widths = {name: max(len(row[name]) for row in [header, *rows]) for name in COLUMNS}
@@ -156,12 +144,14 @@ def _table_line(cells: dict[str, str], columns: list[str], widths: dict[str, int
 
 def wrap_lines(lines: list[str], width: int) -> list[str]:
     """Each line wrapped to ``width`` columns, continuation lines indented by 4 spaces more than
-    the line's own indent; a line that is a status word and a case name stays whole."""
+    the line's own indent; a line that is a status word and a case name (``verify -k`` takes
+    the name back) stays whole."""
     import textwrap
 
     wrapped = []
     for line in lines:
-        if len(line) <= width or _is_case_heading(line):
+        words = line.split(" ")
+        if len(line) <= width or (len(words) == 2 and words[0] in STATUS_WORDS.values()):
             wrapped.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip(" ")))
@@ -170,12 +160,6 @@ def wrap_lines(lines: list[str], width: int) -> list[str]:
             break_on_hyphens=False,
         )
     return wrapped
-
-
-def _is_case_heading(line: str) -> bool:
-    """``FAIL NAME``: a status word and one name, which ``verify -k`` takes back whole."""
-    words = line.split(" ")
-    return len(words) == 2 and words[0] in STATUS_WORDS.values()
 
 
 def verbose_details(result: CaseResult) -> list[str]:
@@ -213,11 +197,10 @@ def result_record(result: CaseResult) -> dict[str, Any]:
         "output_dtype": result.output_dtype or None, "seconds": round(result.seconds, 6),
     }
     if comparison is not None:
-        mismatches = [{"index": list(index), "expected": e, "actual": a}
-                      for index, e, a in comparison.mismatches]
         record.update(max_abs=comparison.max_abs, max_rel=comparison.max_rel,
                       rtol=comparison.rtol, atol=comparison.atol,
-                      mismatch_count=comparison.mismatch_count, mismatches=mismatches,
+                      mismatch_count=comparison.mismatch_count,
+                      mismatches=comparison.mismatch_records(),
                       min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record
 
@@ -238,24 +221,39 @@ def case_record(case: Case) -> dict[str, Any]:
 def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None) -> bytes:
     """The results as a JUnit XML document: failures as <failure>, unsupported as <skipped>;
     ``names`` as for :func:`tolerance_hint`."""
+    cases = []
+    for result in results:
+        child = None
+        if result.status == FAILED:
+            child = ("failure", {"message": result.reason, "type": "mismatch"},
+                     "\n".join(failure_details(result, names)))
+        elif result.status == UNSUPPORTED:
+            child = ("skipped", {"message": result.reason}, None)
+        cases.append(({"classname": f"padconv.verify.{result.case.source}",
+                       "name": result.case.name, "time": f"{result.seconds:.6f}"}, child))
+    seconds = sum(result.seconds for result in results)
+    return junit_document("padconv verify", "padconv verify", cases, time=f"{seconds:.6f}")
+
+
+JunitCase = tuple[dict[str, str], "tuple[str, dict[str, str], str | None] | None"]
+
+
+def junit_document(title: str, suite_name: str, cases: list[JunitCase], **extra: str) -> bytes:
+    """``<testsuites name=title><testsuite name=suite_name tests failures errors skipped
+    ...extra>`` with one <testcase> per (attributes, child); a child is (tag, attributes,
+    text) or None; ``failures`` and ``skipped`` count the children of those tags."""
     import xml.etree.ElementTree as ET
 
-    counts = summary_counts(results)
-    total_seconds = sum(result.seconds for result in results)
-    suites = ET.Element("testsuites", name="padconv verify")
-    suite = ET.SubElement(
-        suites, "testsuite", name="padconv verify", tests=str(len(results)),
-        failures=str(counts[FAILED]), errors="0", skipped=str(counts[UNSUPPORTED]),
-        time=f"{total_seconds:.6f}",
-    )
-    for result in results:
-        case = ET.SubElement(suite, "testcase", classname=f"padconv.verify.{result.case.source}",
-                             name=result.case.name, time=f"{result.seconds:.6f}")
-        if result.status == FAILED:
-            failure = ET.SubElement(case, "failure", message=result.reason, type="mismatch")
-            failure.text = "\n".join(failure_details(result, names))
-        elif result.status == UNSUPPORTED:
-            ET.SubElement(case, "skipped", message=result.reason)
+    tags = [child[0] for _, child in cases if child is not None]
+    suites = ET.Element("testsuites", name=title)
+    suite = ET.SubElement(suites, "testsuite", name=suite_name, tests=str(len(cases)),
+                          failures=str(tags.count("failure")), errors="0",
+                          skipped=str(tags.count("skipped")), **extra)
+    for attributes, child in cases:
+        case = ET.SubElement(suite, "testcase", **attributes)
+        if child is not None:
+            tag, child_attributes, text = child
+            ET.SubElement(case, tag, **child_attributes).text = text
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
 
@@ -273,8 +271,13 @@ PREVIEW_ELEMENTS = 100
 
 def tensor_block(array: Any, width: int, precision: int | None = None) -> list[str]:
     """An array as numpy's text form within ``width`` columns (elided past 100 elements;
-    ``precision`` digits after the point when given)."""
-    return np.array2string(np.asarray(array), max_line_width=max(width, 20),
+    ``precision`` digits after the point when given); types numpy prints poorly (bfloat16,
+    float8, int4: ml_dtypes) as float32."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "biufcUSO":
+        with contextlib.suppress(TypeError, ValueError):
+            array = array.astype(np.float32)
+    return np.array2string(array, max_line_width=max(width, 20),
                            threshold=PREVIEW_ELEMENTS, edgeitems=3,
                            precision=precision).splitlines()
 
@@ -287,10 +290,7 @@ def difference(expected: Any, actual: Any) -> Any:
     if expected.shape != actual.shape:
         return None
     if expected.dtype.kind in "biufc" and actual.dtype.kind in "biufc":
-        try:
-            e, a = expected.astype(np.complex128), actual.astype(np.complex128)
-        except (TypeError, ValueError):
-            return expected != actual
+        e, a = expected.astype(np.complex128), actual.astype(np.complex128)
         same = (e == a) | (np.isnan(e) & np.isnan(a))
         with np.errstate(invalid="ignore"):
             return np.where(same, 0.0, np.abs(a - e))
@@ -298,17 +298,6 @@ def difference(expected: Any, actual: Any) -> Any:
         return np.asarray(expected != actual)
     except (TypeError, ValueError):
         return None
-
-
-def _as_numeric_view(array: Any) -> Any:
-    """Types numpy prints poorly (bfloat16, float8, int4: ml_dtypes) as float32 for display."""
-    array = np.asarray(array)
-    if array.dtype.kind in "biufcUSO":
-        return array
-    try:
-        return array.astype(np.float32)
-    except (TypeError, ValueError):
-        return array
 
 
 def columns_side_by_side(blocks: list[tuple[str, list[str]]], width: int) -> list[str]:
@@ -343,10 +332,9 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
         if array is None:
             continue
         lines.append(f"  input {position}: {_shape_text(array)}")
-        block = tensor_block(_as_numeric_view(array), width - 4)
-        lines += [f"    {line}".rstrip() for line in block]
+        lines += [f"    {line}".rstrip() for line in tensor_block(array, width - 4)]
     expected = case.expected[0] if case.expected else None
-    blocks = [(f"{title} {_shape_text(array)}", tensor_block(_as_numeric_view(array), width - 4))
+    blocks = [(f"{title} {_shape_text(array)}", tensor_block(array, width - 4))
               for title, array in (("expected", expected), ("actual", result.actual))
               if array is not None]
     if expected is not None and result.actual is not None:
