@@ -22,12 +22,21 @@ from padconv_cli.tensorio.files import (
     ReadPolicy,
     check_read_bytes,
     create_exclusive,
+    file_mode_for,
     input_limit,
     one_line,
     open_regular_file,
-    temp_name,
+    temp_beside,
 )
-from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
+from padconv_cli.tensorio.npy import (
+    NpyHeader,
+    check_bool_bytes,
+    check_declared_size,
+    check_npy_dtype,
+    read_npy_header,
+    to_native_byte_order,
+    write_npy_header,
+)
 from padconv_cli.units import human_bytes
 
 
@@ -95,8 +104,7 @@ class NpyInput:
         finally:
             os.close(fd)
         part = to_native_byte_order(np.asarray(part[local], order="C"))
-        if part.dtype == np.bool_ and part.size and part.view(np.uint8).max() > 1:
-            raise InputError(f"{self.path}: bool data holds bytes other than 0 and 1")
+        check_bool_bytes(part, self.path)
         return part
 
     def check_reads(self, boxes: Iterable[object]) -> None:
@@ -121,13 +129,7 @@ def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
     with stream:
         header = read_npy_header(stream, path)
         info = os.fstat(stream.fileno())
-    available = size - header.data_offset
-    if header.data_bytes > available:
-        raise InputError(
-            f"{path}: header declares shape {header.shape} of {header.dtype} = "
-            f"{header.data_bytes} bytes but only {max(available, 0)} bytes follow "
-            "(truncated or forged)"
-        )
+    check_declared_size(header, size, path)
     if header.dtype.fields is not None or header.dtype.subdtype is not None:
         raise UnsupportedDtypeError(
             f"{path}: structured element type {header.dtype} is not a tensor element type"
@@ -212,28 +214,32 @@ class NpyOutput:
     def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.target = target
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = _npy_storable(np.dtype(dtype), target)
+        self.dtype = np.dtype(dtype)
+        check_npy_dtype(self.dtype, target, ", on the memory engine")
+        real = os.path.realpath(target)
+        if os.path.isdir(real):
+            raise OutputError(f"{target}: is a directory")
         # named before the ``try``: a Ctrl-C right after the file's creation still removes it
-        self._temp = _temp_path_for(target)
+        self._temp = temp_beside(target, real)
         try:
-            self._header = self._create()
+            self._data_offset = self._create()
         except BaseException:  # no ``with`` owns this object yet
             self.discard()
             raise
 
-    def _create(self) -> NpyHeader:
+    def _create(self) -> int:
+        """Create the temporary file: its header, then its data size (a sparse file)."""
         try:
-            os.close(create_exclusive(self._temp))
-            np.lib.format.open_memmap(self._temp, mode="w+", dtype=self.dtype, shape=self.shape)
-            stream, _ = open_regular_file(self._temp)
-            with stream:
-                offset = read_npy_header(stream, self._temp).data_offset
+            with os.fdopen(create_exclusive(self._temp), "wb") as stream:
+                write_npy_header(stream, self.shape, self.dtype)
+                offset = stream.tell()
+                stream.truncate(offset + math.prod(self.shape) * self.dtype.itemsize)
         except FileExistsError as exc:  # the name was taken: that file is not ours to remove
             self._temp = None
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
         except (OSError, ValueError) as exc:
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
-        return NpyHeader(self.shape, False, self.dtype, offset)
+        return offset
 
     def write(self, box: tuple[slice, ...], values: np.ndarray) -> None:
         """``result[box] = values`` (one unit-step slice per axis) with ``pwrite``; a full
@@ -251,7 +257,7 @@ class NpyOutput:
         try:
             done = 0
             for offset, length in _runs(self.shape, self.dtype.itemsize, ranges):
-                data, at = flat[done:done + length], self._header.data_offset + offset
+                data, at = flat[done:done + length], self._data_offset + offset
                 while len(data):
                     written = os.pwrite(fd, data, at)
                     if written <= 0:
@@ -271,13 +277,7 @@ class NpyOutput:
         try:
             with open(self._temp, "rb+") as stream:
                 os.fsync(stream.fileno())
-            try:
-                mode = os.stat(self.target).st_mode & 0o7777
-            except OSError:
-                mask = os.umask(0o022)
-                os.umask(mask)
-                mode = 0o666 & ~mask
-            os.chmod(self._temp, mode)
+            os.chmod(self._temp, file_mode_for(self.target))
             os.replace(self._temp, os.path.realpath(self.target))
         except OSError as exc:
             self.discard()
@@ -297,30 +297,6 @@ class NpyOutput:
             self.commit()
         else:
             self.discard()
-
-
-def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:
-    """Types ``.npy`` can name without pickle (not bfloat16/float8/int4 or objects)."""
-    from padconv_cli.dtypes import dtype_name, is_npy_native
-
-    if dtype.hasobject or not is_npy_native(dtype):
-        raise UnsupportedDtypeError(
-            f"{target}: .npy cannot store dtype {dtype_name(dtype)}; write a .pb TensorProto "
-            "instead (format pb, on the memory engine)",
-            param="format",
-        )
-    return dtype
-
-
-def _temp_path_for(target: str) -> str:
-    """A temporary name beside ``target`` (nothing is created), its folder checked."""
-    real = os.path.realpath(target)
-    folder = os.path.dirname(real) or "."
-    if os.path.isdir(real):
-        raise OutputError(f"{target}: is a directory")
-    if not os.path.isdir(folder):
-        raise OutputError(f"{target}: folder {folder} does not exist")
-    return temp_name(folder, f".{os.path.basename(real)}.", ".tmp")
 
 
 def check_disk_space(target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:

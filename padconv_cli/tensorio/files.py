@@ -233,6 +233,14 @@ def _current_umask() -> int:
     return mask
 
 
+def file_mode_for(path: str) -> int:
+    """The mode a file written to ``path`` gets: the existing file's, else ``0o666 & ~umask``."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_current_umask()
+
+
 def _stat_target(path: str) -> os.stat_result | None:
     """The target's status, following symlinks; None when it does not exist yet."""
     if path.endswith((os.sep, "/")):
@@ -295,8 +303,9 @@ def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
         raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
 
 
-def _temp_for(path: str, real: str) -> str:
-    """A temporary name beside ``real``, its folder checked."""
+def temp_beside(path: str, real: str) -> str:
+    """A temporary name beside ``real`` (the real path of the target ``path``), its folder
+    checked; nothing is created."""
     folder = os.path.dirname(real) or "."
     if not os.path.isdir(folder):
         raise OutputError(f"{printable(path)}: folder {printable(folder)} does not exist")
@@ -346,7 +355,7 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
     real, mode = _resolve_target(path, info)
     # The name is chosen before the ``try``: a Ctrl-C right after the file's creation still
     # removes it.  (A name taken already is refused by O_EXCL, so the file removed is ours.)
-    temp = _temp_for(path, real)
+    temp = temp_beside(path, real)
     try:
         with os.fdopen(_create_temp(path, temp), "wb") as stream:
             write(stream)

@@ -63,8 +63,8 @@ class NpyHeader(NamedTuple):
         return self.element_count * self.dtype.itemsize
 
 
-def _read_version(stream: BinaryIO, label: str) -> tuple[int, int]:
-    magic = read_exact(stream, MAGIC_LENGTH)
+def _read_version(stream: BinaryIO, label: str, head: bytes) -> tuple[int, int]:
+    magic = head + read_exact(stream, MAGIC_LENGTH - len(head))
     if not magic:
         raise InputError(f"{label}: empty file, not an .npy array")
     if not magic.startswith(NPY_MAGIC):
@@ -140,24 +140,27 @@ def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
     return dtype
 
 
-def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
-    """Parse and check an ``.npy`` header; leaves ``stream`` at the first data byte."""
-    version = _read_version(stream, label)
+def read_npy_header(stream: BinaryIO, label: str, head: bytes = b"") -> NpyHeader:
+    """Parse and check an ``.npy`` header (``head``: its first bytes, read from ``stream``
+    already); leaves ``stream`` at the first data byte."""
+    version = _read_version(stream, label, head)
     raw = _read_header_text(stream, version, label)
     shape, fortran_order, dtype = _parse_header(raw, version, label)
     return NpyHeader(_check_shape(shape, label), fortran_order, _check_dtype(dtype, label),
                      MAGIC_LENGTH + len(raw))
 
 
-def _check_declared_size(header: NpyHeader, total_size: int | None, label: str,
-                         policy: ReadPolicy | None) -> None:
-    """The declared body must fit in what the source holds (when known), then in the limit."""
-    declared = (f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
-                f"{header.data_bytes} bytes")
+def check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
+    """Rule: the declared body fits in what the source holds after the header (when known)."""
     if total_size is not None and header.data_bytes > total_size - header.data_offset:
-        raise InputError(f"{label}: {declared} but only {max(total_size - header.data_offset, 0)} "
-                         "bytes follow (truncated or forged)")
-    check_input_size(header.data_bytes, label, declared, policy)
+        raise InputError(f"{label}: {_declared(header)} but only "
+                         f"{max(total_size - header.data_offset, 0)} bytes follow "
+                         "(truncated or forged)")
+
+
+def _declared(header: NpyHeader) -> str:
+    return (f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
+            f"{header.data_bytes} bytes")
 
 
 def _allocate(header: NpyHeader, label: str) -> np.ndarray:
@@ -196,15 +199,17 @@ def check_bool_bytes(array: np.ndarray, label: str) -> None:
 
 
 def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
-                    policy: ReadPolicy | None = None) -> np.ndarray:
+                    policy: ReadPolicy | None = None, head: bytes = b"") -> np.ndarray:
     """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
 
     Rule: the declared size product(shape) * itemsize must fit in total_size - header length
     (``None``: a stream of unknown length, the body must then arrive in full) and in the input
     limit of ``policy``, checked before allocation; trailing bytes after the data are ignored.
+    ``head``: the first bytes of the image, read from ``stream`` already.
     """
-    header = read_npy_header(stream, label)
-    _check_declared_size(header, total_size, label, policy)
+    header = read_npy_header(stream, label, head)
+    check_declared_size(header, total_size, label)
+    check_input_size(header.data_bytes, label, _declared(header), policy)
     flat = _allocate(header, label)
     _fill(flat, stream, label)
     order = "F" if header.fortran_order else "C"
@@ -235,11 +240,29 @@ def check_npy_writable(array: np.ndarray, target: str) -> None:
     all-bytes, and types numpy cannot name (bfloat16, float8*, int4 ...: ``.pb`` holds them)."""
     if array.dtype == np.object_:
         _fixed_width_type(array.ravel(order="K").tolist(), target)
-    elif not is_npy_native(array.dtype):
+    else:
+        check_npy_dtype(array.dtype, target)
+
+
+def check_npy_dtype(dtype: np.dtype, target: str, where: str = "") -> None:
+    """Rule: ``.npy`` holds a dtype it names without pickle (not objects, bfloat16, float8,
+    int4 ...); ``where`` ends the hint (", on the memory engine")."""
+    if dtype.hasobject or not is_npy_native(dtype):
         from padconv_cli.dtypes import dtype_name
 
-        raise UnsupportedDtypeError(f"{target}: .npy cannot store dtype {dtype_name(array.dtype)};"
-                                    " write a .pb TensorProto instead (format pb)", param="format")
+        raise UnsupportedDtypeError(f"{target}: .npy cannot store dtype {dtype_name(dtype)}; "
+                                    f"write a .pb TensorProto instead (format pb{where})",
+                                    param="format")
+
+
+def write_npy_header(stream: BinaryIO, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """A C-order ``.npy`` header of ``shape`` and ``dtype``: version 1.0, 2.0 when over 64 KiB."""
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": tuple(int(d) for d in shape)}
+    try:
+        np.lib.format.write_array_header_1_0(stream, header)
+    except ValueError:  # a header over 64 KiB
+        np.lib.format.write_array_header_2_0(stream, header)
 
 
 STRING_CHUNK_BYTES = 16 * 2**20
@@ -263,12 +286,7 @@ def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
     width_type = _fixed_width_type(flat.tolist(), target)
     if string_dtype is not None:
         width_type = _given_width_type(width_type, np.dtype(string_dtype), target)
-    header = {"descr": np.lib.format.dtype_to_descr(width_type), "fortran_order": False,
-              "shape": tuple(int(d) for d in array.shape)}
-    try:
-        np.lib.format.write_array_header_1_0(stream, header)
-    except ValueError:  # a header over 64 KiB
-        np.lib.format.write_array_header_2_0(stream, header)
+    write_npy_header(stream, array.shape, width_type)
     if width_type.itemsize > STRING_CHUNK_BYTES:
         for item in flat:
             _write_wide_element(stream, item, width_type)

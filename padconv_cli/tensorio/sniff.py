@@ -26,7 +26,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError
 from padconv_cli.tensorio.files import ReadPolicy, input_limit, limit_error, one_line, read_exact
-from padconv_cli.tensorio.npy import NPY_MAGIC, read_npy_bytes, read_npy_stream
+from padconv_cli.tensorio.npy import MAGIC_LENGTH, NPY_MAGIC, read_npy_bytes, read_npy_stream
 from padconv_cli.units import human_bytes
 
 STDIN_LABEL = "<stdin>"
@@ -102,10 +102,10 @@ def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
 
 def _read_stdin_tensor(stream: BinaryIO, member: str | None,
                        policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
-    head = read_exact(stream, len(NPY_MAGIC) + 2)
+    head = read_exact(stream, MAGIC_LENGTH)
     kind = _sniffed_kind(head, member, STDIN_LABEL)
     if kind == "npy":
-        return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL, policy)
+        return None, read_npy_stream(stream, None, STDIN_LABEL, policy, head=head)
     limit = input_limit(policy)
     if kind == "npz":
         data = _read_bounded(stream, head, limit)
@@ -136,30 +136,6 @@ def read_stdin_stream(stream: BinaryIO, member: str | None = None,
         return _read_stdin_tensor(stream, member, policy)
     except OSError as exc:
         raise InputError(f"{STDIN_LABEL}: read error ({one_line(exc.strerror or exc)})") from None
-
-
-class Prefixed:
-    """A read-only stream: ``head`` (bytes already read) followed by the rest of ``stream``."""
-
-    def __init__(self, head: bytes, stream: BinaryIO) -> None:
-        self.head, self.stream = memoryview(head), stream
-
-    def read(self, count: int = -1) -> bytes:
-        """Up to ``count`` bytes (all of ``head`` first; a short read is allowed)."""
-        if not self.head:
-            return self.stream.read(count)
-        size = len(self.head) if count < 0 else min(count, len(self.head))
-        taken, self.head = bytes(self.head[:size]), self.head[size:]
-        return taken
-
-    def readinto(self, buffer: memoryview) -> int:
-        """Fill ``buffer`` from ``head``, then from the stream; the number of bytes read."""
-        if not self.head:
-            return self.stream.readinto(buffer)
-        count = min(len(buffer), len(self.head))
-        buffer[:count] = self.head[:count]
-        self.head = self.head[count:]
-        return count
 
 
 # ------------------------------------------------------------ a TensorProto, field by field
