@@ -31,37 +31,18 @@ class ElemType(NamedTuple):
         return -(-count * self.bits // 8)
 
 
-_ELEM_TYPES = (
-    ElemType(1, "float32", 32, "float32"),
-    ElemType(2, "uint8", 8, "uint8"),
-    ElemType(3, "int8", 8, "int8"),
-    ElemType(4, "uint16", 16, "uint16"),
-    ElemType(5, "int16", 16, "int16"),
-    ElemType(6, "int32", 32, "int32"),
-    ElemType(7, "int64", 64, "int64"),
-    ElemType(STRING_ELEM_TYPE, "string", 0, "object"),
-    ElemType(9, "bool", 8, "bool"),
-    ElemType(10, "float16", 16, "float16"),
-    ElemType(11, "float64", 64, "float64"),
-    ElemType(12, "uint32", 32, "uint32"),
-    ElemType(13, "uint64", 64, "uint64"),
-    ElemType(14, "complex64", 64, "complex64"),
-    ElemType(15, "complex128", 128, "complex128"),
-    ElemType(16, "bfloat16", 16, "bfloat16", True),
-    ElemType(17, "float8e4m3fn", 8, "float8_e4m3fn", True),
-    ElemType(18, "float8e4m3fnuz", 8, "float8_e4m3fnuz", True),
-    ElemType(19, "float8e5m2", 8, "float8_e5m2", True),
-    ElemType(20, "float8e5m2fnuz", 8, "float8_e5m2fnuz", True),
-    ElemType(21, "uint4", 4, "uint4", True),
-    ElemType(22, "int4", 4, "int4", True),
-    ElemType(23, "float4e2m1", 4, "float4_e2m1fn", True),
-    ElemType(24, "float8e8m0", 8, "float8_e8m0fnu", True),
-    ElemType(25, "uint2", 2, "uint2", True),
-    ElemType(26, "int2", 2, "int2", True),
-    ElemType(27, "float6e2m3", 6, "float6_e2m3fn", True),
-    ElemType(28, "float6e3m2", 6, "float6_e3m2fn", True),
-)
-
+# number name bits [ml_dtypes name]: the numbers of TensorProto.DataType; from 16 on, the
+# types are ml_dtypes'
+_TABLE = """1 float32 32; 2 uint8 8; 3 int8 8; 4 uint16 16; 5 int16 16; 6 int32 32; 7 int64 64;
+8 string 0 object; 9 bool 8; 10 float16 16; 11 float64 64; 12 uint32 32; 13 uint64 64;
+14 complex64 64; 15 complex128 128; 16 bfloat16 16; 17 float8e4m3fn 8 float8_e4m3fn;
+18 float8e4m3fnuz 8 float8_e4m3fnuz; 19 float8e5m2 8 float8_e5m2;
+20 float8e5m2fnuz 8 float8_e5m2fnuz; 21 uint4 4; 22 int4 4; 23 float4e2m1 4 float4_e2m1fn;
+24 float8e8m0 8 float8_e8m0fnu; 25 uint2 2; 26 int2 2; 27 float6e2m3 6 float6_e2m3fn;
+28 float6e3m2 6 float6_e3m2fn"""
+_ELEM_TYPES = tuple(
+    ElemType(int(number), name, int(bits), backing[0] if backing else name, int(number) >= 16)
+    for number, name, bits, *backing in (row.split() for row in _TABLE.split(";")))
 _BY_ELEM_TYPE = {t.elem_type: t for t in _ELEM_TYPES}
 _BY_NAME = {t.name: t for t in _ELEM_TYPES}
 # np.dtype(...).name of the backing dtype -> element type (strings are handled by kind).
@@ -83,9 +64,8 @@ def elem_type_info(elem_type: int) -> ElemType:
     """The :class:`ElemType` of an ONNX ``TensorProto.DataType`` number (UNDEFINED=0 refused)."""
     info = _BY_ELEM_TYPE.get(elem_type)
     if info is None:
-        raise UnsupportedDtypeError(
-            f"unknown ONNX element type {elem_type} (known: 1..{max(_BY_ELEM_TYPE)})"
-        )
+        raise UnsupportedDtypeError(f"unknown ONNX element type {elem_type} "
+                                    f"(known: 1..{max(_BY_ELEM_TYPE)})")
     return info
 
 
@@ -94,9 +74,8 @@ def _numpy_dtype(info: ElemType) -> np.dtype:
         return np.dtype(info.numpy_name)
     scalar_type = getattr(_ml_dtypes(), info.numpy_name, None)
     if scalar_type is None:
-        raise UnsupportedDtypeError(
-            f"element type {info.name} needs a newer ml_dtypes (no ml_dtypes.{info.numpy_name})"
-        )
+        raise UnsupportedDtypeError(f"element type {info.name} needs a newer ml_dtypes "
+                                    f"(no ml_dtypes.{info.numpy_name})")
     return np.dtype(scalar_type)
 
 
@@ -140,9 +119,8 @@ def parse_dtype(name: str) -> np.dtype:
         return _numpy_dtype(info)
     dtype = _dtype_from_numpy_spelling(name.strip())
     if dtype is None:
-        raise UnsupportedDtypeError(
-            f"unknown dtype {name!r}; expected one of: {', '.join(ONNX_TYPE_NAMES)}"
-        )
+        raise UnsupportedDtypeError(f"unknown dtype {name!r}; expected one of: "
+                                    f"{', '.join(ONNX_TYPE_NAMES)}")
     return dtype
 
 
@@ -202,15 +180,17 @@ def is_npy_native(dtype: Any) -> bool:
     return True
 
 
+_KINDS = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "O": "string",
+          "U": "string", "S": "string"}
+
+
 def element_kind(dtype: Any) -> str:
     """The one classification of a dtype: numpy kinds ``b`` -> ``bool``, ``i``/``u`` ->
     ``int``, ``f`` -> ``float``, ``c`` -> ``complex``, ``O``/``U``/``S`` -> ``string``; the
     ``ml_dtypes`` floats -> ``float``, its int2/int4 (unsigned too) -> ``int``; else ``other``."""
     dtype = _as_dtype(dtype)
-    kinds = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "O": "string",
-             "U": "string", "S": "string"}
-    if dtype.kind in kinds:
-        return kinds[dtype.kind]
+    if dtype.kind in _KINDS:
+        return _KINDS[dtype.kind]
     if _is_ml_dtype(dtype) and not dtype.fields:
         if dtype.name.startswith(("float", "bfloat")):
             return "float"
@@ -234,8 +214,3 @@ def float_info(dtype: Any) -> Any:
     dtype = _as_dtype(dtype)
     return _ml_dtypes().finfo(dtype) if _is_ml_dtype(dtype) else np.finfo(dtype)
 
-
-def largest_finite(dtype: np.dtype) -> tuple[float, int]:
-    """(largest finite value, mantissa bits) of a float type, or of a complex type's parts."""
-    limits = float_info(dtype)
-    return float(limits.max), int(limits.nmant)

@@ -20,13 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.dtypes import (
-    dtype_name,
-    element_kind,
-    integer_range,
-    largest_finite,
-    parse_dtype,
-)
+from padconv_cli.dtypes import dtype_name, element_kind, float_info, integer_range, parse_dtype
 from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line
 
@@ -177,7 +171,8 @@ def _overflow_limit(dtype: np.dtype) -> tuple[float, bool]:
     Round-half-to-even sends a value exactly on the midpoint past max when max's mantissa
     (max / ulp) is odd, as for IEEE types; float8e4m3fn's max 448 = 14 * 32 is even.
     """
-    largest, mantissa_bits = largest_finite(dtype)
+    limits = float_info(dtype)
+    largest, mantissa_bits = float(limits.max), int(limits.nmant)
     ulp = 2.0 ** (math.floor(math.log2(largest)) - mantissa_bits)
     return largest + ulp / 2, int(largest / ulp) % 2 == 1
 
