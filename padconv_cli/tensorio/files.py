@@ -1,33 +1,24 @@
 """Files read and written safely: regular inputs only, outputs replaced atomically.
 
-Reading: inputs must be regular files (a FIFO would block, a device could stream forever, a
-directory has no bytes).  The type is checked with ``os.stat`` before opening (opening a device
-can have side effects) and again with ``os.fstat`` on the opened descriptor (the path may have
-been swapped in between); ``O_NONBLOCK`` keeps that open from hanging on a FIFO.
+Inputs must be regular files (a FIFO would block, a device could stream forever): the type is
+checked with ``os.stat`` before opening (opening a device can have side effects) and with
+``os.fstat`` on the opened descriptor (the path may have been swapped), opened ``O_NONBLOCK``.
 
-Writing (:func:`atomic_write`): readers see the old file or the complete new one, never a part.
-The data goes to a temporary file in the target's own folder (the rename stays on one file
-system), is fsynced, gets the permissions the target should have, and is renamed over the
-target.  On any failure the temporary file is removed and an existing target is left untouched.
-An existing target keeps its mode; a new file gets ``0o666 & ~umask``.  A symlink target is
-followed (the file it points to is replaced, the link stays).  An existing character device or
-FIFO (``-o /dev/null``) is written straight through; other special files are refused.
+:func:`atomic_write`: readers see the old file or the complete new one.  The data goes to a
+temporary file beside the target (one file system), is fsynced, gets the target's mode (a new
+file ``0o666 & ~umask``) and is renamed over it; on failure the temporary file is removed.  A
+symlink target is followed; an existing character device or FIFO (``-o /dev/null``) is written
+straight through; other special files are refused.
 
-The read policy (:class:`ReadPolicy`, one for every source: files, ``.npz`` members, ``.pb``
-external data, models, stdin, Zarr stores, ``@FILE`` lists) is an argument of the readers;
-None stands for ``ReadPolicy()``, the safe default:
+:class:`ReadPolicy`, an argument of every reader (None: ``ReadPolicy()``, the safe default):
 
-* **Input limit.** ``max_input_bytes`` bounds the bytes of an input brought into memory at
-  once, checked from declared sizes before they are read: the whole input when it is read
-  into memory (an ``.npy``'s declared size, header first; the size of a ``.pb``, model or
-  external-data file; stdin, read against the bound, since a stream never ends on its own;
-  a Zarr array's declared shape); each box the out-of-core engines read of an ``.npy`` or
-  Zarr input; and each Zarr chunk or shard, which is decoded whole (a few compressed bytes can
-  declare gigabytes).  Default: half of the memory available now, as for the result.
-* **Hard links.** External data (``location`` in a ``.pb`` or a model initializer) must stay in
-  the tensor's folder, and a Zarr entry in its store.  A path check cannot see a hard link to a
-  file elsewhere, so a regular file with more than one link (``st_nlink > 1``, checked on the
-  opened descriptor) is refused unless ``allow_hardlinks`` is set.
+* ``max_input_bytes`` bounds the bytes of an input brought into memory at once, checked from
+  declared sizes before reading: a whole input read into memory, each box the out-of-core
+  engines read, each Zarr chunk or shard (decoded whole).  Default: half of the memory
+  available now.
+* External data (a ``.pb``'s or a model's) must stay in the tensor's folder, a Zarr entry in
+  its store; a path check cannot see a hard link to a file elsewhere, so a regular file with
+  ``st_nlink > 1`` is refused unless ``allow_hardlinks`` is set.
 """
 
 from __future__ import annotations
@@ -64,8 +55,7 @@ class ReadPolicy:
 
 
 def input_limit(policy: ReadPolicy | None = None) -> int:
-    """The input limit in bytes: ``max_input_bytes``, else half of the memory this process
-    can still allocate."""
+    """``max_input_bytes``, else half of the memory this process can still allocate."""
     if policy is not None and policy.max_input_bytes is not None:
         return policy.max_input_bytes
     from padconv_cli.resources import available_memory_bytes
@@ -88,16 +78,14 @@ def check_input_size(size: int, label: str, what: str | None = None,
 
 
 def check_read_bytes(size: int, label: str, what: str, limit: int) -> None:
-    """Refuse reading ``size`` bytes of an input at once over ``limit`` (:func:`input_limit`);
-    ``what`` names the part ("one tile", "one Zarr chunk")."""
+    """Refuse reading ``size`` bytes at once over ``limit``; ``what`` names the part."""
     if size > limit:
         raise limit_error(label, f"reads {human_bytes(size)} at once ({what})", limit)
 
 
 def check_link_count(links: int, label: str, what: str, folder: str,
                      policy: ReadPolicy | None = None) -> None:
-    """Refuse a regular file with ``links > 1`` hard links unless the policy allows hard links:
-    one of its names may be outside ``folder``, where no path check can see it."""
+    """Refuse ``links > 1`` hard links (a name outside ``folder``?) unless the policy allows."""
     if links > 1 and not (policy is not None and policy.allow_hardlinks):
         raise InputError(f"{what} has {links} hard links, one of which may lead outside "
                          f"{folder}; refused unless allow_hardlinks is set",
@@ -105,8 +93,7 @@ def check_link_count(links: int, label: str, what: str, folder: str,
 
 
 def printable(text: object) -> str:
-    """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``):
-    names from the user or from a file stay on one line and keep the terminal safe."""
+    """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``)."""
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), str(text))
 
 
@@ -143,11 +130,8 @@ def _stat(path: str, label: str) -> os.stat_result:
 
 
 def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, int]:
-    """Open ``path`` for binary reading and return (file, size in bytes).
-
-    Rule: the path must name an existing regular file (symlinks to one are fine); anything else
-    is an :class:`InputError` naming ``label`` (default: the path).
-    """
+    """(binary file, size) of ``path``, which must be a regular file (or a symlink to one);
+    anything else is an :class:`InputError` naming ``label`` (default: the path)."""
     label = printable(path) if label is None else label
     _refuse_non_regular(label, _stat(path, label).st_mode)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -182,11 +166,8 @@ def read_exact(stream: BinaryIO, count: int) -> bytes:
 
 
 def read_into(stream: BinaryIO, buffer: memoryview) -> int:
-    """Fill ``buffer`` from ``stream``; return the number of bytes read (short only at EOF).
-
-    Read in pieces of at most READ_PIECE bytes: a decompressing stream (a zip member) serves
-    ``readinto`` through a ``bytes`` of the requested size, which would double the memory.
-    """
+    """Fill ``buffer`` from ``stream``; the number of bytes read (short only at EOF).  Pieces
+    of READ_PIECE bytes: a zip member serves ``readinto`` through a ``bytes`` of the size asked."""
     filled = 0
     while filled < len(buffer):
         count = stream.readinto(buffer[filled : filled + READ_PIECE])
@@ -196,17 +177,14 @@ def read_into(stream: BinaryIO, buffer: memoryview) -> int:
     return filled
 
 
-# ------------------------------------------------------------------------------- writing
-
-
 def temp_name(folder: str, prefix: str, suffix: str) -> str:
-    """A fresh name ``folder/prefix<12 random hex digits>suffix`` (nothing is created); the
-    prefix is cut so that the name stays within the file system's NAME_MAX (255 when unknown)."""
+    """A fresh name ``folder/prefix<12 random hex digits>suffix`` (nothing is created), the
+    prefix cut to keep it within the file system's NAME_MAX (255 when unknown)."""
     try:
-        name_max = os.pathconf(folder, "PC_NAME_MAX")
+        name_max = os.pathconf(folder, "PC_NAME_MAX") or 255
     except (OSError, ValueError, AttributeError):
         name_max = 255
-    name_max = name_max if name_max and name_max > 0 else 255
+    name_max = name_max if name_max > 0 else 255
     while prefix and len(os.fsencode(prefix)) + len(suffix) + 12 > name_max:
         prefix = prefix[:-1]
     return os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
@@ -220,7 +198,7 @@ def create_exclusive(path: str) -> int:
 
 
 def _current_umask() -> int:
-    """The process umask, read from /proc where possible (setting it is not thread-safe)."""
+    """The umask, from /proc where possible (setting it to read it is not thread-safe)."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
@@ -254,8 +232,8 @@ def _stat_target(path: str) -> os.stat_result | None:
 
 
 def _resolve_target(path: str, info: os.stat_result | None) -> tuple[str, int]:
-    """(real path to replace, mode to give it); refuses folders and special files.  Messages
-    name ``path`` as given, never where a link leads (``/dev/stdout`` resolves into ``/proc``)."""
+    """(real path to replace, its mode); refuses folders and special files.  Messages name
+    ``path`` as given (``/dev/stdout`` resolves into ``/proc``)."""
     label = printable(path)
     real = os.path.realpath(path)
     if info is None:
@@ -265,25 +243,22 @@ def _resolve_target(path: str, info: os.stat_result | None) -> tuple[str, int]:
     if stat.S_ISDIR(info.st_mode):
         raise OutputError(f"{label}: is a directory")
     if not stat.S_ISREG(info.st_mode):
-        raise OutputError(
-            f"{label}: exists and is not a regular file, a character device or a FIFO; "
-            "write to - for stdout instead"
-        )
+        raise OutputError(f"{label}: exists and is not a regular file, a character device or "
+                          "a FIFO; write to - for stdout instead")
     return real, stat.S_IMODE(info.st_mode)
 
 
 class WriteOnly:
-    """Exposes only ``write``: pipes and terminals have no file position, which numpy's
-    ``tofile`` fast path asks for (and ``tofile`` reports a closed pipe as a bare ``OSError``,
-    where ``write`` raises ``BrokenPipeError``, which the CLI turns into a quiet exit)."""
+    """Only ``write``: numpy's ``tofile`` fast path needs a file position, which pipes lack (and
+    reports a closed pipe as a bare ``OSError``, not the ``BrokenPipeError`` the CLI expects)."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self.write = stream.write
 
 
 def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
-    """Write straight into an existing character device or FIFO (no temporary file); opened
-    without blocking, so that a FIFO nobody reads is an error (ENXIO), not a hang."""
+    """Write straight into an existing character device or FIFO, opened without blocking: a
+    FIFO nobody reads is an error (ENXIO), not a hang."""
     try:
         fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
         try:
@@ -330,23 +305,12 @@ def _create_temp(path: str, temp: str) -> int:
         ) from None
 
 
-def _fsync_folder(folder: str) -> None:
-    """Make the rename durable; not every platform/file system allows it, hence best effort."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
     """Run ``write(stream)`` into a temporary file, then rename it over ``path``.
 
-    Rule: either ``path`` ends up holding exactly what ``write`` produced, or it is unchanged and
-    no temporary file remains; OS failures become :class:`OutputError`, other exceptions
-    propagate unchanged after the clean-up.  An existing character device or FIFO cannot be
-    replaced by a rename and has no partial state to protect: it is written straight through.
+    Rule: ``path`` ends up holding exactly what ``write`` produced, or is unchanged and no
+    temporary file remains; OS failures become :class:`OutputError`, other exceptions propagate
+    after the clean-up.  An existing character device or FIFO is written straight through.
     """
     info = _stat_target(path)
     if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
@@ -370,4 +334,9 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
         if isinstance(exc, OSError):
             raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
         raise
-    _fsync_folder(os.path.dirname(real) or ".")
+    with contextlib.suppress(OSError):  # the rename made durable, where the system allows it
+        folder = os.open(os.path.dirname(real) or ".", os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
