@@ -1,8 +1,6 @@
-"""``.npy`` files read and written box by box with ``pread`` and ``pwrite``, never through a
-memory map (a file truncated by another process, or a full disk, is one error line, never the
-SIGBUS of a mapped page); resident memory follows the box, not the file.  The result is a
-temporary file next to the target, renamed over it when complete.
-"""
+"""``.npy`` files read and written box by box with ``pread``/``pwrite``, not a memory map (a
+file truncated meanwhile or a full disk is one error line, not a SIGBUS); memory follows the
+box.  The result is a temporary file beside the target, renamed over it when complete."""
 
 from __future__ import annotations
 
@@ -66,10 +64,9 @@ class NpyInput:
         return self.header.data_bytes
 
     def check_unchanged(self, fd: int | None = None) -> None:
-        """Refuse to go on when another process replaced, truncated or changed the file: same
-        device and inode, at least ``data_offset + data_bytes`` long, same size, mtime and
-        ctime (``touch`` cannot set ctime back) as when opened.  ``fd``: the descriptor about
-        to be read, checked itself (a path checked, then opened, could be replaced between)."""
+        """Rule: the file (``fd``, the descriptor about to be read, else the path) has the
+        device, inode, size, mtime and ctime (``touch`` cannot set it back) it had when opened,
+        and at least ``data_offset + data_bytes`` bytes; else it was replaced or changed."""
         if self.identity is None:
             return
         try:
@@ -80,10 +77,8 @@ class NpyInput:
         if (info.st_dev, info.st_ino) != self.identity[:2]:
             raise InputError(f"{self.path}: replaced by another file while being read")
         if info.st_size < self.header.data_offset + self.header.data_bytes:
-            raise InputError(
-                f"{self.path}: truncated from {self.identity[2]} to {info.st_size} bytes by "
-                "another process while being read"
-            )
+            raise InputError(f"{self.path}: truncated from {self.identity[2]} to {info.st_size} "
+                             "bytes by another process while being read")
         if (info.st_size, info.st_mtime_ns, info.st_ctime_ns) != self.identity[2:]:
             raise InputError(f"{self.path}: changed by another process while being read "
                              "(its size or modification time moved)")
@@ -108,8 +103,7 @@ class NpyInput:
         return part
 
     def check_reads(self, boxes: Iterable[object]) -> None:
-        """Refuse, before anything is read, a box of more than the input limit in force where
-        the file was opened."""
+        """Refuse a box over the input limit in force where the file was opened."""
         itemsize = self.header.dtype.itemsize
         largest = max((math.prod(len(r) for r in box_ranges(box, self.shape)[0]) * itemsize
                        for box in boxes), default=0)
@@ -122,18 +116,16 @@ class NpyInput:
 
 
 def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
-    """An ``.npy`` file opened to be read box by box, nothing loaded: a regular file whose
-    header parses, declares no object or structured dtype and ``prod(shape) * itemsize <=
-    file size - header length`` (else an error naming the file)."""
+    """An ``.npy`` file opened to be read box by box, nothing loaded; its header is checked
+    (no object or structured dtype, ``prod(shape) * itemsize`` within the file)."""
     stream, size = open_regular_file(path)
     with stream:
         header = read_npy_header(stream, path)
         info = os.fstat(stream.fileno())
     check_declared_size(header, size, path)
     if header.dtype.fields is not None or header.dtype.subdtype is not None:
-        raise UnsupportedDtypeError(
-            f"{path}: structured element type {header.dtype} is not a tensor element type"
-        )
+        raise UnsupportedDtypeError(f"{path}: structured element type {header.dtype} is not a "
+                                    "tensor element type")
     identity = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
     return NpyInput(path, header, identity, input_limit(policy))
 

@@ -1,16 +1,10 @@
 """Reading and writing ``.npy`` data without trusting the header.
 
-The header is parsed before any array memory is allocated, and refused when
-
-* the magic string or format version is wrong, or the header is longer than
-  :data:`MAX_HEADER_SIZE` bytes (checked on the length field, before reading it);
-* the dtype holds python objects (that would need pickle);
-* the shape has negative or non-integer dimensions;
-* the shape and dtype promise more bytes than the source holds after the header
-  (``np.load`` would allocate the whole declared array before noticing).
-
-Arrays come back in native byte order (swapped in place) with their values bit-exact, in C or
-Fortran order as stored.
+The header is parsed before any array memory is allocated, and refused for a wrong magic or
+version, a header over :data:`MAX_HEADER_SIZE` bytes (checked on its length field), python
+objects (pickle), dimensions that are not integers >= 0, and more declared bytes than the
+source holds after the header (``np.load`` would allocate first).  Arrays come back in native
+byte order (swapped in place, bit-exact), in C or Fortran order as stored.
 """
 
 from __future__ import annotations
@@ -53,14 +47,9 @@ class NpyHeader(NamedTuple):
     data_offset: int
 
     @property
-    def element_count(self) -> int:
-        """Product of the dimensions (1 for a scalar)."""
-        return math.prod(self.shape)
-
-    @property
     def data_bytes(self) -> int:
         """Bytes of data the header promises: product(shape) * itemsize."""
-        return self.element_count * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 def _read_version(stream: BinaryIO, label: str, head: bytes) -> tuple[int, int]:
@@ -94,7 +83,7 @@ def _read_header_text(stream: BinaryIO, version: tuple[int, int], label: str) ->
 
 
 def _parse_header_v3(text: str) -> tuple[tuple, bool, np.dtype]:
-    """Version 3.0 differs from 2.0 only by UTF-8 text; numpy has no public reader for it."""
+    """Version 3.0 is 2.0 in UTF-8 text; numpy has no public reader for it."""
     fields = ast.literal_eval(text)
     if not isinstance(fields, dict) or set(fields) != _HEADER_KEYS:
         raise ValueError("header is not a dict with keys descr, fortran_order, shape")
@@ -121,15 +110,10 @@ def _parse_header(raw: bytes, version: tuple[int, int], label: str) -> tuple:
         raise InputError(f"{label}: corrupt .npy header ({one_line(exc, 200)})") from None
 
 
-def _check_shape(shape: tuple, label: str) -> tuple[int, ...]:
-    for dim in shape:
-        if type(dim) is not int or dim < 0:
-            raise InputError(f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} "
-                             "has a dimension that is not an integer >= 0")
-    return shape
-
-
-def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
+def _check_shape_and_dtype(shape: tuple, dtype: np.dtype, label: str) -> None:
+    if any(type(dim) is not int or dim < 0 for dim in shape):
+        raise InputError(f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} "
+                         "has a dimension that is not an integer >= 0")
     if dtype.hasobject:
         raise InputError(f"{label}: .npy holds python objects ({dtype}), which need pickle; "
                          "refused")
@@ -137,7 +121,6 @@ def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
         raise InputError(f"{label}: .npy element type {dtype} is a subarray, not supported")
     if dtype.itemsize == 0:
         raise InputError(f"{label}: .npy element type {dtype} has size 0")
-    return dtype
 
 
 def read_npy_header(stream: BinaryIO, label: str, head: bytes = b"") -> NpyHeader:
@@ -146,8 +129,8 @@ def read_npy_header(stream: BinaryIO, label: str, head: bytes = b"") -> NpyHeade
     version = _read_version(stream, label, head)
     raw = _read_header_text(stream, version, label)
     shape, fortran_order, dtype = _parse_header(raw, version, label)
-    return NpyHeader(_check_shape(shape, label), fortran_order, _check_dtype(dtype, label),
-                     MAGIC_LENGTH + len(raw))
+    _check_shape_and_dtype(shape, dtype, label)
+    return NpyHeader(shape, fortran_order, dtype, MAGIC_LENGTH + len(raw))
 
 
 def check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
@@ -165,15 +148,13 @@ def _declared(header: NpyHeader) -> str:
 
 def _allocate(header: NpyHeader, label: str) -> np.ndarray:
     try:
-        return np.empty(header.element_count, dtype=header.dtype)
+        return np.empty(math.prod(header.shape), dtype=header.dtype)
     except (MemoryError, ValueError) as exc:
         raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
                          f"{header.dtype} ({one_line(exc, 120)})") from None
 
 
 def _fill(flat: np.ndarray, stream: BinaryIO, label: str) -> None:
-    if flat.nbytes == 0:
-        return
     try:
         got = read_into(stream, memoryview(flat.view(np.uint8)))
     except OSError as exc:
@@ -200,12 +181,11 @@ def check_bool_bytes(array: np.ndarray, label: str) -> None:
 
 def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
                     policy: ReadPolicy | None = None, head: bytes = b"") -> np.ndarray:
-    """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
+    """Read an ``.npy`` image of ``total_size`` bytes (None: unknown) from ``stream``, whose
+    first bytes ``head`` were read already.
 
-    Rule: the declared size product(shape) * itemsize must fit in total_size - header length
-    (``None``: a stream of unknown length, the body must then arrive in full) and in the input
-    limit of ``policy``, checked before allocation; trailing bytes after the data are ignored.
-    ``head``: the first bytes of the image, read from ``stream`` already.
+    Rule: product(shape) * itemsize fits in total_size - header length and in the input limit
+    of ``policy``, checked before allocation; trailing bytes are ignored.
     """
     header = read_npy_header(stream, label, head)
     check_declared_size(header, total_size, label)
@@ -265,18 +245,16 @@ def write_npy_header(stream: BinaryIO, shape: tuple[int, ...], dtype: np.dtype) 
         np.lib.format.write_array_header_2_0(stream, header)
 
 
-STRING_CHUNK_BYTES = 16 * 2**20
-"""Fixed-width string bytes converted at a time when an object array is written."""
+STRING_CHUNK_BYTES = 16 * 2**20  # fixed-width string bytes converted at a time
 
 
 def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
               string_dtype: np.dtype | None = None) -> None:
-    """Write ``array`` as ``.npy`` (format chosen by numpy, never pickled) to ``stream``.
+    """Write ``array`` as ``.npy`` (never pickled) to ``stream``.
 
-    A string ``object`` array is written as fixed-width ``<U``/``|S`` elements (``string_dtype``
-    when given, else the longest element's width) converted STRING_CHUNK_BYTES at a time, an
-    element wider than that in pieces: padding one long string with empty ones makes a file
-    far larger than the array in memory, and only the file needs to be that large.
+    A string ``object`` array becomes fixed-width ``<U``/``|S`` elements (``string_dtype``, else
+    the longest element's width) converted STRING_CHUNK_BYTES at a time, a wider element in
+    pieces: the padded file may be far larger than the array, memory needs not be.
     """
     if array.dtype != np.object_:
         check_npy_writable(array, target)
@@ -304,8 +282,8 @@ def _given_width_type(longest: np.dtype, given: np.dtype, target: str) -> np.dty
 
 
 def _write_wide_element(stream: BinaryIO, item: str | bytes, width_type: np.dtype) -> None:
-    """One element of a fixed-width type wider than STRING_CHUNK_BYTES: its characters
-    (UTF-32 in the type's byte order, or the bytes), then zeros to the width, in pieces."""
+    """An element wider than STRING_CHUNK_BYTES: its characters (UTF-32 in the type's byte
+    order, or bytes), then zeros to the width, in pieces."""
     unit = 4 if width_type.kind == "U" else 1
     codec = "utf-32-be" if width_type.byteorder == ">" else "utf-32-le"
     step = STRING_CHUNK_BYTES // unit

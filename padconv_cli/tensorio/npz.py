@@ -1,11 +1,7 @@
-"""Reading one array out of an ``.npz`` archive (``np.savez`` / ``np.savez_compressed``).
-
-Members are read with :mod:`zipfile` and go through the same ``.npy`` checks, with the zip
-entry's uncompressed size as the available byte count.  The entry's sizes are themselves
-checked against the archive before decompressing: a stored entry must be as long as it claims,
-a deflated one cannot expand more than deflate allows (about 1032:1), and only those two
-methods (the ones numpy writes) are accepted.
-"""
+"""One array of an ``.npz`` archive (``np.savez[_compressed]``), read with :mod:`zipfile`
+through the ``.npy`` checks, the entry's size as the bytes available.  Before decompressing:
+only stored or deflated entries (numpy's), a stored one as long as it claims, a deflated one
+expanding no more than deflate can (about 1032:1)."""
 
 from __future__ import annotations
 
@@ -29,11 +25,8 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, O
 
 
 def _member_names(archive: zipfile.ZipFile, label: str) -> dict[str, zipfile.ZipInfo]:
-    """Array name -> zip entry (numpy stores array ``x`` as ``x.npy``).
-
-    Rule: each array name is held by one entry; two entries of one name (``a.npy`` twice, or
-    ``a`` and ``a.npy``) are refused, since zip readers disagree on which one is meant.
-    """
+    """Array name -> zip entry (``x`` is stored as ``x.npy``); two entries of one name
+    (``a.npy`` twice, ``a`` and ``a.npy``) are refused: zip readers disagree on which is meant."""
     members = {}
     for info in archive.infolist():
         if info.is_dir():
@@ -93,11 +86,8 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: 
 
 def read_npz_stream(stream: BinaryIO, archive_size: int, member: str | None, label: str,
                     policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(member name, array) of one member of the archive in ``stream``.
-
-    Rule: ``member`` names the array; with ``None`` the archive must hold exactly one array.
-    A missing or ambiguous name is an :class:`InputError` listing the available names.
-    """
+    """(member name, array) of the archive in ``stream``: the array ``member`` names, or the
+    only one when None; a missing or ambiguous name is refused, listing the names."""
     try:
         with zipfile.ZipFile(stream) as archive:
             name, info = _pick_member(_member_names(archive, label), member, label)
