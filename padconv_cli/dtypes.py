@@ -1,10 +1,7 @@
-"""ONNX element types <-> numpy dtypes.
-
-Each ONNX ``TensorProto.DataType`` has one canonical name (``dtype_name``): numpy's name where
-numpy has the type, ``string`` for strings (``object`` arrays of ``str``, or ``<U`` read from
-``.npy``), else the ONNX spelling in lower case (``bfloat16``, ``int4``), backed by
-``ml_dtypes``, which is imported only when one of its types is asked for.
-"""
+"""ONNX element types <-> numpy dtypes.  Each has one canonical name (``dtype_name``): numpy's
+where numpy has the type, ``string`` for strings (``object`` of ``str``, or ``<U``), else the
+ONNX spelling in lower case (``bfloat16``, ``int4``), backed by ``ml_dtypes`` (imported when
+one of its types is asked for)."""
 
 from __future__ import annotations
 
@@ -84,14 +81,6 @@ def numpy_dtype_of_elem_type(elem_type: int) -> np.dtype:
     return _numpy_dtype(elem_type_info(elem_type))
 
 
-def _normalize_name(name: str) -> str:
-    text = name.strip()
-    if text.lower().startswith("tensor(") and text.endswith(")"):
-        text = text[len("tensor(") : -1]
-    text = text.strip().lower()
-    return _ALIASES.get(text, text)
-
-
 def _dtype_from_numpy_spelling(name: str) -> np.dtype | None:
     """Numpy's own spellings ('f4', '<i8', 'float_' ...) mapped onto an ONNX type, else None."""
     import warnings
@@ -114,7 +103,11 @@ def parse_dtype(name: str) -> np.dtype:
     ``string`` gives the object dtype."""
     if not isinstance(name, str):
         raise UnsupportedDtypeError(f"dtype name must be a string, got {type(name).__name__}")
-    info = _BY_NAME.get(_normalize_name(name))
+    text = name.strip()
+    if text.lower().startswith("tensor(") and text.endswith(")"):
+        text = text[len("tensor(") : -1]
+    text = text.strip().lower()
+    info = _BY_NAME.get(_ALIASES.get(text, text))
     if info is not None:
         return _numpy_dtype(info)
     dtype = _dtype_from_numpy_spelling(name.strip())
@@ -161,15 +154,9 @@ def onnx_elem_type(dtype: Any) -> int:
     return info.elem_type
 
 
-def elem_type_info_of_dtype(dtype: Any) -> ElemType:
-    """The :class:`ElemType` of a numpy dtype (see :func:`onnx_elem_type`)."""
-    return _BY_ELEM_TYPE[onnx_elem_type(dtype)]
-
-
 def is_npy_native(dtype: Any) -> bool:
-    """True when ``.npy`` stores this dtype without pickles and reads it back the same:
-    numpy's built-in types and structures of them; not ``object`` (pickle) nor the
-    ``ml_dtypes`` types (saved as anonymous ``V`` bytes)."""
+    """True when ``.npy`` stores this dtype without pickles and reads it back the same: numpy's
+    built-in types and structures of them; not ``object`` nor ``ml_dtypes`` types (``V``)."""
     dtype = _as_dtype(dtype)
     if dtype.hasobject or dtype.isbuiltin == 2:
         return False
@@ -209,8 +196,7 @@ def integer_range(dtype: Any) -> tuple[int, int] | None:
 
 
 def float_info(dtype: Any) -> Any:
-    """``finfo`` of a float type (numpy's or ml_dtypes'), or of a complex type's parts:
-    ``max``, ``min``, ``eps``, ``nmant`` ..."""
+    """``finfo`` of a float type (numpy's or ml_dtypes'), or of a complex type's parts."""
     dtype = _as_dtype(dtype)
     return _ml_dtypes().finfo(dtype) if _is_ml_dtype(dtype) else np.finfo(dtype)
 

@@ -1,15 +1,12 @@
 """Inline tensor literals: ``'[[1.0, 1.2], [2.3, 3.4]]'``, ``'3'``, ``'["a", "b"]'``, ``'[1+2j]'``.
 
-The text is parsed by :mod:`ast` into a syntax tree and only these nodes are accepted (nothing
-is evaluated): lists and tuples; numbers, strings and booleans; a sign in front of a number;
-``real +/- imaginary`` for complex numbers; the names ``true``/``false``/``True``/``False``
-and ``nan``/``NaN``/``inf``/``Infinity``.  JSON arrays are therefore valid literals.
-
-Element type, without ``dtype``: strings -> string (object array of ``str``), booleans ->
-bool, integers -> int64, any float -> float32 (ONNX's ``float``), any complex -> complex128.
-With ``dtype`` each value must be representable: integers within the type's range, floats
-only into float or complex types (or integral floats into integer types), a finite value must
-stay finite after rounding, booleans accept only true/false/0/1.
+Parsed by :mod:`ast`, nothing evaluated; accepted: lists and tuples, numbers, strings,
+booleans, a sign before a number, ``real +/- imaginary``, the names true/false/True/False,
+nan/NaN/inf/Infinity (so JSON arrays are literals).  Element type without ``dtype``: strings ->
+string, booleans -> bool, integers -> int64, any float -> float32, any complex -> complex128.
+With ``dtype`` each value must be representable: integers within range, floats only into float
+or complex types (integral floats into integers too), finite values staying finite after
+rounding, booleans only true/false/0/1.
 """
 
 from __future__ import annotations
@@ -147,17 +144,13 @@ def _as_bools(leaves: list[Any]) -> np.ndarray:
     return np.array([bool(leaf) for leaf in leaves], dtype=np.bool_)
 
 
-def _integral(leaf: Any, dtype: np.dtype) -> int:
-    if isinstance(leaf, complex) or (
-        isinstance(leaf, float) and not (math.isfinite(leaf) and leaf.is_integer())
-    ):
-        raise _Rejected(f"{repr(leaf)} is not an integer ({dtype_name(dtype)})")
-    return int(leaf)
-
-
 def _as_integers(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
     low, high = integer_range(dtype)
-    values = [_integral(leaf, dtype) for leaf in leaves]
+    for leaf in leaves:
+        if isinstance(leaf, complex) or (
+                isinstance(leaf, float) and not (math.isfinite(leaf) and leaf.is_integer())):
+            raise _Rejected(f"{repr(leaf)} is not an integer ({dtype_name(dtype)})")
+    values = [int(leaf) for leaf in leaves]
     for value in values:
         if not low <= value <= high:
             raise _Rejected(f"{value} is outside {dtype_name(dtype)} range [{low}, {high}]")
@@ -190,11 +183,8 @@ def _first_unrepresentable(source: np.ndarray, back: np.ndarray, dtype: np.dtype
 
 
 def _as_inexact(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
-    """Floats and complex: round once from python's float64/complex128.
-
-    Rule: a finite value must not exceed max + ulp(max)/2 (it would overflow or saturate), and
-    nan/inf must survive as themselves.
-    """
+    """Floats and complex, rounded once from float64/complex128; a finite value may not pass
+    max + ulp(max)/2 (it would overflow or saturate), nan/inf must survive as themselves."""
     import warnings
 
     wide = np.complex128 if dtype.kind == "c" else np.float64
@@ -230,11 +220,8 @@ def _convert(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
 
 
 def parse_literal(text: str, dtype: str | None = None) -> np.ndarray:
-    """The tensor written by ``text``, of ``dtype`` (ONNX or numpy name) or the default type.
-
-    Rules: see the module docstring.  A scalar literal gives a 0-d array, ``[]`` a float32
-    array of shape (0,).
-    """
+    """The tensor written by ``text`` (module rules), of ``dtype`` (ONNX or numpy name) or the
+    default type; a scalar gives a 0-d array, ``[]`` a float32 array of shape (0,)."""
     if len(text) > MAX_LITERAL_LENGTH:
         raise InputError(f"tensor literal of {len(text)} characters is too long")
     try:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.dtypes import STRING_ELEM_TYPE, ElemType, elem_type_info, elem_type_info_of_dtype
+from padconv_cli.dtypes import STRING_ELEM_TYPE, ElemType, elem_type_info, onnx_elem_type
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
@@ -310,7 +310,7 @@ def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
     from onnx import numpy_helper
 
     try:
-        info = elem_type_info_of_dtype(array.dtype)
+        info = elem_type_info(onnx_elem_type(array.dtype))
     except UnsupportedDtypeError as exc:
         raise UnsupportedDtypeError(f"{target}: cannot write as TensorProto: {exc}") from None
     try:

@@ -23,15 +23,6 @@ from padconv_cli.tensorio.files import (
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
 
 
-def _zarr_module(label: str) -> Any:
-    try:
-        import zarr
-    except ImportError:
-        raise InputError(f"{label}: is a Zarr store; reading it needs zarr: {ZARR_EXTRA_HINT}",
-                         source=label) from None
-    return zarr
-
-
 def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None) -> None:
     """Rule: every entry of a local store is a regular file or a folder inside it (a symlink
     only to one inside); FIFOs, devices and sockets are refused (a read would block or never
@@ -61,7 +52,11 @@ def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None)
 def open_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> Any:
     """The Zarr array at ``path`` opened read-only (nothing read), its entries checked; a
     fixed-size numeric or bool element type only."""
-    zarr = _zarr_module(label)
+    try:
+        import zarr
+    except ImportError:
+        raise InputError(f"{label}: is a Zarr store; reading it needs zarr: {ZARR_EXTRA_HINT}",
+                         source=label) from None
     check_store_entries(path, label, policy)
     try:
         store = zarr.open_array(path, mode="r")
