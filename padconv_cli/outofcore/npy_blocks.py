@@ -5,12 +5,11 @@ box.  The result is a temporary file beside the target, renamed over it when com
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import math
 import operator
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -186,17 +185,28 @@ def _pread_box(fd: int, path: str, header: NpyHeader, ranges: list[range]) -> np
     shape = header.shape[::-1] if header.fortran_order else header.shape
     ranges = ranges[::-1] if header.fortran_order else ranges
     out = np.empty(tuple(len(r) for r in ranges), dtype=header.dtype)
-    flat = memoryview(out.reshape(-1).view(np.uint8))
-    done = 0
-    for offset, length in _runs(shape, header.dtype.itemsize, ranges) if out.size else ():
-        at = header.data_offset + offset
-        while length:
-            count = os.preadv(fd, [flat[done:done + length]], at)
-            if count == 0:
-                raise InputError(f"{path}: truncated by another process while being read "
-                                 f"(no data at byte {at})")
-            done, at, length = done + count, at + count, length - count
+    if out.size:
+        try:
+            _each_run(fd, out, _runs(shape, header.dtype.itemsize, ranges), header.data_offset,
+                      lambda fd, piece, at: os.preadv(fd, [piece], at))
+        except EOFError as at:
+            raise InputError(f"{path}: truncated by another process while being read "
+                             f"(no data at byte {at})") from None
     return out.T if header.fortran_order else out
+
+
+def _each_run(fd: int, array: np.ndarray, runs: Iterable[tuple[int, int]], base: int,
+              move: Callable[[int, memoryview, int], int]) -> None:
+    """``move(fd, bytes of array, file position)`` (``pread`` or ``pwrite``) through the runs
+    at ``base``, repeated on short counts; EOFError(position) when it moves nothing."""
+    flat, done = memoryview(array.reshape(-1).view(np.uint8)), 0
+    for offset, length in runs:
+        at = base + offset
+        while length:
+            count = move(fd, flat[done:done + length], at)
+            if count <= 0:
+                raise EOFError(at)
+            done, at, length = done + count, at + count, length - count
 
 
 class NpyOutput:
@@ -244,20 +254,13 @@ class NpyOutput:
             np.broadcast_to(np.asarray(values, dtype=self.dtype), tuple(len(r) for r in ranges)))
         if part.size == 0:
             return
-        flat = memoryview(part.reshape(-1).view(np.uint8))
         fd = os.open(self._temp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            done = 0
-            for offset, length in _runs(self.shape, self.dtype.itemsize, ranges):
-                data, at = flat[done:done + length], self._data_offset + offset
-                while len(data):
-                    written = os.pwrite(fd, data, at)
-                    if written <= 0:
-                        raise OSError(errno.ENOSPC, "no byte written")
-                    data, at = data[written:], at + written
-                done += length
-        except OSError as exc:  # e.g. the disk filled up (ENOSPC)
-            raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
+            _each_run(fd, part, _runs(self.shape, self.dtype.itemsize, ranges),
+                      self._data_offset, os.pwrite)
+        except (OSError, EOFError) as exc:  # e.g. the disk filled up (ENOSPC)
+            reason = exc if isinstance(exc, OSError) else "no byte written"
+            raise OutputError(f"{self.target}: write failed ({one_line(reason)})") from None
         finally:
             os.close(fd)
 

@@ -44,18 +44,9 @@ from padconv_cli.tensorio.files import (
 )
 from padconv_cli.tensorio.npy import check_npy_writable, read_npy_file, write_npy
 
-__all__ = [
-    "OUTPUT_FORMATS",
-    "ReadPolicy",
-    "check_requested_dtype",
-    "check_suffix_agrees",
-    "classify_source",
-    "is_zarr_path",
-    "read_io_source",
-    "resolve_format",
-    "tensor_to_bytes",
-    "write_tensor",
-]
+__all__ = ["OUTPUT_FORMATS", "ReadPolicy", "check_requested_dtype", "check_suffix_agrees",
+           "classify_source", "is_zarr_path", "read_io_source", "resolve_format",
+           "tensor_to_bytes", "write_tensor"]
 
 TENSOR_SUFFIXES = {".npy": "npy", ".npz": "npz", ".pb": "pb"}
 OUTPUT_FORMATS = ("npy", "pb")
