@@ -42,7 +42,7 @@ from padconv_cli.tensorio.files import (
     printable,
     read_exact,
 )
-from padconv_cli.tensorio.npy import check_npy_writable, read_npy_file, write_npy
+from padconv_cli.tensorio.npy import check_npy_writable, read_npy_stream, write_npy
 
 __all__ = ["OUTPUT_FORMATS", "ReadPolicy", "check_requested_dtype", "check_suffix_agrees",
            "classify_source", "is_zarr_path", "read_io_source", "resolve_format",
@@ -100,13 +100,13 @@ def has_zarr_metadata(path: str) -> bool:
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
 
 
-def _sniffed_kind(path: str) -> str:
-    """'npy' or 'npz' for an existing file without a tensor suffix that starts like one."""
+def _sniffed_kind(stream: BinaryIO, path: str) -> str:
+    """'npy' or 'npz' for a file without a tensor suffix that starts like one (``stream`` is
+    left at its start)."""
     from padconv_cli.tensorio.sniff import sniff_format
 
-    stream, _size = open_regular_file(path)
-    with stream:
-        kind = sniff_format(read_exact(stream, 8))
+    kind = sniff_format(read_exact(stream, 8))
+    stream.seek(0)
     if kind != "pb":
         return kind
     if path.lower().endswith(".onnx"):
@@ -117,19 +117,24 @@ def _sniffed_kind(path: str) -> str:
 
 
 def _read_file(source: Source, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
-    kind = TENSOR_SUFFIXES.get(os.path.splitext(source.path)[1].lower())
+    """(name, array) of a tensor file, its format from its suffix, else its first bytes."""
+    path, label = source.path, printable(source.path)
+    kind = TENSOR_SUFFIXES.get(os.path.splitext(path)[1].lower())
     if source.member is not None and kind != "npz":
-        raise InputError(f"{printable(source.path)}: a member name needs an .npz archive")
-    kind = kind or _sniffed_kind(source.path)
-    if kind == "npy":
-        return None, read_npy_file(source.path, policy=policy)
-    if kind == "npz":
-        from padconv_cli.tensorio.npz import read_npz_file  # zipfile costs start-up time
+        raise InputError(f"{label}: a member name needs an .npz archive")
+    stream, size = open_regular_file(path, label)
+    with stream:
+        kind = kind or _sniffed_kind(stream, path)
+        if kind == "npy":
+            return None, read_npy_stream(stream, size, label, policy)
+        if kind == "npz":
+            from padconv_cli.tensorio.npz import read_npz_stream  # zipfile costs start-up time
 
-        return read_npz_file(source.path, source.member, policy)
-    from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
+            return read_npz_stream(stream, size, source.member, label, policy)
+        from padconv_cli.tensorio.protobuf import read_pb_stream  # imports onnx: when needed
 
-    return read_pb_file(source.path, policy)
+        return read_pb_stream(stream, size, label, os.path.dirname(os.path.abspath(path)),
+                              policy)
 
 
 def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:

@@ -24,8 +24,6 @@ from padconv_cli.tensorio.files import (
     ReadPolicy,
     check_input_size,
     one_line,
-    open_regular_file,
-    printable,
     read_exact,
     read_into,
 )
@@ -199,15 +197,6 @@ def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
         raise InputError(f"{label}: cannot arrange .npy data ({one_line(exc, 120)})") from None
     check_bool_bytes(array, label)
     return array
-
-
-def read_npy_file(path: str, label: str | None = None,
-                  policy: ReadPolicy | None = None) -> np.ndarray:
-    """Read an ``.npy`` file (see :func:`read_npy_stream` for the checks)."""
-    label = printable(path) if label is None else label
-    stream, size = open_regular_file(path, label)
-    with stream:
-        return read_npy_stream(stream, size, label, policy)
 
 
 def read_npy_bytes(data: bytes, label: str, policy: ReadPolicy | None = None) -> np.ndarray:

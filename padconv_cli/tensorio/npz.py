@@ -14,7 +14,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError
 from padconv_cli.messages import bounded_list
-from padconv_cli.tensorio.files import ReadPolicy, one_line, open_regular_file, printable
+from padconv_cli.tensorio.files import ReadPolicy, one_line, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
 MAX_DEFLATE_RATIO = 1032  # deflate's best case: 258-byte matches coded in about 2 bits
@@ -97,15 +97,6 @@ def read_npz_stream(stream: BinaryIO, archive_size: int, member: str | None, lab
         raise
     except _ZIP_ERRORS as exc:
         raise InputError(f"{label}: not a readable .npz archive ({one_line(exc, 200)})") from None
-
-
-def read_npz_file(path: str, member: str | None = None,
-                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(member name, array) from the ``.npz`` file at ``path`` (see :func:`read_npz_stream`)."""
-    label = printable(path)
-    stream, size = open_regular_file(path, label)
-    with stream:
-        return read_npz_stream(stream, size, member, label, policy)
 
 
 def read_npz_bytes(data: bytes, member: str | None, label: str,

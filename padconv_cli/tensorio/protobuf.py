@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -292,18 +292,15 @@ def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
     return name, tensor_from_proto(tensor, label, base_dir, policy)
 
 
-def read_pb_file(path: str, policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(tensor name, array) of a ``.pb`` file; its external data must stay in its folder."""
-    label = printable(path)
-    stream, size = open_regular_file(path, label)
-    with stream:
-        if size > PROTOBUF_LIMIT:
-            raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
-                             "large tensors as .npy")
-        check_input_size(size, label, policy=policy)
-        data = read_exact(stream, size)
-    base_dir = os.path.dirname(os.path.abspath(path))
-    return read_pb_bytes(data, label, base_dir, policy)
+def read_pb_stream(stream: BinaryIO, size: int, label: str, base_dir: str,
+                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
+    """(tensor name, array) of a ``.pb`` file of ``size`` bytes open in ``stream``; its
+    external data must stay in ``base_dir``."""
+    if size > PROTOBUF_LIMIT:
+        raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
+                         "large tensors as .npy")
+    check_input_size(size, label, policy=policy)
+    return read_pb_bytes(read_exact(stream, size), label, base_dir, policy)
 
 
 def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
