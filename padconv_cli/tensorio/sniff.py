@@ -84,23 +84,6 @@ def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_stdin_tensor(stream: BinaryIO, member: str | None,
-                       policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
-    head = read_exact(stream, MAGIC_LENGTH)
-    kind = _sniffed_kind(head, member, STDIN_LABEL)
-    if kind == "npy":
-        return None, read_npy_stream(stream, None, STDIN_LABEL, policy, head=head)
-    limit = input_limit(policy)
-    if kind == "npz":
-        return read_sniffed_bytes(_read_bounded(stream, head, limit), STDIN_LABEL, member, policy)
-    from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
-
-    limit = min(limit, PROTOBUF_LIMIT)
-    data = read_tensorproto_stream(stream, head, limit, STDIN_LABEL,
-                                   lambda what: limit_error(STDIN_LABEL, what, limit))
-    return read_sniffed_bytes(data, STDIN_LABEL, policy=policy)
-
-
 def read_stdin(member: str | None = None,
                policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """(name, array) of the tensor on stdin, format sniffed, read against ``policy``'s limit."""
@@ -115,7 +98,20 @@ def read_stdin_stream(stream: BinaryIO, member: str | None = None,
                       policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """:func:`read_stdin` on any binary stream (the rules of a stream of unknown length)."""
     try:
-        return _read_stdin_tensor(stream, member, policy)
+        head = read_exact(stream, MAGIC_LENGTH)
+        kind = _sniffed_kind(head, member, STDIN_LABEL)
+        if kind == "npy":
+            return None, read_npy_stream(stream, None, STDIN_LABEL, policy, head=head)
+        limit = input_limit(policy)
+        if kind == "npz":
+            data = _read_bounded(stream, head, limit)
+        else:
+            from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
+
+            limit = min(limit, PROTOBUF_LIMIT)
+            data = read_tensorproto_stream(stream, head, limit, STDIN_LABEL,
+                                           lambda what: limit_error(STDIN_LABEL, what, limit))
+        return read_sniffed_bytes(data, STDIN_LABEL, member, policy)
     except OSError as exc:
         raise InputError(f"{STDIN_LABEL}: read error ({one_line(exc.strerror or exc)})") from None
 
