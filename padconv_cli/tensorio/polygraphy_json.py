@@ -107,14 +107,11 @@ def _iterations(document: dict) -> list[tuple[str, list]]:
 def _entries(document: Any) -> list[tuple[tuple[str, str], str, dict]]:
     """((runner, iteration), name, encoded array) of every array, in the file's order."""
     if _class_of(document) == "RunResults":
-        return [((runner, str(index)), name, value)
-                for runner, iterations in _iterations(document)
-                for index, outputs in enumerate(iterations)
-                for name, value in _arrays_of(outputs)]
-    if isinstance(document, list):
-        return [(("", str(index)), name, value) for index, feed in enumerate(document)
-                for name, value in _arrays_of(feed)]
-    return [(("", "0"), name, value) for name, value in _arrays_of(document)]
+        runs = _iterations(document)
+    else:  # feeds: one runner without a name
+        runs = [("", document if isinstance(document, list) else [document])]
+    return [((runner, str(index)), name, value) for runner, iterations in runs
+            for index, outputs in enumerate(iterations) for name, value in _arrays_of(outputs)]
 
 
 def _arrays_of(mapping: Any) -> list[tuple[str, dict]]:
@@ -126,27 +123,20 @@ def _arrays_of(mapping: Any) -> list[tuple[str, dict]]:
     return [(name, value) for name, value in found if value is not None]
 
 
-def _qualified_names(entries: list[tuple[tuple[str, str], str, dict]]) -> list[str]:
-    """The module's naming rule: the own name when unique, else runner and/or iteration."""
-    counts = Counter(name for _, name, _ in entries)
-    several_runners = len({where[0] for where, _, _ in entries}) > 1
-    several_iterations = len({where for where, _, _ in entries}) > len(
-        {where[0] for where, _, _ in entries})
-    names = []
-    for (runner, iteration), name, _ in entries:
-        parts = ([runner] if several_runners else []) + (
-            [iteration] if several_iterations else [])
-        names.append(name if counts[name] == 1 else "/".join([*parts, name]))
-    return names
-
-
 def json_tensor_names(path: str, label: str) -> list[tuple[str, dict]]:
-    """(name, encoded array) of every array in the file, named by the module rule."""
+    """(name, encoded array) of every array in the file, named by the module rule: the own
+    name when unique, else qualified by the runner and/or the iteration."""
     entries = _entries(_load(path, label))
     if not entries:
         raise InputError(f"{label}: no polygraphy arrays in this JSON file", source=label)
-    return list(zip(_qualified_names(entries), [value for _, _, value in entries],
-                    strict=True))
+    counts = Counter(name for _, name, _ in entries)
+    runners = {runner for (runner, _), _, _ in entries}
+    several_iterations = len({where for where, _, _ in entries}) > len(runners)
+    named = []
+    for (runner, iteration), name, value in entries:
+        parts = [runner] * (len(runners) > 1) + [iteration] * several_iterations
+        named.append((name if counts[name] == 1 else "/".join([*parts, name]), value))
+    return named
 
 
 def read_json_tensors(path: str, label: str,
