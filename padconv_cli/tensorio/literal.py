@@ -158,21 +158,17 @@ def _as_integers(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
     return np.array(values, dtype=container).astype(dtype)
 
 
-def _overflow_limit(dtype: np.dtype) -> tuple[float, bool]:
-    """(threshold, tie overflows): max + ulp(max)/2 is the rounding midpoint past max.
+def _first_unrepresentable(source: np.ndarray, back: np.ndarray, dtype: np.dtype) -> int | None:
+    """Index of a value the cast changed beyond rounding: overflow, or a lost nan/inf.
 
-    Round-half-to-even sends a value exactly on the midpoint past max when max's mantissa
-    (max / ulp) is odd, as for IEEE types; float8e4m3fn's max 448 = 14 * 32 is even.
+    max + ulp(max)/2 is the rounding midpoint past max; round-half-to-even sends a value on it
+    past max when max's mantissa (max / ulp) is odd, as for IEEE types (float8e4m3fn's max
+    448 = 14 * 32 is even).
     """
     limits = float_info(dtype)
-    largest, mantissa_bits = float(limits.max), int(limits.nmant)
-    ulp = 2.0 ** (math.floor(math.log2(largest)) - mantissa_bits)
-    return largest + ulp / 2, int(largest / ulp) % 2 == 1
-
-
-def _first_unrepresentable(source: np.ndarray, back: np.ndarray, dtype: np.dtype) -> int | None:
-    """Index of a value the cast changed beyond rounding: overflow, or a lost nan/inf."""
-    threshold, tie_overflows = _overflow_limit(dtype)
+    largest = float(limits.max)
+    ulp = 2.0 ** (math.floor(math.log2(largest)) - int(limits.nmant))
+    threshold, tie_overflows = largest + ulp / 2, int(largest / ulp) % 2 == 1
     magnitude = np.abs(source)
     too_big = (magnitude > threshold) | ((magnitude == threshold) & tie_overflows)
     finite = np.isfinite(source)

@@ -74,16 +74,6 @@ def _check_entry_sizes(info: zipfile.ZipInfo, archive_size: int, where: str) -> 
                          f"{info.compress_size} compressed bytes, more than deflate can produce")
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int, where: str,
-                 policy: ReadPolicy | None) -> np.ndarray:
-    _check_entry_sizes(info, archive_size, where)
-    with archive.open(info) as stream:
-        array = read_npy_stream(stream, info.file_size, where, policy)
-        while stream.read(1 << 20):  # to the entry's end, so that zipfile verifies the CRC
-            pass
-    return array
-
-
 def read_npz_stream(stream: BinaryIO, archive_size: int, member: str | None, label: str,
                     policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """(member name, array) of the archive in ``stream``: the array ``member`` names, or the
@@ -92,7 +82,12 @@ def read_npz_stream(stream: BinaryIO, archive_size: int, member: str | None, lab
         with zipfile.ZipFile(stream) as archive:
             name, info = _pick_member(_member_names(archive, label), member, label)
             where = f"{label}:{printable(name)}"
-            return name, _read_member(archive, info, archive_size, where, policy)
+            _check_entry_sizes(info, archive_size, where)
+            with archive.open(info) as entry:
+                array = read_npy_stream(entry, info.file_size, where, policy)
+                while entry.read(1 << 20):  # to the entry's end: zipfile then checks the CRC
+                    pass
+            return name, array
     except InputError:
         raise
     except _ZIP_ERRORS as exc:

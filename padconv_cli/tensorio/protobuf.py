@@ -242,24 +242,16 @@ def _to_array(tensor: Any, label: str) -> np.ndarray:
     return array if array.flags.writeable else array.copy()
 
 
-def _validated_field(tensor: Any, label: str) -> tuple[ElemType, int, str | None]:
+def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
+                      policy: ReadPolicy | None = None) -> np.ndarray:
+    """A parsed ``TensorProto``, validated (module rules), as numpy; its external data must
+    stay in ``base_dir`` (None: none allowed) and is read under ``policy``."""
     info = _check_type(tensor, label)
     count = _check_dims(tensor, label)
     field = _check_single_field(tensor, info, count, label)
-    if field is not None and field != "external_data":
+    if field not in (None, "external_data"):
         _check_amount(tensor, info, field, count, label)
         _check_typed_range(tensor, info, field, label)
-    return info, count, field
-
-
-def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
-                      policy: ReadPolicy | None = None) -> np.ndarray:
-    """Validate a parsed ``TensorProto`` (see the module rules) and convert it to numpy.
-
-    ``base_dir`` is the folder external data must stay in; ``None`` forbids external data.
-    External data is read under ``policy`` (:class:`ReadPolicy`).
-    """
-    info, count, field = _validated_field(tensor, label)
     if field == "external_data":
         data = _load_external(tensor, info, count, base_dir, label, policy)
         if len(data) >= PROTOBUF_LIMIT - 1024:  # too large for a message: decoded here
