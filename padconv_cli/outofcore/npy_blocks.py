@@ -109,9 +109,7 @@ class NpyInput:
         check_read_bytes(largest, self.path, "one box of the out-of-core engine",
                          self.max_read_bytes)
 
-    def __getitem__(self, box: object) -> np.ndarray:
-        """``read(box)``."""
-        return self.read(box)
+    __getitem__ = read  # ``source[box]``
 
 
 def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:

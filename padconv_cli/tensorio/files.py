@@ -219,22 +219,21 @@ def file_mode_for(path: str) -> int:
         return 0o666 & ~_current_umask()
 
 
-def _stat_target(path: str) -> os.stat_result | None:
-    """The target's status, following symlinks; None when it does not exist yet."""
-    if path.endswith((os.sep, "/")):
-        raise OutputError(f"{printable(path)}: names a folder, not a file")
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise OutputError(f"{printable(path)}: cannot access ({_os_reason(exc)})") from None
-
-
-def _resolve_target(path: str, info: os.stat_result | None) -> tuple[str, int]:
-    """(real path to replace, its mode); refuses folders and special files.  Messages name
-    ``path`` as given (``/dev/stdout`` resolves into ``/proc``)."""
+def _resolve_target(path: str) -> tuple[str, int] | None:
+    """(real path to replace, its mode), following symlinks; None for an existing character
+    device or FIFO; refuses folders and other special files.  Messages name ``path`` as given
+    (``/dev/stdout`` resolves into ``/proc``)."""
     label = printable(path)
+    if path.endswith((os.sep, "/")):
+        raise OutputError(f"{label}: names a folder, not a file")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise OutputError(f"{label}: cannot access ({_os_reason(exc)})") from None
+    if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        return None
     real = os.path.realpath(path)
     if info is None:
         if real.startswith("/proc/"):
@@ -312,11 +311,11 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
     temporary file remains; OS failures become :class:`OutputError`, other exceptions propagate
     after the clean-up.  An existing character device or FIFO is written straight through.
     """
-    info = _stat_target(path)
-    if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+    resolved = _resolve_target(path)
+    if resolved is None:
         _write_through(path, write)
         return
-    real, mode = _resolve_target(path, info)
+    real, mode = resolved
     # The name is chosen before the ``try``: a Ctrl-C right after the file's creation still
     # removes it.  (A name taken already is refused by O_EXCL, so the file removed is ours.)
     temp = temp_beside(path, real)

@@ -144,14 +144,6 @@ def _declared(header: NpyHeader) -> str:
             f"{header.data_bytes} bytes")
 
 
-def _allocate(header: NpyHeader, label: str) -> np.ndarray:
-    try:
-        return np.empty(math.prod(header.shape), dtype=header.dtype)
-    except (MemoryError, ValueError) as exc:
-        raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
-                         f"{header.dtype} ({one_line(exc, 120)})") from None
-
-
 def _fill(flat: np.ndarray, stream: BinaryIO, label: str) -> None:
     try:
         got = read_into(stream, memoryview(flat.view(np.uint8)))
@@ -188,7 +180,11 @@ def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
     header = read_npy_header(stream, label, head)
     check_declared_size(header, total_size, label)
     check_input_size(header.data_bytes, label, _declared(header), policy)
-    flat = _allocate(header, label)
+    try:
+        flat = np.empty(math.prod(header.shape), dtype=header.dtype)
+    except (MemoryError, ValueError) as exc:
+        raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
+                         f"{header.dtype} ({one_line(exc, 120)})") from None
     _fill(flat, stream, label)
     order = "F" if header.fortran_order else "C"
     try:
