@@ -51,7 +51,7 @@ def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None)
 
 def open_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> Any:
     """The Zarr array at ``path`` opened read-only (nothing read), its entries checked; a
-    fixed-size numeric or bool element type only."""
+    fixed-size numeric or bool element type and chunks of at least one element per axis."""
     try:
         import zarr
     except ImportError:
@@ -66,7 +66,17 @@ def open_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> Any:
     if np.dtype(store.dtype).hasobject or np.dtype(store.dtype).kind not in "biufc":
         raise UnsupportedDtypeError(f"{label}: Zarr element type {store.dtype} is not a "
                                     "fixed-size numeric or bool type", source=label)
+    shape, _kind = stored_object_shape(store)
+    if any(length < 1 for length in shape):
+        raise InputError(f"{label}: Zarr chunk shape {list(shape)} has a length below 1",
+                         source=label)
     return store
+
+
+def stored_object_shape(array: Any) -> tuple[tuple[int, ...], str]:
+    """(shape, "shard" or "chunk") of the unit a Zarr array stores as one object."""
+    shards = getattr(array, "shards", None)
+    return (tuple(shards), "shard") if shards else (tuple(array.chunks), "chunk")
 
 
 def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
@@ -86,8 +96,6 @@ def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.nda
 def check_zarr_objects(array: Any, label: str, limit: int) -> None:
     """Rule: a stored object (chunk, or shard), decoded whole whatever part is wanted, holds
     ``prod(object shape) * itemsize <= limit`` bytes."""
-    shards = getattr(array, "shards", None)
-    shape = tuple(shards) if shards else tuple(array.chunks)
+    shape, kind = stored_object_shape(array)
     size = math.prod(shape) * np.dtype(array.dtype).itemsize
-    kind = "shard" if shards else "chunk"
     check_read_bytes(size, label, f"one Zarr {kind} of shape {list(shape)}", limit)
