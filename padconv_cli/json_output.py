@@ -36,7 +36,11 @@ def jsonable(value: Any) -> Any:
         return [jsonable(item) for item in value]
     if isinstance(value, (set, frozenset)):
         return sorted((jsonable(item) for item in value), key=str)
-    return _other(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return dtype_name(value)
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:
@@ -62,13 +66,3 @@ _SCALARS = {"float": float, "int": int, "complex": complex, "bool": bool}
 def _python_scalar(value: np.generic) -> Any:
     convert = _SCALARS.get(element_kind(value.dtype))
     return value.item() if convert is None else convert(value)
-
-
-def _other(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-        return dtype_name(value)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return str(value)

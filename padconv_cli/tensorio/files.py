@@ -35,13 +35,13 @@ from typing import BinaryIO
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.units import human_bytes
 
-_KIND_NAMES = (
-    (stat.S_ISDIR, "is a directory"),
-    (stat.S_ISFIFO, "is a FIFO/pipe, not a regular file (use - to read stdin)"),
-    (stat.S_ISCHR, "is a character device, not a regular file"),
-    (stat.S_ISBLK, "is a block device, not a regular file"),
-    (stat.S_ISSOCK, "is a socket, not a regular file"),
-)
+_KIND_NAMES = {
+    stat.S_IFDIR: "is a directory",
+    stat.S_IFIFO: "is a FIFO/pipe, not a regular file (use - to read stdin)",
+    stat.S_IFCHR: "is a character device, not a regular file",
+    stat.S_IFBLK: "is a block device, not a regular file",
+    stat.S_IFSOCK: "is a socket, not a regular file",
+}
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 READ_PIECE = 16 * 2**20
 
@@ -108,12 +108,8 @@ def _os_reason(exc: OSError) -> str:
 
 
 def _refuse_non_regular(label: str, mode: int) -> None:
-    if stat.S_ISREG(mode):
-        return
-    for predicate, description in _KIND_NAMES:
-        if predicate(mode):
-            raise InputError(f"{label}: {description}")
-    raise InputError(f"{label}: not a regular file")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{label}: {_KIND_NAMES.get(stat.S_IFMT(mode), 'not a regular file')}")
 
 
 def _stat(path: str, label: str) -> os.stat_result:
