@@ -234,10 +234,9 @@ class NpyOutput:
                 write_npy_header(stream, self.shape, self.dtype)
                 offset = stream.tell()
                 stream.truncate(offset + math.prod(self.shape) * self.dtype.itemsize)
-        except FileExistsError as exc:  # the name was taken: that file is not ours to remove
-            self._temp = None
-            raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
         except (OSError, ValueError) as exc:
+            if isinstance(exc, FileExistsError):  # the name was taken: not ours to remove
+                self._temp = None
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
         return offset
 

@@ -1,24 +1,15 @@
 """Files read and written safely: regular inputs only, outputs replaced atomically.
 
-Inputs must be regular files (a FIFO would block, a device could stream forever): the type is
-checked with ``os.stat`` before opening (opening a device can have side effects) and with
-``os.fstat`` on the opened descriptor (the path may have been swapped), opened ``O_NONBLOCK``.
-
-:func:`atomic_write`: readers see the old file or the complete new one.  The data goes to a
-temporary file beside the target (one file system), is fsynced, gets the target's mode (a new
-file ``0o666 & ~umask``) and is renamed over it; on failure the temporary file is removed.  A
-symlink target is followed; an existing character device or FIFO (``-o /dev/null``) is written
-straight through; other special files are refused.
+Inputs must be regular files (a FIFO blocks, a device may never end), checked with ``os.stat``
+before opening (opening a device can have side effects) and ``os.fstat`` after (the path may
+have been swapped).  :func:`atomic_write`: readers see the old file or the whole new one.
 
 :class:`ReadPolicy`, an argument of every reader (None: ``ReadPolicy()``, the safe default):
-
-* ``max_input_bytes`` bounds the bytes of an input brought into memory at once, checked from
-  declared sizes before reading: a whole input read into memory, each box the out-of-core
-  engines read, each Zarr chunk or shard (decoded whole).  Default: half of the memory
-  available now.
-* External data (a ``.pb``'s or a model's) must stay in the tensor's folder, a Zarr entry in
-  its store; a path check cannot see a hard link to a file elsewhere, so a regular file with
-  ``st_nlink > 1`` is refused unless ``allow_hardlinks`` is set.
+``max_input_bytes`` bounds the bytes of an input brought into memory at once, checked from
+declared sizes before reading (a whole input, an out-of-core box, a Zarr chunk or shard, which
+is decoded whole; default: half of the memory available now).  External data (``.pb``, model)
+must stay in the tensor's folder, a Zarr entry in its store; a path check cannot see a hard
+link to a file elsewhere, so ``st_nlink > 1`` is refused unless ``allow_hardlinks`` is set.
 """
 
 from __future__ import annotations
@@ -301,11 +292,13 @@ def _create_temp(path: str, temp: str) -> int:
 
 
 def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
-    """Run ``write(stream)`` into a temporary file, then rename it over ``path``.
+    """Run ``write(stream)`` into a temporary file beside ``path`` (one file system), fsync it,
+    give it the target's mode (new: ``0o666 & ~umask``) and rename it over ``path`` (a symlink
+    is followed; an existing character device or FIFO is written straight through).
 
     Rule: ``path`` ends up holding exactly what ``write`` produced, or is unchanged and no
     temporary file remains; OS failures become :class:`OutputError`, other exceptions propagate
-    after the clean-up.  An existing character device or FIFO is written straight through.
+    after the clean-up.
     """
     resolved = _resolve_target(path)
     if resolved is None:

@@ -314,11 +314,8 @@ def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
 
 
 def tensor_proto_bytes(array: np.ndarray, name: str | None = None, target: str = "-") -> bytes:
-    """Serialized ``TensorProto`` of ``array`` (raw_data, little-endian, sub-byte types packed).
-
-    Rule: the message must stay under protobuf's 2 GiB limit, else :class:`OutputError`
-    suggesting ``.npy``.
-    """
+    """Serialized ``TensorProto`` of ``array`` (raw_data, little-endian, sub-byte types packed),
+    refused over protobuf's 2 GiB limit."""
     array = np.asarray(array)
     if array.nbytes > PROTOBUF_LIMIT:
         raise OutputError(f"{target}: {array.nbytes} bytes of data exceed the 2 GiB TensorProto "
