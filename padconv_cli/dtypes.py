@@ -1,10 +1,7 @@
-"""ONNX element types <-> numpy dtypes.
-
-Each ONNX ``TensorProto.DataType`` has one canonical name (``dtype_name``): numpy's name where
-numpy has the type, ``string`` for strings (``object`` arrays of ``str``, or ``<U`` read from
-``.npy``), else the ONNX spelling in lower case (``bfloat16``, ``int4``), backed by
-``ml_dtypes``, which is imported only when one of its types is asked for.
-"""
+"""ONNX element types <-> numpy dtypes.  Each has one canonical name (``dtype_name``): numpy's
+where numpy has the type, ``string`` for strings (``object`` of ``str``, or ``<U``), else the
+ONNX spelling in lower case (``bfloat16``, ``int4``), backed by ``ml_dtypes`` (imported when
+one of its types is asked for)."""
 
 from __future__ import annotations
 
@@ -31,37 +28,18 @@ class ElemType(NamedTuple):
         return -(-count * self.bits // 8)
 
 
-_ELEM_TYPES = (
-    ElemType(1, "float32", 32, "float32"),
-    ElemType(2, "uint8", 8, "uint8"),
-    ElemType(3, "int8", 8, "int8"),
-    ElemType(4, "uint16", 16, "uint16"),
-    ElemType(5, "int16", 16, "int16"),
-    ElemType(6, "int32", 32, "int32"),
-    ElemType(7, "int64", 64, "int64"),
-    ElemType(STRING_ELEM_TYPE, "string", 0, "object"),
-    ElemType(9, "bool", 8, "bool"),
-    ElemType(10, "float16", 16, "float16"),
-    ElemType(11, "float64", 64, "float64"),
-    ElemType(12, "uint32", 32, "uint32"),
-    ElemType(13, "uint64", 64, "uint64"),
-    ElemType(14, "complex64", 64, "complex64"),
-    ElemType(15, "complex128", 128, "complex128"),
-    ElemType(16, "bfloat16", 16, "bfloat16", True),
-    ElemType(17, "float8e4m3fn", 8, "float8_e4m3fn", True),
-    ElemType(18, "float8e4m3fnuz", 8, "float8_e4m3fnuz", True),
-    ElemType(19, "float8e5m2", 8, "float8_e5m2", True),
-    ElemType(20, "float8e5m2fnuz", 8, "float8_e5m2fnuz", True),
-    ElemType(21, "uint4", 4, "uint4", True),
-    ElemType(22, "int4", 4, "int4", True),
-    ElemType(23, "float4e2m1", 4, "float4_e2m1fn", True),
-    ElemType(24, "float8e8m0", 8, "float8_e8m0fnu", True),
-    ElemType(25, "uint2", 2, "uint2", True),
-    ElemType(26, "int2", 2, "int2", True),
-    ElemType(27, "float6e2m3", 6, "float6_e2m3fn", True),
-    ElemType(28, "float6e3m2", 6, "float6_e3m2fn", True),
-)
-
+# number name bits [ml_dtypes name]: the numbers of TensorProto.DataType; from 16 on, the
+# types are ml_dtypes'
+_TABLE = """1 float32 32; 2 uint8 8; 3 int8 8; 4 uint16 16; 5 int16 16; 6 int32 32; 7 int64 64;
+8 string 0 object; 9 bool 8; 10 float16 16; 11 float64 64; 12 uint32 32; 13 uint64 64;
+14 complex64 64; 15 complex128 128; 16 bfloat16 16; 17 float8e4m3fn 8 float8_e4m3fn;
+18 float8e4m3fnuz 8 float8_e4m3fnuz; 19 float8e5m2 8 float8_e5m2;
+20 float8e5m2fnuz 8 float8_e5m2fnuz; 21 uint4 4; 22 int4 4; 23 float4e2m1 4 float4_e2m1fn;
+24 float8e8m0 8 float8_e8m0fnu; 25 uint2 2; 26 int2 2; 27 float6e2m3 6 float6_e2m3fn;
+28 float6e3m2 6 float6_e3m2fn"""
+_ELEM_TYPES = tuple(
+    ElemType(int(number), name, int(bits), backing[0] if backing else name, int(number) >= 16)
+    for number, name, bits, *backing in (row.split() for row in _TABLE.split(";")))
 _BY_ELEM_TYPE = {t.elem_type: t for t in _ELEM_TYPES}
 _BY_NAME = {t.name: t for t in _ELEM_TYPES}
 # np.dtype(...).name of the backing dtype -> element type (strings are handled by kind).
@@ -83,9 +61,8 @@ def elem_type_info(elem_type: int) -> ElemType:
     """The :class:`ElemType` of an ONNX ``TensorProto.DataType`` number (UNDEFINED=0 refused)."""
     info = _BY_ELEM_TYPE.get(elem_type)
     if info is None:
-        raise UnsupportedDtypeError(
-            f"unknown ONNX element type {elem_type} (known: 1..{max(_BY_ELEM_TYPE)})"
-        )
+        raise UnsupportedDtypeError(f"unknown ONNX element type {elem_type} "
+                                    f"(known: 1..{max(_BY_ELEM_TYPE)})")
     return info
 
 
@@ -94,23 +71,14 @@ def _numpy_dtype(info: ElemType) -> np.dtype:
         return np.dtype(info.numpy_name)
     scalar_type = getattr(_ml_dtypes(), info.numpy_name, None)
     if scalar_type is None:
-        raise UnsupportedDtypeError(
-            f"element type {info.name} needs a newer ml_dtypes (no ml_dtypes.{info.numpy_name})"
-        )
+        raise UnsupportedDtypeError(f"element type {info.name} needs a newer ml_dtypes "
+                                    f"(no ml_dtypes.{info.numpy_name})")
     return np.dtype(scalar_type)
 
 
 def numpy_dtype_of_elem_type(elem_type: int) -> np.dtype:
     """The numpy dtype backing an ONNX element type (STRING -> object, BFLOAT16 -> bfloat16)."""
     return _numpy_dtype(elem_type_info(elem_type))
-
-
-def _normalize_name(name: str) -> str:
-    text = name.strip()
-    if text.lower().startswith("tensor(") and text.endswith(")"):
-        text = text[len("tensor(") : -1]
-    text = text.strip().lower()
-    return _ALIASES.get(text, text)
 
 
 def _dtype_from_numpy_spelling(name: str) -> np.dtype | None:
@@ -135,14 +103,17 @@ def parse_dtype(name: str) -> np.dtype:
     ``string`` gives the object dtype."""
     if not isinstance(name, str):
         raise UnsupportedDtypeError(f"dtype name must be a string, got {type(name).__name__}")
-    info = _BY_NAME.get(_normalize_name(name))
+    text = name.strip()
+    if text.lower().startswith("tensor(") and text.endswith(")"):
+        text = text[len("tensor(") : -1]
+    text = text.strip().lower()
+    info = _BY_NAME.get(_ALIASES.get(text, text))
     if info is not None:
         return _numpy_dtype(info)
     dtype = _dtype_from_numpy_spelling(name.strip())
     if dtype is None:
-        raise UnsupportedDtypeError(
-            f"unknown dtype {name!r}; expected one of: {', '.join(ONNX_TYPE_NAMES)}"
-        )
+        raise UnsupportedDtypeError(f"unknown dtype {name!r}; expected one of: "
+                                    f"{', '.join(ONNX_TYPE_NAMES)}")
     return dtype
 
 
@@ -183,15 +154,9 @@ def onnx_elem_type(dtype: Any) -> int:
     return info.elem_type
 
 
-def elem_type_info_of_dtype(dtype: Any) -> ElemType:
-    """The :class:`ElemType` of a numpy dtype (see :func:`onnx_elem_type`)."""
-    return _BY_ELEM_TYPE[onnx_elem_type(dtype)]
-
-
 def is_npy_native(dtype: Any) -> bool:
-    """True when ``.npy`` stores this dtype without pickles and reads it back the same:
-    numpy's built-in types and structures of them; not ``object`` (pickle) nor the
-    ``ml_dtypes`` types (saved as anonymous ``V`` bytes)."""
+    """True when ``.npy`` stores this dtype without pickles and reads it back the same: numpy's
+    built-in types and structures of them; not ``object`` nor ``ml_dtypes`` types (``V``)."""
     dtype = _as_dtype(dtype)
     if dtype.hasobject or dtype.isbuiltin == 2:
         return False
@@ -202,15 +167,17 @@ def is_npy_native(dtype: Any) -> bool:
     return True
 
 
+_KINDS = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "O": "string",
+          "U": "string", "S": "string"}
+
+
 def element_kind(dtype: Any) -> str:
     """The one classification of a dtype: numpy kinds ``b`` -> ``bool``, ``i``/``u`` ->
     ``int``, ``f`` -> ``float``, ``c`` -> ``complex``, ``O``/``U``/``S`` -> ``string``; the
     ``ml_dtypes`` floats -> ``float``, its int2/int4 (unsigned too) -> ``int``; else ``other``."""
     dtype = _as_dtype(dtype)
-    kinds = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex", "O": "string",
-             "U": "string", "S": "string"}
-    if dtype.kind in kinds:
-        return kinds[dtype.kind]
+    if dtype.kind in _KINDS:
+        return _KINDS[dtype.kind]
     if _is_ml_dtype(dtype) and not dtype.fields:
         if dtype.name.startswith(("float", "bfloat")):
             return "float"
@@ -229,13 +196,7 @@ def integer_range(dtype: Any) -> tuple[int, int] | None:
 
 
 def float_info(dtype: Any) -> Any:
-    """``finfo`` of a float type (numpy's or ml_dtypes'), or of a complex type's parts:
-    ``max``, ``min``, ``eps``, ``nmant`` ..."""
+    """``finfo`` of a float type (numpy's or ml_dtypes'), or of a complex type's parts."""
     dtype = _as_dtype(dtype)
     return _ml_dtypes().finfo(dtype) if _is_ml_dtype(dtype) else np.finfo(dtype)
 
-
-def largest_finite(dtype: np.dtype) -> tuple[float, int]:
-    """(largest finite value, mantissa bits) of a float type, or of a complex type's parts."""
-    limits = float_info(dtype)
-    return float(limits.max), int(limits.nmant)

@@ -1,19 +1,11 @@
-"""The one JSON encoding of every ``--json`` output (verify, show, compare, audit, ``--check``,
-``--explain``): strict JSON (no bare NaN/Infinity), the same form for a value wherever it
-appears.
+"""The one JSON encoding of every ``--json`` output: strict JSON, one form per value.
 
-Rules (:func:`jsonable`):
-
-* ``None``, ``bool``, ``int``, ``str`` and finite ``float`` stay as they are;
-* NaN is the string ``"nan"``, +inf ``"inf"``, -inf ``"-inf"``;
-* a complex number is ``{"real": re, "imag": im}``, each part by the float rule;
-* a numpy scalar becomes the Python value of its element kind
-  (:func:`padconv_cli.dtypes.element_kind`): bfloat16/float8 -> float, int4 -> int,
-  ``np.bool_`` -> bool, ``np.str_`` -> str; a numpy array becomes nested lists of those;
-* ``bytes`` are decoded as UTF-8 (undecodable bytes become U+FFFD);
-* a numpy dtype is its canonical ONNX-style name (``float32``, ``bfloat16``, ``string``);
-* a path (``os.PathLike``) is its text; tuples and lists are lists, sets are sorted lists,
-  dict keys are text; anything else is ``str(value)``.
+Rules (:func:`jsonable`): ``None``, ``bool``, ``int``, ``str`` and finite ``float`` stay; NaN
+is ``"nan"``, +inf ``"inf"``, -inf ``"-inf"``; a complex number is ``{"real": re, "imag":
+im}``; a numpy scalar is the Python value of its element kind (bfloat16 -> float, int4 -> int,
+``np.bool_`` -> bool), a numpy array nested lists of those; ``bytes`` are UTF-8 (else U+FFFD);
+a numpy dtype is its ONNX-style name; a path its text; tuples are lists, sets sorted lists,
+dict keys text; anything else ``str(value)``.
 """
 
 from __future__ import annotations
@@ -44,7 +36,11 @@ def jsonable(value: Any) -> Any:
         return [jsonable(item) for item in value]
     if isinstance(value, (set, frozenset)):
         return sorted((jsonable(item) for item in value), key=str)
-    return _other(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return dtype_name(value)
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:
@@ -70,13 +66,3 @@ _SCALARS = {"float": float, "int": int, "complex": complex, "bool": bool}
 def _python_scalar(value: np.generic) -> Any:
     convert = _SCALARS.get(element_kind(value.dtype))
     return value.item() if convert is None else convert(value)
-
-
-def _other(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
-        return dtype_name(value)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return str(value)

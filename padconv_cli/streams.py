@@ -1,10 +1,5 @@
-"""Standard error that cannot be written (``2>/dev/full``, a full disk, a closed pipe).
-
-padconv's messages and progress lines are for a person; when stderr cannot take them they are
-dropped and the run's exit code stays its own.  Pointing descriptor 2 at /dev/null also lets
-the interpreter's final flush of what is still buffered succeed (a failed flush at exit would
-turn the exit code into 120).
-"""
+"""Standard error that cannot be written (``2>/dev/full``, a closed pipe): messages are
+dropped, the exit code stays the run's (a failed flush at exit would make it 120)."""
 
 from __future__ import annotations
 

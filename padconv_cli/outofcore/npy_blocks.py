@@ -1,18 +1,15 @@
-"""``.npy`` files read and written box by box with ``pread`` and ``pwrite``, never through a
-memory map (a file truncated by another process, or a full disk, is one error line, never the
-SIGBUS of a mapped page); resident memory follows the box, not the file.  The result is a
-temporary file next to the target, renamed over it when complete.
-"""
+"""``.npy`` files read and written box by box with ``pread``/``pwrite``, not a memory map (a
+file truncated meanwhile or a full disk is one error line, not a SIGBUS); memory follows the
+box.  The result is a temporary file beside the target, renamed over it when complete."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import itertools
 import math
 import operator
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,12 +19,21 @@ from padconv_cli.tensorio.files import (
     ReadPolicy,
     check_read_bytes,
     create_exclusive,
+    file_mode_for,
     input_limit,
     one_line,
     open_regular_file,
-    temp_name,
+    temp_beside,
 )
-from padconv_cli.tensorio.npy import NpyHeader, read_npy_header, to_native_byte_order
+from padconv_cli.tensorio.npy import (
+    NpyHeader,
+    check_bool_bytes,
+    check_declared_size,
+    check_npy_dtype,
+    read_npy_header,
+    to_native_byte_order,
+    write_npy_header,
+)
 from padconv_cli.units import human_bytes
 
 
@@ -57,10 +63,9 @@ class NpyInput:
         return self.header.data_bytes
 
     def check_unchanged(self, fd: int | None = None) -> None:
-        """Refuse to go on when another process replaced, truncated or changed the file: same
-        device and inode, at least ``data_offset + data_bytes`` long, same size, mtime and
-        ctime (``touch`` cannot set ctime back) as when opened.  ``fd``: the descriptor about
-        to be read, checked itself (a path checked, then opened, could be replaced between)."""
+        """Rule: the file (``fd``, the descriptor about to be read, else the path) has the
+        device, inode, size, mtime and ctime (``touch`` cannot set it back) it had when opened,
+        and at least ``data_offset + data_bytes`` bytes; else it was replaced or changed."""
         if self.identity is None:
             return
         try:
@@ -71,10 +76,8 @@ class NpyInput:
         if (info.st_dev, info.st_ino) != self.identity[:2]:
             raise InputError(f"{self.path}: replaced by another file while being read")
         if info.st_size < self.header.data_offset + self.header.data_bytes:
-            raise InputError(
-                f"{self.path}: truncated from {self.identity[2]} to {info.st_size} bytes by "
-                "another process while being read"
-            )
+            raise InputError(f"{self.path}: truncated from {self.identity[2]} to {info.st_size} "
+                             "bytes by another process while being read")
         if (info.st_size, info.st_mtime_ns, info.st_ctime_ns) != self.identity[2:]:
             raise InputError(f"{self.path}: changed by another process while being read "
                              "(its size or modification time moved)")
@@ -95,43 +98,31 @@ class NpyInput:
         finally:
             os.close(fd)
         part = to_native_byte_order(np.asarray(part[local], order="C"))
-        if part.dtype == np.bool_ and part.size and part.view(np.uint8).max() > 1:
-            raise InputError(f"{self.path}: bool data holds bytes other than 0 and 1")
+        check_bool_bytes(part, self.path)
         return part
 
     def check_reads(self, boxes: Iterable[object]) -> None:
-        """Refuse, before anything is read, a box of more than the input limit in force where
-        the file was opened."""
+        """Refuse a box over the input limit in force where the file was opened."""
         itemsize = self.header.dtype.itemsize
         largest = max((math.prod(len(r) for r in box_ranges(box, self.shape)[0]) * itemsize
                        for box in boxes), default=0)
         check_read_bytes(largest, self.path, "one box of the out-of-core engine",
                          self.max_read_bytes)
 
-    def __getitem__(self, box: object) -> np.ndarray:
-        """``read(box)``."""
-        return self.read(box)
+    __getitem__ = read  # ``source[box]``
 
 
 def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
-    """An ``.npy`` file opened to be read box by box, nothing loaded: a regular file whose
-    header parses, declares no object or structured dtype and ``prod(shape) * itemsize <=
-    file size - header length`` (else an error naming the file)."""
+    """An ``.npy`` file opened to be read box by box, nothing loaded; its header is checked
+    (no object or structured dtype, ``prod(shape) * itemsize`` within the file)."""
     stream, size = open_regular_file(path)
     with stream:
         header = read_npy_header(stream, path)
         info = os.fstat(stream.fileno())
-    available = size - header.data_offset
-    if header.data_bytes > available:
-        raise InputError(
-            f"{path}: header declares shape {header.shape} of {header.dtype} = "
-            f"{header.data_bytes} bytes but only {max(available, 0)} bytes follow "
-            "(truncated or forged)"
-        )
+    check_declared_size(header, size, path)
     if header.dtype.fields is not None or header.dtype.subdtype is not None:
-        raise UnsupportedDtypeError(
-            f"{path}: structured element type {header.dtype} is not a tensor element type"
-        )
+        raise UnsupportedDtypeError(f"{path}: structured element type {header.dtype} is not a "
+                                    "tensor element type")
     identity = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
     return NpyInput(path, header, identity, input_limit(policy))
 
@@ -192,17 +183,28 @@ def _pread_box(fd: int, path: str, header: NpyHeader, ranges: list[range]) -> np
     shape = header.shape[::-1] if header.fortran_order else header.shape
     ranges = ranges[::-1] if header.fortran_order else ranges
     out = np.empty(tuple(len(r) for r in ranges), dtype=header.dtype)
-    flat = memoryview(out.reshape(-1).view(np.uint8))
-    done = 0
-    for offset, length in _runs(shape, header.dtype.itemsize, ranges) if out.size else ():
-        at = header.data_offset + offset
-        while length:
-            count = os.preadv(fd, [flat[done:done + length]], at)
-            if count == 0:
-                raise InputError(f"{path}: truncated by another process while being read "
-                                 f"(no data at byte {at})")
-            done, at, length = done + count, at + count, length - count
+    if out.size:
+        try:
+            _each_run(fd, out, _runs(shape, header.dtype.itemsize, ranges), header.data_offset,
+                      lambda fd, piece, at: os.preadv(fd, [piece], at))
+        except EOFError as at:
+            raise InputError(f"{path}: truncated by another process while being read "
+                             f"(no data at byte {at})") from None
     return out.T if header.fortran_order else out
+
+
+def _each_run(fd: int, array: np.ndarray, runs: Iterable[tuple[int, int]], base: int,
+              move: Callable[[int, memoryview, int], int]) -> None:
+    """``move(fd, bytes of array, file position)`` (``pread`` or ``pwrite``) through the runs
+    at ``base``, repeated on short counts; EOFError(position) when it moves nothing."""
+    flat, done = memoryview(array.reshape(-1).view(np.uint8)), 0
+    for offset, length in runs:
+        at = base + offset
+        while length:
+            count = move(fd, flat[done:done + length], at)
+            if count <= 0:
+                raise EOFError(at)
+            done, at, length = done + count, at + count, length - count
 
 
 class NpyOutput:
@@ -212,28 +214,31 @@ class NpyOutput:
     def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.target = target
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = _npy_storable(np.dtype(dtype), target)
+        self.dtype = np.dtype(dtype)
+        check_npy_dtype(self.dtype, target, ", on the memory engine")
+        real = os.path.realpath(target)
+        if os.path.isdir(real):
+            raise OutputError(f"{target}: is a directory")
         # named before the ``try``: a Ctrl-C right after the file's creation still removes it
-        self._temp = _temp_path_for(target)
+        self._temp = temp_beside(target, real)
         try:
-            self._header = self._create()
+            self._data_offset = self._create()
         except BaseException:  # no ``with`` owns this object yet
             self.discard()
             raise
 
-    def _create(self) -> NpyHeader:
+    def _create(self) -> int:
+        """Create the temporary file: its header, then its data size (a sparse file)."""
         try:
-            os.close(create_exclusive(self._temp))
-            np.lib.format.open_memmap(self._temp, mode="w+", dtype=self.dtype, shape=self.shape)
-            stream, _ = open_regular_file(self._temp)
-            with stream:
-                offset = read_npy_header(stream, self._temp).data_offset
-        except FileExistsError as exc:  # the name was taken: that file is not ours to remove
-            self._temp = None
-            raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
+            with os.fdopen(create_exclusive(self._temp), "wb") as stream:
+                write_npy_header(stream, self.shape, self.dtype)
+                offset = stream.tell()
+                stream.truncate(offset + math.prod(self.shape) * self.dtype.itemsize)
         except (OSError, ValueError) as exc:
+            if isinstance(exc, FileExistsError):  # the name was taken: not ours to remove
+                self._temp = None
             raise OutputError(f"{self.target}: cannot create ({one_line(exc)})") from None
-        return NpyHeader(self.shape, False, self.dtype, offset)
+        return offset
 
     def write(self, box: tuple[slice, ...], values: np.ndarray) -> None:
         """``result[box] = values`` (one unit-step slice per axis) with ``pwrite``; a full
@@ -246,20 +251,13 @@ class NpyOutput:
             np.broadcast_to(np.asarray(values, dtype=self.dtype), tuple(len(r) for r in ranges)))
         if part.size == 0:
             return
-        flat = memoryview(part.reshape(-1).view(np.uint8))
         fd = os.open(self._temp, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            done = 0
-            for offset, length in _runs(self.shape, self.dtype.itemsize, ranges):
-                data, at = flat[done:done + length], self._header.data_offset + offset
-                while len(data):
-                    written = os.pwrite(fd, data, at)
-                    if written <= 0:
-                        raise OSError(errno.ENOSPC, "no byte written")
-                    data, at = data[written:], at + written
-                done += length
-        except OSError as exc:  # e.g. the disk filled up (ENOSPC)
-            raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None
+            _each_run(fd, part, _runs(self.shape, self.dtype.itemsize, ranges),
+                      self._data_offset, os.pwrite)
+        except (OSError, EOFError) as exc:  # e.g. the disk filled up (ENOSPC)
+            reason = exc if isinstance(exc, OSError) else "no byte written"
+            raise OutputError(f"{self.target}: write failed ({one_line(reason)})") from None
         finally:
             os.close(fd)
 
@@ -271,13 +269,7 @@ class NpyOutput:
         try:
             with open(self._temp, "rb+") as stream:
                 os.fsync(stream.fileno())
-            try:
-                mode = os.stat(self.target).st_mode & 0o7777
-            except OSError:
-                mask = os.umask(0o022)
-                os.umask(mask)
-                mode = 0o666 & ~mask
-            os.chmod(self._temp, mode)
+            os.chmod(self._temp, file_mode_for(self.target))
             os.replace(self._temp, os.path.realpath(self.target))
         except OSError as exc:
             self.discard()
@@ -297,30 +289,6 @@ class NpyOutput:
             self.commit()
         else:
             self.discard()
-
-
-def _npy_storable(dtype: np.dtype, target: str) -> np.dtype:
-    """Types ``.npy`` can name without pickle (not bfloat16/float8/int4 or objects)."""
-    from padconv_cli.dtypes import dtype_name, is_npy_native
-
-    if dtype.hasobject or not is_npy_native(dtype):
-        raise UnsupportedDtypeError(
-            f"{target}: .npy cannot store dtype {dtype_name(dtype)}; write a .pb TensorProto "
-            "instead (format pb, on the memory engine)",
-            param="format",
-        )
-    return dtype
-
-
-def _temp_path_for(target: str) -> str:
-    """A temporary name beside ``target`` (nothing is created), its folder checked."""
-    real = os.path.realpath(target)
-    folder = os.path.dirname(real) or "."
-    if os.path.isdir(real):
-        raise OutputError(f"{target}: is a directory")
-    if not os.path.isdir(folder):
-        raise OutputError(f"{target}: folder {folder} does not exist")
-    return temp_name(folder, f".{os.path.basename(real)}.", ".tmp")
 
 
 def check_disk_space(target: str, shape: tuple[int, ...], dtype: np.dtype) -> None:

@@ -2,21 +2,19 @@
 stdin, inline literals.
 
 Reading (:func:`read_io_source`) never trusts a file: headers and messages are validated before
-memory is allocated, pickles are never loaded, and every problem is an
-:class:`~padconv_cli.errors.InputError` with a one-line message naming the source.  Arrays come
-back in native byte order; string tensors are ``object`` arrays of ``str``, unicode ``.npy``
-arrays (``<U5``) stay unicode.  A tensor a model stores (``MODEL.onnx:NAME``) is read one layer
-up, by :mod:`padconv_cli.tensor_sources`.  Writing (:func:`write_tensor`) is atomic for files
-and streams bytes for ``-`` (stdout).  Only the ``.npy`` reader and writer load with this
-package: the other formats (and onnx, zipfile, json, zarr) load when one is met.
+memory is allocated, pickles are never loaded, every problem is an ``InputError`` naming the
+source.  Arrays come back in native byte order; string tensors are ``object`` arrays of
+``str`` (``<U`` ``.npy`` arrays stay unicode).  Writing (:func:`write_tensor`) is atomic for
+files and streams bytes for ``-``.  Only the ``.npy`` code loads with this package.
 
 What a source string names, in order:
 
 1. ``-`` is stdin; ``-:NAME`` is member NAME of an ``.npz`` archive on stdin.
 2. A string naming an existing path is a file.
-3. ``ARCHIVE.npz:NAME`` names the array NAME inside ``ARCHIVE.npz``; ``MODEL.onnx:NAME``
-   (kind ``model``) names a tensor the model stores.  NAME may hold ``:`` and ``/``: the model
-   path ends at the first ``.onnx:`` whose prefix is an existing file (else at the first one).
+3. ``ARCHIVE.npz:NAME`` names an array in the archive; ``MODEL.onnx:NAME`` (kind ``model``,
+   read by :mod:`padconv_cli.tensor_sources`) a tensor the model stores; NAME may hold ``:``
+   and ``/``: the model path ends at the first ``.onnx:`` whose prefix is an existing file
+   (else at the first one).
 4. A string ending in ``.npy``, ``.npz`` or ``.pb``, or starting with ``/``, ``./``, ``../`` or
    ``~``, is a file (missing -> "no such file").
 5. A string that starts like a literal (``[``, digit, sign, ``.``, quote, true/false/nan/inf)
@@ -44,20 +42,11 @@ from padconv_cli.tensorio.files import (
     printable,
     read_exact,
 )
-from padconv_cli.tensorio.npy import check_npy_writable, read_npy_file, write_npy
+from padconv_cli.tensorio.npy import check_npy_writable, read_npy_stream, write_npy
 
-__all__ = [
-    "OUTPUT_FORMATS",
-    "ReadPolicy",
-    "check_requested_dtype",
-    "check_suffix_agrees",
-    "classify_source",
-    "is_zarr_path",
-    "read_io_source",
-    "resolve_format",
-    "tensor_to_bytes",
-    "write_tensor",
-]
+__all__ = ["OUTPUT_FORMATS", "ReadPolicy", "check_requested_dtype", "check_suffix_agrees",
+           "classify_source", "is_zarr_path", "read_io_source", "resolve_format",
+           "tensor_to_bytes", "write_tensor"]
 
 TENSOR_SUFFIXES = {".npy": "npy", ".npz": "npz", ".pb": "pb"}
 OUTPUT_FORMATS = ("npy", "pb")
@@ -68,9 +57,6 @@ _MODEL_MARK = re.compile(r"\.onnx:", re.IGNORECASE)
 _MEMBER_PATTERN = re.compile(r"(?P<archive>.+\.npz):(?P<member>[^/\\]+)", re.IGNORECASE)
 _LITERAL_STARTS = set("[(-+.0123456789\"'")
 _LITERAL_WORDS = {"true", "false", "nan", "inf", "infinity", "-inf", "+inf", "-infinity"}
-
-
-# ------------------------------------------------------------------------ naming sources
 
 
 class Source(NamedTuple):
@@ -114,40 +100,41 @@ def has_zarr_metadata(path: str) -> bool:
     return os.path.isdir(path) and any(os.path.exists(os.path.join(path, m)) for m in ZARR_MARKERS)
 
 
-# ------------------------------------------------------------------------------- reading
-
-
-def _sniffed_kind(path: str) -> str:
-    """'npy' or 'npz' for an existing file without a tensor suffix that starts like one."""
+def _sniffed_kind(stream: BinaryIO, path: str) -> str:
+    """'npy' or 'npz' for a file without a tensor suffix that starts like one (``stream`` is
+    left at its start)."""
     from padconv_cli.tensorio.sniff import sniff_format
 
-    stream, _size = open_regular_file(path)
-    with stream:
-        kind = sniff_format(read_exact(stream, 8))
+    kind = sniff_format(read_exact(stream, 8))
+    stream.seek(0)
     if kind != "pb":
         return kind
     if path.lower().endswith(".onnx"):
         raise InputError(f"{printable(path)}: a model, not a tensor; name one of its stored "
                          f"tensors as {printable(path)}:NAME (padconv show lists them)")
-    raise InputError(
-        f"{printable(path)}: unknown tensor file format (expected a .npy, .npz or .pb file)"
-    )
+    raise InputError(f"{printable(path)}: unknown tensor file format (expected a .npy, .npz "
+                     "or .pb file)")
 
 
 def _read_file(source: Source, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
-    kind = TENSOR_SUFFIXES.get(os.path.splitext(source.path)[1].lower())
+    """(name, array) of a tensor file, its format from its suffix, else its first bytes."""
+    path, label = source.path, printable(source.path)
+    kind = TENSOR_SUFFIXES.get(os.path.splitext(path)[1].lower())
     if source.member is not None and kind != "npz":
-        raise InputError(f"{printable(source.path)}: a member name needs an .npz archive")
-    kind = kind or _sniffed_kind(source.path)
-    if kind == "npy":
-        return None, read_npy_file(source.path, policy=policy)
-    if kind == "npz":
-        from padconv_cli.tensorio.npz import read_npz_file  # zipfile costs start-up time
+        raise InputError(f"{label}: a member name needs an .npz archive")
+    stream, size = open_regular_file(path, label)
+    with stream:
+        kind = kind or _sniffed_kind(stream, path)
+        if kind == "npy":
+            return None, read_npy_stream(stream, size, label, policy)
+        if kind == "npz":
+            from padconv_cli.tensorio.npz import read_npz_stream  # zipfile costs start-up time
 
-        return read_npz_file(source.path, source.member, policy)
-    from padconv_cli.tensorio.protobuf import read_pb_file  # imports onnx: only when needed
+            return read_npz_stream(stream, size, source.member, label, policy)
+        from padconv_cli.tensorio.protobuf import read_pb_stream  # imports onnx: when needed
 
-    return read_pb_file(source.path, policy)
+        return read_pb_stream(stream, size, label, os.path.dirname(os.path.abspath(path)),
+                              policy)
 
 
 def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> np.ndarray:
@@ -158,15 +145,13 @@ def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> n
 
     wanted = parse_dtype(dtype)
     if dtype_name(wanted) != dtype_name(array.dtype):
-        raise InputError(
-            f"{label}: holds {dtype_name(array.dtype)}, not the requested {dtype_name(wanted)}"
-        )
+        raise InputError(f"{label}: holds {dtype_name(array.dtype)}, not the requested "
+                         f"{dtype_name(wanted)}")
     return array
 
 
 def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
-    """``(path, name)`` when ``source`` is an existing ``FILE.json`` (``:NAME``): polygraphy's
-    JSON tensor files."""
+    """``(path, name)`` when ``source`` is an existing polygraphy ``FILE.json[:NAME]``."""
     if ".json" not in source.lower():  # the module (and json) only for what may be one
         return None
     from padconv_cli.tensorio.polygraphy_json import split_json_source
@@ -175,20 +160,13 @@ def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
     return split if split is not None and os.path.isfile(split[0]) else None
 
 
-def read_io_source(
-    source: str | os.PathLike[str], *, dtype: str | None = None,
-    policy: ReadPolicy | None = None,
-) -> tuple[str | None, np.ndarray]:
-    """(name, array) of a source tensor I/O reads by itself; name is the TensorProto or .npz
-    member name, or None.
+def read_io_source(source: str | os.PathLike[str], *, dtype: str | None = None,
+                   policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
+    """(name, array) of any source but ``MODEL.onnx:NAME`` (module rules; a Zarr store,
+    polygraphy's ``FILE.json[:NAME]`` too); name: the TensorProto or .npz member name, or None.
 
-    ``source``: a path (``.npy``, ``.npz``, ``file.npz:name``, ``.pb``, a Zarr store when zarr
-    is installed, polygraphy's ``FILE.json`` or ``FILE.json:NAME``), ``-`` for stdin (format
-    sniffed from the first bytes; ``-:name`` picks an .npz member), or a literal.  ``dtype``
-    (ONNX or numpy name) sets a literal's element type; for files and stdin it must match the
-    stored type.  Every read follows ``policy`` (:class:`ReadPolicy`; None: the default
-    ``ReadPolicy()``).  ``MODEL.onnx:NAME`` is refused here: :mod:`padconv_cli.tensor_sources`
-    reads it.
+    ``dtype`` (ONNX or numpy name) sets a literal's element type; for anything stored it must
+    match the stored type.  Every read follows ``policy`` (None: ``ReadPolicy()``).
     """
     source = os.fspath(source)
     if not source.strip():
@@ -224,11 +202,8 @@ def read_io_source(
     return name or None, check_requested_dtype(array, dtype, label)
 
 
-# ------------------------------------------------------------------------------- writing
-
-
 def _suffix_format(target: str) -> str | None:
-    """'npy' or 'pb' from the target's suffix ('' for stdout or no suffix); None: another."""
+    """'npy' or 'pb' from the suffix ('' for stdout or no suffix); None: another suffix."""
     suffix = "" if target == STDOUT_TARGET else os.path.splitext(target)[1].lower()
     return "" if not suffix else {".npy": "npy", ".pb": "pb"}.get(suffix)
 
@@ -236,9 +211,8 @@ def _suffix_format(target: str) -> str | None:
 def resolve_format(target: str, fmt: str | None) -> str:
     """The output format: ``fmt`` if given, else from the suffix (.npy/.pb), else npy.
 
-    Rules: an unknown suffix without ``fmt`` is an :class:`OutputError` naming the suffix (so
-    that ``out.npz`` is not silently written as something else); a known suffix and a
-    different ``fmt`` contradict each other (:func:`check_suffix_agrees`).
+    Rules: an unknown suffix without ``fmt`` is refused (``out.npz`` is not silently written
+    as something else); a known suffix must agree with ``fmt`` (:func:`check_suffix_agrees`).
     """
     target = printable(target)
     if fmt is not None:
@@ -249,27 +223,19 @@ def resolve_format(target: str, fmt: str | None) -> str:
         return normalized
     implied = _suffix_format(target)
     if implied is None:
-        raise OutputError(
-            f"{target}: unknown output suffix {os.path.splitext(target)[1].lower()!r} "
-            "(expected .npy or .pb); give the format npy or pb",
-            param="format",
-        )
+        raise OutputError(f"{target}: unknown output suffix "
+                          f"{os.path.splitext(target)[1].lower()!r} (expected .npy or .pb); "
+                          "give the format npy or pb", param="format")
     return implied or "npy"
 
 
 def check_suffix_agrees(target: str, fmt: str) -> None:
-    """Refuse ``-o y.npy --format pb`` and the like: the file would lie about its content.
-
-    Rule: a target ending in .npy or .pb must have that format; other suffixes and stdout
-    (``-``) accept any format.
-    """
+    """Rule: a target ending in .npy or .pb has that format (``-o y.npy --format pb`` would
+    lie about its content); other suffixes and stdout accept any format."""
     implied = _suffix_format(target)
     if implied and implied != fmt:
-        raise OutputError(
-            f"{target}: suffix says {implied}, not {fmt}; make the suffix agree with "
-            f"format {fmt}",
-            param="format",
-        )
+        raise OutputError(f"{target}: suffix says {implied}, not {fmt}; make the suffix agree "
+                          f"with format {fmt}", param="format")
 
 
 def _write_to_stream(array: np.ndarray, stream: BinaryIO, fmt: str, name: str | None,
@@ -304,21 +270,13 @@ def _write_stdout(array: np.ndarray, fmt: str, name: str | None,
         raise OutputError(f"<stdout>: write failed ({one_line(exc.strerror or exc)})") from None
 
 
-def write_tensor(
-    array: np.ndarray,
-    target: str | os.PathLike[str],
-    *,
-    fmt: str | None = None,
-    name: str | None = None,
-    string_dtype: np.dtype | None = None,
-) -> None:
+def write_tensor(array: np.ndarray, target: str | os.PathLike[str], *, fmt: str | None = None,
+                 name: str | None = None, string_dtype: np.dtype | None = None) -> None:
     """Write ``array`` to the file ``target`` (atomically) or to stdout when target is ``-``.
 
-    ``fmt`` is npy or pb (default: from the suffix, else npy; see :func:`resolve_format`).
-    ``.npy`` cannot hold bfloat16/float8/int4 ... (UnsupportedDtypeError naming ``.pb``);
-    ``.pb`` is limited to 2 GiB (OutputError naming ``.npy``).  ``name`` names the TensorProto.
-    A string ``object`` array goes to ``.npy`` at the fixed width ``string_dtype`` (default:
-    its longest element's), in pieces (:func:`padconv_cli.tensorio.npy.write_npy`).
+    ``fmt``: :func:`resolve_format`; ``.npy`` cannot hold bfloat16/float8/int4 ... (refused,
+    naming ``.pb``), ``.pb`` is limited to 2 GiB (refused, naming ``.npy``).  ``name`` names the
+    TensorProto; ``string_dtype``: :func:`padconv_cli.tensorio.npy.write_npy`.
     """
     target = os.fspath(target)
     resolved = resolve_format(target, fmt)

@@ -1,33 +1,15 @@
 """Files read and written safely: regular inputs only, outputs replaced atomically.
 
-Reading: inputs must be regular files (a FIFO would block, a device could stream forever, a
-directory has no bytes).  The type is checked with ``os.stat`` before opening (opening a device
-can have side effects) and again with ``os.fstat`` on the opened descriptor (the path may have
-been swapped in between); ``O_NONBLOCK`` keeps that open from hanging on a FIFO.
+Inputs must be regular files (a FIFO blocks, a device may never end), checked with ``os.stat``
+before opening (opening a device can have side effects) and ``os.fstat`` after (the path may
+have been swapped).  :func:`atomic_write`: readers see the old file or the whole new one.
 
-Writing (:func:`atomic_write`): readers see the old file or the complete new one, never a part.
-The data goes to a temporary file in the target's own folder (the rename stays on one file
-system), is fsynced, gets the permissions the target should have, and is renamed over the
-target.  On any failure the temporary file is removed and an existing target is left untouched.
-An existing target keeps its mode; a new file gets ``0o666 & ~umask``.  A symlink target is
-followed (the file it points to is replaced, the link stays).  An existing character device or
-FIFO (``-o /dev/null``) is written straight through; other special files are refused.
-
-The read policy (:class:`ReadPolicy`, one for every source: files, ``.npz`` members, ``.pb``
-external data, models, stdin, Zarr stores, ``@FILE`` lists) is an argument of the readers;
-None stands for ``ReadPolicy()``, the safe default:
-
-* **Input limit.** ``max_input_bytes`` bounds the bytes of an input brought into memory at
-  once, checked from declared sizes before they are read: the whole input when it is read
-  into memory (an ``.npy``'s declared size, header first; the size of a ``.pb``, model or
-  external-data file; stdin, read against the bound, since a stream never ends on its own;
-  a Zarr array's declared shape); each box the out-of-core engines read of an ``.npy`` or
-  Zarr input; and each Zarr chunk or shard, which is decoded whole (a few compressed bytes can
-  declare gigabytes).  Default: half of the memory available now, as for the result.
-* **Hard links.** External data (``location`` in a ``.pb`` or a model initializer) must stay in
-  the tensor's folder, and a Zarr entry in its store.  A path check cannot see a hard link to a
-  file elsewhere, so a regular file with more than one link (``st_nlink > 1``, checked on the
-  opened descriptor) is refused unless ``allow_hardlinks`` is set.
+:class:`ReadPolicy`, an argument of every reader (None: ``ReadPolicy()``, the safe default):
+``max_input_bytes`` bounds the bytes of an input brought into memory at once, checked from
+declared sizes before reading (a whole input, an out-of-core box, a Zarr chunk or shard, which
+is decoded whole; default: half of the memory available now).  External data (``.pb``, model)
+must stay in the tensor's folder, a Zarr entry in its store; a path check cannot see a hard
+link to a file elsewhere, so ``st_nlink > 1`` is refused unless ``allow_hardlinks`` is set.
 """
 
 from __future__ import annotations
@@ -44,13 +26,13 @@ from typing import BinaryIO
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.units import human_bytes
 
-_KIND_NAMES = (
-    (stat.S_ISDIR, "is a directory"),
-    (stat.S_ISFIFO, "is a FIFO/pipe, not a regular file (use - to read stdin)"),
-    (stat.S_ISCHR, "is a character device, not a regular file"),
-    (stat.S_ISBLK, "is a block device, not a regular file"),
-    (stat.S_ISSOCK, "is a socket, not a regular file"),
-)
+_KIND_NAMES = {
+    stat.S_IFDIR: "is a directory",
+    stat.S_IFIFO: "is a FIFO/pipe, not a regular file (use - to read stdin)",
+    stat.S_IFCHR: "is a character device, not a regular file",
+    stat.S_IFBLK: "is a block device, not a regular file",
+    stat.S_IFSOCK: "is a socket, not a regular file",
+}
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 READ_PIECE = 16 * 2**20
 
@@ -64,8 +46,7 @@ class ReadPolicy:
 
 
 def input_limit(policy: ReadPolicy | None = None) -> int:
-    """The input limit in bytes: ``max_input_bytes``, else half of the memory this process
-    can still allocate."""
+    """``max_input_bytes``, else half of the memory this process can still allocate."""
     if policy is not None and policy.max_input_bytes is not None:
         return policy.max_input_bytes
     from padconv_cli.resources import available_memory_bytes
@@ -88,16 +69,14 @@ def check_input_size(size: int, label: str, what: str | None = None,
 
 
 def check_read_bytes(size: int, label: str, what: str, limit: int) -> None:
-    """Refuse reading ``size`` bytes of an input at once over ``limit`` (:func:`input_limit`);
-    ``what`` names the part ("one tile", "one Zarr chunk")."""
+    """Refuse reading ``size`` bytes at once over ``limit``; ``what`` names the part."""
     if size > limit:
         raise limit_error(label, f"reads {human_bytes(size)} at once ({what})", limit)
 
 
 def check_link_count(links: int, label: str, what: str, folder: str,
                      policy: ReadPolicy | None = None) -> None:
-    """Refuse a regular file with ``links > 1`` hard links unless the policy allows hard links:
-    one of its names may be outside ``folder``, where no path check can see it."""
+    """Refuse ``links > 1`` hard links (a name outside ``folder``?) unless the policy allows."""
     if links > 1 and not (policy is not None and policy.allow_hardlinks):
         raise InputError(f"{what} has {links} hard links, one of which may lead outside "
                          f"{folder}; refused unless allow_hardlinks is set",
@@ -105,8 +84,7 @@ def check_link_count(links: int, label: str, what: str, folder: str,
 
 
 def printable(text: object) -> str:
-    """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``):
-    names from the user or from a file stay on one line and keep the terminal safe."""
+    """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``)."""
     return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), str(text))
 
 
@@ -121,12 +99,8 @@ def _os_reason(exc: OSError) -> str:
 
 
 def _refuse_non_regular(label: str, mode: int) -> None:
-    if stat.S_ISREG(mode):
-        return
-    for predicate, description in _KIND_NAMES:
-        if predicate(mode):
-            raise InputError(f"{label}: {description}")
-    raise InputError(f"{label}: not a regular file")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{label}: {_KIND_NAMES.get(stat.S_IFMT(mode), 'not a regular file')}")
 
 
 def _stat(path: str, label: str) -> os.stat_result:
@@ -143,11 +117,8 @@ def _stat(path: str, label: str) -> os.stat_result:
 
 
 def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, int]:
-    """Open ``path`` for binary reading and return (file, size in bytes).
-
-    Rule: the path must name an existing regular file (symlinks to one are fine); anything else
-    is an :class:`InputError` naming ``label`` (default: the path).
-    """
+    """(binary file, size) of ``path``, which must be a regular file (or a symlink to one);
+    anything else is an :class:`InputError` naming ``label`` (default: the path)."""
     label = printable(path) if label is None else label
     _refuse_non_regular(label, _stat(path, label).st_mode)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
@@ -182,11 +153,8 @@ def read_exact(stream: BinaryIO, count: int) -> bytes:
 
 
 def read_into(stream: BinaryIO, buffer: memoryview) -> int:
-    """Fill ``buffer`` from ``stream``; return the number of bytes read (short only at EOF).
-
-    Read in pieces of at most READ_PIECE bytes: a decompressing stream (a zip member) serves
-    ``readinto`` through a ``bytes`` of the requested size, which would double the memory.
-    """
+    """Fill ``buffer`` from ``stream``; the number of bytes read (short only at EOF).  Pieces
+    of READ_PIECE bytes: a zip member serves ``readinto`` through a ``bytes`` of the size asked."""
     filled = 0
     while filled < len(buffer):
         count = stream.readinto(buffer[filled : filled + READ_PIECE])
@@ -196,17 +164,14 @@ def read_into(stream: BinaryIO, buffer: memoryview) -> int:
     return filled
 
 
-# ------------------------------------------------------------------------------- writing
-
-
 def temp_name(folder: str, prefix: str, suffix: str) -> str:
-    """A fresh name ``folder/prefix<12 random hex digits>suffix`` (nothing is created); the
-    prefix is cut so that the name stays within the file system's NAME_MAX (255 when unknown)."""
+    """A fresh name ``folder/prefix<12 random hex digits>suffix`` (nothing is created), the
+    prefix cut to keep it within the file system's NAME_MAX (255 when unknown)."""
     try:
-        name_max = os.pathconf(folder, "PC_NAME_MAX")
+        name_max = os.pathconf(folder, "PC_NAME_MAX") or 255
     except (OSError, ValueError, AttributeError):
         name_max = 255
-    name_max = name_max if name_max and name_max > 0 else 255
+    name_max = name_max if name_max > 0 else 255
     while prefix and len(os.fsencode(prefix)) + len(suffix) + 12 > name_max:
         prefix = prefix[:-1]
     return os.path.join(folder, f"{prefix}{os.urandom(6).hex()}{suffix}")
@@ -220,7 +185,7 @@ def create_exclusive(path: str) -> int:
 
 
 def _current_umask() -> int:
-    """The process umask, read from /proc where possible (setting it is not thread-safe)."""
+    """The umask, from /proc where possible (setting it to read it is not thread-safe)."""
     try:
         with open("/proc/self/status", encoding="ascii") as status:
             for line in status:
@@ -233,22 +198,29 @@ def _current_umask() -> int:
     return mask
 
 
-def _stat_target(path: str) -> os.stat_result | None:
-    """The target's status, following symlinks; None when it does not exist yet."""
-    if path.endswith((os.sep, "/")):
-        raise OutputError(f"{printable(path)}: names a folder, not a file")
+def file_mode_for(path: str) -> int:
+    """The mode a file written to ``path`` gets: the existing file's, else ``0o666 & ~umask``."""
     try:
-        return os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise OutputError(f"{printable(path)}: cannot access ({_os_reason(exc)})") from None
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_current_umask()
 
 
-def _resolve_target(path: str, info: os.stat_result | None) -> tuple[str, int]:
-    """(real path to replace, mode to give it); refuses folders and special files.  Messages
-    name ``path`` as given, never where a link leads (``/dev/stdout`` resolves into ``/proc``)."""
+def _resolve_target(path: str) -> tuple[str, int] | None:
+    """(real path to replace, its mode), following symlinks; None for an existing character
+    device or FIFO; refuses folders and other special files.  Messages name ``path`` as given
+    (``/dev/stdout`` resolves into ``/proc``)."""
     label = printable(path)
+    if path.endswith((os.sep, "/")):
+        raise OutputError(f"{label}: names a folder, not a file")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise OutputError(f"{label}: cannot access ({_os_reason(exc)})") from None
+    if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        return None
     real = os.path.realpath(path)
     if info is None:
         if real.startswith("/proc/"):
@@ -257,25 +229,22 @@ def _resolve_target(path: str, info: os.stat_result | None) -> tuple[str, int]:
     if stat.S_ISDIR(info.st_mode):
         raise OutputError(f"{label}: is a directory")
     if not stat.S_ISREG(info.st_mode):
-        raise OutputError(
-            f"{label}: exists and is not a regular file, a character device or a FIFO; "
-            "write to - for stdout instead"
-        )
+        raise OutputError(f"{label}: exists and is not a regular file, a character device or "
+                          "a FIFO; write to - for stdout instead")
     return real, stat.S_IMODE(info.st_mode)
 
 
 class WriteOnly:
-    """Exposes only ``write``: pipes and terminals have no file position, which numpy's
-    ``tofile`` fast path asks for (and ``tofile`` reports a closed pipe as a bare ``OSError``,
-    where ``write`` raises ``BrokenPipeError``, which the CLI turns into a quiet exit)."""
+    """Only ``write``: numpy's ``tofile`` fast path needs a file position, which pipes lack (and
+    reports a closed pipe as a bare ``OSError``, not the ``BrokenPipeError`` the CLI expects)."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self.write = stream.write
 
 
 def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
-    """Write straight into an existing character device or FIFO (no temporary file); opened
-    without blocking, so that a FIFO nobody reads is an error (ENXIO), not a hang."""
+    """Write straight into an existing character device or FIFO, opened without blocking: a
+    FIFO nobody reads is an error (ENXIO), not a hang."""
     try:
         fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
         try:
@@ -295,8 +264,9 @@ def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
         raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
 
 
-def _temp_for(path: str, real: str) -> str:
-    """A temporary name beside ``real``, its folder checked."""
+def temp_beside(path: str, real: str) -> str:
+    """A temporary name beside ``real`` (the real path of the target ``path``), its folder
+    checked; nothing is created."""
     folder = os.path.dirname(real) or "."
     if not os.path.isdir(folder):
         raise OutputError(f"{printable(path)}: folder {printable(folder)} does not exist")
@@ -321,32 +291,23 @@ def _create_temp(path: str, temp: str) -> int:
         ) from None
 
 
-def _fsync_folder(folder: str) -> None:
-    """Make the rename durable; not every platform/file system allows it, hence best effort."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
-    """Run ``write(stream)`` into a temporary file, then rename it over ``path``.
+    """Run ``write(stream)`` into a temporary file beside ``path`` (one file system), fsync it,
+    give it the target's mode (new: ``0o666 & ~umask``) and rename it over ``path`` (a symlink
+    is followed; an existing character device or FIFO is written straight through).
 
-    Rule: either ``path`` ends up holding exactly what ``write`` produced, or it is unchanged and
-    no temporary file remains; OS failures become :class:`OutputError`, other exceptions
-    propagate unchanged after the clean-up.  An existing character device or FIFO cannot be
-    replaced by a rename and has no partial state to protect: it is written straight through.
+    Rule: ``path`` ends up holding exactly what ``write`` produced, or is unchanged and no
+    temporary file remains; OS failures become :class:`OutputError`, other exceptions propagate
+    after the clean-up.
     """
-    info = _stat_target(path)
-    if info is not None and (stat.S_ISCHR(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+    resolved = _resolve_target(path)
+    if resolved is None:
         _write_through(path, write)
         return
-    real, mode = _resolve_target(path, info)
+    real, mode = resolved
     # The name is chosen before the ``try``: a Ctrl-C right after the file's creation still
     # removes it.  (A name taken already is refused by O_EXCL, so the file removed is ours.)
-    temp = _temp_for(path, real)
+    temp = temp_beside(path, real)
     try:
         with os.fdopen(_create_temp(path, temp), "wb") as stream:
             write(stream)
@@ -361,4 +322,9 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
         if isinstance(exc, OSError):
             raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
         raise
-    _fsync_folder(os.path.dirname(real) or ".")
+    with contextlib.suppress(OSError):  # the rename made durable, where the system allows it
+        folder = os.open(os.path.dirname(real) or ".", os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)

@@ -1,15 +1,12 @@
 """Inline tensor literals: ``'[[1.0, 1.2], [2.3, 3.4]]'``, ``'3'``, ``'["a", "b"]'``, ``'[1+2j]'``.
 
-The text is parsed by :mod:`ast` into a syntax tree and only these nodes are accepted (nothing
-is evaluated): lists and tuples; numbers, strings and booleans; a sign in front of a number;
-``real +/- imaginary`` for complex numbers; the names ``true``/``false``/``True``/``False``
-and ``nan``/``NaN``/``inf``/``Infinity``.  JSON arrays are therefore valid literals.
-
-Element type, without ``dtype``: strings -> string (object array of ``str``), booleans ->
-bool, integers -> int64, any float -> float32 (ONNX's ``float``), any complex -> complex128.
-With ``dtype`` each value must be representable: integers within the type's range, floats
-only into float or complex types (or integral floats into integer types), a finite value must
-stay finite after rounding, booleans accept only true/false/0/1.
+Parsed by :mod:`ast`, nothing evaluated; accepted: lists and tuples, numbers, strings,
+booleans, a sign before a number, ``real +/- imaginary``, the names true/false/True/False,
+nan/NaN/inf/Infinity (so JSON arrays are literals).  Element type without ``dtype``: strings ->
+string, booleans -> bool, integers -> int64, any float -> float32, any complex -> complex128.
+With ``dtype`` each value must be representable: integers within range, floats only into float
+or complex types (integral floats into integers too), finite values staying finite after
+rounding, booleans only true/false/0/1.
 """
 
 from __future__ import annotations
@@ -20,13 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.dtypes import (
-    dtype_name,
-    element_kind,
-    integer_range,
-    largest_finite,
-    parse_dtype,
-)
+from padconv_cli.dtypes import dtype_name, element_kind, float_info, integer_range, parse_dtype
 from padconv_cli.errors import InputError, UnsupportedDtypeError
 from padconv_cli.tensorio.files import one_line
 
@@ -153,17 +144,13 @@ def _as_bools(leaves: list[Any]) -> np.ndarray:
     return np.array([bool(leaf) for leaf in leaves], dtype=np.bool_)
 
 
-def _integral(leaf: Any, dtype: np.dtype) -> int:
-    if isinstance(leaf, complex) or (
-        isinstance(leaf, float) and not (math.isfinite(leaf) and leaf.is_integer())
-    ):
-        raise _Rejected(f"{repr(leaf)} is not an integer ({dtype_name(dtype)})")
-    return int(leaf)
-
-
 def _as_integers(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
     low, high = integer_range(dtype)
-    values = [_integral(leaf, dtype) for leaf in leaves]
+    for leaf in leaves:
+        if isinstance(leaf, complex) or (
+                isinstance(leaf, float) and not (math.isfinite(leaf) and leaf.is_integer())):
+            raise _Rejected(f"{repr(leaf)} is not an integer ({dtype_name(dtype)})")
+    values = [int(leaf) for leaf in leaves]
     for value in values:
         if not low <= value <= high:
             raise _Rejected(f"{value} is outside {dtype_name(dtype)} range [{low}, {high}]")
@@ -171,20 +158,17 @@ def _as_integers(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
     return np.array(values, dtype=container).astype(dtype)
 
 
-def _overflow_limit(dtype: np.dtype) -> tuple[float, bool]:
-    """(threshold, tie overflows): max + ulp(max)/2 is the rounding midpoint past max.
-
-    Round-half-to-even sends a value exactly on the midpoint past max when max's mantissa
-    (max / ulp) is odd, as for IEEE types; float8e4m3fn's max 448 = 14 * 32 is even.
-    """
-    largest, mantissa_bits = largest_finite(dtype)
-    ulp = 2.0 ** (math.floor(math.log2(largest)) - mantissa_bits)
-    return largest + ulp / 2, int(largest / ulp) % 2 == 1
-
-
 def _first_unrepresentable(source: np.ndarray, back: np.ndarray, dtype: np.dtype) -> int | None:
-    """Index of a value the cast changed beyond rounding: overflow, or a lost nan/inf."""
-    threshold, tie_overflows = _overflow_limit(dtype)
+    """Index of a value the cast changed beyond rounding: overflow, or a lost nan/inf.
+
+    max + ulp(max)/2 is the rounding midpoint past max; round-half-to-even sends a value on it
+    past max when max's mantissa (max / ulp) is odd, as for IEEE types (float8e4m3fn's max
+    448 = 14 * 32 is even).
+    """
+    limits = float_info(dtype)
+    largest = float(limits.max)
+    ulp = 2.0 ** (math.floor(math.log2(largest)) - int(limits.nmant))
+    threshold, tie_overflows = largest + ulp / 2, int(largest / ulp) % 2 == 1
     magnitude = np.abs(source)
     too_big = (magnitude > threshold) | ((magnitude == threshold) & tie_overflows)
     finite = np.isfinite(source)
@@ -195,11 +179,8 @@ def _first_unrepresentable(source: np.ndarray, back: np.ndarray, dtype: np.dtype
 
 
 def _as_inexact(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
-    """Floats and complex: round once from python's float64/complex128.
-
-    Rule: a finite value must not exceed max + ulp(max)/2 (it would overflow or saturate), and
-    nan/inf must survive as themselves.
-    """
+    """Floats and complex, rounded once from float64/complex128; a finite value may not pass
+    max + ulp(max)/2 (it would overflow or saturate), nan/inf must survive as themselves."""
     import warnings
 
     wide = np.complex128 if dtype.kind == "c" else np.float64
@@ -235,11 +216,8 @@ def _convert(leaves: list[Any], dtype: np.dtype) -> np.ndarray:
 
 
 def parse_literal(text: str, dtype: str | None = None) -> np.ndarray:
-    """The tensor written by ``text``, of ``dtype`` (ONNX or numpy name) or the default type.
-
-    Rules: see the module docstring.  A scalar literal gives a 0-d array, ``[]`` a float32
-    array of shape (0,).
-    """
+    """The tensor written by ``text`` (module rules), of ``dtype`` (ONNX or numpy name) or the
+    default type; a scalar gives a 0-d array, ``[]`` a float32 array of shape (0,)."""
     if len(text) > MAX_LITERAL_LENGTH:
         raise InputError(f"tensor literal of {len(text)} characters is too long")
     try:

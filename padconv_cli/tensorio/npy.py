@@ -1,16 +1,10 @@
 """Reading and writing ``.npy`` data without trusting the header.
 
-The header is parsed before any array memory is allocated, and refused when
-
-* the magic string or format version is wrong, or the header is longer than
-  :data:`MAX_HEADER_SIZE` bytes (checked on the length field, before reading it);
-* the dtype holds python objects (that would need pickle);
-* the shape has negative or non-integer dimensions;
-* the shape and dtype promise more bytes than the source holds after the header
-  (``np.load`` would allocate the whole declared array before noticing).
-
-Arrays come back in native byte order (swapped in place) with their values bit-exact, in C or
-Fortran order as stored.
+The header is parsed before any array memory is allocated, and refused for a wrong magic or
+version, a header over :data:`MAX_HEADER_SIZE` bytes (checked on its length field), python
+objects (pickle), dimensions that are not integers >= 0, and more declared bytes than the
+source holds after the header (``np.load`` would allocate first).  Arrays come back in native
+byte order (swapped in place, bit-exact), in C or Fortran order as stored.
 """
 
 from __future__ import annotations
@@ -30,8 +24,6 @@ from padconv_cli.tensorio.files import (
     ReadPolicy,
     check_input_size,
     one_line,
-    open_regular_file,
-    printable,
     read_exact,
     read_into,
 )
@@ -53,18 +45,13 @@ class NpyHeader(NamedTuple):
     data_offset: int
 
     @property
-    def element_count(self) -> int:
-        """Product of the dimensions (1 for a scalar)."""
-        return math.prod(self.shape)
-
-    @property
     def data_bytes(self) -> int:
         """Bytes of data the header promises: product(shape) * itemsize."""
-        return self.element_count * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
-def _read_version(stream: BinaryIO, label: str) -> tuple[int, int]:
-    magic = read_exact(stream, MAGIC_LENGTH)
+def _read_version(stream: BinaryIO, label: str, head: bytes) -> tuple[int, int]:
+    magic = head + read_exact(stream, MAGIC_LENGTH - len(head))
     if not magic:
         raise InputError(f"{label}: empty file, not an .npy array")
     if not magic.startswith(NPY_MAGIC):
@@ -94,7 +81,7 @@ def _read_header_text(stream: BinaryIO, version: tuple[int, int], label: str) ->
 
 
 def _parse_header_v3(text: str) -> tuple[tuple, bool, np.dtype]:
-    """Version 3.0 differs from 2.0 only by UTF-8 text; numpy has no public reader for it."""
+    """Version 3.0 is 2.0 in UTF-8 text; numpy has no public reader for it."""
     fields = ast.literal_eval(text)
     if not isinstance(fields, dict) or set(fields) != _HEADER_KEYS:
         raise ValueError("header is not a dict with keys descr, fortran_order, shape")
@@ -121,15 +108,10 @@ def _parse_header(raw: bytes, version: tuple[int, int], label: str) -> tuple:
         raise InputError(f"{label}: corrupt .npy header ({one_line(exc, 200)})") from None
 
 
-def _check_shape(shape: tuple, label: str) -> tuple[int, ...]:
-    for dim in shape:
-        if type(dim) is not int or dim < 0:
-            raise InputError(f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} "
-                             "has a dimension that is not an integer >= 0")
-    return shape
-
-
-def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
+def _check_shape_and_dtype(shape: tuple, dtype: np.dtype, label: str) -> None:
+    if any(type(dim) is not int or dim < 0 for dim in shape):
+        raise InputError(f"{label}: .npy header shape {bounded_sequence(map(repr, shape))} "
+                         "has a dimension that is not an integer >= 0")
     if dtype.hasobject:
         raise InputError(f"{label}: .npy holds python objects ({dtype}), which need pickle; "
                          "refused")
@@ -137,40 +119,32 @@ def _check_dtype(dtype: np.dtype, label: str) -> np.dtype:
         raise InputError(f"{label}: .npy element type {dtype} is a subarray, not supported")
     if dtype.itemsize == 0:
         raise InputError(f"{label}: .npy element type {dtype} has size 0")
-    return dtype
 
 
-def read_npy_header(stream: BinaryIO, label: str) -> NpyHeader:
-    """Parse and check an ``.npy`` header; leaves ``stream`` at the first data byte."""
-    version = _read_version(stream, label)
+def read_npy_header(stream: BinaryIO, label: str, head: bytes = b"") -> NpyHeader:
+    """Parse and check an ``.npy`` header (``head``: its first bytes, read from ``stream``
+    already); leaves ``stream`` at the first data byte."""
+    version = _read_version(stream, label, head)
     raw = _read_header_text(stream, version, label)
     shape, fortran_order, dtype = _parse_header(raw, version, label)
-    return NpyHeader(_check_shape(shape, label), fortran_order, _check_dtype(dtype, label),
-                     MAGIC_LENGTH + len(raw))
+    _check_shape_and_dtype(shape, dtype, label)
+    return NpyHeader(shape, fortran_order, dtype, MAGIC_LENGTH + len(raw))
 
 
-def _check_declared_size(header: NpyHeader, total_size: int | None, label: str,
-                         policy: ReadPolicy | None) -> None:
-    """The declared body must fit in what the source holds (when known), then in the limit."""
-    declared = (f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
-                f"{header.data_bytes} bytes")
+def check_declared_size(header: NpyHeader, total_size: int | None, label: str) -> None:
+    """Rule: the declared body fits in what the source holds after the header (when known)."""
     if total_size is not None and header.data_bytes > total_size - header.data_offset:
-        raise InputError(f"{label}: {declared} but only {max(total_size - header.data_offset, 0)} "
-                         "bytes follow (truncated or forged)")
-    check_input_size(header.data_bytes, label, declared, policy)
+        raise InputError(f"{label}: {_declared(header)} but only "
+                         f"{max(total_size - header.data_offset, 0)} bytes follow "
+                         "(truncated or forged)")
 
 
-def _allocate(header: NpyHeader, label: str) -> np.ndarray:
-    try:
-        return np.empty(header.element_count, dtype=header.dtype)
-    except (MemoryError, ValueError) as exc:
-        raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
-                         f"{header.dtype} ({one_line(exc, 120)})") from None
+def _declared(header: NpyHeader) -> str:
+    return (f"header declares shape {bounded_sequence(header.shape)} of {header.dtype} = "
+            f"{header.data_bytes} bytes")
 
 
 def _fill(flat: np.ndarray, stream: BinaryIO, label: str) -> None:
-    if flat.nbytes == 0:
-        return
     try:
         got = read_into(stream, memoryview(flat.view(np.uint8)))
     except OSError as exc:
@@ -196,16 +170,21 @@ def check_bool_bytes(array: np.ndarray, label: str) -> None:
 
 
 def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
-                    policy: ReadPolicy | None = None) -> np.ndarray:
-    """Read an ``.npy`` image of ``total_size`` bytes from ``stream`` (positioned at its start).
+                    policy: ReadPolicy | None = None, head: bytes = b"") -> np.ndarray:
+    """Read an ``.npy`` image of ``total_size`` bytes (None: unknown) from ``stream``, whose
+    first bytes ``head`` were read already.
 
-    Rule: the declared size product(shape) * itemsize must fit in total_size - header length
-    (``None``: a stream of unknown length, the body must then arrive in full) and in the input
-    limit of ``policy``, checked before allocation; trailing bytes after the data are ignored.
+    Rule: product(shape) * itemsize fits in total_size - header length and in the input limit
+    of ``policy``, checked before allocation; trailing bytes are ignored.
     """
-    header = read_npy_header(stream, label)
-    _check_declared_size(header, total_size, label, policy)
-    flat = _allocate(header, label)
+    header = read_npy_header(stream, label, head)
+    check_declared_size(header, total_size, label)
+    check_input_size(header.data_bytes, label, _declared(header), policy)
+    try:
+        flat = np.empty(math.prod(header.shape), dtype=header.dtype)
+    except (MemoryError, ValueError) as exc:
+        raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
+                         f"{header.dtype} ({one_line(exc, 120)})") from None
     _fill(flat, stream, label)
     order = "F" if header.fortran_order else "C"
     try:
@@ -214,15 +193,6 @@ def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
         raise InputError(f"{label}: cannot arrange .npy data ({one_line(exc, 120)})") from None
     check_bool_bytes(array, label)
     return array
-
-
-def read_npy_file(path: str, label: str | None = None,
-                  policy: ReadPolicy | None = None) -> np.ndarray:
-    """Read an ``.npy`` file (see :func:`read_npy_stream` for the checks)."""
-    label = printable(path) if label is None else label
-    stream, size = open_regular_file(path, label)
-    with stream:
-        return read_npy_stream(stream, size, label, policy)
 
 
 def read_npy_bytes(data: bytes, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
@@ -235,25 +205,41 @@ def check_npy_writable(array: np.ndarray, target: str) -> None:
     all-bytes, and types numpy cannot name (bfloat16, float8*, int4 ...: ``.pb`` holds them)."""
     if array.dtype == np.object_:
         _fixed_width_type(array.ravel(order="K").tolist(), target)
-    elif not is_npy_native(array.dtype):
+    else:
+        check_npy_dtype(array.dtype, target)
+
+
+def check_npy_dtype(dtype: np.dtype, target: str, where: str = "") -> None:
+    """Rule: ``.npy`` holds a dtype it names without pickle (not objects, bfloat16, float8,
+    int4 ...); ``where`` ends the hint (", on the memory engine")."""
+    if dtype.hasobject or not is_npy_native(dtype):
         from padconv_cli.dtypes import dtype_name
 
-        raise UnsupportedDtypeError(f"{target}: .npy cannot store dtype {dtype_name(array.dtype)};"
-                                    " write a .pb TensorProto instead (format pb)", param="format")
+        raise UnsupportedDtypeError(f"{target}: .npy cannot store dtype {dtype_name(dtype)}; "
+                                    f"write a .pb TensorProto instead (format pb{where})",
+                                    param="format")
 
 
-STRING_CHUNK_BYTES = 16 * 2**20
-"""Fixed-width string bytes converted at a time when an object array is written."""
+def write_npy_header(stream: BinaryIO, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """A C-order ``.npy`` header of ``shape`` and ``dtype``: version 1.0, 2.0 when over 64 KiB."""
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": tuple(int(d) for d in shape)}
+    try:
+        np.lib.format.write_array_header_1_0(stream, header)
+    except ValueError:  # a header over 64 KiB
+        np.lib.format.write_array_header_2_0(stream, header)
+
+
+STRING_CHUNK_BYTES = 16 * 2**20  # fixed-width string bytes converted at a time
 
 
 def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
               string_dtype: np.dtype | None = None) -> None:
-    """Write ``array`` as ``.npy`` (format chosen by numpy, never pickled) to ``stream``.
+    """Write ``array`` as ``.npy`` (never pickled) to ``stream``.
 
-    A string ``object`` array is written as fixed-width ``<U``/``|S`` elements (``string_dtype``
-    when given, else the longest element's width) converted STRING_CHUNK_BYTES at a time, an
-    element wider than that in pieces: padding one long string with empty ones makes a file
-    far larger than the array in memory, and only the file needs to be that large.
+    A string ``object`` array becomes fixed-width ``<U``/``|S`` elements (``string_dtype``, else
+    the longest element's width) converted STRING_CHUNK_BYTES at a time, a wider element in
+    pieces: the padded file may be far larger than the array, memory needs not be.
     """
     if array.dtype != np.object_:
         check_npy_writable(array, target)
@@ -263,12 +249,7 @@ def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
     width_type = _fixed_width_type(flat.tolist(), target)
     if string_dtype is not None:
         width_type = _given_width_type(width_type, np.dtype(string_dtype), target)
-    header = {"descr": np.lib.format.dtype_to_descr(width_type), "fortran_order": False,
-              "shape": tuple(int(d) for d in array.shape)}
-    try:
-        np.lib.format.write_array_header_1_0(stream, header)
-    except ValueError:  # a header over 64 KiB
-        np.lib.format.write_array_header_2_0(stream, header)
+    write_npy_header(stream, array.shape, width_type)
     if width_type.itemsize > STRING_CHUNK_BYTES:
         for item in flat:
             _write_wide_element(stream, item, width_type)
@@ -286,8 +267,8 @@ def _given_width_type(longest: np.dtype, given: np.dtype, target: str) -> np.dty
 
 
 def _write_wide_element(stream: BinaryIO, item: str | bytes, width_type: np.dtype) -> None:
-    """One element of a fixed-width type wider than STRING_CHUNK_BYTES: its characters
-    (UTF-32 in the type's byte order, or the bytes), then zeros to the width, in pieces."""
+    """An element wider than STRING_CHUNK_BYTES: its characters (UTF-32 in the type's byte
+    order, or bytes), then zeros to the width, in pieces."""
     unit = 4 if width_type.kind == "U" else 1
     codec = "utf-32-be" if width_type.byteorder == ">" else "utf-32-le"
     step = STRING_CHUNK_BYTES // unit

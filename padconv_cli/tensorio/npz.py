@@ -1,11 +1,7 @@
-"""Reading one array out of an ``.npz`` archive (``np.savez`` / ``np.savez_compressed``).
-
-Members are read with :mod:`zipfile` and go through the same ``.npy`` checks, with the zip
-entry's uncompressed size as the available byte count.  The entry's sizes are themselves
-checked against the archive before decompressing: a stored entry must be as long as it claims,
-a deflated one cannot expand more than deflate allows (about 1032:1), and only those two
-methods (the ones numpy writes) are accepted.
-"""
+"""One array of an ``.npz`` archive (``np.savez[_compressed]``), read with :mod:`zipfile`
+through the ``.npy`` checks, the entry's size as the bytes available.  Before decompressing:
+only stored or deflated entries (numpy's), a stored one as long as it claims, a deflated one
+expanding no more than deflate can (about 1032:1)."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError
 from padconv_cli.messages import bounded_list
-from padconv_cli.tensorio.files import ReadPolicy, one_line, open_regular_file, printable
+from padconv_cli.tensorio.files import ReadPolicy, one_line, printable
 from padconv_cli.tensorio.npy import read_npy_stream
 
 MAX_DEFLATE_RATIO = 1032  # deflate's best case: 258-byte matches coded in about 2 bits
@@ -29,11 +25,8 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, O
 
 
 def _member_names(archive: zipfile.ZipFile, label: str) -> dict[str, zipfile.ZipInfo]:
-    """Array name -> zip entry (numpy stores array ``x`` as ``x.npy``).
-
-    Rule: each array name is held by one entry; two entries of one name (``a.npy`` twice, or
-    ``a`` and ``a.npy``) are refused, since zip readers disagree on which one is meant.
-    """
+    """Array name -> zip entry (``x`` is stored as ``x.npy``); two entries of one name
+    (``a.npy`` twice, ``a`` and ``a.npy``) are refused: zip readers disagree on which is meant."""
     members = {}
     for info in archive.infolist():
         if info.is_dir():
@@ -81,41 +74,24 @@ def _check_entry_sizes(info: zipfile.ZipInfo, archive_size: int, where: str) -> 
                          f"{info.compress_size} compressed bytes, more than deflate can produce")
 
 
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, archive_size: int, where: str,
-                 policy: ReadPolicy | None) -> np.ndarray:
-    _check_entry_sizes(info, archive_size, where)
-    with archive.open(info) as stream:
-        array = read_npy_stream(stream, info.file_size, where, policy)
-        while stream.read(1 << 20):  # to the entry's end, so that zipfile verifies the CRC
-            pass
-    return array
-
-
 def read_npz_stream(stream: BinaryIO, archive_size: int, member: str | None, label: str,
                     policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(member name, array) of one member of the archive in ``stream``.
-
-    Rule: ``member`` names the array; with ``None`` the archive must hold exactly one array.
-    A missing or ambiguous name is an :class:`InputError` listing the available names.
-    """
+    """(member name, array) of the archive in ``stream``: the array ``member`` names, or the
+    only one when None; a missing or ambiguous name is refused, listing the names."""
     try:
         with zipfile.ZipFile(stream) as archive:
             name, info = _pick_member(_member_names(archive, label), member, label)
             where = f"{label}:{printable(name)}"
-            return name, _read_member(archive, info, archive_size, where, policy)
+            _check_entry_sizes(info, archive_size, where)
+            with archive.open(info) as entry:
+                array = read_npy_stream(entry, info.file_size, where, policy)
+                while entry.read(1 << 20):  # to the entry's end: zipfile then checks the CRC
+                    pass
+            return name, array
     except InputError:
         raise
     except _ZIP_ERRORS as exc:
         raise InputError(f"{label}: not a readable .npz archive ({one_line(exc, 200)})") from None
-
-
-def read_npz_file(path: str, member: str | None = None,
-                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(member name, array) from the ``.npz`` file at ``path`` (see :func:`read_npz_stream`)."""
-    label = printable(path)
-    stream, size = open_regular_file(path, label)
-    with stream:
-        return read_npz_stream(stream, size, member, label, policy)
 
 
 def read_npz_bytes(data: bytes, member: str | None, label: str,

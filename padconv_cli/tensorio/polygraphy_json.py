@@ -1,18 +1,16 @@
-"""Polygraphy's JSON tensor files (``polygraphy run --save-inputs/--save-outputs``,
-``polygraphy data to-input``): every array inside, with a name, read without pickles.
+"""Polygraphy's JSON tensor files (``polygraphy run --save-inputs/--save-outputs``, ``polygraphy
+data to-input``): every array inside, with a name, read without pickles.
 
-Format, as polygraphy writes it: a value of a polygraphy class is a JSON object carrying
-``"polygraphy_class": CLASS`` (older versions: a key ``__polygraphy_encoded_CLASS`` whose value
-is ``polygraphy_serialized_json_type``).  An array is ``ndarray`` ``{"array": BASE64}``,
-BASE64 being the bytes of a ``.npy`` file (very old versions: the bytes as latin-1 text); a
-result array is wrapped as ``LazyArray`` (formerly ``LazyNumpyArray``) ``{"values": ndarray}``.
-An inputs file is a list of feed dicts (one per iteration); a results file is ``RunResults``
-``{"lst": [[runner, [IterationResult, ...]], ...]}``, an ``IterationResult`` holding its
-arrays under ``"outputs"``.  A torch tensor (``Tensor``) is a ``torch.save`` pickle: refused.
+A polygraphy value is a JSON object with ``"polygraphy_class": CLASS`` (older: a key
+``__polygraphy_encoded_CLASS`` valued ``polygraphy_serialized_json_type``).  An ``ndarray`` is
+``{"array": BASE64}`` of a ``.npy`` file's bytes (very old: latin-1 text), wrapped in a result
+as ``LazyArray``/``LazyNumpyArray`` ``{"values": ndarray}``.  An inputs file is a list of feed
+dicts, one per iteration; a results file is ``RunResults`` ``{"lst": [[runner, [IterationResult
+{"outputs": ...}, ...]], ...]}``.  A torch ``Tensor`` is a ``torch.save`` pickle: refused.
 
-Names: the tensor's own name when it is unique in the file; else it is qualified, ``/``
-between the parts, by the runner when the file holds several runners and by the iteration
-when a runner (or an inputs file) holds several iterations: ``0/y``, ``trt-runner-N0/y``.
+Names: the tensor's own name when unique in the file; else qualified, ``/`` between the parts,
+by the runner when the file holds several and by the iteration when a runner (or an inputs
+file) holds several: ``0/y``, ``trt-runner-N0/y``.
 """
 
 from __future__ import annotations
@@ -46,38 +44,33 @@ def _load(path: str, label: str) -> Any:
         text = b"" if size > MAX_JSON_BYTES else stream.read(MAX_JSON_BYTES + 1)
     if size > MAX_JSON_BYTES or len(text) > MAX_JSON_BYTES:
         raise InputError(f"{label}: JSON file larger than {MAX_JSON_BYTES} bytes", source=label)
-
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InputError(f"{label}: not a JSON file ({str(exc)[:80]})", source=label) from None
 
 
-_TYPE_MARKER = "polygraphy_class"
-_LEGACY_MARKER = "polygraphy_serialized_json_type"
 _LEGACY_PREFIX = "__polygraphy_encoded_"
-_LAZY_CLASSES = ("LazyArray", "LazyNumpyArray")
-_TENSOR_CLASSES = ("ndarray", "Tensor")
 
 
 def _class_of(value: Any) -> str | None:
     """The polygraphy class a JSON object encodes (current or legacy marker), else None."""
     if not isinstance(value, dict):
         return None
-    marked = value.get(_TYPE_MARKER)
+    marked = value.get("polygraphy_class")
     if isinstance(marked, str):
         return marked
     for key, item in value.items():
-        if item == _LEGACY_MARKER and str(key).startswith(_LEGACY_PREFIX):
+        if item == "polygraphy_serialized_json_type" and str(key).startswith(_LEGACY_PREFIX):
             return str(key)[len(_LEGACY_PREFIX):]
     return None
 
 
 def _unwrapped(value: Any) -> dict | None:
     """The encoded array of a value (a ``LazyArray`` unwrapped), or None if it holds none."""
-    if _class_of(value) in _LAZY_CLASSES:
+    if _class_of(value) in ("LazyArray", "LazyNumpyArray"):
         value = value.get("values")
-    return value if _class_of(value) in _TENSOR_CLASSES else None
+    return value if _class_of(value) in ("ndarray", "Tensor") else None
 
 
 def _decode(value: dict, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
@@ -114,14 +107,11 @@ def _iterations(document: dict) -> list[tuple[str, list]]:
 def _entries(document: Any) -> list[tuple[tuple[str, str], str, dict]]:
     """((runner, iteration), name, encoded array) of every array, in the file's order."""
     if _class_of(document) == "RunResults":
-        return [((runner, str(index)), name, value)
-                for runner, iterations in _iterations(document)
-                for index, outputs in enumerate(iterations)
-                for name, value in _arrays_of(outputs)]
-    if isinstance(document, list):
-        return [(("", str(index)), name, value) for index, feed in enumerate(document)
-                for name, value in _arrays_of(feed)]
-    return [(("", "0"), name, value) for name, value in _arrays_of(document)]
+        runs = _iterations(document)
+    else:  # feeds: one runner without a name
+        runs = [("", document if isinstance(document, list) else [document])]
+    return [((runner, str(index)), name, value) for runner, iterations in runs
+            for index, outputs in enumerate(iterations) for name, value in _arrays_of(outputs)]
 
 
 def _arrays_of(mapping: Any) -> list[tuple[str, dict]]:
@@ -133,27 +123,20 @@ def _arrays_of(mapping: Any) -> list[tuple[str, dict]]:
     return [(name, value) for name, value in found if value is not None]
 
 
-def _qualified_names(entries: list[tuple[tuple[str, str], str, dict]]) -> list[str]:
-    """The module's naming rule: the own name when unique, else runner and/or iteration."""
-    counts = Counter(name for _, name, _ in entries)
-    several_runners = len({where[0] for where, _, _ in entries}) > 1
-    several_iterations = len({where for where, _, _ in entries}) > len(
-        {where[0] for where, _, _ in entries})
-    names = []
-    for (runner, iteration), name, _ in entries:
-        parts = ([runner] if several_runners else []) + (
-            [iteration] if several_iterations else [])
-        names.append(name if counts[name] == 1 else "/".join([*parts, name]))
-    return names
-
-
 def json_tensor_names(path: str, label: str) -> list[tuple[str, dict]]:
-    """(name, encoded array) of every array in the file, named by the module rule."""
+    """(name, encoded array) of every array in the file, named by the module rule: the own
+    name when unique, else qualified by the runner and/or the iteration."""
     entries = _entries(_load(path, label))
     if not entries:
         raise InputError(f"{label}: no polygraphy arrays in this JSON file", source=label)
-    return list(zip(_qualified_names(entries), [value for _, _, value in entries],
-                    strict=True))
+    counts = Counter(name for _, name, _ in entries)
+    runners = {runner for (runner, _), _, _ in entries}
+    several_iterations = len({where for where, _, _ in entries}) > len(runners)
+    named = []
+    for (runner, iteration), name, value in entries:
+        parts = [runner] * (len(runners) > 1) + [iteration] * several_iterations
+        named.append((name if counts[name] == 1 else "/".join([*parts, name]), value))
+    return named
 
 
 def read_json_tensors(path: str, label: str,
@@ -183,9 +166,8 @@ def read_json_tensor(path: str, name: str | None, label: str,
 
 def runner_outputs(path: str, runner: str | None, label: str, policy: ReadPolicy | None = None
                    ) -> tuple[str, int, dict[str, np.ndarray]]:
-    """(runner, iterations, tensor name -> array) of one runner's first iteration in a
-    results file.  ``runner``: its name or a prefix naming one runner; needed when the file
-    holds several."""
+    """(runner, iterations, tensor name -> array) of one runner's first iteration in a results
+    file; ``runner``, its name or a prefix of one, is needed when the file holds several."""
     document = _load(path, label)
     runs = _iterations(document) if _class_of(document) == "RunResults" else []
     if not runs:

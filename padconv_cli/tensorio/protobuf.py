@@ -1,25 +1,14 @@
-"""ONNX ``TensorProto`` (``.pb``) reading and writing.
+"""ONNX ``TensorProto`` (``.pb``) reading and writing; ``onnx`` is imported when one is met.
 
-``onnx`` is imported inside the functions only: importing :mod:`padconv_cli.tensorio` must stay
-cheap for the CLI.
-
-Reading never trusts the message.  Before anything is allocated or converted it checks:
-
-* the bytes parse as a ``TensorProto`` and the ``data_type`` is a known element type;
-* no dimension is negative and no ``segment`` is set;
-* exactly one data field is used (``raw_data``, the typed field of the element type, or
-  external data), and it is the right one for the type (strings never in ``raw_data``);
-* the amount of data equals what the dimensions need: ``ceil(n * bits / 8)`` bytes of
-  ``raw_data`` (so int4 packs two per byte), ``n`` typed entries (``2n`` for complex,
-  ``ceil(n / 2)`` packed entries for 4-bit and ``ceil(n / 4)`` for 2-bit types), where ``n`` is
-  the product of the dimensions;
-* typed ``int32_data`` / ``uint64_data`` entries fit the element's storage range;
-* external data stays inside the ``.pb`` file's folder (no absolute path, no ``..``, no symlink
-  leading out), is a regular file and holds exactly the bytes needed at the given offset;
-* ``onnx.checker.check_tensor`` accepts it.
-
-Only then ``onnx.numpy_helper.to_array`` converts it (strings are converted here, one python
-``str`` per element, so that sizes and trailing NULs are kept as they are).
+Reading never trusts the message.  Before anything is allocated or converted it checks: a known
+``data_type``; dims >= 0 and no ``segment``; exactly one data field (``raw_data``, the type's
+typed field, or external data; strings never raw), holding exactly what the dims need
+(``ceil(n * bits / 8)`` raw bytes; ``n`` typed entries, ``2n`` complex, ``ceil(n / 2)`` 4-bit,
+``ceil(n / 4)`` 2-bit); typed ``int32_data``/``uint64_data`` within the element's storage
+range; external data inside the ``.pb`` file's folder (no absolute path, no ``..``, no symlink
+out), a regular file holding exactly the bytes needed at the offset; then
+``onnx.checker.check_tensor``.  Only then ``onnx.numpy_helper.to_array`` converts it (strings
+are converted here, one ``str`` per element, keeping sizes and trailing NULs).
 """
 
 from __future__ import annotations
@@ -27,16 +16,11 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from padconv_cli.dtypes import (
-    STRING_ELEM_TYPE,
-    ElemType,
-    elem_type_info,
-    elem_type_info_of_dtype,
-)
+from padconv_cli.dtypes import STRING_ELEM_TYPE, ElemType, elem_type_info, onnx_elem_type
 from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
 from padconv_cli.messages import bounded_sequence
 from padconv_cli.tensorio.files import (
@@ -75,14 +59,8 @@ def typed_entry_count(elem_type: int, count: int) -> int:
     """Typed-field entries ``count`` elements need: 2n complex, ceil(n/2) 4-bit, ceil(n/4) 2-bit."""
     if elem_type in _COMPLEX_TYPES:
         return 2 * count
-    if elem_type in _PACKED_4BIT:
-        return -(-count // 2)
-    if elem_type in _PACKED_2BIT:
-        return -(-count // 4)
-    return count
-
-
-# ---------------------------------------------------------------------------------- parsing
+    per_entry = 2 if elem_type in _PACKED_4BIT else 4 if elem_type in _PACKED_2BIT else 1
+    return -(-count // per_entry)
 
 
 def _parse(data: bytes, label: str) -> Any:
@@ -117,18 +95,11 @@ def _check_dims(tensor: Any, label: str) -> int:
     return math.prod(dims)
 
 
-def _present_fields(tensor: Any) -> list[str]:
-    present = [name for name in _TYPED_FIELDS if len(getattr(tensor, name))]
-    if tensor.HasField("raw_data"):
-        present.append("raw_data")
-    if tensor.data_location == _EXTERNAL:
-        present.append("external_data")
-    return present
-
-
 def _check_single_field(tensor: Any, info: ElemType, count: int, label: str) -> str | None:
     """The one data field in use (None for an empty tensor without data)."""
-    present = _present_fields(tensor)
+    present = [name for name in _TYPED_FIELDS if len(getattr(tensor, name))]
+    present += ["raw_data"] * tensor.HasField("raw_data")
+    present += ["external_data"] * (tensor.data_location == _EXTERNAL)
     if len(tensor.external_data) and tensor.data_location != _EXTERNAL:
         raise InputError(f"{label}: TensorProto has external_data entries but is not EXTERNAL")
     if len(present) > 1:
@@ -170,9 +141,6 @@ def _check_typed_range(tensor: Any, info: ElemType, field: str, label: str) -> N
     if low < bounds[0] or high > bounds[1]:
         raise InputError(f"{label}: {field} of a {info.name} TensorProto holds values in "
                          f"[{low}, {high}], outside [{bounds[0]}, {bounds[1]}]")
-
-
-# ----------------------------------------------------------------------------- external data
 
 
 def _external_entries(tensor: Any, label: str) -> dict[str, str]:
@@ -246,27 +214,6 @@ def _load_external(tensor: Any, info: ElemType, count: int, base_dir: str | None
     return data
 
 
-def _decode_raw_bytes(data: bytearray, info: ElemType, dims: list[int]) -> np.ndarray:
-    """Little-endian raw bytes of a byte-aligned type -> native array sharing ``data``."""
-    from padconv_cli.dtypes import numpy_dtype_of_elem_type
-
-    dtype = numpy_dtype_of_elem_type(info.elem_type)
-    array = np.frombuffer(data, dtype=dtype.newbyteorder("<")).reshape(dims)
-    return array.astype(dtype) if not array.dtype.isnative else array
-
-
-# -------------------------------------------------------------------------------- conversion
-
-
-def _run_checker(tensor: Any, label: str) -> None:
-    import onnx.checker
-
-    try:
-        onnx.checker.check_tensor(tensor)
-    except Exception as exc:  # ValidationError and protobuf errors from the C++ checker
-        raise InputError(f"{label}: invalid TensorProto ({one_line(exc, 200)})") from None
-
-
 def _strings_to_array(tensor: Any, label: str) -> np.ndarray:
     try:
         texts = [item.decode("utf-8") for item in tensor.string_data]
@@ -278,10 +225,15 @@ def _strings_to_array(tensor: Any, label: str) -> np.ndarray:
 
 
 def _to_array(tensor: Any, label: str) -> np.ndarray:
-    if tensor.data_type == STRING_ELEM_TYPE:
-        return _strings_to_array(tensor, label)
+    import onnx.checker
     from onnx import numpy_helper
 
+    try:
+        onnx.checker.check_tensor(tensor)
+    except Exception as exc:  # ValidationError and protobuf errors from the C++ checker
+        raise InputError(f"{label}: invalid TensorProto ({one_line(exc, 200)})") from None
+    if tensor.data_type == STRING_ELEM_TYPE:
+        return _strings_to_array(tensor, label)
     try:
         array = numpy_helper.to_array(tensor)
     except Exception as exc:  # the checks above should make this unreachable
@@ -290,46 +242,34 @@ def _to_array(tensor: Any, label: str) -> np.ndarray:
     return array if array.flags.writeable else array.copy()
 
 
-def _validated_field(tensor: Any, label: str) -> tuple[ElemType, int, str | None]:
+def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
+                      policy: ReadPolicy | None = None) -> np.ndarray:
+    """A parsed ``TensorProto``, validated (module rules), as numpy; its external data must
+    stay in ``base_dir`` (None: none allowed) and is read under ``policy``."""
     info = _check_type(tensor, label)
     count = _check_dims(tensor, label)
     field = _check_single_field(tensor, info, count, label)
-    if field is not None and field != "external_data":
+    if field not in (None, "external_data"):
         _check_amount(tensor, info, field, count, label)
         _check_typed_range(tensor, info, field, label)
-    return info, count, field
-
-
-def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
-                      policy: ReadPolicy | None = None) -> np.ndarray:
-    """Validate a parsed ``TensorProto`` (see the module rules) and convert it to numpy.
-
-    ``base_dir`` is the folder external data must stay in; ``None`` forbids external data.
-    External data is read under ``policy`` (:class:`ReadPolicy`).
-    """
-    info, count, field = _validated_field(tensor, label)
     if field == "external_data":
         data = _load_external(tensor, info, count, base_dir, label, policy)
-        if len(data) >= PROTOBUF_LIMIT - 1024:
+        if len(data) >= PROTOBUF_LIMIT - 1024:  # too large for a message: decoded here
             if info.bits % 8:
                 raise InputError(f"{label}: external {info.name} data over 2 GiB is not supported")
-            array = _decode_raw_bytes(data, info, list(tensor.dims))
+            from padconv_cli.dtypes import numpy_dtype_of_elem_type
+
+            dtype = numpy_dtype_of_elem_type(info.elem_type)
+            array = np.frombuffer(data, dtype=dtype.newbyteorder("<")).reshape(list(tensor.dims))
             check_bool_bytes(array, label)
-            return array
+            return array if array.dtype.isnative else array.astype(dtype)
         inline = type(tensor)()
         inline.CopyFrom(tensor)
         inline.ClearField("external_data")
         inline.data_location = 0  # DEFAULT
         inline.raw_data = bytes(data)
         tensor = inline
-    _run_checker(tensor, label)
     return _to_array(tensor, label)
-
-
-def _tensor_name(tensor: Any) -> str:
-    """The tensor's name; protobuf returns bytes when it is not valid UTF-8."""
-    name = tensor.name
-    return name.decode("utf-8", "replace") if isinstance(name, bytes) else name
 
 
 def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
@@ -339,31 +279,27 @@ def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
         raise InputError(f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; "
                          "use .npy")
     tensor = _parse(data, label)
-    return _tensor_name(tensor), tensor_from_proto(tensor, label, base_dir, policy)
+    name = tensor.name  # bytes when it is not valid UTF-8
+    name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+    return name, tensor_from_proto(tensor, label, base_dir, policy)
 
 
-def read_pb_file(path: str, policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(tensor name, array) of a ``.pb`` file; its external data must stay in its folder."""
-    label = printable(path)
-    stream, size = open_regular_file(path, label)
-    with stream:
-        if size > PROTOBUF_LIMIT:
-            raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
-                             "large tensors as .npy")
-        check_input_size(size, label, policy=policy)
-        data = read_exact(stream, size)
-    base_dir = os.path.dirname(os.path.abspath(path))
-    return read_pb_bytes(data, label, base_dir, policy)
-
-
-# ----------------------------------------------------------------------------------- writing
+def read_pb_stream(stream: BinaryIO, size: int, label: str, base_dir: str,
+                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
+    """(tensor name, array) of a ``.pb`` file of ``size`` bytes open in ``stream``; its
+    external data must stay in ``base_dir``."""
+    if size > PROTOBUF_LIMIT:
+        raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
+                         "large tensors as .npy")
+    check_input_size(size, label, policy=policy)
+    return read_pb_bytes(read_exact(stream, size), label, base_dir, policy)
 
 
 def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
     from onnx import numpy_helper
 
     try:
-        info = elem_type_info_of_dtype(array.dtype)
+        info = elem_type_info(onnx_elem_type(array.dtype))
     except UnsupportedDtypeError as exc:
         raise UnsupportedDtypeError(f"{target}: cannot write as TensorProto: {exc}") from None
     try:
@@ -378,11 +314,8 @@ def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
 
 
 def tensor_proto_bytes(array: np.ndarray, name: str | None = None, target: str = "-") -> bytes:
-    """Serialized ``TensorProto`` of ``array`` (raw_data, little-endian, sub-byte types packed).
-
-    Rule: the message must stay under protobuf's 2 GiB limit, else :class:`OutputError`
-    suggesting ``.npy``.
-    """
+    """Serialized ``TensorProto`` of ``array`` (raw_data, little-endian, sub-byte types packed),
+    refused over protobuf's 2 GiB limit."""
     array = np.asarray(array)
     if array.nbytes > PROTOBUF_LIMIT:
         raise OutputError(f"{target}: {array.nbytes} bytes of data exceed the 2 GiB TensorProto "

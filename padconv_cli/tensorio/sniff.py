@@ -1,19 +1,12 @@
 """Tensors whose format is recognised from their first bytes (stdin), read against the limit.
 
-``\\x93NUMPY`` -> ``.npy``; ``PK\\x03\\x04`` (an empty zip: ``PK\\x05\\x06``) -> ``.npz``;
-anything else -> a serialized ONNX ``TensorProto``, which here may not use external data.
-
 A stream has no size to check up front (``< /dev/zero`` never ends): an ``.npy`` header is
 checked before its body is read, an ``.npz`` is read against the input limit, and a
-``TensorProto``'s top-level fields are checked as they arrive:
-
-* every tag must name a ``TensorProto`` field with a wire type protobuf accepts for it
-  (``/dev/zero`` starts with field 0, ``yes`` with field 15: refused at the first byte);
-* a length-delimited field may not announce more bytes than the input limit leaves;
-* at most :data:`MAX_DIMS` ``dims`` entries (numpy's maximum rank);
-* the bytes read so far never exceed the limit.
-
-What passes is handed to :mod:`padconv_cli.tensorio.protobuf`'s parser and checks.
+``TensorProto`` (without external data) is checked field by field as it arrives: every tag
+names a ``TensorProto`` field with a wire type protobuf accepts for it (``/dev/zero`` starts
+with field 0, ``yes`` with field 15: refused at the first byte), a length-delimited field may
+not announce more bytes than the limit leaves, at most :data:`MAX_DIMS` ``dims``, and never
+more bytes than the limit; then :mod:`padconv_cli.tensorio.protobuf` parses and checks it.
 """
 
 from __future__ import annotations
@@ -26,7 +19,7 @@ import numpy as np
 
 from padconv_cli.errors import InputError
 from padconv_cli.tensorio.files import ReadPolicy, input_limit, limit_error, one_line, read_exact
-from padconv_cli.tensorio.npy import NPY_MAGIC, read_npy_bytes, read_npy_stream
+from padconv_cli.tensorio.npy import MAGIC_LENGTH, NPY_MAGIC, read_npy_bytes, read_npy_stream
 from padconv_cli.units import human_bytes
 
 STDIN_LABEL = "<stdin>"
@@ -54,13 +47,6 @@ def sniff_format(head: bytes) -> str:
     return "pb"
 
 
-def _read_npz_bytes(data: bytes, member: str | None, label: str,
-                    policy: ReadPolicy | None) -> tuple[str, np.ndarray]:
-    from padconv_cli.tensorio.npz import read_npz_bytes  # zipfile costs start-up time
-
-    return read_npz_bytes(data, member, label, policy)
-
-
 def _sniffed_kind(head: bytes, member: str | None, label: str) -> str:
     """:func:`sniff_format` of a non-empty image; a member name only for an .npz archive."""
     if not head:
@@ -78,14 +64,12 @@ def read_sniffed_bytes(data: bytes, label: str, member: str | None = None,
     if kind == "npy":
         return None, read_npy_bytes(data, label, policy)
     if kind == "npz":
-        return _read_npz_bytes(data, member, label, policy)
+        from padconv_cli.tensorio.npz import read_npz_bytes  # zipfile costs start-up time
+
+        return read_npz_bytes(data, member, label, policy)
     from padconv_cli.tensorio.protobuf import read_pb_bytes
 
     return read_pb_bytes(data, label, base_dir=None, policy=policy)
-
-
-def _over_limit(what: str, limit: int) -> InputError:
-    return limit_error(STDIN_LABEL, what, limit)
 
 
 def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
@@ -95,33 +79,14 @@ def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
     while chunk := stream.read(min(_CHUNK, limit + 1 - total)):
         total += len(chunk)
         if total > limit:
-            raise _over_limit(f"more than {human_bytes(limit)} arrive", limit)
+            raise limit_error(STDIN_LABEL, f"more than {human_bytes(limit)} arrive", limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _read_stdin_tensor(stream: BinaryIO, member: str | None,
-                       policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
-    head = read_exact(stream, len(NPY_MAGIC) + 2)
-    kind = _sniffed_kind(head, member, STDIN_LABEL)
-    if kind == "npy":
-        return None, read_npy_stream(Prefixed(head, stream), None, STDIN_LABEL, policy)
-    limit = input_limit(policy)
-    if kind == "npz":
-        data = _read_bounded(stream, head, limit)
-        return _read_npz_bytes(data, member, STDIN_LABEL, policy)
-    from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT, read_pb_bytes
-
-    limit = min(limit, PROTOBUF_LIMIT)
-    data = read_tensorproto_stream(stream, head, limit, STDIN_LABEL,
-                                   lambda what: _over_limit(what, limit))
-    return read_pb_bytes(data, STDIN_LABEL, base_dir=None, policy=policy)
-
-
 def read_stdin(member: str | None = None,
                policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
-    """(name, array) of the tensor on stdin, format sniffed from its first bytes, read against
-    the input limit of ``policy`` (:class:`padconv_cli.tensorio.files.ReadPolicy`)."""
+    """(name, array) of the tensor on stdin, format sniffed, read against ``policy``'s limit."""
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise InputError(f"{STDIN_LABEL}: no binary standard input available (stdin is closed "
@@ -133,33 +98,22 @@ def read_stdin_stream(stream: BinaryIO, member: str | None = None,
                       policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """:func:`read_stdin` on any binary stream (the rules of a stream of unknown length)."""
     try:
-        return _read_stdin_tensor(stream, member, policy)
+        head = read_exact(stream, MAGIC_LENGTH)
+        kind = _sniffed_kind(head, member, STDIN_LABEL)
+        if kind == "npy":
+            return None, read_npy_stream(stream, None, STDIN_LABEL, policy, head=head)
+        limit = input_limit(policy)
+        if kind == "npz":
+            data = _read_bounded(stream, head, limit)
+        else:
+            from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
+
+            limit = min(limit, PROTOBUF_LIMIT)
+            data = read_tensorproto_stream(stream, head, limit, STDIN_LABEL,
+                                           lambda what: limit_error(STDIN_LABEL, what, limit))
+        return read_sniffed_bytes(data, STDIN_LABEL, member, policy)
     except OSError as exc:
         raise InputError(f"{STDIN_LABEL}: read error ({one_line(exc.strerror or exc)})") from None
-
-
-class Prefixed:
-    """A read-only stream: ``head`` (bytes already read) followed by the rest of ``stream``."""
-
-    def __init__(self, head: bytes, stream: BinaryIO) -> None:
-        self.head, self.stream = memoryview(head), stream
-
-    def read(self, count: int = -1) -> bytes:
-        """Up to ``count`` bytes (all of ``head`` first; a short read is allowed)."""
-        if not self.head:
-            return self.stream.read(count)
-        size = len(self.head) if count < 0 else min(count, len(self.head))
-        taken, self.head = bytes(self.head[:size]), self.head[size:]
-        return taken
-
-    def readinto(self, buffer: memoryview) -> int:
-        """Fill ``buffer`` from ``head``, then from the stream; the number of bytes read."""
-        if not self.head:
-            return self.stream.readinto(buffer)
-        count = min(len(buffer), len(self.head))
-        buffer[:count] = self.head[:count]
-        self.head = self.head[count:]
-        return count
 
 
 # ------------------------------------------------------------ a TensorProto, field by field
@@ -219,11 +173,9 @@ class _Reader:
 
 def read_tensorproto_stream(stream: BinaryIO, head: bytes, limit: int, label: str,
                             over_limit: Callable[[str], Exception]) -> bytes:
-    """The bytes of one ``TensorProto`` read from ``stream`` (``head``: bytes already read
-    from it) up to its end, checked field by field (module rules).
-
-    ``over_limit(what)`` builds the error for more than ``limit`` bytes.
-    """
+    """The bytes of one ``TensorProto`` read from ``stream`` (``head``: bytes read from it
+    already), checked field by field (module rules); ``over_limit(what)`` builds the error for
+    more than ``limit`` bytes."""
     reader = _Reader(stream, head, limit, label, over_limit)
     dims = 0
     while reader.fill(1):
@@ -231,10 +183,8 @@ def read_tensorproto_stream(stream: BinaryIO, head: bytes, limit: int, label: st
         tag = reader.varint("tag")
         field, wire = tag >> 3, tag & 7
         if wire not in TENSOR_FIELDS.get(field, ()):
-            raise InputError(
-                f"{label}: not a TensorProto (byte {start} starts field {field} of wire "
-                f"type {wire}, which TensorProto does not have)"
-            )
+            raise InputError(f"{label}: not a TensorProto (byte {start} starts field {field} of "
+                             f"wire type {wire}, which TensorProto does not have)")
         dims += field == 1 and wire == _VARINT
         if dims > MAX_DIMS:
             raise InputError(f"{label}: TensorProto with more than {MAX_DIMS} dims")

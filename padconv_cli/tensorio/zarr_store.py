@@ -1,5 +1,4 @@
-"""Reading a whole Zarr array (a folder with ``zarr.json`` or ``.zarray``) as a numpy array,
-for ``show``, ``compare`` and every other command that reads a tensor into memory."""
+"""A whole Zarr array (a folder with ``zarr.json`` or ``.zarray``) read into memory."""
 
 from __future__ import annotations
 
@@ -24,25 +23,11 @@ from padconv_cli.tensorio.files import (
 ZARR_EXTRA_HINT = "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)"
 
 
-def _zarr_module(label: str) -> Any:
-    try:
-        import zarr
-    except ImportError:
-        raise InputError(f"{label}: is a Zarr store; reading it needs zarr: {ZARR_EXTRA_HINT}",
-                         source=label) from None
-    return zarr
-
-
 def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None) -> None:
-    """Refuse a local Zarr store holding an entry that leads out of it or is not a file.
-
-    Rule: every entry below the store folder (metadata, chunks, shards) is a regular file or a
-    folder; a symlink is followed only to a regular file or folder inside the store (its real
-    path); FIFOs, devices and sockets are refused (a read would block or never end), and so is
-    a regular file with more than one hard link unless ``allow_hardlinks`` is set (another name
-    of it may be outside the store), as for external data. Object-store URLs (``s3://``) have no
-    such entries and are not walked.
-    """
+    """Rule: every entry of a local store is a regular file or a folder inside it (a symlink
+    only to one inside); FIFOs, devices and sockets are refused (a read would block or never
+    end), and so is a file of several hard links unless ``allow_hardlinks`` is set.  URLs
+    (``s3://``) are not walked."""
     if "://" in path:
         return
     root = os.path.realpath(path)
@@ -65,12 +50,13 @@ def check_store_entries(path: str, label: str, policy: ReadPolicy | None = None)
 
 
 def open_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> Any:
-    """The Zarr array at ``path``, opened read-only (nothing read), its entries checked.
-
-    Rule: a fixed-size numeric or bool element type only (no object or string arrays); the
-    store's own metadata gives shape and dtype; a store zarr cannot open is one error line.
-    """
-    zarr = _zarr_module(label)
+    """The Zarr array at ``path`` opened read-only (nothing read), its entries checked; a
+    fixed-size numeric or bool element type and chunks of at least one element per axis."""
+    try:
+        import zarr
+    except ImportError:
+        raise InputError(f"{label}: is a Zarr store; reading it needs zarr: {ZARR_EXTRA_HINT}",
+                         source=label) from None
     check_store_entries(path, label, policy)
     try:
         store = zarr.open_array(path, mode="r")
@@ -80,7 +66,17 @@ def open_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> Any:
     if np.dtype(store.dtype).hasobject or np.dtype(store.dtype).kind not in "biufc":
         raise UnsupportedDtypeError(f"{label}: Zarr element type {store.dtype} is not a "
                                     "fixed-size numeric or bool type", source=label)
+    shape, _kind = stored_object_shape(store)
+    if any(length < 1 for length in shape):
+        raise InputError(f"{label}: Zarr chunk shape {list(shape)} has a length below 1",
+                         source=label)
     return store
+
+
+def stored_object_shape(array: Any) -> tuple[tuple[int, ...], str]:
+    """(shape, "shard" or "chunk") of the unit a Zarr array stores as one object."""
+    shards = getattr(array, "shards", None)
+    return (tuple(shards), "shard") if shards else (tuple(array.chunks), "chunk")
 
 
 def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.ndarray:
@@ -98,13 +94,8 @@ def read_zarr(path: str, label: str, policy: ReadPolicy | None = None) -> np.nda
 
 
 def check_zarr_objects(array: Any, label: str, limit: int) -> None:
-    """Refuse a Zarr array whose stored object (chunk, or shard when sharded) decodes to more
-    than the input limit: each is decoded whole, whatever part of it is wanted.
-
-    Rule: ``prod(object shape) * itemsize <= limit`` (:func:`input_limit` of the policy).
-    """
-    shards = getattr(array, "shards", None)
-    shape = tuple(shards) if shards else tuple(array.chunks)
+    """Rule: a stored object (chunk, or shard), decoded whole whatever part is wanted, holds
+    ``prod(object shape) * itemsize <= limit`` bytes."""
+    shape, kind = stored_object_shape(array)
     size = math.prod(shape) * np.dtype(array.dtype).itemsize
-    kind = "shard" if shards else "chunk"
     check_read_bytes(size, label, f"one Zarr {kind} of shape {list(shape)}", limit)

@@ -164,7 +164,7 @@ def test_interrupt_while_creating_the_out_of_core_output(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(npy_blocks.np.lib.format, "open_memmap", interrupted)
+    monkeypatch.setattr(npy_blocks, "write_npy_header", interrupted)
     with pytest.raises(KeyboardInterrupt):
         npy_blocks.NpyOutput(str(tmp_path / "out.npy"), (4, 4), np.dtype(np.float32))
     assert list(tmp_path.iterdir()) == []
