@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +37,9 @@ from padconv_cli.kernels.conv import (
     explicit_pad_output_size,
     plan_conv,
 )
-from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.outofcore.progress import TiledResult, TileProgress
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
+from padconv_cli.outofcore.progress import TiledResult
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
 
 # X's dtype by itemsize for the kernel's memory formula (bfloat16 accumulates like float16)
 TILE_DTYPES = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
@@ -249,23 +250,16 @@ def tiled_conv(source: str | NpyInput, w: np.ndarray, b: np.ndarray | None, targ
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = tile_budget(memory_limit, w, b, "memory_limit")
+    tiles = []
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
-    axis_ranges = tiling.axis_ranges
-    tiles = (tile_input(plan, images, channels, tuple(spatial))
-             for images, channels, *spatial in grid(axis_ranges))
-    x.check_reads(tile.box for tile in tiles if tile.box is not None)
-    check_disk_space(target, plan.output_shape, x.dtype)
-    total = math.prod(plan.output_shape) * x.dtype.itemsize
-    with (NpyOutput(target, plan.output_shape, x.dtype) as out,
-          TileProgress(tile_count(axis_ranges), total, show_progress, "conv") as progress):
-        for images, channels, *spatial in grid(axis_ranges):
-            tile = tile_input(plan, images, channels, tuple(spatial))
-            block = None if tile.box is None else x.read(tile.box)
-            y = conv_on_tile(block, w, b, plan, tile, x.dtype)
-            del block
-            out.write((slice(*images), slice(channels.m0, channels.m1),
-                       *(slice(*r) for r in spatial)), y)
-            progress.advance(y.nbytes)
-            del y
-        x.check_unchanged()  # after the last read, before the result is published
-    return TiledResult(plan.output_shape, tile_count(axis_ranges), tiling.exact)
+    for images, channels, *spatial in grid(tiling.axis_ranges):
+        tile = tile_input(plan, images, channels, tuple(spatial))
+        box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
+        compute = functools.partial(_conv_blocks, w=w, b=b, plan=plan, tile=tile, dtype=x.dtype)
+        tiles.append((box, [] if tile.box is None else [tile.box], compute))
+    return write_tiles(x, target, plan.output_shape, x.dtype, "conv", show_progress, tiles)
+
+
+def _conv_blocks(blocks: Iterator[np.ndarray], **arguments: Any) -> np.ndarray:
+    """:func:`conv_on_tile` on the tile's block (none: a tile reading only padding)."""
+    return conv_on_tile(next(blocks, None), **arguments)

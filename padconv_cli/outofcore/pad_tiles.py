@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.kernels import pad as kernel
-from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.outofcore.progress import TiledResult, TileProgress
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
+from padconv_cli.outofcore.progress import TiledResult
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
 
 
 @dataclass(frozen=True)
@@ -198,19 +198,11 @@ def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: An
     data = open_npy_input(source) if isinstance(source, str) else source
     plan, value, out_dtype, _, axis_ranges = pad_tiling(
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
-    data.check_reads(window_box(piece, plan)
-                     for tile in grid(axis_ranges) for piece in tile_pieces(tile, plan))
-    check_disk_space(target, plan.output_shape, out_dtype)
-    total = math.prod(plan.output_shape) * out_dtype.itemsize
-    with (NpyOutput(target, plan.output_shape, out_dtype) as out,
-          TileProgress(tile_count(axis_ranges), total, show_progress, "pad") as progress):
-        for tile in grid(axis_ranges):
-            pieces = tile_pieces(tile, plan)
-            windows = (data.read(window_box(piece, plan)) for piece in pieces)
-            y = pad_tile(windows, pieces, tuple(b - a for a, b in tile), value, plan.mode,
-                         out_dtype)
-            out.write(tuple(slice(*r) for r in tile), y)
-            progress.advance(y.nbytes)
-            del y
-        data.check_unchanged()  # after the last read, before the result is published
-    return TiledResult(plan.output_shape, tile_count(axis_ranges), True)
+    tiles = []
+    for tile in grid(axis_ranges):
+        pieces = tile_pieces(tile, plan)
+        compute = functools.partial(pad_tile, pieces=pieces, shape=tuple(b - a for a, b in tile),
+                                    value=value, mode=plan.mode, dtype=out_dtype)
+        tiles.append((tuple(slice(*r) for r in tile), [window_box(p, plan) for p in pieces],
+                      compute))
+    return write_tiles(data, target, plan.output_shape, out_dtype, "pad", show_progress, tiles)

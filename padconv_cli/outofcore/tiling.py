@@ -14,8 +14,11 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from padconv_cli.errors import OutputTooLargeError
+from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space
+from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.units import human_bytes
 
 MIN_TILE_ELEMENTS = 16384
@@ -78,3 +81,26 @@ def _longest_fitting(tile: list[int], axis: int, cost: Callable, budget: int) ->
         return cost((*tile[:axis], length, *tile[axis + 1:])) > budget
 
     return max(1, bisect.bisect_left(range(1, tile[axis] + 1), True, key=too_big))
+
+
+Tile = tuple[tuple[slice, ...], list[tuple[slice, ...]], Callable[[Iterator[Any]], Any]]
+
+
+def write_tiles(source: NpyInput, target: str, shape: tuple[int, ...], dtype: Any, label: str,
+                show_progress: bool | str, tiles: list[Tile]) -> TiledResult:
+    """Write the ``.npy`` result ``target`` tile by tile: each tile ``(output box, input
+    boxes, compute)`` is ``compute(its input boxes, read one at a time)``.  Before anything
+    is read every box is checked against the input limit and the result against the free
+    disk; after the last read, before the result is published, the input must be unchanged."""
+    source.check_reads(box for _, boxes, _ in tiles for box in boxes)
+    check_disk_space(target, shape, dtype)
+    total = math.prod(shape) * dtype.itemsize
+    with (NpyOutput(target, shape, dtype) as out,
+          TileProgress(len(tiles), total, show_progress, label) as progress):
+        for box, boxes, compute in tiles:
+            y = compute(source.read(input_box) for input_box in boxes)
+            out.write(box, y)
+            progress.advance(y.nbytes)
+            del y  # not held while the next tile is computed
+        source.check_unchanged()
+    return TiledResult(shape, len(tiles), True)
