@@ -23,7 +23,6 @@ from padconv_cli.errors import (
 )
 from padconv_cli.kernels.conv import conv, plan_conv
 from padconv_cli.kernels.pad import pad, plan_pad
-from padconv_cli.outofcore import tiled_conv, tiled_pad
 from padconv_cli.outofcore.conv_tiles import (
     channel_tiles,
     conv_on_tile,
@@ -32,6 +31,7 @@ from padconv_cli.outofcore.conv_tiles import (
     plan_conv_tiles,
     spatial_window,
     tile_input,
+    tiled_conv,
 )
 from padconv_cli.outofcore.npy_blocks import open_npy_input
 from padconv_cli.outofcore.pad_tiles import (
@@ -41,6 +41,7 @@ from padconv_cli.outofcore.pad_tiles import (
     plan_pad_tiles,
     region_bounds,
     tile_pieces,
+    tiled_pad,
     window_box,
 )
 from padconv_cli.outofcore.progress import TileProgress
