@@ -19,7 +19,6 @@ client's temporary output.  A refusal names the worker and the path.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -35,12 +34,12 @@ import numpy as np
 
 from padconv_cli.engines.cluster import require_dask
 from padconv_cli.engines.locations import Location, is_url
-from padconv_cli.errors import InputError, OutputError, UnsupportedDtypeError
+from padconv_cli.errors import InputError, OutputError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.tensorio import ZARR_MARKERS, is_zarr_path
 from padconv_cli.tensorio.files import ReadPolicy, check_read_bytes, input_limit, one_line
-from padconv_cli.tensorio.zarr_store import check_store_entries, check_zarr_objects
+from padconv_cli.tensorio.zarr_store import check_zarr_objects, open_zarr
 
 SAMPLE_BYTES = 64 * 2**10
 METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
@@ -52,17 +51,20 @@ def absolute(path: str) -> str:
     return path if is_url(path) else os.path.abspath(path)
 
 
-
-def _prefix(array: Any) -> str:
-    path = array.store_path.path
-    return path.rstrip("/") + "/" if path else ""
-
-
-def _store_op(array: Any, name: str, key: str, *args: Any) -> Any:
-    """``store.name(array prefix + key, *args)`` of the store under ``array``, run to the end."""
+def _store_call(array: Any, name: str, *args: Any) -> Any:
+    """``store.name(*args)`` of the store under ``array`` run to the end (a key or prefix,
+    the first argument, relative to the array)."""
     from zarr.core.sync import sync
 
-    return sync(getattr(array.store_path.store, name)(_prefix(array) + key, *args))
+    path = array.store_path.path
+    prefix = path.rstrip("/") + "/" if path else ""
+    method = getattr(array.store_path.store, name)
+    if name == "list_prefix":
+        async def listing() -> list[str]:
+            return [key[len(prefix):] async for key in method(prefix)]
+
+        return sync(listing())
+    return sync(method(prefix + args[0], *args[1:]))
 
 
 def object_shape(array: Any) -> tuple[int, ...]:
@@ -73,14 +75,8 @@ def object_shape(array: Any) -> tuple[int, ...]:
 
 def stored_chunk_keys(array: Any) -> set[str]:
     """The keys of every chunk object the store holds (metadata documents excluded)."""
-    async def listing() -> list[str]:
-        return [key async for key in array.store_path.store.list_prefix(prefix)]
-
-    from zarr.core.sync import sync
-
-    prefix = _prefix(array)
     keys = set()
-    for name in (key[len(prefix):] for key in sync(listing())):
+    for name in _store_call(array, "list_prefix"):
         leaf = name.rsplit("/", 1)[-1]
         if name and not (leaf in METADATA_KEYS or leaf.startswith(".") or leaf.endswith(".json")):
             keys.add(name)
@@ -91,48 +87,26 @@ def read_key(array: Any, key: str) -> bytes | None:
     """The raw bytes of ``key`` (relative to the array), None when absent."""
     from zarr.core.buffer import default_buffer_prototype
 
-    buffer = _store_op(array, "get", key, default_buffer_prototype())
+    buffer = _store_call(array, "get", key, default_buffer_prototype())
     return None if buffer is None else buffer.to_bytes()
 
 
-def keys_touching(array: Any, box: tuple[slice, ...]) -> list[str]:
-    """Keys of the stored objects that overlap ``box`` (whether stored or not)."""
-    if any(s.start >= s.stop for s in box):
-        return []
-    per_axis = [range(s.start // c, (s.stop - 1) // c + 1)
-                for s, c in zip(box, object_shape(array), strict=True)]
-    return [array.metadata.encode_chunk_key(coords) for coords in itertools.product(*per_axis)]
-
-
 def open_zarr_input(path: str, policy: ReadPolicy | None = None) -> Any:
-    """The Zarr array at ``path``, opened read-only; a numeric or bool element type and
+    """The Zarr array at ``path`` (:func:`padconv_cli.tensorio.zarr_store.open_zarr`), with
     chunks of at least one element per axis."""
     require_dask(("zarr",))
-    import zarr
-
-    check_store_entries(path, path, policy)
-    try:
-        store = zarr.open_array(path, mode="r")
-    except Exception as exc:  # zarr raises many error types for missing or corrupt metadata
-        raise InputError(f"{path}: not a readable Zarr array ({one_line(exc, 200)})") from None
-    dtype = np.dtype(store.dtype)
-    if dtype.hasobject or dtype.kind not in "biufc":
-        raise UnsupportedDtypeError(
-            f"{path}: Zarr element type {store.dtype} is not a fixed-size numeric or bool type"
-        )
+    store = open_zarr(path, path, policy)
     if any(length < 1 for length in object_shape(store)):
         raise InputError(f"{path}: Zarr chunk shape {list(object_shape(store))} has a length "
                          "below 1")
     return store
 
 
-
 @dataclass(frozen=True)
 class Fingerprint:
-    """What identifies one input: its kind, path and the facts compared between machines; and
-    the read policy a worker opens it under (``--allow-hardlinks`` holds on the workers too)."""
+    """What identifies one input: its path and the facts compared between machines; and the
+    read policy a worker opens it under (``--allow-hardlinks`` holds on the workers too)."""
 
-    kind: str
     path: str
     facts: tuple[tuple[str, str], ...]
     policy: ReadPolicy | None = None
@@ -150,26 +124,28 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def npy_fingerprint(path: str, data_offset: int, shape: tuple, dtype: Any) -> Fingerprint:
+def npy_fingerprint(path: str, header: Any, policy: ReadPolicy | None) -> Fingerprint:
     """Fingerprint of a ``.npy`` file (module docstring); raises OSError when unreadable."""
-    info = os.stat(path)
-    length = info.st_size - data_offset
+    info, start = os.stat(path), header.data_offset
+    length = info.st_size - start
     count = min(SAMPLE_BYTES, length)
     with open(path, "rb") as stream:
-        digests = [_digest(stream.read(data_offset))]
-        for offset in sorted({data_offset, data_offset + (length - count) // 2,
-                              data_offset + length - count} if length > 0 else ()):
+        digests = [_digest(stream.read(start))]
+        for offset in sorted({start, start + (length - count) // 2, start + length - count}
+                             if length > 0 else ()):
             stream.seek(offset)
             digests.append(_digest(stream.read(count)))
     facts = (("size", str(info.st_size)), ("mtime", str(info.st_mtime_ns)),
-             ("shape", str(tuple(shape))), ("dtype", str(dtype)),
+             ("shape", str(tuple(header.shape))), ("dtype", str(header.dtype)),
              ("content digest", ",".join(digests)))
-    return Fingerprint("npy", path, facts)
+    return Fingerprint(path, facts, policy)
 
 
-def zarr_fingerprint(array: Any, path: str) -> Fingerprint:
-    """Fingerprint of an open Zarr array (module docstring)."""
-    keys = sorted(stored_chunk_keys(array))
+def zarr_fingerprint(array: Any, path: str, keys: set[str],
+                     policy: ReadPolicy | None) -> Fingerprint:
+    """Fingerprint of an open Zarr array whose stored chunk keys are ``keys`` (module
+    docstring)."""
+    keys = sorted(keys)
     samples = sorted({keys[0], keys[len(keys) // 2], keys[-1]}) if keys else []
     grid = tuple(-(-n // c) for n, c in zip(array.shape, object_shape(array), strict=True))
     metadata = b"\0".join(read_key(array, key) or b"" for key in METADATA_KEYS)
@@ -181,7 +157,7 @@ def zarr_fingerprint(array: Any, path: str) -> Fingerprint:
         ("stored chunks", str(len(keys))),
         ("chunk digests", ",".join(f"{k}:{_digest(read_key(array, k) or b'')}" for k in samples)),
     )
-    return Fingerprint("zarr", path, facts)
+    return Fingerprint(path, facts, policy)
 
 
 def here() -> str:
@@ -194,19 +170,21 @@ def here() -> str:
         return "this process"
 
 
+_CONFIRMED: set[Fingerprint] = set()
+
+
 def problem_with(expected: Fingerprint) -> str | None:
-    """Why this process does not see the client's input ``expected`` (None when it does)."""
-    path = expected.path
+    """Why this process does not see the client's input ``expected`` (None when it does: it
+    is remembered as confirmed)."""
     try:
-        if expected.kind == "zarr":
-            found = zarr_fingerprint(open_zarr_input(path, expected.policy), path)
-        else:
-            header = open_npy_input(path, expected.policy).header
-            found = npy_fingerprint(path, header.data_offset, header.shape, header.dtype)
+        found = open_block_input(expected.path, expected.policy).fingerprint
     except Exception as exc:  # any failure to read (missing file, no credentials...) refuses
         return f"cannot read it ({one_line(exc, 160)})"
     difference = expected.difference(found)
-    return None if difference is None else f"not the client's file: {difference}"
+    if difference is not None:
+        return f"not the client's file: {difference}"
+    _CONFIRMED.add(expected)
+    return None
 
 
 def refusal(worker: str, path: str, problem: str) -> InputError:
@@ -216,33 +194,18 @@ def refusal(worker: str, path: str, problem: str) -> InputError:
                       source=path)
 
 
-_CONFIRMED: set[Fingerprint] = set()
-
-
 def ensure_confirmed(expected: Fingerprint) -> None:
     """Check ``expected`` in this worker process once (later calls return at once)."""
-    if expected in _CONFIRMED:
-        return
-    problem = problem_with(expected)
+    problem = None if expected in _CONFIRMED else problem_with(expected)
     if problem is not None:
         raise refusal(here(), expected.path, problem)
-    _CONFIRMED.add(expected)
 
 
 def worker_problems(inputs: list[Fingerprint], outputs: list[Any]) -> list[tuple[str, str]]:
     """``(path, problem)`` for every input or output this worker does not share."""
-    problems = []
-    for expected in inputs:
-        problem = problem_with(expected)
-        if problem is None:
-            _CONFIRMED.add(expected)
-        else:
-            problems.append((expected.path, problem))
-    for output in outputs:
-        problem = output.probe()
-        if problem is not None:
-            problems.append((output.target, problem))
-    return problems
+    found = [(expected.path, problem_with(expected)) for expected in inputs]
+    found += [(output.target, output.probe()) for output in outputs]
+    return [(path, problem) for path, problem in found if problem is not None]
 
 
 def confirm_on_workers(client: Any, inputs: list[Fingerprint], outputs: list[Any]) -> None:
@@ -252,7 +215,6 @@ def confirm_on_workers(client: Any, inputs: list[Fingerprint], outputs: list[Any
     for worker in sorted(answers):
         for path, problem in answers[worker]:
             raise refusal(worker, path, problem)
-
 
 
 def open_block_input(path: str, policy: ReadPolicy | None = None) -> Any:
@@ -267,9 +229,7 @@ class NpySource:
 
     def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
         self.array = open_npy_input(path, policy)
-        header = self.array.header
-        self.fingerprint = dataclasses.replace(
-            npy_fingerprint(path, header.data_offset, header.shape, header.dtype), policy=policy)
+        self.fingerprint = npy_fingerprint(path, self.array.header, policy)
         self.shape, self.dtype = self.array.shape, self.array.dtype
 
     def __dask_tokenize__(self) -> Any:
@@ -292,27 +252,27 @@ def read_npy_box(array: Any, expected: Fingerprint, box: tuple[slice, ...]) -> n
     return array.read(box)
 
 
-class ZarrSource:
+class ZarrSource(NpySource):
     """A Zarr array read box by box on the workers; each task names the stored chunks of its
     box, which the worker must find (a missing one is an error, never the fill value)."""
 
     def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
         self.array = open_zarr_input(path, policy)
-        self.path = path
-        self.limit = input_limit(policy)
+        self.path, self.limit = path, input_limit(policy)
         check_zarr_objects(self.array, path, self.limit)
-        self.fingerprint = dataclasses.replace(zarr_fingerprint(self.array, path), policy=policy)
         self.stored = stored_chunk_keys(self.array)
+        self.fingerprint = zarr_fingerprint(self.array, path, self.stored, policy)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
 
-    def __dask_tokenize__(self) -> Any:
-        return self.fingerprint
-
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box`` (within the input limit)."""
+        """A task giving the values in ``box`` (within the input limit) and the keys of the
+        stored objects it overlaps."""
         count = math.prod(len(range(*s.indices(n))) for s, n in zip(box, self.shape, strict=True))
         check_read_bytes(count * self.dtype.itemsize, self.path, "one dask block", self.limit)
-        keys = [key for key in keys_touching(self.array, box) if key in self.stored]
+        per_axis = [range(s.start // c, (s.stop - 1) // c + 1) if s.start < s.stop else ()
+                    for s, c in zip(box, object_shape(self.array), strict=True)]
+        keys = [key for key in map(self.array.metadata.encode_chunk_key,
+                                   itertools.product(*per_axis)) if key in self.stored]
         return (read_zarr_box, self.array, self.fingerprint, box, keys)
 
     def chunked(self, block_bytes: int) -> Any:
@@ -329,10 +289,9 @@ class ZarrSource:
             return self
         chunks = normalize_chunks(grid, self.shape)
         name = f"padconv-read-{tokenize(self.fingerprint, chunks)}"
-        boxes = slices_from_chunks(chunks)
         indices = np.ndindex(*(len(sizes) for sizes in chunks))
         graph = {(name, *index): self.fetch_task(box)
-                 for index, box in zip(indices, boxes, strict=True)}
+                 for index, box in zip(indices, slices_from_chunks(chunks), strict=True)}
         return da.Array(graph, name, chunks=chunks, dtype=self.dtype)
 
 
@@ -342,7 +301,7 @@ def read_zarr_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
     (stored in the client's store: a missing one would read as the fill value)."""
     ensure_confirmed(expected)
     for key in keys:
-        if not _store_op(array, "exists", key):
+        if not _store_call(array, "exists", key):
             raise refusal(here(), expected.path,
                           f"chunk {key} is stored in the client's store but missing here")
     try:
@@ -350,7 +309,6 @@ def read_zarr_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
     except Exception as exc:  # a chunk the codec cannot decode (corrupt, truncated, forged)
         raise InputError(f"{expected.path}: cannot read the Zarr chunks ({one_line(exc, 200)})",
                          source=expected.path) from None
-
 
 
 class ZarrOutput:
@@ -366,8 +324,7 @@ class ZarrOutput:
         require_dask(("zarr",))
         import zarr
 
-        self.target = target
-        self.location = Location(target)
+        self.target, self.location = target, Location(target)
         _check_zarr_target(target, self.location)
         remove_abandoned_stores(target, self.location)
         self.token = secrets.token_hex(16)
@@ -376,9 +333,8 @@ class ZarrOutput:
         try:
             self.location.make_folder(self.temp)
             owner = {"token": self.token, "host": socket.gethostname(), "pid": os.getpid()}
-            owner_path = self.location.join(self.temp, OWNER_FILE)
-            with self.location.fs.open(owner_path, "w", encoding="utf-8") as stream:
-                stream.write(dumps(owner))
+            self.location.fs.pipe_file(self.location.join(self.temp, OWNER_FILE),
+                                       dumps(owner).encode())
             zarr.create_array(store=self.temp, shape=shape, chunks=tuple(max(1, c) for c in chunks),
                               dtype=dtype, overwrite=False, fill_value=None)
         except (OSError, ValueError, TypeError) as exc:
@@ -406,8 +362,7 @@ class ZarrOutput:
         # every chunk written, empty ones included (each block is one chunk)
         array = zarr.open_array(self.temp, mode="r+")
         if hasattr(array, "with_config"):  # zarr >= 3.1.6; before, the global config rules
-            array = array.with_config({"write_empty_chunks": True})
-            array[box] = values
+            array.with_config({"write_empty_chunks": True})[box] = values
         else:
             with zarr.config.set({"array.write_empty_chunks": True}):
                 zarr.open_array(self.temp, mode="r+")[box] = values
@@ -506,14 +461,10 @@ class NpyBlockOutput(NpyOutput):
             size = os.stat(self._temp).st_size
         except OSError:
             return f"does not see the client's temporary file {self._temp}"
-        if size != self._expected_size:
-            return f"sees {self._temp} with {size} bytes, the client's has {self._expected_size}"
+        expected = self._header.data_offset + math.prod(self.shape) * self.dtype.itemsize
+        if size != expected:
+            return f"sees {self._temp} with {size} bytes, the client's has {expected}"
         return None
-
-    def _create(self) -> Any:
-        header = super()._create()
-        self._expected_size = os.stat(self._temp).st_size
-        return header
 
 
 @contextlib.contextmanager
