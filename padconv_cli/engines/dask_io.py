@@ -32,9 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.engines.cluster import require_dask
 from padconv_cli.engines.locations import Location, is_url
-from padconv_cli.errors import InputError, OutputError
+from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
 from padconv_cli.tensorio import ZARR_MARKERS, is_zarr_path
@@ -44,6 +43,22 @@ from padconv_cli.tensorio.zarr_store import check_zarr_objects, open_zarr
 SAMPLE_BYTES = 64 * 2**10
 METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
 OWNER_FILE = "padconv-owner.json"
+
+
+def require_dask(modules: tuple[str, ...] = ("dask.array", "distributed")) -> None:
+    """Raise a one-line :class:`PadconvError` naming the missing ones of ``modules``."""
+    missing = []
+    for module in modules:
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module.split(".")[0])
+    if missing:
+        raise PadconvError(
+            f"engine dask needs {', '.join(missing)}; install the optional packages with: "
+            "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)",
+            param="engine",
+        )
 
 
 def absolute(path: str) -> str:

@@ -22,16 +22,13 @@ zarr = pytest.importorskip("zarr")
 import dask.array as da  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
-from padconv_cli.engines import cluster as cluster_module  # noqa: E402
 from padconv_cli.engines import dask_engine  # noqa: E402
-from padconv_cli.engines.cluster import (  # noqa: E402
+from padconv_cli.engines.dask_engine import (  # noqa: E402
     block_budget,
+    dask_conv,
+    dask_pad,
     quiet_distributed,
     worker_limits,
-)
-from padconv_cli.engines.dask_engine import (  # noqa: E402
-    dask_conv,
-    dask_pad,  # noqa: E402
 )
 from padconv_cli.engines.dask_io import (  # noqa: E402
     OWNER_FILE,
@@ -231,7 +228,7 @@ def test_bad_zarr_input_is_an_input_error(scheduler, tmp_path):
 
 
 def test_unreachable_scheduler_is_a_one_line_error(monkeypatch, tmp_path):
-    monkeypatch.setattr(cluster_module, "CONNECT_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT_SECONDS", 1)
     np.save(tmp_path / "x.npy", np.zeros((3,), np.float32))
     with pytest.raises(PadconvError, match="^scheduler tcp://127.0.0.1:9: cannot connect") as e:
         dask_pad(
