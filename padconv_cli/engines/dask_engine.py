@@ -25,15 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.engines.dask_io import (
-    absolute,
-    block_output,
-    confirm_on_workers,
-    open_block_input,
-    require_dask,
-)
+from padconv_cli.engines.dask_io import absolute, confirm_on_workers, open_block_input
 from padconv_cli.engines.dask_ops import conv_dask, pad_dask
-from padconv_cli.engines.locations import check_url, is_url
+from padconv_cli.engines.locations import block_output, check_url, is_url, require_dask
 from padconv_cli.errors import PadconvError, RuntimeFailure
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.tensorio.files import one_line

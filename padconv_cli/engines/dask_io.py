@@ -1,9 +1,7 @@
-"""The dask engine's inputs and outputs, and the checks that every worker shares them.
+"""The dask engine's inputs, and the checks that every worker shares its inputs and outputs.
 
 Inputs: a ``.npy`` file read box by box with ``pread`` (tensorio's header checks), or a Zarr
-store.  Outputs: a temporary ``.npy`` file, or a temporary Zarr store on chunks equal to the
-blocks, that the workers fill block by block, put in place (:mod:`.locations`) only when every
-block is written.
+store.  Outputs: :mod:`.locations`.
 
 A worker resolves a path in its own file system: a path that exists only on the client would
 make it read another file, or for Zarr no chunk at all (the fill value).  So local paths are
@@ -18,47 +16,24 @@ client's temporary output.  A refusal names the worker and the path.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
-import json
 import math
 import os
-import secrets
-import socket
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from padconv_cli.engines.locations import Location, is_url
-from padconv_cli.errors import InputError, OutputError, PadconvError
-from padconv_cli.json_output import dumps
-from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.tensorio import ZARR_MARKERS, is_zarr_path
+from padconv_cli.engines.locations import is_url, require_dask
+from padconv_cli.errors import InputError
+from padconv_cli.outofcore.npy_blocks import open_npy_input
+from padconv_cli.tensorio import is_zarr_path
 from padconv_cli.tensorio.files import ReadPolicy, check_read_bytes, input_limit, one_line
 from padconv_cli.tensorio.zarr_store import check_zarr_objects, open_zarr
 
 SAMPLE_BYTES = 64 * 2**10
 METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
-OWNER_FILE = "padconv-owner.json"
-
-
-def require_dask(modules: tuple[str, ...] = ("dask.array", "distributed")) -> None:
-    """Raise a one-line :class:`PadconvError` naming the missing ones of ``modules``."""
-    missing = []
-    for module in modules:
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module.split(".")[0])
-    if missing:
-        raise PadconvError(
-            f"engine dask needs {', '.join(missing)}; install the optional packages with: "
-            "pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)",
-            param="engine",
-        )
 
 
 def absolute(path: str) -> str:
@@ -324,176 +299,3 @@ def read_zarr_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
     except Exception as exc:  # a chunk the codec cannot decode (corrupt, truncated, forged)
         raise InputError(f"{expected.path}: cannot read the Zarr chunks ({one_line(exc, 200)})",
                          source=expected.path) from None
-
-
-class ZarrOutput:
-    """A Zarr store filled block by block, moved over its target by :meth:`commit`.
-
-    The temporary store ``.NAME.zarr.padconv-XXXX`` next to the target holds an owner file
-    (a random token, the client's host and pid); a worker writes only while it is there and
-    removes the store when it is gone after its write (the run was given up meanwhile).
-    """
-
-    def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype,
-                 chunks: tuple[int, ...]) -> None:
-        require_dask(("zarr",))
-        import zarr
-
-        self.target, self.location = target, Location(target)
-        _check_zarr_target(target, self.location)
-        remove_abandoned_stores(target, self.location)
-        self.token = secrets.token_hex(16)
-        name = _temp_prefix(target) + secrets.token_hex(6)
-        self.temp = self.location.join(self.location.parent(target) or ".", name)
-        try:
-            self.location.make_folder(self.temp)
-            owner = {"token": self.token, "host": socket.gethostname(), "pid": os.getpid()}
-            self.location.fs.pipe_file(self.location.join(self.temp, OWNER_FILE),
-                                       dumps(owner).encode())
-            zarr.create_array(store=self.temp, shape=shape, chunks=tuple(max(1, c) for c in chunks),
-                              dtype=dtype, overwrite=False, fill_value=None)
-        except (OSError, ValueError, TypeError) as exc:
-            self.discard()
-            raise OutputError(
-                f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
-            ) from None
-        except BaseException:  # Ctrl-C: no ``with`` owns this object yet
-            self.discard()
-            raise
-
-    def probe(self) -> str | None:
-        """Why this process cannot write the client's temporary store (None when it can)."""
-        owner = _read_owner(self.location, self.temp) or {}
-        if owner.get("token") != self.token:
-            return f"does not see the client's temporary store {self.temp}"
-        return None
-
-    def __setitem__(self, box: tuple[slice, ...], values: np.ndarray) -> None:
-        import zarr
-
-        given_up = OutputError(f"{self.target}: the temporary store was removed (run given up)")
-        if self.probe() is not None:
-            raise given_up
-        # every chunk written, empty ones included (each block is one chunk)
-        array = zarr.open_array(self.temp, mode="r+")
-        if hasattr(array, "with_config"):  # zarr >= 3.1.6; before, the global config rules
-            array.with_config({"write_empty_chunks": True})[box] = values
-        else:
-            with zarr.config.set({"array.write_empty_chunks": True}):
-                zarr.open_array(self.temp, mode="r+")[box] = values
-        if self.probe() is not None:
-            self.discard()
-            raise given_up
-
-    def check_complete(self, blocks: int) -> None:
-        """Every block's chunk is in the client's view of the store."""
-        import zarr
-
-        stored = len(stored_chunk_keys(zarr.open_array(self.temp, mode="r")))
-        if stored != blocks:
-            raise OutputError(
-                f"{self.target}: {stored} of {blocks} blocks reached the client's store; "
-                "the workers must write to the same folder (a shared file system)"
-            )
-
-    def commit(self) -> None:
-        """Replace the target (an old Zarr store there is removed only after the move)."""
-        with contextlib.suppress(OSError):
-            self.location.fs.rm_file(self.location.join(self.temp, OWNER_FILE))
-        self.location.publish(self.temp, self.target)
-
-    def discard(self) -> None:
-        """Remove the temporary store."""
-        if getattr(self, "temp", None):
-            self.location.remove_tree(self.temp)
-
-
-def _temp_prefix(target: str) -> str:
-    return f".{target.rstrip('/').rsplit('/', 1)[-1]}.padconv-"
-
-
-def _read_owner(location: Location, folder: str) -> dict | None:
-    try:
-        owner = json.loads(location.fs.cat_file(location.join(folder, OWNER_FILE)))
-    except (OSError, ValueError):
-        return None
-    return owner if isinstance(owner, dict) else None
-
-
-def is_abandoned(location: Location, folder: str) -> bool:
-    """A temporary store of a run that was given up: no owner file, or an owner process on
-    this host that no longer runs (a store owned on another host is left alone)."""
-    owner = _read_owner(location, folder)
-    if owner is None:
-        return True
-    if owner.get("host") != socket.gethostname():
-        return False
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # it runs, as another user
-        pass
-    return False
-
-
-def remove_abandoned_stores(target: str, location: Location | None = None) -> list[str]:
-    """Remove the abandoned temporary stores of ``target`` (:func:`is_abandoned`); returns
-    their paths."""
-    location = location or Location(target)
-    folder = location.parent(target) or "."
-    removed = []
-    for name in location.names(folder):
-        path = location.join(folder, name)
-        if name.startswith(_temp_prefix(target)) and is_abandoned(location, path):
-            location.remove_tree(path)
-            removed.append(path)
-    return removed
-
-
-def _check_zarr_target(target: str, location: Location) -> None:
-    """Only a missing path, an empty folder or a Zarr store may be replaced by a Zarr result."""
-    fs = location.fs
-    if not fs.exists(target) or (fs.isdir(target) and not fs.ls(target, detail=False)):
-        return
-    if any(fs.exists(location.join(target, m)) for m in ZARR_MARKERS):
-        return
-    raise OutputError(f"{target}: exists and is not a Zarr store; refusing to replace it with one")
-
-
-class NpyBlockOutput(NpyOutput):
-    """An :class:`NpyOutput` that dask workers write through ``target[box] = values``."""
-
-    def check_complete(self, blocks: int) -> None:
-        """Nothing to count: a worker that does not see the temporary file cannot write."""
-
-    def probe(self) -> str | None:
-        """Why this process cannot write the client's temporary file (None when it can)."""
-        try:
-            size = os.stat(self._temp).st_size
-        except OSError:
-            return f"does not see the client's temporary file {self._temp}"
-        expected = self._header.data_offset + math.prod(self.shape) * self.dtype.itemsize
-        if size != expected:
-            return f"sees {self._temp} with {size} bytes, the client's has {expected}"
-        return None
-
-
-@contextlib.contextmanager
-def block_output(target: str, shape: tuple[int, ...], dtype: np.dtype,
-                 chunks: tuple[int, ...]) -> Iterator[Any]:
-    """The writable result (Zarr or ``.npy`` by the target's name), committed on success."""
-    if is_zarr_path(target):
-        output: Any = ZarrOutput(target, shape, dtype, chunks)
-    else:
-        check_disk_space(target, shape, dtype)
-        output = NpyBlockOutput(target, shape, dtype)
-    try:
-        yield output
-    except BaseException:
-        output.discard()
-        raise
-    output.commit()

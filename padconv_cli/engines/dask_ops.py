@@ -50,18 +50,16 @@ class ChunkGrid:
             stop = tuple(int(self.bounds[a][i + 1]) for a, i in enumerate(index))
             low = tuple(max(s.start, a) for s, a in zip(box, start, strict=True))
             high = tuple(min(s.stop, b) for s, b in zip(box, stop, strict=True))
-            whole = low == start and high == stop
-            parts.append(key if whole else self._crop(key, start, low, high))
-            origins.append(start if whole else low)
+            if low == start and high == stop:  # the whole chunk
+                parts.append(key)
+                origins.append(start)
+                continue
+            local = tuple((lo - st, hi - st) for lo, hi, st in zip(low, high, start, strict=True))
+            crop = self._crop_keys.setdefault((key, local), (self._crop_name, len(self._crop_keys)))
+            self.crops[crop] = (crop_chunk, key, local)
+            parts.append(crop)
+            origins.append(low)
         return (gather, parts, origins, box, self.dtype)
-
-    def _crop(self, key: Any, start: tuple, low: tuple, high: tuple) -> Any:
-        local = tuple((lo - st, hi - st) for lo, hi, st in zip(low, high, start, strict=True))
-        if (key, local) not in self._crop_keys:
-            crop_key = (self._crop_name, len(self._crop_keys))
-            self._crop_keys[(key, local)] = crop_key
-            self.crops[crop_key] = (crop_chunk, key, local)
-        return self._crop_keys[(key, local)]
 
 
 def crop_chunk(chunk: np.ndarray, local: tuple[tuple[int, int], ...]) -> np.ndarray:
