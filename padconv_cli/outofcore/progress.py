@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 
 SHOW_AFTER_SECONDS = 1.0
 ANNOUNCE_AFTER_SECONDS = 10.0
@@ -37,9 +36,7 @@ class TileProgress:
         self.total_tiles, self.total_bytes = total_tiles, total_bytes
         self.enabled, self.label = enabled, label
         self.tiles_done = self.bytes_done = 0
-        self._started = time.monotonic()
-        self._progress: Any = None
-        self._announced = False
+        self._started, self._progress = time.monotonic(), None
 
     def __enter__(self) -> TileProgress:
         self._started = time.monotonic()
@@ -56,8 +53,8 @@ class TileProgress:
         self.bytes_done += tile_bytes
         elapsed = time.monotonic() - self._started
         if self.enabled == "line":
-            if not self._announced and elapsed >= ANNOUNCE_AFTER_SECONDS:
-                self._announced = True
+            if elapsed >= ANNOUNCE_AFTER_SECONDS:
+                self.enabled = False  # the one line is said: nothing more
                 self._announce(elapsed)
         elif self.enabled and (self._progress is not None or elapsed >= SHOW_AFTER_SECONDS):
             if self._progress is None:
