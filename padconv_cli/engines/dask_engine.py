@@ -1,15 +1,14 @@
 """Running Pad or Conv on a dask cluster: the workers compute each block (:mod:`.dask_ops`) and
-write it into the target (:mod:`.dask_io`), once each confirmed the client's input and output;
-only byte counts travel back.  A lost scheduler or a dead worker ends the run with one
-:class:`~padconv_cli.errors.RuntimeFailure` line and no output.
+write it into the target (:mod:`.locations`), once each confirmed the client's input
+(:mod:`.dask_io`) and output; only byte counts travel back.  A lost scheduler or a dead worker
+ends the run with one :class:`~padconv_cli.errors.RuntimeFailure` line and no output.
 
-With ``--scheduler ADDRESS`` padconv connects to that running scheduler; without it, a local
-cluster runs in this process (one worker, one thread per core, talking in-process; the only
-sockets are distributed's status HTTP servers, bound to 127.0.0.1) and is shut down at the end.
-distributed's log lines and warnings reach stderr only with ``--verbose``.  asyncio reports a
-future whose exception nobody read when it is collected, maybe long after the run: a quiet run
-collects its garbage before it ends, and leaves the ``asyncio`` logger quiet when nobody had
-set its level.
+The cluster: the running scheduler of ``--scheduler ADDRESS``, else a local cluster in this
+process (one worker, one thread per core, talking in-process; the only sockets are
+distributed's status HTTP servers, bound to 127.0.0.1), shut down at the end.  distributed's
+log lines and warnings reach stderr only with ``--verbose``; asyncio reports a future whose
+exception nobody read when it is collected, maybe long after the run, so a quiet run collects
+its garbage before it ends and leaves the ``asyncio`` logger quiet when nobody had set its level.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import contextlib
 import gc
 import logging
 import math
-import os
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +27,7 @@ from padconv_cli.engines.dask_io import absolute, confirm_on_workers, open_block
 from padconv_cli.engines.dask_ops import conv_dask, pad_dask
 from padconv_cli.engines.locations import block_output, check_url, is_url, require_dask
 from padconv_cli.errors import PadconvError, RuntimeFailure
+from padconv_cli.kernels.workers import worker_count
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.tensorio.files import one_line
 
@@ -74,9 +73,8 @@ def dask_client(scheduler: str | None, verbose: bool = False) -> Iterator[Any]:
 
     with quiet_distributed(verbose):
         if not scheduler:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
             with (
-                LocalCluster(n_workers=1, threads_per_worker=max(1, cores or os.cpu_count() or 1),
+                LocalCluster(n_workers=1, threads_per_worker=worker_count(),
                              processes=False, protocol="inproc://",
                              dashboard_address="127.0.0.1:0",
                              worker_dashboard_address="127.0.0.1:0", memory_limit=0) as cluster,
@@ -164,10 +162,8 @@ def store(client: Any, array: Any, target: str, show_progress: bool | str, label
         try:
             confirm_on_workers(client, inputs, [out])
             blocks = _compute_blocks(client, array, out, show_progress, label)
-        except PadconvError:
-            raise
         except Exception as exc:
-            failure = runtime_failure(exc, scheduler)
+            failure = None if isinstance(exc, PadconvError) else runtime_failure(exc, scheduler)
             if failure is None:
                 raise
             raise failure from None
