@@ -1,17 +1,13 @@
-"""The dask engine's inputs, and the checks that every worker shares its inputs and outputs.
-
-Inputs: a ``.npy`` file read box by box with ``pread`` (tensorio's header checks), or a Zarr
-store.  Outputs: :mod:`.locations`.
+"""The dask engine's inputs (a ``.npy`` file read box by box with ``pread``, or a Zarr store),
+and the checks that every worker shares the client's inputs and outputs (:mod:`.locations`).
 
 A worker resolves a path in its own file system: a path that exists only on the client would
 make it read another file, or for Zarr no chunk at all (the fill value).  So local paths are
-made absolute on the client; every worker compares the client's fingerprint of the input (a
-``.npy`` file's size, mtime, shape, dtype and the SHA-256 of its header and of three 64 KiB
-ranges of data; a Zarr store's shape, dtype, chunk grid, metadata, number of stored chunks and
-the SHA-256 of three of them) before the first block and once per worker process in the block
-tasks; a task refuses a chunk the client's store holds but the worker cannot find (a chunk is
-the unit stored as one object: the shard of a sharded array); workers confirm they see the
-client's temporary output.  A refusal names the worker and the path.
+made absolute on the client; every worker compares the client's fingerprint of the input
+(:func:`npy_fingerprint`, :func:`zarr_fingerprint`) before the first block and once per worker
+process in the block tasks; a task refuses a chunk the client's store holds but the worker
+cannot find (a chunk is the unit stored as one object: the shard of a sharded array); workers
+confirm they see the client's temporary output.  A refusal names the worker and the path.
 """
 
 from __future__ import annotations
@@ -115,7 +111,8 @@ def _digest(data: bytes) -> str:
 
 
 def npy_fingerprint(path: str, header: Any, policy: ReadPolicy | None) -> Fingerprint:
-    """Fingerprint of a ``.npy`` file (module docstring); raises OSError when unreadable."""
+    """Fingerprint of a ``.npy`` file: size, mtime, shape, dtype and the SHA-256 of its header
+    and of three 64 KiB ranges of data; raises OSError when unreadable."""
     info, start = os.stat(path), header.data_offset
     length = info.st_size - start
     count = min(SAMPLE_BYTES, length)
@@ -133,8 +130,8 @@ def npy_fingerprint(path: str, header: Any, policy: ReadPolicy | None) -> Finger
 
 def zarr_fingerprint(array: Any, path: str, keys: set[str],
                      policy: ReadPolicy | None) -> Fingerprint:
-    """Fingerprint of an open Zarr array whose stored chunk keys are ``keys`` (module
-    docstring)."""
+    """Fingerprint of an open Zarr array whose stored chunk keys are ``keys``: shape, dtype,
+    chunk grid, metadata, number of stored chunks and the SHA-256 of three of them."""
     keys = sorted(keys)
     samples = sorted({keys[0], keys[len(keys) // 2], keys[-1]}) if keys else []
     grid = tuple(-(-n // c) for n, c in zip(array.shape, object_shape(array), strict=True))
@@ -233,13 +230,7 @@ class NpySource:
         """A task giving the values in ``box`` once the worker confirmed the file; a box over
         the input limit is refused here, on the client, before any block runs."""
         self.array.check_reads([box])
-        return (read_npy_box, self.array, self.fingerprint, box)
-
-
-def read_npy_box(array: Any, expected: Fingerprint, box: tuple[slice, ...]) -> np.ndarray:
-    """``array[box]`` from the worker's view of the file, once it is the client's."""
-    ensure_confirmed(expected)
-    return array.read(box)
+        return (read_box, self.array, self.fingerprint, box)
 
 
 class ZarrSource(NpySource):
@@ -263,7 +254,7 @@ class ZarrSource(NpySource):
                     for s, c in zip(box, object_shape(self.array), strict=True)]
         keys = [key for key in map(self.array.metadata.encode_chunk_key,
                                    itertools.product(*per_axis)) if key in self.stored]
-        return (read_zarr_box, self.array, self.fingerprint, box, keys)
+        return (read_box, self.array, self.fingerprint, box, keys)
 
     def chunked(self, block_bytes: int) -> Any:
         """A dask array of one read task per stored object (chunk or shard) when one fits
@@ -285,11 +276,14 @@ class ZarrSource(NpySource):
         return da.Array(graph, name, chunks=chunks, dtype=self.dtype)
 
 
-def read_zarr_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
-                  keys: list[str]) -> np.ndarray:
-    """``array[box]`` once the worker confirmed the store and found each chunk in ``keys``
-    (stored in the client's store: a missing one would read as the fill value)."""
+def read_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
+             keys: list[str] | None = None) -> np.ndarray:
+    """``array[box]`` from the worker's view of the input, once it is the client's; of a Zarr
+    store, once each chunk in ``keys`` (stored in the client's store) is found here: a missing
+    one would read as the fill value."""
     ensure_confirmed(expected)
+    if keys is None:
+        return array.read(box)
     for key in keys:
         if not _store_call(array, "exists", key):
             raise refusal(here(), expected.path,
