@@ -211,17 +211,14 @@ def is_abandoned(fs: Any, folder: str) -> bool:
     return False
 
 
-def remove_abandoned_stores(target: str, fs: Any) -> list[str]:
-    """Remove the abandoned temporary stores of ``target`` (:func:`is_abandoned`); returns
-    their paths."""
-    folder, removed = _parent(target), []
+def remove_abandoned_stores(target: str, fs: Any) -> None:
+    """Remove the abandoned temporary stores of ``target`` (:func:`is_abandoned`)."""
+    folder = _parent(target)
     with contextlib.suppress(OSError):
         for name in (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(folder, detail=False)):
             path = _join(folder, name)
             if name.startswith(_temp_prefix(target)) and is_abandoned(fs, path):
                 _remove_tree(fs, path)
-                removed.append(path)
-    return removed
 
 
 def _check_zarr_target(fs: Any, target: str) -> None:

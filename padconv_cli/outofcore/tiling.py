@@ -37,11 +37,6 @@ def grid(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> Iterator[tuple]:
     return itertools.product(*axis_ranges)
 
 
-def tile_count(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> int:
-    """Number of tiles in the grid: the product of the per-axis counts."""
-    return math.prod(len(ranges) for ranges in axis_ranges)
-
-
 def choose_tile_shape(shape: Sequence[int], cost: Callable[[tuple[int, ...]], int], budget: int,
                       order: Sequence[int] | None = None, what: str = "tile",
                       overhead: int = 0) -> tuple[int, ...]:
@@ -83,11 +78,8 @@ def _longest_fitting(tile: list[int], axis: int, cost: Callable, budget: int) ->
     return max(1, bisect.bisect_left(range(1, tile[axis] + 1), True, key=too_big))
 
 
-Tile = tuple[tuple[slice, ...], list[tuple[slice, ...]], Callable[[Iterator[Any]], Any]]
-
-
 def write_tiles(source: NpyInput, target: str, shape: tuple[int, ...], dtype: Any, label: str,
-                show_progress: bool | str, tiles: list[Tile]) -> TiledResult:
+                show_progress: bool | str, tiles: list[tuple]) -> TiledResult:
     """Write the ``.npy`` result ``target`` tile by tile: each tile ``(output box, input
     boxes, compute)`` is ``compute(its input boxes, read one at a time)``.  Before anything
     is read every box is checked against the input limit and the result against the free
