@@ -37,20 +37,12 @@ def absolute(path: str) -> str:
     return path if is_url(path) else os.path.abspath(path)
 
 
-def _store_call(array: Any, name: str, *args: Any) -> Any:
-    """``store.name(*args)`` of the store under ``array`` run to the end (a key or prefix,
-    the first argument, relative to the array)."""
-    from zarr.core.sync import sync
+def _store_files(path: str) -> tuple[Any, str]:
+    """The fsspec file system holding the Zarr store ``path``, and the store's root in it."""
+    import fsspec
 
-    path = array.store_path.path
-    prefix = path.rstrip("/") + "/" if path else ""
-    method = getattr(array.store_path.store, name)
-    if name == "list_prefix":
-        async def listing() -> list[str]:
-            return [key[len(prefix):] async for key in method(prefix)]
-
-        return sync(listing())
-    return sync(method(prefix + args[0], *args[1:]))
+    fs, root = fsspec.core.url_to_fs(path)
+    return fs, root.rstrip("/")
 
 
 def object_shape(array: Any) -> tuple[int, ...]:
@@ -59,22 +51,24 @@ def object_shape(array: Any) -> tuple[int, ...]:
     return tuple(shards) if shards else tuple(array.chunks)
 
 
-def stored_chunk_keys(array: Any) -> set[str]:
-    """The keys of every chunk object the store holds (metadata documents excluded)."""
+def stored_chunk_keys(path: str) -> set[str]:
+    """The keys of every chunk object the store ``path`` holds (metadata documents excluded)."""
+    fs, root = _store_files(path)
     keys = set()
-    for name in _store_call(array, "list_prefix"):
+    for name in (found[len(root) + 1:] for found in fs.find(root)):
         leaf = name.rsplit("/", 1)[-1]
         if name and not (leaf in METADATA_KEYS or leaf.startswith(".") or leaf.endswith(".json")):
             keys.add(name)
     return keys
 
 
-def read_key(array: Any, key: str) -> bytes | None:
-    """The raw bytes of ``key`` (relative to the array), None when absent."""
-    from zarr.core.buffer import default_buffer_prototype
-
-    buffer = _store_call(array, "get", key, default_buffer_prototype())
-    return None if buffer is None else buffer.to_bytes()
+def read_key(path: str, key: str) -> bytes | None:
+    """The raw bytes of ``key`` in the store ``path``, None when absent."""
+    fs, root = _store_files(path)
+    try:
+        return fs.cat_file(f"{root}/{key}")
+    except FileNotFoundError:
+        return None
 
 
 def open_zarr_input(path: str, policy: ReadPolicy | None = None) -> Any:
@@ -135,14 +129,14 @@ def zarr_fingerprint(array: Any, path: str, keys: set[str],
     keys = sorted(keys)
     samples = sorted({keys[0], keys[len(keys) // 2], keys[-1]}) if keys else []
     grid = tuple(-(-n // c) for n, c in zip(array.shape, object_shape(array), strict=True))
-    metadata = b"\0".join(read_key(array, key) or b"" for key in METADATA_KEYS)
+    metadata = b"\0".join(read_key(path, key) or b"" for key in METADATA_KEYS)
     facts = (
         ("shape", str(tuple(array.shape))),
         ("dtype", str(array.dtype)),
         ("chunk grid", str(grid)),
         ("metadata digest", _digest(metadata)),
         ("stored chunks", str(len(keys))),
-        ("chunk digests", ",".join(f"{k}:{_digest(read_key(array, k) or b'')}" for k in samples)),
+        ("chunk digests", ",".join(f"{k}:{_digest(read_key(path, k) or b'')}" for k in samples)),
     )
     return Fingerprint(path, facts, policy)
 
@@ -241,7 +235,7 @@ class ZarrSource(NpySource):
         self.array = open_zarr_input(path, policy)
         self.path, self.limit = path, input_limit(policy)
         check_zarr_objects(self.array, path, self.limit)
-        self.stored = stored_chunk_keys(self.array)
+        self.stored = stored_chunk_keys(path)
         self.fingerprint = zarr_fingerprint(self.array, path, self.stored, policy)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
 
@@ -284,8 +278,9 @@ def read_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
     ensure_confirmed(expected)
     if keys is None:
         return array.read(box)
+    fs, root = _store_files(expected.path)
     for key in keys:
-        if not _store_call(array, "exists", key):
+        if not fs.exists(f"{root}/{key}"):
             raise refusal(here(), expected.path,
                           f"chunk {key} is stored in the client's store but missing here")
     try:
