@@ -45,40 +45,12 @@ from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, w
 TILE_DTYPES = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
 
 
-@dataclass(frozen=True)
-class SpatialWindow:
-    """What one output range reads along one spatial axis: the unclipped input span
-    ``[start, stop)``, its part ``window`` inside ``[0, n)`` and the explicit pads outside."""
-
-    start: int
-    stop: int
-    window: tuple[int, int]
-    before: int
-    after: int
-
-    @property
-    def all_padding(self) -> bool:
-        """True when the output range reads nothing but padding."""
-        return self.window[0] >= self.window[1]
-
-
 def input_span(o0: int, o1: int, stride: int, dilation: int, kernel: int, pad_begin: int
                ) -> tuple[int, int]:
     """Input positions read by outputs ``[o0, o1)``:
     ``[o0*s - p, (o1-1)*s - p + (k-1)*d + 1)``."""
     start = o0 * stride - pad_begin
     return start, (o1 - 1) * stride - pad_begin + effective_kernel_size(kernel, dilation)
-
-
-def spatial_window(o0: int, o1: int, n: int, stride: int, dilation: int, kernel: int,
-                   pad_begin: int) -> SpatialWindow:
-    """:func:`input_span` split into its part inside ``[0, n)`` and the pads outside it."""
-    start, stop = input_span(o0, o1, stride, dilation, kernel, pad_begin)
-    first = min(max(start, 0), n)
-    last = max(min(stop, n), first)
-    if first >= last:  # all padding: no data to read, the zeros are supplied by the caller
-        return SpatialWindow(start, stop, (first, first), 0, 0)
-    return SpatialWindow(start, stop, (first, last), first - start, stop - last)
 
 
 @dataclass(frozen=True)
@@ -194,21 +166,23 @@ class TileInput:
 
 def tile_input(plan: ConvPlan, images: tuple[int, int], channels: ChannelTile,
                spatial: tuple[tuple[int, int], ...]) -> TileInput:
-    """The part of X a tile reads and the tile's explicit pads (module docstring); a tile that
-    reads only padding on some axis reads only zeros."""
-    windows = [spatial_window(o0, o1, n, s, d, k, p)
-               for (o0, o1), n, s, d, k, p in zip(spatial, plan.x_shape[2:], plan.strides,
-                                                  plan.dilations, plan.kernel_shape,
-                                                  plan.pads_begin, strict=True)]
-    if any(w.all_padding for w in windows):
+    """The part of X a tile reads and the tile's explicit pads (module docstring): per axis the
+    part of :func:`input_span` inside ``[0, n)``; a tile that reads only padding on some axis
+    reads only zeros."""
+    spans = [input_span(o0, o1, s, d, k, p) for (o0, o1), s, d, k, p in zip(
+        spatial, plan.strides, plan.dilations, plan.kernel_shape, plan.pads_begin, strict=True)]
+    inside = [(min(max(start, 0), n), min(stop, n))
+              for (start, stop), n in zip(spans, plan.x_shape[2:], strict=True)]
+    if any(first >= last for first, last in inside):
         # One zero per axis and the rest as end pads: the same products (zeros times W) as the
         # full span of zeros, without holding it (a stride of 3e7 would make it gigabytes).
-        shape = (images[1] - images[0], channels.c1 - channels.c0, *(1,) * len(windows))
-        return TileInput(None, shape, [0] * len(windows) + [w.stop - w.start - 1
-                                                             for w in windows], channels)
-    box = (slice(*images), slice(channels.c0, channels.c1), *(slice(*w.window) for w in windows))
-    return TileInput(box, None, [w.before for w in windows] + [w.after for w in windows],
-                     channels)
+        shape = (images[1] - images[0], channels.c1 - channels.c0, *(1,) * len(spans))
+        return TileInput(None, shape, [0] * len(spans) + [stop - start - 1
+                                                           for start, stop in spans], channels)
+    box = (slice(*images), slice(channels.c0, channels.c1), *(slice(*w) for w in inside))
+    pads = ([first - start for (start, _), (first, _) in zip(spans, inside, strict=True)]
+            + [stop - last for (_, stop), (_, last) in zip(spans, inside, strict=True)])
+    return TileInput(box, None, pads, channels)
 
 
 def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) -> ConvPlan:

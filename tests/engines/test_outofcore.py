@@ -29,7 +29,6 @@ from padconv_cli.outofcore.conv_tiles import (
     conv_tile_cost,
     input_span,
     plan_conv_tiles,
-    spatial_window,
     tile_input,
     tiled_conv,
 )
@@ -83,9 +82,11 @@ def test_wrap_piece_beyond_one_period_reads_the_whole_axis():
 def test_conv_span_is_stride_times_tile_plus_halo():
     # outputs [2, 5) with stride 2, kernel 3, dilation 2, pad 1: (5-1)*2 - 1 + (3-1)*2 + 1
     assert input_span(2, 5, 2, 2, 3, 1) == (3, 12)
-    window = spatial_window(0, 2, 4, 1, 1, 3, 2)
-    assert window.window == (0, 2) and (window.before, window.after) == (2, 0)
-    assert spatial_window(0, 1, 4, 1, 1, 1, 3).all_padding
+    (channels,) = channel_tiles(1, 1, 1, 1)
+    tile = tile_input(plan_conv((1, 1, 4), (1, 1, 3), pads=[2, 2]), (0, 1), channels, ((0, 2),))
+    assert tile.box[2] == slice(0, 2) and tile.pads == [2, 0]
+    tile = tile_input(plan_conv((1, 1, 4), (1, 1, 1), pads=[3, 0]), (0, 1), channels, ((0, 1),))
+    assert tile.box is None
 
 
 @pytest.mark.parametrize(
