@@ -142,8 +142,7 @@ def store_block(values: np.ndarray, target: Any, box: tuple[slice, ...]) -> int:
 
 
 def regular_chunks(array: Any) -> Any:
-    """The array rechunked, where needed, so that all chunks but the last per axis are equal
-    (Zarr chunk grids are regular)."""
+    """The array rechunked where needed to equal chunks but the last per axis (Zarr's grid)."""
     wanted = tuple(sizes if len(sizes) > 1 and len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]
                    else max(sizes, default=0) for sizes in array.chunks)
     return array if wanted == array.chunks else array.rechunk(wanted)
@@ -151,9 +150,8 @@ def regular_chunks(array: Any) -> Any:
 
 def store(client: Any, array: Any, target: str, show_progress: bool | str, label: str,
           inputs: list[Any], scheduler: str | None = None) -> int:
-    """Compute every block of ``array`` on the cluster and write it into ``target``, once every
-    worker confirmed the ``inputs`` (fingerprints) and the temporary output; returns the
-    number of blocks."""
+    """Compute and write every block of ``array`` on the cluster once every worker confirmed
+    the ``inputs`` (fingerprints) and the temporary ``target``; returns the number of blocks."""
     array = regular_chunks(array)
     chunk_shape = tuple(sizes[0] if sizes else 0 for sizes in array.chunks)
     with block_output(target, array.shape, array.dtype, chunk_shape) as out:

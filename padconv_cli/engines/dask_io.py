@@ -72,8 +72,7 @@ def read_key(path: str, key: str) -> bytes | None:
 
 
 def open_zarr_input(path: str, policy: ReadPolicy | None = None) -> Any:
-    """The Zarr array at ``path`` (:func:`padconv_cli.tensorio.zarr_store.open_zarr`), with
-    chunks of at least one element per axis."""
+    """The Zarr array at ``path`` (tensorio's ``open_zarr``), its chunks one element or more."""
     require_dask(("zarr",))
     store = open_zarr(path, path, policy)
     if any(length < 1 for length in object_shape(store)):
@@ -155,8 +154,7 @@ _CONFIRMED: set[Fingerprint] = set()
 
 
 def problem_with(expected: Fingerprint) -> str | None:
-    """Why this process does not see the client's input ``expected`` (None when it does: it
-    is remembered as confirmed)."""
+    """Why this process does not see the client's input (None when it does, remembered)."""
     try:
         found = open_block_input(expected.path, expected.policy).fingerprint
     except Exception as exc:  # any failure to read (missing file, no credentials...) refuses
@@ -252,9 +250,8 @@ class ZarrSource(NpySource):
 
     def chunked(self, block_bytes: int) -> Any:
         """A dask array of one read task per stored object (chunk or shard) when one fits
-        ``block_bytes``: each is read and decompressed once, and aligned blocks get their halo
-        as crops of the neighbours (:class:`padconv_cli.engines.dask_ops.ChunkGrid`); else
-        this source, whose blocks read their own boxes."""
+        ``block_bytes``: each is decoded once, blocks get their halo as crops of the neighbours
+        (:class:`.dask_ops.ChunkGrid`); else this source, whose blocks read their own boxes."""
         import dask.array as da
         from dask.array.core import normalize_chunks, slices_from_chunks
         from dask.base import tokenize

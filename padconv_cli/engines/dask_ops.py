@@ -82,9 +82,8 @@ def gather(chunks: list[np.ndarray], starts: list[tuple[int, ...]], box: tuple[s
 
 
 def block_source(x: Any) -> Any:
-    """How block tasks get their input: the chunks of a dask array (:class:`ChunkGrid`), or
-    the ``fetch_task`` of a file or store opened by
-    :func:`padconv_cli.engines.dask_io.open_block_input`."""
+    """How block tasks get their input: the chunks of a dask array (:class:`ChunkGrid`), or the
+    ``fetch_task`` of a file or store (:func:`.dask_io.open_block_input`)."""
     return ChunkGrid(x) if hasattr(x, "__dask_graph__") else x
 
 
@@ -119,8 +118,7 @@ def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], chunks: tuple,
                  inputs: list[Any], extra: dict[str, Any] | None = None) -> Any:
     """A dask array whose block ``index`` is computed by the task ``tasks[index]``
     (``(function, arguments...)``; dask replaces the keys in its arguments by their values).
-    ``inputs`` name the result; ``extra`` holds shared values (W, B) the tasks refer to by key.
-    """
+    ``inputs`` name the result; ``extra`` holds shared values (W, B) the tasks refer to by key."""
     import dask.array as da
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
@@ -172,9 +170,8 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
 
 def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
               plan: ConvPlan | None = None, **attributes: Any) -> tuple[Any, bool]:
-    """ONNX Conv of ``x`` (see :func:`block_source`) with ``w`` (and ``b``): a dask array of
-    blocks, and whether its tiling is exact (bit-identical to the in-memory kernel).
-    ``plan``: the call's plan when the caller made it already."""
+    """ONNX Conv of ``x`` (see :func:`block_source`) with ``w`` (and ``b``), on the call's
+    ``plan`` when made already: a dask array of blocks, and True (bit-identical to memory)."""
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     if 0 in plan.output_shape:  # an empty result (M = 0, N = 0): no block to compute

@@ -95,8 +95,7 @@ def _temp_prefix(target: str) -> str:
 
 
 class ZarrOutput:
-    """A Zarr store filled block by block, moved over its target by :meth:`commit` (module
-    docstring)."""
+    """A Zarr store filled block by block, put over its target by :meth:`commit`."""
 
     def __init__(self, target: str, shape: tuple[int, ...], dtype: np.dtype,
                  chunks: tuple[int, ...]) -> None:
