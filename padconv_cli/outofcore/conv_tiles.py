@@ -1,19 +1,16 @@
 """ONNX Conv from a ``.npy`` X to a ``.npy`` Y, one tile at a time, bit-identical to the
-in-memory kernel, within a memory budget (:func:`conv_tile_cost`).
-
-A tile is a range of images, a channel tile and a range per output spatial axis.
+in-memory kernel, within a memory budget (:func:`conv_tile_cost`).  A tile is a range of
+images, a channel tile and a range per output spatial axis.
 
 Spatial axes.  Output ``o`` reads input positions ``o*s - p_begin + k*d`` for ``k in [0, K)``,
 so outputs ``[o0, o1)`` read ``[o0*s - p_begin, (o1-1)*s - p_begin + (K-1)*d + 1)``: the tile's
 stretch of strides plus the *halo* ``(K - 1) * d``.  The part of that span inside ``[0, n)`` is
 read from X; the parts outside become the tile's own explicit pads, so the kernel on the window
-with those pads yields the values the whole tensor gives there.  auto_pad is resolved once, for
-the whole tensor.
+with those pads yields the values the whole tensor gives there (auto_pad resolved once).
 
 Channels.  With ``G`` groups, output channel ``m`` belongs to group ``m // (M/G)`` and reads
-input channels ``[g*C/G, (g+1)*C/G)``.  A channel tile is either a run of whole groups (the
-kernel runs with that many groups) or a part of one group (the kernel runs with ``group = 1``
-on that group's input channels).
+input channels ``[g*C/G, (g+1)*C/G)``.  A channel tile is a run of whole groups (the kernel
+runs with that many groups) or a part of one group (``group = 1`` on its input channels).
 """
 
 from __future__ import annotations
@@ -117,11 +114,9 @@ def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> i
     none left is an :class:`OutputTooLargeError` naming ``what``."""
     fixed = fixed_bytes(w, b)
     if limit - fixed <= 0:
-        raise OutputTooLargeError(
-            f"{what} of {limit} bytes does not hold W and B ({fixed} bytes with W's "
-            "accumulator copy); raise memory_limit",
-            param="memory_limit",
-        )
+        raise OutputTooLargeError(f"{what} of {limit} bytes does not hold W and B ({fixed} bytes "
+                                  "with W's accumulator copy); raise memory_limit",
+                                  param="memory_limit")
     return limit - fixed
 
 

@@ -40,13 +40,11 @@ def grid(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> Iterator[tuple]:
 def choose_tile_shape(shape: Sequence[int], cost: Callable[[tuple[int, ...]], int], budget: int,
                       order: Sequence[int] | None = None, what: str = "tile",
                       overhead: int = 0) -> tuple[int, ...]:
-    """The tile shape of the greedy rule (module docstring), shortening only the axes in
-    ``order`` (default: all, first to last), then grown back, last shortened axis first, to
-    the least tile; ``cost(shape)`` bounds the bytes of any tile of that shape and grows with
-    each length.  Raises :class:`OutputTooLargeError` when that tile needs more than
-    ``budget`` bytes; the message gives the limit needed, ``overhead`` (bytes held besides the
-    tiles, e.g. W) included.
-    """
+    """The tile shape of the greedy rule (module docstring) on the axes in ``order`` (default:
+    all, in order), grown back, last shortened axis first, to the least tile; ``cost(shape)``
+    bounds the bytes of any tile of that shape and grows with each length.  A least tile over
+    ``budget`` is an :class:`OutputTooLargeError` giving the limit needed, ``overhead`` (bytes
+    held besides the tiles, e.g. W) included."""
     dims = [max(1, int(d)) for d in shape]
     order = list(range(len(dims))) if order is None else list(order)
     tile = list(dims)
