@@ -93,10 +93,8 @@ class Fingerprint:
     def difference(self, other: Fingerprint) -> str | None:
         """The first fact in which ``other`` differs from this one (None when equal)."""
         theirs = dict(other.facts)
-        for name, value in self.facts:
-            if theirs.get(name) != value:
-                return f"{name} is {theirs.get(name, 'unknown')}, the client's is {value}"
-        return None
+        return next((f"{name} is {theirs.get(name, 'unknown')}, the client's is {value}"
+                     for name, value in self.facts if theirs.get(name) != value), None)
 
 
 def _digest(data: bytes) -> str:
