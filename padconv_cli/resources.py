@@ -144,8 +144,7 @@ def check_call(needs: Needs, limits: Limits, *, in_memory: bool = True,
     if extent > NUMPY_MAX_BYTES:
         raise OutputTooLargeError(
             f"{_result(needs)} cannot be allocated: its non-zero dimensions span "
-            f"{human_bytes(extent)}, over the 2**63 - 1 bytes an array can hold", param="pads",
-        )
+            f"{human_bytes(extent)}, over the 2**63 - 1 bytes an array can hold", param="pads")
     given = limits.max_output_bytes
     if given is None and not in_memory:
         return
@@ -153,8 +152,7 @@ def check_call(needs: Needs, limits: Limits, *, in_memory: bool = True,
     if needs.output > output_limit:
         raise OutputTooLargeError(
             f"{_result(needs)} needs {human_bytes(needs.output)} as written, over the limit "
-            f"max_output_bytes = {human_bytes(output_limit)}", param="max_output_bytes",
-        )
+            f"max_output_bytes = {human_bytes(output_limit)}", param="max_output_bytes")
     if not in_memory:
         return
     limit = limits.memory()
@@ -165,5 +163,4 @@ def check_call(needs: Needs, limits: Limits, *, in_memory: bool = True,
         f"the call needs {human_bytes(needs.total)} in memory (inputs "
         f"{human_bytes(needs.inputs)} + output {human_bytes(needs.output_held)} + working "
         f"{human_bytes(needs.working)}), over the limit memory_limit = {human_bytes(limit)}"
-        f"{hint}", param=("memory_limit", "engine") if tiled_possible else "memory_limit",
-    )
+        f"{hint}", param=("memory_limit", "engine") if tiled_possible else "memory_limit")

@@ -123,9 +123,7 @@ def runtime_failure(exc: BaseException, scheduler: str | None) -> RuntimeFailure
         return RuntimeFailure(
             "a dask worker died while computing a block (KilledWorker: it ran out of memory or "
             "was stopped); give the workers more memory (`dask worker --memory-limit`) "
-            "or lower memory_limit so that blocks are smaller",
-            param="memory_limit",
-        )
+            "or lower memory_limit so that blocks are smaller", param="memory_limit")
     lost = ("CommClosedError", "CancelledError", "FutureCancelledError", "TimeoutError")
     if name in lost or isinstance(exc, OSError):
         return RuntimeFailure(

@@ -194,8 +194,7 @@ def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) ->
     return dataclasses.replace(
         plan, x_shape=tuple(block_shape), w_shape=w_shape, pads=tuple(tile.pads),
         group=tile.channels.group, auto_pad="NOTSET",
-        output_shape=(block_shape[0], w_shape[0], *out_spatial),
-    )
+        output_shape=(block_shape[0], w_shape[0], *out_spatial))
 
 
 def conv_on_tile(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | None,

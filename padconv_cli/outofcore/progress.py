@@ -31,8 +31,7 @@ class TileProgress:
     """A context manager counting finished tiles (:meth:`advance`); ``enabled``: True (a
     bar), ``"plain"`` (a bar without colour), ``"line"`` (one line after a while) or False."""
 
-    def __init__(self, total_tiles: int, total_bytes: int, enabled: bool | str,
-                 label: str) -> None:
+    def __init__(self, total_tiles: int, total_bytes: int, enabled: bool | str, label: str) -> None:
         self.total_tiles, self.total_bytes = total_tiles, total_bytes
         self.enabled, self.label = enabled, label
         self.tiles_done = self.bytes_done = 0
@@ -88,8 +87,7 @@ class TileProgress:
             bar.TextColumn("[bold]{task.description}"), bar.BarColumn(),
             bar.TextColumn("{task.fields[tiles]} tiles"), bar.DownloadColumn(binary_units=True),
             bar.TransferSpeedColumn(), bar.TimeRemainingColumn(),
-            console=Console(stderr=True, highlight=False, **plain), transient=True,
-        )
+            console=Console(stderr=True, highlight=False, **plain), transient=True)
         self._progress.start()
         self._task = self._progress.add_task(
             self.label, total=max(self.total_bytes, 1), completed=self.bytes_done, tiles="")

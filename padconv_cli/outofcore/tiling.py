@@ -63,9 +63,7 @@ def choose_tile_shape(shape: Sequence[int], cost: Callable[[tuple[int, ...]], in
     raise OutputTooLargeError(
         f"memory_limit {human_bytes(budget + overhead)} is too small: the smallest {what} "
         f"({math.prod(tile)} output elements) needs at least {human_bytes(needed + overhead)}; "
-        f"give memory_limit {human_bytes(needed + overhead)} or more",
-        param="memory_limit",
-    )
+        f"give memory_limit {human_bytes(needed + overhead)} or more", param="memory_limit")
 
 
 def _longest_fitting(tile: list[int], axis: int, cost: Callable, budget: int) -> int:
