@@ -73,13 +73,10 @@ def dask_client(scheduler: str | None, verbose: bool = False) -> Iterator[Any]:
 
     with quiet_distributed(verbose):
         if not scheduler:
-            with (
-                LocalCluster(n_workers=1, threads_per_worker=worker_count(),
-                             processes=False, protocol="inproc://",
-                             dashboard_address="127.0.0.1:0",
-                             worker_dashboard_address="127.0.0.1:0", memory_limit=0) as cluster,
-                Client(cluster) as client,
-            ):
+            with (LocalCluster(n_workers=1, threads_per_worker=worker_count(), processes=False,
+                               protocol="inproc://", dashboard_address="127.0.0.1:0",
+                               worker_dashboard_address="127.0.0.1:0", memory_limit=0) as cluster,
+                  Client(cluster) as client):
                 yield client
             return
         try:
@@ -128,8 +125,7 @@ def runtime_failure(exc: BaseException, scheduler: str | None) -> RuntimeFailure
     if name in lost or isinstance(exc, OSError):
         return RuntimeFailure(
             f"lost the connection to {where} while computing ({name}: {one_line(exc, 120)}); "
-            "nothing was written; check that the scheduler runs and rerun"
-        )
+            "nothing was written; check that the scheduler runs and rerun")
     return None
 
 

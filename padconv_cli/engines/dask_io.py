@@ -127,14 +127,11 @@ def zarr_fingerprint(array: Any, path: str, keys: set[str],
     samples = sorted({keys[0], keys[len(keys) // 2], keys[-1]}) if keys else []
     grid = tuple(-(-n // c) for n, c in zip(array.shape, object_shape(array), strict=True))
     metadata = b"\0".join(read_key(path, key) or b"" for key in METADATA_KEYS)
-    facts = (
-        ("shape", str(tuple(array.shape))),
-        ("dtype", str(array.dtype)),
-        ("chunk grid", str(grid)),
-        ("metadata digest", _digest(metadata)),
-        ("stored chunks", str(len(keys))),
-        ("chunk digests", ",".join(f"{k}:{_digest(read_key(path, k) or b'')}" for k in samples)),
-    )
+    facts = (("shape", str(tuple(array.shape))), ("dtype", str(array.dtype)),
+             ("chunk grid", str(grid)), ("metadata digest", _digest(metadata)),
+             ("stored chunks", str(len(keys))),
+             ("chunk digests", ",".join(f"{k}:{_digest(read_key(path, k) or b'')}"
+                                        for k in samples)))
     return Fingerprint(path, facts, policy)
 
 

@@ -42,10 +42,9 @@ from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, w
 TILE_DTYPES = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
 
 
-def input_span(o0: int, o1: int, stride: int, dilation: int, kernel: int, pad_begin: int
-               ) -> tuple[int, int]:
-    """Input positions read by outputs ``[o0, o1)``:
-    ``[o0*s - p, (o1-1)*s - p + (k-1)*d + 1)``."""
+def input_span(o0: int, o1: int, stride: int, dilation: int, kernel: int,
+               pad_begin: int) -> tuple[int, int]:
+    """Input positions read by outputs ``[o0, o1)``: ``[o0*s - p, (o1-1)*s - p + (k-1)*d + 1)``."""
     start = o0 * stride - pad_begin
     return start, (o1 - 1) * stride - pad_begin + effective_kernel_size(kernel, dilation)
 
@@ -141,11 +140,10 @@ def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
     images, out_channels, *spatial = choose_tile_shape(
         plan.output_shape, cost, budget, tile_order(plan), "Conv tile", overhead)
-    return ConvTiling([
-        split_range(plan.output_shape[0], images),
-        channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
-        *(split_range(n, step) for n, step in zip(plan.output_shape[2:], spatial, strict=True)),
-    ], True)
+    return ConvTiling([split_range(plan.output_shape[0], images),
+                       channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
+                       *(split_range(n, step)
+                         for n, step in zip(plan.output_shape[2:], spatial, strict=True))], True)
 
 
 @dataclass(frozen=True)
