@@ -117,10 +117,10 @@ def runtime_failure(exc: BaseException, scheduler: str | None) -> RuntimeFailure
     name = type(exc).__name__
     where = f"the dask scheduler {scheduler}" if scheduler else "the local dask cluster"
     if name == "KilledWorker":
-        return RuntimeFailure(
-            "a dask worker died while computing a block (KilledWorker: it ran out of memory or "
-            "was stopped); give the workers more memory (`dask worker --memory-limit`) "
-            "or lower memory_limit so that blocks are smaller", param="memory_limit")
+        return RuntimeFailure("a dask worker died while computing a block (KilledWorker: it ran "
+                              "out of memory or was stopped); give the workers more memory (`dask "
+                              "worker --memory-limit`) or lower memory_limit so that blocks are "
+                              "smaller", param="memory_limit")
     lost = ("CommClosedError", "CancelledError", "FutureCancelledError", "TimeoutError")
     if name in lost or isinstance(exc, OSError):
         return RuntimeFailure(
@@ -169,9 +169,9 @@ def _compute_blocks(client: Any, array: Any, out: Any, show_progress: bool | str
     from dask.array.core import slices_from_chunks
     from distributed import as_completed
 
+    boxes = slices_from_chunks(array.chunks)
     tasks = [dask.delayed(store_block, pure=False)(block, out, box)
-             for block, box in zip(array.to_delayed().ravel(), slices_from_chunks(array.chunks),
-                                   strict=True)]
+             for block, box in zip(array.to_delayed().ravel(), boxes, strict=True)]
     futures = client.compute(tasks)
     total = math.prod(array.shape) * array.dtype.itemsize
     try:

@@ -153,9 +153,8 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
     source = block_source(x)
     if isinstance(source, ChunkGrid):
         wanted = {axis: max(1, c) for axis, c in enumerate(source.chunk_lengths)}
-        axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape,
-                                     lambda shape: pad_tiles.pad_tile_cost(shape, plan, itemsize),
-                                     block_bytes)
+        cost = functools.partial(pad_tiles.pad_tile_cost, plan=plan, itemsize=itemsize)
+        axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape, cost, block_bytes)
     tasks = {}
     for index, tile in _indexed_tiles(axis_ranges):
         pieces = pad_tiles.tile_pieces(tile, plan)

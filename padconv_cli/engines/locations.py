@@ -44,9 +44,9 @@ def require_dask(modules: tuple[str, ...] = ("dask.array", "distributed")) -> No
         except ImportError:
             missing.append(module.split(".")[0])
     if missing:
-        raise PadconvError(f"engine dask needs {', '.join(missing)}; install the optional "
-                           "packages with: pip install 'padconv[dask]' (zarr 3 needs Python "
-                           ">= 3.11)", param="engine")
+        raise PadconvError(f"engine dask needs {', '.join(missing)}; install the optional packages "
+                           "with: pip install 'padconv[dask]' (zarr 3 needs Python >= 3.11)",
+                           param="engine")
 
 
 def is_url(path: str) -> bool:

@@ -38,9 +38,6 @@ from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult
 from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
 
-# X's dtype by itemsize for the kernel's memory formula (bfloat16 accumulates like float16)
-TILE_DTYPES = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
-
 
 def input_span(o0: int, o1: int, stride: int, dilation: int, kernel: int,
                pad_begin: int) -> tuple[int, int]:
@@ -97,8 +94,10 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
     window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
     # only the whole output's tile knows which taps read only padding (it is the call's plan)
     whole = tuple(tile_shape) == tuple(plan.output_shape)
-    working = conv_kernel.working_bytes(piece, TILE_DTYPES.get(itemsize, np.dtype(np.float32)),
-                                       native.thread_count(), tile_shape[1], cut=whole)
+    # X's type by itemsize for the kernel's memory formula (bfloat16 accumulates like float16)
+    dtype = np.dtype({2: np.float16, 8: np.float64}.get(itemsize, np.float32))
+    working = conv_kernel.working_bytes(piece, dtype, native.thread_count(), tile_shape[1],
+                                        cut=whole)
     return 2 * window * itemsize + 2 * outputs * itemsize + working
 
 
