@@ -159,7 +159,6 @@ def store(client: Any, array: Any, target: str, show_progress: bool | str, label
             if failure is None:
                 raise
             raise failure from None
-        out.check_complete(blocks)
         return blocks
 
 

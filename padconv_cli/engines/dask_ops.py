@@ -133,15 +133,13 @@ def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], chunks: tuple,
 
 def _indexed_tiles(axis_ranges: list[list[Any]]) -> Any:
     """``(grid index, tile)`` for every tile of the grid, in C order."""
-    for index in np.ndindex(*(len(ranges) for ranges in axis_ranges)):
-        yield index, tuple(ranges[i] for ranges, i in zip(axis_ranges, index, strict=True))
+    counts = [len(ranges) for ranges in axis_ranges]
+    return zip(np.ndindex(*counts), itertools.product(*axis_ranges), strict=True)
 
 
 def _range_length(item: Any) -> int:
     """Length of an axis range ``(start, stop)`` or a channel tile."""
-    if isinstance(item, conv_tiles.ChannelTile):
-        return item.m1 - item.m0
-    return item[1] - item[0]
+    return item.m1 - item.m0 if isinstance(item, conv_tiles.ChannelTile) else item[1] - item[0]
 
 
 def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,

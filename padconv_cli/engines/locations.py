@@ -147,21 +147,20 @@ class ZarrOutput:
             self.discard()
             raise given_up
 
-    def check_complete(self, blocks: int) -> None:
-        """Every block's chunk is in the client's view of the store."""
+    def commit(self) -> None:
+        """Put the store at the target once every block's chunk is in the client's view of it:
+        renamed locally (:func:`replace_folder`); on an object store (no rename) the old
+        target's objects removed, then the store's copied, chunks before the metadata (a reader
+        never finds metadata whose chunks are missing), then removed."""
         import zarr
 
-        stored = zarr.open_array(self.temp, mode="r").nchunks_initialized
+        array = zarr.open_array(self.temp, mode="r")
+        stored, blocks = array.nchunks_initialized, array.nchunks
         if stored != blocks:
+            self.discard()
             raise OutputError(f"{self.target}: {stored} of {blocks} blocks reached the client's "
                               "store; the workers must write to the same folder (a shared file "
                               "system)")
-
-    def commit(self) -> None:
-        """Put the store at the target: renamed locally (:func:`replace_folder`); on an
-        object store (no rename) the old target's objects removed, then the store's copied,
-        chunks before the metadata (a reader never finds metadata whose chunks are missing),
-        then removed."""
         with contextlib.suppress(OSError):
             self.fs.rm_file(_join(self.temp, OWNER_FILE))
         if not is_url(self.target):
@@ -251,9 +250,6 @@ def replace_folder(temp: str, target: str) -> None:
 
 class NpyBlockOutput(NpyOutput):
     """An :class:`NpyOutput` that dask workers write through ``target[box] = values``."""
-
-    def check_complete(self, blocks: int) -> None:
-        """Nothing to count: a worker that does not see the temporary file cannot write."""
 
     def probe(self) -> str | None:
         """Why this process cannot write the client's temporary file (None when it can)."""
