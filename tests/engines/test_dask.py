@@ -313,6 +313,14 @@ def test_a_later_run_removes_what_killed_runs_left_and_keeps_live_ones(tmp_path)
     assert OWNER_FILE not in os.listdir(tmp_path / "y.zarr")
 
 
+def test_a_zarr_result_missing_blocks_is_refused_and_leaves_nothing(tmp_path):
+    out = ZarrOutput(str(tmp_path / "y.zarr"), (4, 4), np.dtype("f4"), (2, 2))
+    out[(slice(0, 2), slice(0, 2))] = np.ones((2, 2), np.float32)  # one block of four
+    with pytest.raises(OutputError, match="1 of 4 blocks reached the client's store"):
+        out.commit()
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_block_written_after_the_client_gave_up_leaves_nothing(tmp_path):
     out = ZarrOutput(str(tmp_path / "y.zarr"), (4, 4), np.dtype("f4"), (2, 2))
     out.discard()  # the client gives the run up ...
