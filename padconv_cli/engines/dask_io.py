@@ -168,13 +168,6 @@ def refusal(worker: str, path: str, problem: str) -> InputError:
                       source=path)
 
 
-def ensure_confirmed(expected: Fingerprint) -> None:
-    """Check ``expected`` in this worker process once (later calls return at once)."""
-    problem = None if expected in _CONFIRMED else problem_with(expected)
-    if problem is not None:
-        raise refusal(here(), expected.path, problem)
-
-
 def worker_problems(inputs: list[Fingerprint], outputs: list[Any]) -> list[tuple[str, str]]:
     """``(path, problem)`` for every input or output this worker does not share."""
     found = [(expected.path, problem_with(expected)) for expected in inputs]
@@ -266,8 +259,10 @@ def read_box(array: Any, expected: Fingerprint, box: tuple[slice, ...],
              keys: list[str] | None = None) -> np.ndarray:
     """``array[box]`` from the worker's view of the input, once it is the client's; of a Zarr
     store, once each chunk in ``keys`` (stored in the client's store) is found here: a missing
-    one would read as the fill value."""
-    ensure_confirmed(expected)
+    one would read as the fill value.  The input is checked once per worker process."""
+    problem = None if expected in _CONFIRMED else problem_with(expected)
+    if problem is not None:
+        raise refusal(here(), expected.path, problem)
     if keys is None:
         return array.read(box)
     fs, root = _store_files(expected.path)

@@ -85,9 +85,9 @@ def _remove_tree(fs: Any, path: str) -> None:
     """Remove ``path`` and everything under it (nothing when absent)."""
     if not is_url(path):
         shutil.rmtree(path, ignore_errors=True)
-        return
-    with contextlib.suppress(OSError):
-        fs.rm(path, recursive=True)
+    else:
+        with contextlib.suppress(OSError):
+            fs.rm(path, recursive=True)
 
 
 def _temp_prefix(target: str) -> str:
