@@ -182,11 +182,10 @@ def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) ->
     (nothing resolved again): X the block, W the tile's output channels, the tile's pads and
     group; output length per axis ``floor((n + pad_begin + pad_end - ek) / s) + 1``."""
     rank = len(block_shape) - 2
-    out_spatial = tuple(
-        explicit_pad_output_size(n, tile.pads[axis], tile.pads[rank + axis],
-                                 effective_kernel_size(k, d), s)
-        for axis, (n, k, d, s) in enumerate(
-            zip(block_shape[2:], plan.kernel_shape, plan.dilations, plan.strides, strict=True)))
+    out_spatial = tuple(explicit_pad_output_size(n, begin, end, effective_kernel_size(k, d), s)
+                        for n, begin, end, k, d, s in zip(
+                            block_shape[2:], tile.pads[:rank], tile.pads[rank:], plan.kernel_shape,
+                            plan.dilations, plan.strides, strict=True))
     w_shape = (tile.channels.m1 - tile.channels.m0, *plan.w_shape[1:])
     return dataclasses.replace(
         plan, x_shape=tuple(block_shape), w_shape=w_shape, pads=tuple(tile.pads),
