@@ -98,18 +98,17 @@ def worker_limits(client: Any) -> list[tuple[int, int]]:
             for w in workers]
 
 
-def block_budget(workers: list[tuple[int, int]], memory_limit: int | None, fallback: int,
-                 ceiling: int = BLOCK_CEILING_BYTES) -> int:
+def block_budget(workers: list[tuple[int, int]], memory_limit: int | None, fallback: int) -> int:
     """Bytes of one block: ``min`` over the workers of ``budget / (2 * threads)`` (two blocks
-    in flight per thread: one computed, one written), at most ``ceiling``, with ``budget =
-    min(limit / 2, memory_limit)`` (``limit``: the worker's reported memory limit, of which
-    distributed spills at 60 % and pauses at 80 %); ``memory_limit``, else ``fallback``, for a
-    worker without a limit."""
+    in flight per thread: one computed, one written), at most :data:`BLOCK_CEILING_BYTES`, with
+    ``budget = min(limit / 2, memory_limit)`` (``limit``: the worker's reported memory limit,
+    of which distributed spills at 60 % and pauses at 80 %); ``memory_limit``, else
+    ``fallback``, for a worker without a limit."""
     per_worker = []
     for limit, threads in workers or [(0, 1)]:
         caps = [cap for cap in (limit // 2 if limit > 0 else None, memory_limit) if cap]
         per_worker.append((min(caps) if caps else fallback) // (2 * threads))
-    return max(1, min(min(per_worker), ceiling))
+    return max(1, min(min(per_worker), BLOCK_CEILING_BYTES))
 
 
 def runtime_failure(exc: BaseException, scheduler: str | None) -> RuntimeFailure | None:

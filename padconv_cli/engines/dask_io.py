@@ -192,7 +192,8 @@ def open_block_input(path: str, policy: ReadPolicy | None = None) -> Any:
 
 
 class NpySource:
-    """A ``.npy`` file read box by box on the workers."""
+    """A ``.npy`` file read box by box on the workers; as every source (:class:`ZarrSource`
+    too), dask names it by its fingerprint."""
 
     def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
         self.array = open_npy_input(path, policy)
