@@ -140,10 +140,9 @@ def axis_extremes(length: int, tile: int, axis: kernel.AxisPad, mode: str) -> tu
 
 
 def pad_tile_cost(tile_shape: tuple[int, ...], plan: kernel.PadPlan, itemsize: int) -> int:
-    """Upper bound of the bytes one tile of ``tile_shape`` needs:
-    ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))`` (the windows
-    read and copied, the kernel's result, the tile and its copy written out), with the
-    per-axis maxima of :func:`axis_extremes` over all tiles of that shape."""
+    """Upper bound of the bytes a tile of ``tile_shape`` needs: ``itemsize * (2 * prod(windows)
+    + prod(kernel result) + 2 * prod(tile))`` (windows read and copied, the kernel's result, the
+    tile and its copy), with the per-axis maxima of :func:`axis_extremes` over such tiles."""
     windows, result = 1, 1
     for length, tile, axis in zip(plan.output_shape, tile_shape, plan.per_axis, strict=True):
         window_max, result_max = axis_extremes(length, tile, axis, plan.mode)
@@ -175,8 +174,8 @@ def pad_tiling(shape: tuple[int, ...], dtype: np.dtype, pads: Any, constant_valu
 def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: Any = None,
               axes: Any = None, mode: str = "constant", *, memory_limit: int,
               show_progress: bool | str = False, plan: kernel.PadPlan | None = None) -> TiledResult:
-    """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` as
-    :func:`padconv_cli.kernels.pad.pad`, tile by tile within ``memory_limit`` bytes."""
+    """Pad the ``.npy`` file ``source`` into the ``.npy`` ``target`` as the kernel's ``pad``,
+    tile by tile within ``memory_limit`` bytes."""
     data = open_npy_input(source) if isinstance(source, str) else source
     plan, value, out_dtype, _, axis_ranges = pad_tiling(
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)

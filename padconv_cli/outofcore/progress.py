@@ -1,10 +1,9 @@
 """Progress of tiled work on stderr: tiles done, bytes written, throughput and time left.
 
-Rules: nothing when disabled (``--quiet``); on a terminal a bar appears only once the work has
-run for :data:`SHOW_AFTER_SECONDS` (quick runs print nothing) and is removed at the end;
-``"plain"`` draws it without colour or bold (``--no-color``, ``NO_COLOR``).  When stderr is
-not a terminal (``"line"``: a log file, a batch job), a run still going after
-:data:`ANNOUNCE_AFTER_SECONDS` says once, in one line, what it does and how far it got.
+Nothing when disabled (``--quiet``); on a terminal a bar appears only once the work has run for
+:data:`SHOW_AFTER_SECONDS` and is removed at the end, ``"plain"`` without colour or bold
+(``--no-color``, ``NO_COLOR``); when stderr is not a terminal (``"line"``: a log file, a batch
+job), a run still going after :data:`ANNOUNCE_AFTER_SECONDS` says once what it does and how far.
 """
 
 from __future__ import annotations
