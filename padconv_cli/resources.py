@@ -1,8 +1,6 @@
-"""Memory available to this process, and the one resource gate every operator call passes.
-
-Probe (:func:`available_memory_bytes`): ``max_output_bytes`` and ``memory_limit`` default to
-half of it, in every engine.  Gate (:func:`check_call`), once per call after planning and
-before any input is read in full or any output allocated:
+"""Memory available to this process (:func:`available_memory_bytes`; ``max_output_bytes`` and
+``memory_limit`` default to half of it), and the one resource gate (:func:`check_call`), once
+per call after planning, before any input is read in full or any output allocated:
 
 * representable: numpy holds at most ``2**63 - 1`` bytes per array, counted over the non-zero
   dimensions (an empty result with one huge axis cannot be allocated either);
@@ -11,8 +9,7 @@ before any input is read in full or any output allocated:
 * memory (in-memory engine): inputs + output as held + the working memory of the compute
   path must not exceed ``memory_limit``; the message says when engine tiled would take it.
 
-Refusals are :class:`~padconv_cli.errors.OutputTooLargeError` with ``param`` naming the
-parameter that changes the limit.
+Refusals are :class:`~padconv_cli.errors.OutputTooLargeError`; ``param`` names the limit.
 """
 
 from __future__ import annotations
@@ -32,39 +29,34 @@ NUMPY_MAX_BYTES = 2**63 - 1
 # --- the probe -------------------------------------------------------------------------------
 
 
-def _read_kib_field(path: str, field: str) -> int | None:
-    """The ``field:  N kB`` line of a /proc file in bytes, None where it cannot be read."""
+def _number_in(path: str, field: str | None = None) -> int | None:
+    """The first word of a file as an integer, or (``field``) its ``field:  N kB`` line in
+    bytes; None where the file cannot be read or holds no such number ("max")."""
     try:
-        with open(path, encoding="ascii") as lines:
-            for line in lines:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        with open(path, encoding="ascii") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if field is not None:
+        text = next((line[len(field) + 1:] for line in text.splitlines()
+                     if line.startswith(field + ":")), "")
+    words = text.split()
+    if not words or not words[0].isdigit():
+        return None
+    return int(words[0]) * (1024 if field else 1)
 
 
 def _meminfo_available() -> int | None:
     """MemAvailable from /proc/meminfo in bytes (Linux), None where it cannot be read."""
-    return _read_kib_field("/proc/meminfo", "MemAvailable")
-
-
-def _read_first_word(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as file:
-            return file.read().split()[0]
-    except (OSError, IndexError, UnicodeDecodeError):
-        return None
+    return _number_in("/proc/meminfo", "MemAvailable")
 
 
 def _cgroup_headroom(folder: str = CGROUP_FOLDER) -> int | None:
     """cgroup v2 ``memory.max - memory.current`` in bytes; None without a limit ("max")."""
-    limit = _read_first_word(f"{folder}/memory.max")
-    if limit is None or not limit.isdigit():
+    limit = _number_in(f"{folder}/memory.max")
+    if limit is None:
         return None
-    current = _read_first_word(f"{folder}/memory.current")
-    used = int(current) if current is not None and current.isdigit() else 0
-    return max(int(limit) - used, 0)
+    return max(limit - (_number_in(f"{folder}/memory.current") or 0), 0)
 
 
 def _address_space_headroom() -> int | None:
@@ -76,7 +68,7 @@ def _address_space_headroom() -> int | None:
     soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY or soft < 0:
         return None
-    return max(soft - (_read_kib_field("/proc/self/status", "VmSize") or 0), 0)
+    return max(soft - (_number_in("/proc/self/status", "VmSize") or 0), 0)
 
 
 def available_memory_bytes() -> int:
@@ -88,13 +80,9 @@ def available_memory_bytes() -> int:
     return min(known) if known else FALLBACK_MEMORY_BYTES
 
 
-def default_max_output_bytes() -> int:
-    """Half of the memory available now: a result larger than that is refused up front."""
-    return available_memory_bytes() // 2
-
-
 def default_memory_limit() -> int:
-    """Half of the memory available now: room for the page cache and for other programs."""
+    """Half of the memory available now (the default of ``memory_limit`` and of
+    ``max_output_bytes``): room for the page cache and for other programs."""
     return available_memory_bytes() // 2
 
 
@@ -140,29 +128,13 @@ class Limits:
     max_output_bytes: int | None = None
     memory_limit: int | None = None
 
-    def output_limit(self) -> int:
-        """``max_output_bytes``, or its default."""
-        given = self.max_output_bytes
-        return default_max_output_bytes() if given is None else given
-
     def memory(self) -> int:
         """``memory_limit``, or its default."""
         return default_memory_limit() if self.memory_limit is None else self.memory_limit
 
 
 def _result(needs: Needs) -> str:
-    shape = needs.output_shape
-    text = "(" + ", ".join(str(int(d)) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-    return f"the result {text} of {needs.dtype_name}"
-
-
-def check_output(needs: Needs, limit: int) -> None:
-    """Refuse a result whose bytes as written exceed ``limit`` (``max_output_bytes``)."""
-    if needs.output > limit:
-        raise OutputTooLargeError(
-            f"{_result(needs)} needs {human_bytes(needs.output)} as written, over the limit "
-            f"max_output_bytes = {human_bytes(limit)}", param="max_output_bytes",
-        )
+    return f"the result {tuple(int(d) for d in needs.output_shape)} of {needs.dtype_name}"
 
 
 def check_call(needs: Needs, limits: Limits, *, in_memory: bool = True,
@@ -172,13 +144,17 @@ def check_call(needs: Needs, limits: Limits, *, in_memory: bool = True,
     if extent > NUMPY_MAX_BYTES:
         raise OutputTooLargeError(
             f"{_result(needs)} cannot be allocated: its non-zero dimensions span "
-            f"{human_bytes(extent)}, over the 2**63 - 1 bytes an array can hold", param="pads",
-        )
-    if not in_memory:
-        if limits.max_output_bytes is not None:
-            check_output(needs, limits.max_output_bytes)
+            f"{human_bytes(extent)}, over the 2**63 - 1 bytes an array can hold", param="pads")
+    given = limits.max_output_bytes
+    if given is None and not in_memory:
         return
-    check_output(needs, limits.output_limit())
+    output_limit = default_memory_limit() if given is None else given
+    if needs.output > output_limit:
+        raise OutputTooLargeError(
+            f"{_result(needs)} needs {human_bytes(needs.output)} as written, over the limit "
+            f"max_output_bytes = {human_bytes(output_limit)}", param="max_output_bytes")
+    if not in_memory:
+        return
     limit = limits.memory()
     if needs.total <= limit:
         return
@@ -187,5 +163,4 @@ def check_call(needs: Needs, limits: Limits, *, in_memory: bool = True,
         f"the call needs {human_bytes(needs.total)} in memory (inputs "
         f"{human_bytes(needs.inputs)} + output {human_bytes(needs.output_held)} + working "
         f"{human_bytes(needs.working)}), over the limit memory_limit = {human_bytes(limit)}"
-        f"{hint}", param=("memory_limit", "engine") if tiled_possible else "memory_limit",
-    )
+        f"{hint}", param=("memory_limit", "engine") if tiled_possible else "memory_limit")

@@ -50,18 +50,16 @@ class ChunkGrid:
             stop = tuple(int(self.bounds[a][i + 1]) for a, i in enumerate(index))
             low = tuple(max(s.start, a) for s, a in zip(box, start, strict=True))
             high = tuple(min(s.stop, b) for s, b in zip(box, stop, strict=True))
-            whole = low == start and high == stop
-            parts.append(key if whole else self._crop(key, start, low, high))
-            origins.append(start if whole else low)
+            if low == start and high == stop:  # the whole chunk
+                parts.append(key)
+                origins.append(start)
+                continue
+            local = tuple((lo - st, hi - st) for lo, hi, st in zip(low, high, start, strict=True))
+            crop = self._crop_keys.setdefault((key, local), (self._crop_name, len(self._crop_keys)))
+            self.crops[crop] = (crop_chunk, key, local)
+            parts.append(crop)
+            origins.append(low)
         return (gather, parts, origins, box, self.dtype)
-
-    def _crop(self, key: Any, start: tuple, low: tuple, high: tuple) -> Any:
-        local = tuple((lo - st, hi - st) for lo, hi, st in zip(low, high, start, strict=True))
-        if (key, local) not in self._crop_keys:
-            crop_key = (self._crop_name, len(self._crop_keys))
-            self._crop_keys[(key, local)] = crop_key
-            self.crops[crop_key] = (crop_chunk, key, local)
-        return self._crop_keys[(key, local)]
 
 
 def crop_chunk(chunk: np.ndarray, local: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -84,9 +82,8 @@ def gather(chunks: list[np.ndarray], starts: list[tuple[int, ...]], box: tuple[s
 
 
 def block_source(x: Any) -> Any:
-    """How block tasks get their input: the chunks of a dask array (:class:`ChunkGrid`), or
-    the ``fetch_task`` of a file or store opened by
-    :func:`padconv_cli.engines.dask_io.open_block_input`."""
+    """How block tasks get their input: the chunks of a dask array (:class:`ChunkGrid`), or the
+    ``fetch_task`` of a file or store (:func:`.dask_io.open_block_input`)."""
     return ChunkGrid(x) if hasattr(x, "__dask_graph__") else x
 
 
@@ -121,8 +118,7 @@ def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], chunks: tuple,
                  inputs: list[Any], extra: dict[str, Any] | None = None) -> Any:
     """A dask array whose block ``index`` is computed by the task ``tasks[index]``
     (``(function, arguments...)``; dask replaces the keys in its arguments by their values).
-    ``inputs`` name the result; ``extra`` holds shared values (W, B) the tasks refer to by key.
-    """
+    ``inputs`` name the result; ``extra`` holds shared values (W, B) the tasks refer to by key."""
     import dask.array as da
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
@@ -137,15 +133,13 @@ def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], chunks: tuple,
 
 def _indexed_tiles(axis_ranges: list[list[Any]]) -> Any:
     """``(grid index, tile)`` for every tile of the grid, in C order."""
-    for index in np.ndindex(*(len(ranges) for ranges in axis_ranges)):
-        yield index, tuple(ranges[i] for ranges, i in zip(axis_ranges, index, strict=True))
+    counts = [len(ranges) for ranges in axis_ranges]
+    return zip(np.ndindex(*counts), itertools.product(*axis_ranges), strict=True)
 
 
 def _range_length(item: Any) -> int:
     """Length of an axis range ``(start, stop)`` or a channel tile."""
-    if isinstance(item, conv_tiles.ChannelTile):
-        return item.m1 - item.m0
-    return item[1] - item[0]
+    return item.m1 - item.m0 if isinstance(item, conv_tiles.ChannelTile) else item[1] - item[0]
 
 
 def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
@@ -157,9 +151,8 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
     source = block_source(x)
     if isinstance(source, ChunkGrid):
         wanted = {axis: max(1, c) for axis, c in enumerate(source.chunk_lengths)}
-        axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape,
-                                     lambda shape: pad_tiles.pad_tile_cost(shape, plan, itemsize),
-                                     block_bytes)
+        cost = functools.partial(pad_tiles.pad_tile_cost, plan=plan, itemsize=itemsize)
+        axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape, cost, block_bytes)
     tasks = {}
     for index, tile in _indexed_tiles(axis_ranges):
         pieces = pad_tiles.tile_pieces(tile, plan)
@@ -174,9 +167,8 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
 
 def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
               plan: ConvPlan | None = None, **attributes: Any) -> tuple[Any, bool]:
-    """ONNX Conv of ``x`` (see :func:`block_source`) with ``w`` (and ``b``): a dask array of
-    blocks, and whether its tiling is exact (bit-identical to the in-memory kernel).
-    ``plan``: the call's plan when the caller made it already."""
+    """ONNX Conv of ``x`` (see :func:`block_source`) with ``w`` (and ``b``), on the call's
+    ``plan`` when made already: a dask array of blocks, and True (bit-identical to memory)."""
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     if 0 in plan.output_shape:  # an empty result (M = 0, N = 0): no block to compute

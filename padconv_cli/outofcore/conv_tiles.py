@@ -1,19 +1,16 @@
 """ONNX Conv from a ``.npy`` X to a ``.npy`` Y, one tile at a time, bit-identical to the
-in-memory kernel, within a memory budget (:func:`conv_tile_cost`).
-
-A tile is a range of images, a channel tile and a range per output spatial axis.
+in-memory kernel, within a memory budget (:func:`conv_tile_cost`).  A tile is a range of
+images, a channel tile and a range per output spatial axis.
 
 Spatial axes.  Output ``o`` reads input positions ``o*s - p_begin + k*d`` for ``k in [0, K)``,
 so outputs ``[o0, o1)`` read ``[o0*s - p_begin, (o1-1)*s - p_begin + (K-1)*d + 1)``: the tile's
 stretch of strides plus the *halo* ``(K - 1) * d``.  The part of that span inside ``[0, n)`` is
 read from X; the parts outside become the tile's own explicit pads, so the kernel on the window
-with those pads yields the values the whole tensor gives there.  auto_pad is resolved once, for
-the whole tensor.
+with those pads yields the values the whole tensor gives there (auto_pad resolved once).
 
 Channels.  With ``G`` groups, output channel ``m`` belongs to group ``m // (M/G)`` and reads
-input channels ``[g*C/G, (g+1)*C/G)``.  A channel tile is either a run of whole groups (the
-kernel runs with that many groups) or a part of one group (the kernel runs with ``group = 1``
-on that group's input channels).
+input channels ``[g*C/G, (g+1)*C/G)``.  A channel tile is a run of whole groups (the kernel
+runs with that many groups) or a part of one group (``group = 1`` on its input channels).
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,48 +34,16 @@ from padconv_cli.kernels.conv import (
     explicit_pad_output_size,
     plan_conv,
 )
-from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.outofcore.progress import TiledResult, TileProgress
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
-
-# X's dtype by itemsize for the kernel's memory formula (bfloat16 accumulates like float16)
-TILE_DTYPES = {2: np.dtype(np.float16), 4: np.dtype(np.float32), 8: np.dtype(np.float64)}
+from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
+from padconv_cli.outofcore.progress import TiledResult
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
 
 
-@dataclass(frozen=True)
-class SpatialWindow:
-    """What one output range reads along one spatial axis: the unclipped input span
-    ``[start, stop)``, its part ``window`` inside ``[0, n)`` and the explicit pads outside."""
-
-    start: int
-    stop: int
-    window: tuple[int, int]
-    before: int
-    after: int
-
-    @property
-    def all_padding(self) -> bool:
-        """True when the output range reads nothing but padding."""
-        return self.window[0] >= self.window[1]
-
-
-def input_span(o0: int, o1: int, stride: int, dilation: int, kernel: int, pad_begin: int
-               ) -> tuple[int, int]:
-    """Input positions read by outputs ``[o0, o1)``:
-    ``[o0*s - p, (o1-1)*s - p + (k-1)*d + 1)``."""
+def input_span(o0: int, o1: int, stride: int, dilation: int, kernel: int,
+               pad_begin: int) -> tuple[int, int]:
+    """Input positions read by outputs ``[o0, o1)``: ``[o0*s - p, (o1-1)*s - p + (k-1)*d + 1)``."""
     start = o0 * stride - pad_begin
     return start, (o1 - 1) * stride - pad_begin + effective_kernel_size(kernel, dilation)
-
-
-def spatial_window(o0: int, o1: int, n: int, stride: int, dilation: int, kernel: int,
-                   pad_begin: int) -> SpatialWindow:
-    """:func:`input_span` split into its part inside ``[0, n)`` and the pads outside it."""
-    start, stop = input_span(o0, o1, stride, dilation, kernel, pad_begin)
-    first = min(max(start, 0), n)
-    last = max(min(stop, n), first)
-    if first >= last:  # all padding: no data to read, the zeros are supplied by the caller
-        return SpatialWindow(start, stop, (first, first), 0, 0)
-    return SpatialWindow(start, stop, (first, last), first - start, stop - last)
 
 
 @dataclass(frozen=True)
@@ -128,8 +94,10 @@ def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int
     window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
     # only the whole output's tile knows which taps read only padding (it is the call's plan)
     whole = tuple(tile_shape) == tuple(plan.output_shape)
-    working = conv_kernel.working_bytes(piece, TILE_DTYPES.get(itemsize, np.dtype(np.float32)),
-                                       native.thread_count(), tile_shape[1], cut=whole)
+    # X's type by itemsize for the kernel's memory formula (bfloat16 accumulates like float16)
+    dtype = np.dtype({2: np.float16, 8: np.float64}.get(itemsize, np.float32))
+    working = conv_kernel.working_bytes(piece, dtype, native.thread_count(), tile_shape[1],
+                                        cut=whole)
     return 2 * window * itemsize + 2 * outputs * itemsize + working
 
 
@@ -144,11 +112,9 @@ def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> i
     none left is an :class:`OutputTooLargeError` naming ``what``."""
     fixed = fixed_bytes(w, b)
     if limit - fixed <= 0:
-        raise OutputTooLargeError(
-            f"{what} of {limit} bytes does not hold W and B ({fixed} bytes with W's "
-            "accumulator copy); raise memory_limit",
-            param="memory_limit",
-        )
+        raise OutputTooLargeError(f"{what} of {limit} bytes does not hold W and B ({fixed} bytes "
+                                  "with W's accumulator copy); raise memory_limit",
+                                  param="memory_limit")
     return limit - fixed
 
 
@@ -173,11 +139,10 @@ def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
     images, out_channels, *spatial = choose_tile_shape(
         plan.output_shape, cost, budget, tile_order(plan), "Conv tile", overhead)
-    return ConvTiling([
-        split_range(plan.output_shape[0], images),
-        channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
-        *(split_range(n, step) for n, step in zip(plan.output_shape[2:], spatial, strict=True)),
-    ], True)
+    return ConvTiling([split_range(plan.output_shape[0], images),
+                       channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
+                       *(split_range(n, step)
+                         for n, step in zip(plan.output_shape[2:], spatial, strict=True))], True)
 
 
 @dataclass(frozen=True)
@@ -193,21 +158,23 @@ class TileInput:
 
 def tile_input(plan: ConvPlan, images: tuple[int, int], channels: ChannelTile,
                spatial: tuple[tuple[int, int], ...]) -> TileInput:
-    """The part of X a tile reads and the tile's explicit pads (module docstring); a tile that
-    reads only padding on some axis reads only zeros."""
-    windows = [spatial_window(o0, o1, n, s, d, k, p)
-               for (o0, o1), n, s, d, k, p in zip(spatial, plan.x_shape[2:], plan.strides,
-                                                  plan.dilations, plan.kernel_shape,
-                                                  plan.pads_begin, strict=True)]
-    if any(w.all_padding for w in windows):
+    """The part of X a tile reads and the tile's explicit pads (module docstring): per axis the
+    part of :func:`input_span` inside ``[0, n)``; a tile that reads only padding on some axis
+    reads only zeros."""
+    spans = [input_span(o0, o1, s, d, k, p) for (o0, o1), s, d, k, p in zip(
+        spatial, plan.strides, plan.dilations, plan.kernel_shape, plan.pads_begin, strict=True)]
+    inside = [(min(max(start, 0), n), min(stop, n))
+              for (start, stop), n in zip(spans, plan.x_shape[2:], strict=True)]
+    if any(first >= last for first, last in inside):
         # One zero per axis and the rest as end pads: the same products (zeros times W) as the
         # full span of zeros, without holding it (a stride of 3e7 would make it gigabytes).
-        shape = (images[1] - images[0], channels.c1 - channels.c0, *(1,) * len(windows))
-        return TileInput(None, shape, [0] * len(windows) + [w.stop - w.start - 1
-                                                             for w in windows], channels)
-    box = (slice(*images), slice(channels.c0, channels.c1), *(slice(*w.window) for w in windows))
-    return TileInput(box, None, [w.before for w in windows] + [w.after for w in windows],
-                     channels)
+        shape = (images[1] - images[0], channels.c1 - channels.c0, *(1,) * len(spans))
+        return TileInput(None, shape, [0] * len(spans) + [stop - start - 1
+                                                           for start, stop in spans], channels)
+    box = (slice(*images), slice(channels.c0, channels.c1), *(slice(*w) for w in inside))
+    pads = ([first - start for (start, _), (first, _) in zip(spans, inside, strict=True)]
+            + [stop - last for (_, stop), (_, last) in zip(spans, inside, strict=True)])
+    return TileInput(box, None, pads, channels)
 
 
 def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) -> ConvPlan:
@@ -215,17 +182,15 @@ def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) ->
     (nothing resolved again): X the block, W the tile's output channels, the tile's pads and
     group; output length per axis ``floor((n + pad_begin + pad_end - ek) / s) + 1``."""
     rank = len(block_shape) - 2
-    out_spatial = tuple(
-        explicit_pad_output_size(n, tile.pads[axis], tile.pads[rank + axis],
-                                 effective_kernel_size(k, d), s)
-        for axis, (n, k, d, s) in enumerate(
-            zip(block_shape[2:], plan.kernel_shape, plan.dilations, plan.strides, strict=True)))
+    out_spatial = tuple(explicit_pad_output_size(n, begin, end, effective_kernel_size(k, d), s)
+                        for n, begin, end, k, d, s in zip(
+                            block_shape[2:], tile.pads[:rank], tile.pads[rank:], plan.kernel_shape,
+                            plan.dilations, plan.strides, strict=True))
     w_shape = (tile.channels.m1 - tile.channels.m0, *plan.w_shape[1:])
     return dataclasses.replace(
         plan, x_shape=tuple(block_shape), w_shape=w_shape, pads=tuple(tile.pads),
         group=tile.channels.group, auto_pad="NOTSET",
-        output_shape=(block_shape[0], w_shape[0], *out_spatial),
-    )
+        output_shape=(block_shape[0], w_shape[0], *out_spatial))
 
 
 def conv_on_tile(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | None,
@@ -249,23 +214,16 @@ def tiled_conv(source: str | NpyInput, w: np.ndarray, b: np.ndarray | None, targ
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = tile_budget(memory_limit, w, b, "memory_limit")
+    tiles = []
     tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
-    axis_ranges = tiling.axis_ranges
-    tiles = (tile_input(plan, images, channels, tuple(spatial))
-             for images, channels, *spatial in grid(axis_ranges))
-    x.check_reads(tile.box for tile in tiles if tile.box is not None)
-    check_disk_space(target, plan.output_shape, x.dtype)
-    total = math.prod(plan.output_shape) * x.dtype.itemsize
-    with (NpyOutput(target, plan.output_shape, x.dtype) as out,
-          TileProgress(tile_count(axis_ranges), total, show_progress, "conv") as progress):
-        for images, channels, *spatial in grid(axis_ranges):
-            tile = tile_input(plan, images, channels, tuple(spatial))
-            block = None if tile.box is None else x.read(tile.box)
-            y = conv_on_tile(block, w, b, plan, tile, x.dtype)
-            del block
-            out.write((slice(*images), slice(channels.m0, channels.m1),
-                       *(slice(*r) for r in spatial)), y)
-            progress.advance(y.nbytes)
-            del y
-        x.check_unchanged()  # after the last read, before the result is published
-    return TiledResult(plan.output_shape, tile_count(axis_ranges), tiling.exact)
+    for images, channels, *spatial in grid(tiling.axis_ranges):
+        tile = tile_input(plan, images, channels, tuple(spatial))
+        box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
+        compute = functools.partial(_conv_blocks, w=w, b=b, plan=plan, tile=tile, dtype=x.dtype)
+        tiles.append((box, [] if tile.box is None else [tile.box], compute))
+    return write_tiles(x, target, plan.output_shape, x.dtype, "conv", show_progress, tiles)
+
+
+def _conv_blocks(blocks: Iterator[np.ndarray], **arguments: Any) -> np.ndarray:
+    """:func:`conv_on_tile` on the tile's block (none: a tile reading only padding)."""
+    return conv_on_tile(next(blocks, None), **arguments)

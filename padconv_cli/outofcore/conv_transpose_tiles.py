@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.outofcore.progress import TiledResult, TileProgress
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+from padconv_cli.outofcore.npy_blocks import open_npy_input
+from padconv_cli.outofcore.progress import TiledResult
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
 
 
 def input_window(o0: int, o1: int, size: int, kernel: int, stride: int, dilation: int,
@@ -105,7 +105,6 @@ def tiled_conv_transpose(source: Any, w: Any, b: Any, target: str, *, plan: Any,
     """Write ConvTranspose of the ``.npy`` ``source`` into ``target`` tile by tile (module
     docstring); ``memory_limit`` bounds the bytes in flight, W and B included."""
     from padconv_cli.errors import OutputTooLargeError
-    from padconv_cli.kernels.conv_transpose import conv_transpose_planned
 
     x = open_npy_input(source) if isinstance(source, str) else source
     held = fixed_bytes(w, b)
@@ -113,23 +112,21 @@ def tiled_conv_transpose(source: Any, w: Any, b: Any, target: str, *, plan: Any,
         raise OutputTooLargeError(f"memory_limit of {memory_limit} bytes does not hold W and B "
                                   f"({held} bytes with W's copies)", param="memory_limit")
     ranges = plan_tiles(plan, x.dtype.itemsize, memory_limit - held, held)
-    spatial_ranges = [ranges[0], *ranges[2:]]
-    tiles = [(images, tuple(spatial), *tile_plan(plan, images, tuple(spatial)))
-             for images, *spatial in grid(spatial_ranges)]
-    x.check_reads(box for _, _, box, _ in tiles if box is not None)
-    check_disk_space(target, plan.output_shape, x.dtype)
-    total = math.prod(plan.output_shape) * x.dtype.itemsize
     w, b = np.asarray(w), None if b is None else np.asarray(b)
-    with (
-        NpyOutput(target, plan.output_shape, x.dtype) as out,
-        TileProgress(len(tiles), total, show_progress, "conv-transpose") as progress,
-    ):
-        for images, spatial, box, piece in tiles:
-            if box is None:
-                y = _bias_only(piece, b, x.dtype)
-            else:
-                y = conv_transpose_planned(piece, x.read(box), w, b)
-            out.write((slice(*images), slice(None), *(slice(*r) for r in spatial)), y)
-            progress.advance(y.nbytes)
-        x.check_unchanged()
-    return TiledResult(plan.output_shape, tile_count(spatial_ranges), True)
+    tiles = []
+    for images, *spatial in grid([ranges[0], *ranges[2:]]):
+        box, piece = tile_plan(plan, images, tuple(spatial))
+        compute = functools.partial(_transpose_tile, w=w, b=b, piece=piece, dtype=x.dtype)
+        tiles.append(((slice(*images), slice(None), *(slice(*r) for r in spatial)),
+                      [] if box is None else [box], compute))
+    return write_tiles(x, target, plan.output_shape, x.dtype, "conv-transpose", show_progress,
+                       tiles)
+
+
+def _transpose_tile(blocks: Any, w: Any, b: Any, piece: Any, dtype: np.dtype) -> np.ndarray:
+    """The kernel on the tile's window, or the bias where no input reaches the tile."""
+    from padconv_cli.kernels.conv_transpose import conv_transpose_planned
+
+    block = next(blocks, None)
+    return _bias_only(piece, b, dtype) if block is None else conv_transpose_planned(
+        piece, block, w, b)

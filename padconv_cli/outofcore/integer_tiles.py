@@ -26,9 +26,9 @@ from padconv_cli.outofcore.conv_tiles import (
     tile_order,
     tile_plan,
 )
-from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.outofcore.progress import TiledResult, TileProgress
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+from padconv_cli.outofcore.npy_blocks import open_npy_input
+from padconv_cli.outofcore.progress import TiledResult
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
 
 
 def integer_tile_cost(tile_shape: tuple[int, ...], *, geometry: Any, itemsize: int) -> int:
@@ -64,13 +64,6 @@ def plan_integer_tiles(geometry: Any, out_itemsize: int, budget: int,
     return ConvTiling(ranges, True)
 
 
-def _block(x: Any, tile: Any, x_zero_point: int) -> np.ndarray:
-    """The tile's window of x, or for a tile reading only padding a block of x_zero_point."""
-    if tile.box is None:
-        return np.full(tile.zero_shape, x_zero_point, dtype=x.dtype)
-    return x.read(tile.box)
-
-
 def tiled_integer_conv(source: Any, geometry: Any, finish: Any, out_dtype: np.dtype,
                        w: np.ndarray, x_zero_point: int, w_zero_points: np.ndarray,
                        target: str, *, memory_limit: int, held: int,
@@ -80,8 +73,6 @@ def tiled_integer_conv(source: Any, geometry: Any, finish: Any, out_dtype: np.dt
     channels ``m0:m1`` into the result's elements; ``held``: the bytes of the inputs held
     whole, counted against ``memory_limit``."""
     from padconv_cli.errors import OutputTooLargeError
-    from padconv_cli.kernels.integer_conv import exact_sums
-    from padconv_cli.outofcore.conv_tiles import block_plan
 
     x = open_npy_input(source) if isinstance(source, str) else source
     budget = memory_limit - held
@@ -90,24 +81,28 @@ def tiled_integer_conv(source: Any, geometry: Any, finish: Any, out_dtype: np.dt
                                   f"the quantization inputs ({held} bytes)",
                                   param="memory_limit")
     tiling = plan_integer_tiles(geometry, out_dtype.itemsize, budget, held)
-    ranges = tiling.axis_ranges
-    tiles = [tile_input(geometry, images, channels, tuple(spatial))
-             for images, channels, *spatial in grid(ranges)]
-    x.check_reads(tile.box for tile in tiles if tile.box is not None)
-    check_disk_space(target, geometry.output_shape, out_dtype)
-    total = math.prod(geometry.output_shape) * out_dtype.itemsize
-    with (
-        NpyOutput(target, geometry.output_shape, out_dtype) as out,
-        TileProgress(tile_count(ranges), total, show_progress, "conv") as progress,
-    ):
-        for (images, channels, *spatial), tile in zip(grid(ranges), tiles, strict=True):
-            block = _block(x, tile, x_zero_point)
-            piece = block_plan(geometry, tuple(block.shape), tile)
-            m0, m1 = channels.m0, channels.m1
-            sums = exact_sums(piece, block, x_zero_point, w[m0:m1], w_zero_points[m0:m1])
-            y = finish(sums, m0, m1)
-            box = (slice(*images), slice(m0, m1), *(slice(*r) for r in spatial))
-            out.write(box, y)
-            progress.advance(y.nbytes)
-        x.check_unchanged()
-    return TiledResult(geometry.output_shape, tile_count(ranges), True)
+    tiles = []
+    for images, channels, *spatial in grid(tiling.axis_ranges):
+        tile = tile_input(geometry, images, channels, tuple(spatial))
+        box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
+        compute = functools.partial(_integer_tile, tile=tile, geometry=geometry, finish=finish,
+                                    w=w, x_zero_point=x_zero_point, w_zero_points=w_zero_points,
+                                    dtype=x.dtype)
+        tiles.append((box, [] if tile.box is None else [tile.box], compute))
+    return write_tiles(x, target, geometry.output_shape, out_dtype, "conv", show_progress, tiles)
+
+
+def _integer_tile(blocks: Any, tile: Any, geometry: Any, finish: Any, w: np.ndarray,
+                  x_zero_point: int, w_zero_points: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The exact sums on the tile's window of x (a tile reading only padding: a block of
+    x_zero_point), then ``finish``."""
+    from padconv_cli.kernels.integer_conv import exact_sums
+    from padconv_cli.outofcore.conv_tiles import block_plan
+
+    block = next(blocks, None)
+    if block is None:
+        block = np.full(tile.zero_shape, x_zero_point, dtype=dtype)
+    m0, m1 = tile.channels.m0, tile.channels.m1
+    sums = exact_sums(block_plan(geometry, tuple(block.shape), tile), block, x_zero_point,
+                      w[m0:m1], w_zero_points[m0:m1])
+    return finish(sums, m0, m1)

@@ -2,31 +2,15 @@
 in-memory kernel, within a memory budget (:func:`pad_tile_cost`).
 
 Coordinates.  For an axis, let ``n`` be its length after the negative pads were applied (the
-*cropped* input), ``b``/``e`` its non-negative pads, and ``v = o - b`` the *virtual* input
-index of output index ``o``: the begin pad is ``v in [-b, 0)``, the interior ``[0, n)``, the
-end pad ``[n, n + e)``.  An output tile's range ``[v0, v1)`` is split at ``0`` and ``n``, and
-each non-empty part is an :class:`AxisPiece`: padconv's Pad kernel on the cropped input's
-``window`` with ``pads = (before, after)``, cropped to ``[crop, crop + length)``, gives exactly
-the part's values.  The window per region and mode:
-
-================  ======================================  =======================================
-region            window, pads                            why
-================  ======================================  =======================================
-interior          ``[v0, v1)``, ``(0, 0)``                a plain copy
-begin, constant   ``[0, 0)``, ``(v1 - v0, 0)``            only the constant (n may be 0)
-begin, edge       ``[0, 1)``, ``(v1 - v0 - 1, 0)``        every value is ``x[0]``
-begin, reflect    ``[0, -v0 + 1)``, ``(-v0, 0)``          mirror about ``x[0]`` (``-v0 <= n-1``)
-begin, wrap       ``[n + v0, n + v1)``, ``(0, 0)``        ``x[v + n]`` (``-v0 <= n``)
-end, constant     ``[n, n)``, ``(0, v1 - v0)``
-end, edge         ``[n - 1, n)``, ``(0, v1 - v0 - 1)``
-end, reflect      ``[2n - 1 - v1, n)``, ``(0, v1 - n)``   mirror about ``x[n-1]`` (``v1-n <= n-1``)
-end, wrap         ``[v0 - n, v1 - n)``, ``(0, 0)``        ``x[v - n]`` (``v1 - n <= n``)
-================  ======================================  =======================================
-
-A reflect or wrap pad longer than one period reads the whole axis and pads out to the part;
-the kernel's periodic rule gives the same values as for the whole tensor, since each value
-depends only on its position.  The pieces of several axes combine as a Cartesian product (Pad
-is separable).
+*cropped* input), ``b`` its begin pad and ``v = o - b`` the *virtual* input index of output
+``o``: the begin pad is ``v < 0``, the interior ``[0, n)``, the end pad ``v >= n``.  An output
+tile's range ``[v0, v1)`` is split at ``0`` and ``n``, and each non-empty part is an
+:class:`AxisPiece`: padconv's Pad kernel on a ``window`` of the cropped input with ``pads =
+(before, after)``, cropped to ``[crop, crop + length)``, gives exactly the part's values (the
+window of a pad part per mode: :func:`_begin`, :func:`_end`).  A reflect or wrap pad longer
+than one period reads the whole axis and pads out to the part; the kernel's periodic rule gives
+the same values as for the whole tensor, since each value depends only on its position.  The
+pieces of several axes combine as a Cartesian product (Pad is separable).
 """
 
 from __future__ import annotations
@@ -41,16 +25,16 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.kernels import pad as kernel
-from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space, open_npy_input
-from padconv_cli.outofcore.progress import TiledResult, TileProgress
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, tile_count
+from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
+from padconv_cli.outofcore.progress import TiledResult
+from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
 
 
 @dataclass(frozen=True)
 class AxisPiece:
-    """One region of a tile along one axis (module table): ``out_start`` relative to the tile,
-    ``window`` in cropped-input coordinates, the kernel's pads, and ``[crop, crop + length)``
-    of its result kept."""
+    """One part of a tile along one axis (module docstring): ``out_start`` relative to the
+    tile, ``window`` in cropped-input coordinates, the kernel's pads, and ``[crop, crop +
+    length)`` of its result kept."""
 
     out_start: int
     length: int
@@ -70,30 +54,30 @@ def region_bounds(v0: int, v1: int, n: int) -> list[tuple[int, int]]:
 
 
 def _begin(a: int, c: int, n: int, mode: str) -> tuple[tuple[int, int], int, int, int]:
-    """Window, before, after, crop for a part ``[a, c)`` with ``c <= 0`` (module table)."""
+    """Window, before, after, crop for a begin-pad part ``[a, c)`` (``c <= 0``)."""
     if mode == "constant":
-        return (0, 0), c - a, 0, 0
+        return (0, 0), c - a, 0, 0  # only the constant (n may be 0)
     if mode == "edge":
-        return (0, 1), c - a - 1, 0, 0
+        return (0, 1), c - a - 1, 0, 0  # every value is x[0]
     if mode == "reflect" and n > 1 and -a <= n - 1:
-        return (0, -a + 1), -a, 0, 0
+        return (0, -a + 1), -a, 0, 0  # the mirror about x[0]
     if mode == "wrap" and -a <= n:
-        return (a + n, c + n), 0, 0, 0
+        return (a + n, c + n), 0, 0, 0  # x[v + n]
     return (0, n), -a, 0, 0  # a pad longer than one period: the whole axis
 
 
 def _end(a: int, c: int, n: int, mode: str) -> tuple[tuple[int, int], int, int, int]:
-    """Window, before, after, crop for a part ``[a, c)`` with ``a >= n`` (module table)."""
+    """Window, before, after, crop for an end-pad part ``[a, c)`` (``a >= n``)."""
     if mode == "constant":
         return (n, n), 0, c - a, 0
     if mode == "edge":
-        return (n - 1, n), 0, c - a - 1, 0
+        return (n - 1, n), 0, c - a - 1, 0  # every value is x[n - 1]
     reach = c - n
-    if mode == "reflect" and n > 1 and reach <= n - 1:
+    if mode == "reflect" and n > 1 and reach <= n - 1:  # the mirror about x[n - 1]
         first = n - 1 - reach
         return (first, n), 0, reach, a - first
     if mode == "wrap" and reach <= n:
-        return (a - n, c - n), 0, 0, 0
+        return (a - n, c - n), 0, 0, 0  # x[v - n]
     return (0, n), 0, reach, a  # a pad longer than one period: the whole axis
 
 
@@ -142,6 +126,7 @@ def pad_tile(windows: Iterable[np.ndarray], pieces: list[Piece], shape: tuple[in
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def axis_extremes(length: int, tile: int, axis: kernel.AxisPad, mode: str) -> tuple[int, int]:
     """Largest total window (the sum of a tile's pieces' windows: a wrap tile reads both ends
     of the axis, not what lies between) and largest kernel result, over tiles of ``tile``."""
@@ -154,17 +139,13 @@ def axis_extremes(length: int, tile: int, axis: kernel.AxisPad, mode: str) -> tu
     return window_max, kernel_max
 
 
-_extremes = functools.lru_cache(maxsize=4096)(axis_extremes)
-
-
 def pad_tile_cost(tile_shape: tuple[int, ...], plan: kernel.PadPlan, itemsize: int) -> int:
-    """Upper bound of the bytes one tile of ``tile_shape`` needs:
-    ``itemsize * (2 * prod(windows) + prod(kernel result) + 2 * prod(tile))`` (the windows
-    read and copied, the kernel's result, the tile and its copy written out), with the
-    per-axis maxima of :func:`axis_extremes` over all tiles of that shape."""
+    """Upper bound of the bytes a tile of ``tile_shape`` needs: ``itemsize * (2 * prod(windows)
+    + prod(kernel result) + 2 * prod(tile))`` (windows read and copied, the kernel's result, the
+    tile and its copy), with the per-axis maxima of :func:`axis_extremes` over such tiles."""
     windows, result = 1, 1
     for length, tile, axis in zip(plan.output_shape, tile_shape, plan.per_axis, strict=True):
-        window_max, result_max = _extremes(length, tile, axis, plan.mode)
+        window_max, result_max = axis_extremes(length, tile, axis, plan.mode)
         windows *= window_max
         result *= result_max
     return itemsize * (2 * windows + result + 2 * math.prod(tile_shape))
@@ -193,24 +174,16 @@ def pad_tiling(shape: tuple[int, ...], dtype: np.dtype, pads: Any, constant_valu
 def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: Any = None,
               axes: Any = None, mode: str = "constant", *, memory_limit: int,
               show_progress: bool | str = False, plan: kernel.PadPlan | None = None) -> TiledResult:
-    """Pad the ``.npy`` file ``source`` into the ``.npy`` file ``target`` as
-    :func:`padconv_cli.kernels.pad.pad`, tile by tile within ``memory_limit`` bytes."""
+    """Pad the ``.npy`` file ``source`` into the ``.npy`` ``target`` as the kernel's ``pad``,
+    tile by tile within ``memory_limit`` bytes."""
     data = open_npy_input(source) if isinstance(source, str) else source
     plan, value, out_dtype, _, axis_ranges = pad_tiling(
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
-    data.check_reads(window_box(piece, plan)
-                     for tile in grid(axis_ranges) for piece in tile_pieces(tile, plan))
-    check_disk_space(target, plan.output_shape, out_dtype)
-    total = math.prod(plan.output_shape) * out_dtype.itemsize
-    with (NpyOutput(target, plan.output_shape, out_dtype) as out,
-          TileProgress(tile_count(axis_ranges), total, show_progress, "pad") as progress):
-        for tile in grid(axis_ranges):
-            pieces = tile_pieces(tile, plan)
-            windows = (data.read(window_box(piece, plan)) for piece in pieces)
-            y = pad_tile(windows, pieces, tuple(b - a for a, b in tile), value, plan.mode,
-                         out_dtype)
-            out.write(tuple(slice(*r) for r in tile), y)
-            progress.advance(y.nbytes)
-            del y
-        data.check_unchanged()  # after the last read, before the result is published
-    return TiledResult(plan.output_shape, tile_count(axis_ranges), True)
+    tiles = []
+    for tile in grid(axis_ranges):
+        pieces = tile_pieces(tile, plan)
+        compute = functools.partial(pad_tile, pieces=pieces, shape=tuple(b - a for a, b in tile),
+                                    value=value, mode=plan.mode, dtype=out_dtype)
+        tiles.append((tuple(slice(*r) for r in tile), [window_box(p, plan) for p in pieces],
+                      compute))
+    return write_tiles(data, target, plan.output_shape, out_dtype, "pad", show_progress, tiles)

@@ -1,10 +1,9 @@
 """Progress of tiled work on stderr: tiles done, bytes written, throughput and time left.
 
-Rules: nothing when disabled (``--quiet``); on a terminal a bar appears only once the work has
-run for :data:`SHOW_AFTER_SECONDS` (quick runs print nothing) and is removed at the end;
-``"plain"`` draws it without colour or bold (``--no-color``, ``NO_COLOR``).  When stderr is
-not a terminal (``"line"``: a log file, a batch job), a run still going after
-:data:`ANNOUNCE_AFTER_SECONDS` says once, in one line, what it does and how far it got.
+Nothing when disabled (``--quiet``); on a terminal a bar appears only once the work has run for
+:data:`SHOW_AFTER_SECONDS` and is removed at the end, ``"plain"`` without colour or bold
+(``--no-color``, ``NO_COLOR``); when stderr is not a terminal (``"line"``: a log file, a batch
+job), a run still going after :data:`ANNOUNCE_AFTER_SECONDS` says once what it does and how far.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 
 SHOW_AFTER_SECONDS = 1.0
 ANNOUNCE_AFTER_SECONDS = 10.0
@@ -32,14 +30,11 @@ class TileProgress:
     """A context manager counting finished tiles (:meth:`advance`); ``enabled``: True (a
     bar), ``"plain"`` (a bar without colour), ``"line"`` (one line after a while) or False."""
 
-    def __init__(self, total_tiles: int, total_bytes: int, enabled: bool | str,
-                 label: str) -> None:
+    def __init__(self, total_tiles: int, total_bytes: int, enabled: bool | str, label: str) -> None:
         self.total_tiles, self.total_bytes = total_tiles, total_bytes
         self.enabled, self.label = enabled, label
         self.tiles_done = self.bytes_done = 0
-        self._started = time.monotonic()
-        self._progress: Any = None
-        self._announced = False
+        self._started, self._progress = time.monotonic(), None
 
     def __enter__(self) -> TileProgress:
         self._started = time.monotonic()
@@ -56,8 +51,8 @@ class TileProgress:
         self.bytes_done += tile_bytes
         elapsed = time.monotonic() - self._started
         if self.enabled == "line":
-            if not self._announced and elapsed >= ANNOUNCE_AFTER_SECONDS:
-                self._announced = True
+            if elapsed >= ANNOUNCE_AFTER_SECONDS:
+                self.enabled = False  # the one line is said: nothing more
                 self._announce(elapsed)
         elif self.enabled and (self._progress is not None or elapsed >= SHOW_AFTER_SECONDS):
             if self._progress is None:
@@ -91,8 +86,7 @@ class TileProgress:
             bar.TextColumn("[bold]{task.description}"), bar.BarColumn(),
             bar.TextColumn("{task.fields[tiles]} tiles"), bar.DownloadColumn(binary_units=True),
             bar.TransferSpeedColumn(), bar.TimeRemainingColumn(),
-            console=Console(stderr=True, highlight=False, **plain), transient=True,
-        )
+            console=Console(stderr=True, highlight=False, **plain), transient=True)
         self._progress.start()
         self._task = self._progress.add_task(
             self.label, total=max(self.total_bytes, 1), completed=self.bytes_done, tiles="")

@@ -14,8 +14,11 @@ import bisect
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from padconv_cli.errors import OutputTooLargeError
+from padconv_cli.outofcore.npy_blocks import NpyInput, NpyOutput, check_disk_space
+from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.units import human_bytes
 
 MIN_TILE_ELEMENTS = 16384
@@ -34,21 +37,14 @@ def grid(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> Iterator[tuple]:
     return itertools.product(*axis_ranges)
 
 
-def tile_count(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> int:
-    """Number of tiles in the grid: the product of the per-axis counts."""
-    return math.prod(len(ranges) for ranges in axis_ranges)
-
-
 def choose_tile_shape(shape: Sequence[int], cost: Callable[[tuple[int, ...]], int], budget: int,
                       order: Sequence[int] | None = None, what: str = "tile",
                       overhead: int = 0) -> tuple[int, ...]:
-    """The tile shape of the greedy rule (module docstring), shortening only the axes in
-    ``order`` (default: all, first to last), then grown back, last shortened axis first, to
-    the least tile; ``cost(shape)`` bounds the bytes of any tile of that shape and grows with
-    each length.  Raises :class:`OutputTooLargeError` when that tile needs more than
-    ``budget`` bytes; the message gives the limit needed, ``overhead`` (bytes held besides the
-    tiles, e.g. W) included.
-    """
+    """The tile shape of the greedy rule (module docstring) on the axes in ``order`` (default:
+    all, in order), grown back, last shortened axis first, to the least tile; ``cost(shape)``
+    bounds the bytes of any tile of that shape and grows with each length.  A least tile over
+    ``budget`` is an :class:`OutputTooLargeError` giving the limit needed, ``overhead`` (bytes
+    held besides the tiles, e.g. W) included."""
     dims = [max(1, int(d)) for d in shape]
     order = list(range(len(dims))) if order is None else list(order)
     tile = list(dims)
@@ -67,9 +63,7 @@ def choose_tile_shape(shape: Sequence[int], cost: Callable[[tuple[int, ...]], in
     raise OutputTooLargeError(
         f"memory_limit {human_bytes(budget + overhead)} is too small: the smallest {what} "
         f"({math.prod(tile)} output elements) needs at least {human_bytes(needed + overhead)}; "
-        f"give memory_limit {human_bytes(needed + overhead)} or more",
-        param="memory_limit",
-    )
+        f"give memory_limit {human_bytes(needed + overhead)} or more", param="memory_limit")
 
 
 def _longest_fitting(tile: list[int], axis: int, cost: Callable, budget: int) -> int:
@@ -78,3 +72,23 @@ def _longest_fitting(tile: list[int], axis: int, cost: Callable, budget: int) ->
         return cost((*tile[:axis], length, *tile[axis + 1:])) > budget
 
     return max(1, bisect.bisect_left(range(1, tile[axis] + 1), True, key=too_big))
+
+
+def write_tiles(source: NpyInput, target: str, shape: tuple[int, ...], dtype: Any, label: str,
+                show_progress: bool | str, tiles: list[tuple]) -> TiledResult:
+    """Write the ``.npy`` result ``target`` tile by tile: each tile ``(output box, input
+    boxes, compute)`` is ``compute(its input boxes, read one at a time)``.  Before anything
+    is read every box is checked against the input limit and the result against the free
+    disk; after the last read, before the result is published, the input must be unchanged."""
+    source.check_reads(box for _, boxes, _ in tiles for box in boxes)
+    check_disk_space(target, shape, dtype)
+    total = math.prod(shape) * dtype.itemsize
+    with (NpyOutput(target, shape, dtype) as out,
+          TileProgress(len(tiles), total, show_progress, label) as progress):
+        for box, boxes, compute in tiles:
+            y = compute(source.read(input_box) for input_box in boxes)
+            out.write(box, y)
+            progress.advance(y.nbytes)
+            del y  # not held while the next tile is computed
+        source.check_unchanged()
+    return TiledResult(shape, len(tiles), True)

@@ -22,23 +22,17 @@ zarr = pytest.importorskip("zarr")
 import dask.array as da  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
-from padconv_cli.engines import cluster as cluster_module  # noqa: E402
 from padconv_cli.engines import dask_engine  # noqa: E402
-from padconv_cli.engines.cluster import (  # noqa: E402
+from padconv_cli.engines.dask_engine import (  # noqa: E402
     block_budget,
+    dask_conv,
+    dask_pad,
     quiet_distributed,
     worker_limits,
 )
-from padconv_cli.engines.dask_engine import (  # noqa: E402
-    dask_conv,
-    dask_pad,  # noqa: E402
-)
-from padconv_cli.engines.dask_io import (  # noqa: E402
-    OWNER_FILE,
-    ZarrOutput,
-    open_block_input,  # noqa: E402
-)
+from padconv_cli.engines.dask_io import open_block_input  # noqa: E402
 from padconv_cli.engines.dask_ops import aligned_split, conv_dask, pad_dask  # noqa: E402  # noqa: E402
+from padconv_cli.engines.locations import OWNER_FILE, ZarrOutput  # noqa: E402
 from padconv_cli.errors import (  # noqa: E402
     InputError,  # noqa: E402
     OutputError,  # noqa: E402
@@ -231,7 +225,7 @@ def test_bad_zarr_input_is_an_input_error(scheduler, tmp_path):
 
 
 def test_unreachable_scheduler_is_a_one_line_error(monkeypatch, tmp_path):
-    monkeypatch.setattr(cluster_module, "CONNECT_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr(dask_engine, "CONNECT_TIMEOUT_SECONDS", 1)
     np.save(tmp_path / "x.npy", np.zeros((3,), np.float32))
     with pytest.raises(PadconvError, match="^scheduler tcp://127.0.0.1:9: cannot connect") as e:
         dask_pad(
@@ -317,6 +311,14 @@ def test_a_later_run_removes_what_killed_runs_left_and_keeps_live_ones(tmp_path)
     got = zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...]
     assert np.array_equal(got, pad(data, [1, 0, 0, 2]))
     assert OWNER_FILE not in os.listdir(tmp_path / "y.zarr")
+
+
+def test_a_zarr_result_missing_blocks_is_refused_and_leaves_nothing(tmp_path):
+    out = ZarrOutput(str(tmp_path / "y.zarr"), (4, 4), np.dtype("f4"), (2, 2))
+    out[(slice(0, 2), slice(0, 2))] = np.ones((2, 2), np.float32)  # one block of four
+    with pytest.raises(OutputError, match="1 of 4 blocks reached the client's store"):
+        out.commit()
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_block_written_after_the_client_gave_up_leaves_nothing(tmp_path):

@@ -31,7 +31,8 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from padconv_cli.outofcore import tiled_conv, tiled_pad
+    from padconv_cli.outofcore.conv_tiles import tiled_conv
+    from padconv_cli.outofcore.pad_tiles import tiled_pad
 
     operator, source, target, weights = sys.argv[1:5]
     w = np.load(weights) if operator == "conv" else None
