@@ -27,7 +27,7 @@ from padconv_cli.engines.dask_io import absolute, confirm_on_workers, open_block
 from padconv_cli.engines.dask_ops import conv_dask, pad_dask
 from padconv_cli.engines.locations import block_output, check_url, is_url, require_dask
 from padconv_cli.errors import PadconvError, RuntimeFailure
-from padconv_cli.kernels.workers import worker_count
+from padconv_cli.kernels.pad import worker_count
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.tensorio.files import one_line
 
