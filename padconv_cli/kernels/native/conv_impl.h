@@ -21,6 +21,10 @@
 // Row kernel (gemm_rows_task, any C/G when the output rows fill the register tiles): the same
 // panel rows, read in place from padded, stride-split copies of the input rows.
 //
+// Plane kernel (gemm_plane_task, 2-D with stride 1, C/G > 1, when the output rows do not fill
+// the register tiles): the same panel rows, read in place from zero-padded copies of the input
+// rows, with the register tiles running on across output rows.
+//
 // Depthwise kernel (C/G == 1): a task is a block of output rows of one image and channel.  For
 // each output row, the input rows under each outer kernel tap are copied, zero-padded and split
 // into `stride` phases (phase f holds Xpad[f], Xpad[f + s], ...), so that every tap reads one
@@ -666,9 +670,100 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
     }
 }
 
+// The plane kernel (J.plane_kernel; 2-D, stride 1 on both axes, C/G > 1): output position
+// (r, j) is the virtual position v = r * Wp + j, with Wp = out[1] + (k[1] - 1) * d[1] the
+// padded row width, so that panel row q = (c, kh, kw) over consecutive virtual positions is
+// one contiguous window of channel c's zero-padded input plane, kh * d[0] * Wp + kw * d[1]
+// after v: the register tile reads it in place, with no panel built.  Virtual positions with
+// j >= out[1] (windows that run on into the next row) are computed and dropped.  A task is
+// `nb` virtual positions of one image and group; the padded rows they read are copied once
+// per channel into the scratch (plane_rows rows of Wp elements each, a channel after the
+// other).  The rows of B and their order are gemm_task's: the same bits.
+
+// out[i][e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) into a tile of MR rows of nr positions,
+// row q = (c, kh, kw) of B read at `at` + c * cs + kh * d[0] * Wp + kw * d[1].
+template <typename T>
+inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs, const T* bias,
+                       T* tile) {
+    typename VecOf<T>::V::type acc[MR][NV];
+    tile_zero<T>(acc);
+    const long KH = J.k[0], KW = J.k[1], row_step = J.d[0] * J.plane_width, col_step = J.d[1];
+    const T* wq = wp;
+    for (long c = 0; c < J.cg; ++c, at += cs) {
+        for (long kh = 0; kh < KH; ++kh) {
+            const T* row = at + kh * row_step;
+            for (long kw = 0; kw < KW; ++kw, wq += MR) tile_step(acc, wq, row + kw * col_step);
+        }
+    }
+    tile_store(acc, bias, tile, NV * VecOf<T>::V::lanes);
+}
+
+// plane[c][i][e] = Xpad[c, first_row + i, e] (zeros outside X) for c < C/G, i < plane_rows,
+// e < Wp: the padded rows of one group's channels that a task reads.
+template <typename T, typename S>
+void fill_plane(const ConvJob& J, const S* xg, long first_row, T* plane) {
+    const long Wp = J.plane_width, cs = J.plane_rows * Wp;
+    for (long c = 0; c < J.cg; ++c) {
+        const S* xc = xg + c * J.in_plane;
+        T* dst = plane + c * cs;
+        for (long i = 0; i < J.plane_rows; ++i) {
+            const long row = first_row + i - J.pb[0];  // X's row under padded row first_row + i
+            if (row < 0 || row >= J.in[0]) memset(dst + i * Wp, 0, Wp * sizeof(T));
+            else gather_row(dst + i * Wp, xc + row * J.in[1], 0, Wp, -J.pb[1], 1, J.in[1]);
+        }
+    }
+}
+
+// The real positions among the `count` virtual positions v .. of a tile (`nr` apart in it,
+// `rows` rows) copied into Y (rows `ostride` apart): position (r, j) of v + e = r * Wp + j
+// lands at r * L + j when j < L.
+template <typename T>
+inline void scatter_tile(const T* tile, long nr, long rows, long v, long count, long Wp, long L,
+                         T* out, long ostride) {
+    long e = 0;
+    while (e < count) {
+        const long r = (v + e) / Wp, j = (v + e) % Wp;
+        const long run = min_l(count - e, Wp - j), real = min_l(run, max_l(0, L - j));
+        for (long i = 0; real > 0 && i < rows; ++i)
+            memcpy(out + i * ostride + r * L + j, tile + i * nr + e, real * sizeof(T));
+        e += run;
+    }
+}
+
+template <typename T, typename S>
+void gemm_plane_task(const ConvJob& J, long task, T* plane) {
+    typedef typename VecOf<T>::V V;
+    const long nr = NV * V::lanes;
+    const long Wp = J.plane_width, L = J.out[1], cs = J.plane_rows * Wp;
+    const long virtual_end = (J.out[0] - 1) * Wp + L;  // one past the last real position
+    const long block = task % J.blocks, image_group = task / J.blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long v0 = block * J.nb, v1 = min_l(v0 + J.nb, virtual_end), first_row = v0 / Wp;
+    const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
+    fill_plane<T, S>(J, xg, first_row, plane);
+    const T* at_v0 = plane + (v0 - first_row * Wp);
+    const long mblocks = (J.mg + MR - 1) / MR;
+    const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
+    const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
+    T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
+    T tile[MR * NV * V::lanes];
+    T tile_bias[MR];
+    for (long mb = 0; mb < mblocks; ++mb) {  // a row block of W stays near while it sweeps
+        const long rows = min_l(MR, J.mg - mb * MR);
+        const T* w = wg + mb * MR * J.ck;
+        const T* b = block_bias(bias, mb, rows, tile_bias);
+        for (long v = v0; v < v1; v += nr) {
+            plane_tile<T>(J, w, at_v0 + (v - v0), cs, b, tile);
+            scatter_tile(tile, nr, rows, v, min_l(nr, v1 - v), Wp, L, y + mb * MR * J.out_plane,
+                         J.out_plane);
+        }
+    }
+}
+
 template <typename T, typename S>
 void gemm_any(const ConvJob& job, long task, T* scratch) {
     if (job.row_kernel) gemm_rows_task<T, S>(job, task, scratch);
+    else if (job.plane_kernel) gemm_plane_task<T, S>(job, task, scratch);
     else gemm_task<T, S>(job, task, scratch);
 }
 

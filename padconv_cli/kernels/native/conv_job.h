@@ -43,6 +43,10 @@ struct ConvJob {
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
     long row_kernel;
+    // plane kernel (2-D, stride 1): blocks of `nb` virtual positions r * plane_width + j of
+    // one image and group (j >= out[1] are computed and dropped), reading `plane_rows` padded
+    // input rows per channel, plane_width elements each, copied once per task
+    long plane_kernel, plane_width, plane_rows;
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row

@@ -212,16 +212,21 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.blocks = ceil_div(job.out_plane, nb);
 }
 
+// A 1x1 kernel with stride 1 and no padding (the GEMM kernel reads X in place).
+bool is_pointwise(const ConvJob& job) {
+    for (int i = 0; i < job.rank; ++i)
+        if (job.k[i] != 1 || job.s[i] != 1 || job.pb[i] != 0 || job.in[i] != job.out[i])
+            return false;
+    return true;
+}
+
 // The row kernel when it applies (C/G > 1, not pointwise, at most PADCONV_DW_TAPS taps on the
 // last axis, output rows filling the register tiles): tasks of `nb` positions of `rows` output rows, whose padded input rows (C/G *
 // outer taps * stride of them per output row, row_len elements each) stay near ROW_BYTES,
 // with enough tasks for the threads.  False when it does not apply.
 bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const int last = job.rank - 1;
-    bool pointwise = true;
-    for (int i = 0; i < job.rank; ++i)
-        pointwise = pointwise && job.k[i] == 1 && job.s[i] == 1 && job.pb[i] == 0 &&
-                    job.in[i] == job.out[i];
+    const bool pointwise = is_pointwise(job);
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     const long L = job.out[last], per_row = job.cg * job.outer_taps * job.s[last];
     // register tiles never span two output rows: rows that leave part of a tile idle
@@ -247,6 +252,42 @@ bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.rows = rows;
     job.row_blocks = ceil_div(job.outer_out, rows);
     job.row_len = round_up(reach + nb, 64 / item);  // every slot 64-byte aligned
+    return true;
+}
+
+// The plane kernel when it applies (2-D, stride 1 on both axes, C/G > 1, not pointwise, at
+// most 1/8 of the virtual positions dropped): tasks of `nb` virtual positions whose padded
+// input rows fit in the panel the GEMM kernel would hold (so the working memory stays within
+// that of plan_gemm), with enough tasks for the threads.  False when it does not apply.
+bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
+    if (job.rank != 2 || job.s[0] != 1 || job.s[1] != 1 || is_pointwise(job)) return false;
+    const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
+    const long width = job.out[1] + (job.k[1] - 1) * job.d[1];  // Wp, the padded row
+    if ((width - job.out[1]) * 8 > width) return false;
+    const long virtual_end = (job.out[0] - 1) * width + job.out[1];
+    const long panel_positions = std::min(std::max(nr, PANEL_BYTES / (job.ck * item)),
+                                          job.out_plane);
+    const long budget = job.ck * round_up(panel_positions, nr) * item;
+    // padded rows read by nb virtual positions starting anywhere in a row
+    auto rows_for = [&](long nb) {
+        return (job.k[0] - 1) * job.d[0] +
+               ceil_div(width + nb - 1 + (job.k[1] - 1) * job.d[1], width);
+    };
+    auto bytes_for = [&](long nb) { return job.cg * rows_for(nb) * width * item; };
+    if (bytes_for(nr) > budget) return false;
+    long nb = round_up(virtual_end, nr);
+    const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
+    if (threads > 1 && wanted > 1)
+        nb = std::min(nb, std::max(nr, round_up(ceil_div(virtual_end, wanted), nr)));
+    const long fit = (budget / (job.cg * width * item) - (job.k[0] - 1) * job.d[0] - 1) * width -
+                     (job.k[1] - 1) * job.d[1] + 1;  // the most nb whose rows fit the budget
+    nb = std::max(nr, std::min(nb, fit / nr * nr));
+    while (nb > nr && bytes_for(nb) > budget) nb -= nr;
+    job.plane_kernel = 1;
+    job.plane_width = width;
+    job.plane_rows = rows_for(nb);
+    job.nb = nb;
+    job.blocks = ceil_div(virtual_end, nb);
     return true;
 }
 
@@ -379,9 +420,10 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         tasks = job.n * job.group * job.row_blocks;
         scratch_elems = depthwise_scratch(job);
     } else {
-        job.row_kernel = 0;
+        job.row_kernel = job.plane_kernel = 0;
         const bool rows_kernel = plan_rows(job, ks, sizeof(T), threads);
-        if (!rows_kernel) plan_gemm(job, ks, sizeof(T), threads);
+        const bool plane_kernel = !rows_kernel && plan_plane(job, ks, sizeof(T), threads);
+        if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, sizeof(T), threads);
         const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
         const long rows = ceil_div(job.mg, ks.mr) * ks.mr;
         try {
@@ -403,6 +445,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
                         job.ck * nr;  // then one packed column strip, 64-byte aligned
         if (rows_kernel)
             scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
+        if (plane_kernel) scratch_elems = job.cg * job.plane_rows * job.plane_width;
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems, stop);
     threads = std::max(1L, std::min(threads, tasks));
