@@ -352,7 +352,8 @@ template <typename T, typename S>
 void gemm_task(const ConvJob& J, long task, T* panel) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
-    const long block = task % J.blocks, image_group = task / J.blocks;
+    const long part = task % J.mparts, block = task / J.mparts % J.blocks;
+    const long image_group = task / J.mparts / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;
     const long p0 = block * J.nb, np = min_l(J.nb, J.out_plane - p0), npad = round_up(np, nr);
     // Pointwise: the panel is X itself, read in place (X's type)
@@ -380,10 +381,12 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
         micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
         copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
     };
-    if (direct) {  // each strip of X packed first (its rows are far apart in X), then every W
+    if (direct) {  // each strip of X packed first (its rows are far apart in X), then the
+                   // task's range of W's row blocks
+        const long mb0 = part * mblocks / J.mparts, mb1 = (part + 1) * mblocks / J.mparts;
         for (long j0 = 0; j0 < npad; j0 += nr) {
             pack_strip<T>(source + j0, J.in_plane, J.ck, min_l(nr, np - j0), strip);
-            for (long mb = 0; mb < mblocks; ++mb) tile_at(mb, j0, strip, nr);
+            for (long mb = mb0; mb < mb1; ++mb) tile_at(mb, j0, strip, nr);
         }
         return;
     }

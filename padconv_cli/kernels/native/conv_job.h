@@ -42,6 +42,7 @@ struct ConvJob {
     // row_kernel, blocks of `nb` positions of one output row (`blocks` per row), and the
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
+    long mparts;  // GEMM kernel, pointwise: W's row blocks in mparts ranges, one task each
     long row_kernel;
     // plane kernel (2-D, stride 1): blocks of `nb` virtual positions r * plane_width + j of
     // one image and group (j >= out[1] are computed and dropped), reading `plane_rows` padded

@@ -200,24 +200,30 @@ bool fill_job(ConvJob& job, const Buffers& bufs, long group) {
     return true;
 }
 
-// Blocks of the GEMM kernel: a panel near PANEL_BYTES, and enough blocks for the threads.
-void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
-    const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
-    long nb = PANEL_BYTES / (job.ck * item) / nr * nr;
-    nb = std::max(nr, std::min(nb, round_up(job.out_plane, nr)));
-    const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
-    if (threads > 1 && wanted > 1)
-        nb = std::min(nb, std::max(nr, round_up(ceil_div(job.out_plane, wanted), nr)));
-    job.nb = nb;
-    job.blocks = ceil_div(job.out_plane, nb);
-}
-
 // A 1x1 kernel with stride 1 and no padding (the GEMM kernel reads X in place).
 bool is_pointwise(const ConvJob& job) {
     for (int i = 0; i < job.rank; ++i)
         if (job.k[i] != 1 || job.s[i] != 1 || job.pb[i] != 0 || job.in[i] != job.out[i])
             return false;
     return true;
+}
+
+// Blocks of the GEMM kernel: a panel near PANEL_BYTES, and enough blocks for the threads.
+// Pointwise with X read in place and W's row blocks many, each block of positions is one task
+// per thread, each on its share of W's rows: the threads finish together even when the
+// positions make few blocks (X's strips are then packed once per task).
+void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
+    const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
+    long nb = PANEL_BYTES / (job.ck * item) / nr * nr;
+    nb = std::max(nr, std::min(nb, round_up(job.out_plane, nr)));
+    const bool direct = is_pointwise(job) && job.x_type == X_SAME;
+    job.mparts = direct && threads > 1 && ceil_div(job.mg, ks.mr) >= 4 * threads ? threads : 1;
+    const long wanted =
+        ceil_div(TASKS_PER_THREAD * threads, job.n * job.group * job.mparts);
+    if (threads > 1 && wanted > 1)
+        nb = std::min(nb, std::max(nr, round_up(ceil_div(job.out_plane, wanted), nr)));
+    job.nb = nb;
+    job.blocks = ceil_div(job.out_plane, nb);
 }
 
 // The row kernel when it applies (C/G > 1, not pointwise, at most PADCONV_DW_TAPS taps on the
@@ -421,6 +427,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         scratch_elems = depthwise_scratch(job);
     } else {
         job.row_kernel = job.plane_kernel = 0;
+        job.mparts = 1;
         const bool rows_kernel = plan_rows(job, ks, sizeof(T), threads);
         const bool plane_kernel = !rows_kernel && plan_plane(job, ks, sizeof(T), threads);
         if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, sizeof(T), threads);
@@ -435,7 +442,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         for (long g = 0; g < job.group; ++g)
             pack(ks, w + g * job.mg * job.ck, job.mg, job.ck, packed.data() + g * rows * job.ck);
         job.w = packed.data();
-        tasks = job.n * job.group * job.blocks;
+        tasks = job.n * job.group * job.blocks * job.mparts;
         // the panel, then the stride phases of one input row (build_panel)
         const int last = job.rank - 1;
         if (rows_kernel) tasks *= job.row_blocks;
