@@ -65,6 +65,9 @@ CASES = {
     # stride 1, rows of 60 that leave register tiles part idle: the tiles run across rows
     "2d_rows_of_60_dilated_groups": ((2, 6, 11, 62), (10, 3, 3, 3),
                                      {"group": 2, "dilations": [2, 2], "pads": [1, 2, 3, 0]}),
+    # stride 1 in 3-D: the register tiles run across rows and planes
+    "3d_stride_1_dilated_uneven_pads": ((1, 4, 5, 30, 40), (5, 4, 2, 3, 3),
+                                        {"dilations": [2, 1, 1], "pads": [1, 1, 0, 0, 1, 2]}),
 }
 
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]

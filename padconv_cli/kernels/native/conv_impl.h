@@ -21,9 +21,9 @@
 // Row kernel (gemm_rows_task, any C/G when the output rows fill the register tiles): the same
 // panel rows, read in place from padded, stride-split copies of the input rows.
 //
-// Plane kernel (gemm_plane_task, 2-D with stride 1, C/G > 1, when the output rows do not fill
-// the register tiles): the same panel rows, read in place from zero-padded copies of the input
-// rows, with the register tiles running on across output rows.
+// Plane kernel (gemm_plane_task, rank >= 2 with stride 1, C/G > 1): the same panel rows, read
+// in place from zero-padded copies of the input, with the register tiles running on across
+// output rows.
 //
 // Depthwise kernel (C/G == 1): a task is a block of output rows of one image and channel.  For
 // each output row, the input rows under each outer kernel tap are copied, zero-padded and split
@@ -673,62 +673,102 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
     }
 }
 
-// The plane kernel (J.plane_kernel; 2-D, stride 1 on both axes, C/G > 1): output position
-// (r, j) is the virtual position v = r * Wp + j, with Wp = out[1] + (k[1] - 1) * d[1] the
-// padded row width, so that panel row q = (c, kh, kw) over consecutive virtual positions is
-// one contiguous window of channel c's zero-padded input plane, kh * d[0] * Wp + kw * d[1]
-// after v: the register tile reads it in place, with no panel built.  Virtual positions with
-// j >= out[1] (windows that run on into the next row) are computed and dropped.  A task is
-// `nb` virtual positions of one image and group; the padded rows they read are copied once
-// per channel into the scratch (plane_rows rows of Wp elements each, a channel after the
-// other).  The rows of B and their order are gemm_task's: the same bits.
+// The plane kernel (J.plane_kernel; rank >= 2, stride 1 on every axis, C/G > 1): every axis
+// but the first is padded to P[i] = out[i] + (k[i] - 1) * d[i], and output position
+// (o[0], o[1], ...) is the virtual position v = o[0] * S + (o[1] * P[2] + o[2]) * ... with
+// S = prod(P[1:]) (J.plane_width), so that panel row q = (c, t) over consecutive virtual
+// positions is one contiguous window of channel c's zero-padded input, sum_i t[i] * d[i] *
+// prod(P[i+1:]) after v: the register tile reads it in place, with no panel built.  Virtual
+// positions with some o[i] >= out[i] (windows that run on into the next row or plane) are
+// computed and dropped.  A task is `nb` virtual positions of one image and group; the padded
+// slabs (index of the first axis) they read are copied once per channel into the scratch
+// (plane_rows slabs of S elements each, a channel after the other).  The rows of B and their
+// order are gemm_task's: the same bits.
+
+// Where tap t (C order) reads in the padded input, from the virtual position it computes.
+inline long plane_tap_offset(const ConvJob& J, long t) {
+    long offset = 0, step = 1;
+    for (int i = J.rank - 1; i >= 0; --i) {
+        offset += t % J.k[i] * J.d[i] * step;
+        t /= J.k[i];
+        step *= J.out[i] + (J.k[i] - 1) * J.d[i];
+    }
+    return offset;
+}
 
 // out[i][e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) into a tile of MR rows of nr positions,
-// row q = (c, kh, kw) of B read at `at` + c * cs + kh * d[0] * Wp + kw * d[1].
+// row q = (c, t) of B read at `at` + c * cs + tap_offsets[t].
 template <typename T>
-inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs, const T* bias,
-                       T* tile) {
+inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
+                       const long* tap_offsets, const T* bias, T* tile) {
     typename VecOf<T>::V::type acc[MR][NV];
     tile_zero<T>(acc);
-    const long KH = J.k[0], KW = J.k[1], row_step = J.d[0] * J.plane_width, col_step = J.d[1];
     const T* wq = wp;
-    for (long c = 0; c < J.cg; ++c, at += cs) {
-        for (long kh = 0; kh < KH; ++kh) {
-            const T* row = at + kh * row_step;
-            for (long kw = 0; kw < KW; ++kw, wq += MR) tile_step(acc, wq, row + kw * col_step);
-        }
-    }
+    for (long c = 0; c < J.cg; ++c, at += cs)
+        for (long t = 0; t < J.taps; ++t, wq += MR) tile_step(acc, wq, at + tap_offsets[t]);
     tile_store(acc, bias, tile, NV * VecOf<T>::V::lanes);
 }
 
-// plane[c][i][e] = Xpad[c, first_row + i, e] (zeros outside X) for c < C/G, i < plane_rows,
-// e < Wp: the padded rows of one group's channels that a task reads.
+// plane[c][i] = the padded slab first + i of channel c (Xpad[c, first + i, ...] over the
+// padded extents P[1:], zeros outside X) for c < C/G, i < plane_rows.
 template <typename T, typename S>
-void fill_plane(const ConvJob& J, const S* xg, long first_row, T* plane) {
-    const long Wp = J.plane_width, cs = J.plane_rows * Wp;
+void fill_plane(const ConvJob& J, const S* xg, long first, T* plane) {
+    const int last = J.rank - 1;
+    const long width = J.out[last] + (J.k[last] - 1) * J.d[last];  // P[last]
+    const long rows = J.plane_width / width;                        // padded rows of a slab
+    const long in_slab = J.in_plane / J.in[0];
     for (long c = 0; c < J.cg; ++c) {
-        const S* xc = xg + c * J.in_plane;
-        T* dst = plane + c * cs;
         for (long i = 0; i < J.plane_rows; ++i) {
-            const long row = first_row + i - J.pb[0];  // X's row under padded row first_row + i
-            if (row < 0 || row >= J.in[0]) memset(dst + i * Wp, 0, Wp * sizeof(T));
-            else gather_row(dst + i * Wp, xc + row * J.in[1], 0, Wp, -J.pb[1], 1, J.in[1]);
+            T* slab = plane + (c * J.plane_rows + i) * J.plane_width;
+            const long index0 = first + i - J.pb[0];
+            if (index0 < 0 || index0 >= J.in[0]) {
+                memset(slab, 0, J.plane_width * sizeof(T));
+                continue;
+            }
+            const S* xs = xg + c * J.in_plane + index0 * in_slab;
+            for (long row = 0; row < rows; ++row) {
+                long offset = 0, rest = row;  // X's row under padded row `row`, or -1
+                long place = 1;
+                for (int a = last - 1; a >= 1 && offset >= 0; --a) {
+                    const long padded = J.out[a] + (J.k[a] - 1) * J.d[a];
+                    const long index = rest % padded - J.pb[a];
+                    rest /= padded;
+                    if (index < 0 || index >= J.in[a]) offset = -1;
+                    else offset += index * place;
+                    place *= J.in[a];
+                }
+                T* dst = slab + row * width;
+                if (offset < 0) memset(dst, 0, width * sizeof(T));
+                else gather_row(dst, xs + offset * J.in[last], 0, width, -J.pb[last], 1,
+                                J.in[last]);
+            }
         }
     }
 }
 
 // The real positions among the `count` virtual positions v .. of a tile (`nr` apart in it,
-// `rows` rows) copied into Y (rows `ostride` apart): position (r, j) of v + e = r * Wp + j
-// lands at r * L + j when j < L.
+// `rows` rows) copied into Y (rows `ostride` apart), a run along the last axis at a time.
 template <typename T>
-inline void scatter_tile(const T* tile, long nr, long rows, long v, long count, long Wp, long L,
-                         T* out, long ostride) {
+inline void scatter_tile(const ConvJob& J, const T* tile, long nr, long rows, long v,
+                         long count, T* out, long ostride) {
+    const int last = J.rank - 1;
+    const long width = J.out[last] + (J.k[last] - 1) * J.d[last];
     long e = 0;
     while (e < count) {
-        const long r = (v + e) / Wp, j = (v + e) % Wp;
-        const long run = min_l(count - e, Wp - j), real = min_l(run, max_l(0, L - j));
-        for (long i = 0; real > 0 && i < rows; ++i)
-            memcpy(out + i * ostride + r * L + j, tile + i * nr + e, real * sizeof(T));
+        long rest = (v + e) / width, flat = 0, place = J.out[last];
+        const long j = (v + e) % width, run = min_l(count - e, width - j);
+        bool real = j < J.out[last];
+        for (int a = last - 1; a >= 0 && real; --a) {
+            const long padded = a == 0 ? J.out[0] : J.out[a] + (J.k[a] - 1) * J.d[a];
+            const long index = rest % padded;
+            rest /= padded;
+            real = index < J.out[a];
+            flat += index * place;
+            place *= J.out[a];
+        }
+        const long length = min_l(run, J.out[last] - j);
+        for (long i = 0; real && i < rows; ++i)
+            memcpy(out + i * ostride + flat + j, tile + i * nr + e, length * sizeof(T));
         e += run;
     }
 }
@@ -737,14 +777,16 @@ template <typename T, typename S>
 void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
-    const long Wp = J.plane_width, L = J.out[1], cs = J.plane_rows * Wp;
-    const long virtual_end = (J.out[0] - 1) * Wp + L;  // one past the last real position
+    const long slab = J.plane_width, cs = J.plane_rows * slab;
+    const long virtual_end = J.plane_end;
     const long block = task % J.blocks, image_group = task / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;
-    const long v0 = block * J.nb, v1 = min_l(v0 + J.nb, virtual_end), first_row = v0 / Wp;
+    const long v0 = block * J.nb, v1 = min_l(v0 + J.nb, virtual_end), first = v0 / slab;
     const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
-    fill_plane<T, S>(J, xg, first_row, plane);
-    const T* at_v0 = plane + (v0 - first_row * Wp);
+    fill_plane<T, S>(J, xg, first, plane);
+    long tap_offsets[PADCONV_PLANE_TAPS];
+    for (long t = 0; t < J.taps; ++t) tap_offsets[t] = plane_tap_offset(J, t);
+    const T* at_v0 = plane + (v0 - first * slab);
     const long mblocks = (J.mg + MR - 1) / MR;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
     const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
@@ -756,8 +798,8 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
         const T* w = wg + mb * MR * J.ck;
         const T* b = block_bias(bias, mb, rows, tile_bias);
         for (long v = v0; v < v1; v += nr) {
-            plane_tile<T>(J, w, at_v0 + (v - v0), cs, b, tile);
-            scatter_tile(tile, nr, rows, v, min_l(nr, v1 - v), Wp, L, y + mb * MR * J.out_plane,
+            plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, tile);
+            scatter_tile(J, tile, nr, rows, v, min_l(nr, v1 - v), y + mb * MR * J.out_plane,
                          J.out_plane);
         }
     }
