@@ -42,6 +42,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args);       // qconv_module.cpp
 PyObject* padconv_py_requantize(PyObject*, PyObject* args);  // qconv_module.cpp
 padconv::Pool& padconv_shared_pool();  // Conv's pool, lent to the integer Conv (below)
 PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args);  // conv_transpose_phases.cpp
+PyObject* padconv_py_gather_kernels(PyObject*, PyObject* args);     // conv_transpose_phases.cpp
 
 namespace {
 
@@ -642,6 +643,9 @@ PyMethodDef methods[] = {
     {"interleave_phases", padconv_py_interleave_phases, METH_VARARGS,
      "interleave_phases(phases, y, strides, threads): y[p, i*s + a, ...] = phases[p, a, ..., "
      "i, ...], ConvTranspose's stride phases put in place (conv_transpose_phases.cpp)."},
+    {"gather_kernels", padconv_py_gather_kernels, METH_VARARGS,
+     "gather_kernels(w, taps, out, m0): out[p, m, c, t] = w[c, m0 + m, taps[p, t]], "
+     "ConvTranspose's phase sub-kernels in Conv's layout (conv_transpose_phases.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
