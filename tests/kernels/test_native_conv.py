@@ -68,6 +68,9 @@ CASES = {
     # stride 1 in 3-D: the register tiles run across rows and planes
     "3d_stride_1_dilated_uneven_pads": ((1, 4, 5, 30, 40), (5, 4, 2, 3, 3),
                                         {"dilations": [2, 1, 1], "pads": [1, 1, 0, 0, 1, 2]}),
+    # strided on few channels: the input's stride phases copied, read in place
+    "2d_strided_few_channels": ((1, 3, 30, 60), (5, 3, 5, 5),
+                                {"strides": [2, 2], "dilations": [1, 2], "pads": [2, 1, 2, 3]}),
 }
 
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]

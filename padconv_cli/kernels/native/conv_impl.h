@@ -21,9 +21,9 @@
 // Row kernel (gemm_rows_task, any C/G when the output rows fill the register tiles): the same
 // panel rows, read in place from padded, stride-split copies of the input rows.
 //
-// Plane kernel (gemm_plane_task, rank >= 2 with stride 1, C/G > 1): the same panel rows, read
-// in place from zero-padded copies of the input, with the register tiles running on across
-// output rows.
+// Plane kernel (gemm_plane_task, rank >= 2, C/G > 1): the same panel rows, read in place from
+// zero-padded copies of the input split into stride phases, with the register tiles running
+// on across output rows.
 //
 // Depthwise kernel (C/G == 1): a task is a block of output rows of one image and channel.  For
 // each output row, the input rows under each outer kernel tap are copied, zero-padded and split
@@ -673,27 +673,44 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
     }
 }
 
-// The plane kernel (J.plane_kernel; rank >= 2, stride 1 on every axis, C/G > 1): every axis
-// but the first is padded to P[i] = out[i] + (k[i] - 1) * d[i], and output position
-// (o[0], o[1], ...) is the virtual position v = o[0] * S + (o[1] * P[2] + o[2]) * ... with
-// S = prod(P[1:]) (J.plane_width), so that panel row q = (c, t) over consecutive virtual
-// positions is one contiguous window of channel c's zero-padded input, sum_i t[i] * d[i] *
-// prod(P[i+1:]) after v: the register tile reads it in place, with no panel built.  Virtual
-// positions with some o[i] >= out[i] (windows that run on into the next row or plane) are
-// computed and dropped.  A task is `nb` virtual positions of one image and group; the padded
-// slabs (index of the first axis) they read are copied once per channel into the scratch
-// (plane_rows slabs of S elements each, a channel after the other).  The rows of B and their
+// The plane kernel (J.plane_kernel; rank >= 2, C/G > 1): along every axis the zero-padded
+// input is split into its stride phases (phase f holds Xpad[f], Xpad[f + s], ...), so that tap
+// k reads phase (k * d) % s from element o + (k * d) / s; every axis but the first is padded
+// to P[i] = out[i] + ((k[i] - 1) * d[i]) / s[i], and output position (o[0], o[1], ...) is the
+// virtual position v = o[0] * S + (o[1] * P[2] + o[2]) * ... with S = prod(P[1:])
+// (J.plane_width).  Panel row q = (c, t) over consecutive virtual positions is then one
+// contiguous window of one phase of channel c, a fixed distance after v: the register tile
+// reads it in place, with no panel built.  Virtual positions with some o[i] >= out[i] (windows
+// that run on into the next row or plane) are computed and dropped.  A task is `nb` virtual
+// positions of one image and group; the slabs (index of the first axis) of every phase they
+// read are copied once per channel into the scratch: channel c, then phase of the first axis,
+// then phase of the other axes, then plane_rows slabs of S elements.  The rows of B and their
 // order are gemm_task's: the same bits.
 
-// Where tap t (C order) reads in the padded input, from the virtual position it computes.
+// P[i], the padded extent of axis i in the plane kernel's copy.
+inline long plane_extent(const ConvJob& J, int i) {
+    return J.out[i] + (J.k[i] - 1) * J.d[i] / J.s[i];
+}
+
+// Elements of one channel's copy: every phase's plane_rows slabs.
+inline long plane_channel(const ConvJob& J) {
+    long phases = 1;
+    for (int i = 0; i < J.rank; ++i) phases *= J.s[i];
+    return phases * J.plane_rows * J.plane_width;
+}
+
+// Where tap t (C order) reads in a channel's copy, from the virtual position it computes.
 inline long plane_tap_offset(const ConvJob& J, long t) {
-    long offset = 0, step = 1;
+    long shift = 0, step = 1, phase = 0, phase_step = 1;
     for (int i = J.rank - 1; i >= 0; --i) {
-        offset += t % J.k[i] * J.d[i] * step;
+        const long at = t % J.k[i] * J.d[i];
         t /= J.k[i];
-        step *= J.out[i] + (J.k[i] - 1) * J.d[i];
+        shift += at / J.s[i] * step;
+        phase += at % J.s[i] * phase_step;
+        step *= i > 0 ? plane_extent(J, i) : 0;
+        phase_step *= J.s[i];
     }
-    return offset;
+    return phase * J.plane_rows * J.plane_width + shift;
 }
 
 // out[i][e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) into a tile of MR rows of nr positions,
@@ -709,38 +726,45 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
     tile_store(acc, bias, tile, NV * VecOf<T>::V::lanes);
 }
 
-// plane[c][i] = the padded slab first + i of channel c (Xpad[c, first + i, ...] over the
-// padded extents P[1:], zeros outside X) for c < C/G, i < plane_rows.
+// The copy of one group's channels that a task reads (see above): slab first + i of phase
+// (f[0], F) of channel c holds Xpad[c, (first + i) * s[0] + f[0], ...] at the phase F of the
+// other axes, over their padded extents P[1:] (zeros outside X).
 template <typename T, typename S>
 void fill_plane(const ConvJob& J, const S* xg, long first, T* plane) {
     const int last = J.rank - 1;
-    const long width = J.out[last] + (J.k[last] - 1) * J.d[last];  // P[last]
-    const long rows = J.plane_width / width;                        // padded rows of a slab
+    const long width = plane_extent(J, last);
+    const long rows = J.plane_width / width;  // padded rows of a slab
     const long in_slab = J.in_plane / J.in[0];
+    long inner_phases = 1;
+    for (int a = 1; a < J.rank; ++a) inner_phases *= J.s[a];
+    T* dst = plane;
     for (long c = 0; c < J.cg; ++c) {
-        for (long i = 0; i < J.plane_rows; ++i) {
-            T* slab = plane + (c * J.plane_rows + i) * J.plane_width;
-            const long index0 = first + i - J.pb[0];
-            if (index0 < 0 || index0 >= J.in[0]) {
-                memset(slab, 0, J.plane_width * sizeof(T));
-                continue;
-            }
-            const S* xs = xg + c * J.in_plane + index0 * in_slab;
-            for (long row = 0; row < rows; ++row) {
-                long offset = 0, rest = row;  // X's row under padded row `row`, or -1
-                long place = 1;
-                for (int a = last - 1; a >= 1 && offset >= 0; --a) {
-                    const long padded = J.out[a] + (J.k[a] - 1) * J.d[a];
-                    const long index = rest % padded - J.pb[a];
-                    rest /= padded;
-                    if (index < 0 || index >= J.in[a]) offset = -1;
-                    else offset += index * place;
-                    place *= J.in[a];
+        for (long f0 = 0; f0 < J.s[0]; ++f0) {
+            for (long phase = 0; phase < inner_phases; ++phase) {
+                long f[PADCONV_MAX_RANK];
+                for (long a = last, rest = phase; a >= 1; --a) {
+                    f[a] = rest % J.s[a];
+                    rest /= J.s[a];
                 }
-                T* dst = slab + row * width;
-                if (offset < 0) memset(dst, 0, width * sizeof(T));
-                else gather_row(dst, xs + offset * J.in[last], 0, width, -J.pb[last], 1,
-                                J.in[last]);
+                for (long i = 0; i < J.plane_rows; ++i) {
+                    const long index0 = (first + i) * J.s[0] + f0 - J.pb[0];
+                    const bool outside = index0 < 0 || index0 >= J.in[0];
+                    const S* xs = xg + c * J.in_plane + (outside ? 0 : index0 * in_slab);
+                    for (long row = 0; row < rows; ++row, dst += width) {
+                        long offset = outside ? -1 : 0, rest = row, place = 1;
+                        for (int a = last - 1; a >= 1 && offset >= 0; --a) {
+                            const long padded = plane_extent(J, a);
+                            const long index = rest % padded * J.s[a] + f[a] - J.pb[a];
+                            rest /= padded;
+                            if (index < 0 || index >= J.in[a]) offset = -1;
+                            else offset += index * place;
+                            place *= J.in[a];
+                        }
+                        if (offset < 0) memset(dst, 0, width * sizeof(T));
+                        else gather_row(dst, xs + offset * J.in[last], 0, width,
+                                        f[last] - J.pb[last], J.s[last], J.in[last]);
+                    }
+                }
             }
         }
     }
@@ -752,14 +776,14 @@ template <typename T>
 inline void scatter_tile(const ConvJob& J, const T* tile, long nr, long rows, long v,
                          long count, T* out, long ostride) {
     const int last = J.rank - 1;
-    const long width = J.out[last] + (J.k[last] - 1) * J.d[last];
+    const long width = plane_extent(J, last);
     long e = 0;
     while (e < count) {
         long rest = (v + e) / width, flat = 0, place = J.out[last];
         const long j = (v + e) % width, run = min_l(count - e, width - j);
         bool real = j < J.out[last];
         for (int a = last - 1; a >= 0 && real; --a) {
-            const long padded = a == 0 ? J.out[0] : J.out[a] + (J.k[a] - 1) * J.d[a];
+            const long padded = a == 0 ? J.out[0] : plane_extent(J, a);
             const long index = rest % padded;
             rest /= padded;
             real = index < J.out[a];
@@ -777,7 +801,7 @@ template <typename T, typename S>
 void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
-    const long slab = J.plane_width, cs = J.plane_rows * slab;
+    const long slab = J.plane_width, cs = plane_channel(J);
     const long virtual_end = J.plane_end;
     const long block = task % J.blocks, image_group = task / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;

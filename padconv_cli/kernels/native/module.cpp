@@ -262,42 +262,45 @@ bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
     return true;
 }
 
-// The plane kernel when it applies (rank >= 2, stride 1 on every axis, C/G > 1, not
-// pointwise, at most PADCONV_PLANE_TAPS taps, at most 1/8 of the virtual positions dropped):
-// tasks of `nb` virtual positions whose padded slabs fit in the panel the GEMM kernel would
-// hold (so the working memory stays within that of plan_gemm), with enough tasks for the
-// threads.  False when it does not apply.
+// The plane kernel when it applies (rank >= 2, C/G > 1, not pointwise, at most
+// PADCONV_PLANE_TAPS taps, at most 1/8 of the virtual positions dropped, strided only with
+// C/G * prod(strides) <= 16): tasks of `nb`
+// virtual positions whose copy (every stride phase's slabs) fits in the panel the GEMM kernel
+// would hold (so the working memory stays within that of plan_gemm), with enough tasks for
+// the threads.  False when it does not apply.
 bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     if (job.rank < 2 || is_pointwise(job) || job.taps > PADCONV_PLANE_TAPS) return false;
     // S = prod(P[1:]), prod(out[1:]), the inner taps' reach, the last real position of a slab
-    long slab = 1, real = 1, reach = 0, last_real = 0;
-    for (int i = job.rank - 1; i >= 0; --i) {
-        if (job.s[i] != 1) return false;
-        if (i == 0) break;
-        reach += (job.k[i] - 1) * job.d[i] * slab;
+    long slab = 1, real = 1, reach = 0, last_real = 0, phases = job.s[0];
+    for (int i = job.rank - 1; i >= 1; --i) {
+        const long shift = (job.k[i] - 1) * job.d[i] / job.s[i];
+        reach += shift * slab;
         last_real += (job.out[i] - 1) * slab;
-        slab *= job.out[i] + (job.k[i] - 1) * job.d[i];
+        slab *= job.out[i] + shift;
         real *= job.out[i];
+        phases *= job.s[i];
     }
     if ((slab - real) * 8 > slab) return false;
+    // strided, with many channels, the phase copies take more than the panel (measured: a
+    // 3x3 stride-2 on 64 channels, rows of 28, 8-20% slower with AVX2; the 7x7 stride-2
+    // stem on 3 channels 3% faster with AVX-512)
+    if (phases > 1 && job.cg * phases > 16) return false;
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     const long virtual_end = (job.out[0] - 1) * slab + last_real + 1;
     const long panel_positions = std::min(std::max(nr, PANEL_BYTES / (job.ck * item)),
                                           job.out_plane);
     const long budget = job.ck * round_up(panel_positions, nr) * item;
+    const long reach0 = (job.k[0] - 1) * job.d[0] / job.s[0];
     // slabs read by nb virtual positions starting anywhere in a slab
-    auto slabs_for = [&](long nb) {
-        return (job.k[0] - 1) * job.d[0] + ceil_div(slab + nb - 1 + reach, slab);
-    };
-    auto bytes_for = [&](long nb) { return job.cg * slabs_for(nb) * slab * item; };
+    auto slabs_for = [&](long nb) { return reach0 + ceil_div(slab + nb - 1 + reach, slab); };
+    auto bytes_for = [&](long nb) { return job.cg * phases * slabs_for(nb) * slab * item; };
     if (bytes_for(nr) > budget) return false;
     long nb = round_up(virtual_end, nr);
     const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
     if (threads > 1 && wanted > 1)
         nb = std::min(nb, std::max(nr, round_up(ceil_div(virtual_end, wanted), nr)));
-    const long fit = (budget / (job.cg * slab * item) - (job.k[0] - 1) * job.d[0] - 1) * slab -
-                     reach + 1;  // the most nb whose slabs fit the budget
-    nb = std::max(nr, std::min(nb, fit / nr * nr));
+    const long fit = (budget / (job.cg * phases * slab * item) - reach0 - 1) * slab - reach + 1;
+    nb = std::max(nr, std::min(nb, fit / nr * nr));  // about the most nb whose copy fits
     while (nb > nr && bytes_for(nb) > budget) nb -= nr;
     job.plane_kernel = 1;
     job.plane_width = slab;
@@ -472,7 +475,11 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
                         job.ck * nr;  // then one packed column strip, 64-byte aligned
         if (rows_kernel)
             scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
-        if (plane_kernel) scratch_elems = job.cg * job.plane_rows * job.plane_width;
+        if (plane_kernel) {
+            long phases = 1;
+            for (int i = 0; i < job.rank; ++i) phases *= job.s[i];
+            scratch_elems = job.cg * phases * job.plane_rows * job.plane_width;
+        }
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems, stop);
     threads = std::max(1L, std::min(threads, tasks));
