@@ -285,10 +285,15 @@ def _run_kernel(run: list[tuple[AxisPhase, ...]], w: np.ndarray, conv_w: np.ndar
     if conv_w is not None:
         return np.ascontiguousarray(conv_w[(slice(m0, m1), slice(None), *taps(run[0]))],
                                     dtype=dtype)
-    parts = [np.swapaxes(w[(slice(None), slice(m0, m1), *taps(phase))], 0, 1)
-             for phase in run]
-    return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts),
-                                dtype=dtype)
+    from padconv_cli.kernels import native
+
+    counts = tuple(len(p.taps) for p in run[0])
+    flat_taps = np.array([np.ravel_multi_index(taps(phase), w.shape[2:]).ravel()
+                          for phase in run], dtype=np.int64)
+    stacked = np.empty((len(run), m1 - m0, w.shape[0], flat_taps.shape[1]), dtype)
+    source = np.ascontiguousarray(w, dtype=dtype).reshape(w.shape[:2] + (-1,))
+    native.extension().gather_kernels(source, flat_taps, stacked, m0)  # one read of W's rows
+    return stacked.reshape((len(run) * (m1 - m0), w.shape[0], *counts))
 
 
 PHASE_BYTES = 32 * 2**20

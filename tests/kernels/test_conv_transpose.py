@@ -318,3 +318,19 @@ def test_output_shape_far_from_the_uncropped_output(output_shape):
     y = conv_transpose(x, w, b, **attrs)
     assert y.shape[2:] == tuple(output_shape)
     assert_transpose_within_bound(y, x, w, b, **attrs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_the_native_kernel_gather_takes_each_phase_s_taps_and_refuses_taps_outside_w(dtype):
+    """out[p, m, c, t] = W[c, m0 + m, taps[p, t]]; a tap past W's kernel is refused."""
+    from padconv_cli.kernels import native
+
+    w = np.arange(5 * 7 * 6, dtype=dtype).reshape(5, 7, 6)
+    taps = np.array([[5, 1], [0, 4], [3, 3]], np.int64)
+    out = np.empty((3, 4, 5, 2), dtype)
+    native.extension().gather_kernels(w, taps, out, 2)
+    assert np.array_equal(out, w[:, 2:6][:, :, taps].transpose(2, 1, 0, 3))
+    with pytest.raises(ValueError):
+        native.extension().gather_kernels(w, taps + 1, out, 2)
+    with pytest.raises(ValueError):
+        native.extension().gather_kernels(w, taps, out, 4)  # rows m0 + 4 > 7

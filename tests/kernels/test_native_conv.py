@@ -62,6 +62,15 @@ CASES = {
                                               {"group": 2, "strides": [1, 2],
                                                "dilations": [1, 2], "pads": [1, 2, 0, 1]}),
     "3d_rows_of_96": ((1, 3, 4, 5, 96), (4, 3, 2, 3, 3), {"pads": [1, 0, 1, 1, 1, 1]}),
+    # stride 1, rows of 60 that leave register tiles part idle: the tiles run across rows
+    "2d_rows_of_60_dilated_groups": ((2, 6, 11, 62), (10, 3, 3, 3),
+                                     {"group": 2, "dilations": [2, 2], "pads": [1, 2, 3, 0]}),
+    # stride 1 in 3-D: the register tiles run across rows and planes
+    "3d_stride_1_dilated_uneven_pads": ((1, 4, 5, 30, 40), (5, 4, 2, 3, 3),
+                                        {"dilations": [2, 1, 1], "pads": [1, 1, 0, 0, 1, 2]}),
+    # strided on few channels: the input's stride phases copied, read in place
+    "2d_strided_few_channels": ((1, 3, 30, 60), (5, 3, 5, 5),
+                                {"strides": [2, 2], "dilations": [1, 2], "pads": [2, 1, 2, 3]}),
 }
 
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
@@ -232,6 +241,8 @@ DETERMINISM_CASES = {
     # rows of 96 positions (whole register tiles on every instruction set), a partial row block
     "rows_of_96": ((2, 8, 21, 96), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
+    # stride 1, rows of 56: register tiles run across rows, cut where the tasks fall
+    "rows_of_56": ((2, 16, 56, 56), (11, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     # rows longer than a depthwise task's block of padded rows: one output row per task
     "depthwise_long_rows": ((1, 3, 7, 20000), (6, 1, 3, 3),
                             {"group": 3, "pads": [2, 1, 2, 1], "dilations": [2, 1],

@@ -21,6 +21,10 @@
 // Row kernel (gemm_rows_task, any C/G when the output rows fill the register tiles): the same
 // panel rows, read in place from padded, stride-split copies of the input rows.
 //
+// Plane kernel (gemm_plane_task, rank >= 2, C/G > 1): the same panel rows, read in place from
+// zero-padded copies of the input split into stride phases, with the register tiles running
+// on across output rows.
+//
 // Depthwise kernel (C/G == 1): a task is a block of output rows of one image and channel.  For
 // each output row, the input rows under each outer kernel tap are copied, zero-padded and split
 // into `stride` phases (phase f holds Xpad[f], Xpad[f + s], ...), so that every tap reads one
@@ -348,7 +352,8 @@ template <typename T, typename S>
 void gemm_task(const ConvJob& J, long task, T* panel) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
-    const long block = task % J.blocks, image_group = task / J.blocks;
+    const long part = task % J.mparts, block = task / J.mparts % J.blocks;
+    const long image_group = task / J.mparts / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;
     const long p0 = block * J.nb, np = min_l(J.nb, J.out_plane - p0), npad = round_up(np, nr);
     // Pointwise: the panel is X itself, read in place (X's type)
@@ -376,10 +381,12 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
         micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
         copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
     };
-    if (direct) {  // each strip of X packed first (its rows are far apart in X), then every W
+    if (direct) {  // each strip of X packed first (its rows are far apart in X), then the
+                   // task's range of W's row blocks
+        const long mb0 = part * mblocks / J.mparts, mb1 = (part + 1) * mblocks / J.mparts;
         for (long j0 = 0; j0 < npad; j0 += nr) {
             pack_strip<T>(source + j0, J.in_plane, J.ck, min_l(nr, np - j0), strip);
-            for (long mb = 0; mb < mblocks; ++mb) tile_at(mb, j0, strip, nr);
+            for (long mb = mb0; mb < mb1; ++mb) tile_at(mb, j0, strip, nr);
         }
         return;
     }
@@ -666,9 +673,166 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
     }
 }
 
+// The plane kernel (J.plane_kernel; rank >= 2, C/G > 1): along every axis the zero-padded
+// input is split into its stride phases (phase f holds Xpad[f], Xpad[f + s], ...), so that tap
+// k reads phase (k * d) % s from element o + (k * d) / s; every axis but the first is padded
+// to P[i] = out[i] + ((k[i] - 1) * d[i]) / s[i], and output position (o[0], o[1], ...) is the
+// virtual position v = o[0] * S + (o[1] * P[2] + o[2]) * ... with S = prod(P[1:])
+// (J.plane_width).  Panel row q = (c, t) over consecutive virtual positions is then one
+// contiguous window of one phase of channel c, a fixed distance after v: the register tile
+// reads it in place, with no panel built.  Virtual positions with some o[i] >= out[i] (windows
+// that run on into the next row or plane) are computed and dropped.  A task is `nb` virtual
+// positions of one image and group; the slabs (index of the first axis) of every phase they
+// read are copied once per channel into the scratch: channel c, then phase of the first axis,
+// then phase of the other axes, then plane_rows slabs of S elements.  The rows of B and their
+// order are gemm_task's: the same bits.
+
+// P[i], the padded extent of axis i in the plane kernel's copy.
+inline long plane_extent(const ConvJob& J, int i) {
+    return J.out[i] + (J.k[i] - 1) * J.d[i] / J.s[i];
+}
+
+// Elements of one channel's copy: every phase's plane_rows slabs.
+inline long plane_channel(const ConvJob& J) {
+    long phases = 1;
+    for (int i = 0; i < J.rank; ++i) phases *= J.s[i];
+    return phases * J.plane_rows * J.plane_width;
+}
+
+// Where tap t (C order) reads in a channel's copy, from the virtual position it computes.
+inline long plane_tap_offset(const ConvJob& J, long t) {
+    long shift = 0, step = 1, phase = 0, phase_step = 1;
+    for (int i = J.rank - 1; i >= 0; --i) {
+        const long at = t % J.k[i] * J.d[i];
+        t /= J.k[i];
+        shift += at / J.s[i] * step;
+        phase += at % J.s[i] * phase_step;
+        step *= i > 0 ? plane_extent(J, i) : 0;
+        phase_step *= J.s[i];
+    }
+    return phase * J.plane_rows * J.plane_width + shift;
+}
+
+// out[i][e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) into a tile of MR rows of nr positions,
+// row q = (c, t) of B read at `at` + c * cs + tap_offsets[t].
+template <typename T>
+inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
+                       const long* tap_offsets, const T* bias, T* tile) {
+    typename VecOf<T>::V::type acc[MR][NV];
+    tile_zero<T>(acc);
+    const T* wq = wp;
+    for (long c = 0; c < J.cg; ++c, at += cs)
+        for (long t = 0; t < J.taps; ++t, wq += MR) tile_step(acc, wq, at + tap_offsets[t]);
+    tile_store(acc, bias, tile, NV * VecOf<T>::V::lanes);
+}
+
+// The copy of one group's channels that a task reads (see above): slab first + i of phase
+// (f[0], F) of channel c holds Xpad[c, (first + i) * s[0] + f[0], ...] at the phase F of the
+// other axes, over their padded extents P[1:] (zeros outside X).
+template <typename T, typename S>
+void fill_plane(const ConvJob& J, const S* xg, long first, T* plane) {
+    const int last = J.rank - 1;
+    const long width = plane_extent(J, last);
+    const long rows = J.plane_width / width;  // padded rows of a slab
+    const long in_slab = J.in_plane / J.in[0];
+    long inner_phases = 1;
+    for (int a = 1; a < J.rank; ++a) inner_phases *= J.s[a];
+    T* dst = plane;
+    for (long c = 0; c < J.cg; ++c) {
+        for (long f0 = 0; f0 < J.s[0]; ++f0) {
+            for (long phase = 0; phase < inner_phases; ++phase) {
+                long f[PADCONV_MAX_RANK];
+                for (long a = last, rest = phase; a >= 1; --a) {
+                    f[a] = rest % J.s[a];
+                    rest /= J.s[a];
+                }
+                for (long i = 0; i < J.plane_rows; ++i) {
+                    const long index0 = (first + i) * J.s[0] + f0 - J.pb[0];
+                    const bool outside = index0 < 0 || index0 >= J.in[0];
+                    const S* xs = xg + c * J.in_plane + (outside ? 0 : index0 * in_slab);
+                    for (long row = 0; row < rows; ++row, dst += width) {
+                        long offset = outside ? -1 : 0, rest = row, place = 1;
+                        for (int a = last - 1; a >= 1 && offset >= 0; --a) {
+                            const long padded = plane_extent(J, a);
+                            const long index = rest % padded * J.s[a] + f[a] - J.pb[a];
+                            rest /= padded;
+                            if (index < 0 || index >= J.in[a]) offset = -1;
+                            else offset += index * place;
+                            place *= J.in[a];
+                        }
+                        if (offset < 0) memset(dst, 0, width * sizeof(T));
+                        else gather_row(dst, xs + offset * J.in[last], 0, width,
+                                        f[last] - J.pb[last], J.s[last], J.in[last]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The real positions among the `count` virtual positions v .. of a tile (`nr` apart in it,
+// `rows` rows) copied into Y (rows `ostride` apart), a run along the last axis at a time.
+template <typename T>
+inline void scatter_tile(const ConvJob& J, const T* tile, long nr, long rows, long v,
+                         long count, T* out, long ostride) {
+    const int last = J.rank - 1;
+    const long width = plane_extent(J, last);
+    long e = 0;
+    while (e < count) {
+        long rest = (v + e) / width, flat = 0, place = J.out[last];
+        const long j = (v + e) % width, run = min_l(count - e, width - j);
+        bool real = j < J.out[last];
+        for (int a = last - 1; a >= 0 && real; --a) {
+            const long padded = a == 0 ? J.out[0] : plane_extent(J, a);
+            const long index = rest % padded;
+            rest /= padded;
+            real = index < J.out[a];
+            flat += index * place;
+            place *= J.out[a];
+        }
+        const long length = min_l(run, J.out[last] - j);
+        for (long i = 0; real && i < rows; ++i)
+            memcpy(out + i * ostride + flat + j, tile + i * nr + e, length * sizeof(T));
+        e += run;
+    }
+}
+
+template <typename T, typename S>
+void gemm_plane_task(const ConvJob& J, long task, T* plane) {
+    typedef typename VecOf<T>::V V;
+    const long nr = NV * V::lanes;
+    const long slab = J.plane_width, cs = plane_channel(J);
+    const long virtual_end = J.plane_end;
+    const long block = task % J.blocks, image_group = task / J.blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long v0 = block * J.nb, v1 = min_l(v0 + J.nb, virtual_end), first = v0 / slab;
+    const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
+    fill_plane<T, S>(J, xg, first, plane);
+    long tap_offsets[PADCONV_PLANE_TAPS];
+    for (long t = 0; t < J.taps; ++t) tap_offsets[t] = plane_tap_offset(J, t);
+    const T* at_v0 = plane + (v0 - first * slab);
+    const long mblocks = (J.mg + MR - 1) / MR;
+    const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
+    const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
+    T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
+    T tile[MR * NV * V::lanes];
+    T tile_bias[MR];
+    for (long mb = 0; mb < mblocks; ++mb) {  // a row block of W stays near while it sweeps
+        const long rows = min_l(MR, J.mg - mb * MR);
+        const T* w = wg + mb * MR * J.ck;
+        const T* b = block_bias(bias, mb, rows, tile_bias);
+        for (long v = v0; v < v1; v += nr) {
+            plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, tile);
+            scatter_tile(J, tile, nr, rows, v, min_l(nr, v1 - v), y + mb * MR * J.out_plane,
+                         J.out_plane);
+        }
+    }
+}
+
 template <typename T, typename S>
 void gemm_any(const ConvJob& job, long task, T* scratch) {
     if (job.row_kernel) gemm_rows_task<T, S>(job, task, scratch);
+    else if (job.plane_kernel) gemm_plane_task<T, S>(job, task, scratch);
     else gemm_task<T, S>(job, task, scratch);
 }
 

@@ -13,6 +13,7 @@
 #define PADCONV_MAX_RANK 16
 #define PADCONV_DW_CACHED_TAPS 32                          // most outer taps whose rows are kept
 #define PADCONV_DW_SLOTS (2 * PADCONV_DW_CACHED_TAPS + 1)  // row slots kept for them
+#define PADCONV_PLANE_TAPS 512  // most kernel taps of the plane kernel
 #define PADCONV_DW_TAPS 64  // taps of the last axis whose starts are worked out once per task
 
 // Element types X may have (ConvJob::x_type); W, B and Y are float32 for the narrow ones.
@@ -42,7 +43,12 @@ struct ConvJob {
     // row_kernel, blocks of `nb` positions of one output row (`blocks` per row), and the
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
+    long mparts;  // GEMM kernel, pointwise: W's row blocks in mparts ranges, one task each
     long row_kernel;
+    // plane kernel (rank >= 2, stride 1): blocks of `nb` virtual positions of one image and
+    // group (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first
+    // axis per channel, plane_width elements each, copied once per task
+    long plane_kernel, plane_width, plane_rows, plane_end;
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row

@@ -150,3 +150,73 @@ PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args) {
     }
     Py_RETURN_NONE;
 }
+
+// gather_kernels(w, taps, out, m0) fills the C-contiguous out (P, Mc, C, T) from the
+// C-contiguous w (C, M, K) (ConvTranspose's W, its kernel flattened) and the int64 taps (P, T):
+//     out[p, m, c, t] = w[c, m0 + m, taps[p, t]]
+// for 4- or 8-byte elements: the stride phases' sub-kernels in Conv's layout, stacked phase
+// after phase.  Each row w[c, m0 + m, :] is read once, for every phase.
+namespace {
+
+template <typename T>
+void gather_kernels(const T* w, const int64_t* taps, T* out, long phases, long mc, long c,
+                    long m, long k, long t_count, long m0) {
+    for (long mi = 0; mi < mc; ++mi) {
+        for (long ci = 0; ci < c; ++ci) {
+            const T* row = w + (ci * m + m0 + mi) * k;
+            for (long p = 0; p < phases; ++p) {
+                T* dst = out + ((p * mc + mi) * c + ci) * t_count;
+                const int64_t* tp = taps + p * t_count;
+                for (long t = 0; t < t_count; ++t) dst[t] = row[tp[t]];
+            }
+        }
+    }
+}
+
+}  // namespace
+
+PyObject* padconv_py_gather_kernels(PyObject*, PyObject* args) {
+    PyObject *w_obj, *taps_obj, *out_obj;
+    long m0;
+    if (!PyArg_ParseTuple(args, "OOOl", &w_obj, &taps_obj, &out_obj, &m0)) return 0;
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_ND | PyBUF_FORMAT;
+    Py_buffer w, taps, out;
+    if (PyObject_GetBuffer(w_obj, &w, flags) < 0) return 0;
+    if (PyObject_GetBuffer(taps_obj, &taps, flags) < 0) {
+        PyBuffer_Release(&w);
+        return 0;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, flags | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&w);
+        PyBuffer_Release(&taps);
+        return 0;
+    }
+    bool ok = w.ndim == 3 && taps.ndim == 2 && out.ndim == 4 && taps.itemsize == 8 &&
+              taps.format && (strchr("qlQL", taps.format[strlen(taps.format) - 1]) != 0) &&
+              w.itemsize == out.itemsize && (w.itemsize == 4 || w.itemsize == 8) &&
+              out.shape[0] == taps.shape[0] && out.shape[3] == taps.shape[1] &&
+              out.shape[2] == w.shape[0] && m0 >= 0 && m0 + out.shape[1] <= w.shape[1];
+    const int64_t* tp = static_cast<const int64_t*>(taps.buf);
+    for (Py_ssize_t i = 0; ok && i < taps.shape[0] * taps.shape[1]; ++i)
+        ok = tp[i] >= 0 && tp[i] < w.shape[2];
+    if (ok) {
+        const long phases = out.shape[0], mc = out.shape[1], c = w.shape[0], m = w.shape[1];
+        const long k = w.shape[2], t_count = out.shape[3];
+        Py_BEGIN_ALLOW_THREADS
+        if (w.itemsize == 4)
+            gather_kernels(static_cast<const uint32_t*>(w.buf), tp, static_cast<uint32_t*>(out.buf),
+                           phases, mc, c, m, k, t_count, m0);
+        else
+            gather_kernels(static_cast<const uint64_t*>(w.buf), tp, static_cast<uint64_t*>(out.buf),
+                           phases, mc, c, m, k, t_count, m0);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&w);
+    PyBuffer_Release(&taps);
+    PyBuffer_Release(&out);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "gather_kernels: inconsistent arrays or taps");
+        return 0;
+    }
+    Py_RETURN_NONE;
+}

@@ -42,6 +42,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args);       // qconv_module.cpp
 PyObject* padconv_py_requantize(PyObject*, PyObject* args);  // qconv_module.cpp
 padconv::Pool& padconv_shared_pool();  // Conv's pool, lent to the integer Conv (below)
 PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args);  // conv_transpose_phases.cpp
+PyObject* padconv_py_gather_kernels(PyObject*, PyObject* args);     // conv_transpose_phases.cpp
 
 namespace {
 
@@ -200,12 +201,26 @@ bool fill_job(ConvJob& job, const Buffers& bufs, long group) {
     return true;
 }
 
+// A 1x1 kernel with stride 1 and no padding (the GEMM kernel reads X in place).
+bool is_pointwise(const ConvJob& job) {
+    for (int i = 0; i < job.rank; ++i)
+        if (job.k[i] != 1 || job.s[i] != 1 || job.pb[i] != 0 || job.in[i] != job.out[i])
+            return false;
+    return true;
+}
+
 // Blocks of the GEMM kernel: a panel near PANEL_BYTES, and enough blocks for the threads.
+// Pointwise with X read in place and W's row blocks many, each block of positions is one task
+// per thread, each on its share of W's rows: the threads finish together even when the
+// positions make few blocks (X's strips are then packed once per task).
 void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     long nb = PANEL_BYTES / (job.ck * item) / nr * nr;
     nb = std::max(nr, std::min(nb, round_up(job.out_plane, nr)));
-    const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
+    const bool direct = is_pointwise(job) && job.x_type == X_SAME;
+    job.mparts = direct && threads > 1 && ceil_div(job.mg, ks.mr) >= 4 * threads ? threads : 1;
+    const long wanted =
+        ceil_div(TASKS_PER_THREAD * threads, job.n * job.group * job.mparts);
     if (threads > 1 && wanted > 1)
         nb = std::min(nb, std::max(nr, round_up(ceil_div(job.out_plane, wanted), nr)));
     job.nb = nb;
@@ -218,10 +233,7 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
 // with enough tasks for the threads.  False when it does not apply.
 bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const int last = job.rank - 1;
-    bool pointwise = true;
-    for (int i = 0; i < job.rank; ++i)
-        pointwise = pointwise && job.k[i] == 1 && job.s[i] == 1 && job.pb[i] == 0 &&
-                    job.in[i] == job.out[i];
+    const bool pointwise = is_pointwise(job);
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     const long L = job.out[last], per_row = job.cg * job.outer_taps * job.s[last];
     // register tiles never span two output rows: rows that leave part of a tile idle
@@ -247,6 +259,55 @@ bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.rows = rows;
     job.row_blocks = ceil_div(job.outer_out, rows);
     job.row_len = round_up(reach + nb, 64 / item);  // every slot 64-byte aligned
+    return true;
+}
+
+// The plane kernel when it applies (rank >= 2, C/G > 1, not pointwise, at most
+// PADCONV_PLANE_TAPS taps, at most 1/8 of the virtual positions dropped, strided only with
+// C/G * prod(strides) <= 16): tasks of `nb`
+// virtual positions whose copy (every stride phase's slabs) fits in the panel the GEMM kernel
+// would hold (so the working memory stays within that of plan_gemm), with enough tasks for
+// the threads.  False when it does not apply.
+bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
+    if (job.rank < 2 || is_pointwise(job) || job.taps > PADCONV_PLANE_TAPS) return false;
+    // S = prod(P[1:]), prod(out[1:]), the inner taps' reach, the last real position of a slab
+    long slab = 1, real = 1, reach = 0, last_real = 0, phases = job.s[0];
+    for (int i = job.rank - 1; i >= 1; --i) {
+        const long shift = (job.k[i] - 1) * job.d[i] / job.s[i];
+        reach += shift * slab;
+        last_real += (job.out[i] - 1) * slab;
+        slab *= job.out[i] + shift;
+        real *= job.out[i];
+        phases *= job.s[i];
+    }
+    if ((slab - real) * 8 > slab) return false;
+    // strided, with many channels, the phase copies take more than the panel (measured: a
+    // 3x3 stride-2 on 64 channels, rows of 28, 8-20% slower with AVX2; the 7x7 stride-2
+    // stem on 3 channels 3% faster with AVX-512)
+    if (phases > 1 && job.cg * phases > 16) return false;
+    const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
+    const long virtual_end = (job.out[0] - 1) * slab + last_real + 1;
+    const long panel_positions = std::min(std::max(nr, PANEL_BYTES / (job.ck * item)),
+                                          job.out_plane);
+    const long budget = job.ck * round_up(panel_positions, nr) * item;
+    const long reach0 = (job.k[0] - 1) * job.d[0] / job.s[0];
+    // slabs read by nb virtual positions starting anywhere in a slab
+    auto slabs_for = [&](long nb) { return reach0 + ceil_div(slab + nb - 1 + reach, slab); };
+    auto bytes_for = [&](long nb) { return job.cg * phases * slabs_for(nb) * slab * item; };
+    if (bytes_for(nr) > budget) return false;
+    long nb = round_up(virtual_end, nr);
+    const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
+    if (threads > 1 && wanted > 1)
+        nb = std::min(nb, std::max(nr, round_up(ceil_div(virtual_end, wanted), nr)));
+    const long fit = (budget / (job.cg * phases * slab * item) - reach0 - 1) * slab - reach + 1;
+    nb = std::max(nr, std::min(nb, fit / nr * nr));  // about the most nb whose copy fits
+    while (nb > nr && bytes_for(nb) > budget) nb -= nr;
+    job.plane_kernel = 1;
+    job.plane_width = slab;
+    job.plane_rows = slabs_for(nb);
+    job.plane_end = virtual_end;
+    job.nb = nb;
+    job.blocks = ceil_div(virtual_end, nb);
     return true;
 }
 
@@ -379,9 +440,20 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         tasks = job.n * job.group * job.row_blocks;
         scratch_elems = depthwise_scratch(job);
     } else {
-        job.row_kernel = 0;
-        const bool rows_kernel = plan_rows(job, ks, sizeof(T), threads);
-        if (!rows_kernel) plan_gemm(job, ks, sizeof(T), threads);
+        job.row_kernel = job.plane_kernel = 0;
+        job.mparts = 1;
+        // the plane kernel copies every input element about once, the row kernel once per
+        // outer tap and the GEMM kernel's panel once per tap: the plane kernel first, but for
+        // 2-D rows where it drops more than 1/20 of its positions and the row kernel applies
+        // (measured: a dilated 3x3 on rows of 64 is 3% faster by rows, a GAN generator's 2x2
+        // ConvTranspose phases on rows of 32 10% faster on the plane)
+        bool plane_kernel = plan_plane(job, ks, sizeof(T), threads);
+        const bool wasteful = plane_kernel && job.rank == 2 &&
+                              (job.plane_width - job.out[1]) * 20 > job.plane_width;
+        const bool rows_kernel =
+            (!plane_kernel || wasteful) && plan_rows(job, ks, sizeof(T), threads);
+        if (rows_kernel) plane_kernel = job.plane_kernel = 0;
+        if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, sizeof(T), threads);
         const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
         const long rows = ceil_div(job.mg, ks.mr) * ks.mr;
         try {
@@ -393,7 +465,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         for (long g = 0; g < job.group; ++g)
             pack(ks, w + g * job.mg * job.ck, job.mg, job.ck, packed.data() + g * rows * job.ck);
         job.w = packed.data();
-        tasks = job.n * job.group * job.blocks;
+        tasks = job.n * job.group * job.blocks * job.mparts;
         // the panel, then the stride phases of one input row (build_panel)
         const int last = job.rank - 1;
         if (rows_kernel) tasks *= job.row_blocks;
@@ -403,6 +475,11 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
                         job.ck * nr;  // then one packed column strip, 64-byte aligned
         if (rows_kernel)
             scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
+        if (plane_kernel) {
+            long phases = 1;
+            for (int i = 0; i < job.rank; ++i) phases *= job.s[i];
+            scratch_elems = job.cg * phases * job.plane_rows * job.plane_width;
+        }
     }
     Run<T> run(job, ks, depthwise, tasks, scratch_elems, stop);
     threads = std::max(1L, std::min(threads, tasks));
@@ -573,6 +650,9 @@ PyMethodDef methods[] = {
     {"interleave_phases", padconv_py_interleave_phases, METH_VARARGS,
      "interleave_phases(phases, y, strides, threads): y[p, i*s + a, ...] = phases[p, a, ..., "
      "i, ...], ConvTranspose's stride phases put in place (conv_transpose_phases.cpp)."},
+    {"gather_kernels", padconv_py_gather_kernels, METH_VARARGS,
+     "gather_kernels(w, taps, out, m0): out[p, m, c, t] = w[c, m0 + m, taps[p, t]], "
+     "ConvTranspose's phase sub-kernels in Conv's layout (conv_transpose_phases.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
