@@ -126,28 +126,54 @@ bool read_requantization(PyObject* spec, Views& v, QJob& job, long m, Py_ssize_t
 
 long round_up(long v, long step) { return (v + step - 1) / step * step; }
 
-// W packed per group for the kernel (qconv.h): row 0 ones, rows 1..M/G the channels' w'.
-void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
-            std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
-    packed.assign(job.group * job.rows * job.words, 0);
+// w' of byte `b` of W: int8 as it is, uint8 moved by -128 (its top bit flipped).
+inline int8_t signed_w(uint8_t b, int w_signed) { return (int8_t)(w_signed ? b : b ^ 0x80); }
+
+// Lane `index` of a packed row (lanes are bytes for pack 4, int16 for pack 2).
+inline void put_lane(int32_t* row, long index, int pack, int8_t value) {
+    if (pack == 4) reinterpret_cast<int8_t*>(row)[index] = value;
+    else reinterpret_cast<int16_t*>(row)[index] = value;
+}
+
+// sum_k w'[m, k] per output channel.
+void sum_w(const QJob& job, const uint8_t* w, int w_signed, std::vector<int32_t>& sumw) {
     sumw.assign(job.m, 0);
+    for (long m = 0; m < job.m; ++m) {
+        int32_t total = 0;
+        const uint8_t* row = w + m * job.kk;
+        for (long k = 0; k < job.kk; ++k) total += signed_w(row[k], w_signed);
+        sumw[m] = total;
+    }
+}
+
+// W packed per group: row 0 ones and rows 1..M/G the channels' w' (qconv.h); tap t of
+// channel c goes to lane first(c) + t * step of the row, lanes of no tap hold 0.
+template <typename First>
+void pack_rows(const QJob& job, const uint8_t* w, int w_signed, int pack, long step,
+               std::vector<int32_t>& packed, std::vector<int32_t>& sumw, First first) {
+    packed.assign(job.group * job.rows * job.words, 0);
+    sum_w(job, w, w_signed, sumw);
     for (long g = 0; g < job.group; ++g) {
         int32_t* rows = packed.data() + g * job.rows * job.words;
         for (long r = 0; r <= job.mg; ++r) {
-            for (long kk = 0; kk < job.kk; ++kk) {
-                int value = 1;
-                if (r > 0) {
-                    const uint8_t byte = w[(g * job.mg + r - 1) * job.kk + kk];
-                    value = w_signed ? (int)(int8_t)byte : (int)byte - 128;
-                    sumw[g * job.mg + r - 1] += value;
-                }
-                uint32_t& word = reinterpret_cast<uint32_t&>(rows[r * job.words + kk / pack]);
-                const int lane = (int)(kk % pack);
-                if (pack == 4) word |= (uint32_t)(uint8_t)(int8_t)value << (8 * lane);
-                else word |= (uint32_t)(uint16_t)(int16_t)value << (16 * lane);
+            int32_t* row = rows + r * job.words;
+            const uint8_t* source = r > 0 ? w + (g * job.mg + r - 1) * job.kk : 0;
+            for (long c = 0; c < job.cg; ++c) {
+                const long lane = first(c);
+                for (long t = 0; t < job.taps; ++t)
+                    put_lane(row, lane + t * step, pack,
+                             source ? signed_w(source[c * job.taps + t], w_signed) : 1);
             }
         }
     }
+}
+
+// W packed per group for the kernel (qconv.h): tap kk = c * taps + t in lane kk % pack of
+// word kk / pack, that is lane kk of the row.
+void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
+            std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
+    const long taps = job.taps;
+    pack_rows(job, w, w_signed, pack, 1, packed, sumw, [taps](long c) { return c * taps; });
 }
 
 // W packed for the direct path: word q = (c / pack) * taps + t holds w'[m, c, t] in lane
@@ -155,27 +181,10 @@ void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
 // ones for the real channels.
 void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed, int pack,
                    std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
-    packed.assign(job.group * job.rows * job.words, 0);
-    sumw.assign(job.m, 0);
-    for (long g = 0; g < job.group; ++g) {
-        int32_t* rows = packed.data() + g * job.rows * job.words;
-        for (long r = 0; r <= job.mg; ++r) {
-            for (long c = 0; c < job.cg; ++c) {
-                for (long t = 0; t < job.taps; ++t) {
-                    int value = 1;
-                    if (r > 0) {
-                        const uint8_t byte = w[((g * job.mg + r - 1) * job.cg + c) * job.taps + t];
-                        value = w_signed ? (int)(int8_t)byte : (int)byte - 128;
-                        sumw[g * job.mg + r - 1] += value;
-                    }
-                    uint32_t& word = reinterpret_cast<uint32_t&>(
-                        rows[r * job.words + (c / pack) * job.taps + t]);
-                    if (pack == 4) word |= (uint32_t)(uint8_t)(int8_t)value << (8 * (c % 4));
-                    else word |= (uint32_t)(uint16_t)(int16_t)value << (16 * (c % 2));
-                }
-            }
-        }
-    }
+    const long taps = job.taps;
+    pack_rows(job, w, w_signed, pack, pack, packed, sumw, [taps, pack](long c) {
+        return (c / pack) * taps * pack + c % pack;
+    });
 }
 
 // X for the direct path (QJob::xq): per image and group, `pack` channels woven into words
