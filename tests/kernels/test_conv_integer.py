@@ -193,6 +193,10 @@ def test_every_instruction_set_is_exact(monkeypatch, isa, x_type, w_type):
     ((1, 3, 11), (4, 3, 4), {"pads": [3, 1], "dilations": [3]}),
     ((1, 6, 4, 5, 3), (4, 3, 2, 3, 2), {"group": 2, "pads": [1, 0, 2, 0, 1, 1]}),
     ((1, 9, 6, 6), (9, 1, 3, 3), {"group": 9, "pads": [1, 1, 1, 1]}),  # depthwise
+    ((1, 8, 300), (5, 8, 3), {"pads": [1, 2]}),  # 1-D, many tiles
+    ((1, 6, 9, 70), (7, 6, 3, 3), {"pads": [1, 1, 1, 1], "dilations": [1, 2]}),  # wide rows
+    ((1, 4, 5, 6, 7), (3, 4, 2, 3, 2), {"pads": [0, 1, 1, 1, 0, 1]}),
+    ((1, 16, 9, 9), (70, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # many rows of W
 ])
 def test_stride_one_convolutions_are_exact(monkeypatch, isa, x_shape, w_shape, attrs):
     """Every stride 1: the VNNI kernel reads a transformed, padded X directly (no panel)."""
