@@ -63,6 +63,7 @@ struct QJob {
     double low, high;       // the output range minus yz
     int yz;
     int y_signed;
+    int requantize_avx512;  // the requantization of the VNNI kernels: AVX-512
 };
 
 struct QKernel {
@@ -86,4 +87,8 @@ extern const int padconv_have_qconv_x86;   // 1 when the two above were compiled
 void padconv_requantize_plane_avx2(const int32_t* in, double factor, double bias, double low,
                                    double high, int yz, bool is_signed, long count,
                                    uint8_t* y, uint8_t* unsure);
+// The same, AVX-512 (CPUs with the VNNI kernel's instruction sets only).
+void padconv_requantize_plane_avx512(const int32_t* in, double factor, double bias, double low,
+                                     double high, int yz, bool is_signed, long count,
+                                     uint8_t* y, uint8_t* unsure);
 #endif

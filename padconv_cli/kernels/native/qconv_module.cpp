@@ -279,6 +279,18 @@ bool transform_x(const QJob& job, int pack, uint8_t* xq, long threads) {
 void requantize_run(const int32_t* in, double factor, double bias, double low, double high,
                     int yz, bool is_signed, long count, uint8_t* y, uint8_t* unsure);
 
+// One run of the fused requantization: AVX-512 for the VNNI kernels, else requantize_run.
+void requantize_job_run(const QJob& job, const int32_t* in, long m, long count, uint8_t* y,
+                        uint8_t* unsure) {
+    const double bias = job.bias ? (double)job.bias[m] : 0.0;
+    if (job.requantize_avx512)
+        padconv_requantize_plane_avx512(in, job.factors[m], bias, job.low, job.high, job.yz,
+                                        job.y_signed, count, y, unsure);
+    else
+        requantize_run(in, job.factors[m], bias, job.low, job.high, job.yz, job.y_signed, count,
+                       y, unsure);
+}
+
 // Outputs (flattened) before the direct path's virtual position v: those of the grid
 // coordinates lexicographically below v's that lie inside `out`.
 long outputs_before(const QJob& job, long v) {
@@ -305,9 +317,7 @@ void requantize_task(const QJob& job, long index) {
     const long f1 = job.xq ? outputs_before(job, last) : last;
     for (long m = g * job.mg; m < (g + 1) * job.mg; ++m) {
         const long at = (n * job.m + m) * job.out_plane + f0;
-        requantize_run(job.y + at, job.factors[m], job.bias ? (double)job.bias[m] : 0.0,
-                       job.low, job.high, job.yz, job.y_signed, f1 - f0, job.yq + at,
-                       job.unsure + at);
+        requantize_job_run(job, job.y + at, m, f1 - f0, job.yq + at, job.unsure + at);
     }
 }
 
@@ -431,6 +441,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     if (direct)
         kernel = kernel == &padconv_qconv_vnni ? &padconv_qconv_vnni_direct
                                                : &padconv_qconv_avx2_direct;
+    job.requantize_avx512 = kernel == &padconv_qconv_vnni || kernel == &padconv_qconv_vnni_direct;
     const long pack = kernel->pack;
     job.words = direct ? (job.cg + pack - 1) / pack * job.taps : (job.kk + pack - 1) / pack;
     job.rows = round_up(job.mg + 1, kernel->mr);

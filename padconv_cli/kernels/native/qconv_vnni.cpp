@@ -94,6 +94,49 @@ void direct_task(const QJob& job, long index, void* scratch) {
 
 }  // namespace
 
+// QLinearConv's requantization of `count` consecutive sums of one channel, as
+// padconv_requantize_plane_avx2 (qconv_avx2.cpp) computes it, 16 at a time: the same float64
+// operations in the same order, so the same results and the same near-tie marks.
+void padconv_requantize_plane_avx512(const int32_t* in, double factor, double bias,
+                                     double low, double high, int yz, bool is_signed,
+                                     long count, uint8_t* y, uint8_t* unsure) {
+    const __m512d f = _mm512_set1_pd(factor), b = _mm512_set1_pd(bias);
+    const __m512d lo2 = _mm512_set1_pd(low - 2), hi2 = _mm512_set1_pd(high + 2);
+    const __m512d lo1 = _mm512_set1_pd(low - 1), hi1 = _mm512_set1_pd(high + 1);
+    const __m512d lo = _mm512_set1_pd(low), hi = _mm512_set1_pd(high);
+    const __m512d half = _mm512_set1_pd(0.5), rel = _mm512_set1_pd(4.5e-16);
+    const __m256i zero_point = _mm256_set1_epi32(yz);
+    // 8 sums: their outputs (int32, yz added) and near-tie bits
+    auto eight = [&](__m256i a, __mmask8& near) {
+        __m512d e = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(a), b), f);
+        e = _mm512_min_pd(_mm512_max_pd(e, lo2), hi2);
+        const __m512d r = _mm512_roundscale_pd(e, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512d below = _mm512_roundscale_pd(e, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        const __m512d distance = _mm512_abs_pd(_mm512_sub_pd(_mm512_sub_pd(e, below), half));
+        const __m512d size = _mm512_mul_pd(_mm512_abs_pd(e), rel);
+        near = _mm512_cmp_pd_mask(distance, size, _CMP_LE_OQ) &
+               _mm512_cmp_pd_mask(e, lo1, _CMP_GT_OQ) & _mm512_cmp_pd_mask(e, hi1, _CMP_LT_OQ);
+        const __m512d kept = _mm512_min_pd(_mm512_max_pd(r, lo), hi);
+        return _mm256_add_epi32(_mm512_cvtpd_epi32(kept), zero_point);
+    };
+    (void)is_signed;  // the low byte of the int32 output is its int8 or uint8 value alike
+    long i = 0;
+    for (; i + 16 <= count; i += 16) {
+        const __m512i a = _mm512_loadu_si512(in + i);
+        __mmask8 near0, near1;
+        const __m256i v0 = eight(_mm512_castsi512_si256(a), near0);
+        const __m256i v1 = eight(_mm512_extracti64x4_epi64(a, 1), near1);
+        const __m512i values = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(values));
+        const __mmask16 near = (__mmask16)(near0 | (unsigned)near1 << 8);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(unsure + i),
+                         _mm512_cvtepi32_epi8(_mm512_maskz_set1_epi32(near, 1)));
+    }
+    if (i < count)  // the last few
+        padconv_requantize_plane_avx2(in + i, factor, bias, low, high, yz, is_signed, count - i,
+                                      y + i, unsure + i);
+}
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
@@ -106,4 +149,6 @@ extern const QKernel padconv_qconv_vnni_direct = {"avx512-vnni-direct", 4, MR, T
 #else
 extern const QKernel padconv_qconv_vnni = {"avx512-vnni", 4, 1, 1, 0};
 extern const QKernel padconv_qconv_vnni_direct = {"avx512-vnni-direct", 4, 1, 1, 0};
+void padconv_requantize_plane_avx512(const int32_t*, double, double, double, double, int, bool,
+                                     long, uint8_t*, uint8_t*) {}  // never called without it
 #endif
