@@ -126,46 +126,51 @@ bool read_requantization(PyObject* spec, Views& v, QJob& job, long m, Py_ssize_t
 
 long round_up(long v, long step) { return (v + step - 1) / step * step; }
 
-// w' of byte `b` of W: int8 as it is, uint8 moved by -128 (its top bit flipped).
-inline int8_t signed_w(uint8_t b, int w_signed) { return (int8_t)(w_signed ? b : b ^ 0x80); }
-
-// Lane `index` of a packed row (lanes are bytes for pack 4, int16 for pack 2).
-inline void put_lane(int32_t* row, long index, int pack, int8_t value) {
-    if (pack == 4) reinterpret_cast<int8_t*>(row)[index] = value;
-    else reinterpret_cast<int16_t*>(row)[index] = value;
-}
-
-// sum_k w'[m, k] per output channel.
-void sum_w(const QJob& job, const uint8_t* w, int w_signed, std::vector<int32_t>& sumw) {
+// sum_k w'[m, k] per output channel, w' = W's byte ^ flip as int8 (flip 0x80 moves uint8 by
+// -128).
+void sum_w(const QJob& job, const uint8_t* w, uint8_t flip, std::vector<int32_t>& sumw) {
     sumw.assign(job.m, 0);
     for (long m = 0; m < job.m; ++m) {
         int32_t total = 0;
         const uint8_t* row = w + m * job.kk;
-        for (long k = 0; k < job.kk; ++k) total += signed_w(row[k], w_signed);
+        for (long k = 0; k < job.kk; ++k) total += (int8_t)(row[k] ^ flip);
         sumw[m] = total;
     }
 }
 
-// W packed per group: row 0 ones and rows 1..M/G the channels' w' (qconv.h); tap t of
-// channel c goes to lane first(c) + t * step of the row, lanes of no tap hold 0.
-template <typename First>
-void pack_rows(const QJob& job, const uint8_t* w, int w_signed, int pack, long step,
-               std::vector<int32_t>& packed, std::vector<int32_t>& sumw, First first) {
-    packed.assign(job.group * job.rows * job.words, 0);
-    sum_w(job, w, w_signed, sumw);
+// The rows of each group (lanes of type Lane): row 0 ones, rows 1..M/G the channels' w'
+// (qconv.h); tap t of channel c goes to lane first(c) + t * step of the row.
+template <typename Lane, typename First>
+void pack_lanes(const QJob& job, const uint8_t* w, uint8_t flip, long step, int32_t* packed,
+                First first) {
     for (long g = 0; g < job.group; ++g) {
-        int32_t* rows = packed.data() + g * job.rows * job.words;
+        Lane* rows = reinterpret_cast<Lane*>(packed + g * job.rows * job.words);
+        const long per_row = job.words * (long)(4 / sizeof(Lane));
         for (long r = 0; r <= job.mg; ++r) {
-            int32_t* row = rows + r * job.words;
+            Lane* row = rows + r * per_row;
             const uint8_t* source = r > 0 ? w + (g * job.mg + r - 1) * job.kk : 0;
             for (long c = 0; c < job.cg; ++c) {
-                const long lane = first(c);
-                for (long t = 0; t < job.taps; ++t)
-                    put_lane(row, lane + t * step, pack,
-                             source ? signed_w(source[c * job.taps + t], w_signed) : 1);
+                Lane* lane = row + first(c);
+                if (source)
+                    for (long t = 0; t < job.taps; ++t)
+                        lane[t * step] = (int8_t)(source[c * job.taps + t] ^ flip);
+                else
+                    for (long t = 0; t < job.taps; ++t) lane[t * step] = 1;
             }
         }
     }
+}
+
+// W packed per group, lanes of no tap 0 (bytes for pack 4, int16 for pack 2); w' is W as
+// int8, or uint8 moved by -128 (its top bit flipped).
+template <typename First>
+void pack_rows(const QJob& job, const uint8_t* w, int w_signed, int pack, long step,
+               std::vector<int32_t>& packed, std::vector<int32_t>& sumw, First first) {
+    const uint8_t flip = w_signed ? 0 : 0x80;
+    sum_w(job, w, flip, sumw);
+    packed.assign(job.group * job.rows * job.words, 0);
+    if (pack == 4) pack_lanes<int8_t>(job, w, flip, step, packed.data(), first);
+    else pack_lanes<int16_t>(job, w, flip, step, packed.data(), first);
 }
 
 // W packed per group for the kernel (qconv.h): tap kk = c * taps + t in lane kk % pack of
