@@ -142,7 +142,9 @@ def _requantized_sums(plan: QLinearConvPlan, x: np.ndarray, xz: int, w: np.ndarr
     unsure = np.empty(conv.output_shape, np.uint8)
     bias = None if b is None else np.ascontiguousarray(np.asarray(b).reshape(-1), np.int32)
     requantization = (bias, float64_multipliers(xs, ws, ys, m), yz, y, unsure)
-    acc = wrapped_sums(conv, x, xz, w, wz, requantization)
+    acc, marked = _native_sums(conv, x, xz, w, wz, requantization)
+    if not marked:
+        return y
     return settle_near_ties(y, unsure, acc, bias, xs, ws, ys, yz)
 
 
@@ -154,15 +156,23 @@ def wrapped_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray
     """int32 ``sum (Xpad - xz) * (W[m] - wz[m])`` modulo 2**32, by the native integer kernel;
     with ``requantization = (bias, float64 factors, y_zero_point, y, unsure)`` its tasks also
     requantize what they summed into ``y`` and mark the near-ties (qconv.h)."""
+    return _native_sums(plan, x, x_zero_point, w, w_zero_points, requantization)[0]
+
+
+def _native_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
+                 w_zero_points: np.ndarray, requantization: tuple | None = None
+                 ) -> tuple[np.ndarray, int]:
+    """:func:`wrapped_sums` and the number of elements its requantization marked near a tie
+    (0 without one)."""
     from padconv_cli.kernels import native
 
     y = np.empty(plan.output_shape, np.int32)
-    native.extension().qconv(
+    marked = native.extension().qconv(
         np.ascontiguousarray(x), x.dtype == np.int8, np.ascontiguousarray(w), w.dtype == np.int8,
         int(x_zero_point), np.ascontiguousarray(w_zero_points, dtype=np.int32), y,
         plan.strides, plan.dilations, plan.pads_begin, plan.group, native.thread_count(),
         native.selected_isa(), requantization)
-    return y
+    return y, marked or 0
 
 
 def exact_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,

@@ -10,7 +10,8 @@
 // memory accesses inside the buffers.  The GIL is released while the kernel runs; tasks are
 // shared by the calling thread and up to `threads` - 1 helpers of Conv's persistent pool.
 // With requantization = (bias or None, float64 factors (M,), y_zero_point, yq, unsure) each
-// task also requantizes the sums it made, as requantize() below does (QJob::yq).
+// task also requantizes the sums it made, as requantize() below does (QJob::yq), and the call
+// returns the number of elements marked in `unsure` (else None).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -312,18 +313,29 @@ long outputs_before(const QJob& job, long v) {
     return count;
 }
 
-// The fused requantization of task `index`: its outputs [f0, f1) of each channel of its group.
-void requantize_task(const QJob& job, long index) {
+// Elements marked in `count` bytes of `unsure` (each 0 or 1).
+long marked_in(const uint8_t* unsure, long count) {
+    long total = 0;
+    for (long i = 0; i < count; ++i) total += unsure[i];
+    return total;
+}
+
+// The fused requantization of task `index`: its outputs [f0, f1) of each channel of its group;
+// returns how many of them it marked as near a tie.
+long requantize_task(const QJob& job, long index) {
     const long b = index % job.blocks, g = (index / job.blocks) % job.group,
                n = index / (job.blocks * job.group);
     const long total = job.xq ? job.vtotal : job.out_plane;
     const long first = b * job.block, last = std::min(first + job.block, total);
     const long f0 = job.xq ? outputs_before(job, first) : first;
     const long f1 = job.xq ? outputs_before(job, last) : last;
+    long marked = 0;
     for (long m = g * job.mg; m < (g + 1) * job.mg; ++m) {
         const long at = (n * job.m + m) * job.out_plane + f0;
         requantize_job_run(job, job.y + at, m, f1 - f0, job.yq + at, job.unsure + at);
+        marked += marked_in(job.unsure + at, f1 - f0);
     }
+    return marked;
 }
 
 // The tasks of one call, shared by the threads taking part: each takes the next task.
@@ -334,6 +346,7 @@ struct Run {
     size_t scratch;
     std::atomic<long> next{0};
     std::atomic<bool> failed{false};
+    std::atomic<long> marked{0};  // elements the requantization marked near a tie
 
     Run(const QJob& j, const QKernel& k, long t, size_t s) : job(j), kernel(k), tasks(t),
                                                              scratch(s) {}
@@ -345,17 +358,20 @@ struct Run {
             return;
         }
         char* aligned = buffer + (64 - reinterpret_cast<size_t>(buffer) % 64) % 64;
+        long near = 0;
         for (long t = next++; t < tasks && !failed; t = next++) {
             kernel.task(job, t, aligned);
-            if (job.yq) requantize_task(job, t);
+            if (job.yq) near += requantize_task(job, t);
         }
+        marked += near;
         delete[] buffer;
     }
 
     static void work_of(void* self) { static_cast<Run*>(self)->work(); }
 };
 
-bool run(const QJob& job, const QKernel& kernel, long threads) {
+// Runs the tasks; `marked` receives the number of elements marked near a tie.
+bool run(const QJob& job, const QKernel& kernel, long threads, long& marked) {
     const long tasks = job.n * job.group * job.blocks;
     const size_t element = kernel.pack == 4 ? 1 : 2;
     const size_t panel = job.xq ? 0 : job.words * kernel.pack * job.block * element;
@@ -367,6 +383,7 @@ bool run(const QJob& job, const QKernel& kernel, long threads) {
     Run state(job, kernel, tasks, scratch);
     // fewer helpers than asked (pool busy, or none could start): the same sums
     padconv_shared_pool().run(&Run::work_of, &state, threads - 1);
+    marked = state.marked;
     return !state.failed;
 }
 
@@ -434,7 +451,10 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
         !read_longs(dilations, job.rank, job.d, "dilations", 1) ||
         !read_longs(pads, job.rank, job.pb, "pads_begin", 0))
         return 0;
-    if (job.n == 0 || job.m == 0 || job.out_plane == 0) Py_RETURN_NONE;
+    if (job.n == 0 || job.m == 0 || job.out_plane == 0) {
+        if (requantization != Py_None) return PyLong_FromLong(0);
+        Py_RETURN_NONE;
+    }
     job.kk = job.cg * job.taps;
     job.x = static_cast<const uint8_t*>(v.x.buf);
     job.x_signed = x_signed;
@@ -502,14 +522,16 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     if (block > round_up(positions, kernel->tile)) block = round_up(positions, kernel->tile);
     job.block = block;
     job.blocks = (positions + block - 1) / block;
+    long marked = 0;
     Py_BEGIN_ALLOW_THREADS
     if (direct) {
         job.xq = xq.data();
         ok = transform_x(job, kernel->pack, xq.data(), threads);
     }
-    ok = ok && run(job, *kernel, threads);
+    ok = ok && run(job, *kernel, threads, marked);
     Py_END_ALLOW_THREADS
     if (!ok) return PyErr_NoMemory();
+    if (requantization != Py_None) return PyLong_FromLong(marked);
     Py_RETURN_NONE;
 }
 
