@@ -127,6 +127,23 @@ bool read_requantization(PyObject* spec, Views& v, QJob& job, long m, Py_ssize_t
 
 long round_up(long v, long step) { return (v + step - 1) / step * step; }
 
+// The direct path's task X (QJob::direct): its span, its bytes and the offsets of the words.
+void direct_layout(QJob& job, long pack, std::vector<long>& offsets) {
+    long farthest = 0;
+    for (int a = 0; a < job.rank; ++a) farthest += (job.k[a] - 1) * job.d[a] * job.sv[a];
+    job.span = job.block + farthest;
+    job.xq_image = round_up((job.cg + pack - 1) / pack * job.span * 4, 64);
+    for (long q = 0; q < job.words; ++q) {
+        long t = q % job.taps, offset = (q / job.taps) * job.span;
+        for (int a = job.rank - 1; a >= 0; --a) {
+            offset += (t % job.k[a]) * job.d[a] * job.sv[a];
+            t /= job.k[a];
+        }
+        offsets[q] = offset;
+    }
+    job.offsets = offsets.data();
+}
+
 // sum_k w'[m, k] per output channel, w' = W's byte ^ flip as int8 (flip 0x80 moves uint8 by
 // -128).
 void sum_w(const QJob& job, const uint8_t* w, uint8_t flip, std::vector<int32_t>& sumw) {
@@ -193,93 +210,74 @@ void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed, int pack,
     });
 }
 
-// X for the direct path (QJob::xq): per image and group, `pack` channels woven into words
-// over the padded grid (bytes for pack 4, int16 for pack 2), x' inside and xz' in the
-// padding; lanes of missing channels 0.  Task t weaves the words of one (image, group,
-// pack of channels): tasks are shared by the pool's threads.
-struct Transform {
-    const QJob& job;
-    int pack;
-    uint8_t* xq;
-    long packs, tasks;
-    std::atomic<long> next{0};
-    std::atomic<bool> failed{false};
-
-    Transform(const QJob& j, int p, uint8_t* q)
-        : job(j), pack(p), xq(q), packs((j.cg + p - 1) / p), tasks(j.n * j.group * packs) {}
-
-    // Padded row k of channel c of image n, group g, as x' bytes (xz' in the padding).
-    void fill_row(long n, long g, long c, long k, uint8_t* row) const {
-        const int r = job.rank;
-        const long width = job.pd[r - 1];
-        const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
-        long in_row = 0, rest = k;
-        bool inside = true;
-        long o[PADCONV_QMAX_RANK];
-        for (int a = r - 2; a >= 0; --a) {
-            o[a] = rest % job.pd[a];
-            rest /= job.pd[a];
-        }
-        for (int a = 0; a < r - 1; ++a) {
-            const long i = o[a] - job.pb[a];
-            if (i < 0 || i >= job.in[a]) inside = false;
-            in_row = in_row * job.in[a] + i;
-        }
-        memset(row, pad, width);
-        if (!inside) return;
-        const uint8_t* src =
-            job.x + (n * job.c + g * job.cg + c) * job.in_plane + in_row * job.in[r - 1];
-        const long pbl = job.pb[r - 1];
-        const long count = job.in[r - 1] < width - pbl ? job.in[r - 1] : width - pbl;
-        for (long i = 0; i < count; ++i) row[i + pbl] = src[i] ^ flip;
+// Columns [c0, c1) of padded grid line `line` (flattened over the axes before the last) for
+// the channels of pack q of image n, group g, woven into the words `out` (QJob::direct): lane
+// j (byte for pack 4, int16 for pack 2) holds x' of channel q * pack + j, xz' in the padding,
+// 0 when there is no such channel.
+void fill_line(const QJob& job, int pack, long n, long g, long q, long line, long c0, long c1,
+               uint32_t* out) {
+    const int r = job.rank;
+    long in_row = 0, rest = line;
+    bool inside = true;
+    long o[PADCONV_QMAX_RANK];
+    for (int a = r - 2; a >= 0; --a) {
+        o[a] = rest % job.pd[a];
+        rest /= job.pd[a];
     }
-
-    void task(long t, uint8_t* rows) const {
-        const long q = t % packs, image = t / packs;  // image = n * group + g
-        const long n = image / job.group, g = image % job.group;
-        const long width = job.pd[job.rank - 1], lines = job.grid / width;
-        uint32_t* out = reinterpret_cast<uint32_t*>(xq + image * job.xq_image) + q * job.grid;
-        for (long k = 0; k < lines; ++k, out += width) {
-            for (int j = 0; j < pack; ++j) {
-                const long c = q * pack + j;
-                if (c < job.cg) fill_row(n, g, c, k, rows + j * width);
-                else memset(rows + j * width, 0, width);
-            }
-            const uint8_t* r0 = rows;
-            const uint8_t* r1 = rows + width;
-            if (pack == 4) {
-                const uint8_t* r2 = rows + 2 * width;
-                const uint8_t* r3 = rows + 3 * width;
-                for (long i = 0; i < width; ++i)
-                    out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 8 | (uint32_t)r2[i] << 16 |
-                             (uint32_t)r3[i] << 24;
-            } else {
-                for (long i = 0; i < width; ++i) out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 16;
-            }
-        }
-        if (q == packs - 1)  // the slack after the image's last word: read, never used
-            memset(xq + image * job.xq_image + packs * job.grid * 4, 0,
-                   job.xq_image - packs * job.grid * 4);
+    for (int a = 0; a < r - 1; ++a) {
+        const long i = o[a] - job.pb[a];
+        if (i < 0 || i >= job.in[a]) inside = false;
+        in_row = in_row * job.in[a] + i;
     }
-
-    void work() {
-        uint8_t* rows = new (std::nothrow) uint8_t[4 * job.pd[job.rank - 1]];
-        if (!rows) {
-            failed = true;
-            return;
+    const int bits = pack == 4 ? 8 : 16;
+    const uint32_t lane_ones = pack == 4 ? 0xFF : 0xFFFF;
+    uint32_t mask = 0, pad = 0, flip = 0;
+    const uint8_t* src[4];
+    for (int j = 0; j < pack; ++j) {
+        const long c = std::min(q * pack + j, job.cg - 1);  // a missing channel: masked out
+        src[j] = job.x + (n * job.c + g * job.cg + c) * job.in_plane +
+                 (inside ? in_row * job.in[r - 1] : 0);
+        if (q * pack + j < job.cg) {
+            mask |= lane_ones << (bits * j);
+            pad |= (uint32_t)(uint8_t)job.xz << (bits * j);
+            flip |= (job.x_signed ? 0x80u : 0u) << (bits * j);
         }
-        for (long t = next++; t < tasks && !failed; t = next++) task(t, rows);
-        delete[] rows;
     }
+    const long pb = job.pb[r - 1];
+    const long lo = inside ? std::min(std::max(pb, c0), c1) : c1;  // columns with input
+    const long hi = inside ? std::max(std::min(pb + job.in[r - 1], c1), lo) : c1;
+    for (long c = c0; c < lo; ++c) out[c - c0] = pad;
+    uint32_t* middle = out + (lo - c0);
+    const long from = lo - pb, count = hi - lo;
+    if (pack == 4) {
+        const uint8_t *s0 = src[0] + from, *s1 = src[1] + from, *s2 = src[2] + from,
+                      *s3 = src[3] + from;
+        for (long i = 0; i < count; ++i)
+            middle[i] = (((uint32_t)s0[i] | (uint32_t)s1[i] << 8 | (uint32_t)s2[i] << 16 |
+                          (uint32_t)s3[i] << 24) ^ flip) & mask;
+    } else {
+        const uint8_t *s0 = src[0] + from, *s1 = src[1] + from;
+        for (long i = 0; i < count; ++i)
+            middle[i] = (((uint32_t)s0[i] | (uint32_t)s1[i] << 16) ^ flip) & mask;
+    }
+    for (long c = hi; c < c1; ++c) out[c - c0] = pad;
+}
 
-    static void work_of(void* self) { static_cast<Transform*>(self)->work(); }
-};
-
-bool transform_x(const QJob& job, int pack, uint8_t* xq, long threads) {
-    Transform state(job, pack, xq);
-    if (threads > state.tasks) threads = state.tasks;
-    padconv_shared_pool().run(&Transform::work_of, &state, threads > 1 ? threads - 1 : 0);
-    return !state.failed;
+// A task's X (QJob::direct): grid positions [a, a + span) of every pack of channels of
+// image n, group g, into `out`.
+void fill_task_x(const QJob& job, int pack, long n, long g, long a, uint8_t* out) {
+    const long width = job.pd[job.rank - 1], packs = (job.cg + pack - 1) / pack;
+    const long end = std::min(a + job.span, job.grid);
+    for (long q = 0; q < packs; ++q) {
+        uint32_t* words = reinterpret_cast<uint32_t*>(out) + q * job.span;
+        for (long v = a; v < end;) {
+            const long line = v / width, c0 = v % width;
+            const long c1 = std::min(width, c0 + (end - v));
+            fill_line(job, pack, n, g, q, line, c0, c1, words + (v - a));
+            v += c1 - c0;
+        }
+        if (end - a < job.span) memset(words + (end - a), 0, (job.span - (end - a)) * 4);
+    }
 }
 
 void requantize_run(const int32_t* in, double factor, double bias, double low, double high,
@@ -325,10 +323,10 @@ long marked_in(const uint8_t* unsure, long count) {
 long requantize_task(const QJob& job, long index) {
     const long b = index % job.blocks, g = (index / job.blocks) % job.group,
                n = index / (job.blocks * job.group);
-    const long total = job.xq ? job.vtotal : job.out_plane;
+    const long total = job.direct ? job.vtotal : job.out_plane;
     const long first = b * job.block, last = std::min(first + job.block, total);
-    const long f0 = job.xq ? outputs_before(job, first) : first;
-    const long f1 = job.xq ? outputs_before(job, last) : last;
+    const long f0 = job.direct ? outputs_before(job, first) : first;
+    const long f1 = job.direct ? outputs_before(job, last) : last;
     long marked = 0;
     for (long m = g * job.mg; m < (g + 1) * job.mg; ++m) {
         const long at = (n * job.m + m) * job.out_plane + f0;
@@ -360,6 +358,11 @@ struct Run {
         char* aligned = buffer + (64 - reinterpret_cast<size_t>(buffer) % 64) % 64;
         long near = 0;
         for (long t = next++; t < tasks && !failed; t = next++) {
+            if (job.direct) {  // the task's X first (QJob::direct)
+                const long g = (t / job.blocks) % job.group, n = t / (job.blocks * job.group);
+                fill_task_x(job, kernel.pack, n, g, t % job.blocks * job.block,
+                            reinterpret_cast<uint8_t*>(aligned));
+            }
             kernel.task(job, t, aligned);
             if (job.yq) near += requantize_task(job, t);
         }
@@ -374,7 +377,8 @@ struct Run {
 bool run(const QJob& job, const QKernel& kernel, long threads, long& marked) {
     const long tasks = job.n * job.group * job.blocks;
     const size_t element = kernel.pack == 4 ? 1 : 2;
-    const size_t panel = job.xq ? 0 : job.words * kernel.pack * job.block * element;
+    const size_t panel =
+        job.direct ? job.xq_image : job.words * kernel.pack * job.block * element;
     const size_t scratch = panel +
                            4 * (job.block + (size_t)kernel.mr * kernel.tile) +
                            kernel.pack * job.block + 64;
@@ -463,6 +467,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     bool direct = (kernel == &padconv_qconv_vnni || kernel == &padconv_qconv_avx2) &&
                   job.cg >= 4;
     for (int a = 0; a < job.rank; ++a) direct = direct && job.s[a] == 1;
+    job.direct = direct;
     if (direct)
         kernel = kernel == &padconv_qconv_vnni ? &padconv_qconv_vnni_direct
                                                : &padconv_qconv_avx2_direct;
@@ -475,7 +480,6 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     for (long m = 0; m < job.m; ++m) wzs[m] = w_signed ? given[m] : given[m] - 128;
     std::vector<int32_t> packed, sumw;
     bool ok = true;
-    std::vector<uint8_t> xq;
     std::vector<long> offsets;
     try {
         if (direct) {
@@ -488,18 +492,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
                 job.grid *= job.pd[a];
             }
             job.vtotal = job.out[0] * job.sv[0];
-            job.xq_image = ((job.cg + pack - 1) / pack * job.grid + 64) * 4;
             offsets.resize(job.words);
-            for (long q = 0; q < job.words; ++q) {
-                long t = q % job.taps, offset = (q / job.taps) * job.grid;
-                for (int a = job.rank - 1; a >= 0; --a) {
-                    offset += (t % job.k[a]) * job.d[a] * job.sv[a];
-                    t /= job.k[a];
-                }
-                offsets[q] = offset;
-            }
-            xq.resize(job.n * job.group * job.xq_image);
-            job.offsets = offsets.data();
         } else {
             pack_w(job, static_cast<const uint8_t*>(v.w.buf), w_signed, kernel->pack, packed,
                    sumw);
@@ -522,13 +515,10 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     if (block > round_up(positions, kernel->tile)) block = round_up(positions, kernel->tile);
     job.block = block;
     job.blocks = (positions + block - 1) / block;
+    if (direct) direct_layout(job, pack, offsets);
     long marked = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (direct) {
-        job.xq = xq.data();
-        ok = transform_x(job, kernel->pack, xq.data(), threads);
-    }
-    ok = ok && run(job, *kernel, threads, marked);
+    ok = run(job, *kernel, threads, marked);
     Py_END_ALLOW_THREADS
     if (!ok) return PyErr_NoMemory();
     if (requantization != Py_None) return PyLong_FromLong(marked);

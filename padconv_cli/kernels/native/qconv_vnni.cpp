@@ -63,9 +63,9 @@ void direct_task(const QJob& job, long index, void* scratch) {
                n = index / (job.blocks * job.group);
     const long v0 = b * job.block;
     const long count = job.vtotal - v0 < job.block ? job.vtotal - v0 : job.block;
-    int32_t* sumx = static_cast<int32_t*>(scratch);
+    const uint8_t* xg = static_cast<const uint8_t*>(scratch);  // the task's X (qconv.h)
+    int32_t* sumx = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(scratch) + job.xq_image);
     int32_t* acc = sumx + job.block;
-    const uint8_t* xg = job.xq + (n * job.group + g) * job.xq_image;
     const int32_t* wg = job.wpack + g * job.rows * job.words;
     for (long row0 = 0; row0 < job.rows; row0 += MR) {
         const int32_t* w0 = wg + row0 * job.words;
@@ -73,7 +73,7 @@ void direct_task(const QJob& job, long index, void* scratch) {
             __m512i s[MR][NR];
             for (int i = 0; i < MR; ++i)
                 for (int j = 0; j < NR; ++j) s[i][j] = _mm512_setzero_si512();
-            const uint8_t* base = xg + (v0 + p) * 4;
+            const uint8_t* base = xg + p * 4;
             for (long q = 0; q < job.words; ++q) {
                 const uint8_t* xq = base + job.offsets[q] * 4;
                 __m512i xv[NR];
