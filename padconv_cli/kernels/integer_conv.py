@@ -214,7 +214,7 @@ def _float_type(x: np.ndarray, x_zero_point: int, shifted_w: np.ndarray) -> np.d
 def working_bytes(plan: ConvPlan, x_size: int) -> int:
     """Memory besides the inputs and Y, at most (the float path, needed beyond 33 000 products
     per sum; the native kernel needs far less: packed W, a panel of about 192 KiB per thread,
-    and with every stride 1 on AVX-512 VNNI a padded copy of X, channels rounded up to 4):
+    or with every stride 1 (AVX2, AVX-512 VNNI) the padded X its block of outputs reads):
     X and W shifted as float64, the float64 sums, their int64 copy, and the Conv core's own
     (:func:`padconv_cli.kernels.conv.working_bytes` for float64)."""
     from padconv_cli.kernels import conv as conv_kernel
