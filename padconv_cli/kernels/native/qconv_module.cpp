@@ -508,11 +508,13 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     const long per_position = job.words * kernel->pack * (kernel->pack == 4 ? 1 : 2);
     long block = direct ? 16 * kernel->tile : QPANEL_BYTES / (per_position > 0 ? per_position : 1);
     block = round_up(block < kernel->tile ? kernel->tile : block, kernel->tile);
-    // enough tasks for the threads: split the positions further when there are few images
-    const long wanted = threads * 4;
-    while (block > kernel->tile && job.n * group * ((positions + block - 1) / block) < wanted)
-        block = round_up(block / 2, kernel->tile);
-    if (block > round_up(positions, kernel->tile)) block = round_up(positions, kernel->tile);
+    // blocks of equal numbers of tiles, enough of them for the threads (two tasks each at
+    // least, so that a thread held up elsewhere leaves part of its share to the others)
+    const long tiles = (positions + kernel->tile - 1) / kernel->tile;
+    long count = (tiles + block / kernel->tile - 1) / (block / kernel->tile);
+    const long wanted = threads * 2, images = job.n * group;
+    if (images * count < wanted) count = std::min(tiles, (wanted + images - 1) / images);
+    block = (tiles + count - 1) / count * kernel->tile;
     job.block = block;
     job.blocks = (positions + block - 1) / block;
     if (direct) direct_layout(job, pack, offsets);
