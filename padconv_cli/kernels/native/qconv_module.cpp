@@ -148,11 +148,18 @@ void direct_layout(QJob& job, long pack, std::vector<long>& offsets) {
 // -128).
 void sum_w(const QJob& job, const uint8_t* w, uint8_t flip, std::vector<int32_t>& sumw) {
     sumw.assign(job.m, 0);
+    const long kk = job.kk;
     for (long m = 0; m < job.m; ++m) {
-        int32_t total = 0;
-        const uint8_t* row = w + m * job.kk;
-        for (long k = 0; k < job.kk; ++k) total += (int8_t)(row[k] ^ flip);
-        sumw[m] = total;
+        uint32_t total = 0;  // modulo 2**32, as the sums it corrects
+        const uint8_t* row = w + m * kk;
+        if (flip) {  // uint8: sum w - 128 per tap
+            for (long k = 0; k < kk; ++k) total += row[k];
+            total -= (uint32_t)(128 * kk);
+        } else {
+            const int8_t* values = reinterpret_cast<const int8_t*>(row);
+            for (long k = 0; k < kk; ++k) total += (uint32_t)(int32_t)values[k];
+        }
+        sumw[m] = (int32_t)total;
     }
 }
 
