@@ -73,8 +73,9 @@ struct QKernel {
     int pack;   // taps per int32 word of W: 4 (uint8 x') or 2 (int16 x')
     int mr;     // W rows per register tile
     int tile;   // output positions per register tile
-    // One task: n, g and a block of positions; `scratch` holds the panel and `tile` int32 of
-    // sums of x' per position (at least panel_bytes(job) + 64 * 4 * tile... see module).
+    // One task: n, g and a block of positions; `scratch` holds the panel (the direct path:
+    // the task's X, woven beforehand by the caller), then the block's sums of x' and a
+    // register tile of int32 sums (sizes: run() in qconv_module.cpp).
     void (*task)(const QJob& job, long task, void* scratch);
 };
 

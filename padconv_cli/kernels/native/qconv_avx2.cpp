@@ -59,8 +59,8 @@ void task(const QJob& job, long index, void* scratch) {
     }
 }
 
-// The direct path (every stride 1): X transformed into int16 channel pairs over its padded
-// grid, read in place (qconv.h); no panel is packed.
+// The direct path (every stride 1): the task's X, int16 channel pairs over its part of the
+// padded grid, woven by the caller at the start of `scratch` (qconv.h); no panel is packed.
 void direct_task(const QJob& job, long index, void* scratch) {
     const long b = index % job.blocks, g = (index / job.blocks) % job.group,
                n = index / (job.blocks * job.group);

@@ -57,7 +57,9 @@ void task(const QJob& job, long index, void* scratch) {
     }
 }
 
-// The direct path: a task is (n, g, a block of virtual positions); no panel is packed.
+// The direct path: a task is (n, g, a block of virtual positions); its X, channel quads
+// over its part of the padded grid, was woven by the caller at the start of `scratch`
+// (qconv.h); no panel is packed.
 void direct_task(const QJob& job, long index, void* scratch) {
     const long b = index % job.blocks, g = (index / job.blocks) % job.group,
                n = index / (job.blocks * job.group);
