@@ -123,21 +123,20 @@ void padconv_requantize_plane_avx512(const int32_t* in, double factor, double bi
         return _mm256_add_epi32(_mm512_cvtpd_epi32(kept), zero_point);
     };
     (void)is_signed;  // the low byte of the int32 output is its int8 or uint8 value alike
-    long i = 0;
-    for (; i + 16 <= count; i += 16) {
-        const __m512i a = _mm512_loadu_si512(in + i);
+    // 16 sums (the lanes of `lanes`) from `i`
+    auto sixteen = [&](long i, __mmask16 lanes) {
+        const __m512i a = _mm512_maskz_loadu_epi32(lanes, in + i);
         __mmask8 near0, near1;
         const __m256i v0 = eight(_mm512_castsi512_si256(a), near0);
         const __m256i v1 = eight(_mm512_extracti64x4_epi64(a, 1), near1);
         const __m512i values = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(values));
         const __mmask16 near = (__mmask16)(near0 | (unsigned)near1 << 8);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(unsure + i),
-                         _mm512_cvtepi32_epi8(_mm512_maskz_set1_epi32(near, 1)));
-    }
-    if (i < count)  // the last few
-        padconv_requantize_plane_avx2(in + i, factor, bias, low, high, yz, is_signed, count - i,
-                                      y + i, unsure + i);
+        _mm512_mask_cvtepi32_storeu_epi8(y + i, lanes, values);
+        _mm512_mask_cvtepi32_storeu_epi8(unsure + i, lanes, _mm512_maskz_set1_epi32(near, 1));
+    };
+    long i = 0;
+    for (; i + 16 <= count; i += 16) sixteen(i, 0xFFFF);
+    if (i < count) sixteen(i, (__mmask16)((1u << (count - i)) - 1));  // the last few
 }
 
 #if defined(__clang__)
