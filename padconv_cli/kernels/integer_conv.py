@@ -21,6 +21,8 @@ any order: results depend neither on the thread count nor on the instruction set
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -64,10 +66,9 @@ def conv_integer(
     ``w_zero_point`` a scalar or one value per output channel of W's type (both default 0).
     """
     arrays = [np.asarray(x), np.asarray(w), _optional(x_zero_point), _optional(w_zero_point)]
-    plan = plan_conv_integer(
-        *(None if a is None else Operand.of(a) for a in arrays), auto_pad=auto_pad,
-        dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
-        strides=strides)
+    plan = _planned(plan_conv_integer, [None if a is None else Operand.of(a) for a in arrays],
+                    {"auto_pad": auto_pad, "dilations": dilations, "group": group,
+                     "kernel_shape": kernel_shape, "pads": pads, "strides": strides})
     return conv_integer_planned(plan, *arrays)
 
 
@@ -99,10 +100,10 @@ def qlinear_conv(
     arrays = [np.asarray(a) for a in (x, x_scale, x_zero_point, w, w_scale, w_zero_point,
                                       y_scale, y_zero_point)]
     bias = _optional(b)
-    plan = plan_qlinear_conv(
-        *(Operand.of(a) for a in arrays), None if bias is None else Operand.of(bias),
-        auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-        pads=pads, strides=strides)
+    operands = [Operand.of(a) for a in arrays] + [None if bias is None else Operand.of(bias)]
+    plan = _planned(plan_qlinear_conv, operands,
+                    {"auto_pad": auto_pad, "dilations": dilations, "group": group,
+                     "kernel_shape": kernel_shape, "pads": pads, "strides": strides})
     return qlinear_conv_planned(plan, *arrays, bias)
 
 
@@ -142,7 +143,9 @@ def _requantized_sums(plan: QLinearConvPlan, x: np.ndarray, xz: int, w: np.ndarr
     unsure = np.empty(conv.output_shape, np.uint8)
     bias = None if b is None else np.ascontiguousarray(np.asarray(b).reshape(-1), np.int32)
     requantization = (bias, float64_multipliers(xs, ws, ys, m), yz, y, unsure)
-    acc = wrapped_sums(conv, x, xz, w, wz, requantization)
+    acc, marked = _native_sums(conv, x, xz, w, wz, requantization)
+    if not marked:
+        return y
     return settle_near_ties(y, unsure, acc, bias, xs, ws, ys, yz)
 
 
@@ -154,15 +157,23 @@ def wrapped_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray
     """int32 ``sum (Xpad - xz) * (W[m] - wz[m])`` modulo 2**32, by the native integer kernel;
     with ``requantization = (bias, float64 factors, y_zero_point, y, unsure)`` its tasks also
     requantize what they summed into ``y`` and mark the near-ties (qconv.h)."""
+    return _native_sums(plan, x, x_zero_point, w, w_zero_points, requantization)[0]
+
+
+def _native_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
+                 w_zero_points: np.ndarray, requantization: tuple | None = None
+                 ) -> tuple[np.ndarray, int]:
+    """:func:`wrapped_sums` and the number of elements its requantization marked near a tie
+    (0 without one)."""
     from padconv_cli.kernels import native
 
     y = np.empty(plan.output_shape, np.int32)
-    native.extension().qconv(
+    marked = native.extension().qconv(
         np.ascontiguousarray(x), x.dtype == np.int8, np.ascontiguousarray(w), w.dtype == np.int8,
         int(x_zero_point), np.ascontiguousarray(w_zero_points, dtype=np.int32), y,
         plan.strides, plan.dilations, plan.pads_begin, plan.group, native.thread_count(),
         native.selected_isa(), requantization)
-    return y
+    return y, marked or 0
 
 
 def exact_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
@@ -187,7 +198,7 @@ def exact_sums(plan: ConvPlan, x: np.ndarray, x_zero_point: int, w: np.ndarray,
 
 def fits_int32(plan: ConvPlan) -> bool:
     """No sum of ``C/G * prod(k)`` products of at most 255 * 255 can leave int32."""
-    return plan.w_shape[1] * int(np.prod(plan.kernel_shape)) * 255 * 255 < 2**31
+    return plan.w_shape[1] * math.prod(plan.kernel_shape) * 255 * 255 < 2**31
 
 
 def _float_type(x: np.ndarray, x_zero_point: int, shifted_w: np.ndarray) -> np.dtype:
@@ -203,7 +214,7 @@ def _float_type(x: np.ndarray, x_zero_point: int, shifted_w: np.ndarray) -> np.d
 def working_bytes(plan: ConvPlan, x_size: int) -> int:
     """Memory besides the inputs and Y, at most (the float path, needed beyond 33 000 products
     per sum; the native kernel needs far less: packed W, a panel of about 192 KiB per thread,
-    and with every stride 1 on AVX-512 VNNI a padded copy of X, channels rounded up to 4):
+    or with every stride 1 (AVX2, AVX-512 VNNI) the padded X its block of outputs reads):
     X and W shifted as float64, the float64 sums, their int64 copy, and the Conv core's own
     (:func:`padconv_cli.kernels.conv.working_bytes` for float64)."""
     from padconv_cli.kernels import conv as conv_kernel
@@ -211,6 +222,43 @@ def working_bytes(plan: ConvPlan, x_size: int) -> int:
     out = int(np.prod(plan.output_shape))
     return (8 * (x_size + 2 * int(np.prod(plan.w_shape)) + 2 * out)
             + conv_kernel.working_bytes(plan, np.dtype(np.float64)))
+
+
+# --- plans of repeated calls ---------------------------------------------------------------
+
+
+def _planned(planner: object, operands: list, attributes: dict) -> object:
+    """``planner(*operands, **attributes)``, remembered for calls whose operands and attributes
+    are equal values of the same types (a plan depends on nothing else); attributes that are
+    not plain numbers, strings or lists of them are planned afresh every time."""
+    try:
+        key = tuple((name, _typed(value)) for name, value in attributes.items())
+    except TypeError:
+        return planner(*operands, **attributes)
+    return _remembered_plan(planner, tuple(operands), key)
+
+
+@functools.lru_cache(maxsize=64)
+def _remembered_plan(planner: object, operands: tuple, key: tuple) -> object:
+    return planner(*operands, **{name: _untyped(value) for name, value in key})
+
+
+def _typed(value: object) -> tuple:
+    """A hashable copy of an attribute value that keeps every type (1, 1.0 and True differ);
+    TypeError for anything else than None, str, numbers and lists or tuples of them."""
+    if value is None or isinstance(value, (str, int, float, np.integer, np.floating)):
+        return (type(value), value)
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_typed(item) for item in value))
+    raise TypeError(type(value).__name__)
+
+
+def _untyped(key: tuple) -> object:
+    """The attribute value of :func:`_typed`'s copy."""
+    kind, value = key
+    if kind in (list, tuple):
+        return kind(_untyped(item) for item in value)
+    return value
 
 
 # --- small helpers ----------------------------------------------------------------------------
@@ -227,7 +275,8 @@ def _scalar(value: object) -> int:
 def _per_channel(value: object, m: int) -> np.ndarray:
     if value is None:
         return np.zeros(m, np.int32)
-    return np.broadcast_to(np.asarray(value).astype(np.int32).reshape(-1), (m,))
+    values = np.asarray(value).astype(np.int32).reshape(-1)
+    return values if values.size == m else np.full(m, values[0], np.int32)
 
 
 def _check_plan(plan: ConvPlan, x: np.ndarray, w: np.ndarray) -> None:

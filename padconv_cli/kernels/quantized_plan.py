@@ -21,6 +21,7 @@ from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
 from padconv_cli.kernels.conv import ConvPlan, plan_conv
 
 INTEGER_DTYPES = ("int8", "uint8")
+_INTEGER_TYPES = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ def check_scale_values(op: str, name: str, values: np.ndarray) -> np.ndarray:
     """The scale as float32 after checking every value is finite and > 0 and (for a type
     other than float32) converts to float32 exactly: the scales of ONNX are float32."""
     array = np.asarray(values)
+    if array.dtype == np.float32 and _positive_and_finite(array):
+        return array
     wide = array.astype(np.float64)
     if not np.all(np.isfinite(wide)) or not np.all(wide > 0):
         bad = wide[~(np.isfinite(wide) & (wide > 0))].reshape(-1)[0]
@@ -159,6 +162,13 @@ def check_scale_values(op: str, name: str, values: np.ndarray) -> np.ndarray:
             f"{op} input {name} must be float32; its {array.dtype.name} values are not all "
             f"float32 values (convert them to float32 first)", param=name)
     return narrow
+
+
+def _positive_and_finite(array: np.ndarray) -> bool:
+    """Every value in (0, inf): not zero, negative, infinite or NaN."""
+    if array.size == 1:
+        return 0.0 < float(array.reshape(-1)[0]) < math.inf
+    return bool(((array > 0) & (array < np.inf)).all())
 
 
 # --- checks -----------------------------------------------------------------------------------
@@ -198,7 +208,7 @@ def _leading_name(message: str) -> str | tuple[str, ...] | None:
 
 
 def _integer_type(op: str, name: str, operand: Operand) -> None:
-    if operand.dtype.name not in INTEGER_DTYPES:
+    if operand.dtype not in _INTEGER_TYPES:
         raise UnsupportedDtypeError(
             f"{op} input {name} must be int8 or uint8, got {operand.dtype.name}", param=name)
 

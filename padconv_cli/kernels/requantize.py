@@ -83,9 +83,10 @@ def float64_multipliers(x_scale: float, w_scales: np.ndarray, y_scale: float, m:
                         ) -> np.ndarray:
     """``f[m] = fl64(fl64(xs * ws[m]) / ys)`` of the float32 scales, which is ``fl64(F[m])``:
     the product of two float32 values is exact in float64, so only the division rounds."""
-    scales = np.broadcast_to(np.asarray(w_scales, np.float32).reshape(-1), (m,))
-    return np.float64(np.float32(x_scale)) * scales.astype(np.float64) / np.float64(
-        np.float32(y_scale))
+    scales = np.asarray(w_scales, np.float32).reshape(-1).astype(np.float64)
+    if scales.size != m:
+        scales = np.full(m, scales[0])
+    return float(np.float32(x_scale)) * scales / float(np.float32(y_scale))
 
 
 def settle_near_ties(y: np.ndarray, unsure: np.ndarray, acc: np.ndarray,

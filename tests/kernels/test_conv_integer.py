@@ -193,6 +193,10 @@ def test_every_instruction_set_is_exact(monkeypatch, isa, x_type, w_type):
     ((1, 3, 11), (4, 3, 4), {"pads": [3, 1], "dilations": [3]}),
     ((1, 6, 4, 5, 3), (4, 3, 2, 3, 2), {"group": 2, "pads": [1, 0, 2, 0, 1, 1]}),
     ((1, 9, 6, 6), (9, 1, 3, 3), {"group": 9, "pads": [1, 1, 1, 1]}),  # depthwise
+    ((1, 8, 300), (5, 8, 3), {"pads": [1, 2]}),  # 1-D, many tiles
+    ((1, 6, 9, 70), (7, 6, 3, 3), {"pads": [1, 1, 1, 1], "dilations": [1, 2]}),  # wide rows
+    ((1, 4, 5, 6, 7), (3, 4, 2, 3, 2), {"pads": [0, 1, 1, 1, 0, 1]}),
+    ((1, 16, 9, 9), (70, 16, 3, 3), {"pads": [1, 1, 1, 1]}),  # many rows of W
 ])
 def test_stride_one_convolutions_are_exact(monkeypatch, isa, x_shape, w_shape, attrs):
     """Every stride 1: the VNNI kernel reads a transformed, padded X directly (no panel)."""
@@ -221,3 +225,17 @@ def test_geometry_errors_name_their_parameter(x_shape, w_shape, attrs, param):
     with pytest.raises(AttributeValueError, match="ConvInteger") as caught:
         conv_integer(np.zeros(x_shape, np.uint8), np.zeros(w_shape, np.uint8), **attrs)
     assert caught.value.param == param
+
+
+@pytest.mark.parametrize(("attrs", "param"), [
+    ({"strides": [1.0, 1.0]}, "strides"), ({"strides": [True, True]}, "strides"),
+    ({"group": True}, "group"), ({"pads": (1.0, 1, 1, 1)}, "pads"),
+])
+def test_a_plan_of_equal_attributes_of_another_type_is_not_reused(attrs, param):
+    """A repeated call reuses its plan only for attributes of the same types: 1.0 and True
+    equal 1 but are still refused after a call with 1."""
+    x, w = np.zeros((1, 4, 5, 5), np.uint8), np.zeros((2, 4, 3, 3), np.uint8)
+    conv_integer(x, w, strides=[1, 1], group=1, pads=(1, 1, 1, 1))
+    with pytest.raises(AttributeValueError) as error:
+        conv_integer(x, w, **attrs)
+    assert error.value.param == param

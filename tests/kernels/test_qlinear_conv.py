@@ -287,3 +287,35 @@ def test_per_channel_ties_in_many_channels_round_to_even():
             rng.integers(-300, 300, 4).astype(np.int32)]
     y = qlinear_conv(*args, pads=[1, 0, 0, 1])
     np.testing.assert_array_equal(y, oracle_qlinear_conv(*args, pads=[1, 0, 0, 1]))
+
+
+@pytest.mark.parametrize("y_type", TYPES)
+def test_every_instruction_set_marks_the_same_near_ties(y_type):
+    """The fused requantization of each kernel (AVX-512, AVX2, portable) and the standalone
+    one give the same outputs and mark the same elements near a tie, ties included."""
+    from padconv_cli.kernels import native
+    from padconv_cli.kernels.requantize import float64_multipliers
+
+    rng = np.random.default_rng(5)
+    x = random_integers((1, 8, 11, 37), np.uint8, rng)
+    w = random_integers((6, 8, 3, 3), np.int8, rng)
+    wz = np.zeros(6, np.int32)
+    bias = rng.integers(-300, 300, 6).astype(np.int32)
+    factors = float64_multipliers(0.5, np.array([0.5, 0.25, 1.0, 0.125, 2**-7, 3e-3],
+                                               np.float32), 8.0, 6)
+    yz = 128 if y_type == np.uint8 else 5
+    results = []
+    for isa in [i for i in ("avx512", "avx2", "generic") if i in native.available_isas()]:
+        acc = np.empty((1, 6, 11, 37), np.int32)
+        y, unsure = np.empty(acc.shape, y_type), np.empty(acc.shape, np.uint8)
+        marked = native.extension().qconv(x, False, w, True, 3, wz, acc, [1, 1], [1, 1],
+                                          [1, 1], 1, 2, isa, (bias, factors, yz, y, unsure))
+        assert marked == int(unsure.sum()) > 0
+        alone_y, alone_unsure = np.empty_like(y), np.zeros_like(unsure)
+        native.extension().requantize(acc, bias, factors, yz, alone_y, alone_unsure)
+        np.testing.assert_array_equal(y, alone_y)
+        np.testing.assert_array_equal(unsure, alone_unsure)
+        results.append((acc, y, unsure))
+    for other in results[1:]:
+        for mine, theirs in zip(results[0], other, strict=True):
+            np.testing.assert_array_equal(mine, theirs)

@@ -42,17 +42,19 @@ struct QJob {
     int32_t* y;            // N x M x prod(out)
     long block;            // output positions per task (a multiple of the kernel's tile)
     long blocks;           // ceil(prod(out) / block)
-    // Direct path (every stride 1, VNNI or AVX2, C/G >= 4): X transformed once into `xq`, per
-    // image and group [C/G / pack][padded input grid pd][pack channels] (uint8 lanes for
-    // VNNI, int16 for AVX2), the padding holding xz'; a
-    // "virtual" position v of the padded grid (strides sv) reads word q at v + offsets[q]
-    // (positions along the grid whose coordinates reach past `out` are computed and dropped).
-    const uint8_t* xq;
+    // Direct path (every stride 1, VNNI or AVX2, C/G >= 4): a "virtual" position v of the
+    // padded input grid pd (strides sv) reads word q at v + offsets[q] (positions along the
+    // grid whose coordinates reach past `out` are computed and dropped).  Each task first
+    // weaves the part of X it reads into the start of its scratch (qconv_module.cpp):
+    // [C/G / pack][span grid positions from its first v][pack channels] (uint8 lanes for VNNI,
+    // int16 for AVX2), the padding holding xz', 0 beyond the grid and for missing channels.
+    int direct;
     long pd[PADCONV_QMAX_RANK], sv[PADCONV_QMAX_RANK];
-    long grid;             // prod(pd): positions of one quad's padded grid
+    long grid;             // prod(pd): positions of one pack's padded grid
     long vtotal;           // virtual positions computed: out[0] * sv[0]
-    long xq_image;         // bytes of xq per image and group: quads * grid * 4 + slack
-    const long* offsets;   // words offsets (in positions) of word q = (quad, tap)
+    long span;             // grid positions of a task's X: block + the farthest tap
+    long xq_image;         // bytes of a task's X: packs * span * 4, rounded up to 64
+    const long* offsets;   // offsets (in positions) of word q = (pack, tap) in a task's X
     // QLinearConv's requantization fused into the tasks (yq null: the int32 sums only): each
     // task requantizes the outputs it has just summed, still in cache, into yq and marks the
     // near-ties in `unsure` (both N x M x prod(out) bytes), as padconv_py_requantize does.
@@ -63,6 +65,7 @@ struct QJob {
     double low, high;       // the output range minus yz
     int yz;
     int y_signed;
+    int requantize_avx512;  // the requantization of the VNNI kernels: AVX-512
 };
 
 struct QKernel {
@@ -70,8 +73,9 @@ struct QKernel {
     int pack;   // taps per int32 word of W: 4 (uint8 x') or 2 (int16 x')
     int mr;     // W rows per register tile
     int tile;   // output positions per register tile
-    // One task: n, g and a block of positions; `scratch` holds the panel and `tile` int32 of
-    // sums of x' per position (at least panel_bytes(job) + 64 * 4 * tile... see module).
+    // One task: n, g and a block of positions; `scratch` holds the panel (the direct path:
+    // the task's X, woven beforehand by the caller), then the block's sums of x' and a
+    // register tile of int32 sums (sizes: run() in qconv_module.cpp).
     void (*task)(const QJob& job, long task, void* scratch);
 };
 
@@ -86,4 +90,8 @@ extern const int padconv_have_qconv_x86;   // 1 when the two above were compiled
 void padconv_requantize_plane_avx2(const int32_t* in, double factor, double bias, double low,
                                    double high, int yz, bool is_signed, long count,
                                    uint8_t* y, uint8_t* unsure);
+// The same, AVX-512 (CPUs with the VNNI kernel's instruction sets only).
+void padconv_requantize_plane_avx512(const int32_t* in, double factor, double bias, double low,
+                                     double high, int yz, bool is_signed, long count,
+                                     uint8_t* y, uint8_t* unsure);
 #endif

@@ -2,6 +2,7 @@
 // int32 lanes (no 16-bit saturation: each pair sum is at most 2 * 255 * 128), vpaddd modulo
 // 2**32.  Compiled for AVX2 by the pragma below; dispatched only on CPUs that have it.
 #include <stdint.h>
+#include <string.h>
 
 #include "qconv.h"
 
@@ -58,16 +59,16 @@ void task(const QJob& job, long index, void* scratch) {
     }
 }
 
-// The direct path (every stride 1): X transformed into int16 channel pairs over its padded
-// grid, read in place (qconv.h); no panel is packed.
+// The direct path (every stride 1): the task's X, int16 channel pairs over its part of the
+// padded grid, woven by the caller at the start of `scratch` (qconv.h); no panel is packed.
 void direct_task(const QJob& job, long index, void* scratch) {
     const long b = index % job.blocks, g = (index / job.blocks) % job.group,
                n = index / (job.blocks * job.group);
     const long v0 = b * job.block;
     const long count = job.vtotal - v0 < job.block ? job.vtotal - v0 : job.block;
-    int32_t* sumx = static_cast<int32_t*>(scratch);
+    const uint8_t* xg = static_cast<const uint8_t*>(scratch);  // the task's X (qconv.h)
+    int32_t* sumx = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(scratch) + job.xq_image);
     int32_t* acc = sumx + job.block;
-    const uint8_t* xg = job.xq + (n * job.group + g) * job.xq_image;
     const int32_t* wg = job.wpack + g * job.rows * job.words;
     for (long row0 = 0; row0 < job.rows; row0 += MR) {
         const int32_t* w0 = wg + row0 * job.words;
@@ -75,7 +76,7 @@ void direct_task(const QJob& job, long index, void* scratch) {
             __m256i s[MR][NR];
             for (int i = 0; i < MR; ++i)
                 for (int j = 0; j < NR; ++j) s[i][j] = _mm256_setzero_si256();
-            const uint8_t* base = xg + (v0 + p) * 4;
+            const uint8_t* base = xg + p * 4;
             for (long q = 0; q < job.words; ++q) {
                 const uint8_t* xq = base + job.offsets[q] * 4;
                 __m256i xv[NR];
@@ -99,8 +100,15 @@ void direct_task(const QJob& job, long index, void* scratch) {
 
 }  // namespace
 
+// Four marks (bytes 0 or 1) of the four bits of an index.
+static const uint32_t BIT_BYTES[16] = {
+    0x00000000, 0x00000001, 0x00000100, 0x00000101, 0x00010000, 0x00010001, 0x00010100,
+    0x00010101, 0x01000000, 0x01000001, 0x01000100, 0x01000101, 0x01010000, 0x01010001,
+    0x01010100, 0x01010101};
+
 // QLinearConv's float64 requantization of one plane (qconv_module.cpp's requantize_planes):
 // the same operations four lanes at a time, so the same results.
+
 void padconv_requantize_plane_avx2(const int32_t* in, double factor, double bias, double low,
                                    double high, int yz, bool is_signed, long count,
                                    uint8_t* y, uint8_t* unsure) {
@@ -110,6 +118,9 @@ void padconv_requantize_plane_avx2(const int32_t* in, double factor, double bias
     const __m256d lo = _mm256_set1_pd(low), hi = _mm256_set1_pd(high);
     const __m256d half = _mm256_set1_pd(0.5), rel = _mm256_set1_pd(4.5e-16);
     const __m256d sign = _mm256_set1_pd(-0.0);
+    const __m128i zero_point = _mm_set1_epi32(yz);
+    const __m128i low_bytes = _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                            -1, -1);
     long i = 0;
     for (; i + 4 <= count; i += 4) {
         const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
@@ -125,13 +136,11 @@ void padconv_requantize_plane_avx2(const int32_t* in, double factor, double bias
             _mm256_and_pd(_mm256_cmp_pd(e, lo1, _CMP_GT_OQ), _mm256_cmp_pd(e, hi1, _CMP_LT_OQ)));
         const int bits = _mm256_movemask_pd(near);
         const __m256d kept = _mm256_min_pd(_mm256_max_pd(r, lo), hi);
-        int32_t values[4];
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(values), _mm256_cvtpd_epi32(kept));
-        for (int j = 0; j < 4; ++j) {
-            const int value = values[j] + yz;
-            y[i + j] = is_signed ? (uint8_t)(int8_t)value : (uint8_t)value;
-            unsure[i + j] = (uint8_t)((bits >> j) & 1);
-        }
+        // the low byte of each int32 output is its int8 or uint8 value alike
+        const __m128i values = _mm_add_epi32(_mm256_cvtpd_epi32(kept), zero_point);
+        const uint32_t bytes = (uint32_t)_mm_cvtsi128_si32(_mm_shuffle_epi8(values, low_bytes));
+        memcpy(y + i, &bytes, 4);
+        memcpy(unsure + i, &BIT_BYTES[bits], 4);
     }
     for (; i < count; ++i) {  // the last few, one at a time
         double e = ((double)in[i] + bias) * factor;

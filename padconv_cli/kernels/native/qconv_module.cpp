@@ -10,7 +10,8 @@
 // memory accesses inside the buffers.  The GIL is released while the kernel runs; tasks are
 // shared by the calling thread and up to `threads` - 1 helpers of Conv's persistent pool.
 // With requantization = (bias or None, float64 factors (M,), y_zero_point, yq, unsure) each
-// task also requantizes the sums it made, as requantize() below does (QJob::yq).
+// task also requantizes the sums it made, as requantize() below does (QJob::yq), and the call
+// returns the number of elements marked in `unsure` (else None).
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -126,28 +127,83 @@ bool read_requantization(PyObject* spec, Views& v, QJob& job, long m, Py_ssize_t
 
 long round_up(long v, long step) { return (v + step - 1) / step * step; }
 
-// W packed per group for the kernel (qconv.h): row 0 ones, rows 1..M/G the channels' w'.
-void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
-            std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
-    packed.assign(job.group * job.rows * job.words, 0);
+// The direct path's task X (QJob::direct): its span, its bytes and the offsets of the words.
+void direct_layout(QJob& job, long pack, std::vector<long>& offsets) {
+    long farthest = 0;
+    for (int a = 0; a < job.rank; ++a) farthest += (job.k[a] - 1) * job.d[a] * job.sv[a];
+    job.span = job.block + farthest;
+    job.xq_image = round_up((job.cg + pack - 1) / pack * job.span * 4, 64);
+    for (long q = 0; q < job.words; ++q) {
+        long t = q % job.taps, offset = (q / job.taps) * job.span;
+        for (int a = job.rank - 1; a >= 0; --a) {
+            offset += (t % job.k[a]) * job.d[a] * job.sv[a];
+            t /= job.k[a];
+        }
+        offsets[q] = offset;
+    }
+    job.offsets = offsets.data();
+}
+
+// sum_k w'[m, k] per output channel, w' = W's byte ^ flip as int8 (flip 0x80 moves uint8 by
+// -128).
+void sum_w(const QJob& job, const uint8_t* w, uint8_t flip, std::vector<int32_t>& sumw) {
     sumw.assign(job.m, 0);
+    const long kk = job.kk;
+    for (long m = 0; m < job.m; ++m) {
+        uint32_t total = 0;  // modulo 2**32, as the sums it corrects
+        const uint8_t* row = w + m * kk;
+        if (flip) {  // uint8: sum w - 128 per tap
+            for (long k = 0; k < kk; ++k) total += row[k];
+            total -= (uint32_t)(128 * kk);
+        } else {
+            const int8_t* values = reinterpret_cast<const int8_t*>(row);
+            for (long k = 0; k < kk; ++k) total += (uint32_t)(int32_t)values[k];
+        }
+        sumw[m] = (int32_t)total;
+    }
+}
+
+// The rows of each group (lanes of type Lane): row 0 ones, rows 1..M/G the channels' w'
+// (qconv.h); tap t of channel c goes to lane first(c) + t * step of the row.
+template <typename Lane, typename First>
+void pack_lanes(const QJob& job, const uint8_t* w, uint8_t flip, long step, int32_t* packed,
+                First first) {
     for (long g = 0; g < job.group; ++g) {
-        int32_t* rows = packed.data() + g * job.rows * job.words;
+        Lane* rows = reinterpret_cast<Lane*>(packed + g * job.rows * job.words);
+        const long per_row = job.words * (long)(4 / sizeof(Lane));
         for (long r = 0; r <= job.mg; ++r) {
-            for (long kk = 0; kk < job.kk; ++kk) {
-                int value = 1;
-                if (r > 0) {
-                    const uint8_t byte = w[(g * job.mg + r - 1) * job.kk + kk];
-                    value = w_signed ? (int)(int8_t)byte : (int)byte - 128;
-                    sumw[g * job.mg + r - 1] += value;
-                }
-                uint32_t& word = reinterpret_cast<uint32_t&>(rows[r * job.words + kk / pack]);
-                const int lane = (int)(kk % pack);
-                if (pack == 4) word |= (uint32_t)(uint8_t)(int8_t)value << (8 * lane);
-                else word |= (uint32_t)(uint16_t)(int16_t)value << (16 * lane);
+            Lane* row = rows + r * per_row;
+            const uint8_t* source = r > 0 ? w + (g * job.mg + r - 1) * job.kk : 0;
+            for (long c = 0; c < job.cg; ++c) {
+                Lane* lane = row + first(c);
+                if (source)
+                    for (long t = 0; t < job.taps; ++t)
+                        lane[t * step] = (int8_t)(source[c * job.taps + t] ^ flip);
+                else
+                    for (long t = 0; t < job.taps; ++t) lane[t * step] = 1;
             }
         }
     }
+}
+
+// W packed per group, lanes of no tap 0 (bytes for pack 4, int16 for pack 2); w' is W as
+// int8, or uint8 moved by -128 (its top bit flipped).
+template <typename First>
+void pack_rows(const QJob& job, const uint8_t* w, int w_signed, int pack, long step,
+               std::vector<int32_t>& packed, std::vector<int32_t>& sumw, First first) {
+    const uint8_t flip = w_signed ? 0 : 0x80;
+    sum_w(job, w, flip, sumw);
+    packed.assign(job.group * job.rows * job.words, 0);
+    if (pack == 4) pack_lanes<int8_t>(job, w, flip, step, packed.data(), first);
+    else pack_lanes<int16_t>(job, w, flip, step, packed.data(), first);
+}
+
+// W packed per group for the kernel (qconv.h): tap kk = c * taps + t in lane kk % pack of
+// word kk / pack, that is lane kk of the row.
+void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
+            std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
+    const long taps = job.taps;
+    pack_rows(job, w, w_signed, pack, 1, packed, sumw, [taps](long c) { return c * taps; });
 }
 
 // W packed for the direct path: word q = (c / pack) * taps + t holds w'[m, c, t] in lane
@@ -155,120 +211,96 @@ void pack_w(const QJob& job, const uint8_t* w, int w_signed, int pack,
 // ones for the real channels.
 void pack_w_direct(const QJob& job, const uint8_t* w, int w_signed, int pack,
                    std::vector<int32_t>& packed, std::vector<int32_t>& sumw) {
-    packed.assign(job.group * job.rows * job.words, 0);
-    sumw.assign(job.m, 0);
-    for (long g = 0; g < job.group; ++g) {
-        int32_t* rows = packed.data() + g * job.rows * job.words;
-        for (long r = 0; r <= job.mg; ++r) {
-            for (long c = 0; c < job.cg; ++c) {
-                for (long t = 0; t < job.taps; ++t) {
-                    int value = 1;
-                    if (r > 0) {
-                        const uint8_t byte = w[((g * job.mg + r - 1) * job.cg + c) * job.taps + t];
-                        value = w_signed ? (int)(int8_t)byte : (int)byte - 128;
-                        sumw[g * job.mg + r - 1] += value;
-                    }
-                    uint32_t& word = reinterpret_cast<uint32_t&>(
-                        rows[r * job.words + (c / pack) * job.taps + t]);
-                    if (pack == 4) word |= (uint32_t)(uint8_t)(int8_t)value << (8 * (c % 4));
-                    else word |= (uint32_t)(uint16_t)(int16_t)value << (16 * (c % 2));
-                }
-            }
-        }
-    }
+    const long taps = job.taps;
+    pack_rows(job, w, w_signed, pack, pack, packed, sumw, [taps, pack](long c) {
+        return (c / pack) * taps * pack + c % pack;
+    });
 }
 
-// X for the direct path (QJob::xq): per image and group, `pack` channels woven into words
-// over the padded grid (bytes for pack 4, int16 for pack 2), x' inside and xz' in the
-// padding; lanes of missing channels 0.  Task t weaves the words of one (image, group,
-// pack of channels): tasks are shared by the pool's threads.
-struct Transform {
-    const QJob& job;
-    int pack;
-    uint8_t* xq;
-    long packs, tasks;
-    std::atomic<long> next{0};
-    std::atomic<bool> failed{false};
-
-    Transform(const QJob& j, int p, uint8_t* q)
-        : job(j), pack(p), xq(q), packs((j.cg + p - 1) / p), tasks(j.n * j.group * packs) {}
-
-    // Padded row k of channel c of image n, group g, as x' bytes (xz' in the padding).
-    void fill_row(long n, long g, long c, long k, uint8_t* row) const {
-        const int r = job.rank;
-        const long width = job.pd[r - 1];
-        const uint8_t flip = job.x_signed ? 0x80 : 0, pad = (uint8_t)job.xz;
-        long in_row = 0, rest = k;
-        bool inside = true;
-        long o[PADCONV_QMAX_RANK];
-        for (int a = r - 2; a >= 0; --a) {
-            o[a] = rest % job.pd[a];
-            rest /= job.pd[a];
-        }
-        for (int a = 0; a < r - 1; ++a) {
-            const long i = o[a] - job.pb[a];
-            if (i < 0 || i >= job.in[a]) inside = false;
-            in_row = in_row * job.in[a] + i;
-        }
-        memset(row, pad, width);
-        if (!inside) return;
-        const uint8_t* src =
-            job.x + (n * job.c + g * job.cg + c) * job.in_plane + in_row * job.in[r - 1];
-        const long pbl = job.pb[r - 1];
-        const long count = job.in[r - 1] < width - pbl ? job.in[r - 1] : width - pbl;
-        for (long i = 0; i < count; ++i) row[i + pbl] = src[i] ^ flip;
+// Columns [c0, c1) of padded grid line `line` (flattened over the axes before the last) for
+// the channels of pack q of image n, group g, woven into the words `out` (QJob::direct): lane
+// j (byte for pack 4, int16 for pack 2) holds x' of channel q * pack + j, xz' in the padding,
+// 0 when there is no such channel.
+void fill_line(const QJob& job, int pack, long n, long g, long q, long line, long c0, long c1,
+               uint32_t* out) {
+    const int r = job.rank;
+    long in_row = 0, rest = line;
+    bool inside = true;
+    long o[PADCONV_QMAX_RANK];
+    for (int a = r - 2; a >= 0; --a) {
+        o[a] = rest % job.pd[a];
+        rest /= job.pd[a];
     }
-
-    void task(long t, uint8_t* rows) const {
-        const long q = t % packs, image = t / packs;  // image = n * group + g
-        const long n = image / job.group, g = image % job.group;
-        const long width = job.pd[job.rank - 1], lines = job.grid / width;
-        uint32_t* out = reinterpret_cast<uint32_t*>(xq + image * job.xq_image) + q * job.grid;
-        for (long k = 0; k < lines; ++k, out += width) {
-            for (int j = 0; j < pack; ++j) {
-                const long c = q * pack + j;
-                if (c < job.cg) fill_row(n, g, c, k, rows + j * width);
-                else memset(rows + j * width, 0, width);
-            }
-            const uint8_t* r0 = rows;
-            const uint8_t* r1 = rows + width;
-            if (pack == 4) {
-                const uint8_t* r2 = rows + 2 * width;
-                const uint8_t* r3 = rows + 3 * width;
-                for (long i = 0; i < width; ++i)
-                    out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 8 | (uint32_t)r2[i] << 16 |
-                             (uint32_t)r3[i] << 24;
-            } else {
-                for (long i = 0; i < width; ++i) out[i] = (uint32_t)r0[i] | (uint32_t)r1[i] << 16;
-            }
-        }
-        if (q == packs - 1)  // the slack after the image's last word: read, never used
-            memset(xq + image * job.xq_image + packs * job.grid * 4, 0,
-                   job.xq_image - packs * job.grid * 4);
+    for (int a = 0; a < r - 1; ++a) {
+        const long i = o[a] - job.pb[a];
+        if (i < 0 || i >= job.in[a]) inside = false;
+        in_row = in_row * job.in[a] + i;
     }
-
-    void work() {
-        uint8_t* rows = new (std::nothrow) uint8_t[4 * job.pd[job.rank - 1]];
-        if (!rows) {
-            failed = true;
-            return;
+    const int bits = pack == 4 ? 8 : 16;
+    const uint32_t lane_ones = pack == 4 ? 0xFF : 0xFFFF;
+    uint32_t mask = 0, pad = 0, flip = 0;
+    const uint8_t* src[4];
+    for (int j = 0; j < pack; ++j) {
+        const long c = std::min(q * pack + j, job.cg - 1);  // a missing channel: masked out
+        src[j] = job.x + (n * job.c + g * job.cg + c) * job.in_plane +
+                 (inside ? in_row * job.in[r - 1] : 0);
+        if (q * pack + j < job.cg) {
+            mask |= lane_ones << (bits * j);
+            pad |= (uint32_t)(uint8_t)job.xz << (bits * j);
+            flip |= (job.x_signed ? 0x80u : 0u) << (bits * j);
         }
-        for (long t = next++; t < tasks && !failed; t = next++) task(t, rows);
-        delete[] rows;
     }
+    const long pb = job.pb[r - 1];
+    const long lo = inside ? std::min(std::max(pb, c0), c1) : c1;  // columns with input
+    const long hi = inside ? std::max(std::min(pb + job.in[r - 1], c1), lo) : c1;
+    for (long c = c0; c < lo; ++c) out[c - c0] = pad;
+    uint32_t* middle = out + (lo - c0);
+    const long from = lo - pb, count = hi - lo;
+    if (pack == 4) {
+        const uint8_t *s0 = src[0] + from, *s1 = src[1] + from, *s2 = src[2] + from,
+                      *s3 = src[3] + from;
+        for (long i = 0; i < count; ++i)
+            middle[i] = (((uint32_t)s0[i] | (uint32_t)s1[i] << 8 | (uint32_t)s2[i] << 16 |
+                          (uint32_t)s3[i] << 24) ^ flip) & mask;
+    } else {
+        const uint8_t *s0 = src[0] + from, *s1 = src[1] + from;
+        for (long i = 0; i < count; ++i)
+            middle[i] = (((uint32_t)s0[i] | (uint32_t)s1[i] << 16) ^ flip) & mask;
+    }
+    for (long c = hi; c < c1; ++c) out[c - c0] = pad;
+}
 
-    static void work_of(void* self) { static_cast<Transform*>(self)->work(); }
-};
-
-bool transform_x(const QJob& job, int pack, uint8_t* xq, long threads) {
-    Transform state(job, pack, xq);
-    if (threads > state.tasks) threads = state.tasks;
-    padconv_shared_pool().run(&Transform::work_of, &state, threads > 1 ? threads - 1 : 0);
-    return !state.failed;
+// A task's X (QJob::direct): grid positions [a, a + span) of every pack of channels of
+// image n, group g, into `out`.
+void fill_task_x(const QJob& job, int pack, long n, long g, long a, uint8_t* out) {
+    const long width = job.pd[job.rank - 1], packs = (job.cg + pack - 1) / pack;
+    const long end = std::min(a + job.span, job.grid);
+    for (long q = 0; q < packs; ++q) {
+        uint32_t* words = reinterpret_cast<uint32_t*>(out) + q * job.span;
+        for (long v = a; v < end;) {
+            const long line = v / width, c0 = v % width;
+            const long c1 = std::min(width, c0 + (end - v));
+            fill_line(job, pack, n, g, q, line, c0, c1, words + (v - a));
+            v += c1 - c0;
+        }
+        if (end - a < job.span) memset(words + (end - a), 0, (job.span - (end - a)) * 4);
+    }
 }
 
 void requantize_run(const int32_t* in, double factor, double bias, double low, double high,
                     int yz, bool is_signed, long count, uint8_t* y, uint8_t* unsure);
+
+// One run of the fused requantization: AVX-512 for the VNNI kernels, else requantize_run.
+void requantize_job_run(const QJob& job, const int32_t* in, long m, long count, uint8_t* y,
+                        uint8_t* unsure) {
+    const double bias = job.bias ? (double)job.bias[m] : 0.0;
+    if (job.requantize_avx512)
+        padconv_requantize_plane_avx512(in, job.factors[m], bias, job.low, job.high, job.yz,
+                                        job.y_signed, count, y, unsure);
+    else
+        requantize_run(in, job.factors[m], bias, job.low, job.high, job.yz, job.y_signed, count,
+                       y, unsure);
+}
 
 // Outputs (flattened) before the direct path's virtual position v: those of the grid
 // coordinates lexicographically below v's that lie inside `out`.
@@ -286,20 +318,29 @@ long outputs_before(const QJob& job, long v) {
     return count;
 }
 
-// The fused requantization of task `index`: its outputs [f0, f1) of each channel of its group.
-void requantize_task(const QJob& job, long index) {
+// Elements marked in `count` bytes of `unsure` (each 0 or 1).
+long marked_in(const uint8_t* unsure, long count) {
+    long total = 0;
+    for (long i = 0; i < count; ++i) total += unsure[i];
+    return total;
+}
+
+// The fused requantization of task `index`: its outputs [f0, f1) of each channel of its group;
+// returns how many of them it marked as near a tie.
+long requantize_task(const QJob& job, long index) {
     const long b = index % job.blocks, g = (index / job.blocks) % job.group,
                n = index / (job.blocks * job.group);
-    const long total = job.xq ? job.vtotal : job.out_plane;
+    const long total = job.direct ? job.vtotal : job.out_plane;
     const long first = b * job.block, last = std::min(first + job.block, total);
-    const long f0 = job.xq ? outputs_before(job, first) : first;
-    const long f1 = job.xq ? outputs_before(job, last) : last;
+    const long f0 = job.direct ? outputs_before(job, first) : first;
+    const long f1 = job.direct ? outputs_before(job, last) : last;
+    long marked = 0;
     for (long m = g * job.mg; m < (g + 1) * job.mg; ++m) {
         const long at = (n * job.m + m) * job.out_plane + f0;
-        requantize_run(job.y + at, job.factors[m], job.bias ? (double)job.bias[m] : 0.0,
-                       job.low, job.high, job.yz, job.y_signed, f1 - f0, job.yq + at,
-                       job.unsure + at);
+        requantize_job_run(job, job.y + at, m, f1 - f0, job.yq + at, job.unsure + at);
+        marked += marked_in(job.unsure + at, f1 - f0);
     }
+    return marked;
 }
 
 // The tasks of one call, shared by the threads taking part: each takes the next task.
@@ -310,6 +351,7 @@ struct Run {
     size_t scratch;
     std::atomic<long> next{0};
     std::atomic<bool> failed{false};
+    std::atomic<long> marked{0};  // elements the requantization marked near a tie
 
     Run(const QJob& j, const QKernel& k, long t, size_t s) : job(j), kernel(k), tasks(t),
                                                              scratch(s) {}
@@ -321,20 +363,29 @@ struct Run {
             return;
         }
         char* aligned = buffer + (64 - reinterpret_cast<size_t>(buffer) % 64) % 64;
+        long near = 0;
         for (long t = next++; t < tasks && !failed; t = next++) {
+            if (job.direct) {  // the task's X first (QJob::direct)
+                const long g = (t / job.blocks) % job.group, n = t / (job.blocks * job.group);
+                fill_task_x(job, kernel.pack, n, g, t % job.blocks * job.block,
+                            reinterpret_cast<uint8_t*>(aligned));
+            }
             kernel.task(job, t, aligned);
-            if (job.yq) requantize_task(job, t);
+            if (job.yq) near += requantize_task(job, t);
         }
+        marked += near;
         delete[] buffer;
     }
 
     static void work_of(void* self) { static_cast<Run*>(self)->work(); }
 };
 
-bool run(const QJob& job, const QKernel& kernel, long threads) {
+// Runs the tasks; `marked` receives the number of elements marked near a tie.
+bool run(const QJob& job, const QKernel& kernel, long threads, long& marked) {
     const long tasks = job.n * job.group * job.blocks;
     const size_t element = kernel.pack == 4 ? 1 : 2;
-    const size_t panel = job.xq ? 0 : job.words * kernel.pack * job.block * element;
+    const size_t panel =
+        job.direct ? job.xq_image : job.words * kernel.pack * job.block * element;
     const size_t scratch = panel +
                            4 * (job.block + (size_t)kernel.mr * kernel.tile) +
                            kernel.pack * job.block + 64;
@@ -343,6 +394,7 @@ bool run(const QJob& job, const QKernel& kernel, long threads) {
     Run state(job, kernel, tasks, scratch);
     // fewer helpers than asked (pool busy, or none could start): the same sums
     padconv_shared_pool().run(&Run::work_of, &state, threads - 1);
+    marked = state.marked;
     return !state.failed;
 }
 
@@ -410,7 +462,10 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
         !read_longs(dilations, job.rank, job.d, "dilations", 1) ||
         !read_longs(pads, job.rank, job.pb, "pads_begin", 0))
         return 0;
-    if (job.n == 0 || job.m == 0 || job.out_plane == 0) Py_RETURN_NONE;
+    if (job.n == 0 || job.m == 0 || job.out_plane == 0) {
+        if (requantization != Py_None) return PyLong_FromLong(0);
+        Py_RETURN_NONE;
+    }
     job.kk = job.cg * job.taps;
     job.x = static_cast<const uint8_t*>(v.x.buf);
     job.x_signed = x_signed;
@@ -419,9 +474,11 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     bool direct = (kernel == &padconv_qconv_vnni || kernel == &padconv_qconv_avx2) &&
                   job.cg >= 4;
     for (int a = 0; a < job.rank; ++a) direct = direct && job.s[a] == 1;
+    job.direct = direct;
     if (direct)
         kernel = kernel == &padconv_qconv_vnni ? &padconv_qconv_vnni_direct
                                                : &padconv_qconv_avx2_direct;
+    job.requantize_avx512 = kernel == &padconv_qconv_vnni || kernel == &padconv_qconv_vnni_direct;
     const long pack = kernel->pack;
     job.words = direct ? (job.cg + pack - 1) / pack * job.taps : (job.kk + pack - 1) / pack;
     job.rows = round_up(job.mg + 1, kernel->mr);
@@ -430,7 +487,6 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     for (long m = 0; m < job.m; ++m) wzs[m] = w_signed ? given[m] : given[m] - 128;
     std::vector<int32_t> packed, sumw;
     bool ok = true;
-    std::vector<uint8_t> xq;
     std::vector<long> offsets;
     try {
         if (direct) {
@@ -443,18 +499,7 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
                 job.grid *= job.pd[a];
             }
             job.vtotal = job.out[0] * job.sv[0];
-            job.xq_image = ((job.cg + pack - 1) / pack * job.grid + 64) * 4;
             offsets.resize(job.words);
-            for (long q = 0; q < job.words; ++q) {
-                long t = q % job.taps, offset = (q / job.taps) * job.grid;
-                for (int a = job.rank - 1; a >= 0; --a) {
-                    offset += (t % job.k[a]) * job.d[a] * job.sv[a];
-                    t /= job.k[a];
-                }
-                offsets[q] = offset;
-            }
-            xq.resize(job.n * job.group * job.xq_image);
-            job.offsets = offsets.data();
         } else {
             pack_w(job, static_cast<const uint8_t*>(v.w.buf), w_signed, kernel->pack, packed,
                    sumw);
@@ -470,21 +515,22 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args) {
     const long per_position = job.words * kernel->pack * (kernel->pack == 4 ? 1 : 2);
     long block = direct ? 16 * kernel->tile : QPANEL_BYTES / (per_position > 0 ? per_position : 1);
     block = round_up(block < kernel->tile ? kernel->tile : block, kernel->tile);
-    // enough tasks for the threads: split the positions further when there are few images
-    const long wanted = threads * 4;
-    while (block > kernel->tile && job.n * group * ((positions + block - 1) / block) < wanted)
-        block = round_up(block / 2, kernel->tile);
-    if (block > round_up(positions, kernel->tile)) block = round_up(positions, kernel->tile);
+    // blocks of equal numbers of tiles, enough of them for the threads (two tasks each at
+    // least, so that a thread held up elsewhere leaves part of its share to the others)
+    const long tiles = (positions + kernel->tile - 1) / kernel->tile;
+    long count = (tiles + block / kernel->tile - 1) / (block / kernel->tile);
+    const long wanted = threads * 2, images = job.n * group;
+    if (images * count < wanted) count = std::min(tiles, (wanted + images - 1) / images);
+    block = (tiles + count - 1) / count * kernel->tile;
     job.block = block;
     job.blocks = (positions + block - 1) / block;
+    if (direct) direct_layout(job, pack, offsets);
+    long marked = 0;
     Py_BEGIN_ALLOW_THREADS
-    if (direct) {
-        job.xq = xq.data();
-        ok = transform_x(job, kernel->pack, xq.data(), threads);
-    }
-    ok = ok && run(job, *kernel, threads);
+    ok = run(job, *kernel, threads, marked);
     Py_END_ALLOW_THREADS
     if (!ok) return PyErr_NoMemory();
+    if (requantization != Py_None) return PyLong_FromLong(marked);
     Py_RETURN_NONE;
 }
 

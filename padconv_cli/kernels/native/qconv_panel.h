@@ -124,36 +124,59 @@ inline void store(const QJob& job, long n, long g, long row0, long rows, long p0
     }
 }
 
-// The direct path's store: the tile's `valid` virtual positions from v (sums of x' of the
-// tile's positions in `sumx`, written by row 0): each position whose grid coordinates lie
-// inside `out` goes to y, the others are dropped.
-inline void store_virtual(const QJob& job, long n, long g, long row0, long rows, long v,
-                          long valid, const int32_t* acc, long tile, int32_t* sumx) {
-    long target[256];  // flattened output position of each virtual one, or -1
+// A run of a direct-path tile: `length` consecutive lanes from `lane` that land on the
+// consecutive outputs from `flat`.
+struct Segment {
+    long lane, flat, length;
+};
+
+// The runs of the `valid` virtual positions from v whose grid coordinates lie inside `out`
+// (the others are dropped), at most `valid` of them; returns their number.
+inline long segments_of(const QJob& job, long v, long valid, Segment* runs) {
     const int r = job.rank;
+    const long width = job.pd[r - 1], last = job.out[r - 1];
     long o[PADCONV_QMAX_RANK];
     long rest = v;
     for (int a = 0; a < r; ++a) {
         o[a] = rest / job.sv[a];
         rest %= job.sv[a];
     }
-    for (long j = 0; j < valid; ++j) {
+    long count = 0;
+    for (long lane = 0; lane < valid;) {  // one grid row (last axis) at a time
+        bool inside = o[r - 1] < last;
         long flat = 0;
-        bool inside = true;
         for (int a = 0; a < r; ++a) {
-            if (o[a] >= job.out[a]) inside = false;
+            if (a < r - 1 && o[a] >= job.out[a]) inside = false;
             flat = flat * job.out[a] + o[a];
         }
-        target[j] = inside ? flat : -1;
-        for (int a = r - 1; a >= 0; --a) {  // the next virtual position
+        const long row_left = width - o[r - 1];
+        const long step = row_left < valid - lane ? row_left : valid - lane;
+        if (inside) {
+            const long length = last - o[r - 1] < step ? last - o[r - 1] : step;
+            runs[count++] = Segment{lane, flat, length};
+        }
+        lane += step;
+        o[r - 1] = 0;  // the next grid row
+        for (int a = r - 2; a >= 0; --a) {
             if (++o[a] < job.pd[a] || a == 0) break;
             o[a] = 0;
         }
     }
+    return count;
+}
+
+// The direct path's store: the tile's `valid` virtual positions from v (sums of x' of the
+// tile's positions in `sumx`, written by row 0): each position whose grid coordinates lie
+// inside `out` goes to y, the others are dropped.
+inline void store_virtual(const QJob& job, long n, long g, long row0, long rows, long v,
+                          long valid, const int32_t* acc, long tile, int32_t* sumx) {
+    Segment runs[256];
+    const long count = segments_of(job, v, valid, runs);
     for (long i = 0; i < rows; ++i) {
         const long row = row0 + i;
+        const int32_t* sums = acc + i * tile;
         if (row == 0) {
-            for (long j = 0; j < valid; ++j) sumx[j] = acc[i * tile + j];
+            for (long j = 0; j < valid; ++j) sumx[j] = sums[j];
             continue;
         }
         if (row > job.mg) break;
@@ -162,10 +185,13 @@ inline void store_virtual(const QJob& job, long n, long g, long row0, long rows,
         const uint32_t base = (uint32_t)job.kk * (uint32_t)job.xz * wz -
                               (uint32_t)job.xz * (uint32_t)job.sumw[m];
         int32_t* y = job.y + (n * job.m + m) * job.out_plane;
-        for (long j = 0; j < valid; ++j)
-            if (target[j] >= 0)
-                y[target[j]] =
-                    (int32_t)((uint32_t)acc[i * tile + j] - wz * (uint32_t)sumx[j] + base);
+        for (long k = 0; k < count; ++k) {
+            const Segment& run = runs[k];
+            const uint32_t* from = reinterpret_cast<const uint32_t*>(sums + run.lane);
+            const uint32_t* sx = reinterpret_cast<const uint32_t*>(sumx + run.lane);
+            uint32_t* to = reinterpret_cast<uint32_t*>(y + run.flat);
+            for (long j = 0; j < run.length; ++j) to[j] = from[j] - wz * sx[j] + base;
+        }
     }
 }
 
