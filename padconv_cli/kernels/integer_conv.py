@@ -21,7 +21,6 @@ any order: results depend neither on the thread count nor on the instruction set
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
@@ -66,9 +65,10 @@ def conv_integer(
     ``w_zero_point`` a scalar or one value per output channel of W's type (both default 0).
     """
     arrays = [np.asarray(x), np.asarray(w), _optional(x_zero_point), _optional(w_zero_point)]
-    plan = _planned(plan_conv_integer, [None if a is None else Operand.of(a) for a in arrays],
-                    {"auto_pad": auto_pad, "dilations": dilations, "group": group,
-                     "kernel_shape": kernel_shape, "pads": pads, "strides": strides})
+    plan = plan_conv_integer(
+        *(None if a is None else Operand.of(a) for a in arrays), auto_pad=auto_pad,
+        dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+        strides=strides)
     return conv_integer_planned(plan, *arrays)
 
 
@@ -101,9 +101,9 @@ def qlinear_conv(
                                       y_scale, y_zero_point)]
     bias = _optional(b)
     operands = [Operand.of(a) for a in arrays] + [None if bias is None else Operand.of(bias)]
-    plan = _planned(plan_qlinear_conv, operands,
-                    {"auto_pad": auto_pad, "dilations": dilations, "group": group,
-                     "kernel_shape": kernel_shape, "pads": pads, "strides": strides})
+    plan = plan_qlinear_conv(
+        *operands, auto_pad=auto_pad, dilations=dilations, group=group,
+        kernel_shape=kernel_shape, pads=pads, strides=strides)
     return qlinear_conv_planned(plan, *arrays, bias)
 
 
@@ -222,43 +222,6 @@ def working_bytes(plan: ConvPlan, x_size: int) -> int:
     out = int(np.prod(plan.output_shape))
     return (8 * (x_size + 2 * int(np.prod(plan.w_shape)) + 2 * out)
             + conv_kernel.working_bytes(plan, np.dtype(np.float64)))
-
-
-# --- plans of repeated calls ---------------------------------------------------------------
-
-
-def _planned(planner: object, operands: list, attributes: dict) -> object:
-    """``planner(*operands, **attributes)``, remembered for calls whose operands and attributes
-    are equal values of the same types (a plan depends on nothing else); attributes that are
-    not plain numbers, strings or lists of them are planned afresh every time."""
-    try:
-        key = tuple((name, _typed(value)) for name, value in attributes.items())
-    except TypeError:
-        return planner(*operands, **attributes)
-    return _remembered_plan(planner, tuple(operands), key)
-
-
-@functools.lru_cache(maxsize=64)
-def _remembered_plan(planner: object, operands: tuple, key: tuple) -> object:
-    return planner(*operands, **{name: _untyped(value) for name, value in key})
-
-
-def _typed(value: object) -> tuple:
-    """A hashable copy of an attribute value that keeps every type (1, 1.0 and True differ);
-    TypeError for anything else than None, str, numbers and lists or tuples of them."""
-    if value is None or isinstance(value, (str, int, float, np.integer, np.floating)):
-        return (type(value), value)
-    if isinstance(value, (list, tuple)):
-        return (type(value), tuple(_typed(item) for item in value))
-    raise TypeError(type(value).__name__)
-
-
-def _untyped(key: tuple) -> object:
-    """The attribute value of :func:`_typed`'s copy."""
-    kind, value = key
-    if kind in (list, tuple):
-        return kind(_untyped(item) for item in value)
-    return value
 
 
 # --- small helpers ----------------------------------------------------------------------------

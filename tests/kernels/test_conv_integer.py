@@ -231,9 +231,8 @@ def test_geometry_errors_name_their_parameter(x_shape, w_shape, attrs, param):
     ({"strides": [1.0, 1.0]}, "strides"), ({"strides": [True, True]}, "strides"),
     ({"group": True}, "group"), ({"pads": (1.0, 1, 1, 1)}, "pads"),
 ])
-def test_a_plan_of_equal_attributes_of_another_type_is_not_reused(attrs, param):
-    """A repeated call reuses its plan only for attributes of the same types: 1.0 and True
-    equal 1 but are still refused after a call with 1."""
+def test_attributes_equal_to_accepted_ones_but_of_another_type_are_refused(attrs, param):
+    """1.0 and True equal 1 but are refused, also right after an accepted call with 1."""
     x, w = np.zeros((1, 4, 5, 5), np.uint8), np.zeros((2, 4, 3, 3), np.uint8)
     conv_integer(x, w, strides=[1, 1], group=1, pads=(1, 1, 1, 1))
     with pytest.raises(AttributeValueError) as error:
