@@ -26,7 +26,10 @@ class Pool {
     typedef void (*Work)(void* context);
 
     // Runs work(context) on the calling thread and on up to `helpers` pool threads, and
-    // returns once every one of them has returned.  Returns the helpers that took part.
+    // returns once every one of them that started has returned.  `work` must share its tasks
+    // out dynamically: once the caller's own work(context) returns, helpers that have not
+    // started yet are left out (a helper the system has not scheduled would otherwise hold the
+    // call for a whole time slice, only to find no task left).  Returns the helpers that ran.
     long run(Work work, void* context, long helpers) {
         std::unique_lock<std::mutex> busy(use_, std::try_to_lock);
         if (!busy.owns_lock()) helpers = 0;
@@ -37,14 +40,14 @@ class Pool {
                 work_ = work;
                 context_ = context;
                 taking_part_ = helpers;
-                pending_.store(helpers);
+                open_ = true;
+                started_ = 0;
                 generation_.fetch_add(1, std::memory_order_release);
             }
             wake_.notify_all();
         }
         work(context);
-        if (helpers > 0) wait_done();
-        return helpers;
+        return helpers > 0 ? close_and_wait() : 0;
     }
 
   private:
@@ -55,10 +58,12 @@ class Pool {
     std::condition_variable wake_, done_;
     std::vector<std::thread> threads_;
     std::atomic<long> generation_{0};
-    std::atomic<long> pending_{0};
+    std::atomic<long> running_{0};  // helpers inside work(context)
     Work work_ = 0;
     void* context_ = 0;
     long taking_part_ = 0;
+    bool open_ = false;  // helpers may still join the current call
+    long started_ = 0;   // helpers that joined it
 
     // Starts helpers up to `wanted`; returns how many there are (fewer if starting failed).
     long grow(long wanted) {
@@ -95,29 +100,37 @@ class Pool {
             }
             Work work;
             void* context;
-            long taking_part;
             {
                 // read with the fields it goes with: a helper left out of one generation may
                 // only get here once the next has been posted
                 std::lock_guard<std::mutex> lock(mutex_);
                 seen = generation_.load();
+                if (!open_ || index >= taking_part_) continue;
                 work = work_;
                 context = context_;
-                taking_part = taking_part_;
+                ++started_;
+                running_.fetch_add(1, std::memory_order_relaxed);
             }
-            if (index >= taking_part) continue;
             work(context);
-            if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
                 std::lock_guard<std::mutex> lock(mutex_);
                 done_.notify_all();
             }
         }
     }
 
-    void wait_done() {
-        if (spin_until(pending_, 0, true)) return;
+    // Lets no more helpers join the current call, waits for those that joined; their count.
+    long close_and_wait() {
+        long started;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            open_ = false;
+            started = started_;
+        }
+        if (spin_until(running_, 0, true)) return started;
         std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [&] { return pending_.load() == 0; });
+        done_.wait(lock, [&] { return running_.load() == 0; });
+        return started;
     }
 };
 
