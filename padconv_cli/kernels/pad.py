@@ -249,11 +249,6 @@ class AxisPad:
         """Length of the axis in the output: ``cropped_dim + pad_begin + pad_end``."""
         return self.cropped_dim + self.pad_begin + self.pad_end
 
-    @property
-    def is_padded(self) -> bool:
-        """True when elements are added at either end."""
-        return self.pad_begin > 0 or self.pad_end > 0
-
 
 @dataclasses.dataclass(frozen=True)
 class PadPlan:
@@ -275,11 +270,6 @@ class PadPlan:
         return tuple(ax.out_dim for ax in self.per_axis)
 
     @property
-    def output_size(self) -> int:
-        """Number of elements of the result (a Python int: it cannot overflow)."""
-        return math.prod(self.output_shape)
-
-    @property
     def crop_slices(self) -> tuple[slice, ...]:
         """Index selecting the cropped input: ``data[plan.crop_slices]``."""
         return tuple(slice(ax.crop_begin, ax.dim - ax.crop_end) for ax in self.per_axis)
@@ -287,7 +277,7 @@ class PadPlan:
     @property
     def adds_elements(self) -> bool:
         """True when some axis gets padded, i.e. the result has a border to fill."""
-        return any(ax.is_padded for ax in self.per_axis)
+        return any(ax.pad_begin or ax.pad_end for ax in self.per_axis)
 
 
 def plan_pad(shape: Iterable[int], pads: Any, axes: Any = None, mode: str = "constant", *,
