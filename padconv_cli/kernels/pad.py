@@ -411,8 +411,7 @@ def pad(data: Any, pads: Any, constant_value: Any = None, axes: Any = None, mode
     memory with ``data``): reusing it saves the page faults of fresh memory.
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
-    pad_element_kind(array.dtype)
-    plan = plan_pad(array.shape, pads, axes, mode)
+    plan = plan_pad(array.shape, pads, axes, mode, dtype=array.dtype)
     return pad_planned(array, plan, fill_value(constant_value, array.dtype, plan), out=out)
 
 
