@@ -79,11 +79,6 @@ class ConvPlan(ConvGeometry):
     formulas: tuple[str, ...]
 
     @property
-    def effective_kernel_shape(self) -> tuple[int, ...]:
-        """Dilated kernel extent per axis: ``(k - 1) * d + 1``."""
-        return tuple(map(effective_kernel_size, self.kernel_shape, self.dilations))
-
-    @property
     def flops(self) -> int:
         """``2 * N * M * prod(out_spatial) * (C/group) * prod(kernel_shape)``."""
         batch, out_channels, *out_spatial = self.output_shape

@@ -274,12 +274,12 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     ``out = dim + begin + end``; Pad does no arithmetic (0 FLOPs)."""
     import numpy as np
 
-    from padconv_cli.kernels.pad import coerce_constant_value
+    from padconv_cli.kernels.pad import default_constant
 
     dtype = dtype_of(call.arrays[0])  # a declared input (out of core) is not read
     value = call.attributes.get("constant_value")
-    if value is None:
-        value = coerce_constant_value(0 if dtype.kind not in "OU" else "", dtype)
+    if value is None:  # what the kernel fills with (float8e8m0, which has no 0: its zero bits)
+        value = default_constant(dtype)
     pads = [int(p) for p in call.attributes["pads"]]
     count = len(made.axes)
     by_axis = {axis: (pads[i], pads[count + i]) for i, axis in enumerate(made.axes)}

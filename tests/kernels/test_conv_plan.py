@@ -98,7 +98,7 @@ def test_plan_same_with_dilations_uses_the_dilated_extent():
     # ek = 7, out = 7, total = 6 + 7 - 7 = 6
     assert plan.output_shape == (1, 1, 7)
     assert plan.pads == (3, 3)
-    assert plan.effective_kernel_shape == (7,)
+    assert conv_shapes.effective_kernel_size(plan.kernel_shape[0], plan.dilations[0]) == 7
 
 
 def test_plan_valid_and_groups_and_flops():

@@ -209,3 +209,15 @@ def test_the_gate_checks_what_explain_reports(run_cli, tmp_path, monkeypatch, na
     assert not (tmp_path / "y.npy").exists()
     done = run_cli(*CALLS[name], "--memory-limit", str(total), "-o", "y.npy")
     assert done.exit_code == 0, done.stderr
+
+
+def test_pad_explain_shows_the_default_fill_of_a_type_without_zero():
+    import ml_dtypes
+
+    from padconv_cli.pipeline import Request, plan
+
+    data = np.ones((2, 2), ml_dtypes.float8_e8m0fnu)
+    planned = plan(Request("Pad", (data,), {"pads": [1, 1, 1, 1]}))
+    shown = planned.explain()["attributes"]["constant_value"]
+    result = planned.execute(write=False).result
+    assert shown == float(result[0, 0]) == 2.0**-127
