@@ -27,7 +27,7 @@ from padconv_cli.engines.dask_io import absolute, confirm_on_workers, open_block
 from padconv_cli.engines.dask_ops import conv_dask, pad_dask
 from padconv_cli.engines.locations import block_output, check_url, is_url, require_dask
 from padconv_cli.errors import PadconvError, RuntimeFailure
-from padconv_cli.kernels.pad import worker_count
+from padconv_cli.kernels.native import thread_count
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
 from padconv_cli.tensorio.files import one_line
 
@@ -73,7 +73,7 @@ def dask_client(scheduler: str | None, verbose: bool = False) -> Iterator[Any]:
 
     with quiet_distributed(verbose):
         if not scheduler:
-            with (LocalCluster(n_workers=1, threads_per_worker=worker_count(), processes=False,
+            with (LocalCluster(n_workers=1, threads_per_worker=thread_count(), processes=False,
                                protocol="inproc://", dashboard_address="127.0.0.1:0",
                                worker_dashboard_address="127.0.0.1:0", memory_limit=0) as cluster,
                   Client(cluster) as client):
