@@ -91,14 +91,6 @@ def set_stop_handlers(handler: Any) -> None:
                 signal.signal(signum, handler)
 
 
-class Interrupted(Exception):
-    """Ctrl-C, carried past click, which would print an empty line before aborting."""
-
-
-class StdoutClosed(Exception):
-    """The reader of stdout went away; carried past click, which would exit 1 on EPIPE."""
-
-
 @functools.cache
 def _load(target: str) -> click.Command:
     """The command at ``module:attribute``, or the one built from the operator there (once)."""
@@ -130,28 +122,16 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def make_context(self, info_name, args, parent=None, **extra):
-        """click's, with a Ctrl-C while parsing carried as :class:`Interrupted`."""
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except KeyboardInterrupt:
-            raise Interrupted() from None
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError:
-            raise StdoutClosed() from None
-        except KeyboardInterrupt:
-            raise Interrupted() from None
-
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run and turn every way the run can end into an exit code (module docstring) and at
         most one line; once a stop signal arrived, whatever ends the run is that signal
-        (:func:`stop_outcome`)."""
+        (:func:`stop_outcome`).  The context is run here, not in click's ``main``, which would
+        print an empty line on Ctrl-C and exit 1 on a broken pipe."""
+        args = sys.argv[1:] if args is None else list(args)
         try:
-            code = click.Command.main(self, args, prog_name or "padconv", complete_var,
-                                      standalone_mode=False, **extra)
+            self._main_shell_completion(extra, prog_name or "padconv", complete_var)
+            with self.make_context(prog_name or "padconv", args, **extra) as ctx:
+                code = self.invoke(ctx)
             if sys.stdout is not None:  # ``padconv ... -o FILE >&-`` has none
                 sys.stdout.flush()
             code = code if isinstance(code, int) else 0
@@ -233,11 +213,12 @@ def report(line: str) -> None:
 
 def stop_outcome(error: BaseException) -> tuple[int, str] | None:
     """``(exit code, line)`` when ``error`` ends a run stopped by a signal (:data:`stopped_by`,
-    whatever its unwinding raised) or is a Ctrl-C (KeyboardInterrupt, Abort, Interrupted)."""
+    whatever its unwinding raised) or is a Ctrl-C (KeyboardInterrupt; EOFError and Abort, as
+    click takes them)."""
     if stopped_by is not None and stopped_by != signal.SIGINT:
         return 128 + stopped_by, "padconv: terminated"
     if stopped_by is not None or isinstance(
-            error, (KeyboardInterrupt, click.exceptions.Abort, Interrupted)):
+            error, (KeyboardInterrupt, EOFError, click.exceptions.Abort)):
         return EXIT_INTERRUPTED, "padconv: interrupted"
     return None
 
@@ -245,7 +226,7 @@ def stop_outcome(error: BaseException) -> tuple[int, str] | None:
 def _mapped_error(error: BaseException) -> int:
     """The exit code of an ending that is not a signal, its line reported; else raised again."""
     ctx = getattr(error, "raised_in", None)
-    if isinstance(error, (BrokenPipeError, StdoutClosed)):
+    if isinstance(error, BrokenPipeError):
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     if isinstance(error, click.exceptions.Exit):
