@@ -98,9 +98,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
             record["saved"] = [str(path) for path in saved]
         options.print_json(record)
     else:
-        from padconv_cli.cli.style import output_width
-
-        click.echo("\n".join(table_lines(report, output_width())))
+        click.echo("\n".join(table_lines(report, options.output_width())))
         if save_dir is not None:
             click.echo(f"saved {len(saved)} case folder{'s' * (len(saved) != 1)} in "
                        f"{save_dir} (padconv verify {save_dir} replays them)")
@@ -151,9 +149,7 @@ class _Progress:
     """A transient bar on stderr (a terminal only) once the audit has run for a second."""
 
     def __init__(self, enabled: bool) -> None:
-        from padconv_cli.cli.style import is_terminal
-
-        self.enabled = enabled and is_terminal(err=True)
+        self.enabled = enabled and options.is_terminal(err=True)
         self.started = time.monotonic()
         self.bar = None
         self.task = None

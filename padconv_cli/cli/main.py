@@ -50,7 +50,7 @@ COMMANDS = {
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
     "audit": "padconv_cli.cli.audit_cmd:audit_command",
-    "convert": "padconv_cli.cli.convert_cmd:convert_command",
+    "convert": "padconv_cli.cli.show_cmd:convert_command",
 }
 ALIASES: dict[str, str] = {"inspect": "show"}
 

@@ -1,5 +1,6 @@
 """What every command shares: the command class, the option types, the shared options (one
-table, :data:`SHARED_OPTIONS`), and where a result goes.
+table, :data:`SHARED_OPTIONS`), where a result goes, and the terminal's presentation (colour,
+width, lines wrapped at tokens, tensors pretty-printed).
 
 Integer-list flags mirror ONNX list attributes.  They take the values as separate words
 (``--pads 0 -1 0 2``: the flag takes the number words that follow it, negative ones
@@ -9,6 +10,10 @@ tensor file (``--pads @pads.npy``).  :class:`Command` gathers those words before
 The global flags (``--no-color``, ``-v``, ``-q``) may stand before or after the command; they
 are kept in ``ctx.meta`` (shared by the group's and the command's contexts), never in a
 process global.
+
+Rule for colour: on only when the stream is a terminal, ``NO_COLOR`` is unset or empty and
+``--no-color`` was not given (https://no-color.org). Rule for width: ``COLUMNS`` when it is a
+number of at least 40, else the terminal's width on a terminal, else 80 (a CI log).
 """
 
 from __future__ import annotations
@@ -16,13 +21,13 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import click
-
-from padconv_cli.cli.style import is_terminal
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # words that look like a number of some kind: taken into the list so that the error is
@@ -553,8 +558,6 @@ def emit_result(array: Any, output: str | None, fmt: str | None,
     from padconv_cli.tensorio import write_tensor
 
     if output is None and is_terminal() and fmt is None:
-        from padconv_cli.cli.style import print_tensor
-
         print_tensor(array)
         return
     refuse_binary_to_terminal(output, fmt)
@@ -604,3 +607,93 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
                     f"{flag} {target} is also an input ({source}); "
                     "writing it would destroy that input: give another file"
                 )
+
+
+# --- the terminal: colour, width, wrapping, tensors pretty-printed --------------------------
+
+DEFAULT_WIDTH = 80
+PREVIEW_THRESHOLD = 1000
+EDGE_ITEMS = 3
+
+
+def is_terminal(err: bool = False) -> bool:
+    """True when stdout (or stderr) is an interactive terminal."""
+    try:
+        return (sys.stderr if err else sys.stdout).isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def color_enabled(err: bool = False) -> bool:
+    """Colour and bold on this stream? Only on a terminal, without NO_COLOR or --no-color."""
+    ctx = click.get_current_context(silent=True)
+    if (ctx is not None and ctx.meta.get("padconv.no_color")) or os.environ.get("NO_COLOR"):
+        return False
+    return is_terminal(err)
+
+
+def output_width() -> int:
+    """Columns of stdout to fit (module docstring: COLUMNS wins, as shutil reads it)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 40:
+        return int(columns)
+    if is_terminal():
+        try:
+            return max(os.get_terminal_size(sys.stdout.fileno()).columns, 40)
+        except (OSError, ValueError):
+            pass
+    return DEFAULT_WIDTH
+
+
+def styled(text: str, **style: Any) -> str:
+    """``text`` with click's style (fg=..., bold=...) when colour is on for stdout."""
+    return click.style(text, **style) if color_enabled() else text
+
+
+# A line may break after a space, after "=", after "+" (not the exponent sign of 1e+05) and
+# after "," (not a digit group such as 1,000): never inside a number or a name.
+_BREAK_AFTER = r"(?<= )|(?<==)|(?<=,)(?!\d)|(?<=\+)(?<![0-9.][eE]\+)"
+HANGING_INDENT = 4
+
+
+def wrap_at_tokens(text: str, width: int) -> str:
+    """``text`` with each line longer than ``width`` broken at token boundaries (after a space,
+    ``=``, ``+`` or ``,``), continuation lines indented by the line's own indent plus
+    ``HANGING_INDENT``; a single token longer than a line stays whole on a line of its own.
+    Lines that fit are unchanged."""
+    return "\n".join(
+        wrapped for line in text.split("\n") for wrapped in _wrap_line(line, width)
+    )
+
+
+def _wrap_line(line: str, width: int) -> list[str]:
+    import re
+
+    if len(line) <= width:
+        return [line]
+    own_indent = len(line) - len(line.lstrip(" "))
+    indent = " " * (own_indent + HANGING_INDENT)
+    pieces = [piece for piece in re.split(_BREAK_AFTER, line[own_indent:]) if piece]
+    lines: list[str] = []
+    current = line[:own_indent]
+    for piece in pieces:
+        if len(current + piece.rstrip(" ")) > width and current.strip():
+            lines.append(current.rstrip(" "))
+            current = indent + piece.lstrip(" ")
+        else:
+            current += piece
+    return [*lines, current.rstrip(" ")]
+
+
+def print_tensor(array: Any) -> None:
+    """Show a tensor on the terminal: ``dtype[d0, d1, ...] (size elements)`` in bold (the
+    dtype as ONNX spells it), then numpy's text form in lines of the terminal's width, elided
+    with ``...`` past PREVIEW_THRESHOLD elements."""
+    import numpy as np
+
+    from padconv_cli.dtypes import dtype_name
+
+    shape = ", ".join(str(d) for d in array.shape)
+    click.echo(styled(f"{dtype_name(array.dtype)}[{shape}] ({array.size} elements)", bold=True))
+    click.echo(np.array2string(array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS,
+                               max_line_width=output_width()))
