@@ -18,6 +18,7 @@ number of at least 40, else the terminal's width on a terminal, else 80 (a CI lo
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import math
@@ -64,7 +65,7 @@ def global_options() -> list[click.Option]:
     """Fresh ``--no-color``, ``-v`` and ``-q`` options, accepted by the group and every command."""
     flags = (
         (["--no-color", "global_no_color"], {"is_flag": True},
-         "Plain text: no colour or bold (also when NO_COLOR is set)."),
+         "Plain text: no colour or bold (as when NO_COLOR is set or stdout is not a terminal)."),
         (["-v", "--verbose", "global_verbose"], {"count": True},
          "More detail (verify: every case's details)."),
         (["-q", "--quiet", "global_quiet"], {"is_flag": True},
@@ -151,22 +152,13 @@ def with_examples_first(help_text: str, examples: str) -> str:
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
-def examples_first(examples: str) -> Callable[[click.Command], click.Command]:
-    """Decorator over ``@click.command``: the help shows ``examples`` right after its summary."""
-
-    def decorate(command: click.Command) -> click.Command:
-        command.help = with_examples_first(command.help or "", examples)
-        return command
-
-    return decorate
-
-
 def command(name: str, short_help: str, examples: str) -> Callable[[Callable], click.Command]:
-    """Decorator: a padconv :class:`Command` named ``name``, its examples after the summary."""
+    """Decorator: a padconv :class:`Command` named ``name``, its help (the function's
+    docstring) with ``examples`` right after the summary."""
 
     def decorate(f: Callable) -> click.Command:
-        made = click.command(name, cls=Command, short_help=short_help)(f)
-        return examples_first(examples)(made)
+        return click.command(name, cls=Command, short_help=short_help,
+                             help=with_examples_first(f.__doc__ or "", examples))(f)
 
     return decorate
 
@@ -465,18 +457,10 @@ class EngineSettings(NamedTuple):
     verbose: bool = False
 
 
-class ExtraOptions(NamedTuple):
-    """The values of the options every operator command shares beyond its attributes."""
-
-    from_model: str | None = None
-    node: str | None = None
-    explain: bool = False
-    as_json: bool = False
-    emit_onnx: str | None = None
-    check: bool = False
-    check_rtol: float | None = None
-    check_atol: float | None = None
-    emit_initializers: bool = False
+# The values of the options every operator command shares beyond its attributes (the "model"
+# group of SHARED_OPTIONS), by parameter name: from_model, node, explain, as_json, ...
+ExtraOptions = collections.namedtuple("ExtraOptions", [
+    click.Option(declarations).name for declarations, _ in SHARED_OPTIONS["model"]])
 
 
 def _bundled(group: str, bundle: type, argument: str, f: Callable, **added: Any) -> Callable:

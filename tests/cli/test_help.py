@@ -19,8 +19,8 @@ from padconv_cli.cli.main import ALIASES, COMMANDS
 from padconv_cli.cli.options import (
     Command,
     IntListType,
+    command,
     example_commands,
-    examples_first,
     int_list_option,
     parse_size,
     with_examples_first,
@@ -175,8 +175,7 @@ Examples:
 
 
 def _command() -> click.Command:
-    @examples_first(EXAMPLES)
-    @click.command("pad")
+    @command("pad", "Pad.", EXAMPLES)
     @click.option("--pads")
     def pad(pads: str) -> None:
         """Pad DATA as ONNX Pad does.
