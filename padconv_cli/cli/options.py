@@ -413,9 +413,9 @@ SHARED_OPTIONS: dict[str, tuple[tuple[tuple[str, ...], dict[str, Any]], ...]] = 
         (("--check",), dict(is_flag=True, help=(
             "After computing, run the same node through onnx.reference and onnxruntime; exit 1 "
             "when they disagree beyond tolerance."))),
-        (("--check-rtol",), dict(type=float, metavar="RTOL", help=(
+        (("--check-rtol",), dict(type=float, metavar="RTOL", callback=_tolerance, help=(
             "Relative tolerance of --check (default: by dtype)."))),
-        (("--check-atol",), dict(type=float, metavar="ATOL", help=(
+        (("--check-atol",), dict(type=float, metavar="ATOL", callback=_tolerance, help=(
             "Absolute tolerance of --check (default: by dtype)."))),
     ),
 }
@@ -499,9 +499,6 @@ def check_combination(extras: ExtraOptions) -> None:
         raise click.UsageError("--emit-initializers changes the model of --emit-onnx; give it")
     if extras.emit_onnx == "-":
         raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
-    for name, value in (("--check-rtol", extras.check_rtol), ("--check-atol", extras.check_atol)):
-        if value is not None and not value >= 0:
-            raise click.UsageError(f"{name} {value} is not a tolerance (needs a number >= 0)")
     if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
         raise click.UsageError("--check-rtol/--check-atol need --check")
 
