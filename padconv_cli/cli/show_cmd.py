@@ -60,16 +60,20 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
     options.refuse_output_onto_inputs("--png", png, sources)
     if sum(source == "-" or source.startswith("-:") for source in sources) > 1:
         raise click.UsageError("only one FILE can be - (stdin)")
-    descriptions = []
+    descriptions, drawn = [], []  # drawn: the tensors read, for --png (read once: stdin too)
     policy, width = options.read_policy_of(), options.output_width()
     for source in sources:
         if _is_model_file(source) and not (as_json or every_initializer or histogram):
             from padconv_cli.cli.show_model import model_lines
 
             click.echo("\n".join(model_lines(source, width, policy)))
+            if png is not None:
+                drawn += [array for _, array in named_tensors(source, dtype=dtype, policy=policy)]
             continue
         try:
             for label, array in named_tensors(source, dtype=dtype, policy=policy):
+                if png is not None:
+                    drawn.append(array)
                 descriptions.append(describe_tensor(label, array, bins=bins if histogram else None,
                                                     edge_items=edge_items, width=width))
                 quantization = _quantization(label, array, descriptions[-1])
@@ -83,7 +87,11 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
     if as_json:
         options.print_json(descriptions)
     if png is not None:
-        _draw(sources, dtype, png)
+        from padconv_cli.images import tensor_picture, write_png
+
+        if len(drawn) != 1:
+            raise InputError(f"--png draws one tensor; these sources hold {len(drawn)}")
+        write_png(tensor_picture(drawn[0]), png)
 
 
 def _quantization(label: str, array, description: dict) -> str | None:
@@ -106,20 +114,6 @@ def _is_model_file(source: str) -> bool:
     import os
 
     return source.lower().endswith(".onnx") and os.path.isfile(source)
-
-
-def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
-    """``--png``: the picture of the one tensor shown (see padconv_cli.images)."""
-    from padconv_cli.errors import InputError
-    from padconv_cli.images import tensor_picture, write_png
-    from padconv_cli.stats import named_tensors
-
-    policy = options.read_policy_of()
-    tensors = [array for source in sources
-               for _, array in named_tensors(source, dtype=dtype, policy=policy)]
-    if len(tensors) != 1:
-        raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
-    write_png(tensor_picture(tensors[0]), png)
 
 
 CONVERT_EXAMPLES = """\b
