@@ -75,10 +75,6 @@ def global_options() -> list[click.Option]:
                          help=text, **kind) for decls, kind, text in flags]
 
 
-class IntListOption(click.Option):
-    """An integer-list flag: :class:`Command` gives it the number words that follow it."""
-
-
 class Command(click.Command):
     """A padconv command: the shared context settings and global flags, integer-list flags
     that take several words, extra arguments refused by name, and its errors carrying its
@@ -109,7 +105,7 @@ class Command(click.Command):
     def _gather_lists(self, args: list[str]) -> tuple[list[str], dict[str, str]]:
         """``args`` with the number words after a list flag joined to its value, and the word
         that followed each list (``{word: flag}``)."""
-        lists = {opt for p in self.params if isinstance(p, IntListOption) for opt in p.opts}
+        lists = {opt for p in self.params if isinstance(p.type, IntListType) for opt in p.opts}
         valued = {opt for p in self.params if isinstance(p, click.Option)
                   and not (p.is_flag or p.count) for opt in p.opts}
         words: list[str] = []
@@ -183,7 +179,8 @@ def example_commands(help_output: str) -> list[str]:
 
 
 class IntListType(click.ParamType):
-    """Converts ``"0 2 0 0"``, ``"0,2,0,0"`` or ``"@pads.npy"`` into a tuple of int64 values."""
+    """Converts ``"0 2 0 0"``, ``"0,2,0,0"`` or ``"@pads.npy"`` into a tuple of int64 values;
+    :class:`Command` gives a flag of this type the number words that follow it."""
 
     name = "INTS"
 
@@ -220,7 +217,7 @@ def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
     """Decorator for an ONNX integer-list attribute flag (see the module docstring)."""
     kwargs.setdefault("type", IntListType())
     kwargs.setdefault("metavar", "INT...")
-    return click.option(*param_decls, cls=IntListOption, **kwargs)
+    return click.option(*param_decls, **kwargs)
 
 
 class ChoiceWithSuggestion(click.Choice):
