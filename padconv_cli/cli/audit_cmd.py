@@ -50,10 +50,9 @@ Examples:
               help="Also write every checked node as an ONNX backend-test case folder in DIR "
               "(the node alone, its inputs from the run, padconv's output): padconv verify "
               "DIR replays them.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed: int,
                   dims: tuple[str, ...], as_json: bool, junit_xml: str | None,
-                  dumped: str | None, save_dir: str | None, quiet: bool) -> None:
+                  dumped: str | None, save_dir: str | None) -> None:
     """Run MODEL once, capture the inputs and output of every Pad, Conv, ConvTranspose,
     ConvInteger and QLinearConv node, recompute each node with padconv and compare: Pad and
     the integer operators exactly, Conv and ConvTranspose within the dot-product error bound
@@ -79,7 +78,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     if dumped is not None:
         report = _audit_dumped(model, dumped, inputs, runtime, dims, save_dir is not None)
     else:
-        with _Progress(enabled=not quiet) as progress:
+        with _Progress(enabled=not options.meta_flag("quiet")) as progress:
             report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
                                  progress=progress.update, keep_arrays=save_dir is not None)
         _refuse_chosen_sizes_that_stopped(report)
