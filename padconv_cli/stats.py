@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,38 +26,6 @@ from padconv_cli.dtypes import element_kind
 
 CHUNK_ELEMENTS = 1 << 20
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
-
-
-@dataclass
-class Histogram:
-    """``counts[i]`` finite elements fall in ``[edges[i], edges[i+1])`` (last bin closed)."""
-
-    edges: list[float]
-    counts: list[int]
-
-
-@dataclass
-class TensorStats:
-    """What ``padconv show`` reports about one tensor."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    size: int
-    nbytes: int
-    kind: str  # "float", "int", "bool", "complex", "string"
-    finite: int = 0
-    nan: int = 0
-    posinf: int = 0
-    neginf: int = 0
-    minimum: Any = None
-    maximum: Any = None
-    mean: float | None = None
-    std: float | None = None
-    histogram: Histogram | None = None
-    notes: list[str] = field(default_factory=list)
-    percentiles: dict[str, float] = field(default_factory=dict)
-    argmin: tuple[int, ...] | None = None
-    argmax: tuple[int, ...] | None = None
 
 
 def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray]]:
@@ -70,19 +37,22 @@ def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray
         yield start, real.astype(np.float64)
 
 
-def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
-    """Statistics of ``array`` by the rules of the module docstring; a histogram of ``bins``
-    equal-width bins over ``[min, max]`` of the finite elements when ``bins`` is given."""
+def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> dict[str, Any]:
+    """Statistics of ``array`` by the rules of the module docstring, keyed as ``padconv show
+    --json`` prints them; a histogram of ``bins`` equal-width bins over ``[min, max]`` of the
+    finite elements when ``bins`` is given."""
     from padconv_cli.dtypes import dtype_name
 
     kind = element_kind(array.dtype)
-    stats = TensorStats(dtype_name(array.dtype), tuple(int(d) for d in array.shape),
-                        int(array.size), int(array.nbytes), kind)
+    stats: dict[str, Any] = {
+        "dtype": dtype_name(array.dtype), "shape": [int(d) for d in array.shape],
+        "size": int(array.size), "bytes": int(array.nbytes), "min": None, "max": None,
+        "mean": None, "std": None, "finite": 0, "nan": 0, "posinf": 0, "neginf": 0, "notes": []}
     if kind in ("string", "other"):
-        stats.notes.append("strings: no numeric statistics")
+        stats["notes"].append("strings: no numeric statistics")
         return stats
     if kind == "complex":
-        stats.notes.append("complex: statistics of the magnitudes |x|")
+        stats["notes"].append("complex: statistics of the magnitudes |x|")
     mean = m2 = 0.0
     extremes = [0, 0]  # flat indices of the minimum and the maximum
     exact = kind in ("int", "bool")  # min/max: Python values from the integers themselves
@@ -90,34 +60,35 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> TensorStats:
         finite_mask = np.isfinite(real)
         for name, mask in (("nan", np.isnan(real)), ("posinf", real == np.inf),
                            ("neginf", real == -np.inf)):
-            setattr(stats, name, getattr(stats, name) + int(np.count_nonzero(mask)))
+            stats[name] += int(np.count_nonzero(mask))
         finite = real[finite_mask]
         if finite.size == 0:
             continue
         if not exact:
             low_at = int(np.argmin(np.where(finite_mask, real, np.inf)))
             high_at = int(np.argmax(np.where(finite_mask, real, -np.inf)))
-            if stats.minimum is None or real[low_at] < stats.minimum:
-                stats.minimum, extremes[0] = float(real[low_at]), offset + low_at
-            if stats.maximum is None or real[high_at] > stats.maximum:
-                stats.maximum, extremes[1] = float(real[high_at]), offset + high_at
-        before, added, chunk_mean = stats.finite, int(finite.size), float(finite.mean())
-        stats.finite += added
+            if stats["min"] is None or real[low_at] < stats["min"]:
+                stats["min"], extremes[0] = float(real[low_at]), offset + low_at
+            if stats["max"] is None or real[high_at] > stats["max"]:
+                stats["max"], extremes[1] = float(real[high_at]), offset + high_at
+        before, added, chunk_mean = stats["finite"], int(finite.size), float(finite.mean())
+        total = stats["finite"] = before + added
         delta = chunk_mean - mean
-        mean += delta * added / stats.finite
-        m2 += float(np.sum((finite - chunk_mean) ** 2)) + delta**2 * before * added / stats.finite
-    if stats.finite:
+        mean += delta * added / total
+        m2 += float(np.sum((finite - chunk_mean) ** 2)) + delta**2 * before * added / total
+    if stats["finite"]:
         if exact:
             flat = array.reshape(-1)
             flat = flat if flat.dtype.kind in "iub" else flat.astype(np.int64)
             extremes = [int(np.argmin(flat)), int(np.argmax(flat))]
-            stats.minimum, stats.maximum = (flat[at].item() for at in extremes)
-        stats.mean, stats.std = mean, math.sqrt(m2 / stats.finite)
-        stats.argmin, stats.argmax = (tuple(int(i) for i in np.unravel_index(at, array.shape))
-                                      for at in extremes)
-        stats.percentiles = percentiles(array, kind)
+            stats["min"], stats["max"] = (flat[at].item() for at in extremes)
+        stats["mean"], stats["std"] = mean, math.sqrt(m2 / stats["finite"])
+        if points := percentiles(array, kind):
+            argmin, argmax = ([int(i) for i in np.unravel_index(at, array.shape)]
+                              for at in extremes)
+            stats.update(points, argmin=argmin, argmax=argmax)
         if bins is not None:
-            stats.histogram = _histogram(array, kind, stats, bins)
+            stats["histogram"] = _histogram(array, kind, (stats["min"], stats["max"]), bins)
     return stats
 
 
@@ -144,16 +115,17 @@ def percentiles(array: np.ndarray, kind: str) -> dict[str, float]:
     return {name: float(v) for name, v in zip(PERCENTILES, points, strict=True)}
 
 
-def _histogram(array: np.ndarray, kind: str, stats: TensorStats, bins: int) -> Histogram:
-    """Equal-width bins over ``[min, max]`` of the finite values, counted chunk by chunk."""
-    low, high = float(stats.minimum), float(stats.maximum)
+def _histogram(array: np.ndarray, kind: str, extremes: tuple, bins: int) -> dict[str, list]:
+    """Equal-width bins over ``[min, max]`` of the finite values, counted chunk by chunk:
+    ``counts[i]`` in ``[edges[i], edges[i+1])`` (the last bin closed)."""
+    low, high = float(extremes[0]), float(extremes[1])
     if low == high:
         low, high = low - 0.5, high + 0.5
     counts = np.zeros(bins, dtype=np.int64)
     edges = np.linspace(low, high, bins + 1)
     for _, real in _real_chunks(array, kind):
         counts += np.histogram(real[np.isfinite(real)], bins=edges)[0]
-    return Histogram([float(e) for e in edges], [int(c) for c in counts])
+    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
 
 
 # --- sources and descriptions for ``padconv show`` -------------------------------------------
@@ -229,29 +201,12 @@ def read_tensor_labelled(source: str, dtype: str | None,
     return label, array
 
 
-# the keys of a description and the TensorStats field each comes from, in printed order
-DESCRIPTION_FIELDS = {"dtype": "dtype", "shape": "shape", "size": "size", "bytes": "nbytes",
-                      "min": "minimum", "max": "maximum", "mean": "mean", "std": "std",
-                      "finite": "finite", "nan": "nan", "posinf": "posinf", "neginf": "neginf",
-                      "notes": "notes"}
-
-
 def describe_tensor(label: str, array: np.ndarray, *, bins: int | None = None,
                     edge_items: int = 3, width: int = 80) -> dict[str, Any]:
-    """Everything ``padconv show`` prints about one tensor, as a dict (no arrays inside); the
-    preview is numpy's text in lines of ``width - 4`` characters, above 100 elements only the
-    first and last ``edge_items`` of every axis around ``...``."""
-    from dataclasses import asdict
-
-    stats = tensor_stats(array, bins=bins)
-    description = {"name": label, **{key: getattr(stats, name)
-                                     for key, name in DESCRIPTION_FIELDS.items()}}
-    description["shape"] = list(stats.shape)
-    if stats.percentiles:
-        description.update(stats.percentiles, argmin=list(stats.argmin or ()),
-                           argmax=list(stats.argmax or ()))
-    if stats.histogram is not None:
-        description["histogram"] = asdict(stats.histogram)
+    """Everything ``padconv show`` prints about one tensor, as a dict (no arrays inside): its
+    :func:`tensor_stats`, and a preview, numpy's text in lines of ``width - 4`` characters,
+    above 100 elements only the first and last ``edge_items`` of every axis around ``...``."""
+    description = {"name": label, **tensor_stats(array, bins=bins)}
     if edge_items > 0:
         description["preview"] = np.array2string(array, threshold=100, edgeitems=edge_items,
                                                  max_line_width=max(width - 4, 20))

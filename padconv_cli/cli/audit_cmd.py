@@ -50,10 +50,9 @@ Examples:
               help="Also write every checked node as an ONNX backend-test case folder in DIR "
               "(the node alone, its inputs from the run, padconv's output): padconv verify "
               "DIR replays them.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed: int,
                   dims: tuple[str, ...], as_json: bool, junit_xml: str | None,
-                  dumped: str | None, save_dir: str | None, quiet: bool) -> None:
+                  dumped: str | None, save_dir: str | None) -> None:
     """Run MODEL once, capture the inputs and output of every Pad, Conv, ConvTranspose,
     ConvInteger and QLinearConv node, recompute each node with padconv and compare: Pad and
     the integer operators exactly, Conv and ConvTranspose within the dot-product error bound
@@ -79,7 +78,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
     if dumped is not None:
         report = _audit_dumped(model, dumped, inputs, runtime, dims, save_dir is not None)
     else:
-        with _Progress(enabled=not quiet) as progress:
+        with _Progress(enabled=not options.meta_flag("quiet")) as progress:
             report = audit_model(model, inputs, runtime=runtime, seed=seed, dims=dim_values,
                                  progress=progress.update, keep_arrays=save_dir is not None)
         _refuse_chosen_sizes_that_stopped(report)
@@ -98,9 +97,7 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
             record["saved"] = [str(path) for path in saved]
         options.print_json(record)
     else:
-        from padconv_cli.cli.style import output_width
-
-        click.echo("\n".join(table_lines(report, output_width())))
+        click.echo("\n".join(table_lines(report, options.output_width())))
         if save_dir is not None:
             click.echo(f"saved {len(saved)} case folder{'s' * (len(saved) != 1)} in "
                        f"{save_dir} (padconv verify {save_dir} replays them)")
@@ -151,9 +148,7 @@ class _Progress:
     """A transient bar on stderr (a terminal only) once the audit has run for a second."""
 
     def __init__(self, enabled: bool) -> None:
-        from padconv_cli.cli.style import is_terminal
-
-        self.enabled = enabled and is_terminal(err=True)
+        self.enabled = enabled and options.is_terminal(err=True)
         self.started = time.monotonic()
         self.bar = None
         self.task = None

@@ -1,4 +1,4 @@
-"""The ``padconv`` command group: lazy command loading and how a run ends.
+"""The ``padconv`` command group: lazy command loading, how a run ends, and ``--version``.
 
 Exit codes: 0 success (``padconv`` alone prints the help, like ``padconv --help``), 1 a
 verification or comparison found a difference, 2 bad usage, bad input or not enough memory
@@ -50,7 +50,7 @@ COMMANDS = {
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
     "audit": "padconv_cli.cli.audit_cmd:audit_command",
-    "convert": "padconv_cli.cli.convert_cmd:convert_command",
+    "convert": "padconv_cli.cli.show_cmd:convert_command",
 }
 ALIASES: dict[str, str] = {"inspect": "show"}
 
@@ -91,14 +91,6 @@ def set_stop_handlers(handler: Any) -> None:
                 signal.signal(signum, handler)
 
 
-class Interrupted(Exception):
-    """Ctrl-C, carried past click, which would print an empty line before aborting."""
-
-
-class StdoutClosed(Exception):
-    """The reader of stdout went away; carried past click, which would exit 1 on EPIPE."""
-
-
 @functools.cache
 def _load(target: str) -> click.Command:
     """The command at ``module:attribute``, or the one built from the operator there (once)."""
@@ -130,28 +122,16 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def make_context(self, info_name, args, parent=None, **extra):
-        """click's, with a Ctrl-C while parsing carried as :class:`Interrupted`."""
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except KeyboardInterrupt:
-            raise Interrupted() from None
-
-    def invoke(self, ctx: click.Context):
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError:
-            raise StdoutClosed() from None
-        except KeyboardInterrupt:
-            raise Interrupted() from None
-
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run and turn every way the run can end into an exit code (module docstring) and at
         most one line; once a stop signal arrived, whatever ends the run is that signal
-        (:func:`stop_outcome`)."""
+        (:func:`stop_outcome`).  The context is run here, not in click's ``main``, which would
+        print an empty line on Ctrl-C and exit 1 on a broken pipe."""
+        args = sys.argv[1:] if args is None else list(args)
         try:
-            code = click.Command.main(self, args, prog_name or "padconv", complete_var,
-                                      standalone_mode=False, **extra)
+            self._main_shell_completion(extra, prog_name or "padconv", complete_var)
+            with self.make_context(prog_name or "padconv", args, **extra) as ctx:
+                code = self.invoke(ctx)
             if sys.stdout is not None:  # ``padconv ... -o FILE >&-`` has none
                 sys.stdout.flush()
             code = code if isinstance(code, int) else 0
@@ -170,8 +150,6 @@ class LazyGroup(click.Group):
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        from padconv_cli.cli.version import version_lines
-
         click.echo("\n".join(version_lines()))
         ctx.exit(0)
 
@@ -233,11 +211,12 @@ def report(line: str) -> None:
 
 def stop_outcome(error: BaseException) -> tuple[int, str] | None:
     """``(exit code, line)`` when ``error`` ends a run stopped by a signal (:data:`stopped_by`,
-    whatever its unwinding raised) or is a Ctrl-C (KeyboardInterrupt, Abort, Interrupted)."""
+    whatever its unwinding raised) or is a Ctrl-C (KeyboardInterrupt; EOFError and Abort, as
+    click takes them)."""
     if stopped_by is not None and stopped_by != signal.SIGINT:
         return 128 + stopped_by, "padconv: terminated"
     if stopped_by is not None or isinstance(
-            error, (KeyboardInterrupt, click.exceptions.Abort, Interrupted)):
+            error, (KeyboardInterrupt, EOFError, click.exceptions.Abort)):
         return EXIT_INTERRUPTED, "padconv: interrupted"
     return None
 
@@ -245,7 +224,7 @@ def stop_outcome(error: BaseException) -> tuple[int, str] | None:
 def _mapped_error(error: BaseException) -> int:
     """The exit code of an ending that is not a signal, its line reported; else raised again."""
     ctx = getattr(error, "raised_in", None)
-    if isinstance(error, (BrokenPipeError, StdoutClosed)):
+    if isinstance(error, BrokenPipeError):
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     if isinstance(error, click.exceptions.Exit):
@@ -363,3 +342,64 @@ def exit_now(status: int) -> None:
         with contextlib.suppress(Exception):  # a closed or full stream: the status tells
             stream.flush()
     os._exit(status)
+
+# --- padconv --version: the versions of the libraries its results depend on (read from the
+# distributions' metadata: nothing heavy is imported), and the native instruction set that
+# Conv runs on (the native extension is loaded to ask the CPU) ---------------------------
+
+NOT_INSTALLED = "not installed"
+# Distributions that provide the ``onnxruntime`` module, the plain CPU build first.
+ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino",
+                             "onnxruntime-directml", "onnxruntime-qnn", "ort-nightly")
+
+
+def distribution_version(*names: str) -> str:
+    """The version of the first installed distribution among ``names``, else ``not installed``."""
+    from importlib import metadata
+
+    for name in names:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            return metadata.version(name)
+    return NOT_INSTALLED
+
+
+def padconv_version() -> str:
+    """The installed distribution's version; the package's own ``__version__`` when padconv
+    runs from a source tree that was never installed."""
+    from padconv_cli import __version__
+
+    found = distribution_version("padconv")
+    return __version__ if found == NOT_INSTALLED else found
+
+
+def native_isa_description() -> str:
+    """The instruction set Conv uses (``selected_isa``) with those the CPU offers, or why the
+    native core is not usable (not built, or ``PADCONV_NATIVE_ISA`` names a missing one)."""
+    from padconv_cli.errors import PadconvError
+
+    try:
+        from padconv_cli.kernels.native import available_isas, selected_isa
+
+        selected, available = selected_isa(), available_isas()
+    except ImportError as error:
+        return f"unavailable (the native extension cannot be imported: {error})"
+    except PadconvError as error:
+        return f"unavailable ({error})"
+    return f"{selected} (this CPU: {', '.join(available)})"
+
+
+def version_lines() -> list[str]:
+    """The lines ``padconv --version`` prints: padconv, numpy, onnx, onnxruntime, the native
+    instruction set, and the interpreter with its platform."""
+    import platform
+
+    onnxruntime = distribution_version(*ONNXRUNTIME_DISTRIBUTIONS)
+    return [
+        f"padconv, version {padconv_version()}",
+        f"  numpy        {distribution_version('numpy')}",
+        f"  onnx         {distribution_version('onnx')}",
+        f"  onnxruntime  {onnxruntime}",
+        f"  native ISA   {native_isa_description()}",
+        f"  python       {platform.python_version()} ({sys.platform}, {platform.machine()})",
+    ]
+

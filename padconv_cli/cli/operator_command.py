@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from padconv_cli.cli import options
-from padconv_cli.cli.style import color_enabled, is_terminal
 from padconv_cli.ops import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
 
 EXIT_CHECK_FAILED = 1
@@ -114,8 +113,8 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
         node=extras.node, engine="memory" if in_memory else engine.engine, output=output,
         fmt=fmt, dtype=values["dtype"], max_output_bytes=values["max_output_bytes"],
         memory_limit=engine.memory_limit, scheduler=engine.scheduler, verbose=engine.verbose,
-        show_progress=options.progress_display(engine.quiet, is_terminal(err=True),
-                                               color_enabled(err=True)),
+        show_progress=options.progress_display(engine.quiet, options.is_terminal(err=True),
+                                               options.color_enabled(err=True)),
         read_policy=options.read_policy_of(),
     )
     planned = plan(call, note=None if extras.explain else _print_note)
@@ -166,10 +165,8 @@ def _print_explanation(info: dict[str, Any], as_json: bool) -> None:
         options.print_json(info)
         return
     text = format_explanation(info)
-    if is_terminal():
-        from padconv_cli.cli.style import output_width, wrap_at_tokens
-
-        text = wrap_at_tokens(text, output_width())
+    if options.is_terminal():
+        text = options.wrap_at_tokens(text, options.output_width())
     click.echo(text)
 
 
@@ -178,7 +175,7 @@ def _print_check(report: Any, as_json: bool, output: str | None, fmt: str | None
     on a failed check."""
     from padconv_cli.crosscheck import format_report, report_dict
 
-    shown = output is None and fmt is None and is_terminal()  # pretty-printed, not bytes
+    shown = output is None and fmt is None and options.is_terminal()  # pretty-printed, not bytes
     to_stderr = output in (None, "-") and not shown
     if as_json:
         options.print_json(report_dict(report), err=to_stderr)

@@ -1,5 +1,6 @@
 """What every command shares: the command class, the option types, the shared options (one
-table, :data:`SHARED_OPTIONS`), and where a result goes.
+table, :data:`SHARED_OPTIONS`), where a result goes, and the terminal's presentation (colour,
+width, lines wrapped at tokens, tensors pretty-printed).
 
 Integer-list flags mirror ONNX list attributes.  They take the values as separate words
 (``--pads 0 -1 0 2``: the flag takes the number words that follow it, negative ones
@@ -9,20 +10,25 @@ tensor file (``--pads @pads.npy``).  :class:`Command` gathers those words before
 The global flags (``--no-color``, ``-v``, ``-q``) may stand before or after the command; they
 are kept in ``ctx.meta`` (shared by the group's and the command's contexts), never in a
 process global.
+
+Rule for colour: on only when the stream is a terminal, ``NO_COLOR`` is unset or empty and
+``--no-color`` was not given (https://no-color.org). Rule for width: ``COLUMNS`` when it is a
+number of at least 40, else the terminal's width on a terminal, else 80 (a CI log).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import math
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import click
-
-from padconv_cli.cli.style import is_terminal
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # words that look like a number of some kind: taken into the list so that the error is
@@ -59,7 +65,7 @@ def global_options() -> list[click.Option]:
     """Fresh ``--no-color``, ``-v`` and ``-q`` options, accepted by the group and every command."""
     flags = (
         (["--no-color", "global_no_color"], {"is_flag": True},
-         "Plain text: no colour or bold (also when NO_COLOR is set)."),
+         "Plain text: no colour or bold (as when NO_COLOR is set or stdout is not a terminal)."),
         (["-v", "--verbose", "global_verbose"], {"count": True},
          "More detail (verify: every case's details)."),
         (["-q", "--quiet", "global_quiet"], {"is_flag": True},
@@ -67,10 +73,6 @@ def global_options() -> list[click.Option]:
     )
     return [click.Option(decls, expose_value=False, is_eager=True, callback=_keep_in_meta,
                          help=text, **kind) for decls, kind, text in flags]
-
-
-class IntListOption(click.Option):
-    """An integer-list flag: :class:`Command` gives it the number words that follow it."""
 
 
 class Command(click.Command):
@@ -103,7 +105,7 @@ class Command(click.Command):
     def _gather_lists(self, args: list[str]) -> tuple[list[str], dict[str, str]]:
         """``args`` with the number words after a list flag joined to its value, and the word
         that followed each list (``{word: flag}``)."""
-        lists = {opt for p in self.params if isinstance(p, IntListOption) for opt in p.opts}
+        lists = {opt for p in self.params if isinstance(p.type, IntListType) for opt in p.opts}
         valued = {opt for p in self.params if isinstance(p, click.Option)
                   and not (p.is_flag or p.count) for opt in p.opts}
         words: list[str] = []
@@ -146,22 +148,13 @@ def with_examples_first(help_text: str, examples: str) -> str:
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
-def examples_first(examples: str) -> Callable[[click.Command], click.Command]:
-    """Decorator over ``@click.command``: the help shows ``examples`` right after its summary."""
-
-    def decorate(command: click.Command) -> click.Command:
-        command.help = with_examples_first(command.help or "", examples)
-        return command
-
-    return decorate
-
-
 def command(name: str, short_help: str, examples: str) -> Callable[[Callable], click.Command]:
-    """Decorator: a padconv :class:`Command` named ``name``, its examples after the summary."""
+    """Decorator: a padconv :class:`Command` named ``name``, its help (the function's
+    docstring) with ``examples`` right after the summary."""
 
     def decorate(f: Callable) -> click.Command:
-        made = click.command(name, cls=Command, short_help=short_help)(f)
-        return examples_first(examples)(made)
+        return click.command(name, cls=Command, short_help=short_help,
+                             help=with_examples_first(f.__doc__ or "", examples))(f)
 
     return decorate
 
@@ -186,7 +179,8 @@ def example_commands(help_output: str) -> list[str]:
 
 
 class IntListType(click.ParamType):
-    """Converts ``"0 2 0 0"``, ``"0,2,0,0"`` or ``"@pads.npy"`` into a tuple of int64 values."""
+    """Converts ``"0 2 0 0"``, ``"0,2,0,0"`` or ``"@pads.npy"`` into a tuple of int64 values;
+    :class:`Command` gives a flag of this type the number words that follow it."""
 
     name = "INTS"
 
@@ -223,7 +217,7 @@ def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
     """Decorator for an ONNX integer-list attribute flag (see the module docstring)."""
     kwargs.setdefault("type", IntListType())
     kwargs.setdefault("metavar", "INT...")
-    return click.option(*param_decls, cls=IntListOption, **kwargs)
+    return click.option(*param_decls, **kwargs)
 
 
 class ChoiceWithSuggestion(click.Choice):
@@ -416,9 +410,9 @@ SHARED_OPTIONS: dict[str, tuple[tuple[tuple[str, ...], dict[str, Any]], ...]] = 
         (("--check",), dict(is_flag=True, help=(
             "After computing, run the same node through onnx.reference and onnxruntime; exit 1 "
             "when they disagree beyond tolerance."))),
-        (("--check-rtol",), dict(type=float, metavar="RTOL", help=(
+        (("--check-rtol",), dict(type=float, metavar="RTOL", callback=_tolerance, help=(
             "Relative tolerance of --check (default: by dtype)."))),
-        (("--check-atol",), dict(type=float, metavar="ATOL", help=(
+        (("--check-atol",), dict(type=float, metavar="ATOL", callback=_tolerance, help=(
             "Absolute tolerance of --check (default: by dtype)."))),
     ),
 }
@@ -460,18 +454,10 @@ class EngineSettings(NamedTuple):
     verbose: bool = False
 
 
-class ExtraOptions(NamedTuple):
-    """The values of the options every operator command shares beyond its attributes."""
-
-    from_model: str | None = None
-    node: str | None = None
-    explain: bool = False
-    as_json: bool = False
-    emit_onnx: str | None = None
-    check: bool = False
-    check_rtol: float | None = None
-    check_atol: float | None = None
-    emit_initializers: bool = False
+# The values of the options every operator command shares beyond its attributes (the "model"
+# group of SHARED_OPTIONS), by parameter name: from_model, node, explain, as_json, ...
+ExtraOptions = collections.namedtuple("ExtraOptions", [
+    click.Option(declarations).name for declarations, _ in SHARED_OPTIONS["model"]])
 
 
 def _bundled(group: str, bundle: type, argument: str, f: Callable, **added: Any) -> Callable:
@@ -510,9 +496,6 @@ def check_combination(extras: ExtraOptions) -> None:
         raise click.UsageError("--emit-initializers changes the model of --emit-onnx; give it")
     if extras.emit_onnx == "-":
         raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
-    for name, value in (("--check-rtol", extras.check_rtol), ("--check-atol", extras.check_atol)):
-        if value is not None and not value >= 0:
-            raise click.UsageError(f"{name} {value} is not a tolerance (needs a number >= 0)")
     if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
         raise click.UsageError("--check-rtol/--check-atol need --check")
 
@@ -553,8 +536,6 @@ def emit_result(array: Any, output: str | None, fmt: str | None,
     from padconv_cli.tensorio import write_tensor
 
     if output is None and is_terminal() and fmt is None:
-        from padconv_cli.cli.style import print_tensor
-
         print_tensor(array)
         return
     refuse_binary_to_terminal(output, fmt)
@@ -604,3 +585,93 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
                     f"{flag} {target} is also an input ({source}); "
                     "writing it would destroy that input: give another file"
                 )
+
+
+# --- the terminal: colour, width, wrapping, tensors pretty-printed --------------------------
+
+DEFAULT_WIDTH = 80
+PREVIEW_THRESHOLD = 1000
+EDGE_ITEMS = 3
+
+
+def is_terminal(err: bool = False) -> bool:
+    """True when stdout (or stderr) is an interactive terminal."""
+    try:
+        return (sys.stderr if err else sys.stdout).isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def color_enabled(err: bool = False) -> bool:
+    """Colour and bold on this stream? Only on a terminal, without NO_COLOR or --no-color."""
+    ctx = click.get_current_context(silent=True)
+    if (ctx is not None and ctx.meta.get("padconv.no_color")) or os.environ.get("NO_COLOR"):
+        return False
+    return is_terminal(err)
+
+
+def output_width() -> int:
+    """Columns of stdout to fit (module docstring: COLUMNS wins, as shutil reads it)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 40:
+        return int(columns)
+    if is_terminal():
+        try:
+            return max(os.get_terminal_size(sys.stdout.fileno()).columns, 40)
+        except (OSError, ValueError):
+            pass
+    return DEFAULT_WIDTH
+
+
+def styled(text: str, **style: Any) -> str:
+    """``text`` with click's style (fg=..., bold=...) when colour is on for stdout."""
+    return click.style(text, **style) if color_enabled() else text
+
+
+# A line may break after a space, after "=", after "+" (not the exponent sign of 1e+05) and
+# after "," (not a digit group such as 1,000): never inside a number or a name.
+_BREAK_AFTER = r"(?<= )|(?<==)|(?<=,)(?!\d)|(?<=\+)(?<![0-9.][eE]\+)"
+HANGING_INDENT = 4
+
+
+def wrap_at_tokens(text: str, width: int) -> str:
+    """``text`` with each line longer than ``width`` broken at token boundaries (after a space,
+    ``=``, ``+`` or ``,``), continuation lines indented by the line's own indent plus
+    ``HANGING_INDENT``; a single token longer than a line stays whole on a line of its own.
+    Lines that fit are unchanged."""
+    return "\n".join(
+        wrapped for line in text.split("\n") for wrapped in _wrap_line(line, width)
+    )
+
+
+def _wrap_line(line: str, width: int) -> list[str]:
+    import re
+
+    if len(line) <= width:
+        return [line]
+    own_indent = len(line) - len(line.lstrip(" "))
+    indent = " " * (own_indent + HANGING_INDENT)
+    pieces = [piece for piece in re.split(_BREAK_AFTER, line[own_indent:]) if piece]
+    lines: list[str] = []
+    current = line[:own_indent]
+    for piece in pieces:
+        if len(current + piece.rstrip(" ")) > width and current.strip():
+            lines.append(current.rstrip(" "))
+            current = indent + piece.lstrip(" ")
+        else:
+            current += piece
+    return [*lines, current.rstrip(" ")]
+
+
+def print_tensor(array: Any) -> None:
+    """Show a tensor on the terminal: ``dtype[d0, d1, ...] (size elements)`` in bold (the
+    dtype as ONNX spells it), then numpy's text form in lines of the terminal's width, elided
+    with ``...`` past PREVIEW_THRESHOLD elements."""
+    import numpy as np
+
+    from padconv_cli.dtypes import dtype_name
+
+    shape = ", ".join(str(d) for d in array.shape)
+    click.echo(styled(f"{dtype_name(array.dtype)}[{shape}] ({array.size} elements)", bold=True))
+    click.echo(np.array2string(array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS,
+                               max_line_width=output_width()))

@@ -1,4 +1,6 @@
-"""``padconv show`` (alias ``inspect``): what is in tensor files, without changing anything."""
+"""The tensor file commands: ``padconv show`` (alias ``inspect``), what is in tensor files,
+without changing anything; ``padconv convert IN OUT``, any tensor padconv reads written as
+``.npy`` or ``.pb``."""
 
 from __future__ import annotations
 
@@ -52,23 +54,26 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
     initializers summarised on the last lines; MODEL.onnx:NAME describes one of them,
     --initializers (or --json) every one.
     """
-    from padconv_cli.cli.style import output_width
     from padconv_cli.errors import InputError
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
     options.refuse_output_onto_inputs("--png", png, sources)
     if sum(source == "-" or source.startswith("-:") for source in sources) > 1:
         raise click.UsageError("only one FILE can be - (stdin)")
-    descriptions = []
-    policy, width = options.read_policy_of(), output_width()
+    descriptions, drawn = [], []  # drawn: the tensors read, for --png (read once: stdin too)
+    policy, width = options.read_policy_of(), options.output_width()
     for source in sources:
         if _is_model_file(source) and not (as_json or every_initializer or histogram):
             from padconv_cli.cli.show_model import model_lines
 
             click.echo("\n".join(model_lines(source, width, policy)))
+            if png is not None:
+                drawn += [array for _, array in named_tensors(source, dtype=dtype, policy=policy)]
             continue
         try:
             for label, array in named_tensors(source, dtype=dtype, policy=policy):
+                if png is not None:
+                    drawn.append(array)
                 descriptions.append(describe_tensor(label, array, bins=bins if histogram else None,
                                                     edge_items=edge_items, width=width))
                 quantization = _quantization(label, array, descriptions[-1])
@@ -82,7 +87,11 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
     if as_json:
         options.print_json(descriptions)
     if png is not None:
-        _draw(sources, dtype, png)
+        from padconv_cli.images import tensor_picture, write_png
+
+        if len(drawn) != 1:
+            raise InputError(f"--png draws one tensor; these sources hold {len(drawn)}")
+        write_png(tensor_picture(drawn[0]), png)
 
 
 def _quantization(label: str, array, description: dict) -> str | None:
@@ -107,15 +116,49 @@ def _is_model_file(source: str) -> bool:
     return source.lower().endswith(".onnx") and os.path.isfile(source)
 
 
-def _draw(sources: tuple[str, ...], dtype: str | None, png: str) -> None:
-    """``--png``: the picture of the one tensor shown (see padconv_cli.images)."""
-    from padconv_cli.errors import InputError
-    from padconv_cli.images import tensor_picture, write_png
-    from padconv_cli.stats import named_tensors
+CONVERT_EXAMPLES = """\b
+Examples:
+  padconv convert '[[1, 2], [3, 4]]' x.pb --dtype float16 --name x
+  padconv convert x.pb x.npy
+  padconv conv '[[[[1, 2], [3, 4]]]]' '[[[[1]]]]' --dtype float32 \\
+      --emit-onnx m.onnx --emit-initializers -o y.npy
+  padconv convert m.onnx:W w.npy                  # a tensor the model stores
+"""
 
-    policy = options.read_policy_of()
-    tensors = [array for source in sources
-               for _, array in named_tensors(source, dtype=dtype, policy=policy)]
-    if len(tensors) != 1:
-        raise InputError(f"--png draws one tensor; these sources hold {len(tensors)}")
-    write_png(tensor_picture(tensors[0]), png)
+
+@options.command("convert", "Write any tensor padconv reads as .npy or .pb.",
+                 CONVERT_EXAMPLES)
+@click.argument("source", metavar="IN", shell_complete=options.complete_path)
+@click.argument("target", metavar="OUT", shell_complete=options.complete_path)
+@click.option("--format", "fmt", type=click.Choice(["npy", "pb"]),
+              help="Output format (default: from OUT's suffix, else npy).")
+@click.option("--name", help="Name of the TensorProto in a .pb (default: the name IN stores, "
+              "else OUT's file name without suffix).")
+@options.shared("dtype")
+@options.shared("input")
+def convert_command(source: str, target: str, fmt: str | None, name: str | None,
+                    dtype: str | None) -> None:
+    """Read tensor IN and write it to OUT, unchanged: same element type, same shape.
+
+    IN is any tensor source: .npy, .npz (FILE.npz:NAME), .pb, a model's stored tensor
+    (MODEL.onnx:NAME), polygraphy's .json (FILE.json:NAME), - for stdin, or an inline
+    literal. OUT is a .npy or .pb path (written atomically), or - for stdout. One line says
+    what was written (nothing when OUT is -).
+    """
+    import os
+
+    from padconv_cli.dtypes import dtype_name
+    from padconv_cli.tensor_sources import read_named_tensor
+    from padconv_cli.tensorio import resolve_format, write_tensor
+
+    options.refuse_output_onto_inputs("OUT", target, (source,))
+    resolved = resolve_format(target, fmt)
+    if target == "-":
+        options.refuse_binary_to_terminal(target, resolved)
+    stored, array = read_named_tensor(source, dtype=dtype, policy=options.read_policy_of())
+    proto_name = name or stored or os.path.splitext(os.path.basename(target))[0] or None
+    write_tensor(array, target, fmt=resolved, name=proto_name if resolved == "pb" else None)
+    if target != "-":
+        shape = ", ".join(str(d) for d in array.shape)
+        named = f" (TensorProto {proto_name!r})" if resolved == "pb" and proto_name else ""
+        click.echo(f"wrote {target}: {dtype_name(array.dtype)}[{shape}]{named}")

@@ -7,7 +7,6 @@ import sys
 import click
 
 from padconv_cli.cli import options
-from padconv_cli.cli.style import color_enabled, output_width, styled
 
 EXIT_FAILED = 1
 
@@ -33,12 +32,10 @@ Examples:
 @click.option("--junit-xml", metavar="FILE",
               help="Also write the results as JUnit XML to FILE (atomically).")
 @options.shared("tolerance")
-@click.option("--no-color", is_flag=True,
-              help="Plain text output (also when NO_COLOR is set or stdout is not a terminal).")
 @options.shared("input")
 def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str, ...],
                    list_only: bool, as_json: bool, junit_xml: str | None, rtol: float | None,
-                   atol: float | None, no_color: bool) -> None:
+                   atol: float | None) -> None:
     """Run cases of padconv's operators (Pad, Conv, ConvTranspose, ConvInteger, QLinearConv)
     through padconv and compare with the expected outputs.
 
@@ -90,8 +87,7 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
     else:
         verbose, quiet = options.meta_flag("verbose"), options.meta_flag("quiet")
         side = len(selected) == 1 and (bool(patterns) or verbose) and not quiet
-        colour = not no_color and color_enabled()
-        _print_results(results, colour, verbose, quiet, side_by_side=side)
+        _print_results(results, options.color_enabled(), verbose, quiet, side_by_side=side)
     sys.stdout.flush()
     if not any(result.status in (PASSED, FAILED) for result in results):
         click.echo(f"padconv verify: nothing was verified: none of the {len(results)} selected "
@@ -118,7 +114,7 @@ STATUS_COLOURS = {"passed": "green", "failed": "red", "unsupported": "yellow"}
 
 
 def _status_style(word: str, status: str) -> str:
-    return styled(word, fg=STATUS_COLOURS[status], bold=status == "failed")
+    return options.styled(word, fg=STATUS_COLOURS[status], bold=status == "failed")
 
 
 def _print_list(cases: list, as_json: bool) -> None:
@@ -151,7 +147,7 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
     from padconv_cli.verification import report
     from padconv_cli.verification.runner import FAILED, PASSED, UNSUPPORTED, summary_line
 
-    width = output_width()
+    width = options.output_width()
     shown = [r for r in results if r.status != PASSED] if quiet else results
     styler = _status_style if colour else None
     lines = list(report.case_table(shown, width, styler)) if shown else []

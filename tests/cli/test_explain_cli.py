@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from pty_terminal import run_in_terminal
 
-from padconv_cli.cli.style import wrap_at_tokens
+from padconv_cli.cli.options import wrap_at_tokens
 
 # ``--explain`` reports the output bytes of the format that will be written, and the resource
 # gate checks that same figure.

@@ -14,13 +14,18 @@ import pytest
 from click.testing import CliRunner
 
 from padconv_cli import __version__
-from padconv_cli.cli import version
-from padconv_cli.cli.main import ALIASES, COMMANDS
+from padconv_cli.cli.main import (
+    ALIASES,
+    COMMANDS,
+    distribution_version,
+    padconv_version,
+    version_lines,
+)
 from padconv_cli.cli.options import (
     Command,
     IntListType,
+    command,
     example_commands,
-    examples_first,
     int_list_option,
     parse_size,
     with_examples_first,
@@ -127,13 +132,13 @@ def test_version_names_padconv_and_the_libraries_it_depends_on(run_cli, flag):
     assert lines[0] == f"padconv, version {__version__}"
     fields = dict(line.split(None, 1) for line in lines[1:3])
     assert fields == {"numpy": metadata.version("numpy"), "onnx": metadata.version("onnx")}
-    assert f"onnxruntime  {version.distribution_version('onnxruntime')}" in result.stdout
+    assert f"onnxruntime  {distribution_version('onnxruntime')}" in result.stdout
     assert f"native ISA   {selected_isa()} (this CPU: {', '.join(available_isas())})" in (
         result.stdout)
 
 
 def test_version_of_an_installed_padconv_is_its_distribution_version():
-    assert version.padconv_version() == metadata.version("padconv") == __version__
+    assert padconv_version() == metadata.version("padconv") == __version__
 
 
 def test_a_library_that_is_not_installed_is_said_so(monkeypatch):
@@ -145,7 +150,7 @@ def test_a_library_that_is_not_installed_is_said_so(monkeypatch):
         return real(name)
 
     monkeypatch.setattr(metadata, "version", without_onnxruntime)
-    assert "  onnxruntime  not installed" in version.version_lines()
+    assert "  onnxruntime  not installed" in version_lines()
 
 
 @pytest.mark.parametrize("isa", ["generic", "AVX2"])
@@ -175,8 +180,7 @@ Examples:
 
 
 def _command() -> click.Command:
-    @examples_first(EXAMPLES)
-    @click.command("pad")
+    @command("pad", "Pad.", EXAMPLES)
     @click.option("--pads")
     def pad(pads: str) -> None:
         """Pad DATA as ONNX Pad does.

@@ -3,6 +3,8 @@ heatmap of |B - A|; the pictures are read back and checked pixel by pixel."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,14 @@ def test_compare_heatmap_marks_where_and_how_much(run_cli, tmp_path):
     others = np.ones((4, 4), bool)
     others[1, 2] = others[3, 0] = False
     assert (cell[others] == 0).all()  # equal elements are black
+
+
+def test_a_tensor_from_stdin_is_drawn_from_the_one_read(run_cli, tmp_path):
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([[0.0, 1.0]], np.float32))
+    result = run_cli("show", "-", "--png", str(tmp_path / "x.png"), input=buffer.getvalue())
+    assert result.exit_code == 0, result.stderr
+    assert read_back(tmp_path / "x.png")[0, 0].tolist() == [0, 0, 0]
 
 
 def test_png_of_several_tensors_is_refused(run_cli, tmp_path):
