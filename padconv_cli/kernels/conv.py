@@ -139,22 +139,14 @@ def same_output_size(size: int, stride: int) -> int:
     return -(-size // stride)
 
 
-def same_total_pad(size: int, output_size: int, effective_kernel: int, stride: int) -> int:
-    """Total padding for ``SAME_*``: ``max(0, (output_size - 1) * stride + ek - size)``."""
-    return max(0, (output_size - 1) * stride + effective_kernel - size)
-
-
-def split_same_pad(total_pad: int, auto_pad: str) -> tuple[int, int]:
-    """``(begin, end)`` of a ``SAME_*`` total pad: equal halves, an odd element at the end for
-    ``SAME_UPPER`` and at the beginning for ``SAME_LOWER``."""
-    small, large = total_pad // 2, total_pad - total_pad // 2
+def same_pads(size: int, output_size: int, effective_kernel: int, stride: int,
+              auto_pad: str) -> tuple[int, int]:
+    """``(begin, end)`` for ``SAME_*``: the total ``max(0, (output_size - 1) * stride + ek -
+    size)`` in equal halves, an odd element at the end for ``SAME_UPPER`` and at the
+    beginning for ``SAME_LOWER``."""
+    total = max(0, (output_size - 1) * stride + effective_kernel - size)
+    small, large = total // 2, total - total // 2
     return (large, small) if auto_pad == "SAME_LOWER" else (small, large)
-
-
-def valid_output_size(size: int, effective_kernel: int, stride: int) -> int:
-    """Output size for ``VALID``: ``floor((size - ek) / stride) + 1`` (the spec's
-    ``ceil((size - ek + 1) / stride)``)."""
-    return (size - effective_kernel) // stride + 1
 
 
 def _resolve_axis(axis: int, size: int, k: int, s: int, d: int, auto_pad: str,
@@ -164,17 +156,14 @@ def _resolve_axis(axis: int, size: int, k: int, s: int, d: int, auto_pad: str,
     ek_text = f"(({k}-1)*{d}+1)"
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         out = same_output_size(size, s)
-        begin, end = split_same_pad(same_total_pad(size, out, ek, s), auto_pad)
+        begin, end = same_pads(size, out, ek, s, auto_pad)
         formula = (f"out[{axis}] = ceil({size} / {s}) = {out}; {auto_pad} pads {begin}+{end} "
                    f"= max(0, ({out}-1)*{s} + {ek_text} - {size})")
-    elif auto_pad == "VALID":
-        begin = end = 0
-        out = valid_output_size(size, ek, s)
-        formula = f"out[{axis}] = floor(({size} - {ek_text}) / {s}) + 1 = {out}"
-    else:
-        begin, end = explicit
+    else:  # VALID: no pads (the spec's ceil((size - ek + 1) / s) is the same number)
+        begin, end = (0, 0) if auto_pad == "VALID" else explicit
         out = explicit_pad_output_size(size, begin, end, ek, s)
-        formula = f"out[{axis}] = floor(({size} + {begin} + {end} - {ek_text}) / {s}) + 1 = {out}"
+        pads = "" if auto_pad == "VALID" else f" + {begin} + {end}"
+        formula = f"out[{axis}] = floor(({size}{pads} - {ek_text}) / {s}) + 1 = {out}"
     if out < 1:
         raise AttributeValueError(f"Conv output spatial axis {axis} (tensor axis {axis + 2}) would "
                                   f"be empty: {formula} (every output dimension must be >= 1)")

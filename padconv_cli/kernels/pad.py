@@ -580,11 +580,9 @@ class _AxisSteps:
             return
         if step == 0:
             chosen = slice(source, source + 1)
-        elif step == 1:
-            chosen = slice(source, source + count)
-        else:
-            last = source - count
-            chosen = slice(source, last if last >= 0 else None, -1)
+        else:  # a reversed stretch that ends at index 0 stops at None, not at -1
+            end = source + count * step
+            chosen = slice(source, end if end >= 0 else None, step)
         self.steps.append((self._at(slice(start, stop)), self._at(chosen)))
 
     def _at(self, position: int | slice) -> tuple[Any, ...]:

@@ -368,16 +368,14 @@ def reference(call: KernelCall) -> np.ndarray:
     made = plan_pad(data.shape, attributes["pads"], attributes["axes"], attributes["mode"])
     widths = [(ax.pad_begin, ax.pad_end) for ax in made.per_axis]
     kept = data[(*made.crop_slices, ...)]  # a view, also of rank-0 data
+    if not widths:
+        return kept.copy()
     if made.mode != "constant":
-        return np.pad(kept, widths, mode=made.mode) if widths else kept.copy()
+        return np.pad(kept, widths, mode=made.mode)
     value = attributes.get("constant_value")
     if value is None:
         value = "" if data.dtype.kind in "OU" else np.zeros((), data.dtype)[()]
-    out = np.empty([ax.out_dim for ax in made.per_axis], dtype=data.dtype)
-    out[...] = value
-    inside = (slice(begin, begin + n) for (begin, _), n in zip(widths, kept.shape, strict=True))
-    out[tuple(inside)] = kept
-    return out
+    return np.pad(kept, widths, constant_values=value)
 
 
 def known_deviation(peer: str, call: KernelCall, made: Any) -> str | None:
@@ -425,6 +423,7 @@ def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelC
         check_attribute_names,
         check_input_count,
         int_vector,
+        require_inputs,
         required_attribute,
     )
 
@@ -448,8 +447,7 @@ def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelC
         pads = int_vector(operator, "pads", pads_tensor, required=True)
         axes = int_vector(operator, "axes", axes_tensor, required=False)
         value = _constant_value(operator, constant_tensor, data)
-    if data is None:
-        raise AttributeValueError(f"Pad-{version}: input 'data' is missing")
+    require_inputs(operator, ("data",), (data,))
     attributes = {"mode": mode, "pads": pads, "constant_value": value, "axes": axes}
     return KernelCall(NAME, version, (data,), attributes, notes)
 
