@@ -69,23 +69,17 @@ def inline_model(model: Any, path: str) -> Any:
 
     from onnx import numpy_helper
 
-    from padconv_cli.models import named_subgraphs
+    from padconv_cli.models import all_graphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
     copy = deepcopy(model)
     base_dir = os.path.dirname(os.path.abspath(path))
-
-    def fix(graph: Any) -> None:
+    for graph in all_graphs(copy.graph):
         for tensor in graph.initializer:
             if tensor.data_location == tensor.EXTERNAL:
                 label = f"{path}: initializer {tensor.name!r}"
                 array = tensor_from_proto(tensor, label, base_dir)
                 tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
-        for node in graph.node:
-            for _, subgraph in named_subgraphs(node):
-                fix(subgraph)
-
-    fix(copy.graph)
     return copy
 
 

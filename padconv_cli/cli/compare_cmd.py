@@ -186,8 +186,7 @@ def _tensor_text(source: str, array) -> str:
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
     from padconv_cli.cli.options import TOLERANCE_FLAGS
-    from padconv_cli.verification.compare import display_value
-    from padconv_cli.verification.report import format_error, tolerance_hint
+    from padconv_cli.verification.report import format_error, mismatch_lines, tolerance_hint
 
     verdict = "PASS" if comparison.passed else "FAIL"
     bound = ", + c*n*eps*sum(|x|*|w|)" if comparison.bounded else ""
@@ -201,12 +200,7 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
         )
     if comparison.passed:
         return lines
-    lines.append(f"  {comparison.reason}")
-    for index, value_a, value_b in comparison.mismatches:
-        lines.append(f"  at {list(index)}: A {display_value(value_a)}, B {display_value(value_b)}")
-    hidden = comparison.mismatch_count - len(comparison.mismatches)
-    if hidden > 0:
-        lines.append(f"  ... and {hidden} more")
+    lines += [f"  {comparison.reason}", *mismatch_lines(comparison, ("A", "B"))]
     if _may_be_conv_output(comparison, first[1]):
         lines += CONV_BOUND_POINTER
     lines.append("  " + tolerance_hint(comparison, TOLERANCE_FLAGS))
@@ -241,7 +235,6 @@ def _record(comparison, first: tuple, second: tuple) -> dict:
               "b": tensor(*second)}
     record.update({"conv_bound" if name == "bounded" else name: getattr(comparison, name)
                    for name in fields})
-    record["mismatches"] = [{"index": list(index), "a": a, "b": b}
-                            for index, a, b in comparison.mismatches]
+    record["mismatches"] = comparison.mismatch_records(("a", "b"))
     record.update(min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record

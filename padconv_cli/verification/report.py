@@ -61,13 +61,18 @@ def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) 
     comparison = result.comparison
     if result.status != FAILED or comparison is None:
         return lines
-    lines += [f"  at {list(index)}: expected {display_value(expected)}, actual "
-              f"{display_value(actual)}" for index, expected, actual in comparison.mismatches]
+    return [*lines, *mismatch_lines(comparison), "  " + tolerance_hint(comparison, names)]
+
+
+def mismatch_lines(comparison: Any, sides: tuple[str, str] = ("expected", "actual")
+                   ) -> list[str]:
+    """``  at [i, j]: expected 1.0, actual 1.5`` per first mismatch (``sides`` name the two
+    tensors), then ``  ... and N more`` for those not shown."""
+    first, second = sides
+    lines = [f"  at {list(index)}: {first} {display_value(a)}, {second} {display_value(b)}"
+             for index, a, b in comparison.mismatches]
     hidden = comparison.mismatch_count - len(comparison.mismatches)
-    if hidden > 0:
-        lines.append(f"  ... and {hidden} more")
-    lines.append("  " + tolerance_hint(comparison, names))
-    return lines
+    return lines + ([f"  ... and {hidden} more"] if hidden > 0 else [])
 
 
 def tolerance_hint(comparison: Any, names: Mapping[str, str] | None = None) -> str:
@@ -163,10 +168,8 @@ def wrap_lines(lines: list[str], width: int) -> list[str]:
 
 
 def verbose_details(result: CaseResult) -> list[str]:
-    """``-v``: where the case comes from, its attributes, tolerances, errors and time."""
-    lines = [f"  {result.case.name} ({result.case.location or result.case.source})"]
-    if result.attributes:
-        lines.append(f"    attributes: {result.attributes}")
+    """``-v``, under the case's heading: its attributes, tolerances, errors and time."""
+    lines = [f"    attributes: {result.attributes}"] if result.attributes else []
     comparison = result.comparison
     if comparison is not None:
         lines.append(f"    max abs {format_error(comparison.max_abs)}, max rel "
@@ -256,13 +259,6 @@ def junit_document(title: str, suite_name: str, cases: list[JunitCase], **extra:
             ET.SubElement(case, tag, **child_attributes).text = text
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
-
-
-def write_atomically(path: str, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` with padconv's atomic writer (temporary file + rename)."""
-    from padconv_cli.tensorio.files import atomic_write
-
-    atomic_write(path, lambda stream: stream.write(payload))
 
 
 SIDE_GAP = 4
