@@ -153,22 +153,14 @@ def run_onnxruntime(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
     return capture
 
 
-def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
+def single_node_output(node: Any, inputs: list[np.ndarray | None], opset: int
                        ) -> tuple[np.ndarray | None, str]:
     """(output, "") of ``node`` alone in onnxruntime with ``inputs``, or (None, its refusal)."""
-    from onnx import helper
-
-    from padconv_cli.dtypes import onnx_elem_type
+    from padconv_cli.verification.case_folder import single_node_model
 
     feeds = {name: array for name, array in zip(node.input, inputs, strict=False)
              if name and array is not None}
-    infos = [helper.make_tensor_value_info(name, onnx_elem_type(a.dtype), list(a.shape))
-             for name, a in feeds.items()]
-    graph = helper.make_graph([node], "audit_node", infos,
-                              [helper.make_empty_tensor_value_info(node_key(node))])
-    model = helper.make_model(graph, opset_imports=list(opsets))
-    model.ir_version = 8
-    status, output = run_in_onnxruntime(model, feeds)
+    status, output = run_in_onnxruntime(single_node_model(node, inputs, None, opset), feeds)
     return (np.asarray(output), "") if status == "ran" else (None, output)
 
 

@@ -177,22 +177,21 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     return error_bound(resolved.call, plan), resolved.call
 
 
-def _tensor_text(source: str, array) -> str:
-    from padconv_cli.dtypes import dtype_name
-
-    return f"{source}: {dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
-
-
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
     from padconv_cli.cli.options import TOLERANCE_FLAGS
-    from padconv_cli.verification.report import format_error, mismatch_lines, tolerance_hint
+    from padconv_cli.verification.report import (
+        format_error,
+        mismatch_lines,
+        shape_text,
+        tolerance_hint,
+    )
 
     verdict = "PASS" if comparison.passed else "FAIL"
     bound = ", + c*n*eps*sum(|x|*|w|)" if comparison.bounded else ""
     lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})"]
-    lines.append(f"  A {_tensor_text(*first)}")
-    lines.append(f"  B {_tensor_text(*second)}")
+    lines += [f"  {side} {source}: {shape_text(array)}"
+              for side, (source, array) in zip("AB", (first, second), strict=True)]
     if comparison.max_abs is not None:
         lines.append(
             f"  max |B - A| {format_error(comparison.max_abs)}, "

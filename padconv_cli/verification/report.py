@@ -312,7 +312,8 @@ def columns_side_by_side(blocks: list[tuple[str, list[str]]], width: int) -> lis
             for row in rows]
 
 
-def _shape_text(array: Any) -> str:
+def shape_text(array: Any) -> str:
+    """``float32[1, 3, 5]``: an array's element type and shape."""
     return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
 
 
@@ -327,10 +328,10 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
     for position, array in enumerate(case.inputs):
         if array is None:
             continue
-        lines.append(f"  input {position}: {_shape_text(array)}")
+        lines.append(f"  input {position}: {shape_text(array)}")
         lines += [f"    {line}".rstrip() for line in tensor_block(array, width - 4)]
     expected = case.expected[0] if case.expected else None
-    blocks = [(f"{title} {_shape_text(array)}", tensor_block(array, width - 4))
+    blocks = [(f"{title} {shape_text(array)}", tensor_block(array, width - 4))
               for title, array in (("expected", expected), ("actual", result.actual))
               if array is not None]
     if expected is not None and result.actual is not None:
