@@ -1,5 +1,4 @@
-"""Rendering an :class:`~padconv_cli.audit.judge.AuditReport`: a table, JSON, JUnit XML, and
-the case folders of ``audit --save``.
+"""Rendering an :class:`~padconv_cli.audit.judge.AuditReport`: a table, JSON, JUnit XML.
 
 Table: one row per node (label, operator, output shape, largest differences, result), then
 indented lines: element type, input shapes, attributes and, for a node not ``ok``, why and
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from padconv_cli.audit.judge import NOT_REACHED, OK, AuditReport, NodeAudit
@@ -182,27 +180,3 @@ def junit_xml(report: AuditReport) -> bytes:
             child = ("system-out", {}, "\n".join(_detail_lines(node)))
         cases.append(({"classname": f"padconv.audit.{node.operator}", "name": node.label}, child))
     return junit_document("padconv audit", f"padconv audit {report.model}", cases)
-
-
-def save_cases(report: AuditReport, folder: str) -> list[Path]:
-    """``audit --save DIR``: each node whose verdict kept its arrays as a backend-test case
-    folder ``DIR/test_<node name>`` (:mod:`padconv_cli.verification.case_folder`): the node
-    alone at the model's opset, the inputs the run gave it and padconv's output as the expected
-    one, which ``padconv verify DIR`` replays; the paths written.  A node with an input the run
-    did not give is not written."""
-    from padconv_cli.verification.case_folder import case_folder_name, write_case_folder
-
-    written, used = [], set()
-    for index, node in enumerate(report.nodes):
-        if node.arrays is None:
-            continue
-        proto, opset, inputs, output = node.arrays
-        if any(name and array is None for name, array in zip(proto.input, inputs,
-                                                               strict=False)):
-            continue
-        name = case_folder_name(node.label, index)
-        if name.lower() in used:
-            name = f"{name}_{index}"
-        used.add(name.lower())
-        written.append(write_case_folder(folder, name, proto, inputs, output, opset))
-    return written

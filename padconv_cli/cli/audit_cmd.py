@@ -95,14 +95,13 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
         _refuse_chosen_sizes_that_stopped(report)
     saved = []
     if save_dir is not None:
-        from padconv_cli.audit.report import save_cases
+        from padconv_cli.audit.save import save_cases
 
         saved = save_cases(report, save_dir)
     if junit_xml is not None:
-        from padconv_cli.tensorio.files import atomic_write
+        from padconv_cli.verification.report import write_atomically
 
-        payload = junit_bytes(report)
-        atomic_write(junit_xml, lambda stream: stream.write(payload))
+        write_atomically(junit_xml, junit_bytes(report))
     if as_json:
         record = report_record(report)
         if save_dir is not None:

@@ -177,21 +177,23 @@ def _conv_bound(options: dict, shape: tuple[int, ...], dtype: str | None):
     return error_bound(resolved.call, plan), resolved.call
 
 
+def _tensor_text(source: str, array) -> str:
+    from padconv_cli.dtypes import dtype_name
+
+    return f"{source}: {dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
+
+
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
     from padconv_cli.cli.options import TOLERANCE_FLAGS
-    from padconv_cli.verification.report import (
-        format_error,
-        mismatch_lines,
-        shape_text,
-        tolerance_hint,
-    )
+    from padconv_cli.verification.compare import display_value
+    from padconv_cli.verification.report import format_error, tolerance_hint
 
     verdict = "PASS" if comparison.passed else "FAIL"
     bound = ", + c*n*eps*sum(|x|*|w|)" if comparison.bounded else ""
     lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})"]
-    lines += [f"  {side} {source}: {shape_text(array)}"
-              for side, (source, array) in zip("AB", (first, second), strict=True)]
+    lines.append(f"  A {_tensor_text(*first)}")
+    lines.append(f"  B {_tensor_text(*second)}")
     if comparison.max_abs is not None:
         lines.append(
             f"  max |B - A| {format_error(comparison.max_abs)}, "
@@ -199,7 +201,12 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
         )
     if comparison.passed:
         return lines
-    lines += [f"  {comparison.reason}", *mismatch_lines(comparison, ("A", "B"))]
+    lines.append(f"  {comparison.reason}")
+    for index, value_a, value_b in comparison.mismatches:
+        lines.append(f"  at {list(index)}: A {display_value(value_a)}, B {display_value(value_b)}")
+    hidden = comparison.mismatch_count - len(comparison.mismatches)
+    if hidden > 0:
+        lines.append(f"  ... and {hidden} more")
     if _may_be_conv_output(comparison, first[1]):
         lines += CONV_BOUND_POINTER
     lines.append("  " + tolerance_hint(comparison, TOLERANCE_FLAGS))
@@ -234,6 +241,7 @@ def _record(comparison, first: tuple, second: tuple) -> dict:
               "b": tensor(*second)}
     record.update({"conv_bound" if name == "bounded" else name: getattr(comparison, name)
                    for name in fields})
-    record["mismatches"] = comparison.mismatch_records(("a", "b"))
+    record["mismatches"] = [{"index": list(index), "a": a, "b": b}
+                            for index, a, b in comparison.mismatches]
     record.update(min_atol=comparison.min_atol, min_rtol=comparison.min_rtol)
     return record

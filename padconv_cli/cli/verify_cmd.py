@@ -92,11 +92,10 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
 
     results = run_cases(selected, rtol=rtol, atol=atol)
     if junit_xml is not None:
-        from padconv_cli.tensorio.files import atomic_write
         from padconv_cli.verification.report import junit_xml as render_junit
+        from padconv_cli.verification.report import write_atomically
 
-        payload = render_junit(results, TOLERANCE_FLAGS)
-        atomic_write(junit_xml, lambda stream: stream.write(payload))
+        write_atomically(junit_xml, render_junit(results, TOLERANCE_FLAGS))
     if as_json:
         from padconv_cli.verification.report import json_lines
 
@@ -187,7 +186,7 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
     for result in shown:
         details = failure_details(result, TOLERANCE_FLAGS) if result.status != PASSED else []
         if verbose:
-            details = (details or [result.case.name]) + verbose_details(result)
+            details = (details or [result.case.name]) + verbose_details(result)[1:]
         if details:
             lines += ["", *wrap_lines(details, width)]
     if side_by_side and results[0].status != UNSUPPORTED:

@@ -51,12 +51,10 @@ class Comparison:
     atol: float = 0.0
     bounded: bool = False  # a per-element allowance (``bound``) was added to the tolerance
 
-    def mismatch_records(self, sides: tuple[str, str] = ("expected", "actual")
-                         ) -> list[dict[str, Any]]:
-        """The first mismatches as ``{"index", "expected", "actual"}`` records (``sides``:
-        the two value keys)."""
-        return [{"index": list(index), sides[0]: first, sides[1]: second}
-                for index, first, second in self.mismatches]
+    def mismatch_records(self) -> list[dict[str, Any]]:
+        """The first mismatches as ``{"index", "expected", "actual"}`` records."""
+        return [{"index": list(index), "expected": expected, "actual": actual}
+                for index, expected, actual in self.mismatches]
 
 
 def same_element_type(first: np.dtype, second: np.dtype) -> bool:

@@ -61,18 +61,13 @@ def failure_details(result: CaseResult, names: Mapping[str, str] | None = None) 
     comparison = result.comparison
     if result.status != FAILED or comparison is None:
         return lines
-    return [*lines, *mismatch_lines(comparison), "  " + tolerance_hint(comparison, names)]
-
-
-def mismatch_lines(comparison: Any, sides: tuple[str, str] = ("expected", "actual")
-                   ) -> list[str]:
-    """``  at [i, j]: expected 1.0, actual 1.5`` per first mismatch (``sides`` name the two
-    tensors), then ``  ... and N more`` for those not shown."""
-    first, second = sides
-    lines = [f"  at {list(index)}: {first} {display_value(a)}, {second} {display_value(b)}"
-             for index, a, b in comparison.mismatches]
+    lines += [f"  at {list(index)}: expected {display_value(expected)}, actual "
+              f"{display_value(actual)}" for index, expected, actual in comparison.mismatches]
     hidden = comparison.mismatch_count - len(comparison.mismatches)
-    return lines + ([f"  ... and {hidden} more"] if hidden > 0 else [])
+    if hidden > 0:
+        lines.append(f"  ... and {hidden} more")
+    lines.append("  " + tolerance_hint(comparison, names))
+    return lines
 
 
 def tolerance_hint(comparison: Any, names: Mapping[str, str] | None = None) -> str:
@@ -168,8 +163,10 @@ def wrap_lines(lines: list[str], width: int) -> list[str]:
 
 
 def verbose_details(result: CaseResult) -> list[str]:
-    """``-v``, under the case's heading: its attributes, tolerances, errors and time."""
-    lines = [f"    attributes: {result.attributes}"] if result.attributes else []
+    """``-v``: where the case comes from, its attributes, tolerances, errors and time."""
+    lines = [f"  {result.case.name} ({result.case.location or result.case.source})"]
+    if result.attributes:
+        lines.append(f"    attributes: {result.attributes}")
     comparison = result.comparison
     if comparison is not None:
         lines.append(f"    max abs {format_error(comparison.max_abs)}, max rel "
@@ -261,6 +258,13 @@ def junit_document(title: str, suite_name: str, cases: list[JunitCase], **extra:
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
 
 
+def write_atomically(path: str, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` with padconv's atomic writer (temporary file + rename)."""
+    from padconv_cli.tensorio.files import atomic_write
+
+    atomic_write(path, lambda stream: stream.write(payload))
+
+
 SIDE_GAP = 4
 PREVIEW_ELEMENTS = 100
 
@@ -312,8 +316,7 @@ def columns_side_by_side(blocks: list[tuple[str, list[str]]], width: int) -> lis
             for row in rows]
 
 
-def shape_text(array: Any) -> str:
-    """``float32[1, 3, 5]``: an array's element type and shape."""
+def _shape_text(array: Any) -> str:
     return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
 
 
@@ -328,10 +331,10 @@ def side_by_side(case: Case, result: CaseResult, width: int = DEFAULT_WIDTH,
     for position, array in enumerate(case.inputs):
         if array is None:
             continue
-        lines.append(f"  input {position}: {shape_text(array)}")
+        lines.append(f"  input {position}: {_shape_text(array)}")
         lines += [f"    {line}".rstrip() for line in tensor_block(array, width - 4)]
     expected = case.expected[0] if case.expected else None
-    blocks = [(f"{title} {shape_text(array)}", tensor_block(array, width - 4))
+    blocks = [(f"{title} {_shape_text(array)}", tensor_block(array, width - 4))
               for title, array in (("expected", expected), ("actual", result.actual))
               if array is not None]
     if expected is not None and result.actual is not None:
