@@ -34,6 +34,7 @@ import numpy as np
 from padconv_cli.errors import AttributeValueError, InputError
 from padconv_cli.messages import bounded_list
 from padconv_cli.onnx_nodes import (
+    DEFAULT_DOMAINS,
     call_for_node,
     check_attribute_type,
     check_node_input_count,
@@ -56,7 +57,6 @@ LISTED_NODES = 12
 SHORTHAND_CONSTANTS = ("value_float", "value_floats", "value_int", "value_ints", "value_string",
                        "value_strings")
 GRAPH, GRAPHS = 5, 10  # AttributeProto types of a subgraph attribute
-DEFAULT_DOMAINS = ("", "ai.onnx")
 FOLD_LIMIT = 2**31 - 1  # protobuf's limit on a stored tensor: no folded value is larger
 RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
                         "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
@@ -164,16 +164,14 @@ def load_model(path: str, policy: ReadPolicy | None = None) -> Any:
 
 def _check_names_are_text(graph: Any, path: str) -> None:
     """Refuse names that are not UTF-8 (protobuf hands them over as ``bytes``)."""
-    listings = (graph.input, graph.output, graph.initializer, graph.value_info)
-    names = [item.name for listing in listings for item in listing]
-    names += [name for node in graph.node for name in (node.name, *node.input, *node.output)]
-    for name in filter(lambda name: isinstance(name, bytes), names):
-        shown = name[:40].decode("utf-8", "backslashreplace")
-        raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
-                         "UTF-8 strings")
-    for node in graph.node:
-        for _, inner in named_subgraphs(node):
-            _check_names_are_text(inner, path)
+    for inner in all_graphs(graph):
+        listings = (inner.input, inner.output, inner.initializer, inner.value_info)
+        names = [item.name for listing in listings for item in listing]
+        names += [name for node in inner.node for name in (node.name, *node.input, *node.output)]
+        for name in filter(lambda name: isinstance(name, bytes), names):
+            shown = name[:40].decode("utf-8", "backslashreplace")
+            raise InputError(f"{path}: the name {shown!r} is not UTF-8 text; ONNX names are "
+                             "UTF-8 strings")
 
 
 def model_opset(model: Any, path: str) -> int:
@@ -191,6 +189,14 @@ def named_subgraphs(node: Any) -> Iterator[tuple[str, Any]]:
             yield attribute.name, attribute.g
         elif attribute.type == GRAPHS:
             yield from ((attribute.name, graph) for graph in attribute.graphs)
+
+
+def all_graphs(graph: Any) -> Iterator[Any]:
+    """``graph`` and every graph its nodes hold, at any depth."""
+    yield graph
+    for node in graph.node:
+        for _, inner in named_subgraphs(node):
+            yield from all_graphs(inner)
 
 
 # --- stored constants ------------------------------------------------------------------------

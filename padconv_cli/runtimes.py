@@ -65,16 +65,22 @@ def ort_run(session: Any, feeds: Mapping[str, np.ndarray]) -> list:
     return session.run(None, dict(feeds), run_options)
 
 
-def run_in_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
-    """("ran", output) / ("unsupported" | "refused", message) for onnx.reference."""
+def _peer_run(load: Any, run: Any) -> tuple[str, Any]:
+    """("ran", output) of ``run(load())``; ("unsupported", message) when ``load`` fails (the
+    peer cannot take the model), ("refused", message) when ``run`` does (nor these inputs)."""
     try:
-        evaluator = quiet_reference(model)
-    except Exception as error:  # the evaluator raises many types for unknown ops or types
+        loaded = load()
+    except Exception as error:  # the peers raise their own exception types
         return "unsupported", first_line(error)
     try:
-        return "ran", evaluator.run(None, feeds)[0]
+        return "ran", run(loaded)[0]
     except Exception as error:  # any failure of the peer on these inputs
         return "refused", first_line(error)
+
+
+def run_in_reference(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, Any]:
+    """("ran", output) / ("unsupported" | "refused", message) for onnx.reference."""
+    return _peer_run(lambda: quiet_reference(model), lambda peer: peer.run(None, feeds))
 
 
 def onnxruntime_installed() -> bool:
@@ -90,11 +96,4 @@ def run_in_onnxruntime(model: Any, feeds: dict[str, np.ndarray]) -> tuple[str, A
     """("ran", output) / ("unavailable" | "unsupported" | "refused", message)."""
     if not onnxruntime_installed():
         return "unavailable", "onnxruntime is not installed (pip install 'padconv[check]')"
-    try:
-        session = ort_session(model)
-    except Exception as error:  # onnxruntime raises its own exception types
-        return "unsupported", first_line(error)
-    try:
-        return "ran", ort_run(session, feeds)[0]
-    except Exception as error:  # onnxruntime raises its own exception types
-        return "refused", first_line(error)
+    return _peer_run(lambda: ort_session(model), lambda session: ort_run(session, feeds))

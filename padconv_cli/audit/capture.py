@@ -69,23 +69,17 @@ def inline_model(model: Any, path: str) -> Any:
 
     from onnx import numpy_helper
 
-    from padconv_cli.models import named_subgraphs
+    from padconv_cli.models import all_graphs
     from padconv_cli.tensorio.protobuf import tensor_from_proto
 
     copy = deepcopy(model)
     base_dir = os.path.dirname(os.path.abspath(path))
-
-    def fix(graph: Any) -> None:
+    for graph in all_graphs(copy.graph):
         for tensor in graph.initializer:
             if tensor.data_location == tensor.EXTERNAL:
                 label = f"{path}: initializer {tensor.name!r}"
                 array = tensor_from_proto(tensor, label, base_dir)
                 tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
-        for node in graph.node:
-            for _, subgraph in named_subgraphs(node):
-                fix(subgraph)
-
-    fix(copy.graph)
     return copy
 
 
@@ -159,22 +153,14 @@ def run_onnxruntime(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
     return capture
 
 
-def single_node_output(node: Any, inputs: list[np.ndarray | None], opsets: Any
+def single_node_output(node: Any, inputs: list[np.ndarray | None], opset: int
                        ) -> tuple[np.ndarray | None, str]:
     """(output, "") of ``node`` alone in onnxruntime with ``inputs``, or (None, its refusal)."""
-    from onnx import helper
-
-    from padconv_cli.dtypes import onnx_elem_type
+    from padconv_cli.verification.case_folder import single_node_model
 
     feeds = {name: array for name, array in zip(node.input, inputs, strict=False)
              if name and array is not None}
-    infos = [helper.make_tensor_value_info(name, onnx_elem_type(a.dtype), list(a.shape))
-             for name, a in feeds.items()]
-    graph = helper.make_graph([node], "audit_node", infos,
-                              [helper.make_empty_tensor_value_info(node_key(node))])
-    model = helper.make_model(graph, opset_imports=list(opsets))
-    model.ir_version = 8
-    status, output = run_in_onnxruntime(model, feeds)
+    status, output = run_in_onnxruntime(single_node_model(node, inputs, None, opset), feeds)
     return (np.asarray(output), "") if status == "ran" else (None, output)
 
 

@@ -100,8 +100,7 @@ def _given_inputs(model, given: Sequence[str], path: str
     names = [entry.name for entry in declared_inputs(model, path)]
     position = 0
     for word in given:
-        if os.path.isdir(word) and first_iteration_file(word):
-            word = first_iteration_file(word)
+        word = (os.path.isdir(word) and first_iteration_file(word)) or word
         split = split_json_source(word)
         if split is not None and split[1] is None and os.path.isfile(split[0]):
             for name, array in read_json_tensors(split[0], word):
@@ -128,11 +127,10 @@ def audit_dumped(path: str, outputs: str, given: Sequence[str] = (),
     producer, tensors = dumped_tensors(outputs)
     given_values, origins = _given_inputs(model, given, path)
     tensors = {**tensors, **given_values}
-    main_outputs = {node.output[0] for node in model.graph.node if node.output}
     report = AuditReport(path, producer, model_opset(model, path), origins)
     judged = 0
     for origin in model_nodes(path):
-        if not origin.node.output or origin.node.output[0] not in main_outputs:
+        if origin.graph != "main" or not origin.node.output:
             continue
         audit = _judge(origin, tensors, producer, keep_arrays)
         judged += audit.status != NOT_DUMPED

@@ -46,12 +46,6 @@ class DeclaredInput:
 
         return np.dtype(helper.tensor_dtype_to_np_dtype(self.elem_type))
 
-    def shape_text(self) -> str:
-        """``[batch, 3, 224, 224]``; ``?`` for a dimension of unknown size."""
-        if self.dims is None:
-            return "[unknown rank]"
-        return "[" + ", ".join("?" if d is None else str(d) for d in self.dims) + "]"
-
 
 def declared_inputs(model: Any, path: str = "model") -> list[DeclaredInput]:
     """The model's inputs in graph order (graph inputs that are not initializers); an input
@@ -194,8 +188,9 @@ def _check_given(declared: DeclaredInput, array: np.ndarray, source: str) -> np.
     dims = declared.dims
     if dims is not None and (len(dims) != array.ndim or any(
             isinstance(d, int) and d != n for d, n in zip(dims, array.shape, strict=True))):
+        shown = ", ".join("?" if d is None else str(d) for d in dims)
         raise InputError(f"{source}: shape {list(array.shape)} does not fit input "
-                         f"{declared.name!r} {declared.shape_text()}", source=source)
+                         f"{declared.name!r} [{shown}]", source=source)
     return array
 
 

@@ -192,8 +192,7 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
     return audit
 
 
-def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: list,
-                       opsets: Any) -> None:
+def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: list) -> None:
     """Nodes the onnxruntime run did not capture: inputs from the reference run, output from
     onnxruntime running the node alone (or its refusal)."""
     from padconv_cli.audit.capture import single_node_output
@@ -205,7 +204,7 @@ def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: lis
         if key in capture.nodes or key not in reference.nodes:
             continue
         inputs = _inputs(origin, reference.nodes[key])
-        output, refusal = single_node_output(origin.node, inputs, opsets)
+        output, refusal = single_node_output(origin.node, inputs, origin.opset)
         capture.nodes[key] = NodeCapture(inputs, output, refusal, capture.runtime)
 
 
@@ -232,7 +231,7 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     capture, reference = capture_model(inline_model(model, path), feeds, runtime, in_bodies)
     report = AuditReport(path, runtime, opset, origins_text)
     _model_level_notes(report, capture, reference)
-    _fill_single_nodes(capture, reference, origins, model.opset_import)
+    _fill_single_nodes(capture, reference, origins)
     error = reference.error if reference is not None else ""  # the reference run's own stop
     stopped = f"onnx.reference stopped before this node ({error})" if error else ""
     for done, origin in enumerate(origins, 1):

@@ -38,10 +38,11 @@ def case_folder_name(node_name: str, index: int) -> str:
     return "test_" + stem[-(MAX_NAME - 5):]
 
 
-def single_node_model(node: Any, inputs: Sequence[np.ndarray | None], output: np.ndarray,
-                      opset: int, domain: str = "") -> Any:
+def single_node_model(node: Any, inputs: Sequence[np.ndarray | None],
+                      output: np.ndarray | None, opset: int, domain: str = "") -> Any:
     """A ModelProto holding ``node`` alone: its present inputs are graph inputs typed and
-    shaped as ``inputs``; its first output is the graph output, typed and shaped as ``output``."""
+    shaped as ``inputs``; its first output is the graph output, typed and shaped as ``output``
+    (untyped when None)."""
     import onnx
     from onnx import helper
 
@@ -50,8 +51,8 @@ def single_node_model(node: Any, inputs: Sequence[np.ndarray | None], output: np
     graph_inputs = [helper.make_tensor_value_info(name, onnx_elem_type(array.dtype), array.shape)
                     for name, array in zip(node.input, inputs, strict=False)
                     if name and array is not None]
-    graph_output = helper.make_tensor_value_info(node.output[0], onnx_elem_type(output.dtype),
-                                                 output.shape)
+    graph_output = helper.make_empty_tensor_value_info(node.output[0]) if output is None else \
+        helper.make_tensor_value_info(node.output[0], onnx_elem_type(output.dtype), output.shape)
     copy = onnx.NodeProto()
     copy.CopyFrom(node)
     del copy.output[1:]

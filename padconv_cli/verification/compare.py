@@ -94,42 +94,42 @@ def compare_arrays(expected: np.ndarray, actual: np.ndarray, *, rtol: float | No
         reason = f"dtype {names[0]} != expected {names[1]}"
         return Comparison(False, reason, rtol=rtol, atol=atol)
     kind = element_kind(expected.dtype)
-    if kind in ("bool", "string", "other"):
-        return _compare_exact(expected, actual, rtol, atol)
-    if kind == "int":
-        return _compare_integers(expected, actual, rtol, atol)
-    comparison = _compare_inexact(expected, actual, rtol, atol, kind, bound)
-    comparison.bounded = bound is not None
+    if kind in ("bool", "string", "other"):  # element-wise equality, tolerances do not apply
+        bad = ~np.asarray(expected == actual, dtype=bool).reshape(expected.shape)
+        return _finish(expected, actual, bad, rtol, atol)
+    if kind == "int":  # exact: a bound is not added
+        bad, abs_diff, abs_exp, covered = _integer_errors(expected, actual, rtol, atol)
+    else:
+        bad, abs_diff, abs_exp, covered = _inexact_errors(expected, actual, rtol, atol, kind,
+                                                          bound)
+    comparison = _finish(expected, actual, bad, rtol, atol, kind != "int" and bound is not None)
+    comparison.max_abs, comparison.max_rel = _max_errors(abs_diff, abs_exp)
+    if covered is not None:
+        comparison.min_atol, comparison.min_rtol = _minimal_tolerances(covered, abs_exp, rtol,
+                                                                       atol)
     return comparison
 
 
-def _compare_exact(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float):
-    """Bools and strings: element-wise equality, tolerances do not apply."""
-    equal = np.asarray(expected == actual, dtype=bool).reshape(expected.shape)
-    return _finish(expected, actual, ~equal, None, None, None, None, rtol, atol)
-
-
-def _compare_integers(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float):
-    """Integers: exact differences computed with Python ints on the unequal elements only."""
+def _integer_errors(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float):
+    """(bad, |a-e|, |e|, |a-e|) of integers: exact differences computed with Python ints on
+    the unequal elements only."""
     unequal_index = np.flatnonzero(np.asarray(expected != actual).reshape(-1))
     exp_values = [int(v) for v in expected.reshape(-1)[unequal_index]]
     act_values = [int(v) for v in actual.reshape(-1)[unequal_index]]
     differences = [abs(a - e) for a, e in zip(act_values, exp_values, strict=True)]
     abs_diff = np.array(differences, dtype=np.float64)
     abs_exp = np.array([abs(e) for e in exp_values], dtype=np.float64)
-    failing = abs_diff > atol + rtol * abs_exp
     bad = np.zeros(expected.size, dtype=bool)
-    bad[unequal_index[failing]] = True
-    max_abs, max_rel = _max_errors(abs_diff, abs_exp)
-    min_atol, min_rtol = _minimal_tolerances(abs_diff, abs_exp, rtol, atol)
-    return _finish(expected, actual, bad.reshape(expected.shape), max_abs, max_rel, min_atol,
-                   min_rtol, rtol, atol)
+    bad[unequal_index[abs_diff > atol + rtol * abs_exp]] = True
+    return bad.reshape(expected.shape), abs_diff, abs_exp, abs_diff
 
 
-def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str,
-                     bound: np.ndarray | None = None) -> Comparison:
-    """Floats and complex: NaN only matches NaN, inf only the same inf, else the tolerance
-    (plus the per-element ``bound``)."""
+def _inexact_errors(expected, actual, rtol: float, atol: float, kind: str,
+                    bound: np.ndarray | None):
+    """(bad, |a-e|, |e|, what atol/rtol must cover) of floats and complex over the finite
+    elements; NaN only matches NaN, inf only the same inf, else the tolerance plus the
+    per-element ``bound``; the last is None when a NaN or inf mismatches (no tolerance can
+    pass)."""
     wide = np.complex128 if kind == "complex" else np.float64
     exp = expected.astype(wide)
     act = actual.astype(wide)
@@ -144,15 +144,10 @@ def _compare_inexact(expected, actual, rtol: float, atol: float, kind: str,
     allowance = 0.0 if bound is None else np.broadcast_to(np.asarray(bound, np.float64),
                                                            expected.shape)
     with np.errstate(invalid="ignore"):
-        beyond_bound = np.maximum(abs_diff - allowance, 0.0)  # what atol/rtol must cover
-    within = beyond_bound <= atol + rtol * abs_exp
-    bad = np.where(special, ~special_ok, ~within)
-    max_abs, max_rel = _max_errors(abs_diff[finite], abs_exp[finite])
-    min_atol = min_rtol = None
-    if not np.any(special & ~special_ok):
-        min_atol, min_rtol = _minimal_tolerances(beyond_bound[finite], abs_exp[finite], rtol, atol)
-    return _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol,
-                   bound is not None)
+        beyond_bound = np.maximum(abs_diff - allowance, 0.0)
+    bad = np.where(special, ~special_ok, ~(beyond_bound <= atol + rtol * abs_exp))
+    covered = None if np.any(special & ~special_ok) else beyond_bound[finite]
+    return bad, abs_diff[finite], abs_exp[finite], covered
 
 
 def _max_errors(abs_diff: np.ndarray, abs_exp: np.ndarray) -> tuple[float, float]:
@@ -194,9 +189,9 @@ def _nudge_until(passes, value: float, max_steps: int = 8) -> float:
     return value
 
 
-def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, atol,
-            bounded: bool = False) -> Comparison:
-    """Assemble the Comparison: pass/fail, reason and the first mismatching elements."""
+def _finish(expected, actual, bad, rtol: float, atol: float, bounded: bool = False
+            ) -> Comparison:
+    """The Comparison's verdict, reason and first mismatching elements (errors not filled)."""
     bad_positions = np.flatnonzero(np.asarray(bad).reshape(-1))
     count = int(bad_positions.size)
     mismatches = [
@@ -206,8 +201,8 @@ def _finish(expected, actual, bad, max_abs, max_rel, min_atol, min_rtol, rtol, a
     if count:
         reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g}"
         reason += ", + bound)" if bounded else ")"
-    return Comparison(count == 0, reason, max_abs, max_rel, mismatches, count, min_atol,
-                      min_rtol, rtol, atol)
+    return Comparison(count == 0, reason, mismatches=mismatches, mismatch_count=count,
+                      rtol=rtol, atol=atol, bounded=bounded)
 
 
 def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:

@@ -18,18 +18,18 @@ import numpy as np
 from padconv_cli import ops
 from padconv_cli.errors import InputError, PadconvError
 from padconv_cli.messages import bounded_list
+from padconv_cli.onnx_nodes import DEFAULT_DOMAINS
+from padconv_cli.verification.case_folder import MODEL_FILE
 from padconv_cli.verification.cases import Case
 
 NODE_SOURCE = "onnx-node"
 DIR_SOURCE = "dir"
-MODEL_FILE = "model.onnx"
 DATA_SET_PREFIX = "test_data_set_"
 
 # Conformance folders of the installed onnx package, in the order they are reported; a folder
 # not listed here is scanned after them. Cases are picked by the model's node, not by name.
 SUITE_ORDER = ("node", "pytorch-converted", "pytorch-operator", "simple")
 OPERATORS = tuple(ops.OPERATORS)
-DEFAULT_DOMAINS = ("", "ai.onnx")
 # Modules of onnx.backend.test.case.node whose import generates the node cases of the operators.
 NODE_CASE_MODULES = ("pad", "conv", "convtranspose", "convinteger", "qlinearconv")
 

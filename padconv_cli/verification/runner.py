@@ -9,7 +9,7 @@ import numpy as np
 
 from padconv_cli.errors import PadconvError
 from padconv_cli.verification.cases import Case
-from padconv_cli.verification.compare import Comparison, compare_arrays
+from padconv_cli.verification.compare import Comparison
 
 PASSED, FAILED, UNSUPPORTED = "passed", "failed", "unsupported"
 
@@ -43,6 +43,7 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     """Run ``case`` through the same kernels as ``padconv pad``/``padconv conv`` and compare
     the result with the expected output (rule: :func:`compare_arrays`; Conv cases add the
     dot-product error bound of :mod:`padconv_cli.kernels.conv_bound`)."""
+    from padconv_cli.crosscheck import compare_with_peer
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.onnx_nodes import kernel_call
     from padconv_cli.ops import compute, error_bound
@@ -62,11 +63,9 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     else:
         result.output_shape, result.output_dtype = tuple(actual.shape), dtype_name(actual.dtype)
         result.actual = actual
-        bound = error_bound(call)  # None: compared exactly (Pad, integer results)
-        if bound is not None and bound.shape != actual.shape:
-            bound = None
-        result.comparison = compare_arrays(case.expected[0], actual, rtol=rtol, atol=atol,
-                                           bound=bound)
+        # as --check compares: the error bound where there is one, else exactly
+        result.comparison = compare_with_peer(case.expected[0], actual, error_bound(call),
+                                              rtol, atol)
         result.status = PASSED if result.comparison.passed else FAILED
     result.seconds = time.perf_counter() - started
     return result
