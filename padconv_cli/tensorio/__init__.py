@@ -119,11 +119,9 @@ def _sniffed_kind(stream: BinaryIO, path: str) -> str:
 def _read_file(source: Source, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
     """(name, array) of a tensor file, its format from its suffix, else its first bytes."""
     path, label = source.path, printable(source.path)
-    kind = TENSOR_SUFFIXES.get(os.path.splitext(path)[1].lower())
-    if source.member is not None and kind != "npz":
-        raise InputError(f"{label}: a member name needs an .npz archive")
     stream, size = open_regular_file(path, label)
     with stream:
+        kind = TENSOR_SUFFIXES.get(os.path.splitext(path)[1].lower())
         kind = kind or _sniffed_kind(stream, path)
         if kind == "npy":
             return None, read_npy_stream(stream, size, label, policy)

@@ -103,33 +103,29 @@ def _refuse_non_regular(label: str, mode: int) -> None:
         raise InputError(f"{label}: {_KIND_NAMES.get(stat.S_IFMT(mode), 'not a regular file')}")
 
 
-def _stat(path: str, label: str) -> os.stat_result:
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{label}: no such file") from None
-    except NotADirectoryError:
-        raise InputError(f"{label}: no such file (a parent is not a folder)") from None
-    except OSError as exc:
-        raise InputError(f"{label}: cannot access ({_os_reason(exc)})") from None
-    except ValueError:  # the path holds a NUL byte
-        raise InputError(f"{label}: not a valid path (it contains a NUL byte)") from None
+_ACCESS_ERRORS = {FileNotFoundError: "no such file",
+                  NotADirectoryError: "no such file (a parent is not a folder)",
+                  PermissionError: "permission denied"}
+
+
+def _access_error(exc: OSError, label: str) -> InputError:
+    """The error for a path that cannot be stat'ed or opened."""
+    reason = _ACCESS_ERRORS.get(type(exc)) or f"cannot open ({_os_reason(exc)})"
+    return InputError(f"{label}: {reason}")
 
 
 def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, int]:
     """(binary file, size) of ``path``, which must be a regular file (or a symlink to one);
     anything else is an :class:`InputError` naming ``label`` (default: the path)."""
     label = printable(path) if label is None else label
-    _refuse_non_regular(label, _stat(path, label).st_mode)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
+        _refuse_non_regular(label, os.stat(path).st_mode)
         fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise InputError(f"{label}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{label}: permission denied") from None
     except OSError as exc:
-        raise InputError(f"{label}: cannot open ({_os_reason(exc)})") from None
+        raise _access_error(exc, label) from None
+    except ValueError:  # the path holds a NUL byte
+        raise InputError(f"{label}: not a valid path (it contains a NUL byte)") from None
     try:
         info = os.fstat(fd)
         _refuse_non_regular(label, info.st_mode)

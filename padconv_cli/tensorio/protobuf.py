@@ -272,27 +272,26 @@ def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
     return _to_array(tensor, label)
 
 
-def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
-                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(tensor name, array) of a serialized ``TensorProto``; see :func:`tensor_from_proto`."""
-    if len(data) > PROTOBUF_LIMIT:
-        raise InputError(f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; "
-                         "use .npy")
-    tensor = _parse(data, label)
+def read_pb_stream(stream: BinaryIO, size: int, label: str, base_dir: str | None,
+                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
+    """(tensor name, array) of a serialized ``TensorProto`` of ``size`` bytes in ``stream``
+    (:func:`tensor_from_proto`); its external data must stay in ``base_dir``."""
+    if size > PROTOBUF_LIMIT:
+        raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
+                         "large tensors as .npy")
+    check_input_size(size, label, policy=policy)
+    tensor = _parse(read_exact(stream, size), label)
     name = tensor.name  # bytes when it is not valid UTF-8
     name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
     return name, tensor_from_proto(tensor, label, base_dir, policy)
 
 
-def read_pb_stream(stream: BinaryIO, size: int, label: str, base_dir: str,
-                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(tensor name, array) of a ``.pb`` file of ``size`` bytes open in ``stream``; its
-    external data must stay in ``base_dir``."""
-    if size > PROTOBUF_LIMIT:
-        raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
-                         "large tensors as .npy")
-    check_input_size(size, label, policy=policy)
-    return read_pb_bytes(read_exact(stream, size), label, base_dir, policy)
+def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
+                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
+    """:func:`read_pb_stream` of an image held in memory."""
+    import io
+
+    return read_pb_stream(io.BytesIO(data), len(data), label, base_dir, policy)
 
 
 def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:
