@@ -238,26 +238,30 @@ class WriteOnly:
         self.write = stream.write
 
 
+def write_stream(stream: BinaryIO, write: Callable[[BinaryIO], None], label: str) -> None:
+    """``write`` into a stream without a file position (:class:`WriteOnly`), then a flush; an
+    OS failure but a closed pipe (the CLI's to handle) is an OutputError naming ``label``."""
+    try:
+        write(WriteOnly(stream))
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"{label}: write failed ({_os_reason(exc)})") from None
+
+
 def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
     """Write straight into an existing character device or FIFO, opened without blocking: a
     FIFO nobody reads is an error (ENXIO), not a hang."""
     try:
         fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
-        try:
-            os.set_blocking(fd, True)
-            stream = os.fdopen(fd, "wb")
-        except BaseException:
-            os.close(fd)
-            raise
-        with stream:
-            write(WriteOnly(stream))
-            stream.flush()
-    except BrokenPipeError:
-        raise
     except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise OutputError(f"{printable(path)}: is a FIFO that nobody reads") from None
-        raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
+        reason = "is a FIFO that nobody reads" if exc.errno == errno.ENXIO else (
+            f"write failed ({_os_reason(exc)})")
+        raise OutputError(f"{printable(path)}: {reason}") from None
+    with os.fdopen(fd, "wb") as stream:  # owns the descriptor from here on
+        os.set_blocking(fd, True)
+        write_stream(stream, write, printable(path))
 
 
 def temp_beside(path: str, real: str) -> str:
