@@ -120,7 +120,7 @@ def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
         header = read_npy_header(stream, path)
         info = os.fstat(stream.fileno())
     check_declared_size(header, size, path)
-    if header.dtype.fields is not None or header.dtype.subdtype is not None:
+    if header.dtype.fields is not None:  # (read_npy_header refuses subarrays)
         raise UnsupportedDtypeError(f"{path}: structured element type {header.dtype} is not a "
                                     "tensor element type")
     identity = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
