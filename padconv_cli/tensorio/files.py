@@ -194,15 +194,7 @@ def _current_umask() -> int:
     return mask
 
 
-def file_mode_for(path: str) -> int:
-    """The mode a file written to ``path`` gets: the existing file's, else ``0o666 & ~umask``."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o666 & ~_current_umask()
-
-
-def _resolve_target(path: str) -> tuple[str, int] | None:
+def resolve_target(path: str) -> tuple[str, int] | None:
     """(real path to replace, its mode), following symlinks; None for an existing character
     device or FIFO; refuses folders and other special files.  Messages name ``path`` as given
     (``/dev/stdout`` resolves into ``/proc``)."""
@@ -259,9 +251,13 @@ def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
         reason = "is a FIFO that nobody reads" if exc.errno == errno.ENXIO else (
             f"write failed ({_os_reason(exc)})")
         raise OutputError(f"{printable(path)}: {reason}") from None
-    with os.fdopen(fd, "wb") as stream:  # owns the descriptor from here on
+    stream = os.fdopen(fd, "wb")  # owns the descriptor from here on
+    try:
         os.set_blocking(fd, True)
         write_stream(stream, write, printable(path))
+    finally:
+        with contextlib.suppress(OSError):  # a failed flush, reported already, fails again
+            stream.close()
 
 
 def temp_beside(path: str, real: str) -> str:
@@ -300,7 +296,7 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
     temporary file remains; OS failures become :class:`OutputError`, other exceptions propagate
     after the clean-up.
     """
-    resolved = _resolve_target(path)
+    resolved = resolve_target(path)
     if resolved is None:
         _write_through(path, write)
         return
