@@ -19,10 +19,10 @@ from padconv_cli.tensorio.files import (
     ReadPolicy,
     check_read_bytes,
     create_exclusive,
-    file_mode_for,
     input_limit,
     one_line,
     open_regular_file,
+    resolve_target,
     temp_beside,
 )
 from padconv_cli.tensorio.npy import (
@@ -120,7 +120,7 @@ def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
         header = read_npy_header(stream, path)
         info = os.fstat(stream.fileno())
     check_declared_size(header, size, path)
-    if header.dtype.fields is not None or header.dtype.subdtype is not None:
+    if header.dtype.fields is not None:  # (read_npy_header refuses subarrays)
         raise UnsupportedDtypeError(f"{path}: structured element type {header.dtype} is not a "
                                     "tensor element type")
     identity = (info.st_dev, info.st_ino, size, info.st_mtime_ns, info.st_ctime_ns)
@@ -216,11 +216,13 @@ class NpyOutput:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         check_npy_dtype(self.dtype, target, ", on the memory engine")
-        real = os.path.realpath(target)
-        if os.path.isdir(real):
-            raise OutputError(f"{target}: is a directory")
+        resolved = resolve_target(target)
+        if resolved is None:  # renaming over it would replace the device itself
+            raise OutputError(f"{target}: is a character device or FIFO; the out-of-core "
+                              "engines write a file (give --engine memory)")
+        self._real, self._mode = resolved
         # named before the ``try``: a Ctrl-C right after the file's creation still removes it
-        self._temp = temp_beside(target, real)
+        self._temp = temp_beside(target, self._real)
         try:
             self._data_offset = self._create()
         except BaseException:  # no ``with`` owns this object yet
@@ -265,12 +267,12 @@ class NpyOutput:
 
     def commit(self) -> None:
         """Make the data durable, give the file its final mode and rename it over the target
-        (an existing target's mode, else ``0o666 & ~umask``)."""
+        (the target's mode when it was opened, else ``0o666 & ~umask``)."""
         try:
             with open(self._temp, "rb+") as stream:
                 os.fsync(stream.fileno())
-            os.chmod(self._temp, file_mode_for(self.target))
-            os.replace(self._temp, os.path.realpath(self.target))
+            os.chmod(self._temp, self._mode)
+            os.replace(self._temp, self._real)
         except OSError as exc:
             self.discard()
             raise OutputError(f"{self.target}: write failed ({one_line(exc)})") from None

@@ -35,12 +35,11 @@ import numpy as np
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.tensorio.files import (
     ReadPolicy,
-    WriteOnly,
     atomic_write,
-    one_line,
     open_regular_file,
     printable,
     read_exact,
+    write_stream,
 )
 from padconv_cli.tensorio.npy import check_npy_writable, read_npy_stream, write_npy
 
@@ -119,11 +118,9 @@ def _sniffed_kind(stream: BinaryIO, path: str) -> str:
 def _read_file(source: Source, policy: ReadPolicy | None) -> tuple[str | None, np.ndarray]:
     """(name, array) of a tensor file, its format from its suffix, else its first bytes."""
     path, label = source.path, printable(source.path)
-    kind = TENSOR_SUFFIXES.get(os.path.splitext(path)[1].lower())
-    if source.member is not None and kind != "npz":
-        raise InputError(f"{label}: a member name needs an .npz archive")
     stream, size = open_regular_file(path, label)
     with stream:
+        kind = TENSOR_SUFFIXES.get(os.path.splitext(path)[1].lower())
         kind = kind or _sniffed_kind(stream, path)
         if kind == "npy":
             return None, read_npy_stream(stream, size, label, policy)
@@ -261,13 +258,8 @@ def _write_stdout(array: np.ndarray, fmt: str, name: str | None,
     stream = getattr(sys.stdout, "buffer", None)
     if stream is None:  # ``padconv ... >&-``
         raise OutputError("<stdout>: standard output is closed; give -o FILE")
-    try:
-        _write_to_stream(array, WriteOnly(stream), fmt, name, STDOUT_TARGET, string_dtype)
-        stream.flush()
-    except BrokenPipeError:
-        raise  # the reader went away: not an error of ours (the CLI exits quietly)
-    except OSError as exc:
-        raise OutputError(f"<stdout>: write failed ({one_line(exc.strerror or exc)})") from None
+    write_stream(stream, lambda out: _write_to_stream(array, out, fmt, name, STDOUT_TARGET,
+                                                      string_dtype), "<stdout>")
 
 
 def write_tensor(array: np.ndarray, target: str | os.PathLike[str], *, fmt: str | None = None,

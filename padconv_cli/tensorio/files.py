@@ -103,33 +103,29 @@ def _refuse_non_regular(label: str, mode: int) -> None:
         raise InputError(f"{label}: {_KIND_NAMES.get(stat.S_IFMT(mode), 'not a regular file')}")
 
 
-def _stat(path: str, label: str) -> os.stat_result:
-    try:
-        return os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{label}: no such file") from None
-    except NotADirectoryError:
-        raise InputError(f"{label}: no such file (a parent is not a folder)") from None
-    except OSError as exc:
-        raise InputError(f"{label}: cannot access ({_os_reason(exc)})") from None
-    except ValueError:  # the path holds a NUL byte
-        raise InputError(f"{label}: not a valid path (it contains a NUL byte)") from None
+_ACCESS_ERRORS = {FileNotFoundError: "no such file",
+                  NotADirectoryError: "no such file (a parent is not a folder)",
+                  PermissionError: "permission denied"}
+
+
+def _access_error(exc: OSError, label: str) -> InputError:
+    """The error for a path that cannot be stat'ed or opened."""
+    reason = _ACCESS_ERRORS.get(type(exc)) or f"cannot open ({_os_reason(exc)})"
+    return InputError(f"{label}: {reason}")
 
 
 def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, int]:
     """(binary file, size) of ``path``, which must be a regular file (or a symlink to one);
     anything else is an :class:`InputError` naming ``label`` (default: the path)."""
     label = printable(path) if label is None else label
-    _refuse_non_regular(label, _stat(path, label).st_mode)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
+        _refuse_non_regular(label, os.stat(path).st_mode)
         fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise InputError(f"{label}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{label}: permission denied") from None
     except OSError as exc:
-        raise InputError(f"{label}: cannot open ({_os_reason(exc)})") from None
+        raise _access_error(exc, label) from None
+    except ValueError:  # the path holds a NUL byte
+        raise InputError(f"{label}: not a valid path (it contains a NUL byte)") from None
     try:
         info = os.fstat(fd)
         _refuse_non_regular(label, info.st_mode)
@@ -198,15 +194,7 @@ def _current_umask() -> int:
     return mask
 
 
-def file_mode_for(path: str) -> int:
-    """The mode a file written to ``path`` gets: the existing file's, else ``0o666 & ~umask``."""
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        return 0o666 & ~_current_umask()
-
-
-def _resolve_target(path: str) -> tuple[str, int] | None:
+def resolve_target(path: str) -> tuple[str, int] | None:
     """(real path to replace, its mode), following symlinks; None for an existing character
     device or FIFO; refuses folders and other special files.  Messages name ``path`` as given
     (``/dev/stdout`` resolves into ``/proc``)."""
@@ -242,26 +230,34 @@ class WriteOnly:
         self.write = stream.write
 
 
+def write_stream(stream: BinaryIO, write: Callable[[BinaryIO], None], label: str) -> None:
+    """``write`` into a stream without a file position (:class:`WriteOnly`), then a flush; an
+    OS failure but a closed pipe (the CLI's to handle) is an OutputError naming ``label``."""
+    try:
+        write(WriteOnly(stream))
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"{label}: write failed ({_os_reason(exc)})") from None
+
+
 def _write_through(path: str, write: Callable[[BinaryIO], None]) -> None:
     """Write straight into an existing character device or FIFO, opened without blocking: a
     FIFO nobody reads is an error (ENXIO), not a hang."""
     try:
         fd = os.open(path, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
-        try:
-            os.set_blocking(fd, True)
-            stream = os.fdopen(fd, "wb")
-        except BaseException:
-            os.close(fd)
-            raise
-        with stream:
-            write(WriteOnly(stream))
-            stream.flush()
-    except BrokenPipeError:
-        raise
     except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise OutputError(f"{printable(path)}: is a FIFO that nobody reads") from None
-        raise OutputError(f"{printable(path)}: write failed ({_os_reason(exc)})") from None
+        reason = "is a FIFO that nobody reads" if exc.errno == errno.ENXIO else (
+            f"write failed ({_os_reason(exc)})")
+        raise OutputError(f"{printable(path)}: {reason}") from None
+    stream = os.fdopen(fd, "wb")  # owns the descriptor from here on
+    try:
+        os.set_blocking(fd, True)
+        write_stream(stream, write, printable(path))
+    finally:
+        with contextlib.suppress(OSError):  # a failed flush, reported already, fails again
+            stream.close()
 
 
 def temp_beside(path: str, real: str) -> str:
@@ -300,7 +296,7 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None]) -> None:
     temporary file remains; OS failures become :class:`OutputError`, other exceptions propagate
     after the clean-up.
     """
-    resolved = _resolve_target(path)
+    resolved = resolve_target(path)
     if resolved is None:
         _write_through(path, write)
         return

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError
+from padconv_cli.messages import bounded_list
 from padconv_cli.tensorio.files import ReadPolicy, open_regular_file
 
 MAX_JSON_BYTES = 1 << 30
@@ -150,18 +151,14 @@ def read_json_tensor(path: str, name: str | None, label: str,
                      policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
     """One array: ``name`` given, or the only one in the file."""
     named = json_tensor_names(path, label)
-    names = [n for n, _ in named]
-    if name is None:
-        if len(named) > 1:
-            raise InputError(
-                f"{label}: holds {len(named)} arrays; pick one as {label}:NAME "
-                f"({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})", source=label)
-        name = names[0]
+    names = bounded_list(n for n, _ in named)
+    if name is None and len(named) > 1:
+        raise InputError(f"{label}: holds {len(named)} arrays; pick one as {label}:NAME "
+                         f"({names})", source=label)
     for candidate, value in named:
-        if candidate == name:
-            return name, _decode(value, f"{label}:{name}", policy)
-    raise InputError(f"{label}: no array {name!r} (arrays: {', '.join(names[:8])})",
-                     source=label)
+        if name in (None, candidate):
+            return candidate, _decode(value, f"{label}:{candidate}", policy)
+    raise InputError(f"{label}: no array {name!r} (arrays: {names})", source=label)
 
 
 def runner_outputs(path: str, runner: str | None, label: str, policy: ReadPolicy | None = None

@@ -46,11 +46,12 @@ _STORAGE_FIELDS = {STRING_ELEM_TYPE: "string_data", 1: "float_data", 14: "float_
 _COMPLEX_TYPES = {14, 15}
 _PACKED_4BIT = {21, 22, 23}
 _PACKED_2BIT = {25, 26}
-# Ranges the typed int32_data entries must respect (storage value, per onnx.proto).
-_INT32_DATA_RANGES = {
+# Ranges the typed int32_data (uint64_data for UINT32) entries must respect (storage value,
+# per onnx.proto).
+_TYPED_DATA_RANGES = {
     **dict.fromkeys((2, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26), (0, 255)),
     **dict.fromkeys((4, 10, 16), (0, 65535)),
-    3: (-128, 127), 5: (-32768, 32767), 9: (0, 1), 27: (0, 63), 28: (0, 63),
+    3: (-128, 127), 5: (-32768, 32767), 9: (0, 1), 27: (0, 63), 28: (0, 63), 12: (0, 2**32 - 1),
 }
 _EXTERNAL_KEYS = {"location", "offset", "length", "checksum"}
 
@@ -131,10 +132,8 @@ def _check_amount(tensor: Any, info: ElemType, field: str, count: int, label: st
 
 
 def _check_typed_range(tensor: Any, info: ElemType, field: str, label: str) -> None:
-    bounds = _INT32_DATA_RANGES.get(info.elem_type) if field == "int32_data" else None
-    if field == "uint64_data" and info.elem_type == 12:
-        bounds = (0, 2**32 - 1)
-    if bounds is None:
+    bounds = _TYPED_DATA_RANGES.get(info.elem_type)
+    if field == "raw_data" or bounds is None:
         return
     values = np.asarray(getattr(tensor, field))
     low, high = int(values.min()), int(values.max())
@@ -272,27 +271,26 @@ def tensor_from_proto(tensor: Any, label: str, base_dir: str | None = None,
     return _to_array(tensor, label)
 
 
-def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
-                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(tensor name, array) of a serialized ``TensorProto``; see :func:`tensor_from_proto`."""
-    if len(data) > PROTOBUF_LIMIT:
-        raise InputError(f"{label}: {len(data)} bytes is over the 2 GiB TensorProto limit; "
-                         "use .npy")
-    tensor = _parse(data, label)
+def read_pb_stream(stream: BinaryIO, size: int, label: str, base_dir: str | None,
+                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
+    """(tensor name, array) of a serialized ``TensorProto`` of ``size`` bytes in ``stream``
+    (:func:`tensor_from_proto`); its external data must stay in ``base_dir``."""
+    if size > PROTOBUF_LIMIT:
+        raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
+                         "large tensors as .npy")
+    check_input_size(size, label, policy=policy)
+    tensor = _parse(read_exact(stream, size), label)
     name = tensor.name  # bytes when it is not valid UTF-8
     name = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
     return name, tensor_from_proto(tensor, label, base_dir, policy)
 
 
-def read_pb_stream(stream: BinaryIO, size: int, label: str, base_dir: str,
-                   policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
-    """(tensor name, array) of a ``.pb`` file of ``size`` bytes open in ``stream``; its
-    external data must stay in ``base_dir``."""
-    if size > PROTOBUF_LIMIT:
-        raise InputError(f"{label}: {size} bytes is over the 2 GiB TensorProto limit; store "
-                         "large tensors as .npy")
-    check_input_size(size, label, policy=policy)
-    return read_pb_bytes(read_exact(stream, size), label, base_dir, policy)
+def read_pb_bytes(data: bytes, label: str, base_dir: str | None = None,
+                  policy: ReadPolicy | None = None) -> tuple[str, np.ndarray]:
+    """:func:`read_pb_stream` of an image held in memory."""
+    import io
+
+    return read_pb_stream(io.BytesIO(data), len(data), label, base_dir, policy)
 
 
 def _proto_of_array(array: np.ndarray, name: str | None, target: str) -> Any:

@@ -69,7 +69,7 @@ def read_sniffed_bytes(data: bytes, label: str, member: str | None = None,
         return read_npz_bytes(data, member, label, policy)
     from padconv_cli.tensorio.protobuf import read_pb_bytes
 
-    return read_pb_bytes(data, label, base_dir=None, policy=policy)
+    return read_pb_bytes(data, label, policy=policy)
 
 
 def _read_bounded(stream: BinaryIO, head: bytes, limit: int) -> bytes:
@@ -119,68 +119,47 @@ def read_stdin_stream(stream: BinaryIO, member: str | None = None,
 # ------------------------------------------------------------ a TensorProto, field by field
 
 
-class _Reader:
-    """Bytes from ``stream`` kept in ``data``, never more than ``limit`` of them."""
-
-    def __init__(self, stream: BinaryIO, head: bytes, limit: int, label: str,
-                 over_limit: Callable[[str], Exception]) -> None:
-        self.stream, self.limit, self.label, self.over_limit = stream, limit, label, over_limit
-        self.data = bytearray(head)
-        self.position = 0
-
-    def fill(self, count: int) -> bool:
-        """Make ``count`` bytes available after ``position``; False at end of stream."""
-        while len(self.data) - self.position < count:
-            wanted = count - (len(self.data) - self.position)
-            if len(self.data) + wanted > self.limit:
-                raise self.over_limit(f"more than {human_bytes(self.limit)} arrive")
-            chunk = self.stream.read(min(max(wanted, 1 << 16), _CHUNK,
-                                         self.limit + 1 - len(self.data)))
-            if not chunk:
-                return False
-            self.data += chunk
-        return True
-
-    def take(self, count: int, what: str) -> None:
-        if not self.fill(count):
-            raise InputError(f"{self.label}: not a TensorProto (truncated: {what} cut short "
-                             f"at byte {len(self.data)})")
-        self.position += count
-
-    def varint(self, what: str) -> int:
-        value = shift = 0
-        for _ in range(10):
-            self.take(1, what)
-            byte = self.data[self.position - 1]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
-        raise InputError(f"{self.label}: not a TensorProto (a varint longer than 10 bytes)")
-
-    def skip_field(self, field: int, wire: int) -> None:
-        if wire == _VARINT:
-            self.varint(f"field {field}")
-            return
-        if wire == _LENGTH:
-            length = self.varint(f"length of field {field}")
-            if self.position + length > self.limit:
-                raise self.over_limit(f"field {field} announces {human_bytes(length)}")
-        else:
-            length = 8 if wire == _FIXED64 else 4
-        self.take(length, f"field {field}")
-
-
 def read_tensorproto_stream(stream: BinaryIO, head: bytes, limit: int, label: str,
                             over_limit: Callable[[str], Exception]) -> bytes:
     """The bytes of one ``TensorProto`` read from ``stream`` (``head``: bytes read from it
     already), checked field by field (module rules); ``over_limit(what)`` builds the error for
     more than ``limit`` bytes."""
-    reader = _Reader(stream, head, limit, label, over_limit)
-    dims = 0
-    while reader.fill(1):
-        start = reader.position
-        tag = reader.varint("tag")
+    data = bytearray(head)
+    position = dims = 0
+
+    def arrives(count: int) -> bool:
+        """Whether ``count`` bytes follow ``position``, read as needed (False: end of stream)."""
+        while len(data) - position < count:
+            if position + count > limit:
+                raise over_limit(f"more than {human_bytes(limit)} arrive")
+            wanted = position + count - len(data)
+            chunk = stream.read(min(max(wanted, 1 << 16), _CHUNK, limit + 1 - len(data)))
+            if not chunk:
+                return False
+            data.extend(chunk)
+        return True
+
+    def take(count: int, what: str) -> int:
+        """Step over ``count`` bytes; the last of them."""
+        nonlocal position
+        if not arrives(count):
+            raise InputError(f"{label}: not a TensorProto (truncated: {what} cut short "
+                             f"at byte {len(data)})")
+        position += count
+        return data[position - 1]
+
+    def varint(what: str) -> int:
+        value = 0
+        for shift in range(0, 70, 7):
+            byte = take(1, what)
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+        raise InputError(f"{label}: not a TensorProto (a varint longer than 10 bytes)")
+
+    while arrives(1):
+        start = position
+        tag = varint("tag")
         field, wire = tag >> 3, tag & 7
         if wire not in TENSOR_FIELDS.get(field, ()):
             raise InputError(f"{label}: not a TensorProto (byte {start} starts field {field} of "
@@ -188,5 +167,13 @@ def read_tensorproto_stream(stream: BinaryIO, head: bytes, limit: int, label: st
         dims += field == 1 and wire == _VARINT
         if dims > MAX_DIMS:
             raise InputError(f"{label}: TensorProto with more than {MAX_DIMS} dims")
-        reader.skip_field(field, wire)
-    return bytes(reader.data)
+        if wire == _VARINT:
+            varint(f"field {field}")
+            continue
+        length = 8 if wire == _FIXED64 else 4
+        if wire == _LENGTH:
+            length = varint(f"length of field {field}")
+            if position + length > limit:
+                raise over_limit(f"field {field} announces {human_bytes(length)}")
+        take(length, f"field {field}")
+    return bytes(data)

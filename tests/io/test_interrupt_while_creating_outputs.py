@@ -3,10 +3,14 @@ store aside and the new one in: nothing is left behind, nothing lost."""
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import pytest
 
 from padconv_cli.engines import locations
+from padconv_cli.errors import OutputError
 from padconv_cli.outofcore import npy_blocks
 from padconv_cli.outofcore.npy_blocks import NpyOutput
 from padconv_cli.tensorio import files as atomic
@@ -81,3 +85,14 @@ def test_a_new_store_replaces_the_old_one(tmp_path):
     locations.replace_folder(str(tmp_path / "new"), str(tmp_path / "y.zarr"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["y.zarr"]
     assert [p.name for p in (tmp_path / "y.zarr").iterdir()] == ["fresh"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_an_out_of_core_output_never_replaces_a_fifo_or_device(tmp_path):
+    """Renaming the result over a FIFO or a device (``-o /dev/null`` as root) would replace it."""
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="character device or FIFO"):
+        NpyOutput(str(fifo), (4, 4), np.dtype(np.float32))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
