@@ -15,9 +15,8 @@
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -143,12 +142,10 @@ def _npz_members(path: str) -> list[str] | None:
     return [n for n in names if n and not n.endswith("/")]
 
 
-def named_tensors(
-    source: str, *, dtype: str | None = None, notice: Callable[[str], None] | None = None,
-    policy: Any = None,
-) -> Iterator[tuple[str, np.ndarray]]:
+def named_tensors(source: str, *, dtype: str | None = None,
+                  policy: Any = None) -> Iterator[tuple[str, np.ndarray]]:
     """(label, array) of every tensor a source holds, read one at a time: a model's main-graph
-    initializers (``model.onnx:W``; none: ``notice``, default stderr, is told so), every member
+    initializers (``model.onnx:W``; none: stderr is told so), every member
     of an ``.npz`` without ``:NAME`` (``a.npz:x``), every tensor of a Polygraphy JSON file,
     else the one tensor (labelled with its TensorProto name too when it has one)."""
     import os
@@ -164,7 +161,7 @@ def named_tensors(
     classified = classify_source(source)
     suffix = os.path.splitext(classified.path)[1].lower() if classified.kind == "file" else ""
     if suffix == ".onnx":
-        yield from _model_tensors(classified.path, notice, policy)
+        yield from _model_tensors(classified.path, policy)
         return
     members = _npz_members(classified.path) if suffix == ".npz" and not classified.member else None
     if members and len(members) > 1:
@@ -174,10 +171,9 @@ def named_tensors(
     yield read_tensor_labelled(source, dtype, policy)
 
 
-def _model_tensors(path: str, notice: Callable[[str], None] | None,
-                   policy: Any = None) -> Iterator[tuple[str, np.ndarray]]:
-    """(``path:name``, array) of the model's main-graph initializers; ``notice`` (default:
-    stderr) when none."""
+def _model_tensors(path: str, policy: Any) -> Iterator[tuple[str, np.ndarray]]:
+    """(``path:name``, array) of the model's main-graph initializers; a line on stderr when
+    there are none."""
     import click
 
     from padconv_cli.models import model_initializers
@@ -187,8 +183,7 @@ def _model_tensors(path: str, notice: Callable[[str], None] | None,
         empty = False
         yield f"{path}:{name}", array
     if empty:
-        (notice or functools.partial(click.echo, err=True))(
-            f"{path}: no initializers in the main graph")
+        click.echo(f"{path}: no initializers in the main graph", err=True)
 
 
 def read_tensor_labelled(source: str, dtype: str | None,

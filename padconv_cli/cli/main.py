@@ -261,13 +261,9 @@ def _usage_error(error: click.ClickException) -> int:
     return error.exit_code
 
 
-class StdoutUnavailable(OSError):
-    """Text was printed while standard output was closed when padconv started (``>&-``)."""
-
-
 class _ClosedStdout(io.TextIOBase):
-    """``sys.stdout`` when descriptor 1 was closed at start: writing text raises
-    :class:`StdoutUnavailable`; without ``buffer``, the tensor writer refuses it itself."""
+    """``sys.stdout`` when descriptor 1 was closed at start (``>&-``): writing text raises an
+    OSError naming ``<stdout>``; without ``buffer``, the tensor writer refuses it itself."""
 
     encoding = "utf-8"
 
@@ -279,8 +275,8 @@ class _ClosedStdout(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if text:
-            raise StdoutUnavailable(errno.EBADF, "standard output is closed; the report has "
-                                    "nowhere to go", "<stdout>")
+            raise OSError(errno.EBADF, "standard output is closed; the report has nowhere to go",
+                          "<stdout>")
         return 0
 
 
