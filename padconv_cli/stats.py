@@ -94,10 +94,9 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> dict[str, Any
 def percentiles(array: np.ndarray, kind: str) -> dict[str, float]:
     """``median``, ``p90``, ``p95``, ``p99`` of the finite elements (linear interpolation)."""
     flat = array.reshape(-1)
-    if kind == "bool":
-        values = flat.astype(np.uint8)
-    elif kind == "int":
-        values = flat if flat.dtype.kind in "iu" else flat.astype(np.int64)
+    if kind in ("bool", "int"):
+        values = flat if flat.dtype.kind in "iu" else flat.astype(
+            np.uint8 if kind == "bool" else np.int64)
     else:
         if kind == "complex":
             values = np.abs(flat)

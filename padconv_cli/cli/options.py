@@ -26,7 +26,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import click
 
@@ -422,14 +422,10 @@ def read_policy_of(ctx: click.Context | None = None) -> Any:
     return ReadPolicy(**given)
 
 
-class EngineSettings(NamedTuple):
-    """The engine flags of one command line (the engines: :mod:`padconv_cli.pipeline`)."""
-
-    engine: str = "auto"
-    memory_limit: int | None = None
-    scheduler: str | None = None
-    quiet: bool = False
-    verbose: bool = False
+# The engine flags of one command line (the engines: padconv_cli.pipeline), -q/-v included
+EngineSettings = collections.namedtuple(
+    "EngineSettings", ["engine", "memory_limit", "scheduler", "quiet", "verbose"],
+    defaults=["auto", None, None, False, False])
 
 
 # The values of the options every operator command shares beyond its attributes (the "model"
