@@ -572,10 +572,7 @@ def is_terminal(err: bool = False) -> bool:
 
 def color_enabled(err: bool = False) -> bool:
     """Colour and bold on this stream? Only on a terminal, without NO_COLOR or --no-color."""
-    ctx = click.get_current_context(silent=True)
-    if (ctx is not None and ctx.meta.get("padconv.no_color")) or os.environ.get("NO_COLOR"):
-        return False
-    return is_terminal(err)
+    return not (meta_flag("no_color") or os.environ.get("NO_COLOR")) and is_terminal(err)
 
 
 def output_width() -> int:
