@@ -25,6 +25,7 @@ from padconv_cli.dtypes import element_kind
 
 CHUNK_ELEMENTS = 1 << 20
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
+HISTOGRAM_BAR = 40  # characters of the longest bar of ``show --histogram``
 
 
 def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray]]:
@@ -215,18 +216,6 @@ def _number(value: Any) -> str:
     return "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _histogram_lines(histogram: dict[str, Any], width: int = 40) -> list[str]:
-    """One line per bin: ``[low, high)  ####  count`` with bars scaled to the largest bin."""
-    edges, counts = histogram["edges"], histogram["counts"]
-    largest = max(counts) or 1
-    lines = []
-    for index, count in enumerate(counts):
-        closing = "]" if index == len(counts) - 1 else ")"
-        span = f"[{edges[index]:.4g}, {edges[index + 1]:.4g}{closing}"
-        lines.append(f"    {span:<24} {'#' * round(width * count / largest):<{width}} {count}")
-    return lines
-
-
 def format_description(description: dict[str, Any]) -> str:
     """The text form of :func:`describe_tensor`."""
     d = description
@@ -242,9 +231,15 @@ def format_description(description: dict[str, Any]) -> str:
         lines.append("  " + "  ".join(f"{name} {_number(d[name])}" for name in PERCENTILES))
         lines.append(f"  min at {d['argmin']}  max at {d['argmax']}")
     lines.extend(f"  ({note})" for note in d["notes"])
-    if "histogram" in d:
-        lines.append(f"  histogram ({len(d['histogram']['counts'])} bins):")
-        lines.extend(_histogram_lines(d["histogram"]))
+    if "histogram" in d:  # one line per bin, [low, high) ### count, bars scaled to the largest
+        edges, counts = d["histogram"]["edges"], d["histogram"]["counts"]
+        lines.append(f"  histogram ({len(counts)} bins):")
+        largest = max(counts) or 1
+        for index, count in enumerate(counts):
+            closing = "]" if index == len(counts) - 1 else ")"
+            span = f"[{edges[index]:.4g}, {edges[index + 1]:.4g}{closing}"
+            bar = "#" * round(HISTOGRAM_BAR * count / largest)
+            lines.append(f"    {span:<24} {bar:<{HISTOGRAM_BAR}} {count}")
     if "preview" in d:
         lines.append("  values:")
         lines.extend("    " + line for line in d["preview"].splitlines())
