@@ -3,7 +3,7 @@
 * Operator version: the oldest one with every feature the call uses (the operator's
   ``version_choice``); its ``graph_parts`` give the node's inputs, initializers and
   attributes, written resolved so that no runtime default is relied upon.
-* The opset is that version raised to :data:`MIN_RUNTIME_OPSET` (the oldest opset onnxruntime
+* The opset is that version raised to ``MIN_RUNTIME_OPSET`` (the oldest opset onnxruntime
   guarantees to load); the IR version is the oldest one that has this opset.
 * Data tensors are typed, shaped graph inputs, except those named in ``embedded`` (taken from
   a model, or all with ``--emit-initializers``): initializers.  The output is typed by the
@@ -18,15 +18,7 @@ from typing import Any
 
 from padconv_cli.errors import OutputError
 from padconv_cli.ops import dtype_of, operator
-from padconv_cli.ops.onnx_graph import (
-    MIN_RUNTIME_OPSET,
-    VersionChoice,
-    onnx_type_string,
-    value_info,
-)
-
-__all__ = ["MIN_RUNTIME_OPSET", "VersionChoice", "check_emitted", "onnx_type_string",
-           "operator_version", "save_model", "single_node_model"]
+from padconv_cli.ops.onnx_graph import VersionChoice, value_info
 
 PROTOBUF_LIMIT = 2**31 - 1
 

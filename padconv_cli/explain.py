@@ -44,12 +44,12 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
     def source_of(name: str) -> str:
         return "flag" if name in flags else "model" if name in resolved.given else "default"
 
-    described = entry.explain(call, plan, source_of)
+    described, origin = entry.explain(call, plan, source_of), resolved.origin
     info: dict[str, Any] = {"operator": call.op_type}
-    origin = resolved.origin
     if origin is not None:
         info["model"] = {"path": origin.path, "node": origin.label, "operator": origin.operator}
-    info.update({
+    choice = operator_version(call)
+    info |= {
         "attributes": described["attributes"],
         "sources": described["sources"],
         "inputs": _inputs(resolved, entry.input_names),
@@ -63,10 +63,9 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
                    "working": needs.working, "total": needs.total},
         "engine": {"name": engine} if engine == "memory" else
                   {"name": engine, "memory_limit": memory_limit},
-    })
-    choice = operator_version(call)
-    info["onnx"] = {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
-                    "reason": choice.reason}
+        "onnx": {"operator": f"{choice.op_type}-{choice.version}", "opset": choice.opset,
+                 "reason": choice.reason},
+    }
     if described.get("rulings"):
         info["rulings"] = described["rulings"]
     if call.notes:

@@ -20,6 +20,7 @@ The imaging library is Pillow, an optional extra: ``pip install 'padconv[png]'``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -97,18 +98,19 @@ def _heat(values: np.ndarray, inside: np.ndarray) -> np.ndarray:
     return pixels
 
 
-def _enlarged(pixels: np.ndarray) -> np.ndarray:
+def _drawn(tiles: np.ndarray, paint: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """The tiles' grid painted by ``paint``, enlarged (module rules); at most MAX_TILES."""
+    if tiles.shape[0] > MAX_TILES:
+        raise InputError(f"{tiles.shape[0]} tiles of {tiles.shape[1:]} are too many to draw "
+                         f"(at most {MAX_TILES}); pick a part of the tensor first")
+    pixels = paint(*_grid(tiles))
     factor = max(1, min(16, MIN_SIDE // max(pixels.shape[:2])))
     return pixels.repeat(factor, axis=0).repeat(factor, axis=1)
 
 
 def tensor_picture(array: np.ndarray) -> np.ndarray:
     """RGB pixels (uint8, rows x columns x 3) of a tensor by the module rules."""
-    tiles = tiles_of(_as_real(array, "X"))
-    if tiles.shape[0] > MAX_TILES:
-        raise InputError(f"{tiles.shape[0]} tiles of {tiles.shape[1:]} are too many to draw "
-                         f"(at most {MAX_TILES}); pick a part of the tensor first")
-    return _enlarged(_grey(*_grid(tiles)))
+    return _drawn(tiles_of(_as_real(array, "X")), _grey)
 
 
 def difference_values(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
@@ -129,10 +131,7 @@ def difference_picture(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
     if np.shape(expected) != np.shape(actual):
         raise InputError(f"png: shapes differ ({np.shape(expected)} and {np.shape(actual)}); "
                          "a heatmap needs equal shapes", param="png")
-    tiles = tiles_of(difference_values(expected, actual))
-    if tiles.shape[0] > MAX_TILES:
-        raise InputError(f"{tiles.shape[0]} tiles are too many to draw (at most {MAX_TILES})")
-    return _enlarged(_heat(*_grid(tiles)))
+    return _drawn(tiles_of(difference_values(expected, actual)), _heat)
 
 
 def write_png(pixels: np.ndarray, path: str) -> None:

@@ -15,9 +15,8 @@
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from padconv_cli.dtypes import element_kind
 
 CHUNK_ELEMENTS = 1 << 20
 PERCENTILES = {"median": 50, "p90": 90, "p95": 95, "p99": 99}
+HISTOGRAM_BAR = 40  # characters of the longest bar of ``show --histogram``
 
 
 def _real_chunks(array: np.ndarray, kind: str) -> Iterator[tuple[int, np.ndarray]]:
@@ -95,10 +95,9 @@ def tensor_stats(array: np.ndarray, *, bins: int | None = None) -> dict[str, Any
 def percentiles(array: np.ndarray, kind: str) -> dict[str, float]:
     """``median``, ``p90``, ``p95``, ``p99`` of the finite elements (linear interpolation)."""
     flat = array.reshape(-1)
-    if kind == "bool":
-        values = flat.astype(np.uint8)
-    elif kind == "int":
-        values = flat if flat.dtype.kind in "iu" else flat.astype(np.int64)
+    if kind in ("bool", "int"):
+        values = flat if flat.dtype.kind in "iu" else flat.astype(
+            np.uint8 if kind == "bool" else np.int64)
     else:
         if kind == "complex":
             values = np.abs(flat)
@@ -143,12 +142,10 @@ def _npz_members(path: str) -> list[str] | None:
     return [n for n in names if n and not n.endswith("/")]
 
 
-def named_tensors(
-    source: str, *, dtype: str | None = None, notice: Callable[[str], None] | None = None,
-    policy: Any = None,
-) -> Iterator[tuple[str, np.ndarray]]:
+def named_tensors(source: str, *, dtype: str | None = None,
+                  policy: Any = None) -> Iterator[tuple[str, np.ndarray]]:
     """(label, array) of every tensor a source holds, read one at a time: a model's main-graph
-    initializers (``model.onnx:W``; none: ``notice``, default stderr, is told so), every member
+    initializers (``model.onnx:W``; none: stderr is told so), every member
     of an ``.npz`` without ``:NAME`` (``a.npz:x``), every tensor of a Polygraphy JSON file,
     else the one tensor (labelled with its TensorProto name too when it has one)."""
     import os
@@ -164,7 +161,7 @@ def named_tensors(
     classified = classify_source(source)
     suffix = os.path.splitext(classified.path)[1].lower() if classified.kind == "file" else ""
     if suffix == ".onnx":
-        yield from _model_tensors(classified.path, notice, policy)
+        yield from _model_tensors(classified.path, policy)
         return
     members = _npz_members(classified.path) if suffix == ".npz" and not classified.member else None
     if members and len(members) > 1:
@@ -174,10 +171,9 @@ def named_tensors(
     yield read_tensor_labelled(source, dtype, policy)
 
 
-def _model_tensors(path: str, notice: Callable[[str], None] | None,
-                   policy: Any = None) -> Iterator[tuple[str, np.ndarray]]:
-    """(``path:name``, array) of the model's main-graph initializers; ``notice`` (default:
-    stderr) when none."""
+def _model_tensors(path: str, policy: Any) -> Iterator[tuple[str, np.ndarray]]:
+    """(``path:name``, array) of the model's main-graph initializers; a line on stderr when
+    there are none."""
     import click
 
     from padconv_cli.models import model_initializers
@@ -187,8 +183,7 @@ def _model_tensors(path: str, notice: Callable[[str], None] | None,
         empty = False
         yield f"{path}:{name}", array
     if empty:
-        (notice or functools.partial(click.echo, err=True))(
-            f"{path}: no initializers in the main graph")
+        click.echo(f"{path}: no initializers in the main graph", err=True)
 
 
 def read_tensor_labelled(source: str, dtype: str | None,
@@ -221,18 +216,6 @@ def _number(value: Any) -> str:
     return "-" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _histogram_lines(histogram: dict[str, Any], width: int = 40) -> list[str]:
-    """One line per bin: ``[low, high)  ####  count`` with bars scaled to the largest bin."""
-    edges, counts = histogram["edges"], histogram["counts"]
-    largest = max(counts) or 1
-    lines = []
-    for index, count in enumerate(counts):
-        closing = "]" if index == len(counts) - 1 else ")"
-        span = f"[{edges[index]:.4g}, {edges[index + 1]:.4g}{closing}"
-        lines.append(f"    {span:<24} {'#' * round(width * count / largest):<{width}} {count}")
-    return lines
-
-
 def format_description(description: dict[str, Any]) -> str:
     """The text form of :func:`describe_tensor`."""
     d = description
@@ -248,9 +231,15 @@ def format_description(description: dict[str, Any]) -> str:
         lines.append("  " + "  ".join(f"{name} {_number(d[name])}" for name in PERCENTILES))
         lines.append(f"  min at {d['argmin']}  max at {d['argmax']}")
     lines.extend(f"  ({note})" for note in d["notes"])
-    if "histogram" in d:
-        lines.append(f"  histogram ({len(d['histogram']['counts'])} bins):")
-        lines.extend(_histogram_lines(d["histogram"]))
+    if "histogram" in d:  # one line per bin, [low, high) ### count, bars scaled to the largest
+        edges, counts = d["histogram"]["edges"], d["histogram"]["counts"]
+        lines.append(f"  histogram ({len(counts)} bins):")
+        largest = max(counts) or 1
+        for index, count in enumerate(counts):
+            closing = "]" if index == len(counts) - 1 else ")"
+            span = f"[{edges[index]:.4g}, {edges[index + 1]:.4g}{closing}"
+            bar = "#" * round(HISTOGRAM_BAR * count / largest)
+            lines.append(f"    {span:<24} {bar:<{HISTOGRAM_BAR}} {count}")
     if "preview" in d:
         lines.append("  values:")
         lines.extend("    " + line for line in d["preview"].splitlines())

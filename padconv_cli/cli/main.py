@@ -261,13 +261,9 @@ def _usage_error(error: click.ClickException) -> int:
     return error.exit_code
 
 
-class StdoutUnavailable(OSError):
-    """Text was printed while standard output was closed when padconv started (``>&-``)."""
-
-
 class _ClosedStdout(io.TextIOBase):
-    """``sys.stdout`` when descriptor 1 was closed at start: writing text raises
-    :class:`StdoutUnavailable`; without ``buffer``, the tensor writer refuses it itself."""
+    """``sys.stdout`` when descriptor 1 was closed at start (``>&-``): writing text raises an
+    OSError naming ``<stdout>``; without ``buffer``, the tensor writer refuses it itself."""
 
     encoding = "utf-8"
 
@@ -279,8 +275,8 @@ class _ClosedStdout(io.TextIOBase):
 
     def write(self, text: str) -> int:
         if text:
-            raise StdoutUnavailable(errno.EBADF, "standard output is closed; the report has "
-                                    "nowhere to go", "<stdout>")
+            raise OSError(errno.EBADF, "standard output is closed; the report has nowhere to go",
+                          "<stdout>")
         return 0
 
 
@@ -348,9 +344,6 @@ def exit_now(status: int) -> None:
 # Conv runs on (the native extension is loaded to ask the CPU) ---------------------------
 
 NOT_INSTALLED = "not installed"
-# Distributions that provide the ``onnxruntime`` module, the plain CPU build first.
-ONNXRUNTIME_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino",
-                             "onnxruntime-directml", "onnxruntime-qnn", "ort-nightly")
 
 
 def distribution_version(*names: str) -> str:
@@ -375,25 +368,25 @@ def padconv_version() -> str:
 def native_isa_description() -> str:
     """The instruction set Conv uses (``selected_isa``) with those the CPU offers, or why the
     native core is not usable (not built, or ``PADCONV_NATIVE_ISA`` names a missing one)."""
-    from padconv_cli.errors import PadconvError
-
     try:
         from padconv_cli.kernels.native import available_isas, selected_isa
 
-        selected, available = selected_isa(), available_isas()
+        return f"{selected_isa()} (this CPU: {', '.join(available_isas())})"
     except ImportError as error:
         return f"unavailable (the native extension cannot be imported: {error})"
     except PadconvError as error:
         return f"unavailable ({error})"
-    return f"{selected} (this CPU: {', '.join(available)})"
 
 
 def version_lines() -> list[str]:
-    """The lines ``padconv --version`` prints: padconv, numpy, onnx, onnxruntime, the native
+    """The lines ``padconv --version`` prints: padconv, numpy, onnx, onnxruntime (the first
+    installed of the distributions providing it, the plain CPU build first), the native
     instruction set, and the interpreter with its platform."""
     import platform
 
-    onnxruntime = distribution_version(*ONNXRUNTIME_DISTRIBUTIONS)
+    onnxruntime = distribution_version(
+        "onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
+        "onnxruntime-qnn", "ort-nightly")
     return [
         f"padconv, version {padconv_version()}",
         f"  numpy        {distribution_version('numpy')}",
@@ -402,4 +395,3 @@ def version_lines() -> list[str]:
         f"  native ISA   {native_isa_description()}",
         f"  python       {platform.python_version()} ({sys.platform}, {platform.machine()})",
     ]
-

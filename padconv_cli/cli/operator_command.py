@@ -28,7 +28,7 @@ def operator_command(entry: Operator) -> click.Command:
         sources = tuple(values.pop(i.name.lower()) for i in inputs)
         attributes = {a.name: values.pop(a.name) for a in entry.attributes}
         if extras.from_model is None:
-            _require_declared(entry, sources, attributes)
+            _require_declared(entry, inputs, sources, attributes)
         if [s for s in sources if s is not None].count("-") > 1:
             names = ", ".join(i.name for i in inputs)
             raise click.UsageError(f"only one of {names} can be - (stdin)")
@@ -67,11 +67,10 @@ def _attribute_option(attribute: Attribute) -> Callable:
     return click.option(attribute.flag, **settings)
 
 
-def _require_declared(entry: Operator, sources: tuple[Any, ...],
+def _require_declared(entry: Operator, inputs: list, sources: tuple[Any, ...],
                       attributes: dict[str, Any]) -> None:
-    """A usage error for an input or attribute needed when no model node gives it."""
-    data = [i for i in entry.inputs if i.role == DATA]
-    for declared, source in zip(data, sources, strict=True):
+    """A usage error for a data input or attribute needed when no model node gives it."""
+    for declared, source in zip(inputs, sources, strict=True):
         if declared.required == UNLESS_MODEL and source is None:
             raise click.UsageError(f"Missing argument '{declared.name}' {FROM_MODEL_HINT}")
     for attribute in entry.attributes:

@@ -26,7 +26,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import click
 
@@ -67,9 +67,11 @@ def global_options() -> list[click.Option]:
         (["--no-color", "global_no_color"], {"is_flag": True},
          "Plain text: no colour or bold (as when NO_COLOR is set or stdout is not a terminal)."),
         (["-v", "--verbose", "global_verbose"], {"count": True},
-         "More detail (verify: every case's details)."),
+         "More detail (verify: every case's details; the dask engine: its own log lines and "
+         "warnings, on stderr)."),
         (["-q", "--quiet", "global_quiet"], {"is_flag": True},
-         "Print less: no progress bar, no notes (verify: failures only)."),
+         "Print less: no progress bar (it shows on a terminal for work longer than a second), "
+         "no notes (verify: failures only)."),
     )
     return [click.Option(decls, expose_value=False, is_eager=True, callback=_keep_in_meta,
                          help=text, **kind) for decls, kind, text in flags]
@@ -83,8 +85,7 @@ class Command(click.Command):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("context_settings", CONTEXT_SETTINGS)
         super().__init__(*args, **kwargs)
-        taken = {opt for param in self.params for opt in param.opts}
-        self.params += [o for o in global_options() if not taken.intersection(o.opts)]
+        self.params += global_options()
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """click's parse of ``args`` with each list flag's number words joined into its one
@@ -157,25 +158,6 @@ def command(name: str, short_help: str, examples: str) -> Callable[[Callable], c
                              help=with_examples_first(f.__doc__ or "", examples))(f)
 
     return decorate
-
-
-def example_commands(help_output: str) -> list[str]:
-    """The commands of the ``Examples:`` section of a rendered ``--help``: one string per
-    example, continuation lines (ending in a backslash) joined, trailing comments kept."""
-    lines = help_output.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == "Examples:")
-    commands: list[str] = []
-    pending = ""
-    for line in lines[start + 1:]:
-        if not line.strip():
-            break
-        pending = f"{pending} {line.strip()}".strip()
-        if pending.endswith("\\"):
-            pending = pending[:-1].rstrip()
-        else:
-            commands.append(pending)
-            pending = ""
-    return commands
 
 
 class IntListType(click.ParamType):
@@ -385,10 +367,6 @@ SHARED_OPTIONS: dict[str, tuple[tuple[tuple[str, ...], dict[str, Any]], ...]] = 
         (("--scheduler",), dict(metavar="ADDRESS", help=(
             "dask scheduler to run on, e.g. tcp://10.0.0.5:8786 (default: a local cluster); its "
             "workers must see the input and output paths."))),
-        (("--quiet", "-q"), dict(is_flag=True, help=(
-            "No progress bar (it shows on a terminal for work longer than a second)."))),
-        (("--verbose", "-v"), dict(is_flag=True, help=(
-            "Let the dask engine's own log lines and warnings through to stderr."))),
     ),
     "model": (
         (("--from-model",), dict(metavar="MODEL.onnx", shell_complete=complete_path, help=(
@@ -444,14 +422,10 @@ def read_policy_of(ctx: click.Context | None = None) -> Any:
     return ReadPolicy(**given)
 
 
-class EngineSettings(NamedTuple):
-    """The engine flags of one command line (the engines: :mod:`padconv_cli.pipeline`)."""
-
-    engine: str = "auto"
-    memory_limit: int | None = None
-    scheduler: str | None = None
-    quiet: bool = False
-    verbose: bool = False
+# The engine flags of one command line (the engines: padconv_cli.pipeline), -q/-v included
+EngineSettings = collections.namedtuple(
+    "EngineSettings", ["engine", "memory_limit", "scheduler", "quiet", "verbose"],
+    defaults=["auto", None, None, False, False])
 
 
 # The values of the options every operator command shares beyond its attributes (the "model"
@@ -462,22 +436,20 @@ ExtraOptions = collections.namedtuple("ExtraOptions", [
 
 def _bundled(group: str, bundle: type, argument: str, f: Callable, **added: Any) -> Callable:
     """``f`` with the options of ``group``, received as one ``argument``: a ``bundle`` of
-    their values (``-q``/``-v`` given before the command count too)."""
+    their values; a field without an option of the group is the global flag of that name."""
 
     @functools.wraps(f)
     def command(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in bundle._fields}
-        for flag in ("quiet", "verbose"):
-            if flag in values:
-                values[flag] = bool(values[flag] or meta_flag(flag))
+        values = {name: kwargs.pop(name) if name in kwargs else bool(meta_flag(name))
+                  for name in bundle._fields}
         return f(*args, **{argument: bundle(**values)}, **kwargs)
 
     return shared(group, **added)(command)
 
 
 def engine_options(f: Callable) -> Callable:
-    """``--engine``, ``--memory-limit``, ``--scheduler``, ``--quiet`` and ``--verbose``, received
-    as one ``engine_settings`` (:class:`EngineSettings`)."""
+    """``--engine``, ``--memory-limit`` and ``--scheduler`` with the global ``-q``/``-v``,
+    received as one ``engine_settings`` (:class:`EngineSettings`)."""
     from padconv_cli.pipeline import ENGINES
 
     engine = {"type": click.Choice(ENGINES)}
@@ -558,8 +530,6 @@ def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
 
 def same_file(first: str, second: str) -> bool:
     """True when two paths name one file (one real path, or one existing inode)."""
-    import os
-
     if os.path.realpath(first) == os.path.realpath(second):
         return True
     try:
@@ -573,8 +543,6 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
     the run's input files (a tensor, a model, ``FILE.npz`` of ``FILE.npz:NAME``), by any
     spelling or hard link: writing it would destroy that input. A usage error, before anything
     is read or written."""
-    import os
-
     if target is None or target == "-" or not target.strip():
         return
     for source in (s for s in sources if s and s != "-"):
@@ -604,10 +572,7 @@ def is_terminal(err: bool = False) -> bool:
 
 def color_enabled(err: bool = False) -> bool:
     """Colour and bold on this stream? Only on a terminal, without NO_COLOR or --no-color."""
-    ctx = click.get_current_context(silent=True)
-    if (ctx is not None and ctx.meta.get("padconv.no_color")) or os.environ.get("NO_COLOR"):
-        return False
-    return is_terminal(err)
+    return not (meta_flag("no_color") or os.environ.get("NO_COLOR")) and is_terminal(err)
 
 
 def output_width() -> int:
@@ -645,8 +610,6 @@ def wrap_at_tokens(text: str, width: int) -> str:
 
 
 def _wrap_line(line: str, width: int) -> list[str]:
-    import re
-
     if len(line) <= width:
         return [line]
     own_indent = len(line) - len(line.lstrip(" "))

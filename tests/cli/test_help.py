@@ -25,13 +25,32 @@ from padconv_cli.cli.options import (
     Command,
     IntListType,
     command,
-    example_commands,
     int_list_option,
     parse_size,
     with_examples_first,
 )
 from padconv_cli.errors import InputError
 from padconv_cli.kernels.native import available_isas, selected_isa
+
+
+def example_commands(help_output: str) -> list[str]:
+    """The commands of the ``Examples:`` section of a rendered ``--help``: one string per
+    example, continuation lines (ending in a backslash) joined, trailing comments kept."""
+    lines = help_output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "Examples:")
+    commands: list[str] = []
+    pending = ""
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        pending = f"{pending} {line.strip()}".strip()
+        if pending.endswith("\\"):
+            pending = pending[:-1].rstrip()
+        else:
+            commands.append(pending)
+            pending = ""
+    return commands
+
 
 # The command group: version, help, option parsing and the error-to-exit-code mapping.
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from padconv_cli.cli.options import EngineSettings, engine_options
+from padconv_cli.cli.options import Command, EngineSettings, engine_options
 from padconv_cli.errors import (
     InputError,
     OutputError,
@@ -423,7 +423,7 @@ def resolve_engine(operator, inputs, attributes, output, fmt, settings):
 CLI_RNG = np.random.default_rng(5)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("data")
 @click.option("--pads", required=True)
 @click.option("--mode", default="constant")

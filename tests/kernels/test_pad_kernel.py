@@ -925,7 +925,7 @@ def test_element_types_are_exactly_pad25s():
     import onnx.defs
 
     from padconv_cli.dtypes import ONNX_TYPE_NAMES, onnx_elem_type, parse_dtype
-    from padconv_cli.emit import onnx_type_string
+    from padconv_cli.ops.onnx_graph import onnx_type_string
 
     (constraint,) = [c for c in onnx.defs.get_schema("Pad", 25).type_constraints
                      if c.type_param_str == "T"]

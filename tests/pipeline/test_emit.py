@@ -13,10 +13,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from onnx.reference import ReferenceEvaluator
 
-from padconv_cli.emit import MIN_RUNTIME_OPSET, operator_version, single_node_model
+from padconv_cli.emit import operator_version, single_node_model
 from padconv_cli.errors import AttributeValueError
 from padconv_cli.models import resolve_call
 from padconv_cli.ops import compute, plan_call
+from padconv_cli.ops.onnx_graph import MIN_RUNTIME_OPSET
 
 # ``--emit-onnx``: the single-node model, its operator version, and the round trip through
 # onnx.reference.
