@@ -257,7 +257,7 @@ class NpyBlockOutput(NpyOutput):
             size = os.stat(self._temp).st_size
         except OSError:
             return f"does not see the client's temporary file {self._temp}"
-        expected = self._header.data_offset + math.prod(self.shape) * self.dtype.itemsize
+        expected = self._data_offset + math.prod(self.shape) * self.dtype.itemsize
         if size != expected:
             return f"sees {self._temp} with {size} bytes, the client's has {expected}"
         return None
