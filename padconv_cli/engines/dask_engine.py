@@ -183,13 +183,13 @@ def _compute_blocks(client: Any, array: Any, out: Any, show_progress: bool | str
     return len(tasks)
 
 
-def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], source: str,
+def _run_blocks(label: str, blocks: Callable[[Any, int], Any], source: str,
                 target: str, memory_limit: int | None, scheduler: str | None = None,
                 show_progress: bool | str = False, verbose: bool = False,
                 fallback_limit: int | None = None, read_policy: Any = None) -> TiledResult:
     """One dask run: paths made absolute (URLs checked), blocks sized by :func:`block_budget`
     (``fallback_limit`` for workers without a limit, default half the available memory), the
-    input opened under ``read_policy``, ``blocks(x chunked, block_bytes) -> (y, exact)``
+    input opened under ``read_policy``, ``blocks(x chunked, block_bytes) -> y``
     built and y stored into ``target``."""
     for path, param in ((source, "data"), (target, "output")):
         if is_url(path):
@@ -202,18 +202,17 @@ def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], sour
     with dask_client(scheduler, verbose) as client:
         block_bytes = block_budget(worker_limits(client), memory_limit, fallback_limit)
         x = open_block_input(source, read_policy)
-        y, exact = blocks(x.chunked(block_bytes), block_bytes)
+        y = blocks(x.chunked(block_bytes), block_bytes)
         count = store(client, y, target, show_progress, label, [x.fingerprint], scheduler)
-    return TiledResult(tuple(y.shape), count, exact)
+    return TiledResult(tuple(y.shape), count)
 
 
 def dask_pad(source: str, target: str, pads: Any, constant_value: Any = None, axes: Any = None,
              mode: str = "constant", *, plan: Any = None, **settings: Any) -> TiledResult:
     """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask;
     ``settings``: those of :func:`_run_blocks` (``memory_limit``: a per-worker cap)."""
-    def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
-        return pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes,
-                        plan=plan), True
+    def blocks(x: Any, block_bytes: int) -> Any:
+        return pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes, plan=plan)
 
     return _run_blocks("pad", blocks, source, target, **settings)
 
@@ -225,7 +224,7 @@ def dask_conv(source: str, w: np.ndarray, b: np.ndarray | None, target: str, *,
               **attributes: Any) -> TiledResult:
     """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
     (blocks sized as for :func:`dask_pad`)."""
-    def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
+    def blocks(x: Any, block_bytes: int) -> Any:
         return conv_dask(x, w, b, block_bytes=block_bytes, plan=plan, **attributes)
 
     return _run_blocks("conv", blocks, source, target, memory_limit, scheduler, show_progress,

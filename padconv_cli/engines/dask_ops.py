@@ -166,20 +166,19 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
 
 
 def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
-              plan: ConvPlan | None = None, **attributes: Any) -> tuple[Any, bool]:
+              plan: ConvPlan | None = None, **attributes: Any) -> Any:
     """ONNX Conv of ``x`` (see :func:`block_source`) with ``w`` (and ``b``), on the call's
-    ``plan`` when made already: a dask array of blocks, and True (bit-identical to memory)."""
+    ``plan`` when made already: a dask array of blocks (bit-identical to memory)."""
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     if 0 in plan.output_shape:  # an empty result (M = 0, N = 0): no block to compute
         import dask.array as da
 
-        return da.zeros(plan.output_shape, dtype=x.dtype), True
+        return da.zeros(plan.output_shape, dtype=x.dtype)
     budget = conv_tiles.tile_budget(block_bytes, w, b, "memory_limit: a block budget")
     itemsize = np.dtype(x.dtype).itemsize
-    tiling = conv_tiles.plan_conv_tiles(plan, itemsize, budget, conv_tiles.fixed_bytes(w, b))
+    axis_ranges = conv_tiles.plan_conv_tiles(plan, itemsize, budget, conv_tiles.fixed_bytes(w, b))
     source = block_source(x)
-    axis_ranges = tiling.axis_ranges
     if isinstance(source, ChunkGrid):  # output chunk: ceil(input chunk / stride)
         wanted = {axis: -(-source.chunk_lengths[axis] // plan.strides[axis - 2])
                   for axis in range(2, len(axis_ranges))}
@@ -195,5 +194,4 @@ def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
         tasks[index] = (conv_tiles.conv_on_tile, fetch, w_key, b_key, plan, tile, source.dtype)
     chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in axis_ranges)
     extra = {w_key: w, b_key: b, **getattr(source, "crops", {})}
-    y = blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], extra)
-    return y, tiling.exact
+    return blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], extra)

@@ -118,31 +118,29 @@ def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> i
     return limit - fixed
 
 
-@dataclass(frozen=True)
-class ConvTiling:
-    """The tile grid (image ranges, channel tiles, ranges per spatial axis); ``exact``: tiles
-    bit-identical to the whole (always: the native core sums each element in one order)."""
-
-    axis_ranges: list[list[Any]]
-    exact: bool
-
-
 def tile_order(plan: ConvPlan) -> list[int]:
     """The output axes a tiling shortens, in order: images, the spatial axes, then output
     channels (whole images and rows first keep the halos small)."""
     return [0, *range(2, len(plan.output_shape)), 1]
 
 
-def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 0) -> ConvTiling:
-    """A tile grid whose tiles each fit ``budget`` bytes (axes in :func:`tile_order`);
-    ``overhead`` (W, B) only enters the message of a refused limit."""
+def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int,
+                    overhead: int = 0) -> list[list[Any]]:
+    """:func:`tile_grid` of Conv tiles (bit-identical to the whole: the native core sums each
+    element in one order)."""
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
+    return tile_grid(plan, cost, budget, "Conv tile", overhead)
+
+
+def tile_grid(plan: Any, cost: Any, budget: int, what: str, overhead: int) -> list[list[Any]]:
+    """The tile grid (image ranges, channel tiles, ranges per spatial axis) of the Conv
+    geometry ``plan`` whose tiles each fit ``budget`` bytes by ``cost`` (axes in
+    :func:`tile_order`); ``overhead`` (W, B) only enters the message of a refused limit."""
     images, out_channels, *spatial = choose_tile_shape(
-        plan.output_shape, cost, budget, tile_order(plan), "Conv tile", overhead)
-    return ConvTiling([split_range(plan.output_shape[0], images),
-                       channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
-                       *(split_range(n, step)
-                         for n, step in zip(plan.output_shape[2:], spatial, strict=True))], True)
+        plan.output_shape, cost, budget, tile_order(plan), what, overhead)
+    return [split_range(plan.output_shape[0], images),
+            channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
+            *(split_range(n, step) for n, step in zip(plan.output_shape[2:], spatial, strict=True))]
 
 
 @dataclass(frozen=True)
@@ -215,8 +213,8 @@ def tiled_conv(source: str | NpyInput, w: np.ndarray, b: np.ndarray | None, targ
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = tile_budget(memory_limit, w, b, "memory_limit")
     tiles = []
-    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
-    for images, channels, *spatial in grid(tiling.axis_ranges):
+    for images, channels, *spatial in grid(plan_conv_tiles(plan, x.dtype.itemsize, budget,
+                                                           fixed_bytes(w, b))):
         tile = tile_input(plan, images, channels, tuple(spatial))
         box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
         compute = functools.partial(_conv_blocks, w=w, b=b, plan=plan, tile=tile, dtype=x.dtype)

@@ -91,4 +91,4 @@ def write_tiles(source: NpyInput, target: str, shape: tuple[int, ...], dtype: An
             progress.advance(y.nbytes)
             del y  # not held while the next tile is computed
         source.check_unchanged()
-    return TiledResult(shape, len(tiles), True)
+    return TiledResult(shape, len(tiles))

@@ -168,7 +168,7 @@ def test_conv_zarr_to_zarr_replaces_an_old_store(scheduler, tmp_path):
     w = RNG.standard_normal((3, 2, 3, 3)).astype(np.float32)
     zarr.save_array(str(tmp_path / "x.zarr"), data)
     zarr.save_array(str(tmp_path / "y.zarr"), np.zeros(3))
-    result = dask_conv(
+    dask_conv(
         str(tmp_path / "x.zarr"),
         w,
         None,
@@ -178,7 +178,7 @@ def test_conv_zarr_to_zarr_replaces_an_old_store(scheduler, tmp_path):
         strides=[2, 2],
     )
     got = zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...]
-    assert result.exact and same_bits(got, conv(data, w, strides=[2, 2]))
+    assert same_bits(got, conv(data, w, strides=[2, 2]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.zarr", "y.zarr"]
 
 
@@ -374,9 +374,9 @@ def test_conv_from_zarr_is_exact_and_its_output_chunks_are_the_inputs(tmp_path, 
     data = CHUNK_RNG.standard_normal((1, 1, 70, 50)).astype(np.float32)
     w = CHUNK_RNG.standard_normal((1, 1, 3, 3)).astype(np.float32)
     source = zarr_input(tmp_path / "x.zarr", data, (1, 1, 16, 16))
-    result = dask_conv(source, w, None, str(tmp_path / "y.zarr"), memory_limit=2**24, **attrs)
+    dask_conv(source, w, None, str(tmp_path / "y.zarr"), memory_limit=2**24, **attrs)
     y = zarr.open_array(str(tmp_path / "y.zarr"), mode="r")
-    assert result.exact and y[...].tobytes() == conv(data, w, **attrs).tobytes()
+    assert y[...].tobytes() == conv(data, w, **attrs).tobytes()
     assert y.chunks[2:] == (16, 16)
 
 
