@@ -26,9 +26,6 @@ CGROUP_FOLDER = "/sys/fs/cgroup"
 NUMPY_MAX_BYTES = 2**63 - 1
 
 
-# --- the probe -------------------------------------------------------------------------------
-
-
 def _number_in(path: str, field: str | None = None) -> int | None:
     """The first word of a file as an integer, or (``field``) its ``field:  N kB`` line in
     bytes; None where the file cannot be read or holds no such number ("max")."""
@@ -84,9 +81,6 @@ def default_memory_limit() -> int:
     """Half of the memory available now (the default of ``memory_limit`` and of
     ``max_output_bytes``): room for the page cache and for other programs."""
     return available_memory_bytes() // 2
-
-
-# --- the gate --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -114,18 +114,20 @@ def aligned_ranges(axis_ranges: list, wanted: dict[int, int], output_shape: tupl
     return ranges
 
 
-def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], chunks: tuple, dtype: Any,
-                 inputs: list[Any], extra: dict[str, Any] | None = None) -> Any:
-    """A dask array whose block ``index`` is computed by the task ``tasks[index]``
-    (``(function, arguments...)``; dask replaces the keys in its arguments by their values).
-    ``inputs`` name the result; ``extra`` holds shared values (W, B) the tasks refer to by key."""
+def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], ranges: list, dtype: Any,
+                 inputs: list[Any], source: Any, shared: dict[str, Any] | None = None) -> Any:
+    """A dask array of the tile grid ``ranges`` whose block ``index`` is computed by the task
+    ``tasks[index]`` (``(function, arguments...)``; dask replaces the keys in its arguments by
+    their values).  ``inputs`` name the result; ``shared`` holds values (W, B) the tasks refer
+    to by key; the crop tasks of ``source`` (:class:`ChunkGrid`) join the graph."""
     import dask.array as da
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
+    chunks = tuple(tuple(_range_length(r) for r in axis) for axis in ranges)
     name = f"padconv-{label}-{tokenize(*inputs, chunks)}"
     graph = {(name, *index): task for index, task in tasks.items()}
-    graph.update(extra or {})
+    graph.update({**(shared or {}), **getattr(source, "crops", {})})
     collections = [x for x in inputs if hasattr(x, "__dask_graph__")]
     layers = HighLevelGraph.from_collections(name, graph, dependencies=collections)
     return da.Array(layers, name, chunks=chunks, dtype=dtype)
@@ -159,10 +161,8 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
         fetches = [source.fetch_task(pad_tiles.window_box(piece, plan)) for piece in pieces]
         shape = tuple(stop - start for start, stop in tile)
         tasks[index] = (pad_tiles.pad_tile, fetches, pieces, shape, value, plan.mode, out_dtype)
-    chunks = tuple(tuple(stop - start for start, stop in ranges) for ranges in axis_ranges)
-    extra = getattr(source, "crops", None)
-    return blocks_array("pad", tasks, chunks, out_dtype, [x, pads, constant_value, axes, mode],
-                        extra)
+    return blocks_array("pad", tasks, axis_ranges, out_dtype,
+                        [x, pads, constant_value, axes, mode], source)
 
 
 def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
@@ -190,8 +190,7 @@ def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
     tasks = {}
     for index, (images, channels, *spatial) in _indexed_tiles(axis_ranges):
         tile = conv_tiles.tile_input(plan, images, channels, tuple(spatial))
-        fetch = None if tile.box is None else source.fetch_task(tile.box)
+        fetch = [] if tile.box is None else [source.fetch_task(tile.box)]
         tasks[index] = (conv_tiles.conv_on_tile, fetch, w_key, b_key, plan, tile, source.dtype)
-    chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in axis_ranges)
-    extra = {w_key: w, b_key: b, **getattr(source, "crops", {})}
-    return blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], extra)
+    return blocks_array("conv", tasks, axis_ranges, x.dtype, [x, w, b, plan], source,
+                        {w_key: w, b_key: b})

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.engines.dask_ops import _indexed_tiles, _range_length, block_source, blocks_array
+from padconv_cli.engines.dask_ops import _indexed_tiles, block_source, blocks_array
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,9 @@ def integer_dask(x: Any, geometry: Any, w: np.ndarray, x_zero_point: int,
         fetch = None if tile.box is None else source.fetch_task(tile.box)
         tasks[index] = (integer_block, fetch, keys["w"], keys["wz"], geometry, tile,
                         x_zero_point, keys["step"], source.dtype)
-    chunks = tuple(tuple(_range_length(r) for r in axis) for axis in ranges)
-    extra = {keys["w"]: w, keys["wz"]: w_zero_points, keys["step"]: step,
-             **getattr(source, "crops", {})}
-    return blocks_array("integer-conv", tasks, chunks, out_dtype,
-                        [x, w, w_zero_points, geometry, x_zero_point, step], extra)
+    shared = {keys["w"]: w, keys["wz"]: w_zero_points, keys["step"]: step}
+    return blocks_array("integer-conv", tasks, ranges, out_dtype,
+                        [x, w, w_zero_points, geometry, x_zero_point, step], source, shared)
 
 
 def transpose_block(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | None,
@@ -119,9 +117,8 @@ def conv_transpose_dask(x: Any, w: np.ndarray, b: np.ndarray | None, plan: Any,
         box, piece = tiles.tile_plan(plan, images, tuple(spatial))
         fetch = None if box is None else source.fetch_task(box)
         tasks[index] = (transpose_block, fetch, w_key, b_key, piece, source.dtype)
-    chunks = tuple(tuple(_range_length(r) for r in axis) for axis in ranges)
-    extra = {w_key: w, b_key: b, **getattr(source, "crops", {})}
-    return blocks_array("conv-transpose", tasks, chunks, x.dtype, [x, w, b, plan], extra)
+    return blocks_array("conv-transpose", tasks, ranges, x.dtype, [x, w, b, plan], source,
+                        {w_key: w, b_key: b})
 
 
 def run_family_dask(label: str, blocks: Any, settings: Any) -> Any:

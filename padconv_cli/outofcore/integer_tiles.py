@@ -13,6 +13,7 @@ in-memory kernel's whatever the tiles.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 from padconv_cli.outofcore.conv_tiles import tile_grid, tile_input, tile_plan
 from padconv_cli.outofcore.npy_blocks import open_npy_input
 from padconv_cli.outofcore.progress import TiledResult
-from padconv_cli.outofcore.tiling import grid, write_tiles
+from padconv_cli.outofcore.tiling import write_tiles
 
 
 def integer_tile_cost(tile_shape: tuple[int, ...], *, geometry: Any, itemsize: int) -> int:
@@ -67,7 +68,7 @@ def tiled_integer_conv(source: Any, geometry: Any, finish: Any, out_dtype: np.dt
                                   param="memory_limit")
     tiles = []
     ranges = plan_integer_tiles(geometry, out_dtype.itemsize, budget, held)
-    for images, channels, *spatial in grid(ranges):
+    for images, channels, *spatial in itertools.product(*ranges):
         tile = tile_input(geometry, images, channels, tuple(spatial))
         box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
         compute = functools.partial(_integer_tile, tile=tile, geometry=geometry, finish=finish,

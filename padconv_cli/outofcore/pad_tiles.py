@@ -27,7 +27,7 @@ import numpy as np
 from padconv_cli.kernels import pad as kernel
 from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
+from padconv_cli.outofcore.tiling import choose_tile_shape, split_range, write_tiles
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: An
     plan, value, out_dtype, _, axis_ranges = pad_tiling(
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
     tiles = []
-    for tile in grid(axis_ranges):
+    for tile in itertools.product(*axis_ranges):
         pieces = tile_pieces(tile, plan)
         compute = functools.partial(pad_tile, pieces=pieces, shape=tuple(b - a for a, b in tile),
                                     value=value, mode=plan.mode, dtype=out_dtype)

@@ -35,7 +35,6 @@ class TileProgress:
         self._started, self._progress = time.monotonic(), None
 
     def __enter__(self) -> TileProgress:
-        self._started = time.monotonic()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
