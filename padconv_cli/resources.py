@@ -58,10 +58,8 @@ def _cgroup_headroom(folder: str = CGROUP_FOLDER) -> int | None:
 
 def _address_space_headroom() -> int | None:
     """RLIMIT_AS (``ulimit -v``) minus the current VmSize in bytes; None when unlimited."""
-    try:
-        import resource
-    except ImportError:  # not on every platform
-        return None
+    import resource  # POSIX, as the package
+
     soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY or soft < 0:
         return None

@@ -216,8 +216,7 @@ def dask_conv(source: str, w: np.ndarray, b: np.ndarray | None, target: str, *,
               show_progress: bool | str = False, verbose: bool = False,
               fallback_limit: int | None = None, plan: Any = None, read_policy: Any = None,
               **attributes: Any) -> TiledResult:
-    """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
-    (blocks sized as for :func:`dask_pad`)."""
+    """ONNX Conv of the ``.npy``/Zarr ``source`` with W and B into ``target``, as dask_pad."""
     blocks = functools.partial(conv_dask, w=w, b=b, plan=plan, **attributes)
     return _run_blocks("conv", blocks, source, target, memory_limit, scheduler, show_progress,
                        verbose, fallback_limit, read_policy)

@@ -170,8 +170,7 @@ def confirm_on_workers(client: Any, inputs: list[Fingerprint], outputs: list[Any
 
 
 def open_block_input(path: str, policy: ReadPolicy | None = None) -> Any:
-    """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each block
-    task reads its own box from, with the input's fingerprint."""
+    """The ``.npy`` file or Zarr store ``path`` (made absolute) as a block source."""
     path = absolute(path)
     return ZarrSource(path, policy) if is_zarr_path(path) else NpySource(path, policy)
 
@@ -214,8 +213,7 @@ class ZarrSource(NpySource):
         self.objects, _ = stored_object_shape(self.array)
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box`` (within the input limit) and the keys of the
-        stored objects it overlaps."""
+        """A task giving the values in ``box`` (within the input limit) and its stored keys."""
         count = math.prod(len(range(*s.indices(n))) for s, n in zip(box, self.shape, strict=True))
         check_read_bytes(count * self.dtype.itemsize, self.path, "one dask block", self.limit)
         per_axis = [range(s.start // c, (s.stop - 1) // c + 1) if s.start < s.stop else ()

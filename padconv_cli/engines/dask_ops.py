@@ -50,15 +50,14 @@ class ChunkGrid:
             stop = tuple(int(self.bounds[a][i + 1]) for a, i in enumerate(index))
             low = tuple(max(s.start, a) for s, a in zip(box, start, strict=True))
             high = tuple(min(s.stop, b) for s, b in zip(box, stop, strict=True))
+            origins.append(low)
             if low == start and high == stop:  # the whole chunk
                 parts.append(key)
-                origins.append(start)
                 continue
             local = tuple((lo - st, hi - st) for lo, hi, st in zip(low, high, start, strict=True))
             crop = self._crop_keys.setdefault((key, local), (self._crop_name, len(self._crop_keys)))
             self.crops[crop] = (crop_chunk, key, local)
             parts.append(crop)
-            origins.append(low)
         return (gather, parts, origins, box, self.dtype)
 
 
@@ -69,15 +68,12 @@ def crop_chunk(chunk: np.ndarray, local: tuple[tuple[int, int], ...]) -> np.ndar
 
 def gather(chunks: list[np.ndarray], starts: list[tuple[int, ...]], box: tuple[slice, ...],
            dtype: Any) -> np.ndarray:
-    """The input values in ``box``, copied from the chunks that overlap it."""
+    """The input values in ``box``, copied from its parts (chunks or crops inside it) starting
+    at ``starts``."""
     out = np.empty(tuple(s.stop - s.start for s in box), dtype=dtype)
     for chunk, origin in zip(chunks, starts, strict=True):
-        source, target = [], []
-        for s, o, n in zip(box, origin, chunk.shape, strict=True):
-            low, high = max(s.start, o), min(s.stop, o + n)
-            source.append(slice(low - o, high - o))
-            target.append(slice(low - s.start, high - s.start))
-        out[tuple(target)] = chunk[tuple(source)]
+        out[tuple(slice(o - s.start, o - s.start + n)
+                  for s, o, n in zip(box, origin, chunk.shape, strict=True))] = chunk
     return out
 
 
@@ -116,10 +112,9 @@ def aligned_ranges(axis_ranges: list, wanted: dict[int, int], output_shape: tupl
 
 def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], ranges: list, dtype: Any,
                  inputs: list[Any], source: Any, shared: dict[str, Any] | None = None) -> Any:
-    """A dask array of the tile grid ``ranges`` whose block ``index`` is computed by the task
-    ``tasks[index]`` (``(function, arguments...)``; dask replaces the keys in its arguments by
-    their values).  ``inputs`` name the result; ``shared`` holds values (W, B) the tasks refer
-    to by key; the crop tasks of ``source`` (:class:`ChunkGrid`) join the graph."""
+    """A dask array of the tile grid ``ranges``, block ``index`` computed by ``tasks[index]``
+    (``(function, arguments...)``, keys in them replaced by their values: ``shared`` W or B, the
+    crops of ``source``, a :class:`ChunkGrid`).  ``inputs`` name the result."""
     import dask.array as da
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
@@ -146,8 +141,7 @@ def _range_length(item: Any) -> int:
 
 def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
              mode: str = "constant", *, block_bytes: int, plan: PadPlan | None = None) -> Any:
-    """ONNX Pad of ``x`` (see :func:`block_source`): a dask array of blocks of at most about
-    ``block_bytes``; ``plan``: the call's plan when the caller made it already."""
+    """ONNX Pad of ``x`` (:func:`block_source`) as dask blocks of about ``block_bytes`` at most."""
     plan, value, out_dtype, itemsize, axis_ranges = pad_tiles.pad_tiling(
         x.shape, np.dtype(x.dtype), pads, constant_value, axes, mode, plan, block_bytes)
     source = block_source(x)
@@ -167,8 +161,7 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
 
 def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
               plan: ConvPlan | None = None, **attributes: Any) -> Any:
-    """ONNX Conv of ``x`` (see :func:`block_source`) with ``w`` (and ``b``), on the call's
-    ``plan`` when made already: a dask array of blocks (bit-identical to memory)."""
+    """ONNX Conv of ``x`` (:func:`block_source`) with ``w`` and ``b`` as dask blocks."""
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     if 0 in plan.output_shape:  # an empty result (M = 0, N = 0): no block to compute

@@ -80,10 +80,6 @@ def _remove_tree(fs: Any, path: str) -> None:
             fs.rm(path, recursive=True)
 
 
-def _temp_prefix(target: str) -> str:
-    return f".{target.rstrip('/').rsplit('/', 1)[-1]}.padconv-"
-
-
 class ZarrOutput:
     """A Zarr store filled block by block, put over its target by :meth:`commit`."""
 
@@ -97,8 +93,8 @@ class ZarrOutput:
         _check_zarr_target(self.fs, target)
         remove_abandoned_stores(target, self.fs)
         self.token = secrets.token_hex(16)
-        self.temp = posixpath.join(posixpath.dirname(target),  # POSIX paths, as URLs
-                                   _temp_prefix(target) + secrets.token_hex(6))
+        folder, name = posixpath.split(target)  # POSIX paths, as URLs
+        self.temp = posixpath.join(folder, f".{name}.padconv-{secrets.token_hex(6)}")
         try:
             if not is_url(self.temp):  # an object store's prefixes need no creation
                 os.mkdir(self.temp, 0o700)
@@ -106,12 +102,11 @@ class ZarrOutput:
             self.fs.pipe_file(posixpath.join(self.temp, OWNER_FILE), dumps(owner).encode())
             zarr.create_array(store=self.temp, shape=shape, chunks=tuple(max(1, c) for c in chunks),
                               dtype=dtype, overwrite=False, fill_value=None)
-        except (OSError, ValueError, TypeError) as exc:
+        except BaseException as exc:  # Ctrl-C too: no ``with`` owns this object yet
             self.discard()
-            raise OutputError(f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
-                              ) from None
-        except BaseException:  # Ctrl-C: no ``with`` owns this object yet
-            self.discard()
+            if isinstance(exc, (OSError, ValueError, TypeError)):
+                raise OutputError(f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
+                                  ) from None
             raise
 
     def probe(self) -> str | None:
@@ -194,21 +189,20 @@ def is_abandoned(fs: Any, folder: str) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return True
     try:
-        os.kill(pid, 0)
+        with contextlib.suppress(PermissionError):  # it runs, as another user
+            os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:  # it runs, as another user
-        pass
     return False
 
 
 def remove_abandoned_stores(target: str, fs: Any) -> None:
     """Remove the abandoned temporary stores of ``target`` (:func:`is_abandoned`)."""
-    folder = posixpath.dirname(target)
+    folder, stem = posixpath.split(target)
     with contextlib.suppress(OSError):
         for name in (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(folder, detail=False)):
             path = posixpath.join(folder, name)
-            if name.startswith(_temp_prefix(target)) and is_abandoned(fs, path):
+            if name.startswith(f".{stem}.padconv-") and is_abandoned(fs, path):
                 _remove_tree(fs, path)
 
 
@@ -258,8 +252,7 @@ class NpyBlockOutput(NpyOutput):
 
 def block_output(target: str, shape: tuple[int, ...], dtype: np.dtype,
                  chunks: tuple[int, ...]) -> Any:
-    """The writable result (Zarr or ``.npy`` by the target's name); as a context manager,
-    committed on a clean exit, discarded on an exception."""
+    """The writable result (Zarr or ``.npy`` by the name), committed by a clean ``with`` exit."""
     if is_zarr_path(target):
         return ZarrOutput(target, shape, dtype, chunks)
     check_disk_space(target, shape, dtype)

@@ -121,17 +121,15 @@ def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> i
 
 def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int,
                     overhead: int = 0) -> list[list[Any]]:
-    """:func:`tile_grid` of Conv tiles (bit-identical to the whole: the native core sums each
-    element in one order)."""
+    """:func:`tile_grid` of Conv tiles (bit-identical: one summation order per element)."""
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
     return tile_grid(plan, cost, budget, "Conv tile", overhead)
 
 
 def tile_grid(plan: Any, cost: Any, budget: int, what: str, overhead: int) -> list[list[Any]]:
-    """The tile grid (image ranges, channel tiles, ranges per spatial axis) of the Conv
-    geometry ``plan`` whose tiles each fit ``budget`` bytes by ``cost``, shortening images, the
-    spatial axes, then output channels (whole images and rows first keep the halos small);
-    ``overhead`` (W, B) only enters the message of a refused limit."""
+    """Image ranges, channel tiles and spatial ranges of the Conv ``plan``, tiles within
+    ``budget`` bytes by ``cost``, cut along images, spatial axes, then output channels (small
+    halos); ``overhead`` (W, B) only enters the message of a refused limit."""
     order = [0, *range(2, len(plan.output_shape)), 1]
     images, out_channels, *spatial = choose_tile_shape(plan.output_shape, cost, budget, order,
                                                        what, overhead)

@@ -174,8 +174,7 @@ def pad_tiling(shape: tuple[int, ...], dtype: np.dtype, pads: Any, constant_valu
 def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: Any = None,
               axes: Any = None, mode: str = "constant", *, memory_limit: int,
               show_progress: bool | str = False, plan: kernel.PadPlan | None = None) -> TiledResult:
-    """Pad the ``.npy`` file ``source`` into the ``.npy`` ``target`` as the kernel's ``pad``,
-    tile by tile within ``memory_limit`` bytes."""
+    """The kernel's ``pad`` of the ``.npy`` ``source`` into ``target``, within ``memory_limit``."""
     data = open_npy_input(source) if isinstance(source, str) else source
     plan, value, out_dtype, _, axis_ranges = pad_tiling(
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
