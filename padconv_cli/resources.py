@@ -26,9 +26,6 @@ CGROUP_FOLDER = "/sys/fs/cgroup"
 NUMPY_MAX_BYTES = 2**63 - 1
 
 
-# --- the probe -------------------------------------------------------------------------------
-
-
 def _number_in(path: str, field: str | None = None) -> int | None:
     """The first word of a file as an integer, or (``field``) its ``field:  N kB`` line in
     bytes; None where the file cannot be read or holds no such number ("max")."""
@@ -61,10 +58,8 @@ def _cgroup_headroom(folder: str = CGROUP_FOLDER) -> int | None:
 
 def _address_space_headroom() -> int | None:
     """RLIMIT_AS (``ulimit -v``) minus the current VmSize in bytes; None when unlimited."""
-    try:
-        import resource
-    except ImportError:  # not on every platform
-        return None
+    import resource  # POSIX, as the package
+
     soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY or soft < 0:
         return None
@@ -84,9 +79,6 @@ def default_memory_limit() -> int:
     """Half of the memory available now (the default of ``memory_limit`` and of
     ``max_output_bytes``): room for the page cache and for other programs."""
     return available_memory_bytes() // 2
-
-
-# --- the gate --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -126,10 +126,6 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
         return
     outcome = planned.execute(write=False)
     if outcome.tiled is not None:
-        if not outcome.tiled.exact and not engine.quiet:
-            _print_note("--memory-limit is below one of the Conv kernel's own blocks; tiles "
-                        "were made smaller, so the sums may differ from --engine memory in "
-                        "the last bits")
         return
     report = None
     if extras.check:

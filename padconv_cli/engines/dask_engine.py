@@ -14,6 +14,7 @@ its garbage before it ends and leaves the ``asyncio`` logger quiet when nobody h
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import math
@@ -29,6 +30,7 @@ from padconv_cli.engines.locations import block_output, check_url, is_url, requi
 from padconv_cli.errors import PadconvError, RuntimeFailure
 from padconv_cli.kernels.native import thread_count
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
+from padconv_cli.resources import default_memory_limit
 from padconv_cli.tensorio.files import one_line
 
 CONNECT_TIMEOUT_SECONDS = 10
@@ -134,18 +136,14 @@ def store_block(values: np.ndarray, target: Any, box: tuple[slice, ...]) -> int:
     return int(values.nbytes)
 
 
-def regular_chunks(array: Any) -> Any:
-    """The array rechunked where needed to equal chunks but the last per axis (Zarr's grid)."""
-    wanted = tuple(sizes if len(sizes) > 1 and len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]
-                   else max(sizes, default=0) for sizes in array.chunks)
-    return array if wanted == array.chunks else array.rechunk(wanted)
-
-
 def store(client: Any, array: Any, target: str, show_progress: bool | str, label: str,
           inputs: list[Any], scheduler: str | None = None) -> int:
     """Compute and write every block of ``array`` on the cluster once every worker confirmed
-    the ``inputs`` (fingerprints) and the temporary ``target``; returns the number of blocks."""
-    array = regular_chunks(array)
+    the ``inputs`` (fingerprints) and the temporary ``target``; returns the number of blocks.
+    Blocks are rechunked where needed to equal chunks but the last per axis (Zarr's grid)."""
+    wanted = tuple(sizes if len(sizes) > 1 and len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]
+                   else max(sizes, default=0) for sizes in array.chunks)
+    array = array if wanted == array.chunks else array.rechunk(wanted)
     chunk_shape = tuple(sizes[0] if sizes else 0 for sizes in array.chunks)
     with block_output(target, array.shape, array.dtype, chunk_shape) as out:
         if math.prod(array.shape) == 0:
@@ -183,38 +181,33 @@ def _compute_blocks(client: Any, array: Any, out: Any, show_progress: bool | str
     return len(tasks)
 
 
-def _run_blocks(label: str, blocks: Callable[[Any, int], tuple[Any, bool]], source: str,
+def _run_blocks(label: str, blocks: Callable[[Any, int], Any], source: str,
                 target: str, memory_limit: int | None, scheduler: str | None = None,
                 show_progress: bool | str = False, verbose: bool = False,
                 fallback_limit: int | None = None, read_policy: Any = None) -> TiledResult:
     """One dask run: paths made absolute (URLs checked), blocks sized by :func:`block_budget`
     (``fallback_limit`` for workers without a limit, default half the available memory), the
-    input opened under ``read_policy``, ``blocks(x chunked, block_bytes) -> (y, exact)``
+    input opened under ``read_policy``, ``blocks(x chunked, block_bytes=...) -> y``
     built and y stored into ``target``."""
     for path, param in ((source, "data"), (target, "output")):
         if is_url(path):
             check_url(path, param)
     source, target = absolute(source), absolute(target)
-    if fallback_limit is None:
-        from padconv_cli.resources import default_memory_limit
-
-        fallback_limit = default_memory_limit()
+    fallback_limit = default_memory_limit() if fallback_limit is None else fallback_limit
     with dask_client(scheduler, verbose) as client:
         block_bytes = block_budget(worker_limits(client), memory_limit, fallback_limit)
         x = open_block_input(source, read_policy)
-        y, exact = blocks(x.chunked(block_bytes), block_bytes)
+        y = blocks(x.chunked(block_bytes), block_bytes=block_bytes)
         count = store(client, y, target, show_progress, label, [x.fingerprint], scheduler)
-    return TiledResult(tuple(y.shape), count, exact)
+    return TiledResult(tuple(y.shape), count)
 
 
 def dask_pad(source: str, target: str, pads: Any, constant_value: Any = None, axes: Any = None,
              mode: str = "constant", *, plan: Any = None, **settings: Any) -> TiledResult:
     """ONNX Pad of the ``.npy``/Zarr ``source`` into the ``.npy``/Zarr ``target`` on dask;
     ``settings``: those of :func:`_run_blocks` (``memory_limit``: a per-worker cap)."""
-    def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
-        return pad_dask(x, pads, constant_value, axes, mode, block_bytes=block_bytes,
-                        plan=plan), True
-
+    blocks = functools.partial(pad_dask, pads=pads, constant_value=constant_value, axes=axes,
+                               mode=mode, plan=plan)
     return _run_blocks("pad", blocks, source, target, **settings)
 
 
@@ -223,10 +216,7 @@ def dask_conv(source: str, w: np.ndarray, b: np.ndarray | None, target: str, *,
               show_progress: bool | str = False, verbose: bool = False,
               fallback_limit: int | None = None, plan: Any = None, read_policy: Any = None,
               **attributes: Any) -> TiledResult:
-    """ONNX Conv of the ``.npy``/Zarr ``source`` with W (and B) into ``target`` on dask
-    (blocks sized as for :func:`dask_pad`)."""
-    def blocks(x: Any, block_bytes: int) -> tuple[Any, bool]:
-        return conv_dask(x, w, b, block_bytes=block_bytes, plan=plan, **attributes)
-
+    """ONNX Conv of the ``.npy``/Zarr ``source`` with W and B into ``target``, as dask_pad."""
+    blocks = functools.partial(conv_dask, w=w, b=b, plan=plan, **attributes)
     return _run_blocks("conv", blocks, source, target, memory_limit, scheduler, show_progress,
                        verbose, fallback_limit, read_policy)

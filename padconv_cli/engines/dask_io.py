@@ -26,7 +26,7 @@ from padconv_cli.errors import InputError
 from padconv_cli.outofcore.npy_blocks import open_npy_input
 from padconv_cli.tensorio import is_zarr_path
 from padconv_cli.tensorio.files import ReadPolicy, check_read_bytes, input_limit, one_line
-from padconv_cli.tensorio.zarr_store import check_zarr_objects, open_zarr
+from padconv_cli.tensorio.zarr_store import check_zarr_objects, open_zarr, stored_object_shape
 
 SAMPLE_BYTES = 64 * 2**10
 METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
@@ -43,12 +43,6 @@ def _store_files(path: str) -> tuple[Any, str]:
 
     fs, root = fsspec.core.url_to_fs(path)
     return fs, root.rstrip("/")
-
-
-def object_shape(array: Any) -> tuple[int, ...]:
-    """Shape of the unit stored as one object (shard, else chunk)."""
-    shards = getattr(array, "shards", None)
-    return tuple(shards) if shards else tuple(array.chunks)
 
 
 def stored_chunk_keys(path: str) -> set[str]:
@@ -69,16 +63,6 @@ def read_key(path: str, key: str) -> bytes | None:
         return fs.cat_file(f"{root}/{key}")
     except FileNotFoundError:
         return None
-
-
-def open_zarr_input(path: str, policy: ReadPolicy | None = None) -> Any:
-    """The Zarr array at ``path`` (tensorio's ``open_zarr``), its chunks one element or more."""
-    require_dask(("zarr",))
-    store = open_zarr(path, path, policy)
-    if any(length < 1 for length in object_shape(store)):
-        raise InputError(f"{path}: Zarr chunk shape {list(object_shape(store))} has a length "
-                         "below 1")
-    return store
 
 
 @dataclass(frozen=True)
@@ -125,7 +109,8 @@ def zarr_fingerprint(array: Any, path: str, keys: set[str],
     chunk grid, metadata, number of stored chunks and the SHA-256 of three of them."""
     keys = sorted(keys)
     samples = sorted({keys[0], keys[len(keys) // 2], keys[-1]}) if keys else []
-    grid = tuple(-(-n // c) for n, c in zip(array.shape, object_shape(array), strict=True))
+    objects, _ = stored_object_shape(array)
+    grid = tuple(-(-n // c) for n, c in zip(array.shape, objects, strict=True))
     metadata = b"\0".join(read_key(path, key) or b"" for key in METADATA_KEYS)
     facts = (("shape", str(tuple(array.shape))), ("dtype", str(array.dtype)),
              ("chunk grid", str(grid)), ("metadata digest", _digest(metadata)),
@@ -185,8 +170,7 @@ def confirm_on_workers(client: Any, inputs: list[Fingerprint], outputs: list[Any
 
 
 def open_block_input(path: str, policy: ReadPolicy | None = None) -> Any:
-    """The ``.npy`` file or Zarr store ``path`` (made absolute) as a source that each block
-    task reads its own box from, with the input's fingerprint."""
+    """The ``.npy`` file or Zarr store ``path`` (made absolute) as a block source."""
     path = absolute(path)
     return ZarrSource(path, policy) if is_zarr_path(path) else NpySource(path, policy)
 
@@ -219,20 +203,21 @@ class ZarrSource(NpySource):
     box, which the worker must find (a missing one is an error, never the fill value)."""
 
     def __init__(self, path: str, policy: ReadPolicy | None = None) -> None:
-        self.array = open_zarr_input(path, policy)
+        require_dask(("zarr",))
+        self.array = open_zarr(path, path, policy)
         self.path, self.limit = path, input_limit(policy)
         check_zarr_objects(self.array, path, self.limit)
         self.stored = stored_chunk_keys(path)
         self.fingerprint = zarr_fingerprint(self.array, path, self.stored, policy)
         self.shape, self.dtype = tuple(self.array.shape), np.dtype(self.array.dtype)
+        self.objects, _ = stored_object_shape(self.array)
 
     def fetch_task(self, box: tuple[slice, ...]) -> tuple:
-        """A task giving the values in ``box`` (within the input limit) and the keys of the
-        stored objects it overlaps."""
+        """A task giving the values in ``box`` (within the input limit) and its stored keys."""
         count = math.prod(len(range(*s.indices(n))) for s, n in zip(box, self.shape, strict=True))
         check_read_bytes(count * self.dtype.itemsize, self.path, "one dask block", self.limit)
         per_axis = [range(s.start // c, (s.stop - 1) // c + 1) if s.start < s.stop else ()
-                    for s, c in zip(box, object_shape(self.array), strict=True)]
+                    for s, c in zip(box, self.objects, strict=True)]
         keys = [key for key in map(self.array.metadata.encode_chunk_key,
                                    itertools.product(*per_axis)) if key in self.stored]
         return (read_box, self.array, self.fingerprint, box, keys)
@@ -245,10 +230,9 @@ class ZarrSource(NpySource):
         from dask.array.core import normalize_chunks, slices_from_chunks
         from dask.base import tokenize
 
-        grid = object_shape(self.array)
-        if math.prod(grid) * self.dtype.itemsize > block_bytes or not math.prod(self.shape):
+        if math.prod(self.objects) * self.dtype.itemsize > block_bytes or not math.prod(self.shape):
             return self
-        chunks = normalize_chunks(grid, self.shape)
+        chunks = normalize_chunks(self.objects, self.shape)
         name = f"padconv-read-{tokenize(self.fingerprint, chunks)}"
         indices = np.ndindex(*(len(sizes) for sizes in chunks))
         graph = {(name, *index): self.fetch_task(box)

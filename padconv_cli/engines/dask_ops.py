@@ -50,15 +50,14 @@ class ChunkGrid:
             stop = tuple(int(self.bounds[a][i + 1]) for a, i in enumerate(index))
             low = tuple(max(s.start, a) for s, a in zip(box, start, strict=True))
             high = tuple(min(s.stop, b) for s, b in zip(box, stop, strict=True))
+            origins.append(low)
             if low == start and high == stop:  # the whole chunk
                 parts.append(key)
-                origins.append(start)
                 continue
             local = tuple((lo - st, hi - st) for lo, hi, st in zip(low, high, start, strict=True))
             crop = self._crop_keys.setdefault((key, local), (self._crop_name, len(self._crop_keys)))
             self.crops[crop] = (crop_chunk, key, local)
             parts.append(crop)
-            origins.append(low)
         return (gather, parts, origins, box, self.dtype)
 
 
@@ -69,15 +68,12 @@ def crop_chunk(chunk: np.ndarray, local: tuple[tuple[int, int], ...]) -> np.ndar
 
 def gather(chunks: list[np.ndarray], starts: list[tuple[int, ...]], box: tuple[slice, ...],
            dtype: Any) -> np.ndarray:
-    """The input values in ``box``, copied from the chunks that overlap it."""
+    """The input values in ``box``, copied from its parts (chunks or crops inside it) starting
+    at ``starts``."""
     out = np.empty(tuple(s.stop - s.start for s in box), dtype=dtype)
     for chunk, origin in zip(chunks, starts, strict=True):
-        source, target = [], []
-        for s, o, n in zip(box, origin, chunk.shape, strict=True):
-            low, high = max(s.start, o), min(s.stop, o + n)
-            source.append(slice(low - o, high - o))
-            target.append(slice(low - s.start, high - s.start))
-        out[tuple(target)] = chunk[tuple(source)]
+        out[tuple(slice(o - s.start, o - s.start + n)
+                  for s, o, n in zip(box, origin, chunk.shape, strict=True))] = chunk
     return out
 
 
@@ -114,18 +110,19 @@ def aligned_ranges(axis_ranges: list, wanted: dict[int, int], output_shape: tupl
     return ranges
 
 
-def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], chunks: tuple, dtype: Any,
-                 inputs: list[Any], extra: dict[str, Any] | None = None) -> Any:
-    """A dask array whose block ``index`` is computed by the task ``tasks[index]``
-    (``(function, arguments...)``; dask replaces the keys in its arguments by their values).
-    ``inputs`` name the result; ``extra`` holds shared values (W, B) the tasks refer to by key."""
+def blocks_array(label: str, tasks: dict[tuple[int, ...], tuple], ranges: list, dtype: Any,
+                 inputs: list[Any], source: Any, shared: dict[str, Any] | None = None) -> Any:
+    """A dask array of the tile grid ``ranges``, block ``index`` computed by ``tasks[index]``
+    (``(function, arguments...)``, keys in them replaced by their values: ``shared`` W or B, the
+    crops of ``source``, a :class:`ChunkGrid`).  ``inputs`` name the result."""
     import dask.array as da
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
+    chunks = tuple(tuple(_range_length(r) for r in axis) for axis in ranges)
     name = f"padconv-{label}-{tokenize(*inputs, chunks)}"
     graph = {(name, *index): task for index, task in tasks.items()}
-    graph.update(extra or {})
+    graph.update({**(shared or {}), **getattr(source, "crops", {})})
     collections = [x for x in inputs if hasattr(x, "__dask_graph__")]
     layers = HighLevelGraph.from_collections(name, graph, dependencies=collections)
     return da.Array(layers, name, chunks=chunks, dtype=dtype)
@@ -144,8 +141,7 @@ def _range_length(item: Any) -> int:
 
 def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
              mode: str = "constant", *, block_bytes: int, plan: PadPlan | None = None) -> Any:
-    """ONNX Pad of ``x`` (see :func:`block_source`): a dask array of blocks of at most about
-    ``block_bytes``; ``plan``: the call's plan when the caller made it already."""
+    """ONNX Pad of ``x`` (:func:`block_source`) as dask blocks of about ``block_bytes`` at most."""
     plan, value, out_dtype, itemsize, axis_ranges = pad_tiles.pad_tiling(
         x.shape, np.dtype(x.dtype), pads, constant_value, axes, mode, plan, block_bytes)
     source = block_source(x)
@@ -159,27 +155,23 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
         fetches = [source.fetch_task(pad_tiles.window_box(piece, plan)) for piece in pieces]
         shape = tuple(stop - start for start, stop in tile)
         tasks[index] = (pad_tiles.pad_tile, fetches, pieces, shape, value, plan.mode, out_dtype)
-    chunks = tuple(tuple(stop - start for start, stop in ranges) for ranges in axis_ranges)
-    extra = getattr(source, "crops", None)
-    return blocks_array("pad", tasks, chunks, out_dtype, [x, pads, constant_value, axes, mode],
-                        extra)
+    return blocks_array("pad", tasks, axis_ranges, out_dtype,
+                        [x, pads, constant_value, axes, mode], source)
 
 
 def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
-              plan: ConvPlan | None = None, **attributes: Any) -> tuple[Any, bool]:
-    """ONNX Conv of ``x`` (see :func:`block_source`) with ``w`` (and ``b``), on the call's
-    ``plan`` when made already: a dask array of blocks, and True (bit-identical to memory)."""
+              plan: ConvPlan | None = None, **attributes: Any) -> Any:
+    """ONNX Conv of ``x`` (:func:`block_source`) with ``w`` and ``b`` as dask blocks."""
     if plan is None:
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     if 0 in plan.output_shape:  # an empty result (M = 0, N = 0): no block to compute
         import dask.array as da
 
-        return da.zeros(plan.output_shape, dtype=x.dtype), True
+        return da.zeros(plan.output_shape, dtype=x.dtype)
     budget = conv_tiles.tile_budget(block_bytes, w, b, "memory_limit: a block budget")
     itemsize = np.dtype(x.dtype).itemsize
-    tiling = conv_tiles.plan_conv_tiles(plan, itemsize, budget, conv_tiles.fixed_bytes(w, b))
+    axis_ranges = conv_tiles.plan_conv_tiles(plan, itemsize, budget, conv_tiles.fixed_bytes(w, b))
     source = block_source(x)
-    axis_ranges = tiling.axis_ranges
     if isinstance(source, ChunkGrid):  # output chunk: ceil(input chunk / stride)
         wanted = {axis: -(-source.chunk_lengths[axis] // plan.strides[axis - 2])
                   for axis in range(2, len(axis_ranges))}
@@ -191,9 +183,7 @@ def conv_dask(x: Any, w: np.ndarray, b: np.ndarray | None, *, block_bytes: int,
     tasks = {}
     for index, (images, channels, *spatial) in _indexed_tiles(axis_ranges):
         tile = conv_tiles.tile_input(plan, images, channels, tuple(spatial))
-        fetch = None if tile.box is None else source.fetch_task(tile.box)
+        fetch = [] if tile.box is None else [source.fetch_task(tile.box)]
         tasks[index] = (conv_tiles.conv_on_tile, fetch, w_key, b_key, plan, tile, source.dtype)
-    chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in axis_ranges)
-    extra = {w_key: w, b_key: b, **getattr(source, "crops", {})}
-    y = blocks_array("conv", tasks, chunks, x.dtype, [x, w, b, plan], extra)
-    return y, tiling.exact
+    return blocks_array("conv", tasks, axis_ranges, x.dtype, [x, w, b, plan], source,
+                        {w_key: w, b_key: b})

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.engines.dask_ops import _indexed_tiles, _range_length, block_source, blocks_array
+from padconv_cli.engines.dask_ops import _indexed_tiles, block_source, blocks_array
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def integer_block(block: np.ndarray | None, w: np.ndarray, w_zero_points: np.nda
 
 def integer_dask(x: Any, geometry: Any, w: np.ndarray, x_zero_point: int,
                  w_zero_points: np.ndarray, step: Requantization | None, out_dtype: np.dtype,
-                 held: int, block_bytes: int) -> tuple[Any, bool]:
+                 held: int, block_bytes: int) -> Any:
     """The integer convolution of ``x`` as a dask array of blocks (exact)."""
     from dask.base import tokenize
 
@@ -69,22 +69,19 @@ def integer_dask(x: Any, geometry: Any, w: np.ndarray, x_zero_point: int,
         raise OutputTooLargeError(f"memory_limit: a block budget of {block_bytes} bytes does "
                                   f"not hold the inputs held whole ({held} bytes)",
                                   param="memory_limit")
-    tiling = plan_integer_tiles(geometry, out_dtype.itemsize, block_bytes - held, held)
+    ranges = plan_integer_tiles(geometry, out_dtype.itemsize, block_bytes - held, held)
     source = block_source(x)
     keys = {name: f"padconv-{name}-{tokenize(value)}"
             for name, value in (("w", w), ("wz", w_zero_points), ("step", step))}
     tasks = {}
-    for index, (images, channels, *spatial) in _indexed_tiles(tiling.axis_ranges):
+    for index, (images, channels, *spatial) in _indexed_tiles(ranges):
         tile = tile_input(geometry, images, channels, tuple(spatial))
         fetch = None if tile.box is None else source.fetch_task(tile.box)
         tasks[index] = (integer_block, fetch, keys["w"], keys["wz"], geometry, tile,
                         x_zero_point, keys["step"], source.dtype)
-    chunks = tuple(tuple(_range_length(r) for r in ranges) for ranges in tiling.axis_ranges)
-    extra = {keys["w"]: w, keys["wz"]: w_zero_points, keys["step"]: step,
-             **getattr(source, "crops", {})}
-    y = blocks_array("integer-conv", tasks, chunks, out_dtype,
-                     [x, w, w_zero_points, geometry, x_zero_point, step], extra)
-    return y, True
+    shared = {keys["w"]: w, keys["wz"]: w_zero_points, keys["step"]: step}
+    return blocks_array("integer-conv", tasks, ranges, out_dtype,
+                        [x, w, w_zero_points, geometry, x_zero_point, step], source, shared)
 
 
 def transpose_block(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | None,
@@ -101,7 +98,7 @@ def transpose_block(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | Non
 
 
 def conv_transpose_dask(x: Any, w: np.ndarray, b: np.ndarray | None, plan: Any,
-                        block_bytes: int) -> tuple[Any, bool]:
+                        block_bytes: int) -> Any:
     """ConvTranspose of ``x`` as a dask array of blocks (bit-identical to memory)."""
     from dask.base import tokenize
 
@@ -120,10 +117,8 @@ def conv_transpose_dask(x: Any, w: np.ndarray, b: np.ndarray | None, plan: Any,
         box, piece = tiles.tile_plan(plan, images, tuple(spatial))
         fetch = None if box is None else source.fetch_task(box)
         tasks[index] = (transpose_block, fetch, w_key, b_key, piece, source.dtype)
-    chunks = tuple(tuple(_range_length(r) for r in axis) for axis in ranges)
-    extra = {w_key: w, b_key: b, **getattr(source, "crops", {})}
-    y = blocks_array("conv-transpose", tasks, chunks, x.dtype, [x, w, b, plan], extra)
-    return y, True
+    return blocks_array("conv-transpose", tasks, ranges, x.dtype, [x, w, b, plan], source,
+                        {w_key: w, b_key: b})
 
 
 def run_family_dask(label: str, blocks: Any, settings: Any) -> Any:

@@ -16,10 +16,10 @@ import contextlib
 import json
 import math
 import os
+import posixpath
 import secrets
 import shutil
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -71,16 +71,6 @@ def check_url(url: str, param: str) -> None:
         raise PadconvError(f"{url}: {problem}", param=param, source=url)
 
 
-def _join(folder: str, name: str) -> str:
-    return f"{folder.rstrip('/')}/{name}" if is_url(folder) else os.path.join(folder, name)
-
-
-def _parent(path: str) -> str:
-    """The folder (or prefix) holding ``path``."""
-    parent = path.rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(path)
-    return parent or "."
-
-
 def _remove_tree(fs: Any, path: str) -> None:
     """Remove ``path`` and everything under it (nothing when absent)."""
     if not is_url(path):
@@ -88,10 +78,6 @@ def _remove_tree(fs: Any, path: str) -> None:
     else:
         with contextlib.suppress(OSError):
             fs.rm(path, recursive=True)
-
-
-def _temp_prefix(target: str) -> str:
-    return f".{target.rstrip('/').rsplit('/', 1)[-1]}.padconv-"
 
 
 class ZarrOutput:
@@ -107,20 +93,20 @@ class ZarrOutput:
         _check_zarr_target(self.fs, target)
         remove_abandoned_stores(target, self.fs)
         self.token = secrets.token_hex(16)
-        self.temp = _join(_parent(target), _temp_prefix(target) + secrets.token_hex(6))
+        folder, name = posixpath.split(target)  # POSIX paths, as URLs
+        self.temp = posixpath.join(folder, f".{name}.padconv-{secrets.token_hex(6)}")
         try:
             if not is_url(self.temp):  # an object store's prefixes need no creation
                 os.mkdir(self.temp, 0o700)
             owner = {"token": self.token, "host": socket.gethostname(), "pid": os.getpid()}
-            self.fs.pipe_file(_join(self.temp, OWNER_FILE), dumps(owner).encode())
+            self.fs.pipe_file(posixpath.join(self.temp, OWNER_FILE), dumps(owner).encode())
             zarr.create_array(store=self.temp, shape=shape, chunks=tuple(max(1, c) for c in chunks),
                               dtype=dtype, overwrite=False, fill_value=None)
-        except (OSError, ValueError, TypeError) as exc:
+        except BaseException as exc:  # Ctrl-C too: no ``with`` owns this object yet
             self.discard()
-            raise OutputError(f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
-                              ) from None
-        except BaseException:  # Ctrl-C: no ``with`` owns this object yet
-            self.discard()
+            if isinstance(exc, (OSError, ValueError, TypeError)):
+                raise OutputError(f"{target}: cannot create a Zarr store ({one_line(exc, 200)})"
+                                  ) from None
             raise
 
     def probe(self) -> str | None:
@@ -162,7 +148,7 @@ class ZarrOutput:
                               "store; the workers must write to the same folder (a shared file "
                               "system)")
         with contextlib.suppress(OSError):
-            self.fs.rm_file(_join(self.temp, OWNER_FILE))
+            self.fs.rm_file(posixpath.join(self.temp, OWNER_FILE))
         if not is_url(self.target):
             replace_folder(self.temp, self.target)
             return
@@ -180,10 +166,12 @@ class ZarrOutput:
         if getattr(self, "temp", None):
             _remove_tree(self.fs, self.temp)
 
+    __enter__, __exit__ = NpyOutput.__enter__, NpyOutput.__exit__  # commit, else discard
+
 
 def _read_owner(fs: Any, folder: str) -> dict | None:
     try:
-        owner = json.loads(fs.cat_file(_join(folder, OWNER_FILE)))
+        owner = json.loads(fs.cat_file(posixpath.join(folder, OWNER_FILE)))
     except (OSError, ValueError):
         return None
     return owner if isinstance(owner, dict) else None
@@ -201,21 +189,20 @@ def is_abandoned(fs: Any, folder: str) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return True
     try:
-        os.kill(pid, 0)
+        with contextlib.suppress(PermissionError):  # it runs, as another user
+            os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:  # it runs, as another user
-        pass
     return False
 
 
 def remove_abandoned_stores(target: str, fs: Any) -> None:
     """Remove the abandoned temporary stores of ``target`` (:func:`is_abandoned`)."""
-    folder = _parent(target)
+    folder, stem = posixpath.split(target)
     with contextlib.suppress(OSError):
         for name in (p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(folder, detail=False)):
-            path = _join(folder, name)
-            if name.startswith(_temp_prefix(target)) and is_abandoned(fs, path):
+            path = posixpath.join(folder, name)
+            if name.startswith(f".{stem}.padconv-") and is_abandoned(fs, path):
                 _remove_tree(fs, path)
 
 
@@ -223,7 +210,7 @@ def _check_zarr_target(fs: Any, target: str) -> None:
     """Only a missing path, an empty folder or a Zarr store may be replaced by a Zarr result."""
     if not fs.exists(target) or (fs.isdir(target) and not fs.ls(target, detail=False)):
         return
-    if not any(fs.exists(_join(target, m)) for m in ZARR_MARKERS):
+    if not any(fs.exists(posixpath.join(target, m)) for m in ZARR_MARKERS):
         raise OutputError(f"{target}: exists and is not a Zarr store; refusing to replace it "
                           "with one")
 
@@ -263,18 +250,10 @@ class NpyBlockOutput(NpyOutput):
         return None
 
 
-@contextlib.contextmanager
 def block_output(target: str, shape: tuple[int, ...], dtype: np.dtype,
-                 chunks: tuple[int, ...]) -> Iterator[Any]:
-    """The writable result (Zarr or ``.npy`` by the target's name), committed on success."""
+                 chunks: tuple[int, ...]) -> Any:
+    """The writable result (Zarr or ``.npy`` by the name), committed by a clean ``with`` exit."""
     if is_zarr_path(target):
-        output: Any = ZarrOutput(target, shape, dtype, chunks)
-    else:
-        check_disk_space(target, shape, dtype)
-        output = NpyBlockOutput(target, shape, dtype)
-    try:
-        yield output
-    except BaseException:
-        output.discard()
-        raise
-    output.commit()
+        return ZarrOutput(target, shape, dtype, chunks)
+    check_disk_space(target, shape, dtype)
+    return NpyBlockOutput(target, shape, dtype)

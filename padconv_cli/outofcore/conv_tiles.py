@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ from padconv_cli.kernels.conv import (
 )
 from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
+from padconv_cli.outofcore.tiling import choose_tile_shape, split_range, write_tiles
 
 
 def input_span(o0: int, o1: int, stride: int, dilation: int, kernel: int,
@@ -118,31 +119,23 @@ def tile_budget(limit: int, w: np.ndarray, b: np.ndarray | None, what: str) -> i
     return limit - fixed
 
 
-@dataclass(frozen=True)
-class ConvTiling:
-    """The tile grid (image ranges, channel tiles, ranges per spatial axis); ``exact``: tiles
-    bit-identical to the whole (always: the native core sums each element in one order)."""
-
-    axis_ranges: list[list[Any]]
-    exact: bool
-
-
-def tile_order(plan: ConvPlan) -> list[int]:
-    """The output axes a tiling shortens, in order: images, the spatial axes, then output
-    channels (whole images and rows first keep the halos small)."""
-    return [0, *range(2, len(plan.output_shape)), 1]
-
-
-def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int, overhead: int = 0) -> ConvTiling:
-    """A tile grid whose tiles each fit ``budget`` bytes (axes in :func:`tile_order`);
-    ``overhead`` (W, B) only enters the message of a refused limit."""
+def plan_conv_tiles(plan: ConvPlan, itemsize: int, budget: int,
+                    overhead: int = 0) -> list[list[Any]]:
+    """:func:`tile_grid` of Conv tiles (bit-identical: one summation order per element)."""
     cost = functools.partial(conv_tile_cost, plan=plan, itemsize=itemsize)
-    images, out_channels, *spatial = choose_tile_shape(
-        plan.output_shape, cost, budget, tile_order(plan), "Conv tile", overhead)
-    return ConvTiling([split_range(plan.output_shape[0], images),
-                       channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
-                       *(split_range(n, step)
-                         for n, step in zip(plan.output_shape[2:], spatial, strict=True))], True)
+    return tile_grid(plan, cost, budget, "Conv tile", overhead)
+
+
+def tile_grid(plan: Any, cost: Any, budget: int, what: str, overhead: int) -> list[list[Any]]:
+    """Image ranges, channel tiles and spatial ranges of the Conv ``plan``, tiles within
+    ``budget`` bytes by ``cost``, cut along images, spatial axes, then output channels (small
+    halos); ``overhead`` (W, B) only enters the message of a refused limit."""
+    order = [0, *range(2, len(plan.output_shape)), 1]
+    images, out_channels, *spatial = choose_tile_shape(plan.output_shape, cost, budget, order,
+                                                       what, overhead)
+    return [split_range(plan.output_shape[0], images),
+            channel_tiles(plan.w_shape[0], plan.x_shape[1], plan.group, out_channels),
+            *(split_range(n, step) for n, step in zip(plan.output_shape[2:], spatial, strict=True))]
 
 
 @dataclass(frozen=True)
@@ -193,10 +186,11 @@ def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) ->
         output_shape=(block_shape[0], w_shape[0], *out_spatial))
 
 
-def conv_on_tile(block: np.ndarray | None, w: np.ndarray, b: np.ndarray | None,
+def conv_on_tile(blocks: Iterable[np.ndarray], w: np.ndarray, b: np.ndarray | None,
                  plan: ConvPlan, tile: TileInput, dtype: Any = None) -> np.ndarray:
-    """padconv's Conv kernel on a tile's input block by :func:`block_plan` (``block`` None:
-    a tile reading only padding, on zeros of ``dtype``)."""
+    """padconv's Conv kernel on a tile's input block (``blocks``: it, or none for a tile
+    reading only padding, on zeros of ``dtype``) by :func:`block_plan`."""
+    block = next(iter(blocks), None)
     if block is None:
         block = np.zeros(tile.zero_shape, dtype=dtype)
     m0, m1 = tile.channels.m0, tile.channels.m1
@@ -215,15 +209,10 @@ def tiled_conv(source: str | NpyInput, w: np.ndarray, b: np.ndarray | None, targ
         plan = plan_conv(x.shape, w.shape, None if b is None else b.shape, **attributes)
     budget = tile_budget(memory_limit, w, b, "memory_limit")
     tiles = []
-    tiling = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
-    for images, channels, *spatial in grid(tiling.axis_ranges):
+    ranges = plan_conv_tiles(plan, x.dtype.itemsize, budget, fixed_bytes(w, b))
+    for images, channels, *spatial in itertools.product(*ranges):
         tile = tile_input(plan, images, channels, tuple(spatial))
         box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
-        compute = functools.partial(_conv_blocks, w=w, b=b, plan=plan, tile=tile, dtype=x.dtype)
+        compute = functools.partial(conv_on_tile, w=w, b=b, plan=plan, tile=tile, dtype=x.dtype)
         tiles.append((box, [] if tile.box is None else [tile.box], compute))
     return write_tiles(x, target, plan.output_shape, x.dtype, "conv", show_progress, tiles)
-
-
-def _conv_blocks(blocks: Iterator[np.ndarray], **arguments: Any) -> np.ndarray:
-    """:func:`conv_on_tile` on the tile's block (none: a tile reading only padding)."""
-    return conv_on_tile(next(blocks, None), **arguments)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from padconv_cli.outofcore.npy_blocks import open_npy_input
 from padconv_cli.outofcore.progress import TiledResult
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
+from padconv_cli.outofcore.tiling import choose_tile_shape, split_range, write_tiles
 
 
 def input_window(o0: int, o1: int, size: int, kernel: int, stride: int, dilation: int,
@@ -114,7 +115,7 @@ def tiled_conv_transpose(source: Any, w: Any, b: Any, target: str, *, plan: Any,
     ranges = plan_tiles(plan, x.dtype.itemsize, memory_limit - held, held)
     w, b = np.asarray(w), None if b is None else np.asarray(b)
     tiles = []
-    for images, *spatial in grid([ranges[0], *ranges[2:]]):
+    for images, *spatial in itertools.product(ranges[0], *ranges[2:]):
         box, piece = tile_plan(plan, images, tuple(spatial))
         compute = functools.partial(_transpose_tile, w=w, b=b, piece=piece, dtype=x.dtype)
         tiles.append(((slice(*images), slice(None), *(slice(*r) for r in spatial)),

@@ -13,22 +13,17 @@ in-memory kernel's whatever the tiles.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from padconv_cli.outofcore.conv_tiles import (
-    ConvTiling,
-    channel_tiles,
-    tile_input,
-    tile_order,
-    tile_plan,
-)
+from padconv_cli.outofcore.conv_tiles import tile_grid, tile_input, tile_plan
 from padconv_cli.outofcore.npy_blocks import open_npy_input
 from padconv_cli.outofcore.progress import TiledResult
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
+from padconv_cli.outofcore.tiling import write_tiles
 
 
 def integer_tile_cost(tile_shape: tuple[int, ...], *, geometry: Any, itemsize: int) -> int:
@@ -49,19 +44,10 @@ def fixed_bytes(arrays: Sequence[Any]) -> int:
 
 
 def plan_integer_tiles(geometry: Any, out_itemsize: int, budget: int,
-                       overhead: int = 0) -> ConvTiling:
+                       overhead: int = 0) -> list[list[Any]]:
     """A tile grid of the Conv geometry whose tiles each fit ``budget`` bytes."""
     cost = functools.partial(integer_tile_cost, geometry=geometry, itemsize=out_itemsize)
-    shape = choose_tile_shape(geometry.output_shape, cost, budget, tile_order(geometry),
-                              "integer Conv tile", overhead)
-    images, out_channels, *spatial = shape
-    ranges = [
-        split_range(geometry.output_shape[0], images),
-        channel_tiles(geometry.w_shape[0], geometry.x_shape[1], geometry.group, out_channels),
-        *(split_range(length, step)
-          for length, step in zip(geometry.output_shape[2:], spatial, strict=True)),
-    ]
-    return ConvTiling(ranges, True)
+    return tile_grid(geometry, cost, budget, "integer Conv tile", overhead)
 
 
 def tiled_integer_conv(source: Any, geometry: Any, finish: Any, out_dtype: np.dtype,
@@ -80,9 +66,9 @@ def tiled_integer_conv(source: Any, geometry: Any, finish: Any, out_dtype: np.dt
         raise OutputTooLargeError(f"memory_limit of {memory_limit} bytes does not hold w and "
                                   f"the quantization inputs ({held} bytes)",
                                   param="memory_limit")
-    tiling = plan_integer_tiles(geometry, out_dtype.itemsize, budget, held)
     tiles = []
-    for images, channels, *spatial in grid(tiling.axis_ranges):
+    ranges = plan_integer_tiles(geometry, out_dtype.itemsize, budget, held)
+    for images, channels, *spatial in itertools.product(*ranges):
         tile = tile_input(geometry, images, channels, tuple(spatial))
         box = (slice(*images), slice(channels.m0, channels.m1), *(slice(*r) for r in spatial))
         compute = functools.partial(_integer_tile, tile=tile, geometry=geometry, finish=finish,

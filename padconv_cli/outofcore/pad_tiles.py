@@ -27,7 +27,7 @@ import numpy as np
 from padconv_cli.kernels import pad as kernel
 from padconv_cli.outofcore.npy_blocks import NpyInput, open_npy_input
 from padconv_cli.outofcore.progress import TiledResult
-from padconv_cli.outofcore.tiling import choose_tile_shape, grid, split_range, write_tiles
+from padconv_cli.outofcore.tiling import choose_tile_shape, split_range, write_tiles
 
 
 @dataclass(frozen=True)
@@ -174,13 +174,12 @@ def pad_tiling(shape: tuple[int, ...], dtype: np.dtype, pads: Any, constant_valu
 def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: Any = None,
               axes: Any = None, mode: str = "constant", *, memory_limit: int,
               show_progress: bool | str = False, plan: kernel.PadPlan | None = None) -> TiledResult:
-    """Pad the ``.npy`` file ``source`` into the ``.npy`` ``target`` as the kernel's ``pad``,
-    tile by tile within ``memory_limit`` bytes."""
+    """The kernel's ``pad`` of the ``.npy`` ``source`` into ``target``, within ``memory_limit``."""
     data = open_npy_input(source) if isinstance(source, str) else source
     plan, value, out_dtype, _, axis_ranges = pad_tiling(
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
     tiles = []
-    for tile in grid(axis_ranges):
+    for tile in itertools.product(*axis_ranges):
         pieces = tile_pieces(tile, plan)
         compute = functools.partial(pad_tile, pieces=pieces, shape=tuple(b - a for a, b in tile),
                                     value=value, mode=plan.mode, dtype=out_dtype)

@@ -11,9 +11,8 @@ output elements; a budget that cannot hold that tile is refused up front.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from padconv_cli.errors import OutputTooLargeError
@@ -30,11 +29,6 @@ def split_range(length: int, step: int) -> list[tuple[int, int]]:
     if length == 0:
         return [(0, 0)]
     return [(start, min(start + step, length)) for start in range(0, length, step)]
-
-
-def grid(axis_ranges: Sequence[Sequence[tuple[int, int]]]) -> Iterator[tuple]:
-    """Every tile: one range per axis, in C order of the tile grid."""
-    return itertools.product(*axis_ranges)
 
 
 def choose_tile_shape(shape: Sequence[int], cost: Callable[[tuple[int, ...]], int], budget: int,
@@ -91,4 +85,4 @@ def write_tiles(source: NpyInput, target: str, shape: tuple[int, ...], dtype: An
             progress.advance(y.nbytes)
             del y  # not held while the next tile is computed
         source.check_unchanged()
-    return TiledResult(shape, len(tiles), True)
+    return TiledResult(shape, len(tiles))

@@ -266,7 +266,7 @@ def test_zarr_errors_use_the_shared_one_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(zarr, "open_array", broken)
     with pytest.raises(InputError) as excinfo:
-        dask_io.open_zarr_input(str(tmp_path / "a.zarr"))
+        dask_io.open_block_input(str(tmp_path / "a.zarr"))
     assert "bad metadata\\x01here" in str(excinfo.value)
     assert not hasattr(dask_io, "_one_line")
     assert not hasattr(dask_io, "open_dask_input")

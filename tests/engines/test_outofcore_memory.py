@@ -52,8 +52,7 @@ CHILD = textwrap.dedent(
     else:
         result = tiled_pad(source, target, [0, 0, 3, 2, 0, 0, 1, 5], mode="reflect",
                            memory_limit={limit})
-    print(json.dumps({{"growth": status("VmHWM") - before, "tiles": result.tiles,
-                       "exact": result.exact}}))
+    print(json.dumps({{"growth": status("VmHWM") - before, "tiles": result.tiles}}))
     """
 ).format(limit=LIMIT)
 
@@ -93,7 +92,6 @@ def test_tiled_conv_stays_under_the_limit(big_input):
     assert report["growth"] <= LIMIT, report
     expected = conv(np.load(source), w, pads=[1, 2, 1, 0])
     got = np.load(folder / "y.npy")
-    assert report["exact"]
     assert got.shape == expected.shape and got.tobytes() == expected.tobytes()
 
 
