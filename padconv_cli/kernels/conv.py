@@ -29,8 +29,9 @@ __all__ = ["AUTO_PAD_VALUES", "FLOAT_DTYPE_NAMES", "ConvPlan", "conv", "conv_pla
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 
-PANEL_BYTES = 512 * 2**10  # target size of one GEMM panel (the native core's PANEL_BYTES)
-ROW_BYTES = 256 * 2**10  # padded input rows one task of the row kernel holds (its ROW_BYTES)
+# the native core's targets for a GEMM panel and a row-kernel task, for ConvTranspose's bound
+PANEL_BYTES = 512 * 2**10
+ROW_BYTES = 256 * 2**10
 NATIVE_EXTENT_LIMIT = 2**31  # extents, strides, dilations, pads, reaches the native core plans
 NATIVE_ELEMENTS_LIMIT = 2**40  # elements of X, W or Y the native core plans
 UNPLANNED_BYTES = 2**62  # beyond any memory: what a geometry the native core cannot plan needs
@@ -551,7 +552,8 @@ def scratch_bytes(
     ``out_channels``: a tile's, default M) on ``threads`` threads: packed W and every working
     thread's buffer, as worked out by the sizing its run uses (``conv_scratch_bytes``).  A tile
     of ``M_t`` channels runs as ``G_t = ceil(M_t / (M/G))`` whole groups, or one group of
-    ``M_t`` channels when ``M_t < M/G``."""
+    ``M_t`` channels when ``M_t < M/G``.  A padded 1x1 kernel of stride 1 counts the larger
+    of its run and the pointwise run of a tile inside the padding (X read in place)."""
     from padconv_cli.kernels import native
 
     m = plan.w_shape[0] if out_channels is None else out_channels
@@ -562,13 +564,15 @@ def scratch_bytes(
     per_group_out = plan.w_shape[0] // plan.group
     groups = max(1, -(-m // per_group_out))
     channels = m if groups == 1 else groups * per_group_out
-    images, in_per_group = plan.x_shape[0], plan.w_shape[1]
-    return native.extension().conv_scratch_bytes(
-        (images, groups * in_per_group, *plan.x_shape[2:]),
-        (channels, in_per_group, *plan.w_shape[2:]),
-        (images, channels, *plan.output_shape[2:]), tuple(plan.strides),
-        tuple(plan.dilations), tuple(plan.pads_begin), groups, threads, native.selected_isa(),
-        itemsize)
+    images, in_per_group, out_spatial = plan.x_shape[0], plan.w_shape[1], plan.output_shape[2:]
+    runs = [(plan.x_shape[2:], plan.pads_begin)]
+    if set(plan.w_shape[2:]) | set(plan.strides) == {1} and any(plan.pads):
+        runs.append((out_spatial, (0,) * len(out_spatial)))
+    return max(native.extension().conv_scratch_bytes(
+        (images, groups * in_per_group, *in_spatial), (channels, in_per_group, *plan.w_shape[2:]),
+        (images, channels, *out_spatial), tuple(plan.strides), tuple(plan.dilations),
+        tuple(pads_begin), groups, threads, native.selected_isa(), itemsize)
+        for in_spatial, pads_begin in runs)
 
 
 def _natively_planned(plan: ConvPlan) -> bool:

@@ -88,3 +88,14 @@ def test_a_conv_with_nothing_to_sum_allocates_nothing():
     assert conv_kernel.scratch_bytes(plan, 4, 2) == 0
     assert native.extension().conv_scratch_bytes(
         (1, 0, 5), (3, 0, 2), (1, 3, 4), (1,), (1,), (0,), 1, 2, "generic", 4) == 0
+
+
+def test_figure_of_a_padded_pointwise_tile_covers_its_run_inside_the_padding(monkeypatch):
+    """Tiles of a 1x1 kernel with pads: one inside the padding runs the pointwise kernel (X
+    read in place, W's rows shared among the threads), whose buffers the padded plan's would
+    not cover."""
+    monkeypatch.setenv(native.THREADS_VARIABLE, "3")
+    padded = conv_kernel.plan_conv((1, 64, 30, 30), (256, 64, 1, 1), None, pads=(1, 1, 1, 1))
+    inside = conv_kernel.plan_conv((1, 64, 32, 32), (256, 64, 1, 1), None)
+    assert conv_kernel.scratch_bytes(padded, 4, 3) >= conv_kernel.scratch_bytes(inside, 4, 3)
+    assert conv_kernel.scratch_bytes(inside, 4, 3) >= _run_native(inside, np.float32, 3)

@@ -8,6 +8,11 @@
 // already be validated (padconv's plan_conv): this module only re-checks what keeps its memory
 // accesses inside the buffers.
 //
+// conv_scratch_bytes(x_shape, w_shape, y_shape, strides, dilations, pads_begin, group, threads,
+// isa, itemsize[, x_kind]) is what such a call allocates besides x, w, b and y (packed W and
+// every working thread's buffer), from plan_job, the sizing the run itself uses; the resource
+// gate and the tiler ask it.  last_conv_bytes() is what the latest conv asked for.
+//
 // Stopping early: a running conv takes no new task once request_stop() was called (by the
 // command's signal handler, from any thread), and, on the main thread, once a Python signal
 // handler raised (the calling thread runs them every SIGNAL_CHECK_MS, between its tasks).  The
