@@ -29,14 +29,12 @@ __all__ = ["AUTO_PAD_VALUES", "FLOAT_DTYPE_NAMES", "ConvPlan", "conv", "conv_pla
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 
-PANEL_BYTES = 512 * 2**10  # target size of one GEMM panel (the native core's PANEL_BYTES)
-ROW_BYTES = 256 * 2**10  # padded input rows one task of the row kernel holds (its ROW_BYTES)
-TILE_ROWS = 8  # most output channels in one register tile over the instruction sets
-TILE_COLUMNS = 32  # most output positions in one register tile over the instruction sets
-MIN_TILE_COLUMNS = 8  # fewest output positions in one register tile over the instruction sets
-DEPTHWISE_KEPT_TAPS = 32  # most outer taps for which depthwise keeps padded rows for the next
-DEPTHWISE_COLUMNS = 64  # most output positions in one depthwise register block
-DEPTHWISE_BLOCK_BYTES = 128 * 2**10  # 2-D depthwise, stride 1 along rows: rows one task copies
+# the native core's targets for a GEMM panel and a row-kernel task, for ConvTranspose's bound
+PANEL_BYTES = 512 * 2**10
+ROW_BYTES = 256 * 2**10
+NATIVE_EXTENT_LIMIT = 2**31  # extents, strides, dilations, pads, reaches the native core plans
+NATIVE_ELEMENTS_LIMIT = 2**40  # elements of X, W or Y the native core plans
+UNPLANNED_BYTES = 2**62  # beyond any memory: what a geometry the native core cannot plan needs
 NARROW_CHUNK_BYTES = 32 * 2**20  # float32 output computed at a time for float16/bfloat16
 
 
@@ -534,53 +532,44 @@ def convolve_cut(
 def scratch_bytes(
     plan: ConvPlan, itemsize: int, threads: int, out_channels: int | None = None
 ) -> int:
-    """Upper bound of the native core's own buffers for the plan (``itemsize``: the
-    accumulator's; ``out_channels``: a tile's, default M) on ``T`` threads at work, at most
-    ``N * G_t * ceil(P / MIN_TILE_COLUMNS)`` (GEMM) or ``N * M_t * prod(out[:-1])`` (depthwise).
+    """The native core's own buffers for the plan (``itemsize``: the accumulator's;
+    ``out_channels``: a tile's, default M) on ``threads`` threads: packed W and every working
+    thread's buffer, as worked out by the sizing its run uses (``conv_scratch_bytes``).  A tile
+    of ``M_t`` channels runs as ``G_t = ceil(M_t / (M/G))`` whole groups, or one group of
+    ``M_t`` channels when ``M_t < M/G``.  A padded 1x1 kernel of stride 1 counts the larger
+    of its run and the pointwise run of a tile inside the padding (X read in place)."""
+    from padconv_cli.kernels import native
 
-    GEMM (``K = C/G * prod(k)``): W packed in tiles of ``TILE_ROWS`` output channels,
-    ``G_t * round_up(M_t/G_t, TILE_ROWS) * K * a``, plus per thread the larger of a panel
-    (``K`` times ``min(P, max(TILE_COLUMNS, PANEL_BYTES / (K * a)))`` positions rounded up to
-    ``TILE_COLUMNS``, one input row's stride phases, pointwise one packed strip of X) and the
-    row kernel's padded input rows (all of them, or ``max(ROW_BYTES, one output row's)``).
-    Depthwise: per thread a padded row ``((k-1)*d) // s + round_up(out, DEPTHWISE_COLUMNS)``
-    long along the last axis, times the rows kept (``2 * prod(k[:-1]) + 1``, or
-    ``prod(k[:-1])`` beyond ``DEPTHWISE_KEPT_TAPS``) times ``s``; 2-D with ``s == 1`` along
-    rows a block of such rows (all of them, or ``max(DEPTHWISE_BLOCK_BYTES, the rows under one
-    output row)``).
-    """
     m = plan.w_shape[0] if out_channels is None else out_channels
     if m == 0 or 0 in plan.w_shape[:2]:  # no output channel, or no input to sum: no buffers
         return 0
+    if not _natively_planned(plan):
+        return UNPLANNED_BYTES
     per_group_out = plan.w_shape[0] // plan.group
     groups = max(1, -(-m // per_group_out))
-    images, out_spatial = plan.output_shape[0], plan.output_shape[2:]
-    k, s, d, out = plan.kernel_shape[-1], plan.strides[-1], plan.dilations[-1], out_spatial[-1]
-    if plan.w_shape[1] == 1:  # depthwise
-        threads = min(threads, images * m * math.prod(out_spatial[:-1]))
-        row = (k - 1) * d // s + -(-out // DEPTHWISE_COLUMNS) * DEPTHWISE_COLUMNS
-        if len(out_spatial) == 2 and s == 1:  # a block of padded input rows per task
-            rows_under = (plan.kernel_shape[0] - 1) * plan.dilations[0] + 1
-            every_row = (out_spatial[0] - 1) * plan.strides[0] + rows_under
-            block = min(every_row * row * itemsize,
-                        max(DEPTHWISE_BLOCK_BYTES, rows_under * row * itemsize))
-            return threads * block
-        outer_taps = math.prod(plan.kernel_shape[:-1])
-        slots = 2 * outer_taps + 1 if outer_taps <= DEPTHWISE_KEPT_TAPS else outer_taps
-        return threads * slots * s * row * itemsize
-    depth = plan.w_shape[1] * math.prod(plan.kernel_shape)
-    rows = -(-min(m, per_group_out) // TILE_ROWS) * TILE_ROWS
-    positions = min(max(TILE_COLUMNS, PANEL_BYTES // (depth * itemsize)), math.prod(out_spatial))
-    panel = depth * -(-positions // TILE_COLUMNS) * TILE_COLUMNS * itemsize
-    panel += s * (out + (k - 1) * d) * itemsize  # one row's stride phases
-    if set(plan.kernel_shape) | set(plan.strides) == {1} and not any(plan.pads):  # pointwise
-        panel += depth * TILE_COLUMNS * itemsize + 64  # one packed strip of X, 64-byte aligned
-    per_row = plan.w_shape[1] * math.prod(plan.kernel_shape[:-1]) * s  # the row kernel's
-    width = min(max(TILE_COLUMNS, ROW_BYTES // (per_row * itemsize)), out + TILE_COLUMNS)
-    row = per_row * ((k - 1) * d // s + width + 16) * itemsize
-    slots = min(math.prod(out_spatial[:-1]) * row, max(row, ROW_BYTES))
-    threads = min(threads, images * groups * -(-math.prod(out_spatial) // MIN_TILE_COLUMNS))
-    return groups * rows * depth * itemsize + threads * max(panel, slots)
+    channels = m if groups == 1 else groups * per_group_out
+    images, in_per_group, out_spatial = plan.x_shape[0], plan.w_shape[1], plan.output_shape[2:]
+    runs = [(plan.x_shape[2:], plan.pads_begin)]
+    if set(plan.w_shape[2:]) | set(plan.strides) == {1} and any(plan.pads):
+        runs.append((out_spatial, (0,) * len(out_spatial)))
+    return max(native.extension().conv_scratch_bytes(
+        (images, groups * in_per_group, *in_spatial), (channels, in_per_group, *plan.w_shape[2:]),
+        (images, channels, *out_spatial), tuple(plan.strides), tuple(plan.dilations),
+        tuple(pads_begin), groups, threads, native.selected_isa(), itemsize)
+        for in_spatial, pads_begin in runs)
+
+
+def _natively_planned(plan: ConvPlan) -> bool:
+    """Whether the native core's sizing arithmetic (64-bit) holds the plan: every extent,
+    stride, dilation, pad and kernel reach ``(k-1)*d`` below ``NATIVE_EXTENT_LIMIT``, and X, W
+    and Y below ``NATIVE_ELEMENTS_LIMIT`` elements each.  Beyond that only a cut part runs
+    (:func:`plan_cut`), or the resource gate refuses."""
+    shapes = (plan.x_shape, plan.w_shape, plan.output_shape)
+    reaches = [(k - 1) * d for k, d in zip(plan.kernel_shape, plan.dilations, strict=True)]
+    scalars = [*plan.x_shape, *plan.w_shape, *plan.output_shape, *plan.strides,
+               *plan.dilations, *plan.pads, *reaches]
+    return (max(scalars) < NATIVE_EXTENT_LIMIT
+            and all(math.prod(shape) < NATIVE_ELEMENTS_LIMIT for shape in shapes))
 
 
 def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,

@@ -56,8 +56,10 @@ def readme_blocks(document: Path = README) -> list[Block]:
 def _environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    # Conv's working memory in --explain counts per-thread buffers: the README shows 2 threads
+    # Conv's working memory in --explain counts per-thread buffers, sized for the instruction
+    # set: the documents show 2 threads on the portable one, which every CPU has
     env["PADCONV_NATIVE_THREADS"] = "2"
+    env["PADCONV_NATIVE_ISA"] = "generic"
     return env
 
 

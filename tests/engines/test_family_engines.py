@@ -46,7 +46,7 @@ def test_tiled_engine_is_bit_identical_to_memory(tmp_path, integer_files, op, at
     expected = run(Request(op, inputs, attributes), write=False).result
     target = str(tmp_path / "y.npy")
     outcome = run(Request(op, inputs, attributes, engine="tiled", output=target,
-                          memory_limit=120_000))
+                          memory_limit=70_000))
     assert outcome.tiled.tiles > 1
     got = np.load(target)
     assert got.dtype == expected.dtype

@@ -157,7 +157,7 @@ def test_explained_shape_is_the_computed_shape(size, kernel, stride, dilation, a
     assert info["flops"] == 2 * 3 * info["output"]["shape"][2] * 2 * kernel
 
 
-def test_working_memory_estimate_covers_the_float32_copies_and_the_panels():
+def test_working_memory_estimate_covers_the_float32_copies_and_the_native_buffers():
     from padconv_cli.kernels import conv as conv_kernel
     from padconv_cli.kernels import native
 
@@ -167,11 +167,13 @@ def test_working_memory_estimate_covers_the_float32_copies_and_the_panels():
     working = conv_kernel.working_bytes(plan, np.dtype(np.float16))
     # W and B in float32, and the float32 output in one chunk (X is read in place)
     copies = (w.size + 8 + 8 * 32 * 32) * 4
-    packed = 8 * 72 * 4  # W packed in tiles of 8 output channels
-    # all 1024 positions (under PANEL_BYTES), and one input row's phases (stride 1: 32 + 2)
-    panels = native.thread_count() * (72 * 1024 + 34) * 4
-    assert 72 * 1024 * 4 <= conv_kernel.PANEL_BYTES
-    assert working == copies + packed + panels
+    # packed W and every thread's buffer, as the native core sizes them for its run
+    threads = native.thread_count()
+    buffers = native.extension().conv_scratch_bytes(
+        x.shape, w.shape, (1, 8, 32, 32), (1, 1), (1, 1), (1, 1), 1, threads,
+        native.selected_isa(), 4)
+    assert 8 * 72 * 4 < buffers  # W packed at least
+    assert working == copies + buffers
 
 
 def test_explain_pipes_nothing_but_text(run_cli, files):

@@ -56,8 +56,8 @@ struct ConvJob {
     long dw_slots;             // padded rows held: 2 * outer_taps + 1 (kept), or outer_taps
 };
 
-// One instruction set's kernels.  `scratch` is a per-thread buffer of `scratch_elems(job)`
-// elements of the job's type.
+// One instruction set's kernels.  `scratch` is a per-thread buffer of the elements of the
+// job's type that module.cpp's plan_job sizes for the job's kernel.
 struct KernelSet {
     const char* name;
     int mr, nr_f32, nr_f64;  // micro-tile: rows of W, output positions (per element type)

@@ -8,6 +8,11 @@
 // already be validated (padconv's plan_conv): this module only re-checks what keeps its memory
 // accesses inside the buffers.
 //
+// conv_scratch_bytes(x_shape, w_shape, y_shape, strides, dilations, pads_begin, group, threads,
+// isa, itemsize[, x_kind]) is what such a call allocates besides x, w, b and y (packed W and
+// every working thread's buffer), from plan_job, the sizing the run itself uses; the resource
+// gate and the tiler ask it.  last_conv_bytes() is what the latest conv asked for.
+//
 // Stopping early: a running conv takes no new task once request_stop() was called (by the
 // command's signal handler, from any thread), and, on the main thread, once a Python signal
 // handler raised (the calling thread runs them every SIGNAL_CHECK_MS, between its tasks).  The
@@ -157,30 +162,28 @@ bool int_list(PyObject* seq, int rank, long* out, const char* name, long minimum
     return ok;
 }
 
-bool fill_job(ConvJob& job, const Buffers& bufs, long group) {
-    const Py_buffer &x = bufs.x, &w = bufs.w, &y = bufs.y;
-    if (x.ndim < 3 || x.ndim - 2 > PADCONV_MAX_RANK || w.ndim != x.ndim || y.ndim != x.ndim) {
-        PyErr_SetString(PyExc_ValueError, "x, w and y need one rank, 3 to 18");
-        return false;
-    }
-    const int rank = x.ndim - 2;
+// The shapes of X (N, C, *in), W (M, C/G, *k) and Y (N, M, *out), each `ndim` long, and
+// the group into the job; false (a ValueError set) when they do not fit together.
+bool fill_shapes(ConvJob& job, int ndim, const long* x, const long* w, const long* y,
+                 long group) {
+    const int rank = ndim - 2;
     job.rank = rank;
-    job.n = x.shape[0];
-    job.c = x.shape[1];
-    job.m = w.shape[0];
-    job.cg = w.shape[1];
+    job.n = x[0];
+    job.c = x[1];
+    job.m = w[0];
+    job.cg = w[1];
     job.group = group;
-    if (group < 1 || job.cg * group != job.c || job.m % group != 0 || y.shape[0] != job.n ||
-        y.shape[1] != job.m) {
+    if (group < 1 || job.cg * group != job.c || job.m % group != 0 || y[0] != job.n ||
+        y[1] != job.m) {
         PyErr_SetString(PyExc_ValueError, "channels of x, w, y and group do not match");
         return false;
     }
     job.mg = job.m / group;
     job.in_plane = job.out_plane = job.taps = job.outer_out = job.outer_taps = 1;
     for (int i = 0; i < rank; ++i) {
-        job.in[i] = x.shape[i + 2];
-        job.out[i] = y.shape[i + 2];
-        job.k[i] = w.shape[i + 2];
+        job.in[i] = x[i + 2];
+        job.out[i] = y[i + 2];
+        job.k[i] = w[i + 2];
         if (job.k[i] < 1) {
             PyErr_SetString(PyExc_ValueError, "kernel dimensions must be >= 1");
             return false;
@@ -194,6 +197,27 @@ bool fill_job(ConvJob& job, const Buffers& bufs, long group) {
         }
     }
     job.ck = job.cg * job.taps;
+    return true;
+}
+
+bool valid_rank(int x, int w, int y) {
+    if (x < 3 || x - 2 > PADCONV_MAX_RANK || w != x || y != x) {
+        PyErr_SetString(PyExc_ValueError, "x, w and y need one rank, 3 to 18");
+        return false;
+    }
+    return true;
+}
+
+bool fill_job(ConvJob& job, const Buffers& bufs, long group) {
+    const Py_buffer &x = bufs.x, &w = bufs.w, &y = bufs.y;
+    if (!valid_rank(x.ndim, w.ndim, y.ndim)) return false;
+    long xs[PADCONV_MAX_RANK + 2], ws[PADCONV_MAX_RANK + 2], ys[PADCONV_MAX_RANK + 2];
+    for (int i = 0; i < x.ndim; ++i) {
+        xs[i] = x.shape[i];
+        ws[i] = w.shape[i];
+        ys[i] = y.shape[i];
+    }
+    if (!fill_shapes(job, x.ndim, xs, ws, ys, group)) return false;
     if (bufs.have_b && (bufs.b.ndim != 1 || bufs.b.shape[0] != job.m)) {
         PyErr_SetString(PyExc_ValueError, "b must have shape (M,)");
         return false;
@@ -381,12 +405,14 @@ struct Run {
     Stop& stop;
     std::atomic<long> next{0};
     std::atomic<bool> failed{false};
+    std::atomic<long> asked{0};  // bytes the threads' buffers were asked for, alignment included
 
     Run(const ConvJob& j, const KernelSet& k, bool dw, long t, long s, Stop& st)
         : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s), stop(st) {}
 
     void work() {
         T* scratch = static_cast<T*>(scratch_for(scratch_elems * sizeof(T)));
+        asked += long(scratch_elems * sizeof(T)) + 64;
         if (!scratch) {
             failed = true;
             return;
@@ -420,44 +446,94 @@ void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
     ks.pack_w_f64(w, m, ck, p);
 }
 
+// What one conv allocates besides X, W, B and Y: W packed in row blocks of the register tile
+// (GEMM kernels; packed_elems), and one buffer per thread at work (scratch_elems each).
+struct Sizing {
+    bool depthwise = false;
+    long tasks = 0, packed_elems = 0, scratch_elems = 0;
+};
+
+// Plans the job on `threads` threads for elements of `item` bytes -- picks the kernel and
+// fills its fields -- and returns what the run allocates: the one place the sizes are worked
+// out, for the run (execute) and for the query (conv_scratch_bytes).
+Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads) {
+    Sizing size;
+    if (job.ck == 0 || job.n == 0 || job.out_plane == 0 || job.m == 0) return size;  // no tasks
+    size.depthwise = job.cg == 1;
+    if (size.depthwise) {
+        plan_depthwise(job, ks, item, threads);
+        size.tasks = job.n * job.group * job.row_blocks;
+        size.scratch_elems = depthwise_scratch(job);
+        return size;
+    }
+    job.row_kernel = job.plane_kernel = 0;
+    job.mparts = 1;
+    // the plane kernel copies every input element about once, the row kernel once per
+    // outer tap and the GEMM kernel's panel once per tap: the plane kernel first, but for
+    // 2-D rows where it drops more than 1/20 of its positions and the row kernel applies
+    // (measured: a dilated 3x3 on rows of 64 is 3% faster by rows, a GAN generator's 2x2
+    // ConvTranspose phases on rows of 32 10% faster on the plane)
+    bool plane_kernel = plan_plane(job, ks, item, threads);
+    const bool wasteful = plane_kernel && job.rank == 2 &&
+                          (job.plane_width - job.out[1]) * 20 > job.plane_width;
+    const bool rows_kernel = (!plane_kernel || wasteful) && plan_rows(job, ks, item, threads);
+    if (rows_kernel) plane_kernel = job.plane_kernel = 0;
+    if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, item, threads);
+    const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
+    size.packed_elems = job.group * ceil_div(job.mg, ks.mr) * ks.mr * job.ck;
+    size.tasks = job.n * job.group * job.blocks * job.mparts;
+    const int last = job.rank - 1;
+    if (rows_kernel) {
+        size.tasks *= job.row_blocks;
+        size.scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
+    } else if (plane_kernel) {
+        long phases = 1;
+        for (int i = 0; i < job.rank; ++i) phases *= job.s[i];
+        size.scratch_elems = job.cg * phases * job.plane_rows * job.plane_width;
+    } else {  // the panel, the stride phases of one input row (build_panel), one packed strip
+        size.scratch_elems =
+            round_up(job.ck * round_up(job.nb, nr) +
+                         job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]),
+                     16) +
+            job.ck * nr;  // the strip 64-byte aligned after the rest
+    }
+    return size;
+}
+
+// The threads a run of `size` puts to work out of `threads` asked (the caller's included).
+long working_threads(const Sizing& size, long threads) {
+    return std::max(1L, std::min(threads, size.tasks));
+}
+
+// Bytes a run of `size` allocates on `threads` threads: packed W, then per working thread
+// its buffer and the 64 bytes that align it (scratch_for).
+long sizing_bytes(const Sizing& size, int item, long threads) {
+    if (size.tasks == 0) return 0;
+    return size.packed_elems * item +
+           working_threads(size, threads) * (size.scratch_elems * item + 64);
+}
+
+std::atomic<long> last_run_bytes{0};  // what the latest run asked for (last_conv_bytes())
+
 // Runs the job on `threads` threads (the caller's included), until done or `stop`; false when
 // memory ran out.
 template <typename T>
 bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
+    const Sizing size = plan_job(job, ks, sizeof(T), threads);
     if (job.ck == 0) {  // no input channels: every sum is empty, Y = B (or 0)
         T* y = static_cast<T*>(job.y);
         const T* bias = static_cast<const T*>(job.bias);
         for (long i = 0; i < job.n * job.m; ++i)
             for (long p = 0; p < job.out_plane; ++p)
                 y[i * job.out_plane + p] = bias ? bias[i % job.m] : T(0);
+        last_run_bytes = 0;
         return true;
     }
-    const bool depthwise = job.cg == 1;
     std::vector<T> packed;
-    long tasks, scratch_elems;
-    if (depthwise) {
-        plan_depthwise(job, ks, sizeof(T), threads);
-        tasks = job.n * job.group * job.row_blocks;
-        scratch_elems = depthwise_scratch(job);
-    } else {
-        job.row_kernel = job.plane_kernel = 0;
-        job.mparts = 1;
-        // the plane kernel copies every input element about once, the row kernel once per
-        // outer tap and the GEMM kernel's panel once per tap: the plane kernel first, but for
-        // 2-D rows where it drops more than 1/20 of its positions and the row kernel applies
-        // (measured: a dilated 3x3 on rows of 64 is 3% faster by rows, a GAN generator's 2x2
-        // ConvTranspose phases on rows of 32 10% faster on the plane)
-        bool plane_kernel = plan_plane(job, ks, sizeof(T), threads);
-        const bool wasteful = plane_kernel && job.rank == 2 &&
-                              (job.plane_width - job.out[1]) * 20 > job.plane_width;
-        const bool rows_kernel =
-            (!plane_kernel || wasteful) && plan_rows(job, ks, sizeof(T), threads);
-        if (rows_kernel) plane_kernel = job.plane_kernel = 0;
-        if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, sizeof(T), threads);
-        const long nr = sizeof(T) == 4 ? ks.nr_f32 : ks.nr_f64;
+    if (!size.depthwise) {
         const long rows = ceil_div(job.mg, ks.mr) * ks.mr;
         try {
-            packed.resize(job.group * rows * job.ck);
+            packed.resize(size.packed_elems);
         } catch (const std::bad_alloc&) {
             return false;
         }
@@ -465,26 +541,12 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         for (long g = 0; g < job.group; ++g)
             pack(ks, w + g * job.mg * job.ck, job.mg, job.ck, packed.data() + g * rows * job.ck);
         job.w = packed.data();
-        tasks = job.n * job.group * job.blocks * job.mparts;
-        // the panel, then the stride phases of one input row (build_panel)
-        const int last = job.rank - 1;
-        if (rows_kernel) tasks *= job.row_blocks;
-        scratch_elems = round_up(job.ck * round_up(job.nb, nr) +
-                                 job.s[last] * (job.out[last] + (job.k[last] - 1) * job.d[last]),
-                                 16) +
-                        job.ck * nr;  // then one packed column strip, 64-byte aligned
-        if (rows_kernel)
-            scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
-        if (plane_kernel) {
-            long phases = 1;
-            for (int i = 0; i < job.rank; ++i) phases *= job.s[i];
-            scratch_elems = job.cg * phases * job.plane_rows * job.plane_width;
-        }
     }
-    Run<T> run(job, ks, depthwise, tasks, scratch_elems, stop);
-    threads = std::max(1L, std::min(threads, tasks));
+    Run<T> run(job, ks, size.depthwise, size.tasks, size.scratch_elems, stop);
+    threads = working_threads(size, threads);
     // fewer threads than asked (pool busy, or no thread could start): the same sums
     pool().run(&Run<T>::work_of, &run, threads - 1);
+    last_run_bytes = long(packed.capacity() * sizeof(T)) + run.asked.load();
     return !run.failed;
 }
 
@@ -557,6 +619,63 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     if (!ok) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
+
+// A shape given as a sequence of at most PADCONV_MAX_RANK + 2 non-negative ints into `out`;
+// its length, or -1 (an exception set).
+int shape_of(PyObject* seq, long* out, const char* name) {
+    PyObject* fast = PySequence_Fast(seq, name);
+    if (!fast) return -1;
+    const Py_ssize_t size = PySequence_Fast_GET_SIZE(fast);
+    Py_DECREF(fast);
+    if (size > PADCONV_MAX_RANK + 2) {
+        PyErr_Format(PyExc_ValueError, "%s has more than %d dimensions", name,
+                     PADCONV_MAX_RANK + 2);
+        return -1;
+    }
+    return int_list(seq, int(size), out, name, 0) ? int(size) : -1;
+}
+
+// conv_scratch_bytes(x_shape, w_shape, y_shape, strides, dilations, pads_begin, group,
+// threads, isa, itemsize[, x_kind]): bytes conv() allocates for those shapes, worked out by
+// the plan_job the run itself calls (packed W and every working thread's buffer).
+PyObject* py_conv_scratch_bytes(PyObject*, PyObject* args) {
+    PyObject *x, *w, *y, *strides, *dilations, *pads;
+    long group, threads, itemsize;
+    const char* isa;
+    const char* x_kind = "same";
+    if (!PyArg_ParseTuple(args, "OOOOOOllsl|s", &x, &w, &y, &strides, &dilations, &pads, &group,
+                          &threads, &isa, &itemsize, &x_kind))
+        return 0;
+    const std::string kind(x_kind);
+    const int x_type = kind == "float16" ? X_FLOAT16 : kind == "bfloat16" ? X_BFLOAT16 : X_SAME;
+    if ((x_type == X_SAME && kind != "same") || (itemsize != 4 && itemsize != 8) ||
+        (x_type != X_SAME && itemsize != 4)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "itemsize must be 4 or 8, x_kind same (or float16/bfloat16 with 4)");
+        return 0;
+    }
+    long xs[PADCONV_MAX_RANK + 2], ws[PADCONV_MAX_RANK + 2], ys[PADCONV_MAX_RANK + 2];
+    const int x_ndim = shape_of(x, xs, "x_shape"), w_ndim = shape_of(w, ws, "w_shape");
+    const int y_ndim = shape_of(y, ys, "y_shape");
+    if (x_ndim < 0 || w_ndim < 0 || y_ndim < 0 || !valid_rank(x_ndim, w_ndim, y_ndim)) return 0;
+    ConvJob job;
+    job.x_type = x_type;
+    if (!fill_shapes(job, x_ndim, xs, ws, ys, group) ||
+        !int_list(strides, job.rank, job.s, "strides", 1) ||
+        !int_list(dilations, job.rank, job.d, "dilations", 1) ||
+        !int_list(pads, job.rank, job.pb, "pads_begin", 0))
+        return 0;
+    const KernelSet* ks = kernel_set(isa);
+    if (!ks || threads < 1) {
+        PyErr_Format(PyExc_ValueError, "unknown instruction set %s, or threads < 1", isa);
+        return 0;
+    }
+    const Sizing size = plan_job(job, *ks, int(itemsize), threads);
+    return PyLong_FromLong(sizing_bytes(size, int(itemsize), threads));
+}
+
+// last_conv_bytes(): bytes the latest conv() asked for (packed W, its threads' buffers).
+PyObject* py_last_conv_bytes(PyObject*, PyObject*) { return PyLong_FromLong(last_run_bytes); }
 
 PyObject* py_request_stop(PyObject*, PyObject*) {
     ++stop_requests;
@@ -660,6 +779,12 @@ PyMethodDef methods[] = {
     {"narrow", py_narrow, METH_VARARGS,
      "narrow(y, out, kind, isa): out = float32 y rounded once to float16/bfloat16 (to nearest "
      "even); False when float16 cannot be done natively on that instruction set."},
+    {"conv_scratch_bytes", py_conv_scratch_bytes, METH_VARARGS,
+     "conv_scratch_bytes(x_shape, w_shape, y_shape, strides, dilations, pads_begin, group, "
+     "threads, isa, itemsize, x_kind='same'): bytes conv() allocates besides x, w, b and y "
+     "(packed W, every working thread's buffer), from the sizing the run itself uses."},
+    {"last_conv_bytes", py_last_conv_bytes, METH_NOARGS,
+     "last_conv_bytes(): bytes the latest conv() asked for besides x, w, b and y."},
     {"request_stop", py_request_stop, METH_NOARGS,
      "request_stop(): every conv running now stops taking tasks and raises (RuntimeError, or "
      "the exception a signal handler raised); later calls are not affected."},
