@@ -29,9 +29,6 @@ __all__ = ["AUTO_PAD_VALUES", "FLOAT_DTYPE_NAMES", "ConvPlan", "conv", "conv_pla
 AUTO_PAD_VALUES = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 
-# the native core's targets for a GEMM panel and a row-kernel task, for ConvTranspose's bound
-PANEL_BYTES = 512 * 2**10
-ROW_BYTES = 256 * 2**10
 NATIVE_EXTENT_LIMIT = 2**31  # extents, strides, dilations, pads, reaches the native core plans
 NATIVE_ELEMENTS_LIMIT = 2**40  # elements of X, W or Y the native core plans
 UNPLANNED_BYTES = 2**62  # beyond any memory: what a geometry the native core cannot plan needs

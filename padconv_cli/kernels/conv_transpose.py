@@ -34,6 +34,7 @@ from itertools import product
 import numpy as np
 
 from padconv_cli.errors import UnsupportedDtypeError
+from padconv_cli.kernels.conv import ConvPlan
 from padconv_cli.kernels.conv_transpose_plan import ConvTransposePlan, plan_conv_transpose
 
 __all__ = ["ConvTransposePlan", "conv_transpose", "conv_transpose_planned",
@@ -395,8 +396,8 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     interleaved in one pass) (one image, the output channels of
     :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
     copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
-    scratch (bounded by :func:`padconv_cli.kernels.conv.PANEL_BYTES` per thread and
-    packed W)."""
+    scratch: the largest :func:`padconv_cli.kernels.conv.scratch_bytes` over the Conv calls
+    of the run (:func:`phase_conv_plans`) on the native core's thread count."""
     from padconv_cli.kernels import conv as conv_kernel
     from padconv_cli.kernels import native
 
@@ -414,8 +415,90 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     crop = math.prod(plan.x_shape) * np.dtype(dtype).itemsize if any(
         pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,
                                              plan.dilations, strict=True)) else 0
-    scratch = native.thread_count() * (conv_kernel.PANEL_BYTES + conv_kernel.ROW_BYTES)
-    return phase_out * acc + weights + crop + scratch + 2 * math.prod(plan.w_shape) * acc
+    threads = native.thread_count()
+    scratch = max((conv_kernel.scratch_bytes(conv_plan, acc, threads)
+                   for conv_plan in phase_conv_plans(plan, dtype)), default=0)
+    return phase_out * acc + weights + crop + scratch
+
+
+def phase_conv_plans(plan: ConvTransposePlan, dtype: np.dtype) -> set[ConvPlan]:
+    """The distinct Conv geometries (as Conv plans) the native core is called with when
+    ConvTranspose runs with finite weights of ``dtype``: the stacked 1x1 Conv of
+    :func:`kernel_is_stride`, the runs of :func:`uniform_phases`, or one Conv per phase, each
+    per image and chunk of output channels (:func:`channel_chunks`)."""
+    if math.prod(plan.output_shape) == 0 or plan.x_shape[1] == 0:
+        return set()
+    acc = accumulator_dtype(np.dtype(dtype))
+    same = np.dtype(dtype) == acc
+    if kernel_is_stride(plan) and same:
+        return _stacked_conv_plans(plan, acc.itemsize)
+    per_axis = [[p for p in axis_phases(*args) if p.taps] for args in zip(
+        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
+        plan.output_shape[2:], strict=True)]
+    if uniform_phases(plan, per_axis) and same:
+        return _interleaved_conv_plans(plan, per_axis, acc.itemsize)
+    return _separate_conv_plans(plan, per_axis, acc.itemsize)
+
+
+def _chunk_widths(plan: ConvTransposePlan, plane_bytes: int) -> set[int]:
+    return {m1 - m0 for m0, m1 in channel_chunks(plan, plane_bytes)}
+
+
+def _conv_plan(plan: ConvTransposePlan, channels: int, w_shape: tuple[int, ...], group: int,
+               phase: tuple[AxisPhase, ...], counts: tuple[int, ...]) -> ConvPlan:
+    """The stride-1 Conv of one image of X (``channels`` of them, cropped by the phase) with
+    a sub-kernel of shape ``w_shape`` into ``counts`` outputs; the end pads follow."""
+    sizes = tuple(n - p.crop for n, p in zip(plan.x_shape[2:], phase, strict=True))
+    begins = tuple(p.pad for p in phase)
+    ends = tuple(o + (k - 1) * p.dilation - n - b for o, k, p, n, b in zip(
+        counts, w_shape[2:], phase, sizes, begins, strict=True))
+    return ConvPlan(x_shape=(1, channels, *sizes), w_shape=w_shape, kernel_shape=w_shape[2:],
+                    strides=(1,) * len(phase), dilations=tuple(p.dilation for p in phase),
+                    pads=begins + ends, group=group, auto_pad="NOTSET",
+                    output_shape=(1, w_shape[0], *counts), formulas=())
+
+
+def _stacked_conv_plans(plan: ConvTransposePlan, itemsize: int) -> set[ConvPlan]:
+    taps, rank = math.prod(plan.kernel_shape), plan.spatial_rank
+    whole = tuple(AxisPhase(0, 0, (0,), 1, 0, 0) for _ in range(rank))
+    c = plan.x_shape[1]
+    return {_conv_plan(plan, c, (width * taps, c) + (1,) * rank, 1, whole, plan.x_shape[2:])
+            for width in _chunk_widths(plan, math.prod(plan.output_shape[2:]) * itemsize)}
+
+
+def _interleaved_conv_plans(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
+                            itemsize: int) -> set[ConvPlan]:
+    counts = tuple(o // s for o, s in zip(plan.output_shape[2:], plan.strides, strict=True))
+    runs = _slot_runs(list(product(*per_axis)), tuple(plan.strides), stack=plan.group == 1)
+    plans = set()
+    for width, (_, run) in product(
+            _chunk_widths(plan, math.prod(plan.output_shape[2:]) * itemsize), runs):
+        phase, taps = run[0], tuple(len(p.taps) for p in run[0])
+        if plan.group == 1:
+            shape, group, channels = (len(run) * width, plan.x_shape[1], *taps), 1, plan.x_shape[1]
+        else:
+            group = width // plan.w_shape[1]
+            shape = (width, plan.x_shape[1] // plan.group, *taps)
+            channels = group * shape[1]
+        plans.add(_conv_plan(plan, channels, shape, group, phase, counts))
+    return plans
+
+
+def _separate_conv_plans(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
+                         itemsize: int) -> set[ConvPlan]:
+    geometries = [{(p.count, len(p.taps), p.dilation, p.pad, p.crop): p for p in axis}.values()
+                  for axis in per_axis]  # phases of one geometry make the same Conv
+    largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
+                  default=0)
+    plans = set()
+    for width, phase in product(_chunk_widths(plan, largest * itemsize), product(*geometries)):
+        group = 1 if plan.group == 1 else width // plan.w_shape[1]
+        cg = plan.x_shape[1] // plan.group
+        channels = plan.x_shape[1] if plan.group == 1 else group * cg
+        shape = (width, cg, *(len(p.taps) for p in phase))
+        plans.add(_conv_plan(plan, channels, shape, group, phase,
+                             tuple(p.count for p in phase)))
+    return plans
 
 
 # --- element types -------------------------------------------------------------------------

@@ -99,3 +99,61 @@ def test_figure_of_a_padded_pointwise_tile_covers_its_run_inside_the_padding(mon
     inside = conv_kernel.plan_conv((1, 64, 32, 32), (256, 64, 1, 1), None)
     assert conv_kernel.scratch_bytes(padded, 4, 3) >= conv_kernel.scratch_bytes(inside, 4, 3)
     assert conv_kernel.scratch_bytes(inside, 4, 3) >= _run_native(inside, np.float32, 3)
+
+
+# name: (x shape, w shape, ConvTranspose attributes), one for each way the run calls Conv
+TRANSPOSE_SHAPES = {
+    "kernel == stride": ((1, 16, 8, 8), (16, 8, 2, 2), {"strides": (2, 2)}),
+    "k4 s2 p1": ((2, 8, 7, 9), (8, 6, 4, 4), {"strides": (2, 2), "pads": (1, 1, 1, 1)}),
+    "1-D k16 s8": ((1, 4, 12), (4, 3, 16), {"strides": (8,), "pads": (4, 4)}),
+    "grouped": ((1, 8, 6, 6), (8, 3, 3, 3), {"strides": (2, 2), "group": 2,
+                                             "pads": (1, 0, 1, 0)}),
+    "grouped k4 s2 p1": ((1, 8, 6, 6), (8, 2, 4, 4), {"strides": (2, 2), "group": 4,
+                                                      "pads": (1, 1, 1, 1)}),
+    "many input channels": ((1, 4096, 6, 6), (4096, 8, 3, 3), {"pads": (1, 1, 1, 1)}),
+    "dilated": ((1, 6, 9, 10), (6, 5, 3, 2), {"strides": (3, 2), "dilations": (2, 3),
+                                              "pads": (2, 1, 0, 1)}),
+    "pads beyond the kernel": ((1, 3, 9), (3, 2, 3), {"strides": (2,), "pads": (5, 1)}),
+}
+
+
+def _largest_conv_asked(x_shape, w_shape, attributes, dtype, monkeypatch) -> int:
+    """Runs ConvTranspose and returns the most any of its native Conv calls asked for."""
+    from padconv_cli.kernels import conv_transpose as ct
+
+    asked = []
+    run_conv = native.conv_into
+
+    def observed(*args, **kwargs):
+        run_conv(*args, **kwargs)
+        asked.append(native.extension().last_conv_bytes())
+
+    monkeypatch.setattr(native, "conv_into", observed)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(dtype)
+    w = rng.standard_normal(w_shape).astype(dtype)
+    ct.conv_transpose(x, w, **attributes)
+    monkeypatch.setattr(native, "conv_into", run_conv)
+    assert asked, "the run made no native Conv call"
+    return max(asked)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("name", sorted(TRANSPOSE_SHAPES))
+def test_transpose_figure_covers_what_its_conv_calls_ask_for(name, dtype, threads, monkeypatch):
+    from padconv_cli.kernels import conv_transpose as ct
+    from padconv_cli.kernels.conv_transpose_plan import plan_conv_transpose
+
+    monkeypatch.setenv(native.THREADS_VARIABLE, threads)
+    x_shape, w_shape, attributes = TRANSPOSE_SHAPES[name]
+    plan = plan_conv_transpose(x_shape, w_shape, None, **attributes)
+    asked = _largest_conv_asked(x_shape, w_shape, attributes, dtype, monkeypatch)
+    accumulator = ct.accumulator_dtype(np.dtype(dtype)).itemsize
+    conv_plans = ct.phase_conv_plans(plan, np.dtype(dtype))
+    core = max(conv_kernel.scratch_bytes(p, accumulator, int(threads)) for p in conv_plans)
+    assert asked <= core
+    padded_pointwise = any(set(p.kernel_shape) == {1} and any(p.pads) for p in conv_plans)
+    if threads == "1" and not padded_pointwise:  # no helper to wait for: the same buffers
+        assert asked == core  # (a padded 1x1 plan also counts a tile inside its padding)
+    assert ct.working_bytes(plan, np.dtype(dtype)) >= asked
