@@ -60,20 +60,44 @@ def tile_plan(plan: Any, images: tuple[int, int], spatial: tuple[tuple[int, int]
 
 
 def tile_cost(tile_shape: tuple[int, ...], *, plan: Any, itemsize: int) -> int:
-    """Upper bound of the bytes one tile needs: its X window (mapped and read), its output
-    and mapped pages, and the kernel's working memory on the tile's plan
+    """Upper bound of the bytes one tile of ``tile_shape`` needs, wherever it lies: the most,
+    over the distinct tiles (:func:`distinct_tile_windows`), of its X window (mapped and read),
+    its output and mapped pages, and the kernel's working memory on the tile's own plan
     (:func:`padconv_cli.kernels.conv_transpose.working_bytes`)."""
+    images, _channels, *spatial = tile_shape
+    dtype = {2: np.float16, 4: np.float32, 8: np.float64}.get(itemsize, np.float32)
+    outputs = math.prod(tile_shape)
+    per_axis = [distinct_tile_windows(out, length, n, k, s, d, pb) for out, length, n, k, s, d, pb
+                in zip(plan.output_shape[2:], spatial, plan.x_shape[2:], plan.kernel_shape,
+                       plan.strides, plan.dilations, plan.pads_begin, strict=True)]
+    return max((_piece_cost(tile_plan(plan, (0, images), windows)[1], outputs, itemsize,
+                            np.dtype(dtype)) for windows in itertools.product(*per_axis)),
+               default=2 * outputs * itemsize)
+
+
+def _piece_cost(piece: Any, outputs: int, itemsize: int, dtype: np.dtype) -> int:
     from padconv_cli.kernels.conv_transpose import working_bytes
 
-    images, _channels, *spatial = tile_shape
-    longest = [min(n, -(-o // s) + -(-((k - 1) * d + 1) // s) + 1)
-               for o, n, k, s, d in zip(spatial, plan.x_shape[2:], plan.kernel_shape,
-                                        plan.strides, plan.dilations, strict=True)]
-    piece = dataclasses.replace(plan, x_shape=(images, plan.x_shape[1], *longest),
-                                output_shape=tuple(tile_shape))
-    window, outputs = math.prod(piece.x_shape), math.prod(tile_shape)
-    dtype = {2: np.float16, 4: np.float32, 8: np.float64}.get(itemsize, np.float32)
-    return 2 * (window + outputs) * itemsize + working_bytes(piece, np.dtype(dtype))
+    return 2 * (math.prod(piece.x_shape) + outputs) * itemsize + working_bytes(piece, dtype)
+
+
+def distinct_tile_windows(out: int, length: int, size: int, kernel: int, stride: int,
+                          dilation: int, pad_begin: int) -> list[tuple[int, int]]:
+    """One output range ``[o0, o1)`` per distinct tile plan along an axis cut in ``length``
+    long tiles: a tile's plan follows from its window length, its begin pad and its output
+    length (:func:`tile_plan`).  Away from both ends (no window clipped to X) these repeat
+    with ``o0`` modulo ``stride``, so the first tiles up to one period past the start's
+    clipping and the last ones from one period before the end's clipping hold them all."""
+    count = max(1, -(-out // length))
+    period = stride // math.gcd(stride, length)
+    head = -(-max(0, (kernel - 1) * dilation - pad_begin + stride) // length) + 1 + period
+    tail = -(-max(0, out - (size - 1) * stride + pad_begin) // length) + 1 + period
+    seen: dict[tuple[int, int, int], tuple[int, int]] = {}
+    for j in sorted(set(range(min(count, head))) | set(range(max(0, count - tail), count))):
+        o0, o1 = j * length, min(out, (j + 1) * length)
+        i0, i1 = input_window(o0, o1, size, kernel, stride, dilation, pad_begin)
+        seen.setdefault((max(0, i1 - i0), pad_begin + o0 - i0 * stride, o1 - o0), (o0, o1))
+    return list(seen.values())
 
 
 def fixed_bytes(w: Any, b: Any) -> int:

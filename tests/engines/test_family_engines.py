@@ -4,6 +4,8 @@ all, included), from a .npy file or a chunked Zarr store."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -171,3 +173,49 @@ def test_conv_transpose_dask_engine_writes_the_memory_result(tmp_path, source):
                           output=target, memory_limit=300_000))
     assert outcome.tiled.tiles > 1
     assert np.array_equal(np.load(target), expected)
+
+
+TILE_COST_CASES = [  # (X shape, W shape, attributes)
+    *(((1, 6, 17, 13), (6, 4 // a.get("group", 1) * 2, 4, 3), a) for a in TRANSPOSE_CASES),
+    ((1, 6, 4, 11), (6, 2, 1, 5), {"strides": [2, 1], "dilations": [2, 2],
+                                   "pads": [1, 2, 3, 2], "group": 2}),
+    ((1, 64, 9, 7), (64, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attributes", TILE_COST_CASES)
+@pytest.mark.parametrize("rows, columns", [(3, 5), (7, 2), (1, 13)])  # tile lengths
+def test_conv_transpose_tile_cost_covers_every_tile_of_its_shape(x_shape, w_shape, attributes,
+                                                                 rows, columns, monkeypatch):
+    """Wherever a tile lies, its window, output and working memory (its own plan's figure,
+    which covers what its native Conv calls asked for) stay within the tiler's cost."""
+    import math
+
+    from padconv_cli.kernels import native
+    from padconv_cli.kernels.conv_transpose import conv_transpose_planned, working_bytes
+    from padconv_cli.kernels.conv_transpose_plan import plan_conv_transpose
+    from padconv_cli.outofcore.conv_transpose_tiles import tile_cost, tile_plan
+    from padconv_cli.outofcore.tiling import split_range
+
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    plan = plan_conv_transpose(x.shape, w.shape, None, **attributes)
+    cost = tile_cost((1, plan.output_shape[1], rows, columns), plan=plan, itemsize=4)
+    asked = []
+    run_conv = native.conv_into
+
+    def observed(*args, **kwargs):
+        run_conv(*args, **kwargs)
+        asked.append(native.extension().last_conv_bytes())
+
+    monkeypatch.setattr(native, "conv_into", observed)
+    height, width = plan.output_shape[2:]
+    for r, c in itertools.product(split_range(height, rows), split_range(width, columns)):
+        box, piece = tile_plan(plan, (0, 1), (r, c))
+        asked.clear()
+        if box is not None:
+            conv_transpose_planned(piece, x[box], w)
+        figure = working_bytes(piece, np.dtype(np.float32))
+        assert max(asked, default=0) <= figure
+        held = 2 * (math.prod(piece.x_shape) + math.prod(piece.output_shape)) * 4
+        assert held + figure <= cost
