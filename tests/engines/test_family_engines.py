@@ -82,15 +82,17 @@ def _zarr_copy(path, folder):
 ])
 @pytest.mark.parametrize("source", ["npy", "zarr"])
 def test_dask_engine_is_bit_identical_for_the_integer_operators(tmp_path, integer_files, op,
-                                                                attributes, source):
+                                                                attributes, source,
+                                                                monkeypatch):
     pytest.importorskip("dask")
+    monkeypatch.setenv("PADCONV_NATIVE_THREADS", "2")  # the working memory, so the tile count
     inputs = _inputs(integer_files, op)
     expected = run(Request(op, inputs, attributes), write=False).result
     if source == "zarr":
         inputs = (_zarr_copy(inputs[0], tmp_path), *inputs[1:])
     target = str(tmp_path / "y.npy")
     outcome = run(Request(op, inputs, attributes, engine="dask", output=target,
-                          memory_limit=600_000))
+                          memory_limit=100_000))
     assert outcome.tiled.tiles > 1
     got = np.load(target)
     assert got.dtype == expected.dtype and np.array_equal(got, expected)
@@ -155,8 +157,9 @@ def test_conv_transpose_tiled_engine_writes_the_memory_result(tmp_path):
 
 
 @pytest.mark.parametrize("source", ["npy", "zarr"])
-def test_conv_transpose_dask_engine_writes_the_memory_result(tmp_path, source):
+def test_conv_transpose_dask_engine_writes_the_memory_result(tmp_path, source, monkeypatch):
     pytest.importorskip("dask")
+    monkeypatch.setenv("PADCONV_NATIVE_THREADS", "2")  # the working memory, so the tile count
     x = RNG.standard_normal((2, 6, 17, 13)).astype(np.float32)
     w = RNG.standard_normal((6, 4, 4, 3)).astype(np.float32)
     b = RNG.standard_normal(8).astype(np.float32)
