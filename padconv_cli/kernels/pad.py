@@ -1,6 +1,6 @@
 """The ONNX ``Pad`` operator (opset 25: Pad-18 semantics plus ``wrap``), in numpy: its element
 types and constant value (:func:`coerce_constant_value`), the plan (:func:`plan_pad`, from the
-input shape alone) and the fill kernel (:func:`pad`).
+input shape alone), the fill kernel (:func:`pad`) and the threads it runs on (:func:`run_tasks`).
 
 * ``pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` over ``axes`` (all axes when
   None; negative axes count from the back; a repeated axis is refused).
@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import operator
-from collections.abc import Callable, Iterable, Iterator
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from queue import SimpleQueue
 from typing import Any
 
 import numpy as np
@@ -37,6 +41,7 @@ __all__ = ["PAD_ELEMENT_TYPES", "PAD_ELEMENT_TYPES_TEXT", "PAD_MODES", "AxisPad"
            "pad_planned", "plan_pad"]
 
 _BLOCK_BYTES = 1 << 21  # output bytes a block: its border is filled while it is in cache
+_PARALLEL_BYTES = 1 << 23  # outputs from this size on are filled by all the cores
 
 
 # Pad-25's type constraint T, in padconv's ONNX-style names (padconv_cli.dtypes.dtype_name).
@@ -224,6 +229,105 @@ def output_dtype(dt: np.dtype, fill: Any) -> np.dtype:
     if dt.kind != "U" or not isinstance(fill, str) or len(fill) <= dt.itemsize // 4:
         return dt
     return np.dtype((np.str_, len(fill))).newbyteorder(dt.byteorder)
+
+
+_HELPER_PREFIX = "padconv-helper"
+_Job = tuple[Callable[[], None], threading.Event]
+_jobs: SimpleQueue[_Job] | None = None
+_jobs_pid = -1
+
+
+def worker_count() -> int:
+    """Cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
+    """Run independent tasks on the calling thread and ``worker_count() - 1`` pool threads,
+    in order from one shared queue; the first exception (a Ctrl-C first) is raised here once
+    every thread has stopped (a failure skips the tasks not yet started)."""
+    if len(tasks) <= 1 or worker_count() == 1 or _on_helper_thread():
+        for task in tasks:
+            task()
+        return
+    pending = iter(tasks)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def stop(exc: BaseException) -> None:
+        with lock:
+            errors.append(exc)
+
+    def drain() -> None:
+        while True:
+            with lock:
+                task = None if errors else next(pending, None)
+            if task is None:
+                return
+            try:
+                task()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+                stop(exc)
+
+    jobs = _helper_jobs()
+    helpers: list[threading.Event] = []
+    try:
+        for _ in range(min(worker_count(), len(tasks)) - 1):
+            done = threading.Event()
+            jobs.put((drain, done))
+            helpers.append(done)
+        drain()
+    except BaseException as exc:  # e.g. Ctrl-C between two tasks: the helpers stop too
+        stop(exc)
+    _wait_for_helpers(helpers, stop)
+    if errors:  # Ctrl-C first, then the first failure
+        raise next((e for e in errors if not isinstance(e, Exception)), errors[0])
+
+
+def _wait_for_helpers(
+    helpers: list[threading.Event], stop: Callable[[BaseException], None]
+) -> None:
+    """Wait until every helper has returned, even through Ctrl-C (recorded with ``stop``): the
+    caller must not reuse a buffer while a helper is still inside a task."""
+    for done in helpers:
+        while True:
+            try:
+                done.wait()
+                break
+            except BaseException as exc:  # noqa: BLE001 - recorded, raised by run_tasks
+                stop(exc)
+
+
+def _on_helper_thread() -> bool:
+    """True on a pool thread: its own tasks run there, as waiting for the pool from inside the
+    pool could wait for ever."""
+    return threading.current_thread().name.startswith(_HELPER_PREFIX)
+
+
+def _helper_jobs() -> SimpleQueue[_Job]:
+    """The queue of the helper threads (one fewer than the cores), started on first use and
+    anew in a forked child; daemon threads, so that an exit on Ctrl-C never waits for them."""
+    global _jobs, _jobs_pid
+    if _jobs is None or _jobs_pid != os.getpid():
+        jobs: SimpleQueue[_Job] = SimpleQueue()
+        for index in range(max(1, worker_count() - 1)):
+            threading.Thread(
+                target=_serve, args=(jobs,), name=f"{_HELPER_PREFIX}-{index}", daemon=True
+            ).start()
+        _jobs, _jobs_pid = jobs, os.getpid()
+    return _jobs
+
+
+def _serve(jobs: SimpleQueue[_Job]) -> None:
+    """A helper thread: run each job, then set its event."""
+    while True:
+        job, done = jobs.get()
+        try:
+            job()
+        finally:
+            done.set()
 
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
@@ -467,17 +571,33 @@ Step = tuple[tuple[Any, ...], tuple[Any, ...] | None]
 def _fill_in_blocks(out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...],
                     mode: str, fill: Any) -> None:
     """Copy ``src`` into the centre of ``out`` and fill the border, one block (of the leading
-    unpadded axes) at a time, by border steps worked out once.  One thread: on the benchmark's
-    Pad cases helper threads made no fill faster (the copies are bound by memory)."""
+    unpadded axes) at a time, by border steps worked out once; large outputs share the blocks
+    out in contiguous runs among the cores (numpy copies release the GIL)."""
     depth, count = _block_layout(out.shape, out.itemsize, sides)
     inner = sides[depth:]
     centre = tuple(slice(b, b + n) for b, n, _ in inner)
     slab_steps, row_steps = _border_steps(inner, mode)
-    for out_block, src_block in _blocks(out, src, depth, count):
-        out_block[centre] = src_block
-        _replay(out_block, slab_steps, fill)
-        if row_steps:
-            _replay(_rows(out_block), row_steps, fill)
+
+    def fill_blocks(pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        for out_block, src_block in pairs:
+            out_block[centre] = src_block
+            _replay(out_block, slab_steps, fill)
+            if row_steps:
+                _replay(_rows(out_block), row_steps, fill)
+
+    pairs = list(_blocks(out, src, depth, count))
+    runs = _parallel_runs(len(pairs), out)
+    run_tasks([functools.partial(fill_blocks, pairs[run]) for run in runs])
+
+
+def _parallel_runs(block_count: int, out: np.ndarray) -> list[slice]:
+    """Contiguous runs of blocks, one per core, for outputs of at least ``_PARALLEL_BYTES``
+    whose copies release the GIL (not object arrays); else one run of all the blocks."""
+    parts = 1
+    if out.nbytes >= _PARALLEL_BYTES and not out.dtype.hasobject:
+        parts = max(1, min(worker_count(), block_count))
+    step = max(1, -(-block_count // parts))
+    return [slice(first, first + step) for first in range(0, max(block_count, 1), step)]
 
 
 def _replay(array: np.ndarray, steps: list[Step], fill: Any) -> None:

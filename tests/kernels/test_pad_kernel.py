@@ -382,10 +382,11 @@ def test_blocked_fill_matches_oracle(monkeypatch, mode, shape, pads, block_bytes
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype_name", ["float32", "int8", "complex128", "bool", "object"])
 @pytest.mark.parametrize("block_bytes", [1, 64, 200])
-def test_blocked_fill_of_every_element_kind_matches_oracle(monkeypatch, mode, dtype_name,
-                                                          block_bytes):
-    """Small block sizes send every element kind through the cache-blocked path."""
+def test_blocks_shared_among_the_cores_match_oracle(monkeypatch, mode, dtype_name, block_bytes):
+    """With no size threshold, every output's blocks are split among the cores."""
+    monkeypatch.setattr(pad_module, "_PARALLEL_BYTES", 0)
     monkeypatch.setattr(pad_module, "_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(pad_module, "worker_count", lambda: 3)
     data = make_data(np.dtype(dtype_name), (5, 4, 3, 2), rng_for("cores", mode, dtype_name))
     pads = [0, 1, 2, 0, 3, 1, 0, 2]
     constant = {"float32": -1.5, "int8": 7, "complex128": 1 + 2j, "bool": True, "object": "x"}
