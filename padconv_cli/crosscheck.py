@@ -21,6 +21,7 @@ from padconv_cli.ops import operator
 from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
 from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
 from padconv_cli.runtimes import onnx_array, run_in_onnxruntime, run_in_reference
+from padconv_cli.verification.compare import compare_with_peer
 
 FAILING = ("disagree", "refused")
 
@@ -69,17 +70,6 @@ def known_deviation(peer: str, call: Any, plan: Any) -> str | None:
 
 
 PEERS = {REFERENCE: run_in_reference, ONNXRUNTIME: run_in_onnxruntime}
-
-
-def compare_with_peer(theirs: Any, ours: Any, bound: np.ndarray | None,
-                      rtol: float | None = None, atol: float | None = None) -> Any:
-    """``compare_arrays(theirs, ours)``: within ``atol + rtol*|theirs|`` plus ``bound`` per
-    element (when it has the output's shape), strings as str whatever their width."""
-    from padconv_cli.verification.compare import compare_arrays
-
-    theirs, ours = onnx_array(theirs, "US"), onnx_array(ours, "US")
-    usable = bound if bound is not None and theirs.shape == np.shape(bound) else None
-    return compare_arrays(theirs, ours, rtol=rtol, atol=atol, bound=usable)
 
 
 def _judge(peer: str, status: str, output: Any, call: Any, result: np.ndarray,

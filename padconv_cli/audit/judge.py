@@ -2,7 +2,7 @@
 
 Per node, from the captured inputs (stored ones where the run had no value), padconv computes
 the node (:mod:`padconv_cli.onnx_nodes`) and compares with the runtime's output as ``--check``
-does (``crosscheck.compare_with_peer``: ``atol + rtol*|ref|`` plus the error bound).  Statuses:
+does (``compare_with_peer``: ``atol + rtol*|ref|`` plus the error bound).  Statuses:
 
 * ``ok``: within the bound;  ``outside``: not (exit 1);
 * ``known deviation``: outside, in a way the operator explains, padconv right;
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.audit.capture import REFERENCE, Capture, NodeCapture, node_key
-from padconv_cli.crosscheck import compare_with_peer
 from padconv_cli.errors import PadconvError
 from padconv_cli.ops import compute, operator
+from padconv_cli.verification.compare import compare_with_peer
 
 OK, OUTSIDE, NOT_REACHED, NOT_RUN = "ok", "outside", "not reached", "not run"
 KNOWN = "known deviation"

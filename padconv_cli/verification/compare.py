@@ -226,3 +226,14 @@ def display_value(value: Any) -> str:
         return repr(value.decode("utf-8", errors="replace") if isinstance(value, bytes)
                     else str(value))
     return str(value) if isinstance(value, np.generic) else repr(value)
+
+
+def compare_with_peer(theirs: Any, ours: Any, bound: np.ndarray | None,
+                      rtol: float | None = None, atol: float | None = None) -> Any:
+    """``compare_arrays(theirs, ours)``: within ``atol + rtol*|theirs|`` plus ``bound`` per
+    element (when it has the output's shape), strings as str whatever their width."""
+    from padconv_cli.runtimes import onnx_array
+
+    theirs, ours = onnx_array(theirs, "US"), onnx_array(ours, "US")
+    usable = bound if bound is not None and theirs.shape == np.shape(bound) else None
+    return compare_arrays(theirs, ours, rtol=rtol, atol=atol, bound=usable)

@@ -43,10 +43,10 @@ def run_case(case: Case, *, rtol: float | None = None, atol: float | None = None
     """Run ``case`` through the same kernels as ``padconv pad``/``padconv conv`` and compare
     the result with the expected output (rule: :func:`compare_arrays`; Conv cases add the
     dot-product error bound of :mod:`padconv_cli.kernels.conv_bound`)."""
-    from padconv_cli.crosscheck import compare_with_peer
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.onnx_nodes import kernel_call
     from padconv_cli.ops import compute, error_bound
+    from padconv_cli.verification.compare import compare_with_peer
 
     if case.unsupported:
         return CaseResult(case, UNSUPPORTED, operator=case.op)
