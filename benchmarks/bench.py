@@ -107,6 +107,13 @@ def docs_text(result: dict[str, Any], command: str) -> str:
                       *map(markdown, all_tables(result))])
 
 
+def rerun_command(args: argparse.Namespace) -> str:
+    """The command that measures the same cases again: the cases and --quick, not where the
+    output went (a path of the machine that ran it)."""
+    flags = ["--quick"] * args.quick + [w for case in args.cases or [] for w in ("--cases", case)]
+    return shlex.join(["python", "benchmarks/bench.py", *flags])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run, print the tables (or JSON), write the docs if asked; 1 when a result was wrong."""
     args = parse_args(argv)
@@ -122,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = "\n".join(map(markdown, all_tables(result)))
     print(json.dumps(result, indent=1) if args.json else tables)
     if args.write_docs:
-        command = shlex.join(["python", "benchmarks/bench.py", *(argv or sys.argv[1:])])
-        args.write_docs.write_text(docs_text(result, command))
+        args.write_docs.write_text(docs_text(result, rerun_command(args)))
     return 1 if any(row["status"] == "mismatch" or row["status"] == "error" and "padconv" in who
                     for part in parts(result) for who, row in part["rows"].items()) else 0
 

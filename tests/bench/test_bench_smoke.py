@@ -58,6 +58,9 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
     assert "p90" in text and ("of GEMM peak" in text or "of bandwidth" in text)
     assert "machine limits, measured in this run" in text
     assert text.startswith(bench.DOCS.read_text().split(bench.MARKER)[0])
+    assert str(tmp_path) not in text  # the report names no path of the machine that ran it
+    assert "`python benchmarks/bench.py --quick --cases conv/dilated --cases pad/reflect " \
+        "--cases cli/`" in text
     assert "partial run" in text  # (a noisy-host note appears only when the load was high)
 
 
