@@ -41,6 +41,23 @@ def run_cli():
 
 
 @pytest.fixture
+def conv_allocations(monkeypatch) -> list[int]:
+    """The bytes each native Conv call of the test allocated, in call order (the native
+    module's own count, read after every ``native.conv_into``)."""
+    from padconv_cli.kernels import native
+
+    asked: list[int] = []
+    run_conv = native.conv_into
+
+    def observed(*args, **kwargs):
+        run_conv(*args, **kwargs)
+        asked.append(native.extension().last_conv_bytes())
+
+    monkeypatch.setattr(native, "conv_into", observed)
+    return asked
+
+
+@pytest.fixture
 def unsupported_dir(tmp_path):
     """An ONNX backend-test case whose model computes Pad then Relu (unsupported by verify)."""
     import onnx

@@ -189,12 +189,12 @@ TILE_COST_CASES = [  # (X shape, W shape, attributes)
 @pytest.mark.parametrize("x_shape, w_shape, attributes", TILE_COST_CASES)
 @pytest.mark.parametrize("rows, columns", [(3, 5), (7, 2), (1, 13)])  # tile lengths
 def test_conv_transpose_tile_cost_covers_every_tile_of_its_shape(x_shape, w_shape, attributes,
-                                                                 rows, columns, monkeypatch):
+                                                                 rows, columns,
+                                                                 conv_allocations):
     """Wherever a tile lies, its window, output and working memory (its own plan's figure,
     which covers what its native Conv calls asked for) stay within the tiler's cost."""
     import math
 
-    from padconv_cli.kernels import native
     from padconv_cli.kernels.conv_transpose import conv_transpose_planned, working_bytes
     from padconv_cli.kernels.conv_transpose_plan import plan_conv_transpose
     from padconv_cli.outofcore.conv_transpose_tiles import tile_cost, tile_plan
@@ -204,14 +204,7 @@ def test_conv_transpose_tile_cost_covers_every_tile_of_its_shape(x_shape, w_shap
     w = RNG.standard_normal(w_shape).astype(np.float32)
     plan = plan_conv_transpose(x.shape, w.shape, None, **attributes)
     cost = tile_cost((1, plan.output_shape[1], rows, columns), plan=plan, itemsize=4)
-    asked = []
-    run_conv = native.conv_into
-
-    def observed(*args, **kwargs):
-        run_conv(*args, **kwargs)
-        asked.append(native.extension().last_conv_bytes())
-
-    monkeypatch.setattr(native, "conv_into", observed)
+    asked = conv_allocations
     height, width = plan.output_shape[2:]
     for r, c in itertools.product(split_range(height, rows), split_range(width, columns)):
         box, piece = tile_plan(plan, (0, 1), (r, c))
