@@ -366,29 +366,17 @@ def test_runtime_and_dims_do_not_go_with_outputs(run_cli):
 
 
 @needs_polygraphy
-def test_what_polygraphy_dumps_now_is_judged(run_cli, tmp_path):
+@pytest.mark.parametrize("inputs, outputs", [("in.json", "out.json"), ("inputs", "outputs")])
+def test_what_polygraphy_dumps_is_judged_from_files_and_iteration_folders(run_cli, tmp_path,
+                                                                         inputs, outputs):
     import subprocess
 
     path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
     subprocess.run([*polygraphy_command(), "run", path, "--onnxrt", "--onnx-outputs", "mark",
-                    "all", "--save-inputs", "in.json", "--save-outputs", "out.json"],
+                    "all", "--save-inputs", inputs, "--save-outputs", outputs],
                    cwd=tmp_path, check=True, capture_output=True, timeout=300)
-    result = run_cli("audit", path, str(tmp_path / "in.json"),
-                     "--outputs", str(tmp_path / "out.json"), "--json")
-    assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["counts"] == {"ok": 7}
-
-
-@needs_polygraphy
-def test_polygraphy_iteration_folders_are_read(run_cli, tmp_path):
-    import subprocess
-
-    path = exported_model(tmp_path / "m.onnx", input_dims=(1, 3, 16, 16))
-    subprocess.run([*polygraphy_command(), "run", path, "--onnxrt", "--onnx-outputs", "mark",
-                    "all", "--save-inputs", "inputs", "--save-outputs", "outputs"],
-                   cwd=tmp_path, check=True, capture_output=True, timeout=300)
-    result = run_cli("audit", path, str(tmp_path / "inputs"),
-                     "--outputs", str(tmp_path / "outputs"), "--json")
+    result = run_cli("audit", path, str(tmp_path / inputs),
+                     "--outputs", str(tmp_path / outputs), "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["counts"] == {"ok": 7}
 
