@@ -81,3 +81,13 @@ def test_the_readme_pre_commit_hook_fails_on_a_wrong_expected_output(tmp_path):
     done = _run_hooks(pre_commit, project, env)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "0 passed, 1 failed" in done.stdout
+
+
+def test_hook_manifest_runs_verify_without_file_names():
+    """The hook a repository's `rev:` installs (``pre-commit try-repo`` of this checkout is a
+    step of ``.ci/run``: it builds the native core)."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML comes with pre-commit (the test extra)")
+    (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert hook["id"] == "padconv-verify"
+    assert hook["entry"].startswith("padconv verify")
+    assert hook["language"] == "python" and hook["pass_filenames"] is False
