@@ -49,10 +49,6 @@ from padconv_cli.tensorio.protobuf import tensor_from_proto
 if TYPE_CHECKING:
     from padconv_cli.tensorio.files import ReadPolicy
 
-__all__ = ["ModelNode", "ResolvedCall", "find_node", "load_model", "model_initializers",
-           "model_nodes", "model_opset", "resolve_call", "stored_tensor", "stored_values",
-           "with_node_context"]
-
 LISTED_NODES = 12
 SHORTHAND_CONSTANTS = ("value_float", "value_floats", "value_int", "value_ints", "value_string",
                        "value_strings")

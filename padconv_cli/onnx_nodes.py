@@ -27,10 +27,6 @@ from padconv_cli.ops.protocol import (
     KernelCall,
 )
 
-__all__ = ["KernelCall", "call_for_node", "check_attribute_type", "check_node_input_count",
-           "decode_attribute_text", "default_opset", "kernel_call", "node_attributes",
-           "operator_version"]
-
 DEFAULT_DOMAINS = ("", "ai.onnx")
 CONSTANT_ATTRIBUTE_TYPES = {
     "value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS, "value_int": INT,

@@ -50,11 +50,9 @@ class Request:
 
 @dataclass
 class Outcome:
-    """What a call did: the engine, the plan, the result (in memory) or the tiled result."""
+    """What a call did: the engine, the result (in memory) or the tiled result."""
 
     engine: str
-    plan: Any = None
-    resolved: Any = None
     result: np.ndarray | None = None
     tiled: Any = None
     string_dtype: np.dtype | None = None  # the fixed width of a wide string result held as str
@@ -140,7 +138,7 @@ class Planned:
         request = self.request
         if self.resolved.origin is not None or "tiled" not in self.entry.engines:
             return False
-        if not tiled_possible(request.inputs[0], request.output, request.fmt):
+        if not (is_npy_file(request.inputs[0]) and is_npy_target(request.output, request.fmt)):
             return False
         if needs.total <= limit:
             return True
@@ -158,10 +156,10 @@ class Planned:
             source, *others = self.call.arrays
             tiled = self.entry.run_engine(self.engine, source, others, self.plan,
                                           self.call.attributes, _engine_settings(request))
-            return Outcome(self.engine, self.plan, self.resolved, tiled=tiled)
+            return Outcome(self.engine, tiled=tiled)
         self._read_declared()
-        outcome = Outcome("memory", self.plan, self.resolved)
-        outcome.result = self.entry.run(self.plan, self.call.arrays, self.call.attributes)
+        outcome = Outcome("memory", self.entry.run(self.plan, self.call.arrays,
+                                                   self.call.attributes))
         dtype = self.output_dtype()
         if outcome.result.dtype.kind == "O" and dtype.kind in "US":
             outcome.string_dtype = dtype  # a wide string result held as python strings
@@ -353,11 +351,6 @@ def is_npy_target(output: str | None, fmt: str | None) -> bool:
     return fmt == "npy" or (fmt is None and os.path.splitext(output)[1].lower() in (".npy", ""))
 
 
-def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
-    """True when the tiled engine could take the call: a ``.npy`` input and ``.npy`` output."""
-    return is_npy_file(data) and is_npy_target(output, fmt)
-
-
 def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
     """The engine before sizes are known: ``memory`` for a model node, else the one asked for
     (of the operator's ``engines``); ``auto`` is ``dask`` for Zarr or a scheduler, ``memory``
@@ -373,9 +366,8 @@ def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
                          f"{', '.join(engines)}", param="engine")
     if engine != "auto":
         return engine
-    if "tiled" not in engines or not tiled_possible(data, request.output, request.fmt):
-        return "memory"
-    return "auto"
+    tiled_possible = is_npy_file(data) and is_npy_target(request.output, request.fmt)
+    return "auto" if "tiled" in engines and tiled_possible else "memory"
 
 
 def check_element_width(dtype: np.dtype, engine: str) -> None:

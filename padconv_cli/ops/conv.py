@@ -30,7 +30,6 @@ from padconv_cli.ops import (
     KernelCall,
     Operator,
     dtype_of,
-    same_attributes,
 )
 
 if TYPE_CHECKING:
@@ -80,11 +79,6 @@ Examples:
 )
 
 
-def max_inputs(version: int) -> int:
-    """X, W, B in every version."""
-    return len(INPUTS)
-
-
 def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
     """``plan_conv`` from the shapes of X, W and B (nothing is read)."""
     from padconv_cli.kernels.conv import plan_conv
@@ -108,9 +102,6 @@ def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.n
 
     x, w, *rest = arrays
     return conv_planned(made, x, w, rest[0] if rest else None)
-
-
-typed = same_attributes  # Conv's attributes do not depend on the data's type
 
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
@@ -202,13 +193,10 @@ def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
 def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
     """The oldest Conv version with the call's element type and auto_pad semantics (SAME
     with a stride above 1: Conv-11)."""
-    from padconv_cli.ops.onnx_graph import (
-        VersionChoice,
-        first_version_for_type,
-        onnx_type_string,
-    )
+    from padconv_cli.ops import onnx_graph
 
-    needed = [(first_version_for_type(NAME, VERSIONS, dtype), onnx_type_string(dtype))]
+    needed = [(onnx_graph.first_version_for_type(NAME, VERSIONS, dtype),
+               onnx_graph.onnx_type_string(dtype))]
     auto_pad = attributes.get("auto_pad", "NOTSET")
     if (writes_auto_pad(auto_pad, attributes.get("dilations")) and str(auto_pad).startswith("SAME")
             and any(s > 1 for s in attributes.get("strides") or ())):
@@ -216,7 +204,7 @@ def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionCho
     version, reason = max(needed, key=lambda need: need[0])
     if version == VERSIONS[0]:
         reason = "Conv-1 has every feature used"
-    return VersionChoice(NAME, version, reason)
+    return onnx_graph.VersionChoice(NAME, version, reason)
 
 
 def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[str],
@@ -277,17 +265,13 @@ def sample_arguments(case: Any, folder: str) -> list[str]:
 
 def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
     """Conv of any version -> ``conv(X, W, B, auto_pad=..., dilations=..., ...)``."""
-    from padconv_cli.ops.node_rules import (
-        check_attribute_names,
-        check_input_count,
-        require_inputs,
-    )
+    from padconv_cli.ops import node_rules
 
     operator = f"Conv-{version}"
-    check_attribute_names(operator, attributes, ATTRIBUTE_NAMES)
-    check_input_count(operator, inputs, 2, 3)
+    node_rules.check_attribute_names(operator, attributes, ATTRIBUTE_NAMES)
+    node_rules.check_input_count(operator, inputs, 2, 3)
     x, w, b = (inputs + [None])[:3]
-    require_inputs(operator, ("X", "W"), (x, w))
+    node_rules.require_inputs(operator, ("X", "W"), (x, w))
     kwargs = {name: attributes.get(name) for name in ATTRIBUTE_NAMES}
     kwargs["auto_pad"] = str(kwargs["auto_pad"] or "NOTSET")
     kwargs["group"] = int(1 if kwargs["group"] is None else kwargs["group"])
@@ -321,13 +305,14 @@ def flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
 
 OPERATOR = Operator(
     name=NAME, command="conv", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
-    texts=TEXTS, max_inputs=max_inputs, output_name="Y",
+    texts=TEXTS, max_inputs=lambda version: len(INPUTS), output_name="Y",  # X, W, B: any version
     onnx_attribute_types={"auto_pad": STRING, "dilations": INTS, "group": INT,
                           "kernel_shape": INTS, "pads": INTS, "strides": INTS},
-    plan=plan, kernel=kernel, run=run, typed=typed,
+    plan=plan, kernel=kernel, run=run,
     output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
     explain=explain, version_choice=version_choice, graph_parts=graph_parts,
     reference=reference, error_bound=error_bound,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
     flag_rules=flag_rules,
 )
+typed = OPERATOR.typed  # the protocol's default, attributes as given: ConvTranspose's rule too
