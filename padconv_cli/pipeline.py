@@ -50,9 +50,11 @@ class Request:
 
 @dataclass
 class Outcome:
-    """What a call did: the engine, the result (in memory) or the tiled result."""
+    """What a call did: the engine, the plan, the result (in memory) or the tiled result."""
 
     engine: str
+    plan: Any = None
+    resolved: Any = None
     result: np.ndarray | None = None
     tiled: Any = None
     string_dtype: np.dtype | None = None  # the fixed width of a wide string result held as str
@@ -156,10 +158,10 @@ class Planned:
             source, *others = self.call.arrays
             tiled = self.entry.run_engine(self.engine, source, others, self.plan,
                                           self.call.attributes, _engine_settings(request))
-            return Outcome(self.engine, tiled=tiled)
+            return Outcome(self.engine, self.plan, self.resolved, tiled=tiled)
         self._read_declared()
-        outcome = Outcome("memory", self.entry.run(self.plan, self.call.arrays,
-                                                   self.call.attributes))
+        outcome = Outcome("memory", self.plan, self.resolved)
+        outcome.result = self.entry.run(self.plan, self.call.arrays, self.call.attributes)
         dtype = self.output_dtype()
         if outcome.result.dtype.kind == "O" and dtype.kind in "US":
             outcome.string_dtype = dtype  # a wide string result held as python strings

@@ -52,19 +52,13 @@ def operator_command(entry: Operator) -> click.Command:
 
 
 def _attribute_option(attribute: Attribute) -> Callable:
-    """The flag of one declared attribute."""
-    settings: dict[str, Any] = {"default": attribute.default, "help": attribute.help}
-    if attribute.kind == "ints":
-        return options.int_list_option(attribute.flag, **settings)
-    if attribute.kind == "choice":
-        settings["type"] = options.ChoiceWithSuggestion(attribute.choices)
-    elif attribute.kind == "int":
-        settings["type"] = options.Int64Type()
-    if attribute.metavar is not None:
-        settings["metavar"] = attribute.metavar
-    if attribute.show_default:
-        settings["show_default"] = True
-    return click.option(attribute.flag, **settings)
+    """The flag of one declared attribute, of the click type of its kind (``text``: a string)."""
+    types = {"ints": options.IntListType, "int": options.Int64Type,
+             "choice": lambda: options.ChoiceWithSuggestion(attribute.choices)}
+    return click.option(attribute.flag, default=attribute.default, help=attribute.help,
+                        type=types.get(attribute.kind, lambda: None)(),
+                        metavar="INT..." if attribute.kind == "ints" else attribute.metavar,
+                        show_default=attribute.show_default)
 
 
 def _require_declared(entry: Operator, inputs: list, sources: tuple[Any, ...],

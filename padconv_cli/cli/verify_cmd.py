@@ -129,16 +129,6 @@ def _print_list(cases: list, as_json: bool) -> None:
     click.echo("\n".join(lines))
 
 
-def _side_by_side(case, result, width: int) -> list[str]:
-    """The one selected case in full: command, inputs, attributes, expected, actual, difference."""
-    from padconv_cli.cli.sample_commands import command_line
-    from padconv_cli.verification.report import side_by_side
-    from padconv_cli.verification.samples import has_command
-
-    command = command_line(case) if case.source == "builtin" and has_command(case) else None
-    return ["", *side_by_side(case, result, width, command)]
-
-
 def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
                    side_by_side: bool = False) -> None:
     """One line per case, the details of every case that did not pass (every case with -v),
@@ -158,8 +148,13 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
             details = (details or [result.case.name]) + report.verbose_details(result)[1:]
         if details:
             lines += ["", *report.wrap_lines(details, width)]
-    if side_by_side and results[0].status != UNSUPPORTED:
-        lines += _side_by_side(results[0].case, results[0], width)
+    if side_by_side and results[0].status != UNSUPPORTED:  # the case in full, its command first
+        from padconv_cli.cli.sample_commands import command_line
+        from padconv_cli.verification.samples import has_command
+
+        case = results[0].case
+        command = command_line(case) if case.source == "builtin" and has_command(case) else None
+        lines += ["", *report.side_by_side(case, results[0], width, command)]
     summary = summary_line(results)
     if colour:
         failed = any(result.status == FAILED for result in results)
