@@ -54,8 +54,8 @@ SHORTHAND_CONSTANTS = ("value_float", "value_floats", "value_int", "value_ints",
                        "value_strings")
 GRAPH, GRAPHS = 5, 10  # AttributeProto types of a subgraph attribute
 FOLD_LIMIT = 2**31 - 1  # protobuf's limit on a stored tensor: no folded value is larger
-RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
-                        "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
+NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                        "Multinomial", "Bernoulli", "Dropout", "Constant"})  # random, or stored
 Loader = Callable[[], np.ndarray]
 
 
@@ -244,9 +244,8 @@ def graph_constants(graph: Any, path: str, base_dir: str | None,
 
 def _foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
     """True when ``node`` computes only from names ``is_known`` accepts (module rule)."""
-    if node.domain not in DEFAULT_DOMAINS or node.op_type in RANDOM_OPS:
-        return False
-    if node.op_type == "Constant" or any(named_subgraphs(node)):
+    if node.domain not in DEFAULT_DOMAINS or node.op_type in NOT_FOLDED or any(
+            named_subgraphs(node)):
         return False
     names = [name for name in node.input if name]
     return bool(names) and all(is_known(name) for name in names)

@@ -334,11 +334,9 @@ def check_output_format(output: str | None, fmt: str | None) -> None:
 
 def is_zarr(path: Any) -> bool:
     """True for a Zarr store path (``.zarr`` or a folder with Zarr metadata)."""
-    if not isinstance(path, str):
-        return False
     from padconv_cli.tensorio import is_zarr_path
 
-    return is_zarr_path(path)
+    return isinstance(path, str) and is_zarr_path(path)
 
 
 def is_npy_file(source: Any) -> bool:

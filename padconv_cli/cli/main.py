@@ -35,10 +35,8 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
-OUT_OF_MEMORY_MESSAGE = (
-    "out of memory while computing the result "
-    "(try --engine tiled with --memory-limit, or a smaller input)"
-)
+OUT_OF_MEMORY_MESSAGE = ("out of memory while computing the result (try --engine tiled with "
+                         "--memory-limit, or a smaller input)")
 
 # a command, or an operator whose command is built from its declarations (the registry's)
 COMMANDS = {command: f"{module}:OPERATOR" for command, module in MODULES.values()} | {

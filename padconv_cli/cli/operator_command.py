@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from padconv_cli.cli import options
-from padconv_cli.ops import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
+from padconv_cli.ops import ALWAYS, UNLESS_MODEL, Attribute, Operator
 
 EXIT_CHECK_FAILED = 1
 FROM_MODEL_HINT = "(or take it from a model with --from-model)"
@@ -20,10 +20,10 @@ FROM_MODEL_HINT = "(or take it from a model with --from-model)"
 def operator_command(entry: Operator) -> click.Command:
     """The click command of ``entry``: an argument per data input, a flag per attribute, the
     shared options; it refuses what the declarations require unless ``--from-model`` gives it."""
-    inputs = [i for i in entry.inputs if i.role == DATA]
+    inputs = entry.data_inputs
 
-    def command(extras: options.ExtraOptions, engine_settings: options.EngineSettings,
-                **values: Any) -> None:
+    def command(engine_settings: options.EngineSettings, **values: Any) -> None:
+        extras = options.ExtraOptions(*(values.pop(name) for name in options.ExtraOptions._fields))
         options.check_combination(extras)
         sources = tuple(values.pop(i.name.lower()) for i in inputs)
         attributes = {a.name: values.pop(a.name) for a in entry.attributes}
@@ -37,7 +37,7 @@ def operator_command(entry: Operator) -> click.Command:
                 click.echo(f"padconv {entry.command}: note: {note}", err=True)
         run_operator(entry, sources, attributes, values, extras, engine_settings)
 
-    for shared in (options.shared("input"), options.engine_options, options.model_options,
+    for shared in (options.shared("input"), options.engine_options, options.shared("model"),
                    options.shared("output"), options.shared("dtype")):
         command = shared(command)
     for attribute in reversed(entry.attributes):
@@ -110,7 +110,8 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
                                                options.color_enabled(err=True)),
         read_policy=options.read_policy_of(),
     )
-    planned = plan(call, note=None if extras.explain else _print_note)
+    planned = plan(call, note=None if extras.explain else
+                   lambda text: click.echo(f"padconv: note: {text}", err=True))
     if not extras.explain:
         planned.gate()
     if extras.emit_onnx is not None:
@@ -127,10 +128,6 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
     options.emit_result(outcome.result, output, fmt, outcome.string_dtype)
     if report is not None:
         _print_check(report, extras.as_json, output, fmt)
-
-
-def _print_note(text: str) -> None:
-    click.echo(f"padconv: note: {text}", err=True)
 
 
 def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:

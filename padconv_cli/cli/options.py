@@ -428,23 +428,10 @@ EngineSettings = collections.namedtuple(
     defaults=["auto", None, None, False, False])
 
 
-# The values of the options every operator command shares beyond its attributes (the "model"
-# group of SHARED_OPTIONS), by parameter name: from_model, node, explain, as_json, ...
+# The values of the "model" options of SHARED_OPTIONS (every operator command shares them
+# beyond its attributes), by parameter name: from_model, node, explain, as_json, ...
 ExtraOptions = collections.namedtuple("ExtraOptions", [
     click.Option(declarations).name for declarations, _ in SHARED_OPTIONS["model"]])
-
-
-def _bundled(group: str, bundle: type, argument: str, f: Callable, **added: Any) -> Callable:
-    """``f`` with the options of ``group``, received as one ``argument``: a ``bundle`` of
-    their values; a field without an option of the group is the global flag of that name."""
-
-    @functools.wraps(f)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) if name in kwargs else bool(meta_flag(name))
-                  for name in bundle._fields}
-        return f(*args, **{argument: bundle(**values)}, **kwargs)
-
-    return shared(group, **added)(command)
 
 
 def engine_options(f: Callable) -> Callable:
@@ -452,8 +439,13 @@ def engine_options(f: Callable) -> Callable:
     received as one ``engine_settings`` (:class:`EngineSettings`)."""
     from padconv_cli.pipeline import ENGINES
 
-    engine = {"type": click.Choice(ENGINES)}
-    return _bundled("engine", EngineSettings, "engine_settings", f, engine=engine)
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) if name in kwargs else bool(meta_flag(name))
+                  for name in EngineSettings._fields}
+        return f(*args, engine_settings=EngineSettings(**values), **kwargs)
+
+    return shared("engine", engine={"type": click.Choice(ENGINES)})(command)
 
 
 def check_combination(extras: ExtraOptions) -> None:
@@ -470,14 +462,6 @@ def check_combination(extras: ExtraOptions) -> None:
         raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
     if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
         raise click.UsageError("--check-rtol/--check-atol need --check")
-
-
-def model_options(f: Callable) -> Callable:
-    """``--from-model/--node`` (a model's node), ``--explain``/``--json`` (describe, compute
-    nothing), ``--emit-onnx`` (the single-node model), ``--check`` (compare with onnx.reference
-    and onnxruntime); the command receives them as ``extras: ExtraOptions``
-    (:func:`check_combination` checks them)."""
-    return _bundled("model", ExtraOptions, "extras", f)
 
 
 def progress_display(quiet: bool, terminal: bool, colour: bool = True) -> bool | str:

@@ -141,8 +141,7 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
 
 def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    """The tiled or dask engine on the call's plan (W, required by the plan, and B held
-    whole)."""
+    """The tiled or dask engine on the call's plan (W, required by the plan, and B held whole)."""
     w, b = (list(others) + [None, None])[:2]
     if engine == "tiled":
         from padconv_cli.outofcore.conv_tiles import tiled_conv
