@@ -73,9 +73,8 @@ def check_emitted(model: Any) -> None:
     from padconv_cli.tensorio.files import one_line
 
     if model.ByteSize() > PROTOBUF_LIMIT:
-        raise OutputError(
-            f"the model would be {model.ByteSize()} bytes, over protobuf's 2 GiB limit"
-        )
+        raise OutputError(f"the model would be {model.ByteSize()} bytes, over protobuf's 2 GiB "
+                          "limit")
     try:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:

@@ -111,11 +111,9 @@ class ModelNode:
             return None
         stored = self.constant(index)
         if stored is None:
-            raise InputError(
-                f"{self.describe()}: {what} comes from {self.input_name(index)!r}, which is "
-                f"computed at run time, not stored in the model; {remedy}",
-                param=param,
-            )
+            raise InputError(f"{self.describe()}: {what} comes from {self.input_name(index)!r}, "
+                             f"which is computed at run time, not stored in the model; {remedy}",
+                             param=param)
         if embed_as:
             embedded.add(embed_as)
         return stored

@@ -163,10 +163,8 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})",
              f"  A {_tensor_text(*first)}", f"  B {_tensor_text(*second)}"]
     if comparison.max_abs is not None:
-        lines.append(
-            f"  max |B - A| {format_error(comparison.max_abs)}, "
-            f"max |B - A| / |A| {format_error(comparison.max_rel)}"
-        )
+        lines.append(f"  max |B - A| {format_error(comparison.max_abs)}, "
+                     f"max |B - A| / |A| {format_error(comparison.max_rel)}")
     if comparison.passed:
         return lines
     lines.append(f"  {comparison.reason}")

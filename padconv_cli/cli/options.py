@@ -506,10 +506,8 @@ def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
 
     if output not in (None, "-") or not is_terminal() or meta_flag("force_binary"):
         return
-    raise OutputError(
-        f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "
-        "(> y.npy), pipe it, give -o FILE, or add --force-binary"
-    )
+    raise OutputError(f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect "
+                      "it (> y.npy), pipe it, give -o FILE, or add --force-binary")
 
 
 def same_file(first: str, second: str) -> bool:
@@ -533,10 +531,8 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
         prefixes = [source[:i] for i, ch in enumerate(source) if ch == ":" and i]
         for path in (p for p in [source, *prefixes] if os.path.isfile(p)):
             if same_file(path, target):
-                raise click.UsageError(
-                    f"{flag} {target} is also an input ({source}); "
-                    "writing it would destroy that input: give another file"
-                )
+                raise click.UsageError(f"{flag} {target} is also an input ({source}); "
+                                       "writing it would destroy that input: give another file")
 
 
 # --- the terminal: colour, width, wrapping, tensors pretty-printed --------------------------
@@ -588,9 +584,7 @@ def wrap_at_tokens(text: str, width: int) -> str:
     ``=``, ``+`` or ``,``), continuation lines indented by the line's own indent plus
     ``HANGING_INDENT``; a single token longer than a line stays whole on a line of its own.
     Lines that fit are unchanged."""
-    return "\n".join(
-        wrapped for line in text.split("\n") for wrapped in _wrap_line(line, width)
-    )
+    return "\n".join(wrapped for line in text.split("\n") for wrapped in _wrap_line(line, width))
 
 
 def _wrap_line(line: str, width: int) -> list[str]:

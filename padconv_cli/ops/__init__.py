@@ -256,9 +256,8 @@ def operator(name: str) -> Operator:
     """The operator called ``name`` (``Pad``/``Conv``, or the command ``pad``/``conv``)."""
     entry = find(name)
     if entry is None:
-        raise AttributeValueError(
-            f"padconv implements {', '.join(OPERATORS)}, not {name!r}", param="operator"
-        )
+        raise AttributeValueError(f"padconv implements {', '.join(OPERATORS)}, not {name!r}",
+                                  param="operator")
     return entry
 
 
