@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from padconv_cli import __version__
 from padconv_cli.errors import OutputError
 from padconv_cli.ops import dtype_of, operator
 from padconv_cli.ops.onnx_graph import VersionChoice, value_info
+from padconv_cli.tensorio.files import atomic_write, one_line
 
 PROTOBUF_LIMIT = 2**31 - 1
 
@@ -33,8 +35,6 @@ def single_node_model(call: Any, plan: Any, *, embedded: Collection[str] = (),
     """The ModelProto of ``call`` (a KernelCall) whose resolved plan is ``plan`` (module
     rules); :class:`OutputError` when onnx's full check refuses it."""
     from onnx import AttributeProto, helper, numpy_helper
-
-    from padconv_cli import __version__
 
     entry = operator(call.op_type)
     choice = operator_version(call)
@@ -70,8 +70,6 @@ def check_emitted(model: Any) -> None:
     protobuf's 2 GiB, is an OutputError."""
     import onnx
 
-    from padconv_cli.tensorio.files import one_line
-
     if model.ByteSize() > PROTOBUF_LIMIT:
         raise OutputError(f"the model would be {model.ByteSize()} bytes, over protobuf's 2 GiB "
                           "limit")
@@ -83,7 +81,5 @@ def check_emitted(model: Any) -> None:
 
 def save_model(model: Any, path: str) -> None:
     """Write ``model`` to ``path`` atomically (temporary file in the same folder, then rename)."""
-    from padconv_cli.tensorio.files import atomic_write
-
     data = model.SerializeToString()
     atomic_write(path, lambda stream: stream.write(data))

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.tensorio.files import atomic_write
 
 MAX_TILES = 256
 MIN_SIDE = 256
@@ -140,7 +141,5 @@ def write_png(pixels: np.ndarray, path: str) -> None:
         from PIL import Image
     except ImportError:
         raise InputError(f"png needs Pillow: {PNG_EXTRA_HINT}", param="png") from None
-    from padconv_cli.tensorio.files import atomic_write
-
     image: Any = Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8))
     atomic_write(path, lambda stream: image.save(stream, format="PNG"))

@@ -24,14 +24,15 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections import ChainMap
+from collections import ChainMap, Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.dtypes import onnx_elem_type
+from padconv_cli.errors import AttributeValueError, InputError, PadconvError
 from padconv_cli.messages import bounded_list
 from padconv_cli.onnx_nodes import (
     DEFAULT_DOMAINS,
@@ -44,7 +45,8 @@ from padconv_cli.onnx_nodes import (
 )
 from padconv_cli.ops import ATTRIBUTE, OPERATORS, operator, plain_call
 from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
-from padconv_cli.tensorio.protobuf import tensor_from_proto
+from padconv_cli.tensorio.files import check_input_size, one_line, open_regular_file, read_exact
+from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT, tensor_from_proto
 
 if TYPE_CHECKING:
     from padconv_cli.tensorio.files import ReadPolicy
@@ -127,9 +129,6 @@ def load_model(path: str, policy: ReadPolicy | None = None) -> Any:
     the input limit of ``policy`` (None: the default ``ReadPolicy()``)."""
     from google.protobuf.message import DecodeError
     from onnx import ModelProto
-
-    from padconv_cli.tensorio.files import check_input_size, one_line, open_regular_file, read_exact
-    from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
@@ -289,9 +288,7 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
     shape inference bounded every value of the sub-graph by FOLD_LIMIT bytes."""
     from onnx import helper, numpy_helper, shape_inference
 
-    from padconv_cli.dtypes import onnx_elem_type
     from padconv_cli.runtimes import onnx_array, quiet_reference
-    from padconv_cli.tensorio.files import one_line
 
     def refused(why: str) -> InputError:
         return InputError(f"{path}: {name!r} is computed from stored values but cannot be "
@@ -365,14 +362,13 @@ def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS),
     model = load_model(path, policy)
     opset = model_opset(model, path)
     walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
-    counters: dict[str, int] = {}
+    counters: Counter[str] = Counter()
     nodes = []
     for node, constants, where in walk:
         if node.op_type not in op_types or node.domain not in DEFAULT_DOMAINS:
             continue
-        index = counters.get(node.op_type, 0)
-        counters[node.op_type] = index + 1
-        handle = f"{node.op_type}#{index}"
+        handle = f"{node.op_type}#{counters[node.op_type]}"
+        counters[node.op_type] += 1
         nodes.append(ModelNode(path, node.name or handle, node, opset, constants, handle, where))
     return nodes
 
@@ -432,8 +428,6 @@ def with_node_context(origin: ModelNode | None, error: Exception,
     about a node's values raised where the node is not known.  ``param`` is dropped when its
     (first) name is a value the node gave and no flag replaced (``overridden``): the user typed
     no flag for it."""
-    from padconv_cli.errors import PadconvError
-
     if origin is None or not isinstance(error, PadconvError) or origin.path in str(error):
         return error
     node = origin.node

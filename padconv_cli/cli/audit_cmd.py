@@ -8,6 +8,8 @@ import time
 import click
 
 from padconv_cli.cli import options
+from padconv_cli.errors import InputError
+from padconv_cli.ops import OPERATORS
 
 EXIT_OUTSIDE = 1
 RUNTIMES = ("onnxruntime", "onnx.reference")
@@ -109,8 +111,6 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
 def _unchecked_reason(report) -> str:
     """Why no node was checked: the model has none padconv implements, or none was judged."""
-    from padconv_cli.ops import OPERATORS
-
     if not report.nodes:
         return f"{report.model} has no node padconv implements ({', '.join(OPERATORS)})"
     return f"none of its {len(report.nodes)} node(s) was judged (see the table)"
@@ -132,7 +132,6 @@ def _refuse_chosen_sizes_that_stopped(report) -> None:
     the inputs (exit 2), not a node outside its bound."""
     from padconv_cli.audit.inputs import chose_dims
     from padconv_cli.audit.judge import NOT_RUN
-    from padconv_cli.errors import InputError
 
     stopped = [node for node in report.nodes if node.status == NOT_RUN]
     if not stopped or not chose_dims(report.inputs):

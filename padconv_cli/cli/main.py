@@ -22,10 +22,12 @@ import io
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 import click
 
+from padconv_cli import __version__
 from padconv_cli.cli.options import CONTEXT_SETTINGS, global_options
 from padconv_cli.errors import PadconvError
 from padconv_cli.messages import escaped
@@ -77,8 +79,6 @@ def on_stop_signal(signum: int, frame: object) -> None:
 def set_stop_handlers(handler: Any) -> None:
     """Handle SIGINT, SIGTERM and SIGHUP with ``handler`` (:func:`on_stop_signal`, or SIG_IGN
     once the run is stopped); main thread only; a signal the caller ignores stays ignored."""
-    import threading
-
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             if signal.getsignal(signum) != signal.SIG_IGN:
@@ -343,10 +343,7 @@ def exit_now(status: int) -> None:
 # (:func:`report`). -----------------------------------------------------------------------
 
 # what each required argument takes, by the name the help shows
-ARGUMENT_KINDS = {
-    "MODEL.onnx": "an ONNX model file",
-    "FILE": "a tensor file or an ONNX model",
-}
+ARGUMENT_KINDS = {"MODEL.onnx": "an ONNX model file", "FILE": "a tensor file or an ONNX model"}
 TENSOR_ARGUMENT = "a tensor file, '-' for stdin, or a literal"
 # the reading-policy flags: a refusal of theirs points at them where the command lacks them
 POLICY_FLAGS = ("max_input_bytes", "allow_hardlinks")
@@ -471,8 +468,6 @@ def distribution_version(*names: str) -> str:
 def padconv_version() -> str:
     """The installed distribution's version; the package's own ``__version__`` when padconv
     runs from a source tree that was never installed."""
-    from padconv_cli import __version__
-
     found = distribution_version("padconv")
     return __version__ if found == NOT_INSTALLED else found
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from padconv_cli.cli import options
 from padconv_cli.ops import ALWAYS, UNLESS_MODEL, Attribute, Operator
@@ -53,10 +54,10 @@ def operator_command(entry: Operator) -> click.Command:
 
 def _attribute_option(attribute: Attribute) -> Callable:
     """The flag of one declared attribute, of the click type of its kind (``text``: a string)."""
-    types = {"ints": options.IntListType, "int": options.Int64Type,
-             "choice": lambda: options.ChoiceWithSuggestion(attribute.choices)}
+    types = {"ints": options.IntListType(), "int": options.Int64Type(),
+             "choice": options.ChoiceWithSuggestion(attribute.choices, case_sensitive=False)}
     return click.option(attribute.flag, default=attribute.default, help=attribute.help,
-                        type=types.get(attribute.kind, lambda: None)(),
+                        type=types.get(attribute.kind),
                         metavar="INT..." if attribute.kind == "ints" else attribute.metavar,
                         show_default=attribute.show_default)
 
@@ -74,8 +75,6 @@ def _require_declared(entry: Operator, inputs: list, sources: tuple[Any, ...],
 
 def _given_names() -> set[str]:
     """The parameters of the running command that were given on the command line."""
-    from click.core import ParameterSource
-
     ctx = click.get_current_context()
     return {name for name in ctx.params
             if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}

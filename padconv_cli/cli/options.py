@@ -30,6 +30,9 @@ from typing import Any
 
 import click
 
+from padconv_cli.errors import OutputError, PadconvError
+from padconv_cli.ops import OPERATORS, find
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # words that look like a number of some kind: taken into the list so that the error is
 # "'1.5' is not an integer" rather than "unexpected extra argument"
@@ -180,7 +183,6 @@ class IntListType(click.ParamType):
     def _from_tensor_file(self, path: str, param, ctx) -> tuple[int, ...]:
         import numpy as np
 
-        from padconv_cli.errors import PadconvError
         from padconv_cli.tensor_sources import read_tensor
 
         try:
@@ -205,9 +207,6 @@ def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
 class ChoiceWithSuggestion(click.Choice):
     """A choice accepted in any case (``Reflect``, ``same_upper``); a typo gets the closest
     choice as a suggestion (``'reflct' is not a choice; did you mean 'reflect'?``)."""
-
-    def __init__(self, choices: Any) -> None:
-        super().__init__(choices, case_sensitive=False)
 
     def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
         """``[NOTSET|SAME_UPPER|...]``: the choices as declared (click 8.2 shows a
@@ -309,9 +308,7 @@ def complete_path(ctx: click.Context, param: click.Parameter, incomplete: str) -
 def complete_node(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
     """Shell completion of --node: the labels of the --from-model model's nodes of the
     command's operator (nothing when the model cannot be read)."""
-    from padconv_cli.errors import PadconvError
     from padconv_cli.models import model_nodes
-    from padconv_cli.ops import OPERATORS, find
 
     model = ctx.params.get("from_model")
     if not model:
@@ -502,8 +499,6 @@ def emit_result(array: Any, output: str | None, fmt: str | None,
 def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
     """Refuse to write tensor bytes to stdout when it is a terminal (as gzip does), unless
     ``--force-binary`` was given: they would only garble the screen."""
-    from padconv_cli.errors import OutputError
-
     if output not in (None, "-") or not is_terminal() or meta_flag("force_binary"):
         return
     raise OutputError(f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect "

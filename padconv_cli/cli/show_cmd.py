@@ -4,12 +4,16 @@ without changing anything; ``padconv convert IN OUT``, any tensor padconv reads 
 
 from __future__ import annotations
 
+import math
+import os
 from collections import Counter
 from typing import Any
 
 import click
 
 from padconv_cli.cli import options
+from padconv_cli.errors import InputError, PadconvError
+from padconv_cli.ops import find
 
 EXAMPLES = """\b
 Examples:
@@ -57,7 +61,6 @@ def show_command(sources: tuple[str, ...], histogram: bool, bins: int, edge_item
     initializers summarised on the last lines; MODEL.onnx:NAME describes one of them,
     --initializers (or --json) every one.
     """
-    from padconv_cli.errors import InputError
     from padconv_cli.stats import describe_tensor, format_description, named_tensors
 
     options.refuse_output_onto_inputs("--png", png, sources)
@@ -112,8 +115,6 @@ def _quantization(label: str, array, description: dict) -> str | None:
 
 def _is_model_file(source: str) -> bool:
     """An existing ``.onnx`` file named whole (not ``MODEL.onnx:NAME``)."""
-    import os
-
     return source.lower().endswith(".onnx") and os.path.isfile(source)
 
 
@@ -146,8 +147,6 @@ def convert_command(source: str, target: str, fmt: str | None, name: str | None,
     literal. OUT is a .npy or .pb path (written atomically), or - for stdout. One line says
     what was written (nothing when OUT is -).
     """
-    import os
-
     from padconv_cli.dtypes import dtype_name
     from padconv_cli.tensor_sources import read_named_tensor
     from padconv_cli.tensorio import resolve_format, write_tensor
@@ -228,7 +227,6 @@ def _heading(path: str, model: Any) -> str:
 def _element_name(elem_type: int) -> str:
     """``float32``, ``int64`` ... of an ONNX element type number; ``?`` when unknown."""
     from padconv_cli.dtypes import elem_type_info
-    from padconv_cli.errors import PadconvError
 
     try:
         return elem_type_info(elem_type).name
@@ -239,10 +237,7 @@ def _element_name(elem_type: int) -> str:
 def _stored_bytes(tensor: Any) -> int:
     """Bytes of an initializer's values (numpy's item size; its raw bytes when numpy has
     none for the type)."""
-    import math
-
     from padconv_cli.dtypes import numpy_dtype_of_elem_type
-    from padconv_cli.errors import PadconvError
 
     try:
         return math.prod(map(int, tensor.dims)) * numpy_dtype_of_elem_type(
@@ -298,8 +293,6 @@ def _key_attributes(node: Any, stored: dict) -> str:
     (from its stored W when the node has no ``kernel_shape``), strides, dilations, pads and
     group; a padding's mode and pads; the short values of any other node."""
     from onnx import helper
-
-    from padconv_cli.ops import find
 
     values = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     declared = find(node.op_type)

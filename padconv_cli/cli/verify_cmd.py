@@ -7,6 +7,7 @@ import sys
 import click
 
 from padconv_cli.cli import options
+from padconv_cli.errors import InputError
 
 EXIT_FAILED = 1
 
@@ -65,7 +66,6 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
     failed, or nothing was verified (every selected case unsupported); 2 bad
     usage.
     """
-    from padconv_cli.errors import InputError
     from padconv_cli.verification import report
     from padconv_cli.verification.cases import matches
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from padconv_cli.errors import AttributeValueError
+from padconv_cli.errors import AttributeValueError, OutputTooLargeError
 from padconv_cli.ops import (
     INT,
     INTS,
@@ -129,7 +129,6 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
     """The tiled engine's tiles within ``limit`` bytes, W and B held whole besides them."""
     import numpy as np
 
-    from padconv_cli.errors import OutputTooLargeError
     from padconv_cli.outofcore.conv_tiles import fixed_bytes, plan_conv_tiles
 
     x, w, b = call.arrays
