@@ -401,12 +401,8 @@ def _engine_settings(request: Request) -> dict[str, Any]:
     from padconv_cli.resources import default_memory_limit
 
     limit = request.memory_limit if request.memory_limit is not None else default_memory_limit()
-    return {
-        "output": request.output,
-        "source_path": request.inputs[0],
-        "memory_limit": limit,
-        "show_progress": request.show_progress,
-        "dask": {"memory_limit": request.memory_limit, "fallback_limit": limit,
-                 "scheduler": request.scheduler, "show_progress": request.show_progress,
-                 "verbose": request.verbose, "read_policy": request.read_policy},
-    }
+    return {"output": request.output, "source_path": request.inputs[0], "memory_limit": limit,
+            "show_progress": request.show_progress,
+            "dask": {"memory_limit": request.memory_limit, "fallback_limit": limit,
+                     "scheduler": request.scheduler, "show_progress": request.show_progress,
+                     "verbose": request.verbose, "read_policy": request.read_policy}}

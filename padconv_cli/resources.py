@@ -22,7 +22,6 @@ from padconv_cli.errors import OutputTooLargeError
 from padconv_cli.units import human_bytes
 
 FALLBACK_MEMORY_BYTES = 8 * 2**30
-CGROUP_FOLDER = "/sys/fs/cgroup"
 NUMPY_MAX_BYTES = 2**63 - 1
 
 
@@ -48,7 +47,7 @@ def _meminfo_available() -> int | None:
     return _number_in("/proc/meminfo", "MemAvailable")
 
 
-def _cgroup_headroom(folder: str = CGROUP_FOLDER) -> int | None:
+def _cgroup_headroom(folder: str = "/sys/fs/cgroup") -> int | None:
     """cgroup v2 ``memory.max - memory.current`` in bytes; None without a limit ("max")."""
     limit = _number_in(f"{folder}/memory.max")
     if limit is None:

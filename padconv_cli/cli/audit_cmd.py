@@ -148,9 +148,7 @@ class _Progress:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and options.is_terminal(err=True)
-        self.started = time.monotonic()
-        self.bar = None
-        self.task = None
+        self.started, self.bar, self.task = time.monotonic(), None, None
 
     def __enter__(self) -> _Progress:
         return self
@@ -161,11 +159,10 @@ class _Progress:
 
     def update(self, done: int, total: int, label: str) -> None:
         """Record that ``done`` of ``total`` nodes are judged (``label`` the last one)."""
-        if not self.enabled:
+        waiting = self.bar is None and time.monotonic() - self.started < PROGRESS_AFTER_SECONDS
+        if not self.enabled or waiting:
             return
         if self.bar is None:
-            if time.monotonic() - self.started < PROGRESS_AFTER_SECONDS:
-                return
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 

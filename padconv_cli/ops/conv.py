@@ -158,9 +158,8 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     """The resolved attributes (kernel_shape from W, pads from auto_pad), each output
     dimension's formula (N, M, then the plan's spatial ones), the FLOPs (module docstring)."""
     has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
-    attributes = {name: getattr(made, name) for name in
+    attributes = {name: list(v) if isinstance(v := getattr(made, name), tuple) else v for name in
                   ("auto_pad", "kernel_shape", "strides", "dilations", "group", "pads")}
-    attributes.update({name: list(v) for name, v in attributes.items() if isinstance(v, tuple)})
     sources = {name: source_of(name) for name in attributes}
     if sources["kernel_shape"] == "default":
         sources["kernel_shape"] = "W.shape[2:]"
@@ -280,12 +279,9 @@ def model_slots(origin: Any, arrays: tuple, flags: Mapping[str, Any],
                 embedded: set[str]) -> list[Any]:
     """Input arrays of a Conv node: the command line's, else the stored ones (flags do not
     stand in for inputs)."""
-    slots = []
-    for index, (declared, given) in enumerate(zip(INPUTS, arrays, strict=True)):
-        name = declared.name
-        slots.append(origin.slot(index, given, name, f"give {name} on the command line",
-                                 embedded, name))
-    return slots
+    return [origin.slot(index, given, declared.name, f"give {declared.name} on the command line",
+                        embedded, declared.name)
+            for index, (declared, given) in enumerate(zip(INPUTS, arrays, strict=True))]
 
 
 def flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
