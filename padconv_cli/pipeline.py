@@ -100,11 +100,12 @@ class Planned:
         return self.entry.output_dtype(dtype_of(self.call.arrays[0]), self.call.attributes,
                                        self.plan)
 
-    def limits(self) -> Any:
-        """The request's :class:`~padconv_cli.resources.Limits`."""
-        from padconv_cli.resources import Limits
+    def memory_limit(self) -> int:
+        """The request's ``memory_limit``, else half of the memory available."""
+        from padconv_cli.resources import default_memory_limit
 
-        return Limits(self.request.max_output_bytes, self.request.memory_limit)
+        limit = self.request.memory_limit
+        return default_memory_limit() if limit is None else limit
 
     def needs(self) -> Any:
         """The in-memory run's :class:`~padconv_cli.resources.Needs` (explain, the gate)."""
@@ -118,11 +119,12 @@ class Planned:
         max_output_bytes and the free disk space."""
         from padconv_cli.resources import Needs, check_call
 
-        request, limits = self.request, self.limits()
+        request = self.request
         self.engine = self.foreseen_engine()
         if self.engine == "memory":
-            needs = self.needs()
-            check_call(needs, limits, tiled_possible=self._tiled_hint(needs, limits.memory()))
+            needs, limit = self.needs(), self.memory_limit()
+            check_call(needs, request.max_output_bytes, limit,
+                       tiled_possible=self._tiled_hint(needs, limit))
             return self.engine
         from padconv_cli.outofcore.npy_blocks import check_disk_space
 
@@ -130,7 +132,7 @@ class Planned:
         check_element_width(dtype, request.engine)
         shape = tuple(self.plan.output_shape)
         needs = Needs(0, math.prod(shape) * dtype.itemsize, 0, shape, dtype.name, dtype.itemsize)
-        check_call(needs, limits, in_memory=False)
+        check_call(needs, request.max_output_bytes, in_memory=False)
         check_disk_space(request.output, shape, dtype)
         return self.engine
 
@@ -156,8 +158,9 @@ class Planned:
         request = self.request
         if self.engine in ("tiled", "dask"):
             source, *others = self.call.arrays
+            settings = _engine_settings(request, self.memory_limit())
             tiled = self.entry.run_engine(self.engine, source, others, self.plan,
-                                          self.call.attributes, _engine_settings(request))
+                                          self.call.attributes, settings)
             return Outcome(self.engine, self.plan, self.resolved, tiled=tiled)
         self._read_declared()
         outcome = Outcome("memory", self.plan, self.resolved)
@@ -195,14 +198,14 @@ class Planned:
         from padconv_cli.explain import explanation
 
         return explanation(self.resolved, self.plan, flags, self.written_format,
-                           self.foreseen_engine(), self.limits().memory())
+                           self.foreseen_engine(), self.memory_limit())
 
     def foreseen_engine(self) -> str:
         """The engine the gate would choose: ``auto`` is ``memory`` within ``memory_limit``,
         else ``tiled``."""
         if self.engine != "auto":
             return self.engine
-        return "memory" if self.needs().total <= self.limits().memory() else "tiled"
+        return "memory" if self.needs().total <= self.memory_limit() else "tiled"
 
     def emit(self, path: str, with_data: bool = False) -> None:
         """Write the call's single-node ONNX model to ``path``; ``with_data`` stores every
@@ -397,10 +400,7 @@ def check_engine_files(request: Request, engine: str) -> None:
                       f"{accepted}, give {example}", param=("engine", "output"))
 
 
-def _engine_settings(request: Request) -> dict[str, Any]:
-    from padconv_cli.resources import default_memory_limit
-
-    limit = request.memory_limit if request.memory_limit is not None else default_memory_limit()
+def _engine_settings(request: Request, limit: int) -> dict[str, Any]:
     return {"output": request.output, "source_path": request.inputs[0], "memory_limit": limit,
             "show_progress": request.show_progress,
             "dask": {"memory_limit": request.memory_limit, "fallback_limit": limit,
