@@ -144,12 +144,6 @@ def _conv_bound(conv: dict, shape: tuple[int, ...], dtype: str | None):
     return error_bound(resolved.call, plan), resolved.call
 
 
-def _tensor_text(source: str, array) -> str:
-    from padconv_cli.dtypes import dtype_name
-
-    return f"{source}: {dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
-
-
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
     from padconv_cli.verification.compare import display_value
@@ -158,7 +152,8 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     verdict = "PASS" if comparison.passed else "FAIL"
     bound = ", + c*n*eps*sum(|x|*|w|)" if comparison.bounded else ""
     lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})",
-             f"  A {_tensor_text(*first)}", f"  B {_tensor_text(*second)}"]
+             f"  A {first[0]}: {options.tensor_text(first[1])}",
+             f"  B {second[0]}: {options.tensor_text(second[1])}"]
     if comparison.max_abs is not None:
         lines.append(f"  max |B - A| {format_error(comparison.max_abs)}, "
                      f"max |B - A| / |A| {format_error(comparison.max_rel)}")

@@ -30,7 +30,7 @@ def operator_command(entry: Operator) -> click.Command:
         attributes = {a.name: values.pop(a.name) for a in entry.attributes}
         if extras.from_model is None:
             _require_declared(entry, inputs, sources, attributes)
-        if [s for s in sources if s is not None].count("-") > 1:
+        if sources.count("-") > 1:
             names = ", ".join(i.name for i in inputs)
             raise click.UsageError(f"only one of {names} can be - (stdin)")
         if not engine_settings.quiet:
@@ -121,9 +121,8 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
     outcome = planned.execute(write=False)
     if outcome.tiled is not None:
         return
-    report = None
-    if extras.check:
-        report = planned.check(outcome.result, extras.check_rtol, extras.check_atol)
+    report = (planned.check(outcome.result, extras.check_rtol, extras.check_atol)
+              if extras.check else None)
     options.emit_result(outcome.result, output, fmt, outcome.string_dtype)
     if report is not None:
         _print_check(report, extras.as_json, output, fmt)

@@ -19,6 +19,7 @@ number of at least 40, else the terminal's width on a terminal, else 80 (a CI lo
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
 import math
@@ -137,10 +138,8 @@ class Command(click.Command):
         try:
             return super().invoke(ctx)
         except Exception as error:
-            try:
+            with contextlib.suppress(AttributeError):  # a type without attributes: "padconv"
                 error.raised_in = ctx  # type: ignore[attr-defined]
-            except AttributeError:  # an exception type without attributes: named "padconv"
-                pass
             raise
 
 
@@ -599,15 +598,19 @@ def _wrap_line(line: str, width: int) -> list[str]:
     return [*lines, current.rstrip(" ")]
 
 
+def tensor_text(array: Any) -> str:
+    """``float32[2, 3]``: the tensor's element type as ONNX spells it, and its shape."""
+    from padconv_cli.dtypes import dtype_name
+
+    return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
+
+
 def print_tensor(array: Any) -> None:
     """Show a tensor on the terminal: ``dtype[d0, d1, ...] (size elements)`` in bold (the
     dtype as ONNX spells it), then numpy's text form in lines of the terminal's width, elided
     with ``...`` past PREVIEW_THRESHOLD elements."""
     import numpy as np
 
-    from padconv_cli.dtypes import dtype_name
-
-    shape = ", ".join(str(d) for d in array.shape)
-    click.echo(styled(f"{dtype_name(array.dtype)}[{shape}] ({array.size} elements)", bold=True))
+    click.echo(styled(f"{tensor_text(array)} ({array.size} elements)", bold=True))
     click.echo(np.array2string(array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS,
                                max_line_width=output_width()))

@@ -147,7 +147,6 @@ def convert_command(source: str, target: str, fmt: str | None, name: str | None,
     literal. OUT is a .npy or .pb path (written atomically), or - for stdout. One line says
     what was written (nothing when OUT is -).
     """
-    from padconv_cli.dtypes import dtype_name
     from padconv_cli.tensor_sources import read_named_tensor
     from padconv_cli.tensorio import resolve_format, write_tensor
 
@@ -159,9 +158,8 @@ def convert_command(source: str, target: str, fmt: str | None, name: str | None,
     proto_name = name or stored or os.path.splitext(os.path.basename(target))[0] or None
     write_tensor(array, target, fmt=resolved, name=proto_name if resolved == "pb" else None)
     if target != "-":
-        shape = ", ".join(str(d) for d in array.shape)
         named = f" (TensorProto {proto_name!r})" if resolved == "pb" and proto_name else ""
-        click.echo(f"wrote {target}: {dtype_name(array.dtype)}[{shape}]{named}")
+        click.echo(f"wrote {target}: {options.tensor_text(array)}{named}")
 
 
 # --- ``padconv show MODEL.onnx``: the model in a screenful, nodes first, initializers
