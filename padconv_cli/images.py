@@ -31,7 +31,6 @@ from padconv_cli.tensorio.files import atomic_write
 MAX_TILES = 256
 MIN_SIDE = 256
 NAN_RGB, POSINF_RGB, NEGINF_RGB, GAP_RGB = (255, 0, 0), (255, 255, 0), (0, 0, 255), (40, 40, 40)
-PNG_EXTRA_HINT = "pip install 'padconv[png]'"
 
 
 def _as_real(array: np.ndarray, param: str) -> np.ndarray:
@@ -140,6 +139,6 @@ def write_png(pixels: np.ndarray, path: str) -> None:
     try:
         from PIL import Image
     except ImportError:
-        raise InputError(f"png needs Pillow: {PNG_EXTRA_HINT}", param="png") from None
+        raise InputError("png needs Pillow: pip install 'padconv[png]'", param="png") from None
     image: Any = Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8))
     atomic_write(path, lambda stream: image.save(stream, format="PNG"))

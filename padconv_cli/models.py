@@ -35,6 +35,7 @@ from padconv_cli.dtypes import onnx_elem_type
 from padconv_cli.errors import AttributeValueError, InputError, PadconvError
 from padconv_cli.messages import bounded_list
 from padconv_cli.onnx_nodes import (
+    CONSTANT_ATTRIBUTE_TYPES,
     DEFAULT_DOMAINS,
     call_for_node,
     check_attribute_type,
@@ -52,8 +53,7 @@ if TYPE_CHECKING:
     from padconv_cli.tensorio.files import ReadPolicy
 
 LISTED_NODES = 12
-SHORTHAND_CONSTANTS = ("value_float", "value_floats", "value_int", "value_ints", "value_string",
-                       "value_strings")
+SHORTHAND_CONSTANTS = tuple(name for name in CONSTANT_ATTRIBUTE_TYPES if name.startswith("value_"))
 GRAPH, GRAPHS = 5, 10  # AttributeProto types of a subgraph attribute
 FOLD_LIMIT = 2**31 - 1  # protobuf's limit on a stored tensor: no folded value is larger
 NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",

@@ -28,11 +28,9 @@ from padconv_cli.ops.protocol import (
 )
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
-CONSTANT_ATTRIBUTE_TYPES = {
-    "value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS, "value_int": INT,
-    "value_ints": INTS, "value_string": STRING, "value_strings": STRINGS,
-    "sparse_value": SPARSE_TENSOR,
-}
+CONSTANT_ATTRIBUTE_TYPES = {"value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS,
+                            "value_int": INT, "value_ints": INTS, "value_string": STRING,
+                            "value_strings": STRINGS, "sparse_value": SPARSE_TENSOR}
 
 
 def _supported() -> str:

@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from typing import Any
 
 import click
@@ -299,8 +300,6 @@ def keep_quiet_after_the_outcome() -> None:
     """Drop every log record, warning and ignored exception from here to the interpreter's exit:
     the outcome is reported; what a library's thread or finaliser says at shut-down (asyncio's
     "Task was destroyed but it is pending!" after a failed Zarr read) is not part of it."""
-    import warnings
-
     logging = sys.modules.get("logging")
     if logging is not None:  # a library that logs has loaded it; importing it costs ~5 ms
         logging.disable(logging.CRITICAL)
