@@ -261,9 +261,6 @@ class _ClosedStdout(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
-    def isatty(self) -> bool:
-        return False
-
     def write(self, text: str) -> int:
         if text:
             raise OSError(errno.EBADF, "standard output is closed; the report has nowhere to go",

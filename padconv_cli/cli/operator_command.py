@@ -43,10 +43,10 @@ def operator_command(entry: Operator) -> click.Command:
         command = shared(command)
     for attribute in reversed(entry.attributes):
         command = _attribute_option(attribute)(command)
-    for declared in reversed(inputs):
-        command = click.argument(declared.name.lower(), metavar=declared.metavar,
-                                 required=declared.required == ALWAYS,
-                                 shell_complete=options.complete_path)(command)
+    for declared in reversed(inputs):  # metavar X when required, else [W]
+        required, label = declared.required == ALWAYS, declared.name.upper()
+        command = click.argument(declared.name.lower(), metavar=label if required else f"[{label}]",
+                                 required=required, shell_complete=options.complete_path)(command)
     texts = entry.texts
     return click.command(entry.command, cls=options.Command, short_help=texts.summary,
                          help=options.with_examples_first(texts.help, texts.examples))(command)

@@ -376,10 +376,8 @@ def _node_lines(rows: list[tuple[str, str, str, str]], width: int) -> list[str]:
 def _initializer_line(initializers: list) -> str:
     from padconv_cli.units import human_bytes
 
-    def text(init: Any) -> str:
-        return f"{init.name} {_element_name(init.data_type)}[{','.join(map(str, init.dims))}]"
-
-    listed = ", ".join(text(init) for init in initializers[:LISTED_INITIALIZERS])
+    listed = ", ".join(f"{t.name} {_element_name(t.data_type)}[{','.join(map(str, t.dims))}]"
+                       for t in initializers[:LISTED_INITIALIZERS])
     hidden = len(initializers) - LISTED_INITIALIZERS
     more = f", ... {hidden} more" if hidden > 0 else ""
     size = human_bytes(sum(_stored_bytes(init) for init in initializers))

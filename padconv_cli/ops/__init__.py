@@ -35,11 +35,6 @@ class Input:
     required: str = ALWAYS
     literal_type: str | None = None
 
-    @property
-    def metavar(self) -> str:
-        """``X`` for a required argument, ``[W]`` for one that may be left out."""
-        return self.name.upper() if self.required == ALWAYS else f"[{self.name.upper()}]"
-
 
 @dataclass(frozen=True)
 class Attribute:
