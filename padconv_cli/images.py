@@ -46,13 +46,14 @@ def _as_real(array: np.ndarray, param: str) -> np.ndarray:
 
 
 def tiles_of(array: np.ndarray) -> np.ndarray:
-    """The tensor as ``(n, rows, columns)`` by the module rule."""
+    """The tensor as ``(n, rows, columns)`` by the module rule; an empty one is refused."""
+    if array.size == 0:
+        raise InputError(f"a tensor of shape {list(array.shape)} has no values to draw",
+                         param="png")
     shape = list(array.shape)
     while len(shape) > 2 and shape[0] == 1:
         shape.pop(0)
-    squeezed = array.reshape(shape) if shape else array.reshape(1, 1)
-    if squeezed.ndim == 1:
-        squeezed = squeezed.reshape(1, -1)
+    squeezed = array.reshape(shape if len(shape) > 1 else (1, -1))  # one row: 0-D and 1-D
     return squeezed.reshape(-1, *squeezed.shape[-2:])
 
 

@@ -180,11 +180,8 @@ class Planned:
         """Read the declared data input in full, once; re-plan if its shape changed since."""
         if not self.declared:
             return
-        from padconv_cli.tensor_sources import read_tensor
-
         call = self.call
-        data = read_tensor(self.request.inputs[0], dtype=self.request.dtype,
-                           policy=self.request.read_policy)
+        data = _read(self.request.inputs[0], self.request.dtype, self.request.read_policy)
         arrays = (data, *call.arrays[1:])
         self.resolved = dataclasses.replace(
             self.resolved, call=dataclasses.replace(call, arrays=arrays))
