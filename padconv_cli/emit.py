@@ -57,10 +57,9 @@ def single_node_model(call: Any, plan: Any, *, embedded: Collection[str] = (),
         [value_info(entry.output_name, output_dtype, plan.output_shape)],
         initializer=parts.initializers,
     )
-    model = helper.make_model(graph, opset_imports=[opset], producer_name="padconv")
-    model.producer_version = __version__
-    model.ir_version = ir_version
-    model.doc_string = f"{choice.op_type}-{choice.version} ({choice.reason})"
+    model = helper.make_model(graph, opset_imports=[opset], producer_name="padconv",
+                              producer_version=__version__, ir_version=ir_version,
+                              doc_string=f"{choice.op_type}-{choice.version} ({choice.reason})")
     check_emitted(model)
     return model
 

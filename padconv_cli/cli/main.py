@@ -53,8 +53,7 @@ ALIASES: dict[str, str] = {"inspect": "show"}
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived (:data:`stopped_by`): unwind like Ctrl-C so temporary files
-    are removed."""
+    """SIGTERM/SIGHUP arrived (:data:`stopped_by`): unwind like Ctrl-C, removing temporary files."""
 
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")

@@ -122,8 +122,8 @@ def _print_list(cases: list, as_json: bool) -> None:
     from padconv_cli.verification import report
 
     if as_json:
-        lines = [dumps(report.case_record(case)) for case in cases]
-        lines.append(dumps({"type": "summary", "total": len(cases)}))
+        lines = [*(dumps(report.case_record(case)) for case in cases),
+                 dumps({"type": "summary", "total": len(cases)})]
     else:
         lines = [*report.plain_case_list(cases), f"{len(cases)} cases"]
     click.echo("\n".join(lines))
@@ -142,8 +142,8 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
     styler = _status_style if colour else None
     lines = list(report.case_table(shown, width, styler)) if shown else []
     for result in shown:
-        passed = result.status == PASSED
-        details = [] if passed else report.failure_details(result, options.TOLERANCE_FLAGS)
+        details = ([] if result.status == PASSED
+                   else report.failure_details(result, options.TOLERANCE_FLAGS))
         if verbose:
             details = (details or [result.case.name]) + report.verbose_details(result)[1:]
         if details:
