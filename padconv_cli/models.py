@@ -407,10 +407,8 @@ def find_node(path: str, name: str | None, op_type: str,
         handles = bounded_list(n.index_label for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
     other = next((n.op_type for n in nodes if n.op_type != op_type and _matches(name, n)), None)
-    if other:
-        hint = f" ({name!r} is a {other} node: use `padconv {operator(other).command}`);"
-    else:
-        hint = _close_matches(name, [n.label for n in candidates])
+    hint = (f" ({name!r} is a {other} node: use `padconv {operator(other).command}`);" if other
+            else _close_matches(name, [n.label for n in candidates]))
     raise InputError(f"{path}: no {op_type} node {name!r}{hint} {op_type} nodes: {listed}")
 
 
@@ -465,9 +463,8 @@ def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Map
                   if value is not None and entry.defaults.get(name, object()) != value}
     overridden = tuple(sorted(name for name in flags if name in from_model))
     attributes.update(flags)
-    notes = tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
-    if attributes.get("mode") != "wrap":  # --mode replaced the off-spec wrap
-        notes = ()
+    notes = (tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
+             if attributes.get("mode") == "wrap" else ())  # else --mode replaced the off-spec wrap
     arrays = model_call.arrays
     if arrays[0] is not None:  # attributes given as text read in the data's element type
         attributes = entry.typed(attributes, dtype_of(arrays[0]))

@@ -232,8 +232,7 @@ def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned
     a model node's remarks."""
     check_output_format(request.output, request.fmt)
     entry = operator(request.operator)
-    engine = first_engine(request, entry.engines)
-    data, declared, engine = _open_data(request, engine)
+    data, declared, engine = _open_data(request, first_engine(request, entry.engines))
     arrays = [data]
     for declared_input, value in zip(entry.data_inputs[1:], request.inputs[1:], strict=False):
         dtype = request.dtype or _literal_type(declared_input, value, entry, arrays)
@@ -357,8 +356,7 @@ def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
     unless ``.npy`` in and out and a tiled engine, else ``auto`` (the gate chooses)."""
     if request.model is not None:
         return "memory"
-    data = request.inputs[0]
-    engine = request.engine
+    data, engine = request.inputs[0], request.engine
     if engine == "auto" and (is_zarr(data) or is_zarr(request.output) or request.scheduler):
         engine = "dask"
     if engine not in ("auto", *engines):

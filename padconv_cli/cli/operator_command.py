@@ -136,8 +136,7 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
     if emit_onnx is not None and not emit_onnx.strip():
         raise click.UsageError("--emit-onnx is empty; give a path")
     if output not in (None, "-") and emit_onnx and options.same_file(output, emit_onnx):
-        raise click.UsageError(f"-o and --emit-onnx both name {output}; give two different "
-                               "files")
+        raise click.UsageError(f"-o and --emit-onnx both name {output}; give two different files")
 
 
 def _print_explanation(info: dict[str, Any], as_json: bool) -> None:
