@@ -48,8 +48,7 @@ def operator_command(entry: Operator) -> click.Command:
         command = click.argument(declared.name.lower(), metavar=label if required else f"[{label}]",
                                  required=required, shell_complete=options.complete_path)(command)
     texts = entry.texts
-    return click.command(entry.command, cls=options.Command, short_help=texts.summary,
-                         help=options.with_examples_first(texts.help, texts.examples))(command)
+    return options.command(entry.command, texts.summary, texts.examples, texts.help)(command)
 
 
 def _attribute_option(attribute: Attribute) -> Callable:

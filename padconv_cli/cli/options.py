@@ -151,13 +151,14 @@ def with_examples_first(help_text: str, examples: str) -> str:
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
-def command(name: str, short_help: str, examples: str) -> Callable[[Callable], click.Command]:
-    """Decorator: a padconv :class:`Command` named ``name``, its help (the function's
-    docstring) with ``examples`` right after the summary."""
+def command(name: str, short_help: str, examples: str,
+            help_text: str | None = None) -> Callable[[Callable], click.Command]:
+    """Decorator: a padconv :class:`Command` named ``name``, its help (``help_text``, else the
+    function's docstring) with ``examples`` right after the summary."""
 
     def decorate(f: Callable) -> click.Command:
         return click.command(name, cls=Command, short_help=short_help,
-                             help=with_examples_first(f.__doc__ or "", examples))(f)
+                             help=with_examples_first(help_text or f.__doc__ or "", examples))(f)
 
     return decorate
 
