@@ -135,8 +135,7 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
             "peer": peer.peer, "status": peer.status, "detail": peer.detail,
             "known_deviation": peer.known, "believed_right": peer.believed_right,
             "max_abs": peer.max_abs, "max_rel": peer.max_rel,
-            "conv_bound": bool(comparison is not None and comparison.bounded),
-        }
+            "conv_bound": bool(comparison is not None and comparison.bounded)}
         if comparison is not None and comparison.mismatches:
             entry["mismatches"] = comparison.mismatch_records()
         peers.append(entry)

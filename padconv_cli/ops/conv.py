@@ -300,11 +300,9 @@ OPERATOR = Operator(
     texts=TEXTS, max_inputs=lambda version: len(INPUTS), output_name="Y",  # X, W, B: any version
     onnx_attribute_types={"auto_pad": STRING, "dilations": INTS, "group": INT,
                           "kernel_shape": INTS, "pads": INTS, "strides": INTS},
-    plan=plan, kernel=kernel, run=run,
-    output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
-    explain=explain, version_choice=version_choice, graph_parts=graph_parts,
-    reference=reference, error_bound=error_bound,
+    plan=plan, kernel=kernel, run=run, output_dtype=output_dtype, needs=needs,
+    plan_tiles=plan_tiles, run_engine=run_engine, explain=explain, version_choice=version_choice,
+    graph_parts=graph_parts, reference=reference, error_bound=error_bound, flag_rules=flag_rules,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
-    flag_rules=flag_rules,
 )
 typed = OPERATOR.typed  # the protocol's default, attributes as given: ConvTranspose's rule too
