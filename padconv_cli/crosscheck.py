@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from padconv_cli.emit import single_node_model
 from padconv_cli.ops import operator
 from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
 from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
 from padconv_cli.runtimes import onnx_array, run_in_onnxruntime, run_in_reference
-from padconv_cli.verification.compare import compare_with_peer
+from padconv_cli.verification.compare import compare_with_peer, format_error
 
 FAILING = ("disagree", "refused")
 
@@ -93,8 +94,6 @@ def crosscheck(call: Any, plan: Any, result: np.ndarray, *, rtol: float | None =
                atol: float | None = None) -> CheckReport:
     """Run ``call`` (a KernelCall validated as ``plan``) through each peer and compare with
     padconv's ``result`` (module rules)."""
-    from padconv_cli.emit import single_node_model
-
     model = single_node_model(call, plan)
     names = [value.name for value in model.graph.input]
     arrays = [onnx_array(a) for a in call.arrays if a is not None]
@@ -110,8 +109,6 @@ def crosscheck(call: Any, plan: Any, result: np.ndarray, *, rtol: float | None =
 
 def format_report(report: CheckReport) -> str:
     """One line per peer, then ``check: passed`` or ``check: FAILED``."""
-    from padconv_cli.verification.compare import format_error
-
     lines = []
     for peer in report.peers:
         line = f"check: {peer.peer:<15} {peer.status:<11}"
@@ -138,8 +135,7 @@ def report_dict(report: CheckReport) -> dict[str, Any]:
             "peer": peer.peer, "status": peer.status, "detail": peer.detail,
             "known_deviation": peer.known, "believed_right": peer.believed_right,
             "max_abs": peer.max_abs, "max_rel": peer.max_rel,
-            "conv_bound": bool(comparison is not None and comparison.bounded),
-        }
+            "conv_bound": bool(comparison is not None and comparison.bounded)}
         if comparison is not None and comparison.mismatches:
             entry["mismatches"] = comparison.mismatch_records()
         peers.append(entry)

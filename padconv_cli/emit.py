@@ -16,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from padconv_cli import __version__
 from padconv_cli.errors import OutputError
 from padconv_cli.ops import dtype_of, operator
 from padconv_cli.ops.onnx_graph import VersionChoice, value_info
+from padconv_cli.tensorio.files import atomic_write, one_line
 
 PROTOBUF_LIMIT = 2**31 - 1
 
@@ -33,8 +35,6 @@ def single_node_model(call: Any, plan: Any, *, embedded: Collection[str] = (),
     """The ModelProto of ``call`` (a KernelCall) whose resolved plan is ``plan`` (module
     rules); :class:`OutputError` when onnx's full check refuses it."""
     from onnx import AttributeProto, helper, numpy_helper
-
-    from padconv_cli import __version__
 
     entry = operator(call.op_type)
     choice = operator_version(call)
@@ -57,10 +57,9 @@ def single_node_model(call: Any, plan: Any, *, embedded: Collection[str] = (),
         [value_info(entry.output_name, output_dtype, plan.output_shape)],
         initializer=parts.initializers,
     )
-    model = helper.make_model(graph, opset_imports=[opset], producer_name="padconv")
-    model.producer_version = __version__
-    model.ir_version = ir_version
-    model.doc_string = f"{choice.op_type}-{choice.version} ({choice.reason})"
+    model = helper.make_model(graph, opset_imports=[opset], producer_name="padconv",
+                              producer_version=__version__, ir_version=ir_version,
+                              doc_string=f"{choice.op_type}-{choice.version} ({choice.reason})")
     check_emitted(model)
     return model
 
@@ -70,12 +69,9 @@ def check_emitted(model: Any) -> None:
     protobuf's 2 GiB, is an OutputError."""
     import onnx
 
-    from padconv_cli.tensorio.files import one_line
-
     if model.ByteSize() > PROTOBUF_LIMIT:
-        raise OutputError(
-            f"the model would be {model.ByteSize()} bytes, over protobuf's 2 GiB limit"
-        )
+        raise OutputError(f"the model would be {model.ByteSize()} bytes, over protobuf's 2 GiB "
+                          "limit")
     try:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
@@ -84,7 +80,5 @@ def check_emitted(model: Any) -> None:
 
 def save_model(model: Any, path: str) -> None:
     """Write ``model`` to ``path`` atomically (temporary file in the same folder, then rename)."""
-    from padconv_cli.tensorio.files import atomic_write
-
     data = model.SerializeToString()
     atomic_write(path, lambda stream: stream.write(data))

@@ -12,14 +12,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from padconv_cli.dtypes import dtype_name
+from padconv_cli.emit import operator_version
 from padconv_cli.ops import dtype_of, operator, shape_of
 from padconv_cli.units import human_bytes
 
 
 def _inputs(resolved: Any, names: tuple[str, ...]) -> list[dict[str, Any]]:
     """Name, type, shape, bytes and origin of each input given (a declared one is not read)."""
-    from padconv_cli.dtypes import dtype_name
-
     return [{"name": name, "dtype": dtype_name(dtype_of(array)), "shape": list(shape_of(array)),
              "bytes": int(math.prod(shape_of(array))) * dtype_of(array).itemsize,
              "from": "model" if name in resolved.embedded else "command line"}
@@ -33,9 +33,6 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
     """The explanation of a resolved call (module docstring); ``flags``: the attributes given
     on the command line; ``fmt``: the output's format (its bytes are the gate's figures);
     ``engine``: the engine the call runs on, within ``memory_limit`` bytes out of core."""
-    from padconv_cli.dtypes import dtype_name
-    from padconv_cli.emit import operator_version
-
     call = resolved.call
     entry = operator(call.op_type)
     dtype = dtype_of(call.arrays[0])
@@ -56,9 +53,7 @@ def explanation(resolved: Any, plan: Any, flags: set[str] | frozenset[str],
         "output": {"shape": list(plan.output_shape), "bytes": needs.output,
                    "dtype": dtype_name(entry.output_dtype(dtype, call.attributes, plan)),
                    "format": fmt},
-        "dims": described["dims"],
-        "flops": described["flops"],
-        "flops_formula": described["flops_formula"],
+        **{key: described[key] for key in ("dims", "flops", "flops_formula")},
         "memory": {"inputs": needs.inputs, "output": needs.output_held,
                    "working": needs.working, "total": needs.total},
         "engine": {"name": engine} if engine == "memory" else

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from padconv_cli.errors import InputError, UnsupportedDtypeError
+from padconv_cli.tensorio.files import atomic_write
 
 MAX_TILES = 256
 MIN_SIDE = 256
 NAN_RGB, POSINF_RGB, NEGINF_RGB, GAP_RGB = (255, 0, 0), (255, 255, 0), (0, 0, 255), (40, 40, 40)
-PNG_EXTRA_HINT = "pip install 'padconv[png]'"
 
 
 def _as_real(array: np.ndarray, param: str) -> np.ndarray:
@@ -46,13 +46,14 @@ def _as_real(array: np.ndarray, param: str) -> np.ndarray:
 
 
 def tiles_of(array: np.ndarray) -> np.ndarray:
-    """The tensor as ``(n, rows, columns)`` by the module rule."""
+    """The tensor as ``(n, rows, columns)`` by the module rule; an empty one is refused."""
+    if array.size == 0:
+        raise InputError(f"a tensor of shape {list(array.shape)} has no values to draw",
+                         param="png")
     shape = list(array.shape)
     while len(shape) > 2 and shape[0] == 1:
         shape.pop(0)
-    squeezed = array.reshape(shape) if shape else array.reshape(1, 1)
-    if squeezed.ndim == 1:
-        squeezed = squeezed.reshape(1, -1)
+    squeezed = array.reshape(shape if len(shape) > 1 else (1, -1))  # one row: 0-D and 1-D
     return squeezed.reshape(-1, *squeezed.shape[-2:])
 
 
@@ -139,8 +140,6 @@ def write_png(pixels: np.ndarray, path: str) -> None:
     try:
         from PIL import Image
     except ImportError:
-        raise InputError(f"png needs Pillow: {PNG_EXTRA_HINT}", param="png") from None
-    from padconv_cli.tensorio.files import atomic_write
-
+        raise InputError("png needs Pillow: pip install 'padconv[png]'", param="png") from None
     image: Any = Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8))
     atomic_write(path, lambda stream: image.save(stream, format="PNG"))

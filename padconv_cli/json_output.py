@@ -19,6 +19,8 @@ import numpy as np
 
 from padconv_cli.dtypes import dtype_name, element_kind
 
+_SCALARS = {"float": float, "int": int, "complex": complex, "bool": bool}
+
 
 def jsonable(value: Any) -> Any:
     """``value`` in the form JSON carries strictly, by the rules of the module docstring."""
@@ -27,7 +29,8 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (int, float, complex)):
         return _number(value)
     if isinstance(value, np.generic):
-        return jsonable(_python_scalar(value))
+        convert = _SCALARS.get(element_kind(value.dtype))
+        return jsonable(value.item() if convert is None else convert(value))
     if isinstance(value, np.ndarray):
         return jsonable(value.tolist())
     if isinstance(value, dict):
@@ -49,20 +52,8 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
 
 
 def _number(value: int | float | complex) -> Any:
-    if isinstance(value, int):
-        return value
     if isinstance(value, complex):
         return {"real": _number(value.real), "imag": _number(value.imag)}
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
     return value
-
-
-_SCALARS = {"float": float, "int": int, "complex": complex, "bool": bool}
-
-
-def _python_scalar(value: np.generic) -> Any:
-    convert = _SCALARS.get(element_kind(value.dtype))
-    return value.item() if convert is None else convert(value)

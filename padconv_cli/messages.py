@@ -7,6 +7,7 @@ input can hold a hundred thousand of them; the message must stay one short line.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 LISTED_ITEMS = 12
@@ -21,13 +22,9 @@ def bounded_list(items: Iterable[object], limit: int = LISTED_ITEMS, *,
     with the characters ``str.isprintable`` rejects escaped (``\\n``, ``\\x01``): names from
     the input may hold them, and the message stays one line.
     """
-    shown: list[str] = []
-    hidden = 0
-    for item in items:
-        if len(shown) < limit:
-            shown.append(escaped(str(item)))
-        else:
-            hidden += 1
+    rest = iter(items)
+    shown = [escaped(str(item)) for item in itertools.islice(rest, limit)]
+    hidden = sum(1 for _ in rest)
     if not shown:
         return empty
     text = ", ".join(shown)

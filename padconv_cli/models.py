@@ -24,16 +24,18 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections import ChainMap
+from collections import ChainMap, Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from padconv_cli.errors import AttributeValueError, InputError
+from padconv_cli.dtypes import onnx_elem_type
+from padconv_cli.errors import AttributeValueError, InputError, PadconvError
 from padconv_cli.messages import bounded_list
 from padconv_cli.onnx_nodes import (
+    CONSTANT_ATTRIBUTE_TYPES,
     DEFAULT_DOMAINS,
     call_for_node,
     check_attribute_type,
@@ -44,22 +46,18 @@ from padconv_cli.onnx_nodes import (
 )
 from padconv_cli.ops import ATTRIBUTE, OPERATORS, operator, plain_call
 from padconv_cli.ops.protocol import KernelCall, ResolvedCall, dtype_of
-from padconv_cli.tensorio.protobuf import tensor_from_proto
+from padconv_cli.tensorio.files import check_input_size, one_line, open_regular_file, read_exact
+from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT, tensor_from_proto
 
 if TYPE_CHECKING:
     from padconv_cli.tensorio.files import ReadPolicy
 
-__all__ = ["ModelNode", "ResolvedCall", "find_node", "load_model", "model_initializers",
-           "model_nodes", "model_opset", "resolve_call", "stored_tensor", "stored_values",
-           "with_node_context"]
-
 LISTED_NODES = 12
-SHORTHAND_CONSTANTS = ("value_float", "value_floats", "value_int", "value_ints", "value_string",
-                       "value_strings")
+SHORTHAND_CONSTANTS = tuple(name for name in CONSTANT_ATTRIBUTE_TYPES if name.startswith("value_"))
 GRAPH, GRAPHS = 5, 10  # AttributeProto types of a subgraph attribute
 FOLD_LIMIT = 2**31 - 1  # protobuf's limit on a stored tensor: no folded value is larger
-RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
-                        "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
+NOT_FOLDED = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                        "Multinomial", "Bernoulli", "Dropout", "Constant"})  # random, or stored
 Loader = Callable[[], np.ndarray]
 
 
@@ -115,11 +113,9 @@ class ModelNode:
             return None
         stored = self.constant(index)
         if stored is None:
-            raise InputError(
-                f"{self.describe()}: {what} comes from {self.input_name(index)!r}, which is "
-                f"computed at run time, not stored in the model; {remedy}",
-                param=param,
-            )
+            raise InputError(f"{self.describe()}: {what} comes from {self.input_name(index)!r}, "
+                             f"which is computed at run time, not stored in the model; {remedy}",
+                             param=param)
         if embed_as:
             embedded.add(embed_as)
         return stored
@@ -133,9 +129,6 @@ def load_model(path: str, policy: ReadPolicy | None = None) -> Any:
     the input limit of ``policy`` (None: the default ``ReadPolicy()``)."""
     from google.protobuf.message import DecodeError
     from onnx import ModelProto
-
-    from padconv_cli.tensorio.files import check_input_size, one_line, open_regular_file, read_exact
-    from padconv_cli.tensorio.protobuf import PROTOBUF_LIMIT
 
     stream, size = open_regular_file(path)
     with stream:
@@ -248,9 +241,8 @@ def graph_constants(graph: Any, path: str, base_dir: str | None,
 
 def _foldable(node: Any, is_known: Callable[[str], bool]) -> bool:
     """True when ``node`` computes only from names ``is_known`` accepts (module rule)."""
-    if node.domain not in DEFAULT_DOMAINS or node.op_type in RANDOM_OPS:
-        return False
-    if node.op_type == "Constant" or any(named_subgraphs(node)):
+    if node.domain not in DEFAULT_DOMAINS or node.op_type in NOT_FOLDED or any(
+            named_subgraphs(node)):
         return False
     names = [name for name in node.input if name]
     return bool(names) and all(is_known(name) for name in names)
@@ -296,9 +288,7 @@ def _evaluate(name: str, nodes: list, feeds: Mapping[str, np.ndarray], opsets: A
     shape inference bounded every value of the sub-graph by FOLD_LIMIT bytes."""
     from onnx import helper, numpy_helper, shape_inference
 
-    from padconv_cli.dtypes import onnx_elem_type
     from padconv_cli.runtimes import onnx_array, quiet_reference
-    from padconv_cli.tensorio.files import one_line
 
     def refused(why: str) -> InputError:
         return InputError(f"{path}: {name!r} is computed from stored values but cannot be "
@@ -372,14 +362,13 @@ def model_nodes(path: str, op_types: tuple[str, ...] = tuple(OPERATORS),
     model = load_model(path, policy)
     opset = model_opset(model, path)
     walk = _walk(model.graph, {}, path, _base_dir(path), model.opset_import, policy)
-    counters: dict[str, int] = {}
+    counters: Counter[str] = Counter()
     nodes = []
     for node, constants, where in walk:
         if node.op_type not in op_types or node.domain not in DEFAULT_DOMAINS:
             continue
-        index = counters.get(node.op_type, 0)
-        counters[node.op_type] = index + 1
-        handle = f"{node.op_type}#{index}"
+        handle = f"{node.op_type}#{counters[node.op_type]}"
+        counters[node.op_type] += 1
         nodes.append(ModelNode(path, node.name or handle, node, opset, constants, handle, where))
     return nodes
 
@@ -418,10 +407,8 @@ def find_node(path: str, name: str | None, op_type: str,
         handles = bounded_list(n.index_label for n in chosen)
         raise InputError(f"{path}: {len(chosen)} {op_type} nodes match {name!r}; use {handles}")
     other = next((n.op_type for n in nodes if n.op_type != op_type and _matches(name, n)), None)
-    if other:
-        hint = f" ({name!r} is a {other} node: use `padconv {operator(other).command}`);"
-    else:
-        hint = _close_matches(name, [n.label for n in candidates])
+    hint = (f" ({name!r} is a {other} node: use `padconv {operator(other).command}`);" if other
+            else _close_matches(name, [n.label for n in candidates]))
     raise InputError(f"{path}: no {op_type} node {name!r}{hint} {op_type} nodes: {listed}")
 
 
@@ -439,8 +426,6 @@ def with_node_context(origin: ModelNode | None, error: Exception,
     about a node's values raised where the node is not known.  ``param`` is dropped when its
     (first) name is a value the node gave and no flag replaced (``overridden``): the user typed
     no flag for it."""
-    from padconv_cli.errors import PadconvError
-
     if origin is None or not isinstance(error, PadconvError) or origin.path in str(error):
         return error
     node = origin.node
@@ -478,9 +463,8 @@ def resolve_call(op_type: str, arrays: tuple[np.ndarray | None, ...], flags: Map
                   if value is not None and entry.defaults.get(name, object()) != value}
     overridden = tuple(sorted(name for name in flags if name in from_model))
     attributes.update(flags)
-    notes = tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
-    if attributes.get("mode") != "wrap":  # --mode replaced the off-spec wrap
-        notes = ()
+    notes = (tuple(f"{origin.describe()}: {note}" for note in model_call.notes)
+             if attributes.get("mode") == "wrap" else ())  # else --mode replaced the off-spec wrap
     arrays = model_call.arrays
     if arrays[0] is not None:  # attributes given as text read in the data's element type
         attributes = entry.typed(attributes, dtype_of(arrays[0]))

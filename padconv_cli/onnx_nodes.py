@@ -27,16 +27,10 @@ from padconv_cli.ops.protocol import (
     KernelCall,
 )
 
-__all__ = ["KernelCall", "call_for_node", "check_attribute_type", "check_node_input_count",
-           "decode_attribute_text", "default_opset", "kernel_call", "node_attributes",
-           "operator_version"]
-
 DEFAULT_DOMAINS = ("", "ai.onnx")
-CONSTANT_ATTRIBUTE_TYPES = {
-    "value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS, "value_int": INT,
-    "value_ints": INTS, "value_string": STRING, "value_strings": STRINGS,
-    "sparse_value": SPARSE_TENSOR,
-}
+CONSTANT_ATTRIBUTE_TYPES = {"value": TENSOR, "value_float": FLOAT, "value_floats": FLOATS,
+                            "value_int": INT, "value_ints": INTS, "value_string": STRING,
+                            "value_strings": STRINGS, "sparse_value": SPARSE_TENSOR}
 
 
 def _supported() -> str:
@@ -57,9 +51,8 @@ def operator_version(op_type: str, opset: int) -> int:
         raise AttributeValueError(f"operator {op_type!r} is not supported (only {_supported()})")
     usable = [v for v in entry.versions if v <= opset]
     if not usable:
-        raise AttributeValueError(
-            f"{op_type}: opset {opset} is older than the first version {entry.versions[0]}"
-        )
+        raise AttributeValueError(f"{op_type}: opset {opset} is older than the first version "
+                                  f"{entry.versions[0]}")
     return usable[-1]
 
 
@@ -69,10 +62,8 @@ def kernel_call(op_type: str, attributes: Mapping[str, Any],
     """Map a node (op_type, attribute dict, input arrays with None for omitted ones) of the
     given default-domain opset onto the kernel call its version defines."""
     if not is_supported_op(op_type, domain):
-        raise AttributeValueError(
-            f"operator {domain + '.' if domain else ''}{op_type} is not supported "
-            f"(only {_supported()} of the default ONNX domain)"
-        )
+        raise AttributeValueError(f"operator {domain + '.' if domain else ''}{op_type} is not "
+                                  f"supported (only {_supported()} of the default ONNX domain)")
     version = operator_version(op_type, opset)
     attributes = {name: _plain(value, f"{op_type}: attribute {name!r}")
                   for name, value in attributes.items()}
@@ -148,10 +139,8 @@ def check_node_input_count(node: Any, *, opset: int, source: str = "model",
     most = operator(node.op_type).max_inputs(version)
     if len(node.input) > most:
         label = label or node.name or node.op_type
-        raise InputError(
-            f"{source}: node {label!r} ({node.op_type}-{version}) lists {len(node.input)} "
-            f"inputs; {node.op_type}-{version} takes at most {most}"
-        )
+        raise InputError(f"{source}: node {label!r} ({node.op_type}-{version}) lists "
+                         f"{len(node.input)} inputs; {node.op_type}-{version} takes at most {most}")
 
 
 def default_opset(opset_imports: Sequence[Any]) -> int:

@@ -100,11 +100,12 @@ class Planned:
         return self.entry.output_dtype(dtype_of(self.call.arrays[0]), self.call.attributes,
                                        self.plan)
 
-    def limits(self) -> Any:
-        """The request's :class:`~padconv_cli.resources.Limits`."""
-        from padconv_cli.resources import Limits
+    def memory_limit(self) -> int:
+        """The request's ``memory_limit``, else half of the memory available."""
+        from padconv_cli.resources import default_memory_limit
 
-        return Limits(self.request.max_output_bytes, self.request.memory_limit)
+        limit = self.request.memory_limit
+        return default_memory_limit() if limit is None else limit
 
     def needs(self) -> Any:
         """The in-memory run's :class:`~padconv_cli.resources.Needs` (explain, the gate)."""
@@ -118,11 +119,12 @@ class Planned:
         max_output_bytes and the free disk space."""
         from padconv_cli.resources import Needs, check_call
 
-        request, limits = self.request, self.limits()
+        request = self.request
         self.engine = self.foreseen_engine()
         if self.engine == "memory":
-            needs = self.needs()
-            check_call(needs, limits, tiled_possible=self._tiled_hint(needs, limits.memory()))
+            needs, limit = self.needs(), self.memory_limit()
+            check_call(needs, request.max_output_bytes, limit,
+                       tiled_possible=self._tiled_hint(needs, limit))
             return self.engine
         from padconv_cli.outofcore.npy_blocks import check_disk_space
 
@@ -130,7 +132,7 @@ class Planned:
         check_element_width(dtype, request.engine)
         shape = tuple(self.plan.output_shape)
         needs = Needs(0, math.prod(shape) * dtype.itemsize, 0, shape, dtype.name, dtype.itemsize)
-        check_call(needs, limits, in_memory=False)
+        check_call(needs, request.max_output_bytes, in_memory=False)
         check_disk_space(request.output, shape, dtype)
         return self.engine
 
@@ -140,7 +142,7 @@ class Planned:
         request = self.request
         if self.resolved.origin is not None or "tiled" not in self.entry.engines:
             return False
-        if not tiled_possible(request.inputs[0], request.output, request.fmt):
+        if not (is_npy_file(request.inputs[0]) and is_npy_target(request.output, request.fmt)):
             return False
         if needs.total <= limit:
             return True
@@ -156,8 +158,9 @@ class Planned:
         request = self.request
         if self.engine in ("tiled", "dask"):
             source, *others = self.call.arrays
+            settings = _engine_settings(request, self.memory_limit())
             tiled = self.entry.run_engine(self.engine, source, others, self.plan,
-                                          self.call.attributes, _engine_settings(request))
+                                          self.call.attributes, settings)
             return Outcome(self.engine, self.plan, self.resolved, tiled=tiled)
         self._read_declared()
         outcome = Outcome("memory", self.plan, self.resolved)
@@ -177,11 +180,8 @@ class Planned:
         """Read the declared data input in full, once; re-plan if its shape changed since."""
         if not self.declared:
             return
-        from padconv_cli.tensor_sources import read_tensor
-
         call = self.call
-        data = read_tensor(self.request.inputs[0], dtype=self.request.dtype,
-                           policy=self.request.read_policy)
+        data = _read(self.request.inputs[0], self.request.dtype, self.request.read_policy)
         arrays = (data, *call.arrays[1:])
         self.resolved = dataclasses.replace(
             self.resolved, call=dataclasses.replace(call, arrays=arrays))
@@ -195,14 +195,14 @@ class Planned:
         from padconv_cli.explain import explanation
 
         return explanation(self.resolved, self.plan, flags, self.written_format,
-                           self.foreseen_engine(), self.limits().memory())
+                           self.foreseen_engine(), self.memory_limit())
 
     def foreseen_engine(self) -> str:
         """The engine the gate would choose: ``auto`` is ``memory`` within ``memory_limit``,
         else ``tiled``."""
         if self.engine != "auto":
             return self.engine
-        return "memory" if self.needs().total <= self.limits().memory() else "tiled"
+        return "memory" if self.needs().total <= self.memory_limit() else "tiled"
 
     def emit(self, path: str, with_data: bool = False) -> None:
         """Write the call's single-node ONNX model to ``path``; ``with_data`` stores every
@@ -232,8 +232,7 @@ def plan(request: Request, note: Callable[[str], None] | None = None) -> Planned
     a model node's remarks."""
     check_output_format(request.output, request.fmt)
     entry = operator(request.operator)
-    engine = first_engine(request, entry.engines)
-    data, declared, engine = _open_data(request, engine)
+    data, declared, engine = _open_data(request, first_engine(request, entry.engines))
     arrays = [data]
     for declared_input, value in zip(entry.data_inputs[1:], request.inputs[1:], strict=False):
         dtype = request.dtype or _literal_type(declared_input, value, entry, arrays)
@@ -334,11 +333,9 @@ def check_output_format(output: str | None, fmt: str | None) -> None:
 
 def is_zarr(path: Any) -> bool:
     """True for a Zarr store path (``.zarr`` or a folder with Zarr metadata)."""
-    if not isinstance(path, str):
-        return False
     from padconv_cli.tensorio import is_zarr_path
 
-    return is_zarr_path(path)
+    return isinstance(path, str) and is_zarr_path(path)
 
 
 def is_npy_file(source: Any) -> bool:
@@ -353,19 +350,13 @@ def is_npy_target(output: str | None, fmt: str | None) -> bool:
     return fmt == "npy" or (fmt is None and os.path.splitext(output)[1].lower() in (".npy", ""))
 
 
-def tiled_possible(data: Any, output: str | None, fmt: str | None) -> bool:
-    """True when the tiled engine could take the call: a ``.npy`` input and ``.npy`` output."""
-    return is_npy_file(data) and is_npy_target(output, fmt)
-
-
 def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
     """The engine before sizes are known: ``memory`` for a model node, else the one asked for
     (of the operator's ``engines``); ``auto`` is ``dask`` for Zarr or a scheduler, ``memory``
     unless ``.npy`` in and out and a tiled engine, else ``auto`` (the gate chooses)."""
     if request.model is not None:
         return "memory"
-    data = request.inputs[0]
-    engine = request.engine
+    data, engine = request.inputs[0], request.engine
     if engine == "auto" and (is_zarr(data) or is_zarr(request.output) or request.scheduler):
         engine = "dask"
     if engine not in ("auto", *engines):
@@ -373,9 +364,8 @@ def first_engine(request: Request, engines: tuple[str, ...] = ENGINES) -> str:
                          f"{', '.join(engines)}", param="engine")
     if engine != "auto":
         return engine
-    if "tiled" not in engines or not tiled_possible(data, request.output, request.fmt):
-        return "memory"
-    return "auto"
+    tiled_possible = is_npy_file(data) and is_npy_target(request.output, request.fmt)
+    return "auto" if "tiled" in engines and tiled_possible else "memory"
 
 
 def check_element_width(dtype: np.dtype, engine: str) -> None:
@@ -405,16 +395,9 @@ def check_engine_files(request: Request, engine: str) -> None:
                       f"{accepted}, give {example}", param=("engine", "output"))
 
 
-def _engine_settings(request: Request) -> dict[str, Any]:
-    from padconv_cli.resources import default_memory_limit
-
-    limit = request.memory_limit if request.memory_limit is not None else default_memory_limit()
-    return {
-        "output": request.output,
-        "source_path": request.inputs[0],
-        "memory_limit": limit,
-        "show_progress": request.show_progress,
-        "dask": {"memory_limit": request.memory_limit, "fallback_limit": limit,
-                 "scheduler": request.scheduler, "show_progress": request.show_progress,
-                 "verbose": request.verbose, "read_policy": request.read_policy},
-    }
+def _engine_settings(request: Request, limit: int) -> dict[str, Any]:
+    return {"output": request.output, "source_path": request.inputs[0], "memory_limit": limit,
+            "show_progress": request.show_progress,
+            "dask": {"memory_limit": request.memory_limit, "fallback_limit": limit,
+                     "scheduler": request.scheduler, "show_progress": request.show_progress,
+                     "verbose": request.verbose, "read_policy": request.read_policy}}

@@ -22,7 +22,6 @@ from padconv_cli.errors import OutputTooLargeError
 from padconv_cli.units import human_bytes
 
 FALLBACK_MEMORY_BYTES = 8 * 2**30
-CGROUP_FOLDER = "/sys/fs/cgroup"
 NUMPY_MAX_BYTES = 2**63 - 1
 
 
@@ -48,7 +47,7 @@ def _meminfo_available() -> int | None:
     return _number_in("/proc/meminfo", "MemAvailable")
 
 
-def _cgroup_headroom(folder: str = CGROUP_FOLDER) -> int | None:
+def _cgroup_headroom(folder: str = "/sys/fs/cgroup") -> int | None:
     """cgroup v2 ``memory.max - memory.current`` in bytes; None without a limit ("max")."""
     limit = _number_in(f"{folder}/memory.max")
     if limit is None:
@@ -113,41 +112,29 @@ def nbytes(value: Any) -> int:
     return int(held) if held is not None else int(np.asarray(value).nbytes)
 
 
-@dataclass(frozen=True)
-class Limits:
-    """The limits of one call (None: half of the memory available)."""
-
-    max_output_bytes: int | None = None
-    memory_limit: int | None = None
-
-    def memory(self) -> int:
-        """``memory_limit``, or its default."""
-        return default_memory_limit() if self.memory_limit is None else self.memory_limit
-
-
 def _result(needs: Needs) -> str:
     return f"the result {tuple(int(d) for d in needs.output_shape)} of {needs.dtype_name}"
 
 
-def check_call(needs: Needs, limits: Limits, *, in_memory: bool = True,
-               tiled_possible: bool = False) -> None:
-    """The gate (module docstring): representable, output, then memory (in-memory only)."""
+def check_call(needs: Needs, max_output_bytes: int | None, memory_limit: int | None = None, *,
+               in_memory: bool = True, tiled_possible: bool = False) -> None:
+    """The gate (module docstring): representable, output, then memory (in-memory only); a
+    limit None is half of the memory available."""
     extent = math.prod(int(d) for d in needs.output_shape if d) * max(needs.allocated_itemsize, 1)
     if extent > NUMPY_MAX_BYTES:
         raise OutputTooLargeError(
             f"{_result(needs)} cannot be allocated: its non-zero dimensions span "
             f"{human_bytes(extent)}, over the 2**63 - 1 bytes an array can hold", param="pads")
-    given = limits.max_output_bytes
-    if given is None and not in_memory:
+    if max_output_bytes is None and not in_memory:
         return
-    output_limit = default_memory_limit() if given is None else given
+    output_limit = default_memory_limit() if max_output_bytes is None else max_output_bytes
     if needs.output > output_limit:
         raise OutputTooLargeError(
             f"{_result(needs)} needs {human_bytes(needs.output)} as written, over the limit "
             f"max_output_bytes = {human_bytes(output_limit)}", param="max_output_bytes")
     if not in_memory:
         return
-    limit = limits.memory()
+    limit = default_memory_limit() if memory_limit is None else memory_limit
     if needs.total <= limit:
         return
     hint = "; engine tiled works within that limit" if tiled_possible else ""

@@ -8,6 +8,8 @@ import time
 import click
 
 from padconv_cli.cli import options
+from padconv_cli.errors import InputError
+from padconv_cli.ops import OPERATORS
 
 EXIT_OUTSIDE = 1
 RUNTIMES = ("onnxruntime", "onnx.reference")
@@ -109,8 +111,6 @@ def audit_command(model: str, inputs: tuple[str, ...], runtime: str | None, seed
 
 def _unchecked_reason(report) -> str:
     """Why no node was checked: the model has none padconv implements, or none was judged."""
-    from padconv_cli.ops import OPERATORS
-
     if not report.nodes:
         return f"{report.model} has no node padconv implements ({', '.join(OPERATORS)})"
     return f"none of its {len(report.nodes)} node(s) was judged (see the table)"
@@ -132,7 +132,6 @@ def _refuse_chosen_sizes_that_stopped(report) -> None:
     the inputs (exit 2), not a node outside its bound."""
     from padconv_cli.audit.inputs import chose_dims
     from padconv_cli.audit.judge import NOT_RUN
-    from padconv_cli.errors import InputError
 
     stopped = [node for node in report.nodes if node.status == NOT_RUN]
     if not stopped or not chose_dims(report.inputs):
@@ -149,9 +148,7 @@ class _Progress:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and options.is_terminal(err=True)
-        self.started = time.monotonic()
-        self.bar = None
-        self.task = None
+        self.started, self.bar, self.task = time.monotonic(), None, None
 
     def __enter__(self) -> _Progress:
         return self
@@ -162,11 +159,10 @@ class _Progress:
 
     def update(self, done: int, total: int, label: str) -> None:
         """Record that ``done`` of ``total`` nodes are judged (``label`` the last one)."""
-        if not self.enabled:
+        waiting = self.bar is None and time.monotonic() - self.started < PROGRESS_AFTER_SECONDS
+        if not self.enabled or waiting:
             return
         if self.bar is None:
-            if time.monotonic() - self.started < PROGRESS_AFTER_SECONDS:
-                return
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 

@@ -6,7 +6,8 @@ import click
 
 from padconv_cli.cli import options
 from padconv_cli.errors import PadconvError
-from padconv_cli.ops.conv import AUTO_PAD_VALUES
+from padconv_cli.ops import error_bound, operator, plan_call
+from padconv_cli.ops.conv import ATTRIBUTE_NAMES, AUTO_PAD_VALUES
 
 EXIT_DIFFERENT = 1
 
@@ -92,8 +93,6 @@ def compare_command(expected: str, actual: str, rtol: float | None, atol: float 
 def _classified(call, reference, candidate) -> str | None:
     """How the node's operator explains B's difference from A (A taken as padconv's exact
     result: a QLinearConv rounding tie, float32 requantization, 16-bit saturation), or None."""
-    from padconv_cli.ops import operator
-
     classify = call and operator(call.op_type).classify_difference
     if not classify or reference.shape != candidate.shape:
         return None
@@ -124,8 +123,6 @@ def _conv_bound(conv: dict, shape: tuple[int, ...], dtype: str | None):
     if conv["node"] is not None and conv["from_model"] is None:
         raise click.UsageError("--node needs --from-model MODEL.onnx")
     from padconv_cli.models import find_node, resolve_call, with_node_context
-    from padconv_cli.ops import error_bound, operator, plan_call
-    from padconv_cli.ops.conv import ATTRIBUTE_NAMES
     from padconv_cli.tensor_sources import read_tensor
 
     model, node, policy = conv["from_model"], conv["node"], options.read_policy_of()
@@ -147,12 +144,6 @@ def _conv_bound(conv: dict, shape: tuple[int, ...], dtype: str | None):
     return error_bound(resolved.call, plan), resolved.call
 
 
-def _tensor_text(source: str, array) -> str:
-    from padconv_cli.dtypes import dtype_name
-
-    return f"{source}: {dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
-
-
 def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     """Verdict, the two tensors, the error sizes, first mismatches and the passing tolerances."""
     from padconv_cli.verification.compare import display_value
@@ -161,12 +152,11 @@ def _lines(comparison, first: tuple, second: tuple) -> list[str]:
     verdict = "PASS" if comparison.passed else "FAIL"
     bound = ", + c*n*eps*sum(|x|*|w|)" if comparison.bounded else ""
     lines = [f"{verdict} (rtol={comparison.rtol:g}, atol={comparison.atol:g}{bound})",
-             f"  A {_tensor_text(*first)}", f"  B {_tensor_text(*second)}"]
+             f"  A {first[0]}: {options.tensor_text(first[1])}",
+             f"  B {second[0]}: {options.tensor_text(second[1])}"]
     if comparison.max_abs is not None:
-        lines.append(
-            f"  max |B - A| {format_error(comparison.max_abs)}, "
-            f"max |B - A| / |A| {format_error(comparison.max_rel)}"
-        )
+        lines.append(f"  max |B - A| {format_error(comparison.max_abs)}, "
+                     f"max |B - A| / |A| {format_error(comparison.max_rel)}")
     if comparison.passed:
         return lines
     lines.append(f"  {comparison.reason}")

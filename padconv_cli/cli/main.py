@@ -22,30 +22,27 @@ import io
 import os
 import signal
 import sys
+import threading
+import warnings
 from typing import Any
 
 import click
 
+from padconv_cli import __version__
 from padconv_cli.cli.options import CONTEXT_SETTINGS, global_options
 from padconv_cli.errors import PadconvError
 from padconv_cli.messages import escaped
+from padconv_cli.ops import MODULES
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 LINE_LIMIT = 2000  # characters of one error line; a longer one is cut in its middle
-OUT_OF_MEMORY_MESSAGE = (
-    "out of memory while computing the result "
-    "(try --engine tiled with --memory-limit, or a smaller input)"
-)
+OUT_OF_MEMORY_MESSAGE = ("out of memory while computing the result (try --engine tiled with "
+                         "--memory-limit, or a smaller input)")
 
-# a command, or an operator whose command is built from its declarations
-COMMANDS = {
-    "pad": "padconv_cli.ops.pad:OPERATOR",
-    "conv": "padconv_cli.ops.conv:OPERATOR",
-    "conv-transpose": "padconv_cli.ops.conv_transpose:OPERATOR",
-    "conv-integer": "padconv_cli.ops.conv_integer:OPERATOR",
-    "qlinear-conv": "padconv_cli.ops.qlinear_conv:OPERATOR",
+# a command, or an operator whose command is built from its declarations (the registry's)
+COMMANDS = {command: f"{module}:OPERATOR" for command, module in MODULES.values()} | {
     "verify": "padconv_cli.cli.verify_cmd:verify_command",
     "show": "padconv_cli.cli.show_cmd:show_command",
     "compare": "padconv_cli.cli.compare_cmd:compare_command",
@@ -56,8 +53,7 @@ ALIASES: dict[str, str] = {"inspect": "show"}
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived (:data:`stopped_by`): unwind like Ctrl-C so temporary files
-    are removed."""
+    """SIGTERM/SIGHUP arrived (:data:`stopped_by`): unwind like Ctrl-C, removing temporary files."""
 
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
@@ -83,8 +79,6 @@ def on_stop_signal(signum: int, frame: object) -> None:
 def set_stop_handlers(handler: Any) -> None:
     """Handle SIGINT, SIGTERM and SIGHUP with ``handler`` (:func:`on_stop_signal`, or SIG_IGN
     once the run is stopped); main thread only; a signal the caller ignores stays ignored."""
-    import threading
-
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             if signal.getsignal(signum) != signal.SIG_IGN:
@@ -232,8 +226,6 @@ def _mapped_error(error: BaseException) -> int:
     if isinstance(error, click.ClickException):
         return _usage_error(error)
     if isinstance(error, PadconvError):
-        from padconv_cli.cli.messages import render_library_error
-
         report(_error_line(render_library_error(error, ctx), ctx))
         return getattr(error, "exit_code", EXIT_USAGE)
     if isinstance(error, MemoryError):
@@ -249,8 +241,6 @@ def _mapped_error(error: BaseException) -> int:
 def _usage_error(error: click.ClickException) -> int:
     """click's usage error as one line (with ``(see 'padconv CMD --help')`` when found parsing),
     or the help on stdout and 0 for a bare command (click's ``NoArgsIsHelpError``)."""
-    from padconv_cli.cli.messages import render_usage_error
-
     ctx = getattr(error, "ctx", None)
     if ctx is not None and type(error).__name__ == "NoArgsIsHelpError":
         click.echo(ctx.get_help(), color=ctx.color)
@@ -269,9 +259,6 @@ class _ClosedStdout(io.TextIOBase):
 
     def writable(self) -> bool:
         return True
-
-    def isatty(self) -> bool:
-        return False
 
     def write(self, text: str) -> int:
         if text:
@@ -309,8 +296,6 @@ def keep_quiet_after_the_outcome() -> None:
     """Drop every log record, warning and ignored exception from here to the interpreter's exit:
     the outcome is reported; what a library's thread or finaliser says at shut-down (asyncio's
     "Task was destroyed but it is pending!" after a failed Zarr read) is not part of it."""
-    import warnings
-
     logging = sys.modules.get("logging")
     if logging is not None:  # a library that logs has loaded it; importing it costs ~5 ms
         logging.disable(logging.CRITICAL)
@@ -339,6 +324,125 @@ def exit_now(status: int) -> None:
             stream.flush()
     os._exit(status)
 
+# --- one error style for every command: ``padconv CMD: error: MESSAGE``, whether click or
+# padconv found the problem, the library's parameter names rendered as the flags and files the
+# user typed.  Rule for a library error: the one table is the command's own parameters
+# (``ctx.command.params``: name -> label, the long flag of an option, the metavar of an
+# argument).  Every name in the error's ``param`` (a name or a tuple, the first the one the
+# message is about; without ``param``, the message's first word when it names a parameter) is
+# rendered as its label wherever it stands as a word of the message.  When the message does not
+# name the first one, the label goes in front (``--memory-limit: ...``; an argument: the file
+# the user gave for it).  ``source`` goes in front when the message does not name it; without
+# a source, the files of the arguments the message names are added (``(W is w.npy)``).  No
+# message text is parsed beyond its words; the line is escaped once, where it is printed
+# (:func:`report`). -----------------------------------------------------------------------
+
+# what each required argument takes, by the name the help shows
+ARGUMENT_KINDS = {"MODEL.onnx": "an ONNX model file", "FILE": "a tensor file or an ONNX model"}
+TENSOR_ARGUMENT = "a tensor file, '-' for stdin, or a literal"
+# the reading-policy flags: a refusal of theirs points at them where the command lacks them
+POLICY_FLAGS = ("max_input_bytes", "allow_hardlinks")
+_PUNCTUATION = ",;:)."
+
+
+def _label(param: click.Parameter) -> str:
+    """How the user names a parameter: the long flag of an option, the metavar of an argument."""
+    if isinstance(param, click.Option):
+        longs = [opt for opt in param.opts if opt.startswith("--")]
+        return (longs or param.opts)[0]
+    return (param.metavar or (param.name or "").upper()).strip("[].")
+
+
+def labels(ctx: click.Context | None) -> dict[str, click.Parameter]:
+    """The table: each parameter of the command by its name and by its long flags' names
+    (``fmt`` and ``format`` both name ``--format``); an argument also by its label, the
+    library's name for that input (``W`` names the argument ``w``)."""
+    table: dict[str, click.Parameter] = {}
+    for param in ctx.command.params if ctx is not None else ():
+        for opt in param.opts if isinstance(param, click.Option) else ():
+            if opt.startswith("--"):
+                table.setdefault(opt[2:].replace("-", "_"), param)
+        table.setdefault(param.name or "", param)
+        if isinstance(param, click.Argument):
+            table.setdefault(_label(param), param)
+    return table
+
+
+def _typed_file(ctx: click.Context | None, param: click.Parameter) -> str | None:
+    """The file the user gave for an argument (not an inline literal), when given."""
+    value = ctx.params.get(param.name or "") if ctx is not None else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    literal = text[0] in "[('\"-+.0123456789" and not text.endswith(
+        (".npy", ".npz", ".pb", ".onnx"))
+    return None if literal else value
+
+
+def _render_words(message: str, table: dict[str, click.Parameter], names: list[str]) -> str:
+    """``message`` with each word that is one of ``names`` (trailing punctuation aside)
+    replaced by its label."""
+    words = message.split(" ")
+    for index, word in enumerate(words):
+        core = word.rstrip(_PUNCTUATION)
+        if core in names and isinstance(table.get(core), click.Option):
+            words[index] = _label(table[core]) + word[len(core):]
+    return " ".join(words)
+
+
+def _argument_files(ctx: click.Context | None, message: str) -> str:
+    """`` (X is x.npy, W is w.npy)`` for the arguments the message names by their label (as a
+    name of its own: ``W`` in ``W.shape[1]``, not in ``Wx``), without naming the file the user
+    gave for them."""
+    words = set("".join(c if c.isalnum() or c == "_" else " " for c in message).split())
+    named = [f"{_label(param)} is {typed}" for param in (ctx.command.params if ctx else ())
+             if isinstance(param, click.Argument) and _label(param) in words
+             and (typed := _typed_file(ctx, param)) and typed not in message]
+    return f" ({', '.join(named)})" if named else ""
+
+
+def render_library_error(error: Exception, ctx: click.Context | None) -> str:
+    """The one-line message of a library error for the CLI (module docstring)."""
+    first, *_ = str(error).strip().splitlines() or [""]
+    table = labels(ctx)
+    param = getattr(error, "param", None)
+    if param is None and first.split(" ")[0] in table:
+        param = first.split(" ")[0]
+    names = list(param) if isinstance(param, tuple) else [param] if param else []
+    source = getattr(error, "source", None)
+    message = _render_words(first, table, names)
+    main = table.get(names[0]) if names else None
+    if isinstance(main, click.Option) and _label(main) not in message:
+        message = f"{_label(main)}: {message}"
+    elif main is not None and source is None:
+        source = _typed_file(ctx, main)
+    if source and str(source) not in message:
+        message = f"{source}: {message}"
+    elif not source:
+        message += _argument_files(ctx, message)
+    if main is None and names and names[0] in POLICY_FLAGS:
+        message += f" (see --{names[0].replace('_', '-')})"
+    return message
+
+
+def render_usage_error(error: click.ClickException) -> str:
+    """click's message in padconv's words, the same for every click version:
+    ``--pads: 'x' is not an integer``, ``No such option '--bogus'``."""
+    if isinstance(error, click.NoSuchOption):
+        close = ", ".join(error.possibilities or [])
+        hint = f"; did you mean {close}?" if close else ""
+        return f"No such option {error.option_name!r}{hint}"
+    if isinstance(error, click.MissingParameter) and isinstance(error.param, click.Argument):
+        label = _label(error.param)
+        return f"missing argument {label}: {ARGUMENT_KINDS.get(label, TENSOR_ARGUMENT)}"
+    if isinstance(error, click.BadParameter) and error.param is not None:
+        label = error.param_hint or _label(error.param)
+        if isinstance(label, (list, tuple)):
+            label = label[0]
+        return f"{str(label).strip(chr(39) + chr(34))}: {error.message}"
+    return error.format_message()
+
+
 # --- padconv --version: the versions of the libraries its results depend on (read from the
 # distributions' metadata: nothing heavy is imported), and the native instruction set that
 # Conv runs on (the native extension is loaded to ask the CPU) ---------------------------
@@ -359,8 +463,6 @@ def distribution_version(*names: str) -> str:
 def padconv_version() -> str:
     """The installed distribution's version; the package's own ``__version__`` when padconv
     runs from a source tree that was never installed."""
-    from padconv_cli import __version__
-
     found = distribution_version("padconv")
     return __version__ if found == NOT_INSTALLED else found
 

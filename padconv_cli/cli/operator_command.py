@@ -9,9 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from padconv_cli.cli import options
-from padconv_cli.ops import ALWAYS, DATA, UNLESS_MODEL, Attribute, Operator
+from padconv_cli.ops import ALWAYS, UNLESS_MODEL, Attribute, Operator
 
 EXIT_CHECK_FAILED = 1
 FROM_MODEL_HINT = "(or take it from a model with --from-model)"
@@ -20,16 +21,16 @@ FROM_MODEL_HINT = "(or take it from a model with --from-model)"
 def operator_command(entry: Operator) -> click.Command:
     """The click command of ``entry``: an argument per data input, a flag per attribute, the
     shared options; it refuses what the declarations require unless ``--from-model`` gives it."""
-    inputs = [i for i in entry.inputs if i.role == DATA]
+    inputs = entry.data_inputs
 
-    def command(extras: options.ExtraOptions, engine_settings: options.EngineSettings,
-                **values: Any) -> None:
+    def command(engine_settings: options.EngineSettings, **values: Any) -> None:
+        extras = options.ExtraOptions(*(values.pop(name) for name in options.ExtraOptions._fields))
         options.check_combination(extras)
         sources = tuple(values.pop(i.name.lower()) for i in inputs)
         attributes = {a.name: values.pop(a.name) for a in entry.attributes}
         if extras.from_model is None:
             _require_declared(entry, inputs, sources, attributes)
-        if [s for s in sources if s is not None].count("-") > 1:
+        if sources.count("-") > 1:
             names = ", ".join(i.name for i in inputs)
             raise click.UsageError(f"only one of {names} can be - (stdin)")
         if not engine_settings.quiet:
@@ -37,34 +38,27 @@ def operator_command(entry: Operator) -> click.Command:
                 click.echo(f"padconv {entry.command}: note: {note}", err=True)
         run_operator(entry, sources, attributes, values, extras, engine_settings)
 
-    for shared in (options.shared("input"), options.engine_options, options.model_options,
+    for shared in (options.shared("input"), options.engine_options, options.shared("model"),
                    options.shared("output"), options.shared("dtype")):
         command = shared(command)
     for attribute in reversed(entry.attributes):
         command = _attribute_option(attribute)(command)
-    for declared in reversed(inputs):
-        command = click.argument(declared.name.lower(), metavar=declared.metavar,
-                                 required=declared.required == ALWAYS,
-                                 shell_complete=options.complete_path)(command)
+    for declared in reversed(inputs):  # metavar X when required, else [W]
+        required, label = declared.required == ALWAYS, declared.name.upper()
+        command = click.argument(declared.name.lower(), metavar=label if required else f"[{label}]",
+                                 required=required, shell_complete=options.complete_path)(command)
     texts = entry.texts
-    return click.command(entry.command, cls=options.Command, short_help=texts.summary,
-                         help=options.with_examples_first(texts.help, texts.examples))(command)
+    return options.command(entry.command, texts.summary, texts.examples, texts.help)(command)
 
 
 def _attribute_option(attribute: Attribute) -> Callable:
-    """The flag of one declared attribute."""
-    settings: dict[str, Any] = {"default": attribute.default, "help": attribute.help}
-    if attribute.kind == "ints":
-        return options.int_list_option(attribute.flag, **settings)
-    if attribute.kind == "choice":
-        settings["type"] = options.ChoiceWithSuggestion(attribute.choices)
-    elif attribute.kind == "int":
-        settings["type"] = options.Int64Type()
-    if attribute.metavar is not None:
-        settings["metavar"] = attribute.metavar
-    if attribute.show_default:
-        settings["show_default"] = True
-    return click.option(attribute.flag, **settings)
+    """The flag of one declared attribute, of the click type of its kind (``text``: a string)."""
+    types = {"ints": options.IntListType(), "int": options.Int64Type(),
+             "choice": options.ChoiceWithSuggestion(attribute.choices, case_sensitive=False)}
+    return click.option(attribute.flag, default=attribute.default, help=attribute.help,
+                        type=types.get(attribute.kind),
+                        metavar="INT..." if attribute.kind == "ints" else attribute.metavar,
+                        show_default=attribute.show_default)
 
 
 def _require_declared(entry: Operator, inputs: list, sources: tuple[Any, ...],
@@ -80,8 +74,6 @@ def _require_declared(entry: Operator, inputs: list, sources: tuple[Any, ...],
 
 def _given_names() -> set[str]:
     """The parameters of the running command that were given on the command line."""
-    from click.core import ParameterSource
-
     ctx = click.get_current_context()
     return {name for name in ctx.params
             if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}
@@ -116,7 +108,8 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
                                                options.color_enabled(err=True)),
         read_policy=options.read_policy_of(),
     )
-    planned = plan(call, note=None if extras.explain else _print_note)
+    planned = plan(call, note=None if extras.explain else
+                   lambda text: click.echo(f"padconv: note: {text}", err=True))
     if not extras.explain:
         planned.gate()
     if extras.emit_onnx is not None:
@@ -127,16 +120,11 @@ def run_operator(entry: Operator, sources: tuple[str | None, ...], attributes: d
     outcome = planned.execute(write=False)
     if outcome.tiled is not None:
         return
-    report = None
-    if extras.check:
-        report = planned.check(outcome.result, extras.check_rtol, extras.check_atol)
+    report = (planned.check(outcome.result, extras.check_rtol, extras.check_atol)
+              if extras.check else None)
     options.emit_result(outcome.result, output, fmt, outcome.string_dtype)
     if report is not None:
         _print_check(report, extras.as_json, output, fmt)
-
-
-def _print_note(text: str) -> None:
-    click.echo(f"padconv: note: {text}", err=True)
 
 
 def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
@@ -147,8 +135,7 @@ def _check_output_targets(output: str | None, emit_onnx: str | None) -> None:
     if emit_onnx is not None and not emit_onnx.strip():
         raise click.UsageError("--emit-onnx is empty; give a path")
     if output not in (None, "-") and emit_onnx and options.same_file(output, emit_onnx):
-        raise click.UsageError(f"-o and --emit-onnx both name {output}; give two different "
-                               "files")
+        raise click.UsageError(f"-o and --emit-onnx both name {output}; give two different files")
 
 
 def _print_explanation(info: dict[str, Any], as_json: bool) -> None:

@@ -19,6 +19,7 @@ number of at least 40, else the terminal's width on a terminal, else 80 (a CI lo
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
 import math
@@ -29,6 +30,9 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+
+from padconv_cli.errors import OutputError, PadconvError
+from padconv_cli.ops import OPERATORS, find
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # words that look like a number of some kind: taken into the list so that the error is
@@ -134,10 +138,8 @@ class Command(click.Command):
         try:
             return super().invoke(ctx)
         except Exception as error:
-            try:
+            with contextlib.suppress(AttributeError):  # a type without attributes: "padconv"
                 error.raised_in = ctx  # type: ignore[attr-defined]
-            except AttributeError:  # an exception type without attributes: named "padconv"
-                pass
             raise
 
 
@@ -149,13 +151,14 @@ def with_examples_first(help_text: str, examples: str) -> str:
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
-def command(name: str, short_help: str, examples: str) -> Callable[[Callable], click.Command]:
-    """Decorator: a padconv :class:`Command` named ``name``, its help (the function's
-    docstring) with ``examples`` right after the summary."""
+def command(name: str, short_help: str, examples: str,
+            help_text: str | None = None) -> Callable[[Callable], click.Command]:
+    """Decorator: a padconv :class:`Command` named ``name``, its help (``help_text``, else the
+    function's docstring) with ``examples`` right after the summary."""
 
     def decorate(f: Callable) -> click.Command:
         return click.command(name, cls=Command, short_help=short_help,
-                             help=with_examples_first(f.__doc__ or "", examples))(f)
+                             help=with_examples_first(help_text or f.__doc__ or "", examples))(f)
 
     return decorate
 
@@ -180,7 +183,6 @@ class IntListType(click.ParamType):
     def _from_tensor_file(self, path: str, param, ctx) -> tuple[int, ...]:
         import numpy as np
 
-        from padconv_cli.errors import PadconvError
         from padconv_cli.tensor_sources import read_tensor
 
         try:
@@ -205,9 +207,6 @@ def int_list_option(*param_decls: str, **kwargs: Any) -> Callable:
 class ChoiceWithSuggestion(click.Choice):
     """A choice accepted in any case (``Reflect``, ``same_upper``); a typo gets the closest
     choice as a suggestion (``'reflct' is not a choice; did you mean 'reflect'?``)."""
-
-    def __init__(self, choices: Any) -> None:
-        super().__init__(choices, case_sensitive=False)
 
     def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
         """``[NOTSET|SAME_UPPER|...]``: the choices as declared (click 8.2 shows a
@@ -309,9 +308,7 @@ def complete_path(ctx: click.Context, param: click.Parameter, incomplete: str) -
 def complete_node(ctx: click.Context, param: click.Parameter, incomplete: str) -> list:
     """Shell completion of --node: the labels of the --from-model model's nodes of the
     command's operator (nothing when the model cannot be read)."""
-    from padconv_cli.errors import PadconvError
     from padconv_cli.models import model_nodes
-    from padconv_cli.ops import OPERATORS, find
 
     model = ctx.params.get("from_model")
     if not model:
@@ -428,23 +425,10 @@ EngineSettings = collections.namedtuple(
     defaults=["auto", None, None, False, False])
 
 
-# The values of the options every operator command shares beyond its attributes (the "model"
-# group of SHARED_OPTIONS), by parameter name: from_model, node, explain, as_json, ...
+# The values of the "model" options of SHARED_OPTIONS (every operator command shares them
+# beyond its attributes), by parameter name: from_model, node, explain, as_json, ...
 ExtraOptions = collections.namedtuple("ExtraOptions", [
     click.Option(declarations).name for declarations, _ in SHARED_OPTIONS["model"]])
-
-
-def _bundled(group: str, bundle: type, argument: str, f: Callable, **added: Any) -> Callable:
-    """``f`` with the options of ``group``, received as one ``argument``: a ``bundle`` of
-    their values; a field without an option of the group is the global flag of that name."""
-
-    @functools.wraps(f)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) if name in kwargs else bool(meta_flag(name))
-                  for name in bundle._fields}
-        return f(*args, **{argument: bundle(**values)}, **kwargs)
-
-    return shared(group, **added)(command)
 
 
 def engine_options(f: Callable) -> Callable:
@@ -452,8 +436,13 @@ def engine_options(f: Callable) -> Callable:
     received as one ``engine_settings`` (:class:`EngineSettings`)."""
     from padconv_cli.pipeline import ENGINES
 
-    engine = {"type": click.Choice(ENGINES)}
-    return _bundled("engine", EngineSettings, "engine_settings", f, engine=engine)
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) if name in kwargs else bool(meta_flag(name))
+                  for name in EngineSettings._fields}
+        return f(*args, engine_settings=EngineSettings(**values), **kwargs)
+
+    return shared("engine", engine={"type": click.Choice(ENGINES)})(command)
 
 
 def check_combination(extras: ExtraOptions) -> None:
@@ -470,14 +459,6 @@ def check_combination(extras: ExtraOptions) -> None:
         raise click.UsageError("--emit-onnx needs a file path (stdout carries the tensor)")
     if (extras.check_rtol is not None or extras.check_atol is not None) and not extras.check:
         raise click.UsageError("--check-rtol/--check-atol need --check")
-
-
-def model_options(f: Callable) -> Callable:
-    """``--from-model/--node`` (a model's node), ``--explain``/``--json`` (describe, compute
-    nothing), ``--emit-onnx`` (the single-node model), ``--check`` (compare with onnx.reference
-    and onnxruntime); the command receives them as ``extras: ExtraOptions``
-    (:func:`check_combination` checks them)."""
-    return _bundled("model", ExtraOptions, "extras", f)
 
 
 def progress_display(quiet: bool, terminal: bool, colour: bool = True) -> bool | str:
@@ -518,14 +499,10 @@ def emit_result(array: Any, output: str | None, fmt: str | None,
 def refuse_binary_to_terminal(output: str | None, fmt: str | None) -> None:
     """Refuse to write tensor bytes to stdout when it is a terminal (as gzip does), unless
     ``--force-binary`` was given: they would only garble the screen."""
-    from padconv_cli.errors import OutputError
-
     if output not in (None, "-") or not is_terminal() or meta_flag("force_binary"):
         return
-    raise OutputError(
-        f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect it "
-        "(> y.npy), pipe it, give -o FILE, or add --force-binary"
-    )
+    raise OutputError(f"refusing to write binary .{fmt or 'npy'} data to a terminal: redirect "
+                      "it (> y.npy), pipe it, give -o FILE, or add --force-binary")
 
 
 def same_file(first: str, second: str) -> bool:
@@ -549,10 +526,8 @@ def refuse_output_onto_inputs(flag: str, target: str | None, sources) -> None:
         prefixes = [source[:i] for i, ch in enumerate(source) if ch == ":" and i]
         for path in (p for p in [source, *prefixes] if os.path.isfile(p)):
             if same_file(path, target):
-                raise click.UsageError(
-                    f"{flag} {target} is also an input ({source}); "
-                    "writing it would destroy that input: give another file"
-                )
+                raise click.UsageError(f"{flag} {target} is also an input ({source}); "
+                                       "writing it would destroy that input: give another file")
 
 
 # --- the terminal: colour, width, wrapping, tensors pretty-printed --------------------------
@@ -604,9 +579,7 @@ def wrap_at_tokens(text: str, width: int) -> str:
     ``=``, ``+`` or ``,``), continuation lines indented by the line's own indent plus
     ``HANGING_INDENT``; a single token longer than a line stays whole on a line of its own.
     Lines that fit are unchanged."""
-    return "\n".join(
-        wrapped for line in text.split("\n") for wrapped in _wrap_line(line, width)
-    )
+    return "\n".join(wrapped for line in text.split("\n") for wrapped in _wrap_line(line, width))
 
 
 def _wrap_line(line: str, width: int) -> list[str]:
@@ -626,15 +599,19 @@ def _wrap_line(line: str, width: int) -> list[str]:
     return [*lines, current.rstrip(" ")]
 
 
+def tensor_text(array: Any) -> str:
+    """``float32[2, 3]``: the tensor's element type as ONNX spells it, and its shape."""
+    from padconv_cli.dtypes import dtype_name
+
+    return f"{dtype_name(array.dtype)}[{', '.join(str(d) for d in array.shape)}]"
+
+
 def print_tensor(array: Any) -> None:
     """Show a tensor on the terminal: ``dtype[d0, d1, ...] (size elements)`` in bold (the
     dtype as ONNX spells it), then numpy's text form in lines of the terminal's width, elided
     with ``...`` past PREVIEW_THRESHOLD elements."""
     import numpy as np
 
-    from padconv_cli.dtypes import dtype_name
-
-    shape = ", ".join(str(d) for d in array.shape)
-    click.echo(styled(f"{dtype_name(array.dtype)}[{shape}] ({array.size} elements)", bold=True))
+    click.echo(styled(f"{tensor_text(array)} ({array.size} elements)", bold=True))
     click.echo(np.array2string(array, threshold=PREVIEW_THRESHOLD, edgeitems=EDGE_ITEMS,
                                max_line_width=output_width()))

@@ -7,6 +7,7 @@ import sys
 import click
 
 from padconv_cli.cli import options
+from padconv_cli.errors import InputError
 
 EXIT_FAILED = 1
 
@@ -65,7 +66,6 @@ def verify_command(dirs: tuple[str, ...], onnx_suite: bool, patterns: tuple[str,
     failed, or nothing was verified (every selected case unsupported); 2 bad
     usage.
     """
-    from padconv_cli.errors import InputError
     from padconv_cli.verification import report
     from padconv_cli.verification.cases import matches
 
@@ -122,21 +122,11 @@ def _print_list(cases: list, as_json: bool) -> None:
     from padconv_cli.verification import report
 
     if as_json:
-        lines = [dumps(report.case_record(case)) for case in cases]
-        lines.append(dumps({"type": "summary", "total": len(cases)}))
+        lines = [*(dumps(report.case_record(case)) for case in cases),
+                 dumps({"type": "summary", "total": len(cases)})]
     else:
         lines = [*report.plain_case_list(cases), f"{len(cases)} cases"]
     click.echo("\n".join(lines))
-
-
-def _side_by_side(case, result, width: int) -> list[str]:
-    """The one selected case in full: command, inputs, attributes, expected, actual, difference."""
-    from padconv_cli.cli.sample_commands import command_line
-    from padconv_cli.verification.report import side_by_side
-    from padconv_cli.verification.samples import has_command
-
-    command = command_line(case) if case.source == "builtin" and has_command(case) else None
-    return ["", *side_by_side(case, result, width, command)]
 
 
 def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
@@ -152,14 +142,19 @@ def _print_results(results: list, colour: bool, verbose: int, quiet: bool,
     styler = _status_style if colour else None
     lines = list(report.case_table(shown, width, styler)) if shown else []
     for result in shown:
-        passed = result.status == PASSED
-        details = [] if passed else report.failure_details(result, options.TOLERANCE_FLAGS)
+        details = ([] if result.status == PASSED
+                   else report.failure_details(result, options.TOLERANCE_FLAGS))
         if verbose:
             details = (details or [result.case.name]) + report.verbose_details(result)[1:]
         if details:
             lines += ["", *report.wrap_lines(details, width)]
-    if side_by_side and results[0].status != UNSUPPORTED:
-        lines += _side_by_side(results[0].case, results[0], width)
+    if side_by_side and results[0].status != UNSUPPORTED:  # the case in full, its command first
+        from padconv_cli.cli.sample_commands import command_line
+        from padconv_cli.verification.samples import has_command
+
+        case = results[0].case
+        command = command_line(case) if case.source == "builtin" and has_command(case) else None
+        lines += ["", *report.side_by_side(case, results[0], width, command)]
     summary = summary_line(results)
     if colour:
         failed = any(result.status == FAILED for result in results)

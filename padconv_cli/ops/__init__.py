@@ -35,11 +35,6 @@ class Input:
     required: str = ALWAYS
     literal_type: str | None = None
 
-    @property
-    def metavar(self) -> str:
-        """``X`` for a required argument, ``[W]`` for one that may be left out."""
-        return self.name.upper() if self.required == ALWAYS else f"[{self.name.upper()}]"
-
 
 @dataclass(frozen=True)
 class Attribute:
@@ -119,11 +114,6 @@ class Command:
 Fn = Callable[..., Any]
 
 
-def same_attributes(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
-    """Attributes that do not depend on the data's element type, as given."""
-    return dict(attributes)
-
-
 @dataclass(frozen=True)
 class Operator:
     """One operator; each field is a rule of it (signatures: ``docs/architecture.md``)."""
@@ -156,7 +146,7 @@ class Operator:
     # model nodes
     node_call: Fn
     model_slots: Fn
-    typed: Fn = same_attributes
+    typed: Fn = lambda attributes, dtype: dict(attributes)  # as given, whatever the type
     error_bound: Fn = lambda call, plan=None: None  # the result is compared exactly
     known_deviation: Fn = lambda peer, call, plan: None  # no runtime is known to deviate
     flag_rules: Fn = lambda model_attributes, flags, arrays: None  # no attribute drops
@@ -261,9 +251,8 @@ def operator(name: str) -> Operator:
     """The operator called ``name`` (``Pad``/``Conv``, or the command ``pad``/``conv``)."""
     entry = find(name)
     if entry is None:
-        raise AttributeValueError(
-            f"padconv implements {', '.join(OPERATORS)}, not {name!r}", param="operator"
-        )
+        raise AttributeValueError(f"padconv implements {', '.join(OPERATORS)}, not {name!r}",
+                                  param="operator")
     return entry
 
 

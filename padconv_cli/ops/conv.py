@@ -17,7 +17,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from padconv_cli.errors import AttributeValueError
+from padconv_cli.errors import AttributeValueError, OutputTooLargeError
 from padconv_cli.ops import (
     INT,
     INTS,
@@ -30,7 +30,6 @@ from padconv_cli.ops import (
     KernelCall,
     Operator,
     dtype_of,
-    same_attributes,
 )
 
 if TYPE_CHECKING:
@@ -80,11 +79,6 @@ Examples:
 )
 
 
-def max_inputs(version: int) -> int:
-    """X, W, B in every version."""
-    return len(INPUTS)
-
-
 def plan(shapes: Sequence[Any], dtype: np.dtype, attributes: Mapping[str, Any]) -> Any:
     """``plan_conv`` from the shapes of X, W and B (nothing is read)."""
     from padconv_cli.kernels.conv import plan_conv
@@ -108,9 +102,6 @@ def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.n
 
     x, w, *rest = arrays
     return conv_planned(made, x, w, rest[0] if rest else None)
-
-
-typed = same_attributes  # Conv's attributes do not depend on the data's type
 
 
 def output_dtype(dtype: np.dtype, attributes: Mapping[str, Any], made: Any) -> np.dtype:
@@ -138,7 +129,6 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
     """The tiled engine's tiles within ``limit`` bytes, W and B held whole besides them."""
     import numpy as np
 
-    from padconv_cli.errors import OutputTooLargeError
     from padconv_cli.outofcore.conv_tiles import fixed_bytes, plan_conv_tiles
 
     x, w, b = call.arrays
@@ -150,8 +140,7 @@ def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:
 
 def run_engine(engine: str, source: Any, others: Sequence[Any], made: Any,
                attributes: Mapping[str, Any], settings: Mapping[str, Any]) -> Any:
-    """The tiled or dask engine on the call's plan (W, required by the plan, and B held
-    whole)."""
+    """The tiled or dask engine on the call's plan (W, required by the plan, and B held whole)."""
     w, b = (list(others) + [None, None])[:2]
     if engine == "tiled":
         from padconv_cli.outofcore.conv_tiles import tiled_conv
@@ -169,9 +158,8 @@ def explain(call: KernelCall, made: Any, source_of: Any) -> dict[str, Any]:
     """The resolved attributes (kernel_shape from W, pads from auto_pad), each output
     dimension's formula (N, M, then the plan's spatial ones), the FLOPs (module docstring)."""
     has_bias = len(call.arrays) > 2 and call.arrays[2] is not None
-    attributes = {name: getattr(made, name) for name in
+    attributes = {name: list(v) if isinstance(v := getattr(made, name), tuple) else v for name in
                   ("auto_pad", "kernel_shape", "strides", "dilations", "group", "pads")}
-    attributes.update({name: list(v) for name, v in attributes.items() if isinstance(v, tuple)})
     sources = {name: source_of(name) for name in attributes}
     if sources["kernel_shape"] == "default":
         sources["kernel_shape"] = "W.shape[2:]"
@@ -202,13 +190,10 @@ def writes_auto_pad(auto_pad: Any, dilations: Any) -> bool:
 def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionChoice:
     """The oldest Conv version with the call's element type and auto_pad semantics (SAME
     with a stride above 1: Conv-11)."""
-    from padconv_cli.ops.onnx_graph import (
-        VersionChoice,
-        first_version_for_type,
-        onnx_type_string,
-    )
+    from padconv_cli.ops import onnx_graph
 
-    needed = [(first_version_for_type(NAME, VERSIONS, dtype), onnx_type_string(dtype))]
+    needed = [(onnx_graph.first_version_for_type(NAME, VERSIONS, dtype),
+               onnx_graph.onnx_type_string(dtype))]
     auto_pad = attributes.get("auto_pad", "NOTSET")
     if (writes_auto_pad(auto_pad, attributes.get("dilations")) and str(auto_pad).startswith("SAME")
             and any(s > 1 for s in attributes.get("strides") or ())):
@@ -216,7 +201,7 @@ def version_choice(dtype: np.dtype, attributes: Mapping[str, Any]) -> VersionCho
     version, reason = max(needed, key=lambda need: need[0])
     if version == VERSIONS[0]:
         reason = "Conv-1 has every feature used"
-    return VersionChoice(NAME, version, reason)
+    return onnx_graph.VersionChoice(NAME, version, reason)
 
 
 def graph_parts(call: KernelCall, choice: VersionChoice, embedded: Collection[str],
@@ -242,10 +227,8 @@ def reference(call: KernelCall) -> np.ndarray:
     """Conv recomputed in float64 from the same inputs and attributes."""
     import numpy as np
 
-    from padconv_cli.kernels.conv import conv
-
     x, w, b = (None if a is None else np.asarray(a).astype(np.float64) for a in call.arrays)
-    return conv(x, w, b, **call.attributes)
+    return kernel(x, w, b, **call.attributes)
 
 
 def error_bound(call: KernelCall, made: Any = None) -> np.ndarray | None:
@@ -277,17 +260,13 @@ def sample_arguments(case: Any, folder: str) -> list[str]:
 
 def node_call(version: int, attributes: dict[str, Any], inputs: list) -> KernelCall:
     """Conv of any version -> ``conv(X, W, B, auto_pad=..., dilations=..., ...)``."""
-    from padconv_cli.ops.node_rules import (
-        check_attribute_names,
-        check_input_count,
-        require_inputs,
-    )
+    from padconv_cli.ops import node_rules
 
     operator = f"Conv-{version}"
-    check_attribute_names(operator, attributes, ATTRIBUTE_NAMES)
-    check_input_count(operator, inputs, 2, 3)
+    node_rules.check_attribute_names(operator, attributes, ATTRIBUTE_NAMES)
+    node_rules.check_input_count(operator, inputs, 2, 3)
     x, w, b = (inputs + [None])[:3]
-    require_inputs(operator, ("X", "W"), (x, w))
+    node_rules.require_inputs(operator, ("X", "W"), (x, w))
     kwargs = {name: attributes.get(name) for name in ATTRIBUTE_NAMES}
     kwargs["auto_pad"] = str(kwargs["auto_pad"] or "NOTSET")
     kwargs["group"] = int(1 if kwargs["group"] is None else kwargs["group"])
@@ -298,12 +277,9 @@ def model_slots(origin: Any, arrays: tuple, flags: Mapping[str, Any],
                 embedded: set[str]) -> list[Any]:
     """Input arrays of a Conv node: the command line's, else the stored ones (flags do not
     stand in for inputs)."""
-    slots = []
-    for index, (declared, given) in enumerate(zip(INPUTS, arrays, strict=True)):
-        name = declared.name
-        slots.append(origin.slot(index, given, name, f"give {name} on the command line",
-                                 embedded, name))
-    return slots
+    return [origin.slot(index, given, declared.name, f"give {declared.name} on the command line",
+                        embedded, declared.name)
+            for index, (declared, given) in enumerate(zip(INPUTS, arrays, strict=True))]
 
 
 def flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
@@ -321,13 +297,12 @@ def flag_rules(model_attributes: dict[str, Any], flags: Mapping[str, Any],
 
 OPERATOR = Operator(
     name=NAME, command="conv", versions=VERSIONS, inputs=INPUTS, attributes=ATTRIBUTES,
-    texts=TEXTS, max_inputs=max_inputs, output_name="Y",
+    texts=TEXTS, max_inputs=lambda version: len(INPUTS), output_name="Y",  # X, W, B: any version
     onnx_attribute_types={"auto_pad": STRING, "dilations": INTS, "group": INT,
                           "kernel_shape": INTS, "pads": INTS, "strides": INTS},
-    plan=plan, kernel=kernel, run=run, typed=typed,
-    output_dtype=output_dtype, needs=needs, plan_tiles=plan_tiles, run_engine=run_engine,
-    explain=explain, version_choice=version_choice, graph_parts=graph_parts,
-    reference=reference, error_bound=error_bound,
+    plan=plan, kernel=kernel, run=run, output_dtype=output_dtype, needs=needs,
+    plan_tiles=plan_tiles, run_engine=run_engine, explain=explain, version_choice=version_choice,
+    graph_parts=graph_parts, reference=reference, error_bound=error_bound, flag_rules=flag_rules,
     sample_arguments=sample_arguments, node_call=node_call, model_slots=model_slots,
-    flag_rules=flag_rules,
 )
+typed = OPERATOR.typed  # the protocol's default, attributes as given: ConvTranspose's rule too

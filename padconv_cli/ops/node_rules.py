@@ -20,10 +20,8 @@ def check_attribute_names(operator: str, attributes: Mapping[str, Any],
     """Every attribute must be defined by this operator version."""
     for name in attributes:
         if name not in allowed:
-            raise AttributeValueError(
-                f"{operator}: attribute {name!r} is not defined for this version "
-                f"(allowed: {', '.join(allowed)})"
-            )
+            raise AttributeValueError(f"{operator}: attribute {name!r} is not defined for this "
+                                      f"version (allowed: {', '.join(allowed)})")
 
 
 def check_input_count(operator: str, inputs: Sequence, low: int, high: int) -> None:
@@ -32,11 +30,8 @@ def check_input_count(operator: str, inputs: Sequence, low: int, high: int) -> N
     while count and inputs[count - 1] is None:
         count -= 1
     if not low <= count <= high:
-        raise AttributeValueError(
-            f"{operator}: takes {low} to {high} inputs, got {count}"
-            if low != high
-            else f"{operator}: takes {low} input(s), got {count}"
-        )
+        takes = f"{low} to {high} inputs" if low != high else f"{low} input(s)"
+        raise AttributeValueError(f"{operator}: takes {takes}, got {count}")
 
 
 def required_attribute(operator: str, attributes: Mapping[str, Any], name: str) -> Any:
@@ -62,8 +57,6 @@ def int_vector(operator: str, name: str, tensor: np.ndarray | None, *,
         return None
     tensor = np.asarray(tensor)
     if tensor.dtype.kind not in "iu" or tensor.ndim != 1:
-        raise AttributeValueError(
-            f"{operator}: input {name!r} must be a 1-D integer tensor, "
-            f"got {tensor.dtype.name} of shape {tuple(tensor.shape)}"
-        )
+        raise AttributeValueError(f"{operator}: input {name!r} must be a 1-D integer tensor, "
+                                  f"got {tensor.dtype.name} of shape {tuple(tensor.shape)}")
     return tuple(int(v) for v in tensor)

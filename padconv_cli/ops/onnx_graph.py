@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from padconv_cli.dtypes import onnx_elem_type
 from padconv_cli.errors import UnsupportedDtypeError
 
 MIN_RUNTIME_OPSET = 7
@@ -36,8 +37,6 @@ class VersionChoice:
 def onnx_type_string(dtype: np.dtype) -> str:
     """``tensor(float)``, ``tensor(bfloat16)``, ``tensor(string)``: the schema spelling."""
     from onnx import TensorProto
-
-    from padconv_cli.dtypes import onnx_elem_type
 
     return f"tensor({TensorProto.DataType.Name(onnx_elem_type(dtype)).lower()})"
 
@@ -71,8 +70,6 @@ def fits_float_attribute(value: Any) -> bool:
 def value_info(name: str, dtype: np.dtype, shape: Sequence[int]) -> Any:
     """A typed and shaped ValueInfoProto."""
     from onnx import helper
-
-    from padconv_cli.dtypes import onnx_elem_type
 
     return helper.make_tensor_value_info(name, onnx_elem_type(dtype), [int(d) for d in shape])
 

@@ -82,6 +82,13 @@ def test_png_of_several_tensors_is_refused(run_cli, tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.parametrize(("command", "tensors"), [("show", ["[]"]), ("compare", ["[]", "[]"])])
+def test_an_empty_tensor_is_refused_in_one_line(run_cli, tmp_path, command, tensors):
+    result = run_cli(command, *tensors, "--png", str(tmp_path / "x.png"))
+    assert result.exit_code == 2 and "has no values to draw" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "x.png").exists()
+
+
 def test_without_pillow_the_error_names_the_extra(run_cli, tmp_path, monkeypatch):
     import builtins
 
