@@ -28,7 +28,7 @@ from padconv_cli.errors import OutputError, PadconvError
 from padconv_cli.json_output import dumps
 from padconv_cli.outofcore.npy_blocks import NpyOutput, check_disk_space
 from padconv_cli.tensorio import ZARR_MARKERS, is_zarr_path
-from padconv_cli.tensorio.files import one_line
+from padconv_cli.tensorio.files import one_line, replace_folder
 
 OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss")
 METADATA_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup")
@@ -213,26 +213,6 @@ def _check_zarr_target(fs: Any, target: str) -> None:
     if not any(fs.exists(posixpath.join(target, m)) for m in ZARR_MARKERS):
         raise OutputError(f"{target}: exists and is not a Zarr store; refusing to replace it "
                           "with one")
-
-
-def replace_folder(temp: str, target: str) -> None:
-    """Move the local store ``temp`` to ``target``.  An old store there is moved aside first,
-    into a folder named before the ``try``; if the move is cut short (a Ctrl-C) and ``target``
-    is left empty, the old store goes back; the folder aside is removed in any case."""
-    aside = None
-    if os.path.lexists(target):
-        aside = os.path.join(os.path.dirname(target) or ".", f".old.{os.urandom(6).hex()}")
-    try:
-        if aside is not None:
-            os.mkdir(aside, 0o700)
-            os.replace(target, os.path.join(aside, "store"))
-        os.replace(temp, target)
-    finally:
-        if aside is not None:
-            old = os.path.join(aside, "store")
-            if not os.path.lexists(target) and os.path.lexists(old):
-                os.replace(old, target)
-            shutil.rmtree(aside, ignore_errors=True)
 
 
 class NpyBlockOutput(NpyOutput):

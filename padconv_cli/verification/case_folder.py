@@ -11,7 +11,6 @@ existing one is replaced only once the new one is complete.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -69,6 +68,8 @@ def write_case_folder(parent: str | os.PathLike[str], name: str, node: Any,
     """Write the case folder ``parent/name`` (module layout) whole; returns its path."""
     from onnx import numpy_helper
 
+    from padconv_cli.tensorio.files import replace_folder
+
     model = single_node_model(node, inputs, output, opset, domain)
     target = Path(parent) / name
     try:
@@ -87,23 +88,10 @@ def write_case_folder(parent: str | os.PathLike[str], name: str, node: Any,
             (data / f"input_{index}.pb").write_bytes(tensor.SerializeToString())
         tensor = numpy_helper.from_array(np.asarray(output), node.output[0])
         (data / "output_0.pb").write_bytes(tensor.SerializeToString())
-        _move_into_place(temp, target)
+        replace_folder(str(temp), str(target))
     except BaseException as exc:
         shutil.rmtree(temp, ignore_errors=True)
         if isinstance(exc, OSError):
             raise OutputError(f"{target}: write failed ({exc.strerror or exc})") from None
         raise
     return target
-
-
-def _move_into_place(temp: Path, target: Path) -> None:
-    """Rename ``temp`` to ``target``; an existing ``target`` is moved aside first and removed
-    once the new folder stands in its place."""
-    if not target.exists():
-        os.rename(temp, target)
-        return
-    aside = Path(tempfile.mkdtemp(prefix=f".{target.name[:40]}.old.", dir=target.parent))
-    os.rename(target, aside / "case")
-    os.rename(temp, target)
-    with contextlib.suppress(OSError):
-        shutil.rmtree(aside)
