@@ -38,7 +38,7 @@ def case_folder_name(node_name: str, index: int) -> str:
 
 
 def single_node_model(node: Any, inputs: Sequence[np.ndarray | None],
-                      output: np.ndarray | None, opset: int, domain: str = "") -> Any:
+                      output: np.ndarray | None, opset: int) -> Any:
     """A ModelProto holding ``node`` alone: its present inputs are graph inputs typed and
     shaped as ``inputs``; its first output is the graph output, typed and shaped as ``output``
     (untyped when None)."""
@@ -56,21 +56,21 @@ def single_node_model(node: Any, inputs: Sequence[np.ndarray | None],
     copy.CopyFrom(node)
     del copy.output[1:]
     graph = helper.make_graph([copy], "case", graph_inputs, [graph_output])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, opset)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="padconv")
     model.ir_version = min(model.ir_version, 10)
     return model
 
 
 def write_case_folder(parent: str | os.PathLike[str], name: str, node: Any,
-                      inputs: Sequence[np.ndarray | None], output: np.ndarray, opset: int,
-                      domain: str = "") -> Path:
+                      inputs: Sequence[np.ndarray | None], output: np.ndarray,
+                      opset: int) -> Path:
     """Write the case folder ``parent/name`` (module layout) whole; returns its path."""
     from onnx import numpy_helper
 
     from padconv_cli.tensorio.files import replace_folder
 
-    model = single_node_model(node, inputs, output, opset, domain)
+    model = single_node_model(node, inputs, output, opset)
     target = Path(parent) / name
     try:
         Path(parent).mkdir(parents=True, exist_ok=True)
