@@ -124,14 +124,12 @@ def is_case_dir(path: Path) -> bool:
     return (path / MODEL_FILE).is_file()
 
 
-def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = None,
-                   policy: Any = None) -> list[Case]:
+def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, policy: Any = None) -> list[Case]:
     """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
     (``folder:test_data_set_N`` when there are several data sets), read under ``policy``."""
     from padconv_cli.models import load_model  # --from-model's reader: no external data
     from padconv_cli.tensor_sources import read_tensor
 
-    name = name or path.name
     model = load_model(str(path / MODEL_FILE), policy)
     data_sets = sorted(path.glob(DATA_SET_PREFIX + "*"), key=_index_of)
     data_sets = [d for d in data_sets if d.is_dir()]
@@ -144,7 +142,7 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
                            for prefix in ("input", "output"))
         if not outputs:
             raise InputError(f"{data_set}: no output_*.pb file")
-        case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
+        case_name = path.name if len(data_sets) == 1 else f"{path.name}:{data_set.name}"
         cases.append(case_from_model(model, inputs, outputs, name=case_name, source=source,
                                      location=str(data_set), base_dir=str(path), policy=policy))
     return cases
