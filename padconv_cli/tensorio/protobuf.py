@@ -43,9 +43,9 @@ _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "doubl
 _STORAGE_FIELDS = {STRING_ELEM_TYPE: "string_data", 1: "float_data", 14: "float_data",
                    11: "double_data", 15: "double_data", 7: "int64_data", 12: "uint64_data",
                    13: "uint64_data"}
-_COMPLEX_TYPES = {14, 15}
-_PACKED_4BIT = {21, 22, 23}
-_PACKED_2BIT = {25, 26}
+# element type -> (typed entries, elements) when not one entry per element: complex, 4-, 2-bit
+_ENTRY_RATIOS = {14: (2, 1), 15: (2, 1), **dict.fromkeys((21, 22, 23), (1, 2)), 25: (1, 4),
+                 26: (1, 4)}
 # Ranges the typed int32_data (uint64_data for UINT32) entries must respect (storage value,
 # per onnx.proto).
 _TYPED_DATA_RANGES = {
@@ -58,10 +58,8 @@ _EXTERNAL_KEYS = {"location", "offset", "length", "checksum"}
 
 def typed_entry_count(elem_type: int, count: int) -> int:
     """Typed-field entries ``count`` elements need: 2n complex, ceil(n/2) 4-bit, ceil(n/4) 2-bit."""
-    if elem_type in _COMPLEX_TYPES:
-        return 2 * count
-    per_entry = 2 if elem_type in _PACKED_4BIT else 4 if elem_type in _PACKED_2BIT else 1
-    return -(-count // per_entry)
+    entries, elements = _ENTRY_RATIOS.get(elem_type, (1, 1))
+    return -(-count * entries // elements)
 
 
 def _parse(data: bytes, label: str) -> Any:

@@ -119,9 +119,9 @@ def _as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def is_case_dir(path: Path) -> bool:
-    """True for a folder holding ``model.onnx``."""
-    return (path / MODEL_FILE).is_file()
+def _case_folders(root: Path) -> list[Path]:
+    """The sub-folders of ``root`` holding ``model.onnx``, sorted (none when it is no folder)."""
+    return sorted(p for p in root.iterdir() if (p / MODEL_FILE).is_file()) if root.is_dir() else []
 
 
 def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, policy: Any = None) -> list[Case]:
@@ -154,9 +154,9 @@ def cases_from_user_dir(path_text: str, policy: Any = None) -> list[Case]:
     path = Path(path_text)
     if not path.is_dir():
         raise InputError(f"DIR {path_text}: not a folder")
-    if is_case_dir(path):
+    if (path / MODEL_FILE).is_file():
         return cases_from_dir(path, policy=policy)
-    children = sorted(child for child in path.iterdir() if child.is_dir() and is_case_dir(child))
+    children = _case_folders(path)
     if not children:
         raise InputError(f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, "
                          "and no sub-folder with one)")
@@ -181,12 +181,9 @@ def suite_dirs(root: Path | None = None) -> list[tuple[str, Path]]:
         key=lambda p: (SUITE_ORDER.index(p.name) if p.name in SUITE_ORDER else len(SUITE_ORDER),
                        p.name),
     )
-    found = []
-    for folder in subs:
-        for child in sorted(folder.iterdir()):
-            if is_case_dir(child) and _model_file_is_single_operator(child / MODEL_FILE):
-                found.append((folder.name if folder.name != "node" else NODE_SOURCE, child))
-    return found
+    return [(folder.name if folder.name != "node" else NODE_SOURCE, child) for folder in subs
+            for child in _case_folders(folder)
+            if _model_file_is_single_operator(child / MODEL_FILE)]
 
 
 def _model_file_is_single_operator(path: Path) -> bool:
@@ -215,9 +212,7 @@ def shipped_cases(policy: Any = None) -> list[Case]:
     from padconv_cli.verification.cases import BUILTIN_SOURCE
 
     root = Path(str(resources.files("padconv_cli.verification").joinpath("family_cases")))
-    folders = sorted(child for child in root.iterdir() if is_case_dir(child)) \
-        if root.is_dir() else []
-    return [case for folder in folders
+    return [case for folder in _case_folders(root)
             for case in cases_from_dir(folder, source=BUILTIN_SOURCE, policy=policy)]
 
 
