@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import stat
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -218,19 +219,13 @@ def resolve_target(path: str) -> tuple[str, int] | None:
     return real, stat.S_IMODE(info.st_mode)
 
 
-class WriteOnly:
-    """Only ``write``: numpy's ``tofile`` fast path needs a file position, which pipes lack (and
-    reports a closed pipe as a bare ``OSError``, not the ``BrokenPipeError`` the CLI expects)."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self.write = stream.write
-
-
 def write_stream(stream: BinaryIO, write: Callable[[BinaryIO], None], label: str) -> None:
-    """``write`` into a stream without a file position (:class:`WriteOnly`), then a flush; an
-    OS failure but a closed pipe (the CLI's to handle) is an OutputError naming ``label``."""
+    """``write`` into a stream through an object with only ``write`` (numpy's ``tofile`` fast
+    path needs a file position, which pipes lack, and reports a closed pipe as a bare
+    ``OSError``), then a flush; an OS failure but a closed pipe (the CLI's to handle) is an
+    OutputError naming ``label``."""
     try:
-        write(WriteOnly(stream))
+        write(types.SimpleNamespace(write=stream.write))
         stream.flush()
     except BrokenPipeError:
         raise
