@@ -30,7 +30,6 @@ from padconv_cli.runtimes import (
     ort_run,
     ort_session,
     quiet_reference,
-    run_in_onnxruntime,
 )
 
 
@@ -151,17 +150,6 @@ def run_onnxruntime(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
         capture.nodes[node_key(node)] = NodeCapture(inputs, np.asarray(known[node_key(node)]),
                                                     runtime=ONNXRUNTIME)
     return capture
-
-
-def single_node_output(node: Any, inputs: list[np.ndarray | None], opset: int
-                       ) -> tuple[np.ndarray | None, str]:
-    """(output, "") of ``node`` alone in onnxruntime with ``inputs``, or (None, its refusal)."""
-    from padconv_cli.verification.case_folder import single_node_model
-
-    feeds = {name: array for name, array in zip(node.input, inputs, strict=False)
-             if name and array is not None}
-    status, output = run_in_onnxruntime(single_node_model(node, inputs, None, opset), feeds)
-    return (np.asarray(output), "") if status == "ran" else (None, output)
 
 
 def _nested(node: Any) -> list[Any]:

@@ -195,7 +195,8 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
 def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: list) -> None:
     """Nodes the onnxruntime run did not capture: inputs from the reference run, output from
     onnxruntime running the node alone (or its refusal)."""
-    from padconv_cli.audit.capture import single_node_output
+    from padconv_cli.runtimes import run_in_onnxruntime
+    from padconv_cli.verification.case_folder import single_node_model
 
     if capture.runtime == REFERENCE or reference is None:
         return
@@ -204,8 +205,13 @@ def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: lis
         if key in capture.nodes or key not in reference.nodes:
             continue
         inputs = _inputs(origin, reference.nodes[key])
-        output, refusal = single_node_output(origin.node, inputs, origin.opset)
-        capture.nodes[key] = NodeCapture(inputs, output, refusal, capture.runtime)
+        feeds = {name: array for name, array in zip(origin.node.input, inputs, strict=False)
+                 if name and array is not None}
+        model = single_node_model(origin.node, inputs, None, origin.opset)
+        status, output = run_in_onnxruntime(model, feeds)
+        ran = status == "ran"
+        capture.nodes[key] = NodeCapture(inputs, np.asarray(output) if ran else None,
+                                         "" if ran else output, capture.runtime)
 
 
 def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = None,
