@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from padconv_cli.audit.capture import NodeCapture
-from padconv_cli.audit.judge import OUTSIDE, AuditReport, NodeAudit, judge_node
+from padconv_cli.audit.judge import OUTSIDE, AuditReport, NodeAudit, NodeCapture, judge_node
 from padconv_cli.errors import InputError
 
 NOT_DUMPED = "not dumped"
