@@ -388,7 +388,7 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
 def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: list) -> None:
     """Nodes the onnxruntime run did not capture: inputs from the reference run, output from
     onnxruntime running the node alone (or its refusal)."""
-    from padconv_cli.verification.case_folder import single_node_model
+    from padconv_cli.verification.onnx_suite import single_node_model
 
     if capture.runtime == REFERENCE or reference is None:
         return
