@@ -259,7 +259,6 @@ def block_output(target: str, shape: tuple[int, ...], dtype: np.dtype,
 
 
 SAMPLE_BYTES = 64 * 2**10
-METADATA_KEYS = ("zarr.json", ".zarray", ".zattrs")
 
 
 def absolute(path: str) -> str:
@@ -278,12 +277,9 @@ def _store_files(path: str) -> tuple[Any, str]:
 def stored_chunk_keys(path: str) -> set[str]:
     """The keys of every chunk object the store ``path`` holds (metadata documents excluded)."""
     fs, root = _store_files(path)
-    keys = set()
-    for name in (found[len(root) + 1:] for found in fs.find(root)):
-        leaf = name.rsplit("/", 1)[-1]
-        if name and not (leaf in METADATA_KEYS or leaf.startswith(".") or leaf.endswith(".json")):
-            keys.add(name)
-    return keys
+    names = (found[len(root) + 1:] for found in fs.find(root))
+    return {name for name in names
+            if name and not (name.rsplit("/", 1)[-1].startswith(".") or name.endswith(".json"))}
 
 
 def read_key(path: str, key: str) -> bytes | None:
@@ -341,7 +337,7 @@ def zarr_fingerprint(array: Any, path: str, keys: set[str],
     samples = sorted({keys[0], keys[len(keys) // 2], keys[-1]}) if keys else []
     objects, _ = stored_object_shape(array)
     grid = tuple(-(-n // c) for n, c in zip(array.shape, objects, strict=True))
-    metadata = b"\0".join(read_key(path, key) or b"" for key in METADATA_KEYS)
+    metadata = b"\0".join(read_key(path, key) or b"" for key in METADATA_NAMES)
     facts = (("shape", str(tuple(array.shape))), ("dtype", str(array.dtype)),
              ("chunk grid", str(grid)), ("metadata digest", _digest(metadata)),
              ("stored chunks", str(len(keys))),
