@@ -183,7 +183,7 @@ def _each_run(fd: int, array: np.ndarray, runs: Iterable[tuple[int, int]], base:
             done, at, length = done + count, at + count, length - count
 
 
-class NpyOutput:
+class NpyOutput(contextlib.AbstractContextManager):
     """A result ``.npy`` written box by box; as a context manager, renamed over its target on
     a clean exit, removed (the target untouched) on an exception."""
 
@@ -255,9 +255,6 @@ class NpyOutput:
         if self._temp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._temp)
-
-    def __enter__(self) -> NpyOutput:
-        return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
