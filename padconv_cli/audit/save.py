@@ -1,7 +1,7 @@
 """``audit --save DIR``: each node padconv computed as a backend-test case folder
-``DIR/test_<node name>`` (:func:`.onnx_suite.write_case_folder`): the node alone at the model's
-opset, the inputs the run gave it and padconv's output as the expected one, which ``padconv
-verify DIR`` replays.  Nodes padconv did not compute are not written.
+``DIR/test_<node name>`` (``verification.onnx_suite.write_case_folder``): the node alone at
+the model's opset, the inputs the run gave it and padconv's output as the expected one, which
+``padconv verify DIR`` replays.  Nodes padconv did not compute are not written.
 """
 
 from __future__ import annotations
