@@ -154,7 +154,7 @@ def named_tensors(source: str, *, dtype: str | None = None,
     from padconv_cli.tensorio.polygraphy_json import read_json_tensors, split_json_source
 
     split = split_json_source(source)
-    if split is not None and split[1] is None and os.path.isfile(split[0]):
+    if split is not None and split[1] is None:
         for name, array in read_json_tensors(split[0], source, policy):
             yield f"{source}:{name}", array
         return

@@ -31,7 +31,7 @@ from family_oracles import (  # noqa: E402
     oracle_qlinear_conv,
 )
 
-from padconv_cli.verification.case_folder import write_case_folder  # noqa: E402
+from padconv_cli.verification.onnx_suite import write_case_folder  # noqa: E402
 
 F32 = np.float32
 

@@ -1,5 +1,5 @@
-"""``padconv audit``: every node padconv implements, run (:mod:`.capture`, :mod:`.inputs`) or
-dumped (:mod:`.dumped`), recomputed and judged (:mod:`.judge`), rendered (:mod:`.report`)."""
+"""``padconv audit``: every node padconv implements, run and judged (:mod:`.judge`, inputs from
+:mod:`.inputs`) or dumped (:mod:`.dumped`), rendered (:mod:`.report`)."""
 
 from __future__ import annotations
 

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from padconv_cli.audit.capture import NodeCapture
-from padconv_cli.audit.judge import OUTSIDE, AuditReport, NodeAudit, judge_node
+from padconv_cli.audit.judge import OUTSIDE, AuditReport, NodeAudit, NodeCapture, judge_node
 from padconv_cli.errors import InputError
 
 NOT_DUMPED = "not dumped"
@@ -55,7 +54,7 @@ def dumped_tensors(source: str) -> tuple[str, dict[str, np.ndarray]]:
     from padconv_cli.tensorio.polygraphy_json import runner_outputs, split_json_source
 
     split = split_json_source(source)
-    if split is None or not os.path.isfile(split[0]):
+    if split is None:
         raise InputError(f"{printable(source)}: neither polygraphy's results .json nor a "
                          "folder of .npy/.pb files", param="outputs")
     path, runner = split
@@ -102,7 +101,7 @@ def _given_inputs(model, given: Sequence[str], path: str
     for word in given:
         word = (os.path.isdir(word) and first_iteration_file(word)) or word
         split = split_json_source(word)
-        if split is not None and split[1] is None and os.path.isfile(split[0]):
+        if split is not None and split[1] is None:
             for name, array in read_json_tensors(split[0], word):
                 values[name], origins[name] = array, f"{word}:{name}"
             continue

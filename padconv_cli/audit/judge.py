@@ -1,8 +1,20 @@
-"""Judging each audited node: padconv's recomputation against the runtime's output.
+"""Auditing a model: running it once, capturing every audited node, judging each node.
 
-Per node, from the captured inputs (stored ones where the run had no value), padconv computes
-the node (:mod:`padconv_cli.onnx_nodes`) and compares with the runtime's output as ``--check``
-does (``compare_with_peer``: ``atol + rtol*|ref|`` plus the error bound).  Statuses:
+Capture:
+
+* The runtimes get a copy of the model with its external data read by padconv's rules and
+  stored inline.
+* onnxruntime: the copy outputs every input and output of each audited main-graph node and
+  runs once.  Nodes in ``If``/``Loop``/``Scan`` bodies, and all when onnxruntime refuses the
+  model, take their inputs from an onnx.reference run and their output from onnxruntime
+  running the node alone.
+* onnx.reference: audited nodes record their first call, at any depth; one that never ran
+  was not reached.
+* Both run only the nodes the audited nodes depend on (:func:`dependencies_only`).
+
+Judging: per node, from the captured inputs (stored ones where the run had no value), padconv
+computes the node (:mod:`padconv_cli.onnx_nodes`) and compares with the runtime's output as
+``--check`` does (``compare_with_peer``: ``atol + rtol*|ref|`` plus the error bound).  Statuses:
 
 * ``ok``: within the bound;  ``outside``: not (exit 1);
 * ``known deviation``: outside, in a way the operator explains, padconv right;
@@ -18,16 +30,197 @@ within the bound of it is named right (``padconv``, ``runtime``, ``both`` or ``n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from padconv_cli.audit.capture import REFERENCE, Capture, NodeCapture, node_key
-from padconv_cli.errors import PadconvError
+from padconv_cli.errors import InputError, PadconvError
+from padconv_cli.onnx_nodes import is_supported_op
 from padconv_cli.ops import compute, operator
+from padconv_cli.ops.protocol import ONNXRUNTIME_PEER as ONNXRUNTIME
+from padconv_cli.ops.protocol import REFERENCE_PEER as REFERENCE
+from padconv_cli.runtimes import (
+    first_line,
+    onnxruntime_installed,
+    ort_run,
+    ort_session,
+    quiet_reference,
+    run_in_onnxruntime,
+)
 from padconv_cli.verification.compare import compare_with_peer
+
+
+@dataclass
+class NodeCapture:
+    """What one node received and produced in the run (``output`` None: not computed)."""
+
+    inputs: list[np.ndarray | None]
+    output: np.ndarray | None = None
+    refused: str = ""  # the runtime's message when it refused the node
+    runtime: str = ""  # which runtime produced ``output``
+
+
+@dataclass
+class Capture:
+    """Node key (first output name) -> NodeCapture; ``error`` when the model run failed."""
+
+    runtime: str
+    nodes: dict[str, NodeCapture] = field(default_factory=dict)
+    error: str = ""
+
+
+def node_key(node: Any) -> str:
+    """A node's key: its first output name (unique in a valid model)."""
+    return node.output[0] if node.output else ""
+
+
+def audited(node: Any) -> bool:
+    """True for a node of an operator padconv implements, of the default domain."""
+    return is_supported_op(node.op_type, node.domain)
+
+
+def inline_model(model: Any, path: str) -> Any:
+    """A copy of ``model`` with external data read by padconv's rules and stored inline."""
+    import os
+
+    from onnx import numpy_helper
+
+    from padconv_cli.models import all_graphs
+    from padconv_cli.tensorio.protobuf import tensor_from_proto
+
+    copy = deepcopy(model)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    for graph in all_graphs(copy.graph):
+        for tensor in graph.initializer:
+            if tensor.data_location == tensor.EXTERNAL:
+                label = f"{path}: initializer {tensor.name!r}"
+                array = tensor_from_proto(tensor, label, base_dir)
+                tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+    return copy
+
+
+def _recording(run: Callable, key: str, nodes: dict[str, NodeCapture]) -> Callable:
+    """``run`` of an op implementation, recording the first call's inputs and output."""
+
+    def recorded(*inputs: Any, **kwargs: Any) -> Any:
+        if key in nodes:
+            return run(*inputs, **kwargs)
+        arrays = [None if a is None else np.asarray(a) for a in inputs]
+        capture = nodes[key] = NodeCapture(arrays, runtime=REFERENCE)
+        try:
+            outputs = run(*inputs, **kwargs)
+        except Exception as error:  # the evaluator's refusal of this node
+            capture.refused = first_line(error)
+            raise
+        capture.output = np.asarray(outputs[0] if isinstance(outputs, (tuple, list))
+                                    else outputs)
+        return outputs
+
+    return recorded
+
+
+def run_reference(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
+    """Run ``model`` with onnx.reference, recording every audited node's first call."""
+    from onnx.reference import ReferenceEvaluator
+
+    capture = Capture(REFERENCE)
+
+    class CapturingEvaluator(ReferenceEvaluator):
+        def _init(self) -> None:
+            super()._init()
+            for implementation in self.rt_nodes_:
+                node = implementation.onnx_node
+                if audited(node):
+                    implementation.run = _recording(implementation.run, node_key(node),
+                                                    capture.nodes)
+
+    try:
+        quiet_reference(model, CapturingEvaluator).run(None, dict(feeds))
+    except Exception as error:  # the evaluator raises many types
+        capture.error = first_line(error)
+    return capture
+
+
+def run_onnxruntime(model: Any, feeds: Mapping[str, np.ndarray]) -> Capture:
+    """Run ``model`` once with onnxruntime, the main graph's audited values as outputs."""
+    from onnx import helper, numpy_helper
+
+    capture = Capture(ONNXRUNTIME)
+    nodes = [node for node in model.graph.node if audited(node)]
+    stored = {t.name: t for t in model.graph.initializer}
+    present = {o.name for o in model.graph.output}
+    wanted = dict.fromkeys(n for node in nodes for n in [*node.input, node_key(node)]
+                           if n and n not in stored and n not in feeds and n not in present)
+    copy = deepcopy(model)
+    copy.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in wanted)
+    try:
+        session = ort_session(copy)
+        values = ort_run(session, feeds)
+    except Exception as error:  # onnxruntime raises its own exception types
+        capture.error = first_line(error)
+        return capture
+    known: dict[str, Any] = dict(feeds)
+    known.update(zip([o.name for o in session.get_outputs()], values, strict=True))
+    for node in nodes:
+        inputs = [None if not n else np.asarray(known[n]) if n in known
+                  else numpy_helper.to_array(stored[n]) for n in node.input]
+        capture.nodes[node_key(node)] = NodeCapture(inputs, np.asarray(known[node_key(node)]),
+                                                    runtime=ONNXRUNTIME)
+    return capture
+
+
+def _nested(node: Any) -> list[Any]:
+    """``node`` and every node of its subgraphs, at any depth."""
+    from padconv_cli.models import named_subgraphs
+
+    return [node, *(inner for _, graph in named_subgraphs(node) for child in graph.node
+                    for inner in _nested(child))]
+
+
+def dependencies_only(model: Any) -> Any:
+    """``model`` reduced to the main-graph nodes its audited nodes depend on.  Targets (the
+    new graph outputs): the outputs of every main-graph node that is or holds an audited node;
+    a node is kept when a kept node (or its subgraphs, over-approximated) reads one of its
+    outputs, or one is a target."""
+    from onnx import helper
+
+    graph = model.graph
+    targets = [name for node in graph.node if any(audited(n) for n in _nested(node))
+               for name in node.output if name]
+    if not targets:
+        return model
+    needed, kept = set(targets), []
+    for node in reversed(graph.node):  # nodes are in topological order in a valid model
+        if any(name in needed for name in node.output):
+            kept.append(node)
+            needed.update(name for inner in _nested(node) for name in inner.input if name)
+    if len(kept) == len(graph.node) and [o.name for o in graph.output] == targets:
+        return model
+    copy = deepcopy(model)
+    del copy.graph.node[:]
+    copy.graph.node.extend(reversed(kept))
+    del copy.graph.output[:]
+    copy.graph.output.extend(helper.make_empty_tensor_value_info(name) for name in targets)
+    return copy
+
+
+def capture_model(model: Any, feeds: Mapping[str, np.ndarray], runtime: str,
+                  needs_reference: bool) -> tuple[Capture, Capture | None]:
+    """(runtime capture, reference capture or None) by the module rules."""
+    model = dependencies_only(model)
+    if runtime == REFERENCE:
+        capture = run_reference(model, feeds)
+        return capture, capture
+    if not onnxruntime_installed():
+        raise InputError("onnxruntime is not installed; use runtime onnx.reference",
+                         param="runtime")
+    capture = run_onnxruntime(model, feeds)
+    reference = run_reference(model, feeds) if needs_reference or capture.error else None
+    return capture, reference
+
 
 OK, OUTSIDE, NOT_REACHED, NOT_RUN = "ok", "outside", "not reached", "not run"
 KNOWN = "known deviation"
@@ -195,7 +388,7 @@ def judge_node(origin: Any, captured: NodeCapture | None, where: str,
 def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: list) -> None:
     """Nodes the onnxruntime run did not capture: inputs from the reference run, output from
     onnxruntime running the node alone (or its refusal)."""
-    from padconv_cli.audit.capture import single_node_output
+    from padconv_cli.verification.onnx_suite import single_node_model
 
     if capture.runtime == REFERENCE or reference is None:
         return
@@ -204,8 +397,13 @@ def _fill_single_nodes(capture: Capture, reference: Capture | None, origins: lis
         if key in capture.nodes or key not in reference.nodes:
             continue
         inputs = _inputs(origin, reference.nodes[key])
-        output, refusal = single_node_output(origin.node, inputs, origin.opset)
-        capture.nodes[key] = NodeCapture(inputs, output, refusal, capture.runtime)
+        feeds = {name: array for name, array in zip(origin.node.input, inputs, strict=False)
+                 if name and array is not None}
+        model = single_node_model(origin.node, inputs, None, origin.opset)
+        status, output = run_in_onnxruntime(model, feeds)
+        ran = status == "ran"
+        capture.nodes[key] = NodeCapture(inputs, np.asarray(output) if ran else None,
+                                         "" if ran else output, capture.runtime)
 
 
 def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = None,
@@ -216,10 +414,8 @@ def audit_model(path: str, given: Sequence[str] = (), *, runtime: str | None = N
     INPUT words (``NAME=SOURCE`` or positional), ``runtime`` onnxruntime (when installed) or
     onnx.reference, ``progress(done, total, label)`` after each node, ``keep_arrays`` keeps
     each node's inputs and padconv's output on its verdict (``arrays``)."""
-    from padconv_cli.audit.capture import ONNXRUNTIME, capture_model, inline_model
     from padconv_cli.audit.inputs import model_feeds
     from padconv_cli.models import load_model, model_nodes, model_opset
-    from padconv_cli.runtimes import onnxruntime_installed
 
     model = load_model(path)
     opset = model_opset(model, path)

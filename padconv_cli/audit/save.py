@@ -1,6 +1,6 @@
 """``audit --save DIR``: each node padconv computed as a backend-test case folder
-``DIR/test_<node name>`` (:mod:`padconv_cli.verification.case_folder`): the node alone at the
-model's opset, the inputs the run gave it and padconv's output as the expected one, which
+``DIR/test_<node name>`` (``verification.onnx_suite.write_case_folder``): the node alone at
+the model's opset, the inputs the run gave it and padconv's output as the expected one, which
 ``padconv verify DIR`` replays.  Nodes padconv did not compute are not written.
 """
 
@@ -13,7 +13,7 @@ from padconv_cli.audit.judge import AuditReport
 
 def save_cases(report: AuditReport, folder: str) -> list[Path]:
     """Write a case folder for every node whose verdict kept its arrays; their paths."""
-    from padconv_cli.verification.case_folder import case_folder_name, write_case_folder
+    from padconv_cli.verification.onnx_suite import case_folder_name, write_case_folder
 
     written, used = [], set()
     for index, node in enumerate(report.nodes):

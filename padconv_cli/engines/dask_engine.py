@@ -1,6 +1,6 @@
 """Running Pad or Conv on a dask cluster: the workers compute each block (:mod:`.dask_ops`) and
-write it into the target (:mod:`.locations`), once each confirmed the client's input
-(:mod:`.dask_io`) and output; only byte counts travel back.  A lost scheduler or a dead worker
+write it into the target, once each confirmed the client's input and output
+(:mod:`.dask_io`); only byte counts travel back.  A lost scheduler or a dead worker
 ends the run with one :class:`~padconv_cli.errors.RuntimeFailure` line and no output.
 
 The cluster: the running scheduler of ``--scheduler ADDRESS``, else a local cluster in this
@@ -24,9 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.engines.dask_io import absolute, confirm_on_workers, open_block_input
+from padconv_cli.engines import dask_io
 from padconv_cli.engines.dask_ops import conv_dask, pad_dask
-from padconv_cli.engines.locations import block_output, check_url, is_url, require_dask
 from padconv_cli.errors import PadconvError, RuntimeFailure
 from padconv_cli.kernels.native import thread_count
 from padconv_cli.outofcore.progress import TiledResult, TileProgress
@@ -70,7 +69,7 @@ def quiet_distributed(verbose: bool) -> Iterator[None]:
 @contextlib.contextmanager
 def dask_client(scheduler: str | None, verbose: bool = False) -> Iterator[Any]:
     """A ``distributed.Client`` of ``scheduler``, else of a local cluster (module docstring)."""
-    require_dask()
+    dask_io.require_dask()
     from distributed import Client, LocalCluster
 
     with quiet_distributed(verbose):
@@ -145,11 +144,11 @@ def store(client: Any, array: Any, target: str, show_progress: bool | str, label
                    else max(sizes, default=0) for sizes in array.chunks)
     array = array if wanted == array.chunks else array.rechunk(wanted)
     chunk_shape = tuple(sizes[0] if sizes else 0 for sizes in array.chunks)
-    with block_output(target, array.shape, array.dtype, chunk_shape) as out:
+    with dask_io.block_output(target, array.shape, array.dtype, chunk_shape) as out:
         if math.prod(array.shape) == 0:
             return 0
         try:
-            confirm_on_workers(client, inputs, [out])
+            dask_io.confirm_on_workers(client, inputs, [out])
             blocks = _compute_blocks(client, array, out, show_progress, label)
         except Exception as exc:
             failure = None if isinstance(exc, PadconvError) else runtime_failure(exc, scheduler)
@@ -190,13 +189,13 @@ def _run_blocks(label: str, blocks: Callable[[Any, int], Any], source: str,
     input opened under ``read_policy``, ``blocks(x chunked, block_bytes=...) -> y``
     built and y stored into ``target``."""
     for path, param in ((source, "data"), (target, "output")):
-        if is_url(path):
-            check_url(path, param)
-    source, target = absolute(source), absolute(target)
+        if dask_io.is_url(path):
+            dask_io.check_url(path, param)
+    source, target = dask_io.absolute(source), dask_io.absolute(target)
     fallback_limit = default_memory_limit() if fallback_limit is None else fallback_limit
     with dask_client(scheduler, verbose) as client:
         block_bytes = block_budget(worker_limits(client), memory_limit, fallback_limit)
-        x = open_block_input(source, read_policy)
+        x = dask_io.open_block_input(source, read_policy)
         y = blocks(x.chunked(block_bytes), block_bytes=block_bytes)
         count = store(client, y, target, show_progress, label, [x.fingerprint], scheduler)
     return TiledResult(tuple(y.shape), count)

@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -352,8 +352,7 @@ def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
         return _convolve_whole(plan, x, w, b)
     acc = accumulator_dtype(x.dtype)
     return convolve_cut(plan, cut, x, np.ascontiguousarray(w, dtype=acc),
-                        None if b is None else np.ascontiguousarray(b, dtype=acc), acc,
-                        _convolve_whole)
+                        None if b is None else np.ascontiguousarray(b, dtype=acc))
 
 
 def _convolve_whole(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None
@@ -499,15 +498,12 @@ def plan_cut(plan: ConvPlan) -> Cut | None:
     return Cut(axes=axes, plan=part)
 
 
-def convolve_cut(
-    plan: ConvPlan, cut: Cut, x: np.ndarray, w: np.ndarray, b: np.ndarray | None,
-    acc: np.dtype, compute: Callable[[ConvPlan, np.ndarray, np.ndarray, np.ndarray | None],
-                                     np.ndarray],
-) -> np.ndarray:
-    """Y of the whole plan from ``compute`` run on the cut's part: outputs that read only
-    padding are ``0 + B[m]`` (NaN where a weight of ``W[m]`` is not finite), and channels with
-    a non-finite weight on a tap cut off are NaN everywhere."""
-    m = plan.w_shape[0]
+def convolve_cut(plan: ConvPlan, cut: Cut, x: np.ndarray, w: np.ndarray,
+                 b: np.ndarray | None) -> np.ndarray:
+    """Y of the whole plan from the native core run on the cut's part (W and B in the
+    accumulator type): outputs that read only padding are ``0 + B[m]`` (NaN where a weight of
+    ``W[m]`` is not finite), and channels with a non-finite weight on a tap cut off are NaN."""
+    m, acc = plan.w_shape[0], accumulator_dtype(x.dtype)
     nonfinite = ~np.isfinite(w)
     padding_only = np.zeros(m, acc) if b is None else np.zeros(m, acc) + b.astype(acc)
     padding_only[nonfinite.reshape(m, -1).any(axis=1)] = np.nan
@@ -516,8 +512,8 @@ def convolve_cut(
     if cut.plan is None:
         return y
     w_box = cut.box("taps", True)
-    part = compute(cut.plan, np.ascontiguousarray(x[cut.box("inputs", False)]),
-                   np.ascontiguousarray(w[w_box]), b)
+    part = _convolve_whole(cut.plan, np.ascontiguousarray(x[cut.box("inputs", False)]),
+                           np.ascontiguousarray(w[w_box]), b)
     nonfinite[w_box] = False  # what is left: weights on the taps cut off
     dropped = nonfinite.reshape(m, -1).any(axis=1)
     if dropped.any():

@@ -49,12 +49,9 @@ def magnitude_sums(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
 
 
 def conv_error_bound(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
-                     c: float = CONV_BOUND_C, dtype: Any = None, plan: Any = None,
-                     **attributes: Any) -> np.ndarray:
-    """``c * n * eps * S`` per output element (module docstring); ``dtype`` (default: X's)
-    selects ``eps`` through :func:`accumulation_eps`; ``S`` comes from Conv's ``attributes``
-    or, when given, the call's ``plan`` (:func:`magnitude_sums`)."""
-    x = np.asarray(x)
-    eps = accumulation_eps(x.dtype if dtype is None else dtype)
+                     plan: Any = None, **attributes: Any) -> np.ndarray:
+    """``c * n * eps * S`` per output element (module docstring), ``eps`` of X's type
+    (:func:`accumulation_eps`), ``S`` from Conv's ``attributes`` or the call's ``plan``."""
+    eps = accumulation_eps(np.asarray(x).dtype)
     n = terms_per_output(np.asarray(w).shape)
-    return c * n * eps * magnitude_sums(x, w, b, plan=plan, **attributes)
+    return CONV_BOUND_C * n * eps * magnitude_sums(x, w, b, plan=plan, **attributes)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import operator
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -82,10 +81,10 @@ class NpyInput:
             raise InputError(f"{self.path}: changed by another process while being read "
                              "(its size or modification time moved)")
 
-    def read(self, box: object) -> np.ndarray:
-        """A native-byte-order, C-contiguous copy of ``array[box]`` (slices, integers, ``...``),
+    def read(self, box: tuple[slice, ...]) -> np.ndarray:
+        """A native-byte-order, C-contiguous copy of ``array[box]`` (:func:`box_ranges`),
         reading only the rows the box selects; a box over the input limit is refused."""
-        ranges, local = box_ranges(box, self.shape)
+        ranges = box_ranges(box, self.shape)
         self.check_reads([box])
         try:
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
@@ -97,14 +96,14 @@ class NpyInput:
             part = _pread_box(fd, self.path, self.header, ranges)
         finally:
             os.close(fd)
-        part = to_native_byte_order(np.asarray(part[local], order="C"))
+        part = to_native_byte_order(np.asarray(part, order="C"))
         check_bool_bytes(part, self.path)
         return part
 
-    def check_reads(self, boxes: Iterable[object]) -> None:
+    def check_reads(self, boxes: Iterable[tuple[slice, ...]]) -> None:
         """Refuse a box over the input limit in force where the file was opened."""
         itemsize = self.header.dtype.itemsize
-        largest = max((math.prod(len(r) for r in box_ranges(box, self.shape)[0]) * itemsize
+        largest = max((math.prod(len(r) for r in box_ranges(box, self.shape)) * itemsize
                        for box in boxes), default=0)
         check_read_bytes(largest, self.path, "one box of the out-of-core engine",
                          self.max_read_bytes)
@@ -127,40 +126,21 @@ def open_npy_input(path: str, policy: ReadPolicy | None = None) -> NpyInput:
     return NpyInput(path, header, identity, input_limit(policy))
 
 
-def box_ranges(box: object, shape: tuple[int, ...]) -> tuple[list[range], tuple]:
-    """The ascending ``range`` of indices ``box`` selects per axis, and the index turning the
-    array of those rows into ``array[box]``, by numpy's basic indexing (``...``, integers in
-    ``[-dim, dim)``, slices as ``range(*slice.indices(dim))``; anything else: TypeError)."""
-    items = list(box) if isinstance(box, tuple) else [box]
-    if any(item is Ellipsis for item in items):
-        at = items.index(Ellipsis)
-        items[at:at + 1] = [slice(None)] * (len(shape) - len(items) + 1)
-    if len(items) > len(shape):
-        raise IndexError(f"too many indices: {len(items)} for {len(shape)} axes")
-    items += [slice(None)] * (len(shape) - len(items))
-    ranges, local = [], []
-    for item, dim in zip(items, shape, strict=True):
-        if isinstance(item, slice):
-            chosen = range(*item.indices(dim))
-            ranges.append(chosen[::-1] if chosen.step < 0 else chosen)
-            local.append(slice(None, None, -1 if chosen.step < 0 else 1))
-            continue
-        try:
-            position = operator.index(item)
-        except TypeError:
-            raise TypeError(f"unsupported index {item!r} (slices, integers and ... only)") from None
-        if not -dim <= position < dim:
-            raise IndexError(f"index {position} is out of bounds for an axis of size {dim}")
-        ranges.append(range(position % dim, position % dim + 1))
-        local.append(0)
-    return ranges, tuple(local)
+def box_ranges(box: tuple[slice, ...], shape: tuple[int, ...]) -> list[range]:
+    """The indices ``box`` selects per axis, ``range(*slice.indices(dim))`` (axes past the box:
+    whole); a box of anything but unit-step slices (not what the engines read or write) is a
+    ValueError."""
+    if not (isinstance(box, tuple) and len(box) <= len(shape) and all(
+            isinstance(s, slice) and s.step in (None, 1) for s in box)):
+        raise ValueError(f"box {box!r} is not one unit-step slice per axis")
+    box += (slice(None),) * (len(shape) - len(box))
+    return [range(*s.indices(dim)) for s, dim in zip(box, shape, strict=True)]
 
 
 def _runs(shape: tuple[int, ...], itemsize: int, ranges: list[range]) -> Iterator[tuple[int, int]]:
     """``(offset after the header, bytes)`` of each contiguous run of a C-order file holding
     the rows ``ranges`` selects, in C order: the axes after ``split`` are whole, so each index
-    of the axes before it is one run of ``len(ranges[split])`` slabs (one slab per run when
-    ``ranges[split]`` has a step)."""
+    of the axes before it is one run of ``len(ranges[split])`` slabs."""
     if not shape:
         yield 0, itemsize
         return
@@ -168,12 +148,8 @@ def _runs(shape: tuple[int, ...], itemsize: int, ranges: list[range]) -> Iterato
     split = len(shape) - 1
     while split > 0 and ranges[split] == range(shape[split]):
         split -= 1
-    run, slab = ranges[split], strides[split]
-    if run.step == 1:
-        leading, first, size = ranges[:split], run.start * slab, len(run) * slab
-    else:
-        leading, first, size = ranges[:split + 1], 0, slab
-    for index in itertools.product(*leading):
+    first, size = ranges[split].start * strides[split], len(ranges[split]) * strides[split]
+    for index in itertools.product(*ranges[:split]):
         yield first + sum(i * s for i, s in zip(index, strides, strict=False)), size
 
 
@@ -207,7 +183,7 @@ def _each_run(fd: int, array: np.ndarray, runs: Iterable[tuple[int, int]], base:
             done, at, length = done + count, at + count, length - count
 
 
-class NpyOutput:
+class NpyOutput(contextlib.AbstractContextManager):
     """A result ``.npy`` written box by box; as a context manager, renamed over its target on
     a clean exit, removed (the target untouched) on an exception."""
 
@@ -243,12 +219,9 @@ class NpyOutput:
         return offset
 
     def write(self, box: tuple[slice, ...], values: np.ndarray) -> None:
-        """``result[box] = values`` (one unit-step slice per axis) with ``pwrite``; a full
-        disk is one :class:`OutputError`."""
-        if not (isinstance(box, tuple) and len(box) == len(self.shape) and all(
-                isinstance(s, slice) and s.step in (None, 1) for s in box)):
-            raise ValueError(f"box {box!r} is not one unit-step slice per axis")
-        ranges = [range(*s.indices(dim)) for s, dim in zip(box, self.shape, strict=True)]
+        """``result[box] = values`` (:func:`box_ranges`) with ``pwrite``; a full disk is one
+        :class:`OutputError`."""
+        ranges = box_ranges(box, self.shape)
         part = np.ascontiguousarray(
             np.broadcast_to(np.asarray(values, dtype=self.dtype), tuple(len(r) for r in ranges)))
         if part.size == 0:
@@ -282,9 +255,6 @@ class NpyOutput:
         if self._temp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._temp)
-
-    def __enter__(self) -> NpyOutput:
-        return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:

@@ -8,6 +8,7 @@ job), a run still going after :data:`ANNOUNCE_AFTER_SECONDS` says once what it d
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ class TiledResult:
     tiles: int
 
 
-class TileProgress:
+class TileProgress(contextlib.AbstractContextManager):
     """A context manager counting finished tiles (:meth:`advance`); ``enabled``: True (a
     bar), ``"plain"`` (a bar without colour), ``"line"`` (one line after a while) or False."""
 
@@ -33,9 +34,6 @@ class TileProgress:
         self.enabled, self.label = enabled, label
         self.tiles_done = self.bytes_done = 0
         self._started, self._progress = time.monotonic(), None
-
-    def __enter__(self) -> TileProgress:
-        return self
 
     def __exit__(self, *exc_info: object) -> None:
         if self._progress is not None:

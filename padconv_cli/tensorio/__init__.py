@@ -147,16 +147,6 @@ def check_requested_dtype(array: np.ndarray, dtype: str | None, label: str) -> n
     return array
 
 
-def _polygraphy_source(source: str) -> tuple[str, str | None] | None:
-    """``(path, name)`` when ``source`` is an existing polygraphy ``FILE.json[:NAME]``."""
-    if ".json" not in source.lower():  # the module (and json) only for what may be one
-        return None
-    from padconv_cli.tensorio.polygraphy_json import split_json_source
-
-    split = split_json_source(source)
-    return split if split is not None and os.path.isfile(split[0]) else None
-
-
 def read_io_source(source: str | os.PathLike[str], *, dtype: str | None = None,
                    policy: ReadPolicy | None = None) -> tuple[str | None, np.ndarray]:
     """(name, array) of any source but ``MODEL.onnx:NAME`` (module rules; a Zarr store,
@@ -173,13 +163,14 @@ def read_io_source(source: str | os.PathLike[str], *, dtype: str | None = None,
 
         label = printable(source)
         return None, check_requested_dtype(read_zarr(source, label, policy), dtype, label)
-    json_source = _polygraphy_source(source)
-    if json_source is not None:
-        from padconv_cli.tensorio.polygraphy_json import read_json_tensor
+    if ".json" in source.lower():  # the module (and json) only for what may be one
+        from padconv_cli.tensorio.polygraphy_json import read_json_tensor, split_json_source
 
-        label = printable(json_source[0])
-        name, array = read_json_tensor(*json_source, label, policy)
-        return name, check_requested_dtype(array, dtype, f"{label}:{name}")
+        json_source = split_json_source(source)
+        if json_source is not None:
+            label = printable(json_source[0])
+            name, array = read_json_tensor(*json_source, label, policy)
+            return name, check_requested_dtype(array, dtype, f"{label}:{name}")
     classified = classify_source(source)
     if classified.kind == "literal":
         from padconv_cli.tensorio.literal import parse_literal
@@ -253,15 +244,6 @@ def tensor_to_bytes(array: np.ndarray, fmt: str = "npy", *, name: str | None = N
     return buffer.getvalue()
 
 
-def _write_stdout(array: np.ndarray, fmt: str, name: str | None,
-                  string_dtype: np.dtype | None) -> None:
-    stream = getattr(sys.stdout, "buffer", None)
-    if stream is None:  # ``padconv ... >&-``
-        raise OutputError("<stdout>: standard output is closed; give -o FILE")
-    write_stream(stream, lambda out: _write_to_stream(array, out, fmt, name, STDOUT_TARGET,
-                                                      string_dtype), "<stdout>")
-
-
 def write_tensor(array: np.ndarray, target: str | os.PathLike[str], *, fmt: str | None = None,
                  name: str | None = None, string_dtype: np.dtype | None = None) -> None:
     """Write ``array`` to the file ``target`` (atomically) or to stdout when target is ``-``.
@@ -273,7 +255,11 @@ def write_tensor(array: np.ndarray, target: str | os.PathLike[str], *, fmt: str 
     target = os.fspath(target)
     resolved = resolve_format(target, fmt)
     if target == STDOUT_TARGET:
-        _write_stdout(array, resolved, name, string_dtype)
+        stream = getattr(sys.stdout, "buffer", None)
+        if stream is None:  # ``padconv ... >&-``
+            raise OutputError("<stdout>: standard output is closed; give -o FILE")
+        write_stream(stream, lambda out: _write_to_stream(array, out, resolved, name, target,
+                                                          string_dtype), "<stdout>")
         return
     label = printable(target)
     if resolved == "npy":  # unwritable dtypes are refused before a temporary file is made

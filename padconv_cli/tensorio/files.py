@@ -18,7 +18,9 @@ import contextlib
 import errno
 import os
 import re
+import shutil
 import stat
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -108,12 +110,6 @@ _ACCESS_ERRORS = {FileNotFoundError: "no such file",
                   PermissionError: "permission denied"}
 
 
-def _access_error(exc: OSError, label: str) -> InputError:
-    """The error for a path that cannot be stat'ed or opened."""
-    reason = _ACCESS_ERRORS.get(type(exc)) or f"cannot open ({_os_reason(exc)})"
-    return InputError(f"{label}: {reason}")
-
-
 def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, int]:
     """(binary file, size) of ``path``, which must be a regular file (or a symlink to one);
     anything else is an :class:`InputError` naming ``label`` (default: the path)."""
@@ -123,7 +119,8 @@ def open_regular_file(path: str, label: str | None = None) -> tuple[BinaryIO, in
         _refuse_non_regular(label, os.stat(path).st_mode)
         fd = os.open(path, flags)
     except OSError as exc:
-        raise _access_error(exc, label) from None
+        reason = _ACCESS_ERRORS.get(type(exc)) or f"cannot open ({_os_reason(exc)})"
+        raise InputError(f"{label}: {reason}") from None
     except ValueError:  # the path holds a NUL byte
         raise InputError(f"{label}: not a valid path (it contains a NUL byte)") from None
     try:
@@ -222,19 +219,13 @@ def resolve_target(path: str) -> tuple[str, int] | None:
     return real, stat.S_IMODE(info.st_mode)
 
 
-class WriteOnly:
-    """Only ``write``: numpy's ``tofile`` fast path needs a file position, which pipes lack (and
-    reports a closed pipe as a bare ``OSError``, not the ``BrokenPipeError`` the CLI expects)."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self.write = stream.write
-
-
 def write_stream(stream: BinaryIO, write: Callable[[BinaryIO], None], label: str) -> None:
-    """``write`` into a stream without a file position (:class:`WriteOnly`), then a flush; an
-    OS failure but a closed pipe (the CLI's to handle) is an OutputError naming ``label``."""
+    """``write`` into a stream through an object with only ``write`` (numpy's ``tofile`` fast
+    path needs a file position, which pipes lack, and reports a closed pipe as a bare
+    ``OSError``), then a flush; an OS failure but a closed pipe (the CLI's to handle) is an
+    OutputError naming ``label``."""
     try:
-        write(WriteOnly(stream))
+        write(types.SimpleNamespace(write=stream.write))
         stream.flush()
     except BrokenPipeError:
         raise
@@ -269,6 +260,26 @@ def temp_beside(path: str, real: str) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"{printable(path)}: folder {printable(folder)} is not writable")
     return temp_name(folder, f".{os.path.basename(real)}.", ".tmp")
+
+
+def replace_folder(temp: str, target: str) -> None:
+    """Move the local store ``temp`` to ``target``.  An old store there is moved aside first,
+    into a folder named before the ``try``; if the move is cut short (a Ctrl-C) and ``target``
+    is left empty, the old store goes back; the folder aside is removed in any case."""
+    aside = None
+    if os.path.lexists(target):
+        aside = os.path.join(os.path.dirname(target) or ".", f".old.{os.urandom(6).hex()}")
+    try:
+        if aside is not None:
+            os.mkdir(aside, 0o700)
+            os.replace(target, os.path.join(aside, "store"))
+        os.replace(temp, target)
+    finally:
+        if aside is not None:
+            old = os.path.join(aside, "store")
+            if not os.path.lexists(target) and os.path.lexists(old):
+                os.replace(old, target)
+            shutil.rmtree(aside, ignore_errors=True)
 
 
 class _NameTaken(OutputError):

@@ -144,15 +144,6 @@ def _declared(header: NpyHeader) -> str:
             f"{header.data_bytes} bytes")
 
 
-def _fill(flat: np.ndarray, stream: BinaryIO, label: str) -> None:
-    try:
-        got = read_into(stream, memoryview(flat.view(np.uint8)))
-    except OSError as exc:
-        raise InputError(f"{label}: read error ({one_line(exc.strerror or exc)})") from None
-    if got < flat.nbytes:
-        raise InputError(f"{label}: truncated .npy data ({got} of {flat.nbytes} bytes)")
-
-
 def to_native_byte_order(array: np.ndarray) -> np.ndarray:
     """The same values in native byte order (swapped in place, so NaN payloads survive)."""
     if array.dtype.isnative:
@@ -185,7 +176,12 @@ def read_npy_stream(stream: BinaryIO, total_size: int | None, label: str,
     except (MemoryError, ValueError) as exc:
         raise InputError(f"{label}: cannot allocate shape {bounded_sequence(header.shape)} of "
                          f"{header.dtype} ({one_line(exc, 120)})") from None
-    _fill(flat, stream, label)
+    try:
+        got = read_into(stream, memoryview(flat.view(np.uint8)))
+    except OSError as exc:
+        raise InputError(f"{label}: read error ({one_line(exc.strerror or exc)})") from None
+    if got < flat.nbytes:
+        raise InputError(f"{label}: truncated .npy data ({got} of {flat.nbytes} bytes)")
     order = "F" if header.fortran_order else "C"
     try:
         array = to_native_byte_order(flat.reshape(header.shape, order=order))
@@ -247,8 +243,10 @@ def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
         return
     flat = array.ravel(order="C")
     width_type = _fixed_width_type(flat.tolist(), target)
-    if string_dtype is not None:
-        width_type = _given_width_type(width_type, np.dtype(string_dtype), target)
+    given = width_type if string_dtype is None else np.dtype(string_dtype)
+    if given.kind != width_type.kind or given.itemsize < width_type.itemsize:
+        raise UnsupportedDtypeError(f"{target}: strings of type {width_type} do not fit {given}")
+    width_type = given
     write_npy_header(stream, array.shape, width_type)
     if width_type.itemsize > STRING_CHUNK_BYTES:
         for item in flat:
@@ -257,13 +255,6 @@ def write_npy(array: np.ndarray, stream: BinaryIO, target: str,
     step = STRING_CHUNK_BYTES // max(width_type.itemsize, 1)
     for start in range(0, flat.size, step):
         stream.write(np.asarray(flat[start:start + step], dtype=width_type).tobytes())
-
-
-def _given_width_type(longest: np.dtype, given: np.dtype, target: str) -> np.dtype:
-    """``given`` when it is the same kind of string as the elements and holds the longest."""
-    if given.kind != longest.kind or given.itemsize < longest.itemsize:
-        raise UnsupportedDtypeError(f"{target}: strings of type {longest} do not fit {given}")
-    return given
 
 
 def _write_wide_element(stream: BinaryIO, item: str | bytes, width_type: np.dtype) -> None:

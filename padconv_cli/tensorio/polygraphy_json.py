@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 from collections import Counter
 from typing import Any
@@ -32,9 +33,9 @@ JSON_SOURCE = re.compile(r"(?P<path>.+\.json)(?::(?P<name>.+))?", re.IGNORECASE)
 
 
 def split_json_source(source: str) -> tuple[str, str | None] | None:
-    """``(path, name)`` of ``FILE.json`` or ``FILE.json:NAME``; None for other sources."""
+    """``(path, name)`` of an existing ``FILE.json`` or ``FILE.json:NAME``; else None."""
     match = JSON_SOURCE.fullmatch(source)
-    return (match["path"], match["name"]) if match else None
+    return (match["path"], match["name"]) if match and os.path.isfile(match["path"]) else None
 
 
 def _load(path: str, label: str) -> Any:

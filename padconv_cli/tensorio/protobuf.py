@@ -43,9 +43,9 @@ _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "doubl
 _STORAGE_FIELDS = {STRING_ELEM_TYPE: "string_data", 1: "float_data", 14: "float_data",
                    11: "double_data", 15: "double_data", 7: "int64_data", 12: "uint64_data",
                    13: "uint64_data"}
-_COMPLEX_TYPES = {14, 15}
-_PACKED_4BIT = {21, 22, 23}
-_PACKED_2BIT = {25, 26}
+# element type -> (typed entries, elements they hold): complex, 4-bit and 2-bit types
+_ENTRY_RATIOS = {14: (2, 1), 15: (2, 1), **dict.fromkeys((21, 22, 23), (1, 2)), 25: (1, 4),
+                 26: (1, 4)}
 # Ranges the typed int32_data (uint64_data for UINT32) entries must respect (storage value,
 # per onnx.proto).
 _TYPED_DATA_RANGES = {
@@ -54,14 +54,6 @@ _TYPED_DATA_RANGES = {
     3: (-128, 127), 5: (-32768, 32767), 9: (0, 1), 27: (0, 63), 28: (0, 63), 12: (0, 2**32 - 1),
 }
 _EXTERNAL_KEYS = {"location", "offset", "length", "checksum"}
-
-
-def typed_entry_count(elem_type: int, count: int) -> int:
-    """Typed-field entries ``count`` elements need: 2n complex, ceil(n/2) 4-bit, ceil(n/4) 2-bit."""
-    if elem_type in _COMPLEX_TYPES:
-        return 2 * count
-    per_entry = 2 if elem_type in _PACKED_4BIT else 4 if elem_type in _PACKED_2BIT else 1
-    return -(-count // per_entry)
 
 
 def _parse(data: bytes, label: str) -> Any:
@@ -123,8 +115,9 @@ def _check_single_field(tensor: Any, info: ElemType, count: int, label: str) -> 
 def _check_amount(tensor: Any, info: ElemType, field: str, count: int, label: str) -> None:
     if field == "raw_data":
         expected, actual, unit = info.raw_byte_count(count), len(tensor.raw_data), "bytes"
-    else:
-        expected = typed_entry_count(info.elem_type, count)
+    else:  # one typed entry per element, but complex (2), 4-bit and 2-bit (packed) types
+        entries, elements = _ENTRY_RATIOS.get(info.elem_type, (1, 1))
+        expected = -(-count * entries // elements)
         actual, unit = len(getattr(tensor, field)), "entries"
     if actual != expected:
         raise InputError(f"{label}: TensorProto dims {bounded_sequence(tensor.dims)} of "

@@ -191,25 +191,19 @@ def _nudge_until(passes, value: float, max_steps: int = 8) -> float:
 
 def _finish(expected, actual, bad, rtol: float, atol: float, bounded: bool = False
             ) -> Comparison:
-    """The Comparison's verdict, reason and first mismatching elements (errors not filled)."""
+    """The Comparison's verdict, reason and first mismatching elements (errors not filled);
+    an element stays a numpy scalar, to print in its own precision (:func:`display_value`)."""
     bad_positions = np.flatnonzero(np.asarray(bad).reshape(-1))
     count = int(bad_positions.size)
-    mismatches = [
-        _mismatch(expected, actual, int(flat)) for flat in bad_positions[:MAX_REPORTED_MISMATCHES]
-    ]
+    indices = [tuple(int(i) for i in np.unravel_index(int(flat), expected.shape))
+               for flat in bad_positions[:MAX_REPORTED_MISMATCHES]]
+    mismatches = [(index, expected[index], actual[index]) for index in indices]
     reason = ""
     if count:
         reason = f"{count} of {expected.size} elements differ (rtol={rtol:g}, atol={atol:g}"
         reason += ", + bound)" if bounded else ")"
     return Comparison(count == 0, reason, mismatches=mismatches, mismatch_count=count,
                       rtol=rtol, atol=atol, bounded=bounded)
-
-
-def _mismatch(expected: np.ndarray, actual: np.ndarray, flat: int) -> Mismatch:
-    """(index tuple, expected element, actual element) at flat position ``flat``; elements stay
-    numpy scalars so that they print in their own precision (see :func:`display_value`)."""
-    index = tuple(int(i) for i in np.unravel_index(flat, expected.shape))
-    return index, expected[index], actual[index]
 
 
 def format_error(value: float | None, digits: int = 3) -> str:

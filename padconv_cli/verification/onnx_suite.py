@@ -1,13 +1,22 @@
-"""Cases from ONNX models: backend-test folders and the conformance data of the installed onnx.
+"""Cases from ONNX models: backend-test folders and the conformance data of the installed onnx;
+one node written as such a folder.
 
 A case folder holds ``model.onnx`` and ``test_data_set_*/input_<i>.pb``, ``output_<i>.pb``;
 the inputs feed, in order, the graph inputs that are not initializers.  A model of one node
 padconv implements and Constant nodes is runnable; any other is an *unsupported* case.
+
+A folder written (:func:`write_case_folder`) holds one node, its present inputs as graph inputs
+in node order (as onnx's cases do for Pad's ``pads``; omitted optional inputs stay empty) and
+one data set ``test_data_set_0``; it is written into a temporary sibling, then renamed into
+place; an existing one is replaced only once the new one is complete.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -16,15 +25,17 @@ from typing import Any
 import numpy as np
 
 from padconv_cli import ops
-from padconv_cli.errors import InputError, PadconvError
+from padconv_cli.errors import InputError, OutputError, PadconvError
 from padconv_cli.messages import bounded_list
 from padconv_cli.onnx_nodes import DEFAULT_DOMAINS
-from padconv_cli.verification.case_folder import MODEL_FILE
 from padconv_cli.verification.cases import Case
 
 NODE_SOURCE = "onnx-node"
 DIR_SOURCE = "dir"
 DATA_SET_PREFIX = "test_data_set_"
+MODEL_FILE = "model.onnx"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_NAME = 120
 
 # Conformance folders of the installed onnx package, in the order they are reported; a folder
 # not listed here is scanned after them. Cases are picked by the model's node, not by name.
@@ -119,19 +130,17 @@ def _as_array(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def is_case_dir(path: Path) -> bool:
-    """True for a folder holding ``model.onnx``."""
-    return (path / MODEL_FILE).is_file()
+def _case_folders(root: Path) -> list[Path]:
+    """The sub-folders of ``root`` holding ``model.onnx``, sorted (none when it is no folder)."""
+    return sorted(p for p in root.iterdir() if (p / MODEL_FILE).is_file()) if root.is_dir() else []
 
 
-def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = None,
-                   policy: Any = None) -> list[Case]:
+def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, policy: Any = None) -> list[Case]:
     """One Case per ``test_data_set_*`` of a backend-test case folder, named after the folder
     (``folder:test_data_set_N`` when there are several data sets), read under ``policy``."""
     from padconv_cli.models import load_model  # --from-model's reader: no external data
     from padconv_cli.tensor_sources import read_tensor
 
-    name = name or path.name
     model = load_model(str(path / MODEL_FILE), policy)
     data_sets = sorted(path.glob(DATA_SET_PREFIX + "*"), key=_index_of)
     data_sets = [d for d in data_sets if d.is_dir()]
@@ -144,7 +153,7 @@ def cases_from_dir(path: Path, *, source: str = DIR_SOURCE, name: str | None = N
                            for prefix in ("input", "output"))
         if not outputs:
             raise InputError(f"{data_set}: no output_*.pb file")
-        case_name = name if len(data_sets) == 1 else f"{name}:{data_set.name}"
+        case_name = path.name if len(data_sets) == 1 else f"{path.name}:{data_set.name}"
         cases.append(case_from_model(model, inputs, outputs, name=case_name, source=source,
                                      location=str(data_set), base_dir=str(path), policy=policy))
     return cases
@@ -156,9 +165,9 @@ def cases_from_user_dir(path_text: str, policy: Any = None) -> list[Case]:
     path = Path(path_text)
     if not path.is_dir():
         raise InputError(f"DIR {path_text}: not a folder")
-    if is_case_dir(path):
+    if (path / MODEL_FILE).is_file():
         return cases_from_dir(path, policy=policy)
-    children = sorted(child for child in path.iterdir() if child.is_dir() and is_case_dir(child))
+    children = _case_folders(path)
     if not children:
         raise InputError(f"DIR {path_text}: not an ONNX backend-test case folder (no {MODEL_FILE}, "
                          "and no sub-folder with one)")
@@ -183,12 +192,9 @@ def suite_dirs(root: Path | None = None) -> list[tuple[str, Path]]:
         key=lambda p: (SUITE_ORDER.index(p.name) if p.name in SUITE_ORDER else len(SUITE_ORDER),
                        p.name),
     )
-    found = []
-    for folder in subs:
-        for child in sorted(folder.iterdir()):
-            if is_case_dir(child) and _model_file_is_single_operator(child / MODEL_FILE):
-                found.append((folder.name if folder.name != "node" else NODE_SOURCE, child))
-    return found
+    return [(folder.name if folder.name != "node" else NODE_SOURCE, child) for folder in subs
+            for child in _case_folders(folder)
+            if _model_file_is_single_operator(child / MODEL_FILE)]
 
 
 def _model_file_is_single_operator(path: Path) -> bool:
@@ -217,9 +223,7 @@ def shipped_cases(policy: Any = None) -> list[Case]:
     from padconv_cli.verification.cases import BUILTIN_SOURCE
 
     root = Path(str(resources.files("padconv_cli.verification").joinpath("family_cases")))
-    folders = sorted(child for child in root.iterdir() if is_case_dir(child)) \
-        if root.is_dir() else []
-    return [case for folder in folders
+    return [case for folder in _case_folders(root)
             for case in cases_from_dir(folder, source=BUILTIN_SOURCE, policy=policy)]
 
 
@@ -260,3 +264,71 @@ def _onnx_node_test_cases() -> tuple[Any, ...]:
             importlib.import_module(f"{package_name}.{module}")
     return tuple(case for case in package._NodeTestCases
                  if _operator_node(case.model.graph) is not None)
+
+
+def case_folder_name(node_name: str, index: int) -> str:
+    """``test_<node name>``: runs of characters other than letters, digits, ``_ . -`` become
+    ``_``; a node without a name is ``test_node<index>``; at most :data:`MAX_NAME` characters
+    (the end kept: it tells similar names apart)."""
+    stem = _UNSAFE.sub("_", node_name).strip("_.") or f"node{index}"
+    return "test_" + stem[-(MAX_NAME - 5):]
+
+
+def single_node_model(node: Any, inputs: Sequence[np.ndarray | None],
+                      output: np.ndarray | None, opset: int) -> Any:
+    """A ModelProto holding ``node`` alone: its present inputs are graph inputs typed and
+    shaped as ``inputs``; its first output is the graph output, typed and shaped as ``output``
+    (untyped when None)."""
+    import onnx
+    from onnx import helper
+
+    from padconv_cli.dtypes import onnx_elem_type
+
+    graph_inputs = [helper.make_tensor_value_info(name, onnx_elem_type(array.dtype), array.shape)
+                    for name, array in zip(node.input, inputs, strict=False)
+                    if name and array is not None]
+    graph_output = helper.make_empty_tensor_value_info(node.output[0]) if output is None else \
+        helper.make_tensor_value_info(node.output[0], onnx_elem_type(output.dtype), output.shape)
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    del copy.output[1:]
+    graph = helper.make_graph([copy], "case", graph_inputs, [graph_output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="padconv")
+    model.ir_version = min(model.ir_version, 10)
+    return model
+
+
+def write_case_folder(parent: str | os.PathLike[str], name: str, node: Any,
+                      inputs: Sequence[np.ndarray | None], output: np.ndarray,
+                      opset: int) -> Path:
+    """Write the case folder ``parent/name`` (module layout) whole; returns its path."""
+    from onnx import numpy_helper
+
+    from padconv_cli.tensorio.files import replace_folder
+
+    model = single_node_model(node, inputs, output, opset)
+    target = Path(parent) / name
+    try:
+        Path(parent).mkdir(parents=True, exist_ok=True)
+        temp = Path(tempfile.mkdtemp(prefix=f".{name[:40]}.", dir=parent))
+    except OSError as exc:
+        raise OutputError(f"{parent}: cannot create the case folder ({exc.strerror})") from None
+    try:
+        (temp / MODEL_FILE).write_bytes(model.SerializeToString())
+        data = temp / f"{DATA_SET_PREFIX}0"
+        data.mkdir()
+        present = [(n, a) for n, a in zip(node.input, inputs, strict=False)
+                   if n and a is not None]
+        for index, (input_name, array) in enumerate(present):
+            tensor = numpy_helper.from_array(np.asarray(array), input_name)
+            (data / f"input_{index}.pb").write_bytes(tensor.SerializeToString())
+        tensor = numpy_helper.from_array(np.asarray(output), node.output[0])
+        (data / "output_0.pb").write_bytes(tensor.SerializeToString())
+        replace_folder(str(temp), str(target))
+    except BaseException as exc:
+        shutil.rmtree(temp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{target}: write failed ({exc.strerror or exc})") from None
+        raise
+    return target

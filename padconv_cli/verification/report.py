@@ -23,6 +23,7 @@ from padconv_cli.verification.runner import (
 )
 
 COLUMNS = ("case", "operator", "attributes", "output", "max abs", "max rel", "result")
+HEADER = {name: name.upper() for name in COLUMNS}
 STATUS_WORDS = {PASSED: "PASS", FAILED: "FAIL", UNSUPPORTED: "UNSUPPORTED"}
 
 
@@ -90,13 +91,14 @@ WIDE_EXTRA_MIN = 24
 DEFAULT_WIDTH = 80
 
 
-def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], dict[str, int]]:
-    """The columns that fit ``width`` and their widths: result and case always, the name whole
-    (``verify -k`` takes it back); output, operator and max abs while they fit (dropped in
-    that order); ``max rel`` then ``attributes`` when :data:`WIDE_EXTRA_MIN` columns remain."""
+def case_table(results: list[CaseResult], width: int = DEFAULT_WIDTH,
+               style: Any = None) -> list[str]:
+    """A header line, then one line per result, of the columns that fit ``width``: result and
+    case always, the name whole (``verify -k`` takes it back); output, operator and max abs
+    while they fit (dropped in that order); ``max rel`` then ``attributes`` when
+    :data:`WIDE_EXTRA_MIN` columns remain.  ``style(text, status)`` may colour the status."""
     rows = [line_cells(result) for result in results]
-    header = {name: name.upper() for name in COLUMNS}
-    widths = {name: max(len(row[name]) for row in [header, *rows]) for name in COLUMNS}
+    widths = {name: max(len(row[name]) for row in [HEADER, *rows]) for name in COLUMNS}
     columns = list(NARROW_COLUMNS)
 
     def used() -> int:
@@ -111,23 +113,11 @@ def choose_columns(results: list[CaseResult], width: int) -> tuple[list[str], di
         if room >= WIDE_EXTRA_MIN and "output" in columns:
             columns.insert(3, "attributes")
             widths["attributes"] = min(widths["attributes"], room)
-    return columns, widths
-
-
-def case_table(results: list[CaseResult], width: int = DEFAULT_WIDTH,
-               style: Any = None) -> list[str]:
-    """One line per result (status, case, operator, output, max abs; more when ``width``
-    allows), under a header line; ``style(text, status)`` may colour the status word."""
-    columns, widths = choose_columns(results, width)
-    header = {name: name.upper() for name in COLUMNS}
-    lines = [_table_line(header, columns, widths)]
-    for result in results:
-        cells = line_cells(result)
+    lines = [_table_line(HEADER, columns, widths)]
+    for result, cells in zip(results, rows, strict=True):
         line = _table_line(cells, columns, widths)
-        if style is not None:
-            word = cells["result"]
-            line = style(word, result.status) + line[len(word) :]
-        lines.append(line)
+        word = cells["result"]
+        lines.append(line if style is None else style(word, result.status) + line[len(word):])
     return lines
 
 
@@ -235,10 +225,7 @@ def junit_xml(results: list[CaseResult], names: Mapping[str, str] | None = None)
     return junit_document("padconv verify", "padconv verify", cases, time=f"{seconds:.6f}")
 
 
-JunitCase = tuple[dict[str, str], "tuple[str, dict[str, str], str | None] | None"]
-
-
-def junit_document(title: str, suite_name: str, cases: list[JunitCase], **extra: str) -> bytes:
+def junit_document(title: str, suite_name: str, cases: list[tuple], **extra: str) -> bytes:
     """``<testsuites name=title><testsuite name=suite_name tests failures errors skipped
     ...extra>`` with one <testcase> per (attributes, child); a child is (tag, attributes,
     text) or None; ``failures`` and ``skipped`` count the children of those tags."""

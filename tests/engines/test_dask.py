@@ -30,9 +30,12 @@ from padconv_cli.engines.dask_engine import (  # noqa: E402
     quiet_distributed,
     worker_limits,
 )
-from padconv_cli.engines.dask_io import open_block_input  # noqa: E402
+from padconv_cli.engines.dask_io import (  # noqa: E402
+    OWNER_FILE,
+    ZarrOutput,
+    open_block_input,  # noqa: E402
+)
 from padconv_cli.engines.dask_ops import aligned_split, conv_dask, pad_dask  # noqa: E402  # noqa: E402
-from padconv_cli.engines.locations import OWNER_FILE, ZarrOutput  # noqa: E402
 from padconv_cli.errors import (  # noqa: E402
     InputError,  # noqa: E402
     OutputError,  # noqa: E402

@@ -53,18 +53,16 @@ def test_tiles_read_by_pread_equal_numpy_slices(tmp_path):
 
 
 BOXES = [
-    (slice(None, None, 2), slice(1, None, 3), slice(0, 7, 5)),
-    (1, slice(None), slice(None, None, -2)),
-    (Ellipsis, 3),
-    (slice(2, 0, -1), Ellipsis),
-    (-1, -2, slice(6, 0, -4)),
-    (slice(0, 3), slice(0, 5, 100), slice(0, 0)),
+    (slice(None), slice(1, None), slice(0, 7)),
+    (slice(1, 2),),
+    (slice(2, 0), slice(None)),
+    (slice(-2, None), slice(0, 5), slice(6, 7)),
 ]
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("box", BOXES, ids=range(len(BOXES)))
-def test_strided_and_integer_boxes_read_by_pread_equal_numpy_indexing(tmp_path, order, box):
+def test_boxes_read_by_pread_equal_numpy_indexing(tmp_path, order, box):
     array = np.random.default_rng(2).standard_normal((3, 5, 7)).astype(">f4")
     np.save(tmp_path / "a.npy", np.asfortranarray(array) if order == "F" else array)
     part = open_npy_input(str(tmp_path / "a.npy")).read(box)
@@ -72,21 +70,18 @@ def test_strided_and_integer_boxes_read_by_pread_equal_numpy_indexing(tmp_path, 
     assert part.flags.c_contiguous and part.dtype.isnative
 
 
-def test_long_strided_rows_equal_numpy_indexing(tmp_path):
-    """Steps over long rows, small and large, forwards and backwards."""
-    array = np.arange(5 * 4000, dtype=np.int32).reshape(5, 4000)
-    np.save(tmp_path / "a.npy", array)
-    source = open_npy_input(str(tmp_path / "a.npy"))
-    for box in [(slice(None), slice(3, None, 7)), (slice(None), slice(0, None, 300)),
-                (slice(0, 5, 2), slice(None)), (slice(None), slice(None, None, -33))]:
-        np.testing.assert_array_equal(source.read(box), array[box])
+@pytest.mark.parametrize("box", [(slice(None, None, 2),), (1, slice(None)), (Ellipsis,)])
+def test_boxes_other_than_unit_step_slices_are_refused(tmp_path, box):
+    np.save(tmp_path / "a.npy", np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="unit-step"):
+        open_npy_input(str(tmp_path / "a.npy")).read(box)
 
 
-def test_strided_read_after_truncation_is_an_input_error(opened):
+def test_column_read_after_truncation_is_an_input_error(opened):
     path, source = opened
     os.truncate(path, 4096)
     with pytest.raises(InputError, match="truncated"):
-        source.read((slice(0, 64, 3), 5))
+        source.read((slice(0, 64), slice(5, 6)))
 
 
 def _temp_output_started(folder, size: int) -> bool:

@@ -9,7 +9,6 @@ import stat
 import numpy as np
 import pytest
 
-from padconv_cli.engines import locations
 from padconv_cli.errors import OutputError
 from padconv_cli.outofcore import npy_blocks
 from padconv_cli.outofcore.npy_blocks import NpyOutput
@@ -68,10 +67,10 @@ def test_ctrl_c_between_moving_the_old_store_aside_and_the_new_one_in(tmp_path, 
             raise KeyboardInterrupt
         return real_replace(source, destination)
 
-    real_replace = locations.os.replace
-    monkeypatch.setattr(locations.os, "replace", replace)
+    real_replace = atomic.os.replace
+    monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
-        locations.replace_folder(str(tmp_path / "new"), str(tmp_path / "y.zarr"))
+        atomic.replace_folder(str(tmp_path / "new"), str(tmp_path / "y.zarr"))
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "y.zarr"]
     assert (tmp_path / "y.zarr" / "old").read_text() == "old"
@@ -82,7 +81,7 @@ def test_a_new_store_replaces_the_old_one(tmp_path):
     (tmp_path / "y.zarr" / "old").write_text("old")
     (tmp_path / "new").mkdir()
     (tmp_path / "new" / "fresh").write_text("new")
-    locations.replace_folder(str(tmp_path / "new"), str(tmp_path / "y.zarr"))
+    atomic.replace_folder(str(tmp_path / "new"), str(tmp_path / "y.zarr"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["y.zarr"]
     assert [p.name for p in (tmp_path / "y.zarr").iterdir()] == ["fresh"]
 

@@ -19,9 +19,8 @@ from pty_terminal import run_in_terminal
 from padconv_cli.cli.sample_commands import cli_arguments
 from padconv_cli.kernels.conv import conv
 from padconv_cli.tensor_sources import read_tensor
-from padconv_cli.verification.case_folder import write_case_folder
 from padconv_cli.verification.cases import Case, builtin_cases
-from padconv_cli.verification.onnx_suite import onnx_data_root, shipped_cases
+from padconv_cli.verification.onnx_suite import onnx_data_root, shipped_cases, write_case_folder
 from padconv_cli.verification.report import case_table, side_by_side
 from padconv_cli.verification.runner import run_case
 from padconv_cli.verification.samples import has_command, sample_arrays
