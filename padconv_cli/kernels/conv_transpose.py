@@ -26,6 +26,7 @@ infinite weight.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -138,23 +139,33 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     y = np.empty(plan.output_shape, x.dtype)
     if y.size == 0:
         return y
+    acc = accumulator_dtype(x.dtype)
+    if x.dtype == acc and plan.group == 1 and plan.x_shape[1] and interleaved_runs(plan):
+        kernels = _gathered_kernels(plan, w.astype(acc, copy=False))
+        if kernels is None:  # W is not all finite (checked while gathering)
+            return scatter_add(plan, x, w, b).astype(x.dtype)
+        x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+        bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
+        return _interleaved_phases(plan, list(interleaved_runs(plan)), x, kernels, bias, y)
     if not np.isfinite(w).all():
         return scatter_add(plan, x, w, b).astype(x.dtype)
-    acc = accumulator_dtype(x.dtype)
     x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
     bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
     if kernel_is_stride(plan) and x.dtype == acc:
         return _stacked_phases(plan, x, w.astype(acc, copy=False), bias, y)
-    per_axis = [axis_phases(*args) for args in zip(
-        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
-        plan.output_shape[2:], strict=True)]
+    per_axis = [list(axis) for axis in plan_phases(plan)]
     if any(not p.taps for axis in per_axis for p in axis) or plan.x_shape[1] == 0:
         y[...] = 0 if b is None else b.reshape((-1,) + (1,) * plan.spatial_rank)
         per_axis = [[p for p in axis if p.taps] for axis in per_axis]  # the rest: bias only
         if plan.x_shape[1] == 0:
             return y
-    if uniform_phases(plan, per_axis) and x.dtype == acc:
-        return _interleaved_phases(plan, per_axis, x, w, bias, y)
+    if uniform_phases(plan, per_axis) and x.dtype == acc:  # several groups
+        conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
+        runs = _slot_runs(list(product(*per_axis)), tuple(plan.strides), stack=False)
+        kernels = [[_run_kernel(run, conv_w, m0, m1, acc) for _, run in runs]
+                   for m0, m1 in channel_chunks(plan, math.prod(plan.output_shape[2:])
+                                                * acc.itemsize)]
+        return _interleaved_phases(plan, runs, x, kernels, bias, y)
     conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
     largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
                   default=0)
@@ -163,6 +174,40 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     for phase in product(*per_axis):
         _run_phase(plan, phase, x, conv_w, bias, chunks, buffer, y)
     return y
+
+
+@functools.lru_cache(maxsize=64)
+def plan_phases(plan: ConvTransposePlan) -> tuple[tuple[AxisPhase, ...], ...]:
+    """:func:`axis_phases` of every spatial axis of the plan (kept for the plan's next run)."""
+    return tuple(tuple(axis_phases(*args)) for args in zip(
+        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
+        plan.output_shape[2:], strict=True))
+
+
+@functools.lru_cache(maxsize=64)
+def interleaved_runs(plan: ConvTransposePlan
+                     ) -> tuple[tuple[int, list[tuple[AxisPhase, ...]], np.ndarray], ...]:
+    """For one group whose phases are :func:`uniform_phases` (empty otherwise): the runs of
+    :func:`_slot_runs` stacked, each as ``(first slot, phases, flat taps)``, the flat taps
+    ``(phases, taps)`` indexing W's flattened kernel (read-only; kept for the plan's next
+    run)."""
+    per_axis = [list(axis) for axis in plan_phases(plan)]
+    if plan.group != 1 or not kernel_phases_exist(per_axis) or kernel_is_stride(plan) \
+            or not uniform_phases(plan, per_axis):
+        return ()
+    runs = []
+    for first, run in _slot_runs(list(product(*per_axis)), tuple(plan.strides), stack=True):
+        flat = np.array([np.ravel_multi_index(np.ix_(*(p.taps for p in phase)),
+                                              plan.kernel_shape).ravel() for phase in run],
+                        dtype=np.int64)
+        flat.flags.writeable = False
+        runs.append((first, run, flat))
+    return tuple(runs)
+
+
+def kernel_phases_exist(per_axis: list[list[AxisPhase]]) -> bool:
+    """Every phase of every axis has taps."""
+    return all(p.taps for axis in per_axis for p in axis)
 
 
 def kernel_is_stride(plan: ConvTransposePlan) -> bool:
@@ -210,15 +255,17 @@ def uniform_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]) -> 
         for phases, out, s in zip(per_axis, plan.output_shape[2:], plan.strides, strict=True))
 
 
-def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
-                        x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+def _interleaved_phases(plan: ConvTransposePlan, runs: list, x: np.ndarray,
+                        kernels: list[list[np.ndarray]], bias: np.ndarray | None,
                         y: np.ndarray) -> np.ndarray:
     """:func:`uniform_phases`' case: per image and range of output channels, the stride-1
     Convs of the phases into a phase-major buffer (slot ``first`` of each axis), then
-    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass. With one
-    group, consecutive slots whose phases share a Conv geometry (tap counts, dilations, pads,
-    crops: a decoder's kernel 2s stride s has two such runs) are one Conv with their
-    sub-kernels stacked as output channels: each output is the same sum as alone."""
+    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass. ``runs``
+    are ``(first slot, phases, ...)``; with one group, consecutive slots whose phases share a
+    Conv geometry (tap counts, dilations, pads, crops: a decoder's kernel 2s stride s has two
+    such runs) are one Conv with their sub-kernels stacked as output channels (each output is
+    the same sum as alone). ``kernels[chunk][run]``: the run's sub-kernels for the chunk of
+    output channels (:func:`channel_chunks`)."""
     from padconv_cli.kernels import native
 
     strides = tuple(plan.strides)
@@ -226,29 +273,30 @@ def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]
     plane = math.prod(plan.output_shape[2:])
     chunks = channel_chunks(plan, plane * y.itemsize)
     buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
-    runs = _slot_runs(list(product(*per_axis)), strides, stack=plan.group == 1)
-    conv_w = None if plan.group == 1 else conv_layout(w, plan.group)
     mg, cg = plan.w_shape[1], plan.x_shape[1] // plan.group
-    for m0, m1 in chunks:
+    threads = native.thread_count()
+    for (m0, m1), chunk_kernels in zip(chunks, kernels, strict=True):
         groups = 1 if plan.group == 1 else (m1 - m0) // mg
         c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
-        stacked = [(_run_kernel(run, w, conv_w, m0, m1, y.dtype),
-                    None if bias is None else np.tile(bias[m0:m1], len(run)))
-                   for _, run in runs]
+        run_bias = [None if bias is None else np.tile(bias[m0:m1], len(phases))
+                    for _, phases, *_ in runs]
         slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
         for n in range(plan.output_shape[0]):
-            for (first, run), (sub_w, sub_b) in zip(runs, stacked, strict=True):
+            for (first, run, *_), sub_w, sub_b in zip(runs, chunk_kernels, run_bias,
+                                                       strict=True):
                 phase = run[0]
-                source = np.ascontiguousarray(x[(slice(n, n + 1), slice(c0, c1),
-                                                 *(slice(p.crop, None) for p in phase))])
+                source = x[n:n + 1, c0:c1]  # C-contiguous
+                if any(p.crop for p in phase):
+                    source = np.ascontiguousarray(source[(slice(None), slice(None),
+                                                          *(slice(p.crop, None) for p in phase))])
                 target = slots[first:first + len(run)].reshape((1, -1, *counts))
                 native.conv_into(source, sub_w, sub_b, target,
                                  strides=(1,) * len(phase),
                                  dilations=tuple(p.dilation for p in phase),
-                                 pads_begin=tuple(p.pad for p in phase), group=groups)
+                                 pads_begin=tuple(p.pad for p in phase), group=groups,
+                                 threads=threads)
             native.extension().interleave_phases(
-                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides,
-                native.thread_count(), True)
+                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides, threads, True)
     return y
 
 
@@ -275,26 +323,40 @@ def _slot_runs(phases: list[tuple[AxisPhase, ...]], strides: tuple[int, ...], st
     return runs
 
 
-def _run_kernel(run: list[tuple[AxisPhase, ...]], w: np.ndarray, conv_w: np.ndarray | None,
-                m0: int, m1: int, dtype: np.dtype) -> np.ndarray:
-    """The flipped sub-kernels of a run's phases for output channels ``[m0, m1)`` in Conv's
-    layout, stacked phase after phase: gathered straight from ConvTranspose's ``W (C, M, k)``
-    (one group), or from ``conv_w`` (Conv's layout, several groups; runs of one phase)."""
-    def taps(phase: tuple[AxisPhase, ...]) -> tuple:
-        return tuple(np.ix_(*(p.taps for p in phase)))
+GATHER_PARTS = 64
+"""Most runs the native gather fills in one pass over W's rows."""
 
-    if conv_w is not None:
-        return np.ascontiguousarray(conv_w[(slice(m0, m1), slice(None), *taps(run[0]))],
-                                    dtype=dtype)
+
+def _gathered_kernels(plan: ConvTransposePlan, w: np.ndarray) -> list[list[np.ndarray]] | None:
+    """One group's :func:`interleaved_runs` sub-kernels for every chunk of output channels,
+    gathered natively from ConvTranspose's ``W (C, M, k)`` (each row of W fetched once for
+    every run, every element checked finite on the way; ``W`` in the accumulator dtype):
+    ``[chunk][run]`` in Conv's layout, the run's phases stacked as output channels; None when
+    W is not all finite."""
     from padconv_cli.kernels import native
 
-    counts = tuple(len(p.taps) for p in run[0])
-    flat_taps = np.array([np.ravel_multi_index(taps(phase), w.shape[2:]).ravel()
-                          for phase in run], dtype=np.int64)
-    stacked = np.empty((len(run), m1 - m0, w.shape[0], flat_taps.shape[1]), dtype)
-    source = np.ascontiguousarray(w, dtype=dtype).reshape(w.shape[:2] + (-1,))
-    native.extension().gather_kernels(source, flat_taps, stacked, m0)  # one read of W's rows
-    return stacked.reshape((len(run) * (m1 - m0), w.shape[0], *counts))
+    source = np.ascontiguousarray(w).reshape(w.shape[:2] + (-1,))
+    plane = math.prod(plan.output_shape[2:])
+    runs = interleaved_runs(plan)
+    finite, kernels = True, []
+    for m0, m1 in channel_chunks(plan, plane * w.itemsize):
+        parts = [(flat, np.empty((len(run), m1 - m0, w.shape[0], flat.shape[1]), w.dtype))
+                 for _, run, flat in runs]
+        for start in range(0, len(parts), GATHER_PARTS):
+            finite &= native.extension().gather_kernels(
+                source, parts[start:start + GATHER_PARTS], m0, native.thread_count())
+        kernels.append([out.reshape((len(run) * (m1 - m0), w.shape[0],
+                                     *(len(p.taps) for p in run[0])))
+                        for (_, run, _), (_, out) in zip(runs, parts, strict=True)])
+    return kernels if finite else None
+
+
+def _run_kernel(run: list[tuple[AxisPhase, ...]], conv_w: np.ndarray, m0: int, m1: int,
+                dtype: np.dtype) -> np.ndarray:
+    """The flipped sub-kernel of a run's one phase for output channels ``[m0, m1)``, taken
+    from ``conv_w`` (W in Conv's layout, several groups)."""
+    taps = tuple(np.ix_(*(p.taps for p in run[0])))
+    return np.ascontiguousarray(conv_w[(slice(m0, m1), slice(None), *taps)], dtype=dtype)
 
 
 PHASE_BYTES = 32 * 2**20

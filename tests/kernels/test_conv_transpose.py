@@ -72,6 +72,20 @@ def test_infinite_weight_makes_no_nan_from_padding():
     np.testing.assert_array_equal(y, [[[np.inf, 1.0, 0.0, np.inf, 1.0]]])
 
 
+@pytest.mark.parametrize("value", [np.inf, np.nan])
+def test_non_finite_weight_of_interleaved_phases_reaches_only_its_outputs(value):
+    """A GAN-like 4x4 stride-2 pads-1 layer (phases interleaved, W checked while gathered):
+    the one bad tap reaches only the outputs the definition gives it."""
+    x, w, b = random_case((1, 3, 4, 4), (3, 2, 4, 4), np.float64, seed=11)
+    w[1, 0, 2, 3] = value
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    y = conv_transpose(x.astype(np.float32), w.astype(np.float32), b.astype(np.float32),
+                       **attrs)
+    expected = oracle_conv_transpose(x, w, b, **attrs)
+    np.testing.assert_array_equal(np.isfinite(y), np.isfinite(expected))
+    assert np.isfinite(y[0, 1]).all() and not np.isfinite(y[0, 0]).all()
+
+
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
 def test_result_does_not_depend_on_the_thread_count(monkeypatch, threads):
     x, w, b = random_case((2, 16, 9, 11), (16, 8, 4, 4), seed=3)
@@ -322,15 +336,27 @@ def test_output_shape_far_from_the_uncropped_output(output_shape):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
 def test_the_native_kernel_gather_takes_each_phase_s_taps_and_refuses_taps_outside_w(dtype):
-    """out[p, m, c, t] = W[c, m0 + m, taps[p, t]]; a tap past W's kernel is refused."""
+    """out[p, m, c, t] = W[c, m0 + m, taps[p, t]] for each (taps, out) part, on any thread
+    count; it tells whether the rows it read are all finite; a tap past W's kernel, or parts
+    of different output channel counts, are refused."""
     from padconv_cli.kernels import native
 
-    w = np.arange(5 * 7 * 6, dtype=dtype).reshape(5, 7, 6)
+    gather = native.extension().gather_kernels
+    w = np.arange(5 * 70 * 6, dtype=dtype).reshape(5, 70, 6)
     taps = np.array([[5, 1], [0, 4], [3, 3]], np.int64)
-    out = np.empty((3, 4, 5, 2), dtype)
-    native.extension().gather_kernels(w, taps, out, 2)
-    assert np.array_equal(out, w[:, 2:6][:, :, taps].transpose(2, 1, 0, 3))
+    one_tap = np.array([[2]], np.int64)
+    for threads in (1, 2, 3):
+        out, single = np.empty((3, 40, 5, 2), dtype), np.empty((1, 40, 5, 1), dtype)
+        assert gather(w, [(taps, out), (one_tap, single)], 2, threads) is True
+        assert np.array_equal(out, w[:, 2:42][:, :, taps].transpose(2, 1, 0, 3))
+        assert np.array_equal(single, w[:, 2:42][:, :, one_tap].transpose(2, 1, 0, 3))
+    for value, row, finite in ((np.inf, 3, False), (np.nan, 41, False), (-np.inf, 1, True)):
+        bad = w.copy()
+        bad[4, row, 2] = value  # row 1 is outside m0 .. m0 + 40
+        assert gather(bad, [(taps, out)], 2, 2) is finite
     with pytest.raises(ValueError):
-        native.extension().gather_kernels(w, taps + 1, out, 2)
+        gather(w, [(taps + 1, out)], 2)
     with pytest.raises(ValueError):
-        native.extension().gather_kernels(w, taps, out, 4)  # rows m0 + 4 > 7
+        gather(w, [(taps, out)], 31)  # rows m0 + 40 > 70
+    with pytest.raises(ValueError):
+        gather(w, [(taps, out), (one_tap, single[:, :30])], 2)

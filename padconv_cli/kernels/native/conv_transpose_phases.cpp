@@ -151,72 +151,201 @@ PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
-// gather_kernels(w, taps, out, m0) fills the C-contiguous out (P, Mc, C, T) from the
-// C-contiguous w (C, M, K) (ConvTranspose's W, its kernel flattened) and the int64 taps (P, T):
+// gather_kernels(w, parts, m0, threads) fills, for each (taps, out) of the list `parts`, the
+// C-contiguous out (P, Mc, C, T) from the C-contiguous w (C, M, K) (ConvTranspose's W, its
+// kernel flattened) and the int64 taps (P, T):
 //     out[p, m, c, t] = w[c, m0 + m, taps[p, t]]
-// for 4- or 8-byte elements: the stride phases' sub-kernels in Conv's layout, stacked phase
-// after phase.  Each row w[c, m0 + m, :] is read once, for every phase.
+// for 4- or 8-byte floats: the stride phases' sub-kernels in Conv's layout, each part's phases
+// stacked phase after phase.  Each row w[c, m0 + m, :] is fetched once, for every part, and
+// checked on the way: the call returns whether every element of the rows
+// w[:, m0 : m0 + Mc, :] is finite (the phase Convs would multiply their zero padding by an
+// infinite weight).  Blocks of GATHER_ROWS output channels are shared by the calling thread
+// and up to `threads` - 1 helpers of Conv's pool; every element is a copy, so the result
+// does not depend on them.
 namespace {
 
-template <typename T>
-void gather_kernels(const T* w, const int64_t* taps, T* out, long phases, long mc, long c,
-                    long m, long k, long t_count, long m0) {
-    for (long mi = 0; mi < mc; ++mi) {
-        for (long ci = 0; ci < c; ++ci) {
-            const T* row = w + (ci * m + m0 + mi) * k;
-            for (long p = 0; p < phases; ++p) {
-                T* dst = out + ((p * mc + mi) * c + ci) * t_count;
-                const int64_t* tp = taps + p * t_count;
-                for (long t = 0; t < t_count; ++t) dst[t] = row[tp[t]];
+const long GATHER_ROWS = 16;  // output channels per task
+// input channels per tile: W's runs for consecutive input channels lie M * K elements apart
+// (8 KiB for 128 4x4 kernels), in the same cache sets; 8 of them stay in a level-1 cache of
+// 8 or more ways while the tile is copied
+const long GATHER_CHANNELS = 8;
+const int MAX_PARTS = 64;
+
+// The bits of a float, and the sign bit of (exponent bits + one exponent step): set exactly
+// when every exponent bit is (an infinity or a nan), so that an OR over many tells.
+inline uint32_t non_finite_bit(float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    return ((bits & 0x7f800000u) + 0x00800000u) & 0x80000000u;
+}
+inline uint64_t non_finite_bit(double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    return ((bits & 0x7ff0000000000000ull) + 0x0010000000000000ull) & 0x8000000000000000ull;
+}
+
+struct Part {
+    const int64_t* taps;
+    char* out;
+    long phases, t_count;
+};
+
+struct Gather {
+    const char* w;
+    Part parts[MAX_PARTS];
+    long part_count = 0;
+    long item, mc, c, m, k, m0, blocks;
+    std::atomic<long> next{0};
+    std::atomic<bool> infinite{false};
+
+    // Output channels [mi0, mi1) for input channels [c0, c1): the rows w[c, m0 + mi, :] are
+    // first checked as contiguous runs (one per input channel), which brings them near; then
+    // each output run out[p, mi, c0:c1, :] is written contiguously.  Whether all were finite.
+    template <typename T>
+    bool tile(long mi0, long mi1, long c0, long c1) const {
+        const T* wt = reinterpret_cast<const T*>(w);
+        decltype(non_finite_bit(T(0))) bad = 0;
+        for (long ci = c0; ci < c1; ++ci) {
+            const T* run = wt + (ci * m + m0 + mi0) * k;
+            for (long e = 0; e < (mi1 - mi0) * k; ++e) bad |= non_finite_bit(run[e]);
+        }
+        for (long part = 0; part < part_count; ++part) {
+            const Part& to = parts[part];
+            for (long mi = mi0; mi < mi1; ++mi) {
+                for (long p = 0; p < to.phases; ++p) {
+                    const int64_t* tp = to.taps + p * to.t_count;
+                    T* dst = reinterpret_cast<T*>(to.out) + ((p * mc + mi) * c + c0) * to.t_count;
+                    const T* row = wt + (c0 * m + m0 + mi) * k;
+                    switch (to.t_count) {  // the common tap counts unrolled
+                        case 1: copy_taps<T, 1>(dst, row, tp, c1 - c0, m * k, 1); break;
+                        case 2: copy_taps<T, 2>(dst, row, tp, c1 - c0, m * k, 2); break;
+                        case 4: copy_taps<T, 4>(dst, row, tp, c1 - c0, m * k, 4); break;
+                        default: copy_taps<T, 0>(dst, row, tp, c1 - c0, m * k, to.t_count);
+                    }
+                }
             }
         }
+        return bad == 0;
     }
+
+    // dst[i * t_count + t] = row[i * row_step + tp[t]] for i < count (COUNT: t_count known).
+    template <typename T, int COUNT>
+    static void copy_taps(T* dst, const T* row, const int64_t* tp, long count, long row_step,
+                          long t_count) {
+        if (COUNT > 0) {
+            long at[COUNT > 0 ? COUNT : 1];
+            for (int t = 0; t < COUNT; ++t) at[t] = tp[t];
+            for (long i = 0; i < count; ++i, dst += COUNT, row += row_step)
+                for (int t = 0; t < COUNT; ++t) dst[t] = row[at[t]];
+            return;
+        }
+        for (long i = 0; i < count; ++i, dst += t_count, row += row_step)
+            for (long t = 0; t < t_count; ++t) dst[t] = row[tp[t]];
+    }
+
+    template <typename T>
+    void block(long b) {
+        const long mi0 = b * GATHER_ROWS, mi1 = mi0 + GATHER_ROWS < mc ? mi0 + GATHER_ROWS : mc;
+        bool ok = true;
+        for (long c0 = 0; c0 < c; c0 += GATHER_CHANNELS)
+            ok &= tile<T>(mi0, mi1, c0, c0 + GATHER_CHANNELS < c ? c0 + GATHER_CHANNELS : c);
+        if (!ok) infinite = true;
+    }
+
+    void work() {
+        for (long b = next++; b < blocks; b = next++) {
+            if (item == 4) block<float>(b);
+            else block<double>(b);
+        }
+    }
+
+    static void work_of(void* self) { static_cast<Gather*>(self)->work(); }
+};
+
+// The buffers a call holds, released when it returns.
+struct Views {
+    Py_buffer views[1 + 2 * MAX_PARTS];
+    int count = 0;
+    Py_buffer* get(PyObject* obj, int flags) {
+        if (PyObject_GetBuffer(obj, &views[count], flags) < 0) return 0;
+        return &views[count++];
+    }
+    ~Views() {
+        for (int i = 0; i < count; ++i) PyBuffer_Release(&views[i]);
+    }
+};
+
+char last_format_char(const Py_buffer& view) {
+    return view.format && *view.format ? view.format[strlen(view.format) - 1] : 0;
+}
+
+// Whether `out` and `taps` make a part of the gather from `w` with m0 (the shapes, types and
+// every tap inside W's kernel).
+bool valid_part(const Py_buffer& w, const Py_buffer& taps, const Py_buffer& out, long m0) {
+    if (taps.ndim != 2 || out.ndim != 4 || taps.itemsize != 8 ||
+        !last_format_char(taps) || !strchr("qlQL", last_format_char(taps)) ||
+        out.itemsize != w.itemsize || last_format_char(out) != last_format_char(w) ||
+        out.shape[0] != taps.shape[0] || out.shape[3] != taps.shape[1] ||
+        out.shape[2] != w.shape[0] || m0 + out.shape[1] > w.shape[1])
+        return false;
+    const int64_t* tp = static_cast<const int64_t*>(taps.buf);
+    for (Py_ssize_t i = 0; i < taps.shape[0] * taps.shape[1]; ++i)
+        if (tp[i] < 0 || tp[i] >= w.shape[2]) return false;
+    return true;
 }
 
 }  // namespace
 
 PyObject* padconv_py_gather_kernels(PyObject*, PyObject* args) {
-    PyObject *w_obj, *taps_obj, *out_obj;
-    long m0;
-    if (!PyArg_ParseTuple(args, "OOOl", &w_obj, &taps_obj, &out_obj, &m0)) return 0;
+    PyObject *w_obj, *parts_obj;
+    long m0, threads = 1;
+    if (!PyArg_ParseTuple(args, "OOl|l", &w_obj, &parts_obj, &m0, &threads)) return 0;
     const int flags = PyBUF_C_CONTIGUOUS | PyBUF_ND | PyBUF_FORMAT;
-    Py_buffer w, taps, out;
-    if (PyObject_GetBuffer(w_obj, &w, flags) < 0) return 0;
-    if (PyObject_GetBuffer(taps_obj, &taps, flags) < 0) {
-        PyBuffer_Release(&w);
+    Views views;
+    const Py_buffer* w = views.get(w_obj, flags);
+    if (!w) return 0;
+    PyObject* parts = PySequence_Fast(parts_obj, "parts must be a sequence of (taps, out)");
+    if (!parts) return 0;
+    Gather job;
+    const char kind = last_format_char(*w);
+    bool ok = w->ndim == 3 &&
+              ((w->itemsize == 4 && kind == 'f') || (w->itemsize == 8 && kind == 'd')) &&
+              m0 >= 0 && threads >= 1 && PySequence_Fast_GET_SIZE(parts) <= MAX_PARTS;
+    long mc = -1;
+    for (Py_ssize_t i = 0; ok && i < PySequence_Fast_GET_SIZE(parts); ++i) {
+        PyObject* pair = PySequence_Fast_GET_ITEM(parts, i);
+        ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+        const Py_buffer* taps = ok ? views.get(PyTuple_GET_ITEM(pair, 0), flags) : 0;
+        const Py_buffer* out =
+            taps ? views.get(PyTuple_GET_ITEM(pair, 1), flags | PyBUF_WRITABLE) : 0;
+        ok = out && valid_part(*w, *taps, *out, m0) && (mc < 0 || out->shape[1] == mc);
+        if (!ok) break;
+        mc = out->shape[1];
+        job.parts[job.part_count++] = {static_cast<const int64_t*>(taps->buf),
+                                       static_cast<char*>(out->buf), long(out->shape[0]),
+                                       long(out->shape[3])};
+    }
+    Py_DECREF(parts);
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "gather_kernels: inconsistent arrays or taps");
         return 0;
     }
-    if (PyObject_GetBuffer(out_obj, &out, flags | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&w);
-        PyBuffer_Release(&taps);
-        return 0;
-    }
-    bool ok = w.ndim == 3 && taps.ndim == 2 && out.ndim == 4 && taps.itemsize == 8 &&
-              taps.format && (strchr("qlQL", taps.format[strlen(taps.format) - 1]) != 0) &&
-              w.itemsize == out.itemsize && (w.itemsize == 4 || w.itemsize == 8) &&
-              out.shape[0] == taps.shape[0] && out.shape[3] == taps.shape[1] &&
-              out.shape[2] == w.shape[0] && m0 >= 0 && m0 + out.shape[1] <= w.shape[1];
-    const int64_t* tp = static_cast<const int64_t*>(taps.buf);
-    for (Py_ssize_t i = 0; ok && i < taps.shape[0] * taps.shape[1]; ++i)
-        ok = tp[i] >= 0 && tp[i] < w.shape[2];
-    if (ok) {
-        const long phases = out.shape[0], mc = out.shape[1], c = w.shape[0], m = w.shape[1];
-        const long k = w.shape[2], t_count = out.shape[3];
+    if (job.part_count > 0 && mc > 0) {
+        job.w = static_cast<const char*>(w->buf);
+        job.item = w->itemsize;
+        job.mc = mc;
+        job.c = w->shape[0];
+        job.m = w->shape[1];
+        job.k = w->shape[2];
+        job.m0 = m0;
+        job.blocks = (mc + GATHER_ROWS - 1) / GATHER_ROWS;
+        long helpers = threads - 1;
+        if (helpers > job.blocks - 1) helpers = job.blocks - 1;
+        if (helpers < 0) helpers = 0;
         Py_BEGIN_ALLOW_THREADS
-        if (w.itemsize == 4)
-            gather_kernels(static_cast<const uint32_t*>(w.buf), tp, static_cast<uint32_t*>(out.buf),
-                           phases, mc, c, m, k, t_count, m0);
-        else
-            gather_kernels(static_cast<const uint64_t*>(w.buf), tp, static_cast<uint64_t*>(out.buf),
-                           phases, mc, c, m, k, t_count, m0);
+        padconv_shared_pool().run(&Gather::work_of, &job, helpers);
         Py_END_ALLOW_THREADS
     }
-    PyBuffer_Release(&w);
-    PyBuffer_Release(&taps);
-    PyBuffer_Release(&out);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "gather_kernels: inconsistent arrays or taps");
-        return 0;
-    }
-    Py_RETURN_NONE;
+    return PyBool_FromLong(!job.infinite.load());
 }

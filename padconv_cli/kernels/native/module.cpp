@@ -770,8 +770,9 @@ PyMethodDef methods[] = {
      "interleave_phases(phases, y, strides, threads): y[p, i*s + a, ...] = phases[p, a, ..., "
      "i, ...], ConvTranspose's stride phases put in place (conv_transpose_phases.cpp)."},
     {"gather_kernels", padconv_py_gather_kernels, METH_VARARGS,
-     "gather_kernels(w, taps, out, m0): out[p, m, c, t] = w[c, m0 + m, taps[p, t]], "
-     "ConvTranspose's phase sub-kernels in Conv's layout (conv_transpose_phases.cpp)."},
+     "gather_kernels(w, [(taps, out), ...], m0, threads=1): out[p, m, c, t] = w[c, m0 + m, "
+     "taps[p, t]], ConvTranspose's phase sub-kernels in Conv's layout; whether the rows read "
+     "are all finite (conv_transpose_phases.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
