@@ -140,13 +140,12 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     if y.size == 0:
         return y
     acc = accumulator_dtype(x.dtype)
-    if x.dtype == acc and plan.group == 1 and plan.x_shape[1] and interleaved_runs(plan):
-        kernels = _gathered_kernels(plan, w.astype(acc, copy=False))
-        if kernels is None:  # W is not all finite (checked while gathering)
-            return scatter_add(plan, x, w, b).astype(x.dtype)
+    if x.dtype == acc and native_phases_apply(plan):
         x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
         bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
-        return _interleaved_phases(plan, list(interleaved_runs(plan)), x, kernels, bias, y)
+        if _native_phases(plan, x, w.astype(acc, copy=False), bias, y) is None:
+            return scatter_add(plan, x, w, b).astype(x.dtype)  # W not all finite
+        return y
     if not np.isfinite(w).all():
         return scatter_add(plan, x, w, b).astype(x.dtype)
     x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
@@ -159,14 +158,14 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
         per_axis = [[p for p in axis if p.taps] for axis in per_axis]  # the rest: bias only
         if plan.x_shape[1] == 0:
             return y
-    if uniform_phases(plan, per_axis) and x.dtype == acc:  # several groups
-        conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
-        runs = _slot_runs(list(product(*per_axis)), tuple(plan.strides), stack=False)
+    conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
+    if uniform_phases(plan, per_axis) and x.dtype == acc:
+        runs = _slot_runs(list(product(*per_axis)), tuple(plan.strides),
+                          stack=plan.group == 1)
         kernels = [[_run_kernel(run, conv_w, m0, m1, acc) for _, run in runs]
                    for m0, m1 in channel_chunks(plan, math.prod(plan.output_shape[2:])
                                                 * acc.itemsize)]
         return _interleaved_phases(plan, runs, x, kernels, bias, y)
-    conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
     largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
                   default=0)
     chunks = channel_chunks(plan, largest * acc.itemsize)
@@ -184,13 +183,31 @@ def plan_phases(plan: ConvTransposePlan) -> tuple[tuple[AxisPhase, ...], ...]:
         plan.output_shape[2:], strict=True))
 
 
+@dataclass(frozen=True)
+class PhaseRun:
+    """Consecutive phase slots from ``first`` whose phases share one stride-1 Conv geometry
+    (:func:`_slot_runs`): ``taps`` ``(phases, taps)`` index W's flattened kernel (each
+    phase's flipped sub-kernel in C order, read-only); ``tap_shape``, ``pads``,
+    ``dilations`` and ``crops`` per axis."""
+
+    first: int
+    phases: tuple[tuple[AxisPhase, ...], ...]
+    taps: np.ndarray
+    tap_shape: tuple[int, ...]
+    pads: tuple[int, ...]
+    dilations: tuple[int, ...]
+    crops: tuple[int, ...]
+
+
+MAX_NATIVE_RUNS = 64
+"""Most runs ``phase_convs`` takes in one call (the native module's limit)."""
+
+
 @functools.lru_cache(maxsize=64)
-def interleaved_runs(plan: ConvTransposePlan
-                     ) -> tuple[tuple[int, list[tuple[AxisPhase, ...]], np.ndarray], ...]:
-    """For one group whose phases are :func:`uniform_phases` (empty otherwise): the runs of
-    :func:`_slot_runs` stacked, each as ``(first slot, phases, flat taps)``, the flat taps
-    ``(phases, taps)`` indexing W's flattened kernel (read-only; kept for the plan's next
-    run)."""
+def interleaved_runs(plan: ConvTransposePlan) -> tuple[PhaseRun, ...]:
+    """For one group whose phases are :func:`uniform_phases` (every tap of W in exactly one
+    phase) and not :func:`kernel_is_stride`: the runs of :func:`_slot_runs`, stacked; empty
+    otherwise (kept for the plan's next run)."""
     per_axis = [list(axis) for axis in plan_phases(plan)]
     if plan.group != 1 or not kernel_phases_exist(per_axis) or kernel_is_stride(plan) \
             or not uniform_phases(plan, per_axis):
@@ -201,8 +218,63 @@ def interleaved_runs(plan: ConvTransposePlan
                                               plan.kernel_shape).ravel() for phase in run],
                         dtype=np.int64)
         flat.flags.writeable = False
-        runs.append((first, run, flat))
+        runs.append(PhaseRun(first, tuple(run), flat, tuple(len(p.taps) for p in run[0]),
+                             tuple(p.pad for p in run[0]), tuple(p.dilation for p in run[0]),
+                             tuple(p.crop for p in run[0])))
     return tuple(runs)
+
+
+def native_phases_apply(plan: ConvTransposePlan) -> bool:
+    """Whether :func:`_native_phases` runs the plan (given X in the accumulator dtype): one
+    group of at least 2 input channels (the core's GEMM kernels), phases of equal length in
+    at most :data:`MAX_NATIVE_RUNS` runs."""
+    return plan.group == 1 and plan.x_shape[1] >= 2 and \
+        0 < len(interleaved_runs(plan)) <= MAX_NATIVE_RUNS
+
+
+def phase_convs(w: np.ndarray, b: np.ndarray | None, slots: np.ndarray, m0: int,
+                runs: list[tuple], threads: int, isa: str) -> bool:
+    """``slots[first + p, m, o] = B[m0 + m] + sum_{c, t} W[c, m0 + m, taps[p, t]] *
+    Xpad[c, o + t*d]`` for every run ``(X, taps, tap_shape, pads_begin, dilations, first)``:
+    the native core's one job (``phase_convs``); False, computing nothing, when a weight read
+    is not finite."""
+    from padconv_cli.kernels import native
+
+    return native.extension().phase_convs(w, b, slots, m0, runs, threads, isa)
+
+
+def _native_phases(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
+                   bias: np.ndarray | None, y: np.ndarray) -> np.ndarray | None:
+    """:func:`native_phases_apply`'s case: per image and range of output channels, every
+    phase by one native job (:func:`phase_convs`: the sub-kernels packed straight from W,
+    checked finite on the way, every run's tasks in one entry of the thread pool) into a
+    phase-major buffer, then ``Y[n, m, i*s + first] = buffer[first, m, i]`` in one pass.
+    None when W is not all finite."""
+    from padconv_cli.kernels import native
+
+    strides = tuple(plan.strides)
+    counts = tuple(o // s for o, s in zip(plan.output_shape[2:], strides, strict=True))
+    plane = math.prod(plan.output_shape[2:])
+    chunks = channel_chunks(plan, plane * y.itemsize)
+    buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
+    source = np.ascontiguousarray(w).reshape(w.shape[:2] + (-1,))
+    threads, isa = native.thread_count(), native.selected_isa()
+    runs = interleaved_runs(plan)
+    for n in range(plan.output_shape[0]):
+        image, cropped = x[n:n + 1], {}
+        for run in runs:
+            if any(run.crops) and run.crops not in cropped:
+                cropped[run.crops] = np.ascontiguousarray(
+                    image[(slice(None), slice(None), *(slice(c, None) for c in run.crops))])
+        specs = [(cropped.get(run.crops, image), run.taps, run.tap_shape, run.pads,
+                  run.dilations, run.first) for run in runs]
+        for m0, m1 in chunks:
+            slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
+            if not phase_convs(source, bias, slots, m0, specs, threads, isa):
+                return None
+            native.extension().interleave_phases(
+                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides, threads, True)
+    return y
 
 
 def kernel_phases_exist(per_axis: list[list[AxisPhase]]) -> bool:
@@ -260,12 +332,12 @@ def _interleaved_phases(plan: ConvTransposePlan, runs: list, x: np.ndarray,
                         y: np.ndarray) -> np.ndarray:
     """:func:`uniform_phases`' case: per image and range of output channels, the stride-1
     Convs of the phases into a phase-major buffer (slot ``first`` of each axis), then
-    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass. ``runs``
-    are ``(first slot, phases, ...)``; with one group, consecutive slots whose phases share a
+    ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass. With one
+    group, consecutive slots whose phases share a
     Conv geometry (tap counts, dilations, pads, crops: a decoder's kernel 2s stride s has two
     such runs) are one Conv with their sub-kernels stacked as output channels (each output is
-    the same sum as alone). ``kernels[chunk][run]``: the run's sub-kernels for the chunk of
-    output channels (:func:`channel_chunks`)."""
+    the same sum as alone). ``runs``: ``(first slot, phases)``; ``kernels[chunk][run]``: the
+    run's sub-kernels for the chunk of output channels (:func:`channel_chunks`)."""
     from padconv_cli.kernels import native
 
     strides = tuple(plan.strides)
@@ -279,11 +351,10 @@ def _interleaved_phases(plan: ConvTransposePlan, runs: list, x: np.ndarray,
         groups = 1 if plan.group == 1 else (m1 - m0) // mg
         c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
         run_bias = [None if bias is None else np.tile(bias[m0:m1], len(phases))
-                    for _, phases, *_ in runs]
+                    for _, phases in runs]
         slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
         for n in range(plan.output_shape[0]):
-            for (first, run, *_), sub_w, sub_b in zip(runs, chunk_kernels, run_bias,
-                                                       strict=True):
+            for (first, run), sub_w, sub_b in zip(runs, chunk_kernels, run_bias, strict=True):
                 phase = run[0]
                 source = x[n:n + 1, c0:c1]  # C-contiguous
                 if any(p.crop for p in phase):
@@ -323,40 +394,13 @@ def _slot_runs(phases: list[tuple[AxisPhase, ...]], strides: tuple[int, ...], st
     return runs
 
 
-GATHER_PARTS = 64
-"""Most runs the native gather fills in one pass over W's rows."""
-
-
-def _gathered_kernels(plan: ConvTransposePlan, w: np.ndarray) -> list[list[np.ndarray]] | None:
-    """One group's :func:`interleaved_runs` sub-kernels for every chunk of output channels,
-    gathered natively from ConvTranspose's ``W (C, M, k)`` (each row of W fetched once for
-    every run, every element checked finite on the way; ``W`` in the accumulator dtype):
-    ``[chunk][run]`` in Conv's layout, the run's phases stacked as output channels; None when
-    W is not all finite."""
-    from padconv_cli.kernels import native
-
-    source = np.ascontiguousarray(w).reshape(w.shape[:2] + (-1,))
-    plane = math.prod(plan.output_shape[2:])
-    runs = interleaved_runs(plan)
-    finite, kernels = True, []
-    for m0, m1 in channel_chunks(plan, plane * w.itemsize):
-        parts = [(flat, np.empty((len(run), m1 - m0, w.shape[0], flat.shape[1]), w.dtype))
-                 for _, run, flat in runs]
-        for start in range(0, len(parts), GATHER_PARTS):
-            finite &= native.extension().gather_kernels(
-                source, parts[start:start + GATHER_PARTS], m0, native.thread_count())
-        kernels.append([out.reshape((len(run) * (m1 - m0), w.shape[0],
-                                     *(len(p.taps) for p in run[0])))
-                        for (_, run, _), (_, out) in zip(runs, parts, strict=True)])
-    return kernels if finite else None
-
-
 def _run_kernel(run: list[tuple[AxisPhase, ...]], conv_w: np.ndarray, m0: int, m1: int,
                 dtype: np.dtype) -> np.ndarray:
-    """The flipped sub-kernel of a run's one phase for output channels ``[m0, m1)``, taken
-    from ``conv_w`` (W in Conv's layout, several groups)."""
-    taps = tuple(np.ix_(*(p.taps for p in run[0])))
-    return np.ascontiguousarray(conv_w[(slice(m0, m1), slice(None), *taps)], dtype=dtype)
+    """The flipped sub-kernels of a run's phases for output channels ``[m0, m1)``, taken
+    from ``conv_w`` (W in Conv's layout) and stacked phase after phase as output channels."""
+    return np.ascontiguousarray(np.concatenate(
+        [conv_w[(slice(m0, m1), slice(None), *np.ix_(*(p.taps for p in phase)))]
+         for phase in run]), dtype=dtype)
 
 
 PHASE_BYTES = 32 * 2**20
@@ -453,50 +497,74 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
 
 
 def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
-    """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
+    """Memory besides X, W and Y: W in Conv's layout and its sub-kernels (accumulator dtype;
+    not on :func:`native_phases_apply`'s path, which packs them inside the core's figure),
     one buffer for a chunk of the largest phase's output (of every phase when they are
-    interleaved in one pass) (one image, the output channels of
-    :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
-    copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
-    scratch: the largest :func:`padconv_cli.kernels.conv.scratch_bytes` over the Conv calls
-    of the run (:func:`phase_conv_plans`) on the native core's thread count."""
-    from padconv_cli.kernels import conv as conv_kernel
+    interleaved in one pass) (one image, the output channels of :func:`channel_chunks`: at
+    most about :data:`PHASE_BYTES`) reused by every phase, the copies of X when phases start
+    inside it (pads beyond the kernel), and the native core's own buffers
+    (:func:`core_bytes`) on its thread count."""
     from padconv_cli.kernels import native
 
     acc = accumulator_dtype(np.dtype(dtype)).itemsize
     plane = math.prod(-(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides,
                                                   strict=True))
-    per_axis = [axis_phases(*args) for args in zip(
-        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
-        plan.output_shape[2:], strict=True)]
+    per_axis = [list(axis) for axis in plan_phases(plan)]
     if kernel_is_stride(plan) or uniform_phases(plan, per_axis):  # all phases of a range
         plane = math.prod(plan.output_shape[2:])
     phase_out = plane * max((m1 - m0 for m0, m1 in channel_chunks(plan, plane * acc)),
                             default=0)
-    weights = 2 * math.prod(plan.w_shape) * acc
-    crop = math.prod(plan.x_shape) * np.dtype(dtype).itemsize if any(
-        pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,
-                                             plan.dilations, strict=True)) else 0
-    threads = native.thread_count()
-    scratch = max((conv_kernel.scratch_bytes(conv_plan, acc, threads)
-                   for conv_plan in phase_conv_plans(plan, dtype)), default=0)
-    return phase_out * acc + weights + crop + scratch
+    native_path = np.dtype(dtype).itemsize == acc and native_phases_apply(plan)
+    weights = 0 if native_path else 2 * math.prod(plan.w_shape) * acc
+    image = math.prod(plan.x_shape[1:]) * np.dtype(dtype).itemsize
+    if native_path:  # one copy per distinct crop, of one image, all held during the job
+        crop = image * len({run.crops for run in interleaved_runs(plan) if any(run.crops)})
+    else:
+        crop = image * plan.x_shape[0] if any(
+            pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,
+                                                 plan.dilations, strict=True)) else 0
+    return phase_out * acc + weights + crop + core_bytes(plan, dtype, native.thread_count())
+
+
+def core_bytes(plan: ConvTransposePlan, dtype: np.dtype, threads: int) -> int:
+    """The most the native core allocates in one call of the run on ``threads`` threads
+    (packed weights, every working thread's buffer), as its own sizing works it out: the
+    one job of :func:`native_phases_apply`'s path (``phase_convs_bytes``), else the largest
+    :func:`padconv_cli.kernels.conv.scratch_bytes` over :func:`phase_conv_plans`."""
+    from padconv_cli.kernels import conv as conv_kernel
+    from padconv_cli.kernels import native
+
+    acc = accumulator_dtype(np.dtype(dtype))
+    if math.prod(plan.output_shape) == 0:
+        return 0
+    if np.dtype(dtype) == acc and native_phases_apply(plan):
+        counts = tuple(o // s for o, s in zip(plan.output_shape[2:], plan.strides,
+                                              strict=True))
+        runs = [(tuple(n - c for n, c in zip(plan.x_shape[2:], run.crops, strict=True)),
+                 run.tap_shape, run.pads, run.dilations, len(run.phases))
+                for run in interleaved_runs(plan)]
+        return max(native.extension().phase_convs_bytes(
+            plan.x_shape[1], width, counts, runs, threads, native.selected_isa(), acc.itemsize)
+            for width in _chunk_widths(plan, math.prod(plan.output_shape[2:]) * acc.itemsize))
+    return max((conv_kernel.scratch_bytes(conv_plan, acc.itemsize, threads)
+                for conv_plan in phase_conv_plans(plan, dtype)), default=0)
 
 
 def phase_conv_plans(plan: ConvTransposePlan, dtype: np.dtype) -> set[ConvPlan]:
-    """The distinct Conv geometries (as Conv plans) the native core is called with when
-    ConvTranspose runs with finite weights of ``dtype``: the stacked 1x1 Conv of
+    """The distinct Conv geometries (as Conv plans) the native core's ``conv`` is called
+    with when ConvTranspose runs with finite weights of ``dtype``: the stacked 1x1 Conv of
     :func:`kernel_is_stride`, the runs of :func:`uniform_phases`, or one Conv per phase, each
-    per image and chunk of output channels (:func:`channel_chunks`)."""
+    per image and chunk of output channels (:func:`channel_chunks`); none on
+    :func:`native_phases_apply`'s path."""
     if math.prod(plan.output_shape) == 0 or plan.x_shape[1] == 0:
         return set()
     acc = accumulator_dtype(np.dtype(dtype))
     same = np.dtype(dtype) == acc
+    if same and native_phases_apply(plan):
+        return set()
     if kernel_is_stride(plan) and same:
         return _stacked_conv_plans(plan, acc.itemsize)
-    per_axis = [[p for p in axis_phases(*args) if p.taps] for args in zip(
-        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
-        plan.output_shape[2:], strict=True)]
+    per_axis = [[p for p in axis if p.taps] for axis in plan_phases(plan)]
     if uniform_phases(plan, per_axis) and same:
         return _interleaved_conv_plans(plan, per_axis, acc.itemsize)
     return _separate_conv_plans(plan, per_axis, acc.itemsize)
