@@ -227,36 +227,34 @@ def interleaved_runs(plan: ConvTransposePlan) -> tuple[PhaseRun, ...]:
 def native_phases_apply(plan: ConvTransposePlan) -> bool:
     """Whether :func:`_native_phases` runs the plan (given X in the accumulator dtype): one
     group of at least 2 input channels (the core's GEMM kernels), phases of equal length in
-    at most :data:`MAX_NATIVE_RUNS` runs."""
-    return plan.group == 1 and plan.x_shape[1] >= 2 and \
-        0 < len(interleaved_runs(plan)) <= MAX_NATIVE_RUNS
+    at most :data:`MAX_NATIVE_RUNS` runs, at most 8 spatial axes and a last stride of at
+    most 64 (the native interleave's limits)."""
+    return plan.group == 1 and plan.x_shape[1] >= 2 and plan.spatial_rank <= 8 \
+        and plan.strides[-1] <= 64 and 0 < len(interleaved_runs(plan)) <= MAX_NATIVE_RUNS
 
 
-def phase_convs(w: np.ndarray, b: np.ndarray | None, slots: np.ndarray, m0: int,
-                runs: list[tuple], threads: int, isa: str) -> bool:
-    """``slots[first + p, m, o] = B[m0 + m] + sum_{c, t} W[c, m0 + m, taps[p, t]] *
-    Xpad[c, o + t*d]`` for every run ``(X, taps, tap_shape, pads_begin, dilations, first)``:
-    the native core's one job (``phase_convs``); False, computing nothing, when a weight read
-    is not finite."""
+def phase_convs(w: np.ndarray, b: np.ndarray | None, y: np.ndarray, m0: int,
+                runs: list[tuple], strides: tuple[int, ...], threads: int, isa: str) -> bool:
+    """``y[m, i*s + a] = P[a, m, i]`` where ``P[first + p, m, o] = B[m0 + m] + sum_{c, t}
+    W[c, m0 + m, taps[p, t]] * Xpad[c, o + t*d]`` for every run ``(X, taps, tap_shape,
+    pads_begin, dilations, first)``: the native core's one job (``phase_convs``); False,
+    writing nothing, when a weight read is not finite."""
     from padconv_cli.kernels import native
 
-    return native.extension().phase_convs(w, b, slots, m0, runs, threads, isa)
+    return native.extension().phase_convs(w, b, y, m0, runs, strides, threads, isa)
 
 
 def _native_phases(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
                    bias: np.ndarray | None, y: np.ndarray) -> np.ndarray | None:
-    """:func:`native_phases_apply`'s case: per image and range of output channels, every
-    phase by one native job (:func:`phase_convs`: the sub-kernels packed straight from W,
-    checked finite on the way, every run's tasks in one entry of the thread pool) into a
-    phase-major buffer, then ``Y[n, m, i*s + first] = buffer[first, m, i]`` in one pass.
-    None when W is not all finite."""
+    """:func:`native_phases_apply`'s case: per image and range of output channels
+    (:func:`channel_chunks`), every phase by one native job (:func:`phase_convs`: the
+    sub-kernels packed straight from W, checked finite on the way, every run's tasks in one
+    entry of the thread pool, the phases interleaved into Y). None when W is not all
+    finite."""
     from padconv_cli.kernels import native
 
     strides = tuple(plan.strides)
-    counts = tuple(o // s for o, s in zip(plan.output_shape[2:], strides, strict=True))
-    plane = math.prod(plan.output_shape[2:])
-    chunks = channel_chunks(plan, plane * y.itemsize)
-    buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
+    chunks = channel_chunks(plan, math.prod(plan.output_shape[2:]) * y.itemsize)
     source = np.ascontiguousarray(w).reshape(w.shape[:2] + (-1,))
     threads, isa = native.thread_count(), native.selected_isa()
     runs = interleaved_runs(plan)
@@ -269,11 +267,8 @@ def _native_phases(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
         specs = [(cropped.get(run.crops, image), run.taps, run.tap_shape, run.pads,
                   run.dilations, run.first) for run in runs]
         for m0, m1 in chunks:
-            slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
-            if not phase_convs(source, bias, slots, m0, specs, threads, isa):
+            if not phase_convs(source, bias, y[n, m0:m1], m0, specs, strides, threads, isa):
                 return None
-            native.extension().interleave_phases(
-                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides, threads, True)
     return y
 
 
@@ -515,6 +510,8 @@ def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
     phase_out = plane * max((m1 - m0 for m0, m1 in channel_chunks(plan, plane * acc)),
                             default=0)
     native_path = np.dtype(dtype).itemsize == acc and native_phases_apply(plan)
+    if native_path:  # the phase outputs are in the native job's own figure
+        phase_out = 0
     weights = 0 if native_path else 2 * math.prod(plan.w_shape) * acc
     image = math.prod(plan.x_shape[1:]) * np.dtype(dtype).itemsize
     if native_path:  # one copy per distinct crop, of one image, all held during the job
@@ -544,7 +541,8 @@ def core_bytes(plan: ConvTransposePlan, dtype: np.dtype, threads: int) -> int:
                  run.tap_shape, run.pads, run.dilations, len(run.phases))
                 for run in interleaved_runs(plan)]
         return max(native.extension().phase_convs_bytes(
-            plan.x_shape[1], width, counts, runs, threads, native.selected_isa(), acc.itemsize)
+            plan.x_shape[1], width, counts, runs, tuple(plan.strides), threads,
+            native.selected_isa(), acc.itemsize)
             for width in _chunk_widths(plan, math.prod(plan.output_shape[2:]) * acc.itemsize))
     return max((conv_kernel.scratch_bytes(conv_plan, acc.itemsize, threads)
                 for conv_plan in phase_conv_plans(plan, dtype)), default=0)

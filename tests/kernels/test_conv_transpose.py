@@ -349,15 +349,15 @@ def _phase_job(taps=None, first=0, x_channels=256, size=128):
     rng = np.random.default_rng(0)
     w = rng.standard_normal((256, 64, 64), dtype=np.float32)  # C, M, 8x8 kernel flattened
     x = rng.standard_normal((1, x_channels, size, size), dtype=np.float32)
-    slots = np.empty((1, 64, 128, 128), np.float32)
+    y = np.empty((64, 128, 128), np.float32)  # strides 1: one phase slot
     taps = np.arange(64, dtype=np.int64).reshape(1, 64) if taps is None else taps
-    return w, None, slots, 0, [(x, taps, (8, 8), (4, 4), (1, 1), first)], 2, "generic"
+    return w, None, y, 0, [(x, taps, (8, 8), (4, 4), (1, 1), first)], (1, 1), 2, "generic"
 
 
 @pytest.mark.parametrize("change", [
     {"taps": np.full((1, 64), 64, np.int64)},  # a tap past W's kernel
     {"taps": np.zeros((1, 63), np.int64)},  # fewer taps than the tap shape holds
-    {"first": 1},  # phases past the slots
+    {"first": 1},  # phases past the one slot of strides 1
     {"x_channels": 255},  # X's channels are not W's
 ])
 def test_phase_job_refuses_runs_that_do_not_fit_its_buffers(change):

@@ -150,3 +150,31 @@ PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args) {
     }
     Py_RETURN_NONE;
 }
+
+// interleave_phases in phase-major form for native callers (conv_transpose_run.cpp): src
+// (s_1, ..., s_r, planes, in_1, ..., in_r) into dst (planes, in_1 * s_1, ...), elements of
+// `item` bytes (4 or 8), rank at most MAX_RANK, s_r at most 64 (checked by the caller).
+void padconv_interleave_phase_major(const void* src, void* dst, long planes, long rank,
+                                    const long* strides, const long* in, long item,
+                                    long threads) {
+    Interleave job;
+    job.src = static_cast<const char*>(src);
+    job.dst = static_cast<char*>(dst);
+    job.planes = planes;
+    job.rank = rank;
+    job.item = item;
+    job.phases = job.in_plane = job.out_rows = 1;
+    for (long a = 0; a < rank; ++a) {
+        job.s[a] = strides[a];
+        job.in[a] = in[a];
+        job.phases *= job.s[a];
+        job.in_plane *= job.in[a];
+        if (a < rank - 1) job.out_rows *= job.in[a] * job.s[a];
+    }
+    job.plane_step = job.in_plane;
+    job.phase_step = job.planes * job.in_plane;
+    if (planes <= 0 || job.in_plane <= 0) return;
+    long helpers = threads - 1;
+    if (helpers > planes - 1) helpers = planes - 1;
+    padconv_shared_pool().run(&Interleave::work_of, &job, helpers > 0 ? helpers : 0);
+}

@@ -771,11 +771,11 @@ PyMethodDef methods[] = {
      "interleave_phases(phases, y, strides, threads): y[p, i*s + a, ...] = phases[p, a, ..., "
      "i, ...], ConvTranspose's stride phases put in place (conv_transpose_phases.cpp)."},
     {"phase_convs", padconv_py_phase_convs, METH_VARARGS,
-     "phase_convs(w, b, slots, m0, runs, threads, isa): ConvTranspose's stride phases as one "
-     "job; False when a weight is not finite (conv_transpose_run.cpp)."},
+     "phase_convs(w, b, y, m0, runs, strides, threads, isa): ConvTranspose's stride phases "
+     "as one job; False when a weight is not finite (conv_transpose_run.cpp)."},
     {"phase_convs_bytes", padconv_py_phase_convs_bytes, METH_VARARGS,
-     "phase_convs_bytes(c, mc, counts, runs, threads, isa, itemsize): what phase_convs() "
-     "allocates (conv_transpose_run.cpp)."},
+     "phase_convs_bytes(c, mc, counts, runs, strides, threads, isa, itemsize): what "
+     "phase_convs() allocates (conv_transpose_run.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
