@@ -16,7 +16,9 @@ its result into Y in one pass (``interleave_phases``); each output is the same s
 C products in channel order. More generally, when every phase of every axis has ``out / s``
 outputs (GAN's 4x4 stride-2 pads-1 layers, a decoder's kernel 2s stride s), the phases of a
 range of output channels are computed into one buffer, phase after phase, and interleaved
-into Y in one pass too, instead of one strided copy per phase.
+into Y in one pass too, instead of one strided copy per phase; with one group that is one
+native job (:func:`phase_convs`: the sub-kernels packed straight from W, every phase's tasks
+in one entry of the thread pool, the interleave).
 
 float16 and bfloat16 are accumulated in float32 and rounded once; float32 in float32; float64 in
 float64. Weights that are not all finite take a numpy path (GEMM, then col2im adds) that forms
