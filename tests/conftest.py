@@ -43,17 +43,21 @@ def run_cli():
 @pytest.fixture
 def conv_allocations(monkeypatch) -> list[int]:
     """The bytes each native Conv call of the test allocated, in call order (the native
-    module's own count, read after every ``native.conv_into``)."""
-    from padconv_cli.kernels import native
+    module's own count, read after every ``native.conv_into`` and every ConvTranspose
+    ``phase_convs`` job)."""
+    from padconv_cli.kernels import conv_transpose, native
 
     asked: list[int] = []
-    run_conv = native.conv_into
 
-    def observed(*args, **kwargs):
-        run_conv(*args, **kwargs)
-        asked.append(native.extension().last_conv_bytes())
+    def observing(run):
+        def observed(*args, **kwargs):
+            result = run(*args, **kwargs)
+            asked.append(native.extension().last_conv_bytes())
+            return result
+        return observed
 
-    monkeypatch.setattr(native, "conv_into", observed)
+    monkeypatch.setattr(native, "conv_into", observing(native.conv_into))
+    monkeypatch.setattr(conv_transpose, "phase_convs", observing(conv_transpose.phase_convs))
     return asked
 
 

@@ -16,7 +16,9 @@ its result into Y in one pass (``interleave_phases``); each output is the same s
 C products in channel order. More generally, when every phase of every axis has ``out / s``
 outputs (GAN's 4x4 stride-2 pads-1 layers, a decoder's kernel 2s stride s), the phases of a
 range of output channels are computed into one buffer, phase after phase, and interleaved
-into Y in one pass too, instead of one strided copy per phase.
+into Y in one pass too, instead of one strided copy per phase; with one group that is one
+native job (:func:`phase_convs`: the sub-kernels packed straight from W, every phase's tasks
+in one entry of the thread pool, the interleave).
 
 float16 and bfloat16 are accumulated in float32 and rounded once; float32 in float32; float64 in
 float64. Weights that are not all finite take a numpy path (GEMM, then col2im adds) that forms
@@ -26,6 +28,7 @@ infinite weight.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -138,24 +141,33 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     y = np.empty(plan.output_shape, x.dtype)
     if y.size == 0:
         return y
+    acc = accumulator_dtype(x.dtype)
+    if x.dtype == acc and native_phases_apply(plan):
+        x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
+        bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
+        if _native_phases(plan, x, w.astype(acc, copy=False), bias, y) is None:
+            return scatter_add(plan, x, w, b).astype(x.dtype)  # W not all finite
+        return y
     if not np.isfinite(w).all():
         return scatter_add(plan, x, w, b).astype(x.dtype)
-    acc = accumulator_dtype(x.dtype)
     x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
     bias = None if b is None else np.ascontiguousarray(b, dtype=acc)
     if kernel_is_stride(plan) and x.dtype == acc:
         return _stacked_phases(plan, x, w.astype(acc, copy=False), bias, y)
-    per_axis = [axis_phases(*args) for args in zip(
-        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
-        plan.output_shape[2:], strict=True)]
+    per_axis = [list(axis) for axis in plan_phases(plan)]
     if any(not p.taps for axis in per_axis for p in axis) or plan.x_shape[1] == 0:
         y[...] = 0 if b is None else b.reshape((-1,) + (1,) * plan.spatial_rank)
         per_axis = [[p for p in axis if p.taps] for axis in per_axis]  # the rest: bias only
         if plan.x_shape[1] == 0:
             return y
-    if uniform_phases(plan, per_axis) and x.dtype == acc:
-        return _interleaved_phases(plan, per_axis, x, w, bias, y)
     conv_w = conv_layout(w, plan.group).astype(acc, copy=False)
+    if uniform_phases(plan, per_axis) and x.dtype == acc:
+        runs = _slot_runs(list(product(*per_axis)), tuple(plan.strides),
+                          stack=plan.group == 1)
+        kernels = [[_run_kernel(run, conv_w, m0, m1, acc) for _, run in runs]
+                   for m0, m1 in channel_chunks(plan, math.prod(plan.output_shape[2:])
+                                                * acc.itemsize)]
+        return _interleaved_phases(plan, runs, x, kernels, bias, y)
     largest = max((math.prod(p.count for p in phase) for phase in product(*per_axis)),
                   default=0)
     chunks = channel_chunks(plan, largest * acc.itemsize)
@@ -163,6 +175,108 @@ def _compute(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
     for phase in product(*per_axis):
         _run_phase(plan, phase, x, conv_w, bias, chunks, buffer, y)
     return y
+
+
+@functools.lru_cache(maxsize=64)
+def plan_phases(plan: ConvTransposePlan) -> tuple[tuple[AxisPhase, ...], ...]:
+    """:func:`axis_phases` of every spatial axis of the plan (kept for the plan's next run)."""
+    return tuple(tuple(axis_phases(*args)) for args in zip(
+        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
+        plan.output_shape[2:], strict=True))
+
+
+@dataclass(frozen=True)
+class PhaseRun:
+    """Consecutive phase slots from ``first`` whose phases share one stride-1 Conv geometry
+    (:func:`_slot_runs`): ``taps`` ``(phases, taps)`` index W's flattened kernel (each
+    phase's flipped sub-kernel in C order, read-only); ``tap_shape``, ``pads``,
+    ``dilations`` and ``crops`` per axis."""
+
+    first: int
+    phases: tuple[tuple[AxisPhase, ...], ...]
+    taps: np.ndarray
+    tap_shape: tuple[int, ...]
+    pads: tuple[int, ...]
+    dilations: tuple[int, ...]
+    crops: tuple[int, ...]
+
+
+MAX_NATIVE_RUNS = 64
+"""Most runs ``phase_convs`` takes in one call (the native module's limit)."""
+
+
+@functools.lru_cache(maxsize=64)
+def interleaved_runs(plan: ConvTransposePlan) -> tuple[PhaseRun, ...]:
+    """For one group whose phases are :func:`uniform_phases` (every tap of W in exactly one
+    phase) and not :func:`kernel_is_stride`: the runs of :func:`_slot_runs`, stacked; empty
+    otherwise (kept for the plan's next run)."""
+    per_axis = [list(axis) for axis in plan_phases(plan)]
+    if plan.group != 1 or not kernel_phases_exist(per_axis) or kernel_is_stride(plan) \
+            or not uniform_phases(plan, per_axis):
+        return ()
+    runs = []
+    for first, run in _slot_runs(list(product(*per_axis)), tuple(plan.strides), stack=True):
+        flat = np.array([np.ravel_multi_index(np.ix_(*(p.taps for p in phase)),
+                                              plan.kernel_shape).ravel() for phase in run],
+                        dtype=np.int64)
+        flat.flags.writeable = False
+        runs.append(PhaseRun(first, tuple(run), flat, tuple(len(p.taps) for p in run[0]),
+                             tuple(p.pad for p in run[0]), tuple(p.dilation for p in run[0]),
+                             tuple(p.crop for p in run[0])))
+    return tuple(runs)
+
+
+def native_phases_apply(plan: ConvTransposePlan) -> bool:
+    """Whether :func:`_native_phases` runs the plan (given X in the accumulator dtype): one
+    group of at least 2 input channels (the core's GEMM kernels), phases of equal length in
+    at most :data:`MAX_NATIVE_RUNS` runs, at most 8 spatial axes and a last stride of at
+    most 64 (the native interleave's limits)."""
+    return plan.group == 1 and plan.x_shape[1] >= 2 and plan.spatial_rank <= 8 \
+        and plan.strides[-1] <= 64 and 0 < len(interleaved_runs(plan)) <= MAX_NATIVE_RUNS
+
+
+def phase_convs(w: np.ndarray, b: np.ndarray | None, y: np.ndarray, m0: int,
+                runs: list[tuple], strides: tuple[int, ...], threads: int, isa: str) -> bool:
+    """``y[m, i*s + a] = P[a, m, i]`` where ``P[first + p, m, o] = B[m0 + m] + sum_{c, t}
+    W[c, m0 + m, taps[p, t]] * Xpad[c, o + t*d]`` for every run ``(X, taps, tap_shape,
+    pads_begin, dilations, first)``: the native core's one job (``phase_convs``); False,
+    writing nothing, when a weight read is not finite."""
+    from padconv_cli.kernels import native
+
+    return native.extension().phase_convs(w, b, y, m0, runs, strides, threads, isa)
+
+
+def _native_phases(plan: ConvTransposePlan, x: np.ndarray, w: np.ndarray,
+                   bias: np.ndarray | None, y: np.ndarray) -> np.ndarray | None:
+    """:func:`native_phases_apply`'s case: per image and range of output channels
+    (:func:`channel_chunks`), every phase by one native job (:func:`phase_convs`: the
+    sub-kernels packed straight from W, checked finite on the way, every run's tasks in one
+    entry of the thread pool, the phases interleaved into Y). None when W is not all
+    finite."""
+    from padconv_cli.kernels import native
+
+    strides = tuple(plan.strides)
+    chunks = channel_chunks(plan, math.prod(plan.output_shape[2:]) * y.itemsize)
+    source = np.ascontiguousarray(w).reshape(w.shape[:2] + (-1,))
+    threads, isa = native.thread_count(), native.selected_isa()
+    runs = interleaved_runs(plan)
+    for n in range(plan.output_shape[0]):
+        image, cropped = x[n:n + 1], {}
+        for run in runs:
+            if any(run.crops) and run.crops not in cropped:
+                cropped[run.crops] = np.ascontiguousarray(
+                    image[(slice(None), slice(None), *(slice(c, None) for c in run.crops))])
+        specs = [(cropped.get(run.crops, image), run.taps, run.tap_shape, run.pads,
+                  run.dilations, run.first) for run in runs]
+        for m0, m1 in chunks:
+            if not phase_convs(source, bias, y[n, m0:m1], m0, specs, strides, threads, isa):
+                return None
+    return y
+
+
+def kernel_phases_exist(per_axis: list[list[AxisPhase]]) -> bool:
+    """Every phase of every axis has taps."""
+    return all(p.taps for axis in per_axis for p in axis)
 
 
 def kernel_is_stride(plan: ConvTransposePlan) -> bool:
@@ -210,15 +324,17 @@ def uniform_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]) -> 
         for phases, out, s in zip(per_axis, plan.output_shape[2:], plan.strides, strict=True))
 
 
-def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]],
-                        x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
+def _interleaved_phases(plan: ConvTransposePlan, runs: list, x: np.ndarray,
+                        kernels: list[list[np.ndarray]], bias: np.ndarray | None,
                         y: np.ndarray) -> np.ndarray:
     """:func:`uniform_phases`' case: per image and range of output channels, the stride-1
     Convs of the phases into a phase-major buffer (slot ``first`` of each axis), then
     ``Y[n, m, i*s + first] = buffer[first, m, i]`` by the native core in one pass. With one
-    group, consecutive slots whose phases share a Conv geometry (tap counts, dilations, pads,
-    crops: a decoder's kernel 2s stride s has two such runs) are one Conv with their
-    sub-kernels stacked as output channels: each output is the same sum as alone."""
+    group, consecutive slots whose phases share a
+    Conv geometry (tap counts, dilations, pads, crops: a decoder's kernel 2s stride s has two
+    such runs) are one Conv with their sub-kernels stacked as output channels (each output is
+    the same sum as alone). ``runs``: ``(first slot, phases)``; ``kernels[chunk][run]``: the
+    run's sub-kernels for the chunk of output channels (:func:`channel_chunks`)."""
     from padconv_cli.kernels import native
 
     strides = tuple(plan.strides)
@@ -226,29 +342,29 @@ def _interleaved_phases(plan: ConvTransposePlan, per_axis: list[list[AxisPhase]]
     plane = math.prod(plan.output_shape[2:])
     chunks = channel_chunks(plan, plane * y.itemsize)
     buffer = np.empty(max(m1 - m0 for m0, m1 in chunks) * plane, y.dtype)
-    runs = _slot_runs(list(product(*per_axis)), strides, stack=plan.group == 1)
-    conv_w = None if plan.group == 1 else conv_layout(w, plan.group)
     mg, cg = plan.w_shape[1], plan.x_shape[1] // plan.group
-    for m0, m1 in chunks:
+    threads = native.thread_count()
+    for (m0, m1), chunk_kernels in zip(chunks, kernels, strict=True):
         groups = 1 if plan.group == 1 else (m1 - m0) // mg
         c0, c1 = (0, plan.x_shape[1]) if plan.group == 1 else (m0 // mg * cg, m1 // mg * cg)
-        stacked = [(_run_kernel(run, w, conv_w, m0, m1, y.dtype),
-                    None if bias is None else np.tile(bias[m0:m1], len(run)))
-                   for _, run in runs]
+        run_bias = [None if bias is None else np.tile(bias[m0:m1], len(phases))
+                    for _, phases in runs]
         slots = buffer[:(m1 - m0) * plane].reshape((math.prod(strides), m1 - m0, *counts))
         for n in range(plan.output_shape[0]):
-            for (first, run), (sub_w, sub_b) in zip(runs, stacked, strict=True):
+            for (first, run), sub_w, sub_b in zip(runs, chunk_kernels, run_bias, strict=True):
                 phase = run[0]
-                source = np.ascontiguousarray(x[(slice(n, n + 1), slice(c0, c1),
-                                                 *(slice(p.crop, None) for p in phase))])
+                source = x[n:n + 1, c0:c1]  # C-contiguous
+                if any(p.crop for p in phase):
+                    source = np.ascontiguousarray(source[(slice(None), slice(None),
+                                                          *(slice(p.crop, None) for p in phase))])
                 target = slots[first:first + len(run)].reshape((1, -1, *counts))
                 native.conv_into(source, sub_w, sub_b, target,
                                  strides=(1,) * len(phase),
                                  dilations=tuple(p.dilation for p in phase),
-                                 pads_begin=tuple(p.pad for p in phase), group=groups)
+                                 pads_begin=tuple(p.pad for p in phase), group=groups,
+                                 threads=threads)
             native.extension().interleave_phases(
-                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides,
-                native.thread_count(), True)
+                slots.reshape((*strides, m1 - m0, *counts)), y[n, m0:m1], strides, threads, True)
     return y
 
 
@@ -275,26 +391,13 @@ def _slot_runs(phases: list[tuple[AxisPhase, ...]], strides: tuple[int, ...], st
     return runs
 
 
-def _run_kernel(run: list[tuple[AxisPhase, ...]], w: np.ndarray, conv_w: np.ndarray | None,
-                m0: int, m1: int, dtype: np.dtype) -> np.ndarray:
-    """The flipped sub-kernels of a run's phases for output channels ``[m0, m1)`` in Conv's
-    layout, stacked phase after phase: gathered straight from ConvTranspose's ``W (C, M, k)``
-    (one group), or from ``conv_w`` (Conv's layout, several groups; runs of one phase)."""
-    def taps(phase: tuple[AxisPhase, ...]) -> tuple:
-        return tuple(np.ix_(*(p.taps for p in phase)))
-
-    if conv_w is not None:
-        return np.ascontiguousarray(conv_w[(slice(m0, m1), slice(None), *taps(run[0]))],
-                                    dtype=dtype)
-    from padconv_cli.kernels import native
-
-    counts = tuple(len(p.taps) for p in run[0])
-    flat_taps = np.array([np.ravel_multi_index(taps(phase), w.shape[2:]).ravel()
-                          for phase in run], dtype=np.int64)
-    stacked = np.empty((len(run), m1 - m0, w.shape[0], flat_taps.shape[1]), dtype)
-    source = np.ascontiguousarray(w, dtype=dtype).reshape(w.shape[:2] + (-1,))
-    native.extension().gather_kernels(source, flat_taps, stacked, m0)  # one read of W's rows
-    return stacked.reshape((len(run) * (m1 - m0), w.shape[0], *counts))
+def _run_kernel(run: list[tuple[AxisPhase, ...]], conv_w: np.ndarray, m0: int, m1: int,
+                dtype: np.dtype) -> np.ndarray:
+    """The flipped sub-kernels of a run's phases for output channels ``[m0, m1)``, taken
+    from ``conv_w`` (W in Conv's layout) and stacked phase after phase as output channels."""
+    return np.ascontiguousarray(np.concatenate(
+        [conv_w[(slice(m0, m1), slice(None), *np.ix_(*(p.taps for p in phase)))]
+         for phase in run]), dtype=dtype)
 
 
 PHASE_BYTES = 32 * 2**20
@@ -391,50 +494,77 @@ def _add_tap(target: np.ndarray, values: np.ndarray, offset: tuple[int, ...],
 
 
 def working_bytes(plan: ConvTransposePlan, dtype: np.dtype) -> int:
-    """Memory besides X, W and Y: W in Conv's layout and one sub-kernel (accumulator dtype),
+    """Memory besides X, W and Y: W in Conv's layout and its sub-kernels (accumulator dtype;
+    not on :func:`native_phases_apply`'s path, which packs them inside the core's figure),
     one buffer for a chunk of the largest phase's output (of every phase when they are
-    interleaved in one pass) (one image, the output channels of
-    :func:`channel_chunks`: at most about :data:`PHASE_BYTES`) reused by every phase, a
-    copy of X when a phase starts inside it (pads beyond the kernel), and the Conv core's
-    scratch: the largest :func:`padconv_cli.kernels.conv.scratch_bytes` over the Conv calls
-    of the run (:func:`phase_conv_plans`) on the native core's thread count."""
-    from padconv_cli.kernels import conv as conv_kernel
+    interleaved in one pass) (one image, the output channels of :func:`channel_chunks`: at
+    most about :data:`PHASE_BYTES`) reused by every phase, the copies of X when phases start
+    inside it (pads beyond the kernel), and the native core's own buffers
+    (:func:`core_bytes`) on its thread count."""
     from padconv_cli.kernels import native
 
     acc = accumulator_dtype(np.dtype(dtype)).itemsize
     plane = math.prod(-(-o // s) for o, s in zip(plan.output_shape[2:], plan.strides,
                                                   strict=True))
-    per_axis = [axis_phases(*args) for args in zip(
-        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
-        plan.output_shape[2:], strict=True)]
+    per_axis = [list(axis) for axis in plan_phases(plan)]
     if kernel_is_stride(plan) or uniform_phases(plan, per_axis):  # all phases of a range
         plane = math.prod(plan.output_shape[2:])
     phase_out = plane * max((m1 - m0 for m0, m1 in channel_chunks(plan, plane * acc)),
                             default=0)
-    weights = 2 * math.prod(plan.w_shape) * acc
-    crop = math.prod(plan.x_shape) * np.dtype(dtype).itemsize if any(
-        pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,
-                                             plan.dilations, strict=True)) else 0
-    threads = native.thread_count()
-    scratch = max((conv_kernel.scratch_bytes(conv_plan, acc, threads)
-                   for conv_plan in phase_conv_plans(plan, dtype)), default=0)
-    return phase_out * acc + weights + crop + scratch
+    native_path = np.dtype(dtype).itemsize == acc and native_phases_apply(plan)
+    if native_path:  # the phase outputs are in the native job's own figure
+        phase_out = 0
+    weights = 0 if native_path else 2 * math.prod(plan.w_shape) * acc
+    image = math.prod(plan.x_shape[1:]) * np.dtype(dtype).itemsize
+    if native_path:  # one copy per distinct crop, of one image, all held during the job
+        crop = image * len({run.crops for run in interleaved_runs(plan) if any(run.crops)})
+    else:
+        crop = image * plan.x_shape[0] if any(
+            pb > (k - 1) * d for pb, k, d in zip(plan.pads_begin, plan.kernel_shape,
+                                                 plan.dilations, strict=True)) else 0
+    return phase_out * acc + weights + crop + core_bytes(plan, dtype, native.thread_count())
+
+
+def core_bytes(plan: ConvTransposePlan, dtype: np.dtype, threads: int) -> int:
+    """The most the native core allocates in one call of the run on ``threads`` threads
+    (packed weights, every working thread's buffer), as its own sizing works it out: the
+    one job of :func:`native_phases_apply`'s path (``phase_convs_bytes``), else the largest
+    :func:`padconv_cli.kernels.conv.scratch_bytes` over :func:`phase_conv_plans`."""
+    from padconv_cli.kernels import conv as conv_kernel
+    from padconv_cli.kernels import native
+
+    acc = accumulator_dtype(np.dtype(dtype))
+    if math.prod(plan.output_shape) == 0:
+        return 0
+    if np.dtype(dtype) == acc and native_phases_apply(plan):
+        counts = tuple(o // s for o, s in zip(plan.output_shape[2:], plan.strides,
+                                              strict=True))
+        runs = [(tuple(n - c for n, c in zip(plan.x_shape[2:], run.crops, strict=True)),
+                 run.tap_shape, run.pads, run.dilations, len(run.phases))
+                for run in interleaved_runs(plan)]
+        return max(native.extension().phase_convs_bytes(
+            plan.x_shape[1], width, counts, runs, tuple(plan.strides), threads,
+            native.selected_isa(), acc.itemsize)
+            for width in _chunk_widths(plan, math.prod(plan.output_shape[2:]) * acc.itemsize))
+    return max((conv_kernel.scratch_bytes(conv_plan, acc.itemsize, threads)
+                for conv_plan in phase_conv_plans(plan, dtype)), default=0)
 
 
 def phase_conv_plans(plan: ConvTransposePlan, dtype: np.dtype) -> set[ConvPlan]:
-    """The distinct Conv geometries (as Conv plans) the native core is called with when
-    ConvTranspose runs with finite weights of ``dtype``: the stacked 1x1 Conv of
+    """The distinct Conv geometries (as Conv plans) the native core's ``conv`` is called
+    with when ConvTranspose runs with finite weights of ``dtype``: the stacked 1x1 Conv of
     :func:`kernel_is_stride`, the runs of :func:`uniform_phases`, or one Conv per phase, each
-    per image and chunk of output channels (:func:`channel_chunks`)."""
+    per image and chunk of output channels (:func:`channel_chunks`); none on
+    :func:`native_phases_apply`'s path."""
     if math.prod(plan.output_shape) == 0 or plan.x_shape[1] == 0:
         return set()
     acc = accumulator_dtype(np.dtype(dtype))
     same = np.dtype(dtype) == acc
+    if same and native_phases_apply(plan):
+        return set()
     if kernel_is_stride(plan) and same:
         return _stacked_conv_plans(plan, acc.itemsize)
-    per_axis = [[p for p in axis_phases(*args) if p.taps] for args in zip(
-        plan.x_shape[2:], plan.kernel_shape, plan.strides, plan.dilations, plan.pads_begin,
-        plan.output_shape[2:], strict=True)]
+    per_axis = [[p for p in axis if p.taps] for axis in plan_phases(plan)]
     if uniform_phases(plan, per_axis) and same:
         return _interleaved_conv_plans(plan, per_axis, acc.itemsize)
     return _separate_conv_plans(plan, per_axis, acc.itemsize)

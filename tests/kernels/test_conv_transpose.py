@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -70,6 +74,20 @@ def test_infinite_weight_makes_no_nan_from_padding():
     w = np.array([[[np.inf, 1.0]]], np.float32)
     y = conv_transpose(x, w, strides=[3])
     np.testing.assert_array_equal(y, [[[np.inf, 1.0, 0.0, np.inf, 1.0]]])
+
+
+@pytest.mark.parametrize("value", [np.inf, np.nan])
+def test_non_finite_weight_of_interleaved_phases_reaches_only_its_outputs(value):
+    """A GAN-like 4x4 stride-2 pads-1 layer (phases interleaved, W checked while gathered):
+    the one bad tap reaches only the outputs the definition gives it."""
+    x, w, b = random_case((1, 3, 4, 4), (3, 2, 4, 4), np.float64, seed=11)
+    w[1, 0, 2, 3] = value
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    y = conv_transpose(x.astype(np.float32), w.astype(np.float32), b.astype(np.float32),
+                       **attrs)
+    expected = oracle_conv_transpose(x, w, b, **attrs)
+    np.testing.assert_array_equal(np.isfinite(y), np.isfinite(expected))
+    assert np.isfinite(y[0, 1]).all() and not np.isfinite(y[0, 0]).all()
 
 
 @pytest.mark.parametrize("threads", ["1", "2", "3"])
@@ -320,17 +338,80 @@ def test_output_shape_far_from_the_uncropped_output(output_shape):
     assert_transpose_within_bound(y, x, w, b, **attrs)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
-def test_the_native_kernel_gather_takes_each_phase_s_taps_and_refuses_taps_outside_w(dtype):
-    """out[p, m, c, t] = W[c, m0 + m, taps[p, t]]; a tap past W's kernel is refused."""
+# The one native job of the phases (phase_convs): its refusals, and its stops (Ctrl-C on the
+# main thread, request_stop() on any other), like the core's Conv.
+
+STOP_SECONDS = 5.0  # the tasks look for a stop every few milliseconds; slack for a busy machine
+
+
+def _phase_job(taps=None, first=0, x_channels=256, size=128):
+    """About 34 GFLOP on the portable kernels: seconds on any machine."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((256, 64, 64), dtype=np.float32)  # C, M, 8x8 kernel flattened
+    x = rng.standard_normal((1, x_channels, size, size), dtype=np.float32)
+    y = np.empty((64, 128, 128), np.float32)  # strides 1: one phase slot
+    taps = np.arange(64, dtype=np.int64).reshape(1, 64) if taps is None else taps
+    return w, None, y, 0, [(x, taps, (8, 8), (4, 4), (1, 1), first)], (1, 1), 2, "generic"
+
+
+@pytest.mark.parametrize("change", [
+    {"taps": np.full((1, 64), 64, np.int64)},  # a tap past W's kernel
+    {"taps": np.zeros((1, 63), np.int64)},  # fewer taps than the tap shape holds
+    {"first": 1},  # phases past the one slot of strides 1
+    {"x_channels": 255},  # X's channels are not W's
+])
+def test_phase_job_refuses_runs_that_do_not_fit_its_buffers(change):
+    from padconv_cli.kernels import conv_transpose as ct
+
+    with pytest.raises(ValueError):
+        ct.phase_convs(*_phase_job(**change))
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
+def test_a_signal_handler_that_raises_stops_the_phase_job_on_the_main_thread():
+    from padconv_cli.kernels import conv_transpose as ct
+
+    class Stopped(Exception):
+        pass
+
+    def raise_stopped(signum, frame):
+        raise Stopped
+
+    job = _phase_job()
+    previous = signal.signal(signal.SIGALRM, raise_stopped)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        started = time.monotonic()
+        with pytest.raises(Stopped):
+            ct.phase_convs(*job)
+        took = time.monotonic() - started
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert took < STOP_SECONDS
+
+
+def test_request_stop_stops_the_phase_job_on_another_thread():
+    from padconv_cli.kernels import conv_transpose as ct
     from padconv_cli.kernels import native
 
-    w = np.arange(5 * 7 * 6, dtype=dtype).reshape(5, 7, 6)
-    taps = np.array([[5, 1], [0, 4], [3, 3]], np.int64)
-    out = np.empty((3, 4, 5, 2), dtype)
-    native.extension().gather_kernels(w, taps, out, 2)
-    assert np.array_equal(out, w[:, 2:6][:, :, taps].transpose(2, 1, 0, 3))
-    with pytest.raises(ValueError):
-        native.extension().gather_kernels(w, taps + 1, out, 2)
-    with pytest.raises(ValueError):
-        native.extension().gather_kernels(w, taps, out, 4)  # rows m0 + 4 > 7
+    job, outcome = _phase_job(), []
+
+    def run() -> None:
+        try:
+            outcome.append(ct.phase_convs(*job))
+        except BaseException as error:  # noqa: BLE001 - what the call raised is the result
+            outcome.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + STOP_SECONDS
+    while worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+        native.extension().request_stop()
+    worker.join(STOP_SECONDS)
+    assert not worker.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+    x, w, b = random_case((1, 3, 4, 4), (3, 2, 4, 4), seed=2)
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    assert_transpose_within_bound(conv_transpose(x, w, b, **attrs), x, w, b, **attrs)

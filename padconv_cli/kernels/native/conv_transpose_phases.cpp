@@ -151,72 +151,30 @@ PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
-// gather_kernels(w, taps, out, m0) fills the C-contiguous out (P, Mc, C, T) from the
-// C-contiguous w (C, M, K) (ConvTranspose's W, its kernel flattened) and the int64 taps (P, T):
-//     out[p, m, c, t] = w[c, m0 + m, taps[p, t]]
-// for 4- or 8-byte elements: the stride phases' sub-kernels in Conv's layout, stacked phase
-// after phase.  Each row w[c, m0 + m, :] is read once, for every phase.
-namespace {
-
-template <typename T>
-void gather_kernels(const T* w, const int64_t* taps, T* out, long phases, long mc, long c,
-                    long m, long k, long t_count, long m0) {
-    for (long mi = 0; mi < mc; ++mi) {
-        for (long ci = 0; ci < c; ++ci) {
-            const T* row = w + (ci * m + m0 + mi) * k;
-            for (long p = 0; p < phases; ++p) {
-                T* dst = out + ((p * mc + mi) * c + ci) * t_count;
-                const int64_t* tp = taps + p * t_count;
-                for (long t = 0; t < t_count; ++t) dst[t] = row[tp[t]];
-            }
-        }
+// interleave_phases in phase-major form for native callers (conv_transpose_run.cpp): src
+// (s_1, ..., s_r, planes, in_1, ..., in_r) into dst (planes, in_1 * s_1, ...), elements of
+// `item` bytes (4 or 8), rank at most MAX_RANK, s_r at most 64 (checked by the caller).
+void padconv_interleave_phase_major(const void* src, void* dst, long planes, long rank,
+                                    const long* strides, const long* in, long item,
+                                    long threads) {
+    Interleave job;
+    job.src = static_cast<const char*>(src);
+    job.dst = static_cast<char*>(dst);
+    job.planes = planes;
+    job.rank = rank;
+    job.item = item;
+    job.phases = job.in_plane = job.out_rows = 1;
+    for (long a = 0; a < rank; ++a) {
+        job.s[a] = strides[a];
+        job.in[a] = in[a];
+        job.phases *= job.s[a];
+        job.in_plane *= job.in[a];
+        if (a < rank - 1) job.out_rows *= job.in[a] * job.s[a];
     }
-}
-
-}  // namespace
-
-PyObject* padconv_py_gather_kernels(PyObject*, PyObject* args) {
-    PyObject *w_obj, *taps_obj, *out_obj;
-    long m0;
-    if (!PyArg_ParseTuple(args, "OOOl", &w_obj, &taps_obj, &out_obj, &m0)) return 0;
-    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_ND | PyBUF_FORMAT;
-    Py_buffer w, taps, out;
-    if (PyObject_GetBuffer(w_obj, &w, flags) < 0) return 0;
-    if (PyObject_GetBuffer(taps_obj, &taps, flags) < 0) {
-        PyBuffer_Release(&w);
-        return 0;
-    }
-    if (PyObject_GetBuffer(out_obj, &out, flags | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&w);
-        PyBuffer_Release(&taps);
-        return 0;
-    }
-    bool ok = w.ndim == 3 && taps.ndim == 2 && out.ndim == 4 && taps.itemsize == 8 &&
-              taps.format && (strchr("qlQL", taps.format[strlen(taps.format) - 1]) != 0) &&
-              w.itemsize == out.itemsize && (w.itemsize == 4 || w.itemsize == 8) &&
-              out.shape[0] == taps.shape[0] && out.shape[3] == taps.shape[1] &&
-              out.shape[2] == w.shape[0] && m0 >= 0 && m0 + out.shape[1] <= w.shape[1];
-    const int64_t* tp = static_cast<const int64_t*>(taps.buf);
-    for (Py_ssize_t i = 0; ok && i < taps.shape[0] * taps.shape[1]; ++i)
-        ok = tp[i] >= 0 && tp[i] < w.shape[2];
-    if (ok) {
-        const long phases = out.shape[0], mc = out.shape[1], c = w.shape[0], m = w.shape[1];
-        const long k = w.shape[2], t_count = out.shape[3];
-        Py_BEGIN_ALLOW_THREADS
-        if (w.itemsize == 4)
-            gather_kernels(static_cast<const uint32_t*>(w.buf), tp, static_cast<uint32_t*>(out.buf),
-                           phases, mc, c, m, k, t_count, m0);
-        else
-            gather_kernels(static_cast<const uint64_t*>(w.buf), tp, static_cast<uint64_t*>(out.buf),
-                           phases, mc, c, m, k, t_count, m0);
-        Py_END_ALLOW_THREADS
-    }
-    PyBuffer_Release(&w);
-    PyBuffer_Release(&taps);
-    PyBuffer_Release(&out);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "gather_kernels: inconsistent arrays or taps");
-        return 0;
-    }
-    Py_RETURN_NONE;
+    job.plane_step = job.in_plane;
+    job.phase_step = job.planes * job.in_plane;
+    if (planes <= 0 || job.in_plane <= 0) return;
+    long helpers = threads - 1;
+    if (helpers > planes - 1) helpers = planes - 1;
+    padconv_shared_pool().run(&Interleave::work_of, &job, helpers > 0 ? helpers : 0);
 }

@@ -47,7 +47,8 @@ PyObject* padconv_py_qconv(PyObject*, PyObject* args);       // qconv_module.cpp
 PyObject* padconv_py_requantize(PyObject*, PyObject* args);  // qconv_module.cpp
 padconv::Pool& padconv_shared_pool();  // Conv's pool, lent to the integer Conv (below)
 PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args);  // conv_transpose_phases.cpp
-PyObject* padconv_py_gather_kernels(PyObject*, PyObject* args);     // conv_transpose_phases.cpp
+PyObject* padconv_py_phase_convs(PyObject*, PyObject* args);        // conv_transpose_run.cpp
+PyObject* padconv_py_phase_convs_bytes(PyObject*, PyObject* args);  // conv_transpose_run.cpp
 
 namespace {
 
@@ -769,9 +770,12 @@ PyMethodDef methods[] = {
     {"interleave_phases", padconv_py_interleave_phases, METH_VARARGS,
      "interleave_phases(phases, y, strides, threads): y[p, i*s + a, ...] = phases[p, a, ..., "
      "i, ...], ConvTranspose's stride phases put in place (conv_transpose_phases.cpp)."},
-    {"gather_kernels", padconv_py_gather_kernels, METH_VARARGS,
-     "gather_kernels(w, taps, out, m0): out[p, m, c, t] = w[c, m0 + m, taps[p, t]], "
-     "ConvTranspose's phase sub-kernels in Conv's layout (conv_transpose_phases.cpp)."},
+    {"phase_convs", padconv_py_phase_convs, METH_VARARGS,
+     "phase_convs(w, b, y, m0, runs, strides, threads, isa): ConvTranspose's stride phases "
+     "as one job; False when a weight is not finite (conv_transpose_run.cpp)."},
+    {"phase_convs_bytes", padconv_py_phase_convs_bytes, METH_VARARGS,
+     "phase_convs_bytes(c, mc, counts, runs, strides, threads, isa, itemsize): what "
+     "phase_convs() allocates (conv_transpose_run.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
@@ -808,3 +812,19 @@ PyMODINIT_FUNC PyInit__native(void) {
 
 // The integer Conv and ConvTranspose's phases run their tasks on the same helpers as Conv.
 padconv::Pool& padconv_shared_pool() { return pool(); }
+
+// ConvTranspose's phases run as one job (conv_transpose_run.cpp) share conv()'s pieces.
+const KernelSet* padconv_kernels(const char* isa) { return cpu_has(isa) ? kernel_set(isa) : 0; }
+void padconv_plan_conv_job(ConvJob& job, const KernelSet& ks, int item, long threads,
+                           long* tasks, long* scratch_elems) {
+    const Sizing size = plan_job(job, ks, item, threads);
+    *tasks = size.tasks;
+    *scratch_elems = size.scratch_elems;
+}
+void* padconv_thread_scratch(size_t bytes) { return scratch_for(bytes); }
+void padconv_trim_thread_scratch() {
+    if (t_scratch_size > KEPT_SCRATCH_BYTES) release_scratch();
+}
+long padconv_stop_requests() { return stop_requests.load(); }
+unsigned long padconv_main_thread() { return main_thread; }
+void padconv_record_conv_bytes(long bytes) { last_run_bytes = bytes; }
