@@ -39,6 +39,9 @@ PADCONV_TILE_INLINE void dw_store(typename VecOf<T>::V::type (&acc)[DW_NV], cons
     }
 }
 
+// Vector registers of the instruction set: 32 with 512-bit vectors (AVX-512), else 16.
+const int DW_REGISTERS = sizeof(VecF::type) >= 64 ? 32 : 16;
+
 // The direct kernel's sizes, copied out of the job once per run: stores into Y may alias the
 // job for the compiler, which would then reload every field after each store.
 struct DwShape {
@@ -102,9 +105,54 @@ PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, co
     }
 }
 
+// depthwise_direct_block for R output rows whose every tap reads inside X, with unit stride
+// and dilation along the rows and a known square kernel (KC): output rows r + i and r + i + 1
+// read the same input row under taps kh and kh - 1, so each input row's vectors are loaded
+// once per kw and added into every output row that reads it.  Each output row still gets its
+// taps in C order (kh, then kw), so the sums are the same bits.
+template <typename T, int KC, int N, int R, bool EDGE>
+PADCONV_TILE_INLINE void depthwise_direct_block_shared(
+    const DwShape& G, const T* x, const T* wm, const T* bias, T* y, long r, long j0,
+    long count, const typename VecOf<T>::V::part (*parts)[N]) {
+    typedef typename VecOf<T>::V V;
+    typedef typename V::type Vec;
+    const Vec zero = V::zero();
+    Vec acc[R][N];
+    for (int i = 0; i < R; ++i)
+        for (int v = 0; v < N; ++v) acc[i][v] = zero;
+    const T* first = x + (r - G.PH) * G.IW;  // input row under tap 0 of output row r
+    for (int e = 0; e < R + KC - 1; ++e) {  // input rows first + e: output row i, tap e - i
+        const T* row = first + e * G.IW;
+        for (int kw = 0; kw < KC; ++kw) {
+            const long col = j0 - G.PW + kw * G.DW;
+            Vec b[N];
+            for (int v = 0; v < N; ++v)
+                b[v] = EDGE ? V::load_part(row, col + v * V::lanes, parts[kw][v])
+                            : V::load(row + col + v * V::lanes);
+            for (int i = 0; i < R; ++i) {
+                const int kh = e - i;
+                if (kh < 0 || kh >= KC) continue;
+                const Vec a = V::bcast(wm[kh * KC + kw]);
+                for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
+            }
+        }
+    }
+    const Vec b = bias ? V::bcast(*bias) : zero;
+    for (int i = 0; i < R; ++i) {
+        T* out = y + (r + i) * G.L + j0;
+        for (int v = 0; v < N; ++v) {
+            const Vec sum = bias ? V::add(acc[i][v], b) : acc[i][v];
+            const long left = count - v * V::lanes;
+            if (left >= V::lanes) V::store(out + v * V::lanes, sum);
+            else if (left > 0) V::store_first(out + v * V::lanes, sum, int(left));
+        }
+    }
+}
+
 // Positions j0 .. j0 + count - 1 (N vectors) of output rows r0 .. r1 - 1 of one channel, the
 // rows taken R at a time so that at least 4 chains of sums are in flight (a chain is one
-// fused multiply-add after another); EDGE's masks are worked out once for all the rows.
+// fused multiply-add after another), or RS at a time sharing their input rows' loads; EDGE's
+// masks are worked out once for all the rows.
 template <typename T, int KC, int N, bool EDGE>
 void depthwise_direct_columns(const ConvJob& J, const T* x, const T* w_channel, const T* bias,
                               T* y, long r0, long r1, long j0, long count) {
@@ -134,6 +182,16 @@ void depthwise_direct_columns(const ConvJob& J, const T* x, const T* w_channel, 
     long r = r0;
     for (; r < ri0; ++r)
         depthwise_direct_block<T, KC, N, 1, EDGE, true>(G, x, wm, b, y, r, j0, count, parts);
+    // input rows shared by RS output rows, when their sums, one input row's vectors and the
+    // weights fit in 32 vector registers (with 16, AVX2, the spills and the masks held in
+    // registers cost more than the loads saved: measured 20% slower on 56-wide rows)
+    const int RS = N >= 3 ? 2 : 4;
+    const bool fits = DW_REGISTERS >= 32 && RS * N + N + KC * KC <= DW_REGISTERS;
+    if (KC && fits && G.SH == 1 && G.DH == 1) {
+        for (; r + RS <= ri1; r += RS)
+            depthwise_direct_block_shared<T, KC ? KC : 1, N, RS, EDGE>(G, x, wm, b, y, r, j0,
+                                                                       count, parts);
+    }
     for (; r + R <= ri1; r += R)
         depthwise_direct_block<T, KC, N, R, EDGE, false>(G, x, wm, b, y, r, j0, count, parts);
     for (; r < ri1; ++r)
