@@ -54,6 +54,7 @@ namespace {
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
 const long ROW_BYTES = 256 * 1024;  // row kernel: padded input rows of one task
 const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
+const long DW_TASK_OUTPUTS = 1 << 16;  // depthwise read in place: most outputs of one task
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
@@ -357,6 +358,8 @@ void plan_depthwise(ConvJob& job, const KernelSet& ks, int item, long threads) {
         const long fit = (DW_BLOCK_BYTES / item / job.row_len - reach) / job.s[0] + 1;
         job.rows = std::max(1L, std::min(job.rows, fit));
     }
+    if (job.dw_block == DW_DIRECT)  // short tasks: a stop request is seen soon
+        job.rows = std::max(1L, std::min(job.rows, DW_TASK_OUTPUTS / job.out[1]));
     job.row_blocks = ceil_div(job.outer_out, job.rows);
 }
 
