@@ -115,8 +115,9 @@ setup(
         Extension(
             "padconv_cli.kernels._native",
             sources=[NATIVE + name for name in SOURCES],
-            depends=[NATIVE + "conv_job.h", NATIVE + "conv_impl.h", NATIVE + "pool.h",
-                     NATIVE + "f16c_widen.h", NATIVE + "qconv.h", NATIVE + "qconv_panel.h"],
+            depends=[NATIVE + "conv_job.h", NATIVE + "conv_impl.h", NATIVE + "conv_depthwise.h",
+                     NATIVE + "pool.h", NATIVE + "f16c_widen.h", NATIVE + "qconv.h",
+                     NATIVE + "qconv_panel.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
             language="c++",

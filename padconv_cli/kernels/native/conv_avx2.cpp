@@ -1,6 +1,7 @@
 // AVX2 + FMA kernels (8 floats / 4 doubles per vector, fused multiply-add; F16C
 // widens binary16 inputs).  Compiled for that instruction set by the pragma below; the
 // dispatcher calls them only on CPUs that have it (and F16C).
+#include <stdint.h>
 #include <string.h>
 
 #include "conv_job.h"
@@ -25,6 +26,23 @@ struct VecF {
     static inline type bcast(float x) { return _mm256_set1_ps(x); }
     static inline type fma(type a, type b, type c) { return _mm256_fmadd_ps(a, b, c); }
     static inline type add(type a, type b) { return _mm256_add_ps(a, b); }
+    // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
+    typedef __m256i part;
+    static inline part part_of(int lo, int hi) {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lane),
+                                _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo - 1)));
+    }
+    // lane i = row[col + i] for the lanes of m, else 0; no other element is read
+    static inline type load_part(const float* row, long col, part m) {
+        return _mm256_maskload_ps((const float*)((uintptr_t)row + col * 4), m);
+    }
+    // (not vmaskmovps: a masked store is slow on some CPUs)
+    static inline void store_first(float* p, type a, int count) {
+        alignas(32) float lane[lanes];
+        _mm256_store_ps(lane, a);
+        for (int i = 0; i < count; ++i) p[i] = lane[i];
+    }
 };
 
 struct VecD {
@@ -36,6 +54,20 @@ struct VecD {
     static inline type bcast(double x) { return _mm256_set1_pd(x); }
     static inline type fma(type a, type b, type c) { return _mm256_fmadd_pd(a, b, c); }
     static inline type add(type a, type b) { return _mm256_add_pd(a, b); }
+    typedef __m256i part;
+    static inline part part_of(int lo, int hi) {
+        const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+        return _mm256_and_si256(_mm256_cmpgt_epi64(_mm256_set1_epi64x(hi), lane),
+                                _mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(lo - 1)));
+    }
+    static inline type load_part(const double* row, long col, part m) {
+        return _mm256_maskload_pd((const double*)((uintptr_t)row + col * 8), m);
+    }
+    static inline void store_first(double* p, type a, int count) {
+        alignas(32) double lane[lanes];
+        _mm256_store_pd(lane, a);
+        for (int i = 0; i < count; ++i) p[i] = lane[i];
+    }
 };
 
 #include "f16c_widen.h"

@@ -1,6 +1,7 @@
 // AVX-512F kernels (16 floats / 8 doubles per vector, fused multiply-add; F16C
 // widens binary16 inputs).  Compiled for that instruction set by the pragma below; the
 // dispatcher calls them only on CPUs that have it (and F16C).
+#include <stdint.h>
 #include <string.h>
 
 #include "conv_job.h"
@@ -26,6 +27,18 @@ struct VecF {
     static inline type bcast(float x) { return _mm512_set1_ps(x); }
     static inline type fma(type a, type b, type c) { return _mm512_fmadd_ps(a, b, c); }
     static inline type add(type a, type b) { return _mm512_add_ps(a, b); }
+    // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
+    typedef __mmask16 part;
+    static inline part part_of(int lo, int hi) {
+        return part(((1u << hi) - 1) & ~((1u << lo) - 1));
+    }
+    // lane i = row[col + i] for the lanes of m, else 0; no other element is read
+    static inline type load_part(const float* row, long col, part m) {
+        return _mm512_maskz_loadu_ps(m, (const float*)((uintptr_t)row + col * 4));
+    }
+    static inline void store_first(float* p, type a, int count) {
+        _mm512_mask_storeu_ps(p, part_of(0, count), a);
+    }
 };
 
 struct VecD {
@@ -37,6 +50,16 @@ struct VecD {
     static inline type bcast(double x) { return _mm512_set1_pd(x); }
     static inline type fma(type a, type b, type c) { return _mm512_fmadd_pd(a, b, c); }
     static inline type add(type a, type b) { return _mm512_add_pd(a, b); }
+    typedef __mmask8 part;
+    static inline part part_of(int lo, int hi) {
+        return part(((1u << hi) - 1) & ~((1u << lo) - 1));
+    }
+    static inline type load_part(const double* row, long col, part m) {
+        return _mm512_maskz_loadu_pd(m, (const double*)((uintptr_t)row + col * 8));
+    }
+    static inline void store_first(double* p, type a, int count) {
+        _mm512_mask_storeu_pd(p, part_of(0, count), a);
+    }
 };
 
 #include "f16c_widen.h"

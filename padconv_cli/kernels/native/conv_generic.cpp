@@ -44,6 +44,20 @@ struct PortableVec {
         for (int i = 0; i < lanes; ++i) r.v[i] = a.v[i] + b.v[i];
         return r;
     }
+    // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
+    struct part {
+        int lo, hi;
+    };
+    static inline part part_of(int lo, int hi) { return part{lo, hi}; }
+    // lane i = row[col + i] for the lanes of m, else 0; no other element is read
+    static inline type load_part(const T* row, long col, part m) {
+        type r = zero();
+        for (int i = m.lo; i < m.hi; ++i) r.v[i] = row[col + i];
+        return r;
+    }
+    static inline void store_first(T* p, const type& a, int count) {
+        for (int i = 0; i < count; ++i) p[i] = a.v[i];
+    }
 };
 
 typedef PortableVec<float> VecF;

@@ -25,10 +25,9 @@
 // zero-padded copies of the input split into stride phases, with the register tiles running
 // on across output rows.
 //
-// Depthwise kernel (C/G == 1): a task is a block of output rows of one image and channel.  For
-// each output row, the input rows under each outer kernel tap are copied, zero-padded and split
-// into `stride` phases (phase f holds Xpad[f], Xpad[f + s], ...), so that every tap reads one
-// contiguous window; the taps are summed in C order into a register block of output positions.
+// Depthwise kernels (C/G == 1, conv_depthwise.h): a task is a block of output rows of one image
+// and channel; 2-D rows with stride 1 are read in place, other shapes from zero-padded copies
+// of the input rows split into their stride phases.
 
 #include <stdint.h>
 #include <string.h>
@@ -258,26 +257,6 @@ PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][NV], c
         for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
 }
 
-// The epilogue of a depthwise register block: *bias added to every lane (when given), then
-// the DW_NV vectors stored at `out`, directly when `whole` (the block ends inside the row, or
-// spills only onto positions computed after it), else through `tail`, of which the first
-// `count` elements are copied.
-template <typename T>
-PADCONV_TILE_INLINE void dw_store(typename VecOf<T>::V::type (&acc)[DW_NV], const T* bias,
-                                  T* out, bool whole, long count, T* tail) {
-    typedef typename VecOf<T>::V V;
-    if (bias) {
-        const typename V::type b = V::bcast(*bias);
-        for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
-    }
-    if (whole) {
-        for (int v = 0; v < DW_NV; ++v) V::store(out + v * V::lanes, acc[v]);
-    } else {
-        for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
-        memcpy(out, tail, count * sizeof(T));
-    }
-}
-
 // The bias of W's row block mb, of which `rows` rows are real: copied into `tile_bias` (MR
 // values, zeros after the real rows), or null without a bias.
 template <typename T>
@@ -443,137 +422,7 @@ void next_tap(const ConvJob& J, long* kt) {
     }
 }
 
-// Depthwise, 2-D with stride 1 along rows (plan_depthwise's dw_block): the task's output rows
-// r0 .. r1 - 1 read the padded input rows r0 * s0 .. (r1 - 1) * s0 + (k0 - 1) * d0, which are
-// copied once, zero-padded, into `block` (row_len elements each); then every output row sums
-// its taps in C order (kh, then kw) straight from those rows -- the order of depthwise_task,
-// so both give the same bits.
-template <typename T, typename S>
-void depthwise_block_task(const ConvJob& J, long task, T* block) {
-    typedef typename VecOf<T>::V V;
-    const long width = DW_NV * V::lanes, len = J.row_len;
-    const long L = J.out[1], KH = J.k[0], KW = J.k[1], SH = J.s[0], DH = J.d[0], DW = J.d[1];
-    const long rb = task % J.row_blocks, image_group = task / J.row_blocks;
-    const long g = image_group % J.group, n = image_group / J.group;
-    const long r0 = rb * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
-    const long first_in = r0 * SH - J.pb[0];  // input row of the block's first row
-    const long in_rows = (r1 - 1 - r0) * SH + (KH - 1) * DH + 1;
-    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
-    for (long i = 0; i < in_rows; ++i) {
-        const long row = first_in + i;
-        if (row < 0 || row >= J.in[0]) memset(block + i * len, 0, len * sizeof(T));
-        else gather_row(block + i * len, x + row * J.in[1], 0, len, -J.pb[1], 1, J.in[1]);
-    }
-    const T* w = static_cast<const T*>(J.w);
-    const T* bias = static_cast<const T*>(J.bias);
-    T tail[DW_NV * V::lanes];
-    for (long mi = 0; mi < J.mg; ++mi) {
-        const long m = g * J.mg + mi;
-        const T* wm = w + m * J.taps;
-        T* y = static_cast<T*>(J.y) + (n * J.m + m) * J.out_plane;
-        for (long r = r0; r < r1; ++r) {
-            const T* rows = block + (r - r0) * SH * len;
-            T* out = y + r * L;
-            for (long j0 = 0; j0 < L; j0 += width) {
-                typename V::type acc[DW_NV];
-                for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
-                for (long kh = 0; kh < KH; ++kh) {
-                    const T* src = rows + kh * DH * len + j0;
-                    for (long kw = 0; kw < KW; ++kw) {
-                        const typename V::type a = V::bcast(wm[kh * KW + kw]);
-                        const T* at = src + kw * DW;
-                        for (int v = 0; v < DW_NV; ++v)
-                            acc[v] = V::fma(a, V::load(at + v * V::lanes), acc[v]);
-                    }
-                }
-                // a block may spill past the row into the task's next rows, computed after it
-                dw_store(acc, bias ? bias + m : nullptr, out + j0,
-                         j0 + width <= L || r * L + j0 + width <= r1 * L, L - j0, tail);
-            }
-        }
-    }
-}
-
-template <typename T, typename S>
-void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
-    if (J.dw_block) {
-        depthwise_block_task<T, S>(J, task, rows_buf);
-        return;
-    }
-    typedef typename VecOf<T>::V V;
-    const int last = J.rank - 1;
-    const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
-    const long width = DW_NV * V::lanes;
-    const long len = J.row_len, slot_size = SL * len;
-    const long block = task % J.row_blocks, image_group = task / J.row_blocks;
-    const long g = image_group % J.group, n = image_group / J.group;
-    const long r0 = block * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
-    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
-    const T* w = static_cast<const T*>(J.w);
-    const T* bias = static_cast<const T*>(J.bias);
-    T* y = static_cast<T*>(J.y);
-    T tail[DW_NV * V::lanes];
-    // With few outer taps, the padded rows are kept in slots keyed by their input row, so that
-    // the next output rows reuse the rows they share (slot_of[t] holds tap t's slot).
-    const bool cached = J.dw_slots > J.outer_taps;
-    long slot_key[PADCONV_DW_SLOTS], slot_stamp[PADCONV_DW_SLOTS], slot_of[PADCONV_DW_SLOTS];
-    for (long i = 0; cached && i < J.dw_slots; ++i) {
-        slot_key[i] = -2;  // empty
-        slot_stamp[i] = -1;
-    }
-    // where tap kw of the last axis starts reading: phase (kw*d) % s, element (kw*d) / s
-    auto tap_start_of = [&](long kw) { return (kw * DL % SL) * len + kw * DL / SL; };
-    long tap_start[PADCONV_DW_TAPS];
-    for (long kw = 0; kw < KL && kw < PADCONV_DW_TAPS; ++kw) tap_start[kw] = tap_start_of(kw);
-    long o[PADCONV_MAX_RANK], kt[PADCONV_MAX_RANK];
-    outer_coords(J, r0, o);
-    for (long row = r0; row < r1; ++row, next_row(J, o)) {
-        for (int i = 0; i < last; ++i) kt[i] = 0;
-        for (long t = 0; t < J.outer_taps; ++t, next_tap(J, kt)) {
-            const long offset = tap_row_offset(J, o, kt);
-            long slot = t;
-            if (cached) {
-                long found = -1, oldest = -1;
-                for (long i = 0; i < J.dw_slots && found < 0; ++i) {
-                    if (slot_key[i] == offset) found = i;
-                    else if (slot_stamp[i] < row &&
-                             (oldest < 0 || slot_stamp[i] < slot_stamp[oldest]))
-                        oldest = i;
-                }
-                slot = found >= 0 ? found : oldest;
-                slot_of[t] = slot;
-                slot_stamp[slot] = row;
-                if (found >= 0) continue;
-                slot_key[slot] = offset;
-            }
-            split_phases(rows_buf + slot * slot_size, offset < 0 ? (const S*)0 : x + offset, len, SL,
-                         J.pb[last], J.in[last]);
-        }
-        for (long mi = 0; mi < J.mg; ++mi) {
-            const long m = g * J.mg + mi;
-            const T* wm = w + m * J.taps;
-            T* out = y + (n * J.m + m) * J.out_plane + row * L;
-            for (long j0 = 0; j0 < L; j0 += width) {
-                typename V::type acc[DW_NV];
-                for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
-                for (long t = 0; t < J.outer_taps; ++t) {
-                    const T* rows_t = rows_buf + (cached ? slot_of[t] : t) * slot_size + j0;
-                    for (long kw = 0; kw < KL; ++kw) {
-                        const T* src = rows_t + (kw < PADCONV_DW_TAPS ? tap_start[kw]
-                                                                      : tap_start_of(kw));
-                        const typename V::type a = V::bcast(wm[t * KL + kw]);
-                        for (int v = 0; v < DW_NV; ++v)
-                            acc[v] = V::fma(a, V::load(src + v * V::lanes), acc[v]);
-                    }
-                }
-                // a block may spill past the row into the next rows of this task, which are
-                // computed (and overwritten) after it
-                dw_store(acc, bias ? bias + m : nullptr, out + j0,
-                         j0 + width <= L || row * L + j0 + width <= r1 * L, L - j0, tail);
-            }
-        }
-    }
-}
+#include "conv_depthwise.h"
 
 // out[i][j] = sum_q wp[q][i] * B[q][j] (+ bias[i]) as micro_tile, where row q = (c, t, kw) of
 // B is read in place from the padded input rows of the row kernel: slot c * outer_taps + t

@@ -18,6 +18,8 @@
 
 // Element types X may have (ConvJob::x_type); W, B and Y are float32 for the narrow ones.
 enum XType { X_SAME = 0, X_FLOAT16 = 1, X_BFLOAT16 = 2 };
+// The depthwise kernel's ways of reading X (ConvJob::dw_block; conv_depthwise.h).
+enum DwKernel { DW_ROWS = 0, DW_BLOCK = 1, DW_DIRECT = 2 };
 struct Half {  // IEEE binary16, as stored
     unsigned short bits;
 };
@@ -52,7 +54,7 @@ struct ConvJob {
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row
-    long dw_block;             // 1: depthwise_block_task (2-D, stride 1 along rows)
+    long dw_block;             // DwKernel: rows, block (2-D, stride 1 along rows), direct
     long dw_slots;             // padded rows held: 2 * outer_taps + 1 (kept), or outer_taps
 };
 

@@ -55,6 +55,7 @@ namespace {
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
 const long ROW_BYTES = 256 * 1024;  // row kernel: padded input rows of one task
 const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
+const long DW_TASK_OUTPUTS = 1 << 16;  // depthwise read in place: most outputs of one task
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
@@ -347,20 +348,26 @@ void plan_depthwise(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.rows = job.outer_out;
     const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
     if (threads > 1 && wanted > 1) job.rows = std::max(1L, ceil_div(job.outer_out, wanted));
-    // 2-D with stride 1 along rows: a task's padded input rows are copied once (at most about
+    // 2-D with stride 1 along rows: X of the sums' type is read in place (no buffer); a
+    // float16/bfloat16 X has a task's padded input rows widened once (at most about
     // DW_BLOCK_BYTES, one output row's at least)
-    job.dw_block = job.rank == 2 && job.s[1] == 1;
-    if (job.dw_block) {
+    job.dw_block = DW_ROWS;
+    if (job.rank == 2 && job.s[1] == 1)
+        job.dw_block = job.x_type == X_SAME && job.k[1] <= PADCONV_DW_TAPS ? DW_DIRECT : DW_BLOCK;
+    if (job.dw_block == DW_BLOCK) {
         const long reach = (job.k[0] - 1) * job.d[0] + 1;  // input rows under one output row
         const long fit = (DW_BLOCK_BYTES / item / job.row_len - reach) / job.s[0] + 1;
         job.rows = std::max(1L, std::min(job.rows, fit));
     }
+    if (job.dw_block == DW_DIRECT)  // short tasks: a stop request is seen soon
+        job.rows = std::max(1L, std::min(job.rows, DW_TASK_OUTPUTS / job.out[1]));
     job.row_blocks = ceil_div(job.outer_out, job.rows);
 }
 
 // Elements of the depthwise kernel's per-thread buffer.
 long depthwise_scratch(const ConvJob& job) {
-    if (job.dw_block)
+    if (job.dw_block == DW_DIRECT) return 0;
+    if (job.dw_block == DW_BLOCK)
         return ((job.rows - 1) * job.s[0] + (job.k[0] - 1) * job.d[0] + 1) * job.row_len;
     return job.dw_slots * job.s[job.rank - 1] * job.row_len;
 }

@@ -1,0 +1,413 @@
+// padconv native Conv: the depthwise kernels (C/G == 1), included by conv_impl.h inside its
+// anonymous namespace, after the helpers they share with the GEMM kernels (gather_row,
+// split_phases, the row coordinates).
+//
+// Every output element is the chain  acc = 0; acc = fma(W[m, kh, kw], Xpad[...], acc)  over
+// the taps in C order (kh, then kw), padding included as zeros (so that an infinite weight
+// times the padding is nan, as ONNX's zero padding makes it), then + B[m]: the same chain on
+// every path below, so their bits agree with each other and with any tiling of the tensor.
+//
+// A task is a block of output rows of one image and one group (C/G == 1: one input channel).
+//   - direct (dw_block DW_DIRECT; 2-D, stride 1 along the width, X of the sums' type): X is
+//     read in place, the padding and the ends of the rows by masked loads -- no copy at all.
+//   - block (DW_BLOCK; 2-D, stride 1 along the width, X float16/bfloat16): the task's input
+//     rows are widened once into a zero-padded block.
+//   - rows (otherwise: 1-D, 3-D and more, strided widths): the input rows under each outer tap
+//     are copied zero-padded and split into stride phases, kept while the next rows use them.
+
+// Whether A and B are one type (the direct kernel reads X as the sums' type).
+template <typename A, typename B> struct SameType { static const bool value = false; };
+template <typename A> struct SameType<A, A> { static const bool value = true; };
+
+// The epilogue of a depthwise register block: *bias added to every lane (when given), then
+// the DW_NV vectors stored at `out`, directly when `whole` (the block ends inside the row, or
+// spills only onto positions computed after it), else through `tail`, of which the first
+// `count` elements are copied.
+template <typename T>
+PADCONV_TILE_INLINE void dw_store(typename VecOf<T>::V::type (&acc)[DW_NV], const T* bias,
+                                  T* out, bool whole, long count, T* tail) {
+    typedef typename VecOf<T>::V V;
+    if (bias) {
+        const typename V::type b = V::bcast(*bias);
+        for (int v = 0; v < DW_NV; ++v) acc[v] = V::add(acc[v], b);
+    }
+    if (whole) {
+        for (int v = 0; v < DW_NV; ++v) V::store(out + v * V::lanes, acc[v]);
+    } else {
+        for (int v = 0; v < DW_NV; ++v) V::store(tail + v * V::lanes, acc[v]);
+        memcpy(out, tail, count * sizeof(T));
+    }
+}
+
+// Vector registers of the instruction set: 32 with 512-bit vectors (AVX-512), else 16.
+const int DW_REGISTERS = sizeof(VecF::type) >= 64 ? 32 : 16;
+
+// The direct kernel's sizes, copied out of the job once per run: stores into Y may alias the
+// job for the compiler, which would then reload every field after each store.
+struct DwShape {
+    long IH, IW, L, KH, KW, SH, DH, DW, PH, PW;
+    explicit DwShape(const ConvJob& J)
+        : IH(J.in[0]), IW(J.in[1]), L(J.out[1]), KH(J.k[0]), KW(J.k[1]), SH(J.s[0]),
+          DH(J.d[0]), DW(J.d[1]), PH(J.pb[0]), PW(J.pb[1]) {}
+};
+
+// Positions j0 .. j0 + count - 1 (count <= N * lanes) of output rows r .. r + R - 1 of one
+// channel, their R * N vectors of sums in registers (direct kernel): x is the input plane, wm
+// the channel's KH * KW weights, y the output plane.  EDGE: some tap reads past an end of the
+// input row, or the block ends past the output row: each load is masked by parts[kw][v] to
+// the lanes inside both; else every load is plain.  BORDER: some row lies in the padding (the
+// first and last rows), else every tap's row is inside X.  KC: KH = KW when the kernel is
+// square 3, 5 or 7 (its taps unrolled), else 0.
+template <typename T, int KC, int N, int R, bool EDGE, bool BORDER>
+PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, const T* wm,
+                                                const T* bias, T* y, long r, long j0, long count,
+                                                const typename VecOf<T>::V::part (*parts)[N]) {
+    typedef typename VecOf<T>::V V;
+    typedef typename V::type Vec;
+    const long KH = KC ? KC : G.KH, KW = KC ? KC : G.KW;
+    const Vec zero = V::zero();
+    Vec acc[R][N];
+    for (int i = 0; i < R; ++i)
+        for (int v = 0; v < N; ++v) acc[i][v] = zero;
+    const T* first = x + (r * G.SH - G.PH) * G.IW;  // row kh = 0 of output row r (when inside)
+    for (long kh = 0; kh < KH; ++kh) {
+        const T* rows[R];  // null: a row of padding (its taps add w * 0), only when BORDER
+        for (int i = 0; i < R; ++i) {
+            const long ih = (r + i) * G.SH - G.PH + kh * G.DH;
+            rows[i] = BORDER && (ih < 0 || ih >= G.IH)
+                          ? nullptr
+                          : first + (i * G.SH + kh * G.DH) * G.IW;
+        }
+        const T* wk = wm + kh * KW;
+        for (long kw = 0; kw < KW; ++kw) {
+            const Vec a = V::bcast(wk[kw]);
+            const long col = j0 - G.PW + kw * G.DW;
+            for (int i = 0; i < R; ++i) {
+                for (int v = 0; v < N; ++v) {
+                    const long at = col + v * V::lanes;
+                    const Vec b = BORDER && !rows[i] ? zero
+                                  : EDGE ? V::load_part(rows[i], at, parts[kw][v])
+                                         : V::load(rows[i] + at);
+                    acc[i][v] = V::fma(a, b, acc[i][v]);
+                }
+            }
+        }
+    }
+    const Vec b = bias ? V::bcast(*bias) : zero;
+    for (int i = 0; i < R; ++i) {
+        T* out = y + (r + i) * G.L + j0;
+        for (int v = 0; v < N; ++v) {
+            const Vec sum = bias ? V::add(acc[i][v], b) : acc[i][v];
+            const long left = count - v * V::lanes;
+            if (left >= V::lanes) V::store(out + v * V::lanes, sum);
+            else if (left > 0) V::store_first(out + v * V::lanes, sum, int(left));
+        }
+    }
+}
+
+// depthwise_direct_block for R output rows whose every tap reads inside X, with unit stride
+// and dilation along the rows and a known square kernel (KC): output rows r + i and r + i + 1
+// read the same input row under taps kh and kh - 1, so each input row's vectors are loaded
+// once per kw and added into every output row that reads it.  Each output row still gets its
+// taps in C order (kh, then kw), so the sums are the same bits.
+template <typename T, int KC, int N, int R, bool EDGE>
+PADCONV_TILE_INLINE void depthwise_direct_block_shared(
+    const DwShape& G, const T* x, const T* wm, const T* bias, T* y, long r, long j0,
+    long count, const typename VecOf<T>::V::part (*parts)[N]) {
+    typedef typename VecOf<T>::V V;
+    typedef typename V::type Vec;
+    const Vec zero = V::zero();
+    Vec acc[R][N];
+    for (int i = 0; i < R; ++i)
+        for (int v = 0; v < N; ++v) acc[i][v] = zero;
+    const T* first = x + (r - G.PH) * G.IW;  // input row under tap 0 of output row r
+    for (int e = 0; e < R + KC - 1; ++e) {  // input rows first + e: output row i, tap e - i
+        const T* row = first + e * G.IW;
+        for (int kw = 0; kw < KC; ++kw) {
+            const long col = j0 - G.PW + kw * G.DW;
+            Vec b[N];
+            for (int v = 0; v < N; ++v)
+                b[v] = EDGE ? V::load_part(row, col + v * V::lanes, parts[kw][v])
+                            : V::load(row + col + v * V::lanes);
+            for (int i = 0; i < R; ++i) {
+                const int kh = e - i;
+                if (kh < 0 || kh >= KC) continue;
+                const Vec a = V::bcast(wm[kh * KC + kw]);
+                for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
+            }
+        }
+    }
+    const Vec b = bias ? V::bcast(*bias) : zero;
+    for (int i = 0; i < R; ++i) {
+        T* out = y + (r + i) * G.L + j0;
+        for (int v = 0; v < N; ++v) {
+            const Vec sum = bias ? V::add(acc[i][v], b) : acc[i][v];
+            const long left = count - v * V::lanes;
+            if (left >= V::lanes) V::store(out + v * V::lanes, sum);
+            else if (left > 0) V::store_first(out + v * V::lanes, sum, int(left));
+        }
+    }
+}
+
+// Positions j0 .. j0 + count - 1 (N vectors) of output rows r0 .. r1 - 1 of one channel, the
+// rows taken R at a time so that at least 4 chains of sums are in flight (a chain is one
+// fused multiply-add after another), or RS at a time sharing their input rows' loads; EDGE's
+// masks are worked out once for all the rows.
+template <typename T, int KC, int N, bool EDGE>
+void depthwise_direct_columns(const ConvJob& J, const T* x, const T* w_channel, const T* bias,
+                              T* y, long r0, long r1, long j0, long count) {
+    typedef typename VecOf<T>::V V;
+    const DwShape G(J);
+    const long KW = KC ? KC : G.KW;
+    T w_local[KC ? KC * KC : 1];  // a known kernel's weights, out of reach of Y's stores
+    for (long t = 0; KC && t < KC * KC; ++t) w_local[t] = w_channel[t];
+    const T* wm = KC ? w_local : w_channel;
+    const T b_local = bias ? *bias : T(0);
+    const T* b = bias ? &b_local : nullptr;
+    typename V::part parts[KC ? KC : (EDGE ? PADCONV_DW_TAPS : 1)][N];
+    for (long kw = 0; EDGE && kw < KW; ++kw) {
+        for (int v = 0; v < N; ++v) {
+            const long col = j0 - G.PW + kw * G.DW + v * V::lanes;
+            const long lo = min_l(V::lanes, max_l(0, -col));
+            const long hi = max_l(lo, min_l(V::lanes, min_l(G.IW - col, count - v * V::lanes)));
+            parts[kw][v] = V::part_of(int(lo), int(hi));
+        }
+    }
+    // rows ri0 .. ri1 - 1 read only rows inside X: r * SH - PH >= 0 and
+    // r * SH - PH + (KH - 1) * DH < IH
+    const long reach = (G.KH - 1) * G.DH, last = G.IH - 1 - reach + G.PH;
+    const long ri0 = max_l(r0, min_l(r1, (G.PH + G.SH - 1) / G.SH));
+    const long ri1 = max_l(ri0, min_l(r1, last >= 0 ? last / G.SH + 1 : 0));
+    const int R = N >= 4 ? 1 : N >= 2 ? 2 : 4;
+    long r = r0;
+    for (; r < ri0; ++r)
+        depthwise_direct_block<T, KC, N, 1, EDGE, true>(G, x, wm, b, y, r, j0, count, parts);
+    // input rows shared by RS output rows, when their sums, one input row's vectors and the
+    // weights fit in 32 vector registers (with 16, AVX2, the spills and the masks held in
+    // registers cost more than the loads saved: measured 20% slower on 56-wide rows)
+    const int RS = N >= 3 ? 2 : 4;
+    const bool fits = DW_REGISTERS >= 32 && RS * N + N + KC * KC <= DW_REGISTERS;
+    if (KC && fits && G.SH == 1 && G.DH == 1) {
+        for (; r + RS <= ri1; r += RS)
+            depthwise_direct_block_shared<T, KC ? KC : 1, N, RS, EDGE>(G, x, wm, b, y, r, j0,
+                                                                       count, parts);
+    }
+    for (; r + R <= ri1; r += R)
+        depthwise_direct_block<T, KC, N, R, EDGE, false>(G, x, wm, b, y, r, j0, count, parts);
+    for (; r < ri1; ++r)
+        depthwise_direct_block<T, KC, N, 1, EDGE, false>(G, x, wm, b, y, r, j0, count, parts);
+    for (; r < r1; ++r)
+        depthwise_direct_block<T, KC, N, 1, EDGE, true>(G, x, wm, b, y, r, j0, count, parts);
+}
+
+// depthwise_direct_columns for a run of n (1 .. DW_NV) vectors, N made a compile-time count.
+template <typename T, int KC, bool EDGE>
+void depthwise_direct_run(const ConvJob& J, const T* x, const T* wm, const T* bias, T* y,
+                          long r0, long r1, long j0, long count, long n) {
+    switch (n) {
+        case 1:
+            return depthwise_direct_columns<T, KC, 1, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+                                                              count);
+#if PADCONV_DW_NV >= 2
+        case 2:
+            return depthwise_direct_columns<T, KC, 2, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+                                                              count);
+#endif
+#if PADCONV_DW_NV >= 3
+        case 3:
+            return depthwise_direct_columns<T, KC, 3, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+                                                              count);
+#endif
+#if PADCONV_DW_NV >= 4
+        case 4:
+            return depthwise_direct_columns<T, KC, 4, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+                                                              count);
+#endif
+        default: return;
+    }
+}
+
+const long DW_BAND_ROWS = 8;  // output rows whose input rows stay in L1 while runs sweep them
+
+// Output rows r0 .. r1 - 1 of one channel (direct kernel), in bands of DW_BAND_ROWS rows: the
+// width of a band cut into runs of at most DW_NV vectors, each run either inside (every tap of
+// every lane reads inside the input row, and the run ends inside the output row) or at an
+// edge, each run over the band's rows in turn.
+template <typename T, int KC>
+void depthwise_direct_rows(const ConvJob& J, const T* x, const T* wm, const T* bias, T* y,
+                           long r0, long r1) {
+    const long lanes = VecOf<T>::V::lanes;
+    const long L = J.out[1], KW = KC ? KC : J.k[1], PW = J.pb[1];
+    // a vector at j is inside when j >= PW and j + lanes <= inside_end
+    const long inside_end = min_l(L, J.in[1] + PW - (KW - 1) * J.d[1]);
+    auto inside = [&](long j) { return j >= PW && j + lanes <= inside_end; };
+    for (long band = r0; band < r1; band += DW_BAND_ROWS) {
+        const long end = min_l(r1, band + DW_BAND_ROWS);
+        for (long j0 = 0; j0 < L;) {
+            const bool edge = !inside(j0);
+            long n = 1;
+            while (n < DW_NV && j0 + n * lanes < L && inside(j0 + n * lanes) != edge) ++n;
+            const long count = min_l(n * lanes, L - j0);
+            if (edge) depthwise_direct_run<T, KC, true>(J, x, wm, bias, y, band, end, j0, count, n);
+            else depthwise_direct_run<T, KC, false>(J, x, wm, bias, y, band, end, j0, count, n);
+            j0 += n * lanes;
+        }
+    }
+}
+
+// The direct kernel's task: output rows of one image and channel group, X read in place.
+template <typename T>
+void depthwise_direct_task(const ConvJob& J, long task) {
+    const long rb = task % J.row_blocks, image_group = task / J.row_blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long r0 = rb * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
+    const T* x = static_cast<const T*>(J.x) + (n * J.c + g) * J.in_plane;
+    const T* w = static_cast<const T*>(J.w);
+    const T* bias = static_cast<const T*>(J.bias);
+    for (long mi = 0; mi < J.mg; ++mi) {
+        const long m = g * J.mg + mi;
+        T* y = static_cast<T*>(J.y) + (n * J.m + m) * J.out_plane;
+        const T* b = bias ? bias + m : nullptr;
+        const T* wm = w + m * J.taps;
+        const long k = J.k[0] == J.k[1] ? J.k[0] : 0;  // square kernels of 3, 5 and 7 unrolled
+        if (k == 3) depthwise_direct_rows<T, 3>(J, x, wm, b, y, r0, r1);
+        else if (k == 5) depthwise_direct_rows<T, 5>(J, x, wm, b, y, r0, r1);
+        else if (k == 7) depthwise_direct_rows<T, 7>(J, x, wm, b, y, r0, r1);
+        else depthwise_direct_rows<T, 0>(J, x, wm, b, y, r0, r1);
+    }
+}
+
+// Depthwise, 2-D with stride 1 along rows, X of another type (dw_block DW_BLOCK): the task's
+// output rows r0 .. r1 - 1 read the padded input rows r0 * s0 .. (r1 - 1) * s0 + (k0 - 1) * d0,
+// which are copied once, zero-padded, into `block` (row_len elements each); then every output
+// row sums its taps in C order (kh, then kw) straight from those rows.
+template <typename T, typename S>
+void depthwise_block_task(const ConvJob& J, long task, T* block) {
+    typedef typename VecOf<T>::V V;
+    const long width = DW_NV * V::lanes, len = J.row_len;
+    const long L = J.out[1], KH = J.k[0], KW = J.k[1], SH = J.s[0], DH = J.d[0], DW = J.d[1];
+    const long rb = task % J.row_blocks, image_group = task / J.row_blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long r0 = rb * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
+    const long first_in = r0 * SH - J.pb[0];  // input row of the block's first row
+    const long in_rows = (r1 - 1 - r0) * SH + (KH - 1) * DH + 1;
+    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
+    for (long i = 0; i < in_rows; ++i) {
+        const long row = first_in + i;
+        if (row < 0 || row >= J.in[0]) memset(block + i * len, 0, len * sizeof(T));
+        else gather_row(block + i * len, x + row * J.in[1], 0, len, -J.pb[1], 1, J.in[1]);
+    }
+    const T* w = static_cast<const T*>(J.w);
+    const T* bias = static_cast<const T*>(J.bias);
+    T tail[DW_NV * V::lanes];
+    for (long mi = 0; mi < J.mg; ++mi) {
+        const long m = g * J.mg + mi;
+        const T* wm = w + m * J.taps;
+        T* y = static_cast<T*>(J.y) + (n * J.m + m) * J.out_plane;
+        for (long r = r0; r < r1; ++r) {
+            const T* rows = block + (r - r0) * SH * len;
+            T* out = y + r * L;
+            for (long j0 = 0; j0 < L; j0 += width) {
+                typename V::type acc[DW_NV];
+                for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
+                for (long kh = 0; kh < KH; ++kh) {
+                    const T* src = rows + kh * DH * len + j0;
+                    for (long kw = 0; kw < KW; ++kw) {
+                        const typename V::type a = V::bcast(wm[kh * KW + kw]);
+                        const T* at = src + kw * DW;
+                        for (int v = 0; v < DW_NV; ++v)
+                            acc[v] = V::fma(a, V::load(at + v * V::lanes), acc[v]);
+                    }
+                }
+                // a block may spill past the row into the task's next rows, computed after it
+                dw_store(acc, bias ? bias + m : nullptr, out + j0,
+                         j0 + width <= L || r * L + j0 + width <= r1 * L, L - j0, tail);
+            }
+        }
+    }
+}
+
+template <typename T, typename S>
+void depthwise_task(const ConvJob& J, long task, T* rows_buf) {
+    if (J.dw_block == DW_DIRECT) {
+        if constexpr (SameType<T, S>::value) depthwise_direct_task<T>(J, task);
+        return;
+    }
+    if (J.dw_block == DW_BLOCK) {
+        depthwise_block_task<T, S>(J, task, rows_buf);
+        return;
+    }
+    typedef typename VecOf<T>::V V;
+    const int last = J.rank - 1;
+    const long L = J.out[last], KL = J.k[last], SL = J.s[last], DL = J.d[last];
+    const long width = DW_NV * V::lanes;
+    const long len = J.row_len, slot_size = SL * len;
+    const long block = task % J.row_blocks, image_group = task / J.row_blocks;
+    const long g = image_group % J.group, n = image_group / J.group;
+    const long r0 = block * J.rows, r1 = min_l(J.outer_out, r0 + J.rows);
+    const S* x = static_cast<const S*>(J.x) + (n * J.c + g) * J.in_plane;
+    const T* w = static_cast<const T*>(J.w);
+    const T* bias = static_cast<const T*>(J.bias);
+    T* y = static_cast<T*>(J.y);
+    T tail[DW_NV * V::lanes];
+    // With few outer taps, the padded rows are kept in slots keyed by their input row, so that
+    // the next output rows reuse the rows they share (slot_of[t] holds tap t's slot).
+    const bool cached = J.dw_slots > J.outer_taps;
+    long slot_key[PADCONV_DW_SLOTS], slot_stamp[PADCONV_DW_SLOTS], slot_of[PADCONV_DW_SLOTS];
+    for (long i = 0; cached && i < J.dw_slots; ++i) {
+        slot_key[i] = -2;  // empty
+        slot_stamp[i] = -1;
+    }
+    // where tap kw of the last axis starts reading: phase (kw*d) % s, element (kw*d) / s
+    auto tap_start_of = [&](long kw) { return (kw * DL % SL) * len + kw * DL / SL; };
+    long tap_start[PADCONV_DW_TAPS];
+    for (long kw = 0; kw < KL && kw < PADCONV_DW_TAPS; ++kw) tap_start[kw] = tap_start_of(kw);
+    long o[PADCONV_MAX_RANK], kt[PADCONV_MAX_RANK];
+    outer_coords(J, r0, o);
+    for (long row = r0; row < r1; ++row, next_row(J, o)) {
+        for (int i = 0; i < last; ++i) kt[i] = 0;
+        for (long t = 0; t < J.outer_taps; ++t, next_tap(J, kt)) {
+            const long offset = tap_row_offset(J, o, kt);
+            long slot = t;
+            if (cached) {
+                long found = -1, oldest = -1;
+                for (long i = 0; i < J.dw_slots && found < 0; ++i) {
+                    if (slot_key[i] == offset) found = i;
+                    else if (slot_stamp[i] < row &&
+                             (oldest < 0 || slot_stamp[i] < slot_stamp[oldest]))
+                        oldest = i;
+                }
+                slot = found >= 0 ? found : oldest;
+                slot_of[t] = slot;
+                slot_stamp[slot] = row;
+                if (found >= 0) continue;
+                slot_key[slot] = offset;
+            }
+            split_phases(rows_buf + slot * slot_size, offset < 0 ? (const S*)0 : x + offset, len,
+                         SL, J.pb[last], J.in[last]);
+        }
+        for (long mi = 0; mi < J.mg; ++mi) {
+            const long m = g * J.mg + mi;
+            const T* wm = w + m * J.taps;
+            T* out = y + (n * J.m + m) * J.out_plane + row * L;
+            for (long j0 = 0; j0 < L; j0 += width) {
+                typename V::type acc[DW_NV];
+                for (int v = 0; v < DW_NV; ++v) acc[v] = V::zero();
+                for (long t = 0; t < J.outer_taps; ++t) {
+                    const T* rows_t = rows_buf + (cached ? slot_of[t] : t) * slot_size + j0;
+                    for (long kw = 0; kw < KL; ++kw) {
+                        const T* src = rows_t + (kw < PADCONV_DW_TAPS ? tap_start[kw]
+                                                                      : tap_start_of(kw));
+                        const typename V::type a = V::bcast(wm[t * KL + kw]);
+                        for (int v = 0; v < DW_NV; ++v)
+                            acc[v] = V::fma(a, V::load(src + v * V::lanes), acc[v]);
+                    }
+                }
+                // a block may spill past the row into the next rows of this task, which are
+                // computed (and overwritten) after it
+                dw_store(acc, bias ? bias + m : nullptr, out + j0,
+                         j0 + width <= L || row * L + j0 + width <= r1 * L, L - j0, tail);
+            }
+        }
+    }
+}
