@@ -49,6 +49,10 @@ const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
 const int DW_NV = PADCONV_DW_NV;
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
+// channels ahead that the plane kernel's register tile asks for: its rows jump between taps
+// and channels, which the hardware prefetcher does not follow (measured with AVX2 on a 3x3
+// over 64 channels: about 10% faster)
+const long PLANE_PREFETCH = 2;
 
 // packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
 template <typename T>
@@ -722,7 +726,14 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
     tile_zero<T>(acc);
     const T* wq = wp;
     for (long c = 0; c < J.cg; ++c, at += cs)
-        for (long t = 0; t < J.taps; ++t, wq += MR) tile_step(acc, wq, at + tap_offsets[t]);
+        for (long t = 0; t < J.taps; ++t, wq += MR) {
+#if defined(__GNUC__) || defined(__clang__)
+            const T* ahead = at + PLANE_PREFETCH * cs + tap_offsets[t];
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + NV * VecOf<T>::V::lanes - 1);
+#endif
+            tile_step(acc, wq, at + tap_offsets[t]);
+        }
     tile_store(acc, bias, tile, NV * VecOf<T>::V::lanes);
 }
 
