@@ -816,7 +816,11 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     const long virtual_end = J.plane_end;
     const long block = task % J.blocks, image_group = task / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;
-    const long v0 = block * J.nb, v1 = min_l(v0 + J.nb, virtual_end), first = v0 / slab;
+    // block b: register tiles [b * U / blocks, (b + 1) * U / blocks) of the U that cover the
+    // virtual positions, at most nb / nr of them
+    const long units = (virtual_end + nr - 1) / nr;
+    const long v0 = block * units / J.blocks * nr;
+    const long v1 = min_l((block + 1) * units / J.blocks * nr, virtual_end), first = v0 / slab;
     const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
     fill_plane<T, S>(J, xg, first, plane);
     long tap_offsets[PADCONV_PLANE_TAPS];
