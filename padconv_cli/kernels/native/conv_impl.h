@@ -717,11 +717,11 @@ inline long plane_tap_offset(const ConvJob& J, long t) {
     return phase * J.plane_rows * J.plane_width + shift;
 }
 
-// out[i][e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) into a tile of MR rows of nr positions,
+// out[i * ostride + e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) for MR rows of nr positions,
 // row q = (c, t) of B read at `at` + c * cs + tap_offsets[t].
 template <typename T>
 inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
-                       const long* tap_offsets, const T* bias, T* tile) {
+                       const long* tap_offsets, const T* bias, T* out, long ostride) {
     typename VecOf<T>::V::type acc[MR][NV];
     tile_zero<T>(acc);
     const T* wq = wp;
@@ -734,7 +734,7 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
 #endif
             tile_step(acc, wq, at + tap_offsets[t]);
         }
-    tile_store(acc, bias, tile, NV * VecOf<T>::V::lanes);
+    tile_store(acc, bias, out, ostride);
 }
 
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
@@ -808,6 +808,24 @@ inline void scatter_tile(const ConvJob& J, const T* tile, long nr, long rows, lo
     }
 }
 
+// Where in an output plane virtual position v lies when the `count` positions from v are all
+// real and in one output row (a tile stored straight into Y); -1 otherwise.
+inline long output_run(const ConvJob& J, long v, long count) {
+    const int last = J.rank - 1;
+    const long width = plane_extent(J, last), j = v % width;
+    if (j + count > J.out[last]) return -1;
+    long rest = v / width, flat = j, place = J.out[last];
+    for (int a = last - 1; a >= 0; --a) {
+        const long padded = a == 0 ? J.out[0] : plane_extent(J, a);
+        const long index = rest % padded;
+        rest /= padded;
+        if (index >= J.out[a]) return -1;
+        flat += index * place;
+        place *= J.out[a];
+    }
+    return flat;
+}
+
 template <typename T, typename S>
 void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     typedef typename VecOf<T>::V V;
@@ -836,10 +854,17 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
         const long rows = min_l(MR, J.mg - mb * MR);
         const T* w = wg + mb * MR * J.ck;
         const T* b = block_bias(bias, mb, rows, tile_bias);
+        T* y_block = y + mb * MR * J.out_plane;
         for (long v = v0; v < v1; v += nr) {
-            plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, tile);
-            scatter_tile(J, tile, nr, rows, v, min_l(nr, v1 - v), y + mb * MR * J.out_plane,
-                         J.out_plane);
+            const long count = min_l(nr, v1 - v);
+            const long at_y = rows == MR && count == nr ? output_run(J, v, nr) : -1;
+            if (at_y >= 0) {  // the whole tile lands in one row of Y
+                plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, y_block + at_y,
+                              J.out_plane);
+                continue;
+            }
+            plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, tile, nr);
+            scatter_tile(J, tile, nr, rows, v, count, y_block, J.out_plane);
         }
     }
 }
