@@ -227,39 +227,39 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
 #define PADCONV_TILE_INLINE inline
 #endif
 
-template <typename T>
-PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[MR][NV]) {
+template <typename T, int N>
+PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[MR][N]) {
     typedef typename VecOf<T>::V V;
     for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+        for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
 }
 
 // acc[i][v] += wq[i] * row[v * lanes ..]: one row q of the panel times column q of W's block.
-template <typename T>
-PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][NV], const T* wq,
+template <typename T, int N>
+PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][N], const T* wq,
                                    const T* row) {
     typedef typename VecOf<T>::V V;
-    typename V::type b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
+    typename V::type b[N];
+    for (int v = 0; v < N; ++v) b[v] = V::load(row + v * V::lanes);
     for (int i = 0; i < MR; ++i) {
         const typename V::type a = V::bcast(wq[i]);
-        for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
+        for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
     }
 }
 
 // The epilogue: bias[i] added to row i (when given), then row i stored at out + i * ostride.
-template <typename T>
-PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][NV], const T* bias,
+template <typename T, int N>
+PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][N], const T* bias,
                                     T* out, long ostride) {
     typedef typename VecOf<T>::V V;
     if (bias) {
         for (int i = 0; i < MR; ++i) {
             const typename V::type b = V::bcast(bias[i]);
-            for (int v = 0; v < NV; ++v) acc[i][v] = V::add(acc[i][v], b);
+            for (int v = 0; v < N; ++v) acc[i][v] = V::add(acc[i][v], b);
         }
     }
     for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
+        for (int v = 0; v < N; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
 }
 
 // The epilogue of a depthwise register block: *bias added to every lane (when given), then
@@ -299,19 +299,20 @@ inline void copy_tile_part(const T* tile, long nr, long rows, long cols, T* out,
 }
 
 // out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
-// element; panel rows are `pstride` apart, output rows `ostride` apart.
-template <typename T>
+// element, for j below N vectors (NV, or fewer for a tile at the edge of the positions);
+// panel rows are `pstride` apart, output rows `ostride` apart.
+template <typename T, int N = NV>
 inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
                        T* out, long ostride) {
     typedef typename VecOf<T>::V V;
-    typename V::type acc[MR][NV];
+    typename V::type acc[MR][N];
     tile_zero<T>(acc);
     for (long q = 0; q < ck; ++q) {
         const T* row = panel + q * pstride;
 #if defined(__GNUC__) || defined(__clang__)
         // rows of a strip lie pstride apart: fetch some ahead (a hint; never faults)
         __builtin_prefetch(row + PREFETCH_ROWS * pstride);
-        __builtin_prefetch(row + PREFETCH_ROWS * pstride + NV * V::lanes - 1);
+        __builtin_prefetch(row + PREFETCH_ROWS * pstride + N * V::lanes - 1);
 #endif
         tile_step(acc, wp + q * MR, row);
     }
@@ -333,9 +334,15 @@ void pack_strip(const T* src, long stride, long ck, long cols, T* strip) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
     if (cols == nr) {
-        for (long q = 0; q < ck; ++q)
+        for (long q = 0; q < ck; ++q) {
+#if defined(__GNUC__) || defined(__clang__)
+            // rows far apart in X: asked for ahead (a hint; never faults)
+            __builtin_prefetch(src + (q + PREFETCH_ROWS) * stride);
+            __builtin_prefetch(src + (q + PREFETCH_ROWS) * stride + nr - 1);
+#endif
             for (int v = 0; v < NV; ++v)
                 V::store(strip + q * nr + v * V::lanes, V::load(src + q * stride + v * V::lanes));
+        }
         return;
     }
     for (long q = 0; q < ck; ++q) {
@@ -382,7 +389,11 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
             micro_tile<T>(w, from, stride, J.ck, b, out, J.out_plane);
             return;
         }
-        micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
+        // an edge of the positions: only the vectors that hold some (the sums are the same)
+        if (NV > 1 && cols <= V::lanes) micro_tile<T, 1>(w, from, stride, J.ck, b, tile, nr);
+        else if (NV > 2 && cols <= 2 * V::lanes)
+            micro_tile<T, (NV > 2 ? 2 : NV)>(w, from, stride, J.ck, b, tile, nr);
+        else micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
         copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
     };
     if (direct) {  // each strip of X packed first (its rows are far apart in X), then the
