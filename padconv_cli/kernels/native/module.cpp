@@ -54,6 +54,7 @@ namespace {
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
 const long ROW_BYTES = 256 * 1024;  // row kernel: padded input rows of one task
 const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
+const long SHARED_PACK_BYTES = 256 * 1024;  // packed W from which the threads share packing
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
@@ -411,7 +412,9 @@ void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
 
 // W packed by the threads of the run, a row block of the register tile per share, before
 // their first task: packing a large W on the calling thread alone held the helpers idle
-// (512 x 256 weights: about 30 us of a 1 ms pointwise Conv).
+// (512 x 256 weights: about 30 us of a 1 ms pointwise Conv).  A small W is packed by the
+// calling thread before the run (execute), so that no thread waits on a helper the system
+// took off its core in the middle of a share.
 template <typename T>
 struct Packing {
     const T* w = 0;  // W as given; null: nothing to pack
@@ -578,6 +581,8 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         packing.blocks = ceil_div(job.mg, ks.mr);
         packing.shares = job.group * packing.blocks;
         job.w = packed.get();
+        // a small W is packed before the helpers start: they never wait on one another for it
+        if (size.packed_elems * long(sizeof(T)) < SHARED_PACK_BYTES) packing.take_part(ks);
     }
     Run<T> run(job, ks, size.depthwise, size.tasks, size.scratch_elems, stop, packing);
     threads = working_threads(size, threads);
