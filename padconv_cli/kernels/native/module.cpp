@@ -54,7 +54,6 @@ namespace {
 const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * nb elements
 const long ROW_BYTES = 256 * 1024;  // row kernel: padded input rows of one task
 const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
-const long SHARED_PACK_BYTES = 256 * 1024;  // packed W from which the threads share packing
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
@@ -409,6 +408,8 @@ void pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
 void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
     ks.pack_w_f64(w, m, ck, p);
 }
+
+const long SHARED_PACK_BYTES = 256 * 1024;  // packed W from which the threads share packing
 
 // W packed by the threads of the run, a row block of the register tile per share, before
 // their first task: packing a large W on the calling thread alone held the helpers idle
