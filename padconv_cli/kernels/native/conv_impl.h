@@ -48,6 +48,10 @@ const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
 const int DW_NV = PADCONV_DW_NV;
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
+// channels ahead that the plane kernel's register tile asks for: its rows jump between taps
+// and channels, which the hardware prefetcher does not follow (measured with AVX2 on a 3x3
+// over 64 channels: about 10% faster)
+const long PLANE_PREFETCH = 2;
 
 // packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
 template <typename T>
@@ -222,39 +226,39 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
 #define PADCONV_TILE_INLINE inline
 #endif
 
-template <typename T>
-PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[MR][NV]) {
+template <typename T, int N>
+PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[MR][N]) {
     typedef typename VecOf<T>::V V;
     for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+        for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
 }
 
 // acc[i][v] += wq[i] * row[v * lanes ..]: one row q of the panel times column q of W's block.
-template <typename T>
-PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][NV], const T* wq,
+template <typename T, int N>
+PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][N], const T* wq,
                                    const T* row) {
     typedef typename VecOf<T>::V V;
-    typename V::type b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = V::load(row + v * V::lanes);
+    typename V::type b[N];
+    for (int v = 0; v < N; ++v) b[v] = V::load(row + v * V::lanes);
     for (int i = 0; i < MR; ++i) {
         const typename V::type a = V::bcast(wq[i]);
-        for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
+        for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
     }
 }
 
 // The epilogue: bias[i] added to row i (when given), then row i stored at out + i * ostride.
-template <typename T>
-PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][NV], const T* bias,
+template <typename T, int N>
+PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][N], const T* bias,
                                     T* out, long ostride) {
     typedef typename VecOf<T>::V V;
     if (bias) {
         for (int i = 0; i < MR; ++i) {
             const typename V::type b = V::bcast(bias[i]);
-            for (int v = 0; v < NV; ++v) acc[i][v] = V::add(acc[i][v], b);
+            for (int v = 0; v < N; ++v) acc[i][v] = V::add(acc[i][v], b);
         }
     }
     for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
+        for (int v = 0; v < N; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
 }
 
 // The bias of W's row block mb, of which `rows` rows are real: copied into `tile_bias` (MR
@@ -274,19 +278,20 @@ inline void copy_tile_part(const T* tile, long nr, long rows, long cols, T* out,
 }
 
 // out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
-// element; panel rows are `pstride` apart, output rows `ostride` apart.
-template <typename T>
+// element, for j below N vectors (NV, or fewer for a tile at the edge of the positions);
+// panel rows are `pstride` apart, output rows `ostride` apart.
+template <typename T, int N = NV>
 inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
                        T* out, long ostride) {
     typedef typename VecOf<T>::V V;
-    typename V::type acc[MR][NV];
+    typename V::type acc[MR][N];
     tile_zero<T>(acc);
     for (long q = 0; q < ck; ++q) {
         const T* row = panel + q * pstride;
 #if defined(__GNUC__) || defined(__clang__)
         // rows of a strip lie pstride apart: fetch some ahead (a hint; never faults)
         __builtin_prefetch(row + PREFETCH_ROWS * pstride);
-        __builtin_prefetch(row + PREFETCH_ROWS * pstride + NV * V::lanes - 1);
+        __builtin_prefetch(row + PREFETCH_ROWS * pstride + N * V::lanes - 1);
 #endif
         tile_step(acc, wp + q * MR, row);
     }
@@ -308,9 +313,15 @@ void pack_strip(const T* src, long stride, long ck, long cols, T* strip) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
     if (cols == nr) {
-        for (long q = 0; q < ck; ++q)
+        for (long q = 0; q < ck; ++q) {
+#if defined(__GNUC__) || defined(__clang__)
+            // rows far apart in X: asked for ahead (a hint; never faults)
+            __builtin_prefetch(src + (q + PREFETCH_ROWS) * stride);
+            __builtin_prefetch(src + (q + PREFETCH_ROWS) * stride + nr - 1);
+#endif
             for (int v = 0; v < NV; ++v)
                 V::store(strip + q * nr + v * V::lanes, V::load(src + q * stride + v * V::lanes));
+        }
         return;
     }
     for (long q = 0; q < ck; ++q) {
@@ -357,7 +368,11 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
             micro_tile<T>(w, from, stride, J.ck, b, out, J.out_plane);
             return;
         }
-        micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
+        // an edge of the positions: only the vectors that hold some (the sums are the same)
+        if (NV > 1 && cols <= V::lanes) micro_tile<T, 1>(w, from, stride, J.ck, b, tile, nr);
+        else if (NV > 2 && cols <= 2 * V::lanes)
+            micro_tile<T, (NV > 2 ? 2 : NV)>(w, from, stride, J.ck, b, tile, nr);
+        else micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
         copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
     };
     if (direct) {  // each strip of X packed first (its rows are far apart in X), then the
@@ -562,17 +577,24 @@ inline long plane_tap_offset(const ConvJob& J, long t) {
     return phase * J.plane_rows * J.plane_width + shift;
 }
 
-// out[i][e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) into a tile of MR rows of nr positions,
+// out[i * ostride + e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) for MR rows of nr positions,
 // row q = (c, t) of B read at `at` + c * cs + tap_offsets[t].
 template <typename T>
 inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
-                       const long* tap_offsets, const T* bias, T* tile) {
+                       const long* tap_offsets, const T* bias, T* out, long ostride) {
     typename VecOf<T>::V::type acc[MR][NV];
     tile_zero<T>(acc);
     const T* wq = wp;
     for (long c = 0; c < J.cg; ++c, at += cs)
-        for (long t = 0; t < J.taps; ++t, wq += MR) tile_step(acc, wq, at + tap_offsets[t]);
-    tile_store(acc, bias, tile, NV * VecOf<T>::V::lanes);
+        for (long t = 0; t < J.taps; ++t, wq += MR) {
+#if defined(__GNUC__) || defined(__clang__)
+            const T* ahead = at + PLANE_PREFETCH * cs + tap_offsets[t];
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + NV * VecOf<T>::V::lanes - 1);
+#endif
+            tile_step(acc, wq, at + tap_offsets[t]);
+        }
+    tile_store(acc, bias, out, ostride);
 }
 
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
@@ -646,6 +668,24 @@ inline void scatter_tile(const ConvJob& J, const T* tile, long nr, long rows, lo
     }
 }
 
+// Where in an output plane virtual position v lies when the `count` positions from v are all
+// real and in one output row (a tile stored straight into Y); -1 otherwise.
+inline long output_run(const ConvJob& J, long v, long count) {
+    const int last = J.rank - 1;
+    const long width = plane_extent(J, last), j = v % width;
+    if (j + count > J.out[last]) return -1;
+    long rest = v / width, flat = j, place = J.out[last];
+    for (int a = last - 1; a >= 0; --a) {
+        const long padded = a == 0 ? J.out[0] : plane_extent(J, a);
+        const long index = rest % padded;
+        rest /= padded;
+        if (index >= J.out[a]) return -1;
+        flat += index * place;
+        place *= J.out[a];
+    }
+    return flat;
+}
+
 template <typename T, typename S>
 void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     typedef typename VecOf<T>::V V;
@@ -654,7 +694,11 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     const long virtual_end = J.plane_end;
     const long block = task % J.blocks, image_group = task / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;
-    const long v0 = block * J.nb, v1 = min_l(v0 + J.nb, virtual_end), first = v0 / slab;
+    // block b: register tiles [b * U / blocks, (b + 1) * U / blocks) of the U that cover the
+    // virtual positions, at most nb / nr of them
+    const long units = (virtual_end + nr - 1) / nr;
+    const long v0 = block * units / J.blocks * nr;
+    const long v1 = min_l((block + 1) * units / J.blocks * nr, virtual_end), first = v0 / slab;
     const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
     fill_plane<T, S>(J, xg, first, plane);
     long tap_offsets[PADCONV_PLANE_TAPS];
@@ -670,10 +714,17 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
         const long rows = min_l(MR, J.mg - mb * MR);
         const T* w = wg + mb * MR * J.ck;
         const T* b = block_bias(bias, mb, rows, tile_bias);
+        T* y_block = y + mb * MR * J.out_plane;
         for (long v = v0; v < v1; v += nr) {
-            plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, tile);
-            scatter_tile(J, tile, nr, rows, v, min_l(nr, v1 - v), y + mb * MR * J.out_plane,
-                         J.out_plane);
+            const long count = min_l(nr, v1 - v);
+            const long at_y = rows == MR && count == nr ? output_run(J, v, nr) : -1;
+            if (at_y >= 0) {  // the whole tile lands in one row of Y
+                plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, y_block + at_y,
+                              J.out_plane);
+                continue;
+            }
+            plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, tile, nr);
+            scatter_tile(J, tile, nr, rows, v, count, y_block, J.out_plane);
         }
     }
 }

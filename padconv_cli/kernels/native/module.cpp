@@ -328,12 +328,18 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long fit = (budget / (job.cg * phases * slab * item) - reach0 - 1) * slab - reach + 1;
     nb = std::max(nr, std::min(nb, fit / nr * nr));  // about the most nb whose copy fits
     while (nb > nr && bytes_for(nb) > budget) nb -= nr;
+    long blocks = ceil_div(virtual_end, nb);
+    // as many tasks on every thread, of one size within a register tile (the tasks a thread
+    // gets alternate; 15 tasks, the last a half, left one thread 4% more on ResNet's 3x3)
+    const long images = job.n * job.group;
+    while (threads > 1 && images * blocks % threads != 0 && blocks * nr < virtual_end) ++blocks;
+    nb = ceil_div(ceil_div(virtual_end, nr), blocks) * nr;  // the largest block
     job.plane_kernel = 1;
     job.plane_width = slab;
     job.plane_rows = slabs_for(nb);
     job.plane_end = virtual_end;
     job.nb = nb;
-    job.blocks = ceil_div(virtual_end, nb);
+    job.blocks = blocks;
     return true;
 }
 
@@ -404,6 +410,45 @@ struct Stop {
     }
 };
 
+void pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
+    ks.pack_w_f32(w, m, ck, p);
+}
+void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
+    ks.pack_w_f64(w, m, ck, p);
+}
+
+const long SHARED_PACK_BYTES = 256 * 1024;  // packed W from which the threads share packing
+
+// W packed by the threads of the run, a row block of the register tile per share, before
+// their first task: packing a large W on the calling thread alone held the helpers idle
+// (512 x 256 weights: about 30 us of a 1 ms pointwise Conv).  A small W is packed by the
+// calling thread before the run (execute), so that no thread waits on a helper the system
+// took off its core in the middle of a share.
+template <typename T>
+struct Packing {
+    const T* w = 0;  // W as given; null: nothing to pack
+    T* packed = 0;
+    long mg = 0, ck = 0, mr = 1, blocks = 0, shares = 0;  // blocks per group, shares in all
+    std::atomic<long> next{0}, done{0};
+
+    // Packs shares while any is left, then waits for those other threads are packing.
+    void take_part(const KernelSet& ks) {
+        for (long share = next++; share < shares; share = next++) {
+            const long g = share / blocks, b = share % blocks;
+            pack(ks, w + (g * mg + b * mr) * ck, std::min(mr, mg - b * mr), ck,
+                 packed + (g * blocks + b) * mr * ck);
+            done.fetch_add(1, std::memory_order_release);
+        }
+        for (long i = 1; done.load(std::memory_order_acquire) < shares; ++i) {
+            // a packer the system took off its core gets this one after a while
+            if (i % 1024 == 0) std::this_thread::yield();
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+    }
+};
+
 template <typename T>
 struct Run {
     const ConvJob& job;
@@ -411,14 +456,16 @@ struct Run {
     bool depthwise;
     long tasks, scratch_elems;
     Stop& stop;
+    Packing<T>& packing;
     std::atomic<long> next{0};
     std::atomic<bool> failed{false};
     std::atomic<long> asked{0};  // bytes the threads' buffers were asked for, alignment included
 
-    Run(const ConvJob& j, const KernelSet& k, bool dw, long t, long s, Stop& st)
-        : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s), stop(st) {}
+    Run(const ConvJob& j, const KernelSet& k, bool dw, long t, long s, Stop& st, Packing<T>& p)
+        : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s), stop(st), packing(p) {}
 
     void work() {
+        packing.take_part(ks);
         T* scratch = static_cast<T*>(scratch_for(scratch_elems * sizeof(T)));
         asked += long(scratch_elems * sizeof(T)) + 64;
         if (!scratch) {
@@ -445,13 +492,6 @@ template <>
 void Run<double>::run_task(long task, double* scratch) {
     if (depthwise) ks.depthwise_task_f64(job, task, scratch);
     else ks.gemm_task_f64(job, task, scratch);
-}
-
-void pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
-    ks.pack_w_f32(w, m, ck, p);
-}
-void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
-    ks.pack_w_f64(w, m, ck, p);
 }
 
 // What one conv allocates besides X, W, B and Y: W packed in row blocks of the register tile
@@ -537,24 +577,27 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
         last_run_bytes = 0;
         return true;
     }
-    std::vector<T> packed;
+    std::unique_ptr<T[]> packed;  // not value-initialised: every element is packed
+    Packing<T> packing;
     if (!size.depthwise) {
-        const long rows = ceil_div(job.mg, ks.mr) * ks.mr;
-        try {
-            packed.resize(size.packed_elems);
-        } catch (const std::bad_alloc&) {
-            return false;
-        }
-        const T* w = static_cast<const T*>(job.w);
-        for (long g = 0; g < job.group; ++g)
-            pack(ks, w + g * job.mg * job.ck, job.mg, job.ck, packed.data() + g * rows * job.ck);
-        job.w = packed.data();
+        packed.reset(new (std::nothrow) T[size.packed_elems]);
+        if (!packed) return false;
+        packing.w = static_cast<const T*>(job.w);
+        packing.packed = packed.get();
+        packing.mg = job.mg;
+        packing.ck = job.ck;
+        packing.mr = ks.mr;
+        packing.blocks = ceil_div(job.mg, ks.mr);
+        packing.shares = job.group * packing.blocks;
+        job.w = packed.get();
+        // a small W is packed before the helpers start: they never wait on one another for it
+        if (size.packed_elems * long(sizeof(T)) < SHARED_PACK_BYTES) packing.take_part(ks);
     }
-    Run<T> run(job, ks, size.depthwise, size.tasks, size.scratch_elems, stop);
+    Run<T> run(job, ks, size.depthwise, size.tasks, size.scratch_elems, stop, packing);
     threads = working_threads(size, threads);
     // fewer threads than asked (pool busy, or no thread could start): the same sums
     pool().run(&Run<T>::work_of, &run, threads - 1);
-    last_run_bytes = long(packed.capacity() * sizeof(T)) + run.asked.load();
+    last_run_bytes = long(packed ? size.packed_elems * sizeof(T) : 0) + run.asked.load();
     return !run.failed;
 }
 
