@@ -470,7 +470,6 @@ def axis_cut(length: int, kernel: int, s: int, d: int, p: int, out: int) -> Axis
                    pads=(max(0, -start), max(0, end - (length - 1))))
 
 
-@functools.lru_cache(maxsize=256)  # every call of a shape asks it (18 us of the call)
 def plan_cut(plan: ConvPlan) -> Cut | None:
     """The part of the Conv that reads X; None when that is all of it.  Its plan needs no
     stride or dilation along an axis of one output or one tap (a stride of 3e7 would size the
