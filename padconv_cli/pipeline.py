@@ -8,7 +8,6 @@ the planned call (:class:`Planned`)::
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -183,8 +182,7 @@ class Planned:
         call = self.call
         data = _read(self.request.inputs[0], self.request.dtype, self.request.read_policy)
         arrays = (data, *call.arrays[1:])
-        self.resolved = dataclasses.replace(
-            self.resolved, call=dataclasses.replace(call, arrays=arrays))
+        self.resolved = self.resolved._replace(call=call._replace(arrays=arrays))
         self.declared = False
         if shape_of(data) != shape_of(call.arrays[0]):  # the file changed since it was opened
             self.plan = plan_resolved(self.resolved)
