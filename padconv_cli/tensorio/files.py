@@ -22,8 +22,7 @@ import shutil
 import stat
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.units import human_bytes
@@ -39,8 +38,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 READ_PIECE = 16 * 2**20
 
 
-@dataclass(frozen=True)
-class ReadPolicy:
+class ReadPolicy(NamedTuple):
     """The reading rules of one run (module docstring); ``ReadPolicy()`` is the default."""
 
     max_input_bytes: int | None = None  # None: half of the memory available when reading
