@@ -34,7 +34,7 @@ _KIND_NAMES = {
     stat.S_IFBLK: "is a block device, not a regular file",
     stat.S_IFSOCK: "is a socket, not a regular file",
 }
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = "[\x00-\x1f\x7f-\x9f\u2028\u2029]"  # what printable() escapes
 READ_PIECE = 16 * 2**20
 
 
@@ -85,7 +85,10 @@ def check_link_count(links: int, label: str, what: str, folder: str,
 
 def printable(text: object) -> str:
     """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``)."""
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), str(text))
+    text = str(text)
+    if text.isprintable():  # none of them: the pattern is compiled only when needed
+        return text
+    return re.sub(_CONTROL, lambda match: match.group().encode("unicode_escape").decode(), text)
 
 
 def one_line(text: object, limit: int = 300) -> str:
