@@ -18,7 +18,6 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 import stat
 import types
 from collections.abc import Callable
@@ -277,6 +276,8 @@ def replace_folder(temp: str, target: str) -> None:
         os.replace(temp, target)
     finally:
         if aside is not None:
+            import shutil  # here only: it loads the compression modules (start-up)
+
             old = os.path.join(aside, "store")
             if not os.path.lexists(target) and os.path.lexists(old):
                 os.replace(old, target)
