@@ -8,12 +8,11 @@ the planned call (:class:`Planned`)::
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from padconv_cli.errors import InputError, OutputError, OutputTooLargeError, PadconvError
 from padconv_cli.ops import Operator, ResolvedCall, dtype_of, operator, plain_call, shape_of
@@ -26,14 +25,13 @@ if TYPE_CHECKING:
 ENGINES = ("auto", "memory", "tiled", "dask")
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One operator call: ``attributes`` hold only what the caller gave, in kernel terms;
     ``model``/``node`` name a model node whose values come first."""
 
     operator: str
     inputs: tuple[Any, ...]
-    attributes: Mapping[str, Any] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = MappingProxyType({})  # immutable: one default for all
     model: str | None = None
     node: str | None = None
     engine: str = "auto"
@@ -48,8 +46,7 @@ class Request:
     read_policy: ReadPolicy | None = None  # None: the default ReadPolicy()
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     """What a call did: the engine, the plan, the result (in memory) or the tiled result."""
 
     engine: str
@@ -69,16 +66,16 @@ def run(request: Request, *, write: bool = True,
     return planned.execute(write=write)
 
 
-@dataclass
 class Planned:
     """A call opened, resolved and planned; the steps after the plan are its methods."""
 
-    request: Request
-    entry: Operator
-    resolved: ResolvedCall
-    plan: Any
-    engine: str  # the engine as known before the gate (``auto``: chosen by the gate)
-    declared: bool = False  # the data input is opened for its declared shape, not read
+    __slots__ = ("request", "entry", "resolved", "plan", "engine", "declared")
+
+    def __init__(self, request: Request, entry: Operator, resolved: ResolvedCall, plan: Any,
+                 engine: str, declared: bool = False) -> None:
+        self.request, self.entry, self.resolved, self.plan = request, entry, resolved, plan
+        self.engine = engine  # as known before the gate (``auto``: chosen by the gate)
+        self.declared = declared  # the data input is opened for its declared shape, not read
 
     @property
     def call(self) -> Any:
@@ -163,11 +160,11 @@ class Planned:
                                           self.call.attributes, settings)
             return Outcome(self.engine, self.plan, self.resolved, tiled=tiled)
         self._read_declared()
-        outcome = Outcome("memory", self.plan, self.resolved)
-        outcome.result = self.entry.run(self.plan, self.call.arrays, self.call.attributes)
+        result = self.entry.run(self.plan, self.call.arrays, self.call.attributes)
         dtype = self.output_dtype()
-        if outcome.result.dtype.kind == "O" and dtype.kind in "US":
-            outcome.string_dtype = dtype  # a wide string result held as python strings
+        wide_strings = result.dtype.kind == "O" and dtype.kind in "US"  # held as python strings
+        outcome = Outcome("memory", self.plan, self.resolved, result,
+                          string_dtype=dtype if wide_strings else None)
         if write and request.output is not None:
             from padconv_cli.tensorio import write_tensor
 
@@ -183,8 +180,7 @@ class Planned:
         call = self.call
         data = _read(self.request.inputs[0], self.request.dtype, self.request.read_policy)
         arrays = (data, *call.arrays[1:])
-        self.resolved = dataclasses.replace(
-            self.resolved, call=dataclasses.replace(call, arrays=arrays))
+        self.resolved = self.resolved._replace(call=call._replace(arrays=arrays))
         self.declared = False
         if shape_of(data) != shape_of(call.arrays[0]):  # the file changed since it was opened
             self.plan = plan_resolved(self.resolved)

@@ -15,8 +15,7 @@ Refusals are :class:`~padconv_cli.errors.OutputTooLargeError`; ``param`` names t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from padconv_cli.errors import OutputTooLargeError
 from padconv_cli.units import human_bytes
@@ -80,8 +79,7 @@ def default_memory_limit() -> int:
     return available_memory_bytes() // 2
 
 
-@dataclass(frozen=True)
-class Needs:
+class Needs(NamedTuple):
     """What one call needs, from its plan: bytes of the inputs as held, of the output as
     written and of the working memory; the output's shape and type for the messages."""
 

@@ -214,11 +214,11 @@ class ChoiceWithSuggestion(click.Choice):
         return "[" + "|".join(str(choice) for choice in self.choices) + "]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
-        import difflib
-
         lowered = {str(choice).lower(): choice for choice in self.choices}
         if isinstance(value, str) and value.lower() in lowered:
             return lowered[value.lower()]
+        import difflib  # only for the refusal (start-up)
+
         close = difflib.get_close_matches(str(value).lower(), list(lowered), n=1, cutoff=0.6)
         listing = ", ".join(str(choice) for choice in self.choices)
         hint = f"; did you mean {str(lowered[close[0]])!r}?" if close else ""

@@ -12,11 +12,11 @@ buffers inside each call and has no function the gate could ask first.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import numbers
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,17 +35,12 @@ UNPLANNED_BYTES = 2**62  # beyond any memory: what a geometry the native core ca
 NARROW_CHUNK_BYTES = 32 * 2**20  # float32 output computed at a time for float16/bfloat16
 
 
-@dataclasses.dataclass(frozen=True)
 class ConvGeometry:
-    """The shapes and resolved attributes a plan of the convolution family shares: ``pads`` in
-    the ONNX layout ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``."""
+    """What a plan of the convolution family derives from the fields it shares (``x_shape``,
+    ``w_shape``, ``kernel_shape``, ``strides``, ``dilations``, ``pads`` in the ONNX layout
+    ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]``)."""
 
-    x_shape: tuple[int, ...]
-    w_shape: tuple[int, ...]
-    kernel_shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    pads: tuple[int, ...]
+    __slots__ = ()
 
     @property
     def spatial_rank(self) -> int:
@@ -63,15 +58,23 @@ class ConvGeometry:
         return self.pads[self.spatial_rank :]
 
 
-@dataclasses.dataclass(frozen=True)
-class ConvPlan(ConvGeometry):
-    """Resolved Conv attributes and the output shape, from shapes only: ``pads`` after
-    ``auto_pad``, one readable ``formulas`` entry per spatial output axis."""
+class ConvPlan(NamedTuple):
+    """Resolved Conv attributes and the output shape, from shapes only: the fields of a
+    :class:`ConvGeometry`, ``pads`` after ``auto_pad``, one readable ``formulas`` entry per
+    spatial output axis."""
 
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    kernel_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]
     group: int
     auto_pad: str
     output_shape: tuple[int, ...]
     formulas: tuple[str, ...]
+    spatial_rank, pads_begin, pads_end = (ConvGeometry.spatial_rank, ConvGeometry.pads_begin,
+                                          ConvGeometry.pads_end)
 
     @property
     def flops(self) -> int:
@@ -409,8 +412,7 @@ def narrow_chunks(plan: ConvPlan) -> list[tuple[int, int]]:
 # finite).  The kernels start every sum from +0, so the cut changes no bit.
 
 
-@dataclasses.dataclass(frozen=True)
-class AxisCut:
+class AxisCut(NamedTuple):
     """What of one axis the cut keeps: taps ``[taps[0], taps[1]]``, outputs
     ``[outputs[0], outputs[1]]``, ``X[inputs[0]:inputs[1]]`` and the pads around it."""
 
@@ -420,8 +422,7 @@ class AxisCut:
     pads: tuple[int, int]
 
 
-@dataclasses.dataclass(frozen=True)
-class Cut:
+class Cut(NamedTuple):
     """The part of a Conv that reads X: one :class:`AxisCut` per spatial axis and the plan of
     that part, or ``axes is None`` when no output reads X at all."""
 
@@ -486,8 +487,7 @@ def plan_cut(plan: ConvPlan) -> Cut | None:
         return None
     kernel = tuple(a.taps[1] - a.taps[0] + 1 for a in axes)
     out = tuple(a.outputs[1] - a.outputs[0] + 1 for a in axes)
-    part = dataclasses.replace(
-        plan,
+    part = plan._replace(
         x_shape=(*plan.x_shape[:2], *(a.inputs[1] - a.inputs[0] for a in axes)),
         w_shape=(*plan.w_shape[:2], *kernel), kernel_shape=kernel,
         strides=tuple(s if o > 1 else 1 for s, o in zip(plan.strides, out, strict=True)),

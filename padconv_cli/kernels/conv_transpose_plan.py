@@ -40,6 +40,12 @@ class ConvTransposePlan(ConvGeometry):
     i * s + k * d - pads_begin == o of X[n, c, i] * W[c, m - g*M/G, k]``.
     """
 
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    kernel_shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[int, ...]
     output_padding: tuple[int, ...]
     group: int
     auto_pad: str

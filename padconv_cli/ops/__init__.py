@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from padconv_cli.errors import AttributeValueError
 
@@ -24,8 +23,8 @@ REFERENCE_PEER, ONNXRUNTIME_PEER = "onnx.reference", "onnxruntime"  # the runtim
 FLOAT, INT, STRING, TENSOR, FLOATS, INTS, STRINGS, SPARSE_TENSOR = 1, 2, 3, 4, 6, 7, 8, 11
 
 
-@dataclass(frozen=True)
-class Input:
+# NamedTuples, not dataclasses: a dataclass takes ~0.5 ms to create, a cost on every start-up.
+class Input(NamedTuple):
     """One input of the ONNX node: ``role`` DATA or ATTRIBUTE (Pad's ``pads``), ``required``
     ALWAYS, UNLESS_MODEL or OPTIONAL, ``literal_type`` the type an inline literal takes
     without --dtype (a type name, or an earlier input's name)."""
@@ -36,8 +35,7 @@ class Input:
     literal_type: str | None = None
 
 
-@dataclass(frozen=True)
-class Attribute:
+class Attribute(NamedTuple):
     """One attribute in kernel terms and its flag (``kind``: ints, int, choice or text)."""
 
     name: str
@@ -55,15 +53,14 @@ class Attribute:
         return "--" + self.name.replace("_", "-")
 
 
-@dataclass(frozen=True)
-class KernelCall:
+class KernelCall(NamedTuple):
     """The kernel on ``arrays`` (node order, None where omitted) and ``attributes`` (kernel
     terms), by the rules of ONNX version ``version``."""
 
     op_type: str
     version: int
     arrays: tuple[Any, ...]
-    attributes: dict[str, Any] = field(default_factory=dict)
+    attributes: dict[str, Any]
     notes: tuple[str, ...] = ()  # one-line remarks for the user (an off-spec node computed)
 
     @property
@@ -79,15 +76,14 @@ class KernelCall:
                         if value is not None and defaults.get(name, object()) != value)
 
 
-@dataclass(frozen=True)
-class ResolvedCall:
+class ResolvedCall(NamedTuple):
     """A kernel call ready for planning, and where its pieces came from."""
 
     call: KernelCall
     given: frozenset[str]  # attributes set by a flag or by the model (others are defaults)
     embedded: frozenset[str] = frozenset()  # data inputs taken from the model
     origin: Any = None  # the models.ModelNode the call came from
-    overridden: tuple[str, ...] = field(default=())  # model attributes a flag replaced
+    overridden: tuple[str, ...] = ()  # model attributes a flag replaced
 
 
 def _short(value: Any, *, quote: bool = False) -> str:
@@ -102,8 +98,7 @@ def _short(value: Any, *, quote: bool = False) -> str:
     return value if isinstance(value, str) and not quote else repr(value)
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """The command's one-line summary, help and examples."""
 
     summary: str
@@ -114,8 +109,7 @@ class Command:
 Fn = Callable[..., Any]
 
 
-@dataclass(frozen=True)
-class Operator:
+class Operator(NamedTuple):
     """One operator; each field is a rule of it (signatures: ``docs/architecture.md``)."""
 
     # declarations

@@ -140,12 +140,10 @@ def needs(arrays: Sequence[Any], made: Any, dtype: np.dtype, attributes: Mapping
           fmt: str) -> Any:
     """Inputs, the output, the exact sums' working memory plus the requantization's float64
     estimate, rounding and mask (about 4 float64 arrays of the output's size)."""
-    from dataclasses import replace
-
     import numpy as np
 
     base = integer_needs(arrays, made, np.dtype(made.y_dtype))
-    return replace(base, working=base.working + 4 * 8 * math.prod(made.output_shape))
+    return base._replace(working=base.working + 4 * 8 * math.prod(made.output_shape))
 
 
 def plan_tiles(call: KernelCall, made: Any, limit: int) -> Any:

@@ -15,7 +15,6 @@ runs with that many groups) or a part of one group (``group = 1`` on its input c
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import math
@@ -83,8 +82,7 @@ def tile_plan(plan: ConvPlan, tile_shape: tuple[int, ...]) -> ConvPlan:
     spans = [min(n, (o - 1) * s + effective_kernel_size(k, d))
              for n, o, s, d, k in zip(plan.x_shape[2:], out_spatial, plan.strides,
                                       plan.dilations, plan.kernel_shape, strict=True)]
-    return dataclasses.replace(plan, x_shape=(images, in_channels, *spans),
-                               output_shape=tuple(tile_shape))
+    return plan._replace(x_shape=(images, in_channels, *spans), output_shape=tuple(tile_shape))
 
 
 def conv_tile_cost(tile_shape: tuple[int, ...], *, plan: ConvPlan, itemsize: int) -> int:
@@ -180,8 +178,8 @@ def block_plan(plan: ConvPlan, block_shape: tuple[int, ...], tile: TileInput) ->
                             block_shape[2:], tile.pads[:rank], tile.pads[rank:], plan.kernel_shape,
                             plan.dilations, plan.strides, strict=True))
     w_shape = (tile.channels.m1 - tile.channels.m0, *plan.w_shape[1:])
-    return dataclasses.replace(
-        plan, x_shape=tuple(block_shape), w_shape=w_shape, pads=tuple(tile.pads),
+    return plan._replace(
+        x_shape=tuple(block_shape), w_shape=w_shape, pads=tuple(tile.pads),
         group=tile.channels.group, auto_pad="NOTSET",
         output_shape=(block_shape[0], w_shape[0], *out_spatial))
 

@@ -9,7 +9,6 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,15 +35,16 @@ from padconv_cli.tensorio.npy import (
 from padconv_cli.units import human_bytes
 
 
-@dataclass(frozen=True)
 class NpyInput:
     """A validated ``.npy`` file read one box at a time with ``pread``."""
 
-    path: str
-    header: NpyHeader
-    # (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) when opened
-    identity: tuple[int, ...] | None = None
-    max_read_bytes: int | None = None  # the input limit where it was opened (workers keep it)
+    __slots__ = ("path", "header", "identity", "max_read_bytes")
+
+    def __init__(self, path: str, header: NpyHeader, identity: tuple[int, ...] | None = None,
+                 max_read_bytes: int | None = None) -> None:
+        self.path, self.header = path, header
+        self.identity = identity  # (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns) when opened
+        self.max_read_bytes = max_read_bytes  # the input limit where opened (workers keep it)
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -52,8 +52,9 @@ OUTPUT_FORMATS = ("npy", "pb")
 STDOUT_TARGET = "-"
 ZARR_MARKERS = ("zarr.json", ".zarray")
 _PATH_STARTS = ("/", "./", "../", "~", ".\\", "..\\")
-_MODEL_MARK = re.compile(r"\.onnx:", re.IGNORECASE)
-_MEMBER_PATTERN = re.compile(r"(?P<archive>.+\.npz):(?P<member>[^/\\]+)", re.IGNORECASE)
+# patterns, compiled on first use (re caches them): most sources are existing files
+_MODEL_MARK = r"(?i)\.onnx:"
+_MEMBER_PATTERN = r"(?i)(?P<archive>.+\.npz):(?P<member>[^/\\]+)"
 _LITERAL_STARTS = set("[(-+.0123456789\"'")
 _LITERAL_WORDS = {"true", "false", "nan", "inf", "infinity", "-inf", "+inf", "-infinity"}
 
@@ -74,11 +75,11 @@ def classify_source(source: str) -> Source:
         return Source("stdin", "-", member=source[2:])
     if os.path.lexists(source):
         return Source("file", source)
-    starts = [m.end() for m in _MODEL_MARK.finditer(source) if m.end() < len(source)]
+    starts = [m.end() for m in re.finditer(_MODEL_MARK, source) if m.end() < len(source)]
     if starts:  # rule 3: the first split whose model file exists, else the first split
         end = next((e for e in starts if os.path.isfile(source[: e - 1])), starts[0])
         return Source("model", source[: end - 1], member=source[end:])
-    match = _MEMBER_PATTERN.fullmatch(source)
+    match = re.fullmatch(_MEMBER_PATTERN, source)
     if match:
         return Source("file", match["archive"], member=match["member"])
     if os.path.splitext(source)[1].lower() in TENSOR_SUFFIXES or source.startswith(_PATH_STARTS):

@@ -18,12 +18,10 @@ import contextlib
 import errno
 import os
 import re
-import shutil
 import stat
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from padconv_cli.errors import InputError, OutputError
 from padconv_cli.units import human_bytes
@@ -35,12 +33,11 @@ _KIND_NAMES = {
     stat.S_IFBLK: "is a block device, not a regular file",
     stat.S_IFSOCK: "is a socket, not a regular file",
 }
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = "[\x00-\x1f\x7f-\x9f\u2028\u2029]"  # what printable() escapes
 READ_PIECE = 16 * 2**20
 
 
-@dataclass(frozen=True)
-class ReadPolicy:
+class ReadPolicy(NamedTuple):
     """The reading rules of one run (module docstring); ``ReadPolicy()`` is the default."""
 
     max_input_bytes: int | None = None  # None: half of the memory available when reading
@@ -87,7 +84,10 @@ def check_link_count(links: int, label: str, what: str, folder: str,
 
 def printable(text: object) -> str:
     """``text`` with control characters and line separators escaped (``\\n``, ``\\x01``)."""
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode(), str(text))
+    text = str(text)
+    if text.isprintable():  # none of them: the pattern is compiled only when needed
+        return text
+    return re.sub(_CONTROL, lambda match: match.group().encode("unicode_escape").decode(), text)
 
 
 def one_line(text: object, limit: int = 300) -> str:
@@ -276,6 +276,8 @@ def replace_folder(temp: str, target: str) -> None:
         os.replace(temp, target)
     finally:
         if aside is not None:
+            import shutil  # here only: it loads the compression modules (start-up)
+
             old = os.path.join(aside, "store")
             if not os.path.lexists(target) and os.path.lexists(old):
                 os.replace(old, target)

@@ -4,7 +4,6 @@ errors, and the notes a new user needs."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 
 import numpy as np
@@ -574,10 +573,10 @@ def _with_extra_declarations():
     extra = Attribute("rounding", "choice", "even", choices=("even", "away"),
                       show_default=True, help="How halfway values round.")
     texts = Command("ONNX Conv, declared anew.", "Convolve X with W.", "Examples:\n  here")
-    return dataclasses.replace(CONV, inputs=(*CONV.inputs, extra_input),
-                               attributes=(*CONV.attributes, extra), texts=texts,
-                               typed=lambda attributes, dtype: {
-                                   k: v for k, v in attributes.items() if k != "rounding"})
+    return CONV._replace(inputs=(*CONV.inputs, extra_input),
+                         attributes=(*CONV.attributes, extra), texts=texts,
+                         typed=lambda attributes, dtype: {
+                             k: v for k, v in attributes.items() if k != "rounding"})
 
 
 def test_declared_inputs_attributes_and_texts_make_the_help():
@@ -597,9 +596,8 @@ def test_a_choice_outside_the_declared_ones_is_refused_with_a_suggestion():
 
 
 def test_what_the_declarations_require_is_refused_when_missing(tmp_path):
-    declared = dataclasses.replace(
-        CONV, attributes=(*CONV.attributes[:-1],
-                          dataclasses.replace(CONV.attributes[-1], required=True)))
+    declared = CONV._replace(
+        attributes=(*CONV.attributes[:-1], CONV.attributes[-1]._replace(required=True)))
     command = operator_command(declared)
     np.save(tmp_path / "x.npy", np.ones((1, 1, 3, 3), np.float32))
     missing_w = _invoke(command, str(tmp_path / "x.npy"))

@@ -3,7 +3,6 @@ mean what was typed are refused before any work, and every --json output encodes
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -86,8 +85,8 @@ def _off_by(monkeypatch, offset):
     from padconv_cli import ops as operators
 
     entry = operators.OPERATORS["Pad"]
-    monkeypatch.setitem(operators.OPERATORS, "Pad", dataclasses.replace(
-        entry, run=lambda *args: entry.run(*args) + offset))
+    monkeypatch.setitem(operators.OPERATORS, "Pad", entry._replace(
+        run=lambda *args: entry.run(*args) + offset))
 
 
 def test_check_json_complex_mismatch(run_cli, tmp_path, monkeypatch):

@@ -179,12 +179,9 @@ def test_tile_read_after_an_in_place_rewrite_is_an_input_error(tmp_path):
 def test_a_rewrite_after_the_last_read_publishes_nothing(tmp_path):
     """One tile: the change comes after every read, so only the check before publishing sees
     it; the target is not created."""
-    import dataclasses
-
     from padconv_cli.outofcore.npy_blocks import NpyInput
     from padconv_cli.outofcore.pad_tiles import tiled_pad
 
-    @dataclasses.dataclass(frozen=True)
     class RewrittenAfterEachRead(NpyInput):
         def read(self, box):
             part = super().read(box)

@@ -610,12 +610,9 @@ def test_real_pad_command_runs_tiled(tmp_path, run_cli):
 
 def test_an_operator_without_out_of_core_engines_runs_in_memory_or_is_refused(tmp_path,
                                                                                monkeypatch):
-    import dataclasses
-
     from padconv_cli import ops
 
-    monkeypatch.setitem(ops.OPERATORS, "Pad",
-                        dataclasses.replace(ops.OPERATORS["Pad"], engines=("memory",)))
+    monkeypatch.setitem(ops.OPERATORS, "Pad", ops.OPERATORS["Pad"]._replace(engines=("memory",)))
     np.save(tmp_path / "x.npy", np.zeros((100, 100), np.float32))
     source, target = str(tmp_path / "x.npy"), str(tmp_path / "y.npy")
     attrs = {"pads": [1, 1, 1, 1], "mode": "constant"}

@@ -139,6 +139,15 @@ def test_big_endian_arrays_are_written_to_pb(tmp_path, dtype):
         assert_identical(array, back)
 
 
+def test_printable_escapes_control_characters_and_line_separators_only():
+    from padconv_cli.tensorio.files import printable
+
+    for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029):
+        assert printable(f"a{chr(code)}b") == f"a{chr(code).encode('unicode_escape').decode()}b"
+    kept = "x.npy \u00e9\u00a0\u200b\ufeff"  # printable, or not but no control character
+    assert printable(kept) == kept
+
+
 def test_pathlib_paths_are_accepted(tmp_path):
     write_tensor(np.arange(3), tmp_path / "p.npy")
     assert read_tensor(tmp_path / "p.npy").tolist() == [0, 1, 2]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import ml_dtypes
@@ -81,7 +80,7 @@ def test_plan_of_the_padding_example():
     assert plan.strides == plan.dilations == (1, 1)
     assert plan.formulas[0] == "out[0] = floor((5 + 1 + 1 - ((3-1)*1+1)) / 1) + 1 = 5"
     assert plan.flops == 2 * 1 * 1 * 25 * 1 * 9
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # the plan is immutable
         plan.group = 2
 
 

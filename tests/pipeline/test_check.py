@@ -4,7 +4,6 @@ disagreement, and the report where onnxruntime is not installed."""
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import io
 import json
 from pathlib import Path
@@ -79,9 +78,7 @@ def test_disagreement_exits_1_and_names_no_winner(run_cli, files, monkeypatch):
     from padconv_cli import ops as operators
 
     pad_entry = operators.OPERATORS["Pad"]
-    off = dataclasses.replace(
-        pad_entry, run=lambda *args: pad_entry.run(*args) + np.float32(0.5)
-    )
+    off = pad_entry._replace(run=lambda *args: pad_entry.run(*args) + np.float32(0.5))
     monkeypatch.setitem(operators.OPERATORS, "Pad", off)
     result = run_cli("pad", "d.npy", "--pads", "1", "1", "1", "1", "--check", "-o", "y.npy")
     assert result.exit_code == 1
