@@ -48,6 +48,7 @@ PyObject* padconv_py_requantize(PyObject*, PyObject* args);  // qconv_module.cpp
 padconv::Pool& padconv_shared_pool();  // Conv's pool, lent to the integer Conv (below)
 PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args);  // conv_transpose_phases.cpp
 PyObject* padconv_py_gather_kernels(PyObject*, PyObject* args);     // conv_transpose_phases.cpp
+PyObject* padconv_py_pad_into(PyObject*, PyObject* args);           // pad.cpp
 
 namespace {
 
@@ -772,6 +773,9 @@ PyMethodDef methods[] = {
     {"gather_kernels", padconv_py_gather_kernels, METH_VARARGS,
      "gather_kernels(w, taps, out, m0): out[p, m, c, t] = w[c, m0 + m, taps[p, t]], "
      "ConvTranspose's phase sub-kernels in Conv's layout (conv_transpose_phases.cpp)."},
+    {"pad_into", padconv_py_pad_into, METH_VARARGS,
+     "pad_into(src, out, tables, fill, threads): out[i...] = src[tables[a][i_a]...], fill "
+     "where an index is -1; elements of 1, 2, 4, 8 or 16 bytes (pad.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
@@ -808,3 +812,4 @@ PyMODINIT_FUNC PyInit__native(void) {
 
 // The integer Conv and ConvTranspose's phases run their tasks on the same helpers as Conv.
 padconv::Pool& padconv_shared_pool() { return pool(); }
+long padconv_stop_requests() { return stop_requests.load(); }  // Pad stops on them too
