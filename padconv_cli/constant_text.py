@@ -1,6 +1,6 @@
 """Pad's constant value written as text (``--constant-value``), turned into a typed element.
 
-The kernel (:func:`padconv_cli.kernels.pad_values.coerce_constant_value`) takes typed values
+The kernel (:func:`padconv_cli.kernels.pad.coerce_constant_value`) takes typed values
 only; this module reads the text a user typed, by the element kind of the data
 (:func:`padconv_cli.dtypes.element_kind`), and hands the number to the kernel's coercion,
 which applies the type's range.  Used where the caller's attributes are resolved against the
@@ -27,8 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from padconv_cli.errors import AttributeValueError
-from padconv_cli.kernels.pad_values import coerce_constant_value, float_range, pad_element_kind
+from padconv_cli.kernels.pad import (
+    coerce_constant_value,
+    float_range,
+    not_a,
+    pad_element_kind,
+    refusal,
+)
 
 
 def constant_from_text(text: str, dtype: Any) -> Any:
@@ -39,7 +44,7 @@ def constant_from_text(text: str, dtype: Any) -> Any:
     if kind == "string":
         return coerce_constant_value(text, dt)
     if not text.isascii() or "_" in text:
-        raise _not_a(text, "plain ASCII number text", dt,
+        raise not_a(text, dt, "plain ASCII number text",
                      "ASCII digits, without '_' separators")
     value = _PARSERS[kind](text, dt)
     return coerce_constant_value(value, dt, shown=text.strip())
@@ -53,23 +58,13 @@ def typed_attributes(attributes: Mapping[str, Any], dtype: Any) -> dict[str, Any
     return typed
 
 
-def _refused(message: str) -> AttributeValueError:
-    return AttributeValueError(message, param="constant_value")
-
-
-def _not_a(text: str, what: str, dt: np.dtype, needs: str) -> AttributeValueError:
-    article = "an" if str(dt).startswith("i") else "a"
-    shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
-    return _refused(f"constant_value {shown} is not {what}; {article} {dt} tensor needs {needs}")
-
-
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
 
 def _bool_text(text: str, dt: np.dtype) -> bool:
     word = text.strip().lower()
     if word not in _BOOL_TEXT:
-        raise _not_a(text, "a boolean", dt, "true, false, 0 or 1")
+        raise not_a(text, dt, "a boolean", "true, false, 0 or 1")
     return _BOOL_TEXT[word]
 
 
@@ -79,9 +74,9 @@ def _integral_text(text: str, dt: np.dtype) -> int:
     try:
         number = Decimal(text.strip())
     except InvalidOperation:
-        raise _not_a(text, "an integer", dt, "an integer") from None
+        raise not_a(text, dt, "an integer", "an integer") from None
     if not number.is_finite() or number != number.to_integral_value():
-        raise _not_a(text, "an integer", dt, "an integer")
+        raise not_a(text, dt, "an integer", "an integer")
     return int(number)
 
 
@@ -93,12 +88,12 @@ def _real_text(text: str, dt: np.dtype) -> float:
         try:
             complex(stripped.replace(" ", ""))
         except ValueError:
-            raise _not_a(text, "a number", dt, "a real number") from None
-        raise _refused(f"constant_value {stripped} is complex; a {dt} tensor needs a real "
+            raise not_a(text, dt, "a number", "a real number") from None
+        raise refusal(f"constant_value {stripped} is complex; a {dt} tensor needs a real "
                        "number") from None
     names_infinity = stripped.lstrip("+-").lower() in ("inf", "infinity")  # not "1e999"
     if math.isinf(number) and not names_infinity:
-        raise _refused(f"constant_value {stripped} does not fit {dt} {float_range(dt)}")
+        raise refusal(f"constant_value {stripped} does not fit {dt} {float_range(dt)}")
     return number
 
 
@@ -106,7 +101,7 @@ def _complex_text(text: str, dt: np.dtype) -> complex:
     try:
         return complex(text.strip().replace(" ", ""))
     except ValueError:
-        raise _not_a(text, "a number", dt, "a (complex) number") from None
+        raise not_a(text, dt, "a number", "a (complex) number") from None
 
 
 _PARSERS: dict[str, Callable[[str, np.dtype], Any]] = {

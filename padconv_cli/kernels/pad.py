@@ -83,13 +83,13 @@ def coerce_constant_value(value: Any, dtype: Any, *, shown: str | None = None) -
     if kind == "string" and isinstance(value, str):
         return str(value)
     if kind == "string" or isinstance(value, str):
-        raise _not_a(value, dt, *_WANTED[kind])
+        raise not_a(value, dt, *_WANTED[kind])
     shown = _clipped(shown or str(value))
     if kind == "bool":
         if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer))
                                                    and value in (0, 1)):
             return np.bool_(int(value))
-        raise _not_a(value, dt, *_WANTED[kind])
+        raise not_a(value, dt, *_WANTED[kind])
     if kind == "int":
         return _coerce_int(value, dt, shown)
     if kind == "float":
@@ -107,18 +107,20 @@ _WANTED = {
 }
 
 
-def _not_a(value: Any, dt: np.dtype, what: str, needs: str) -> AttributeValueError:
+def not_a(value: Any, dt: np.dtype, what: str, needs: str) -> AttributeValueError:
+    """The refusal ``constant_value V is not <what>; a <dtype> tensor needs <needs>``."""
     name = "string" if dt.kind in "OU" else str(dt)
     article = "an" if name.startswith("i") else "a"
     shown = _clipped(repr(value) if isinstance(value, (str, bytes)) else str(value))
-    return _refused(f"constant_value {shown} is not {what}; {article} {name} tensor needs {needs}")
+    return refusal(f"constant_value {shown} is not {what}; {article} {name} tensor needs {needs}")
 
 
 def _clipped(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _refused(message: str) -> AttributeValueError:
+def refusal(message: str) -> AttributeValueError:
+    """A refusal of the constant_value parameter."""
     return AttributeValueError(message, param="constant_value")
 
 
@@ -136,22 +138,22 @@ def _coerce_int(value: Any, dt: np.dtype, shown: str) -> np.generic:
     elif _is_real_number(value) and math.isfinite(float(value)) and float(value).is_integer():
         number = int(float(value))
     if number is None:
-        raise _not_a(value, dt, *_WANTED["int"])
+        raise not_a(value, dt, *_WANTED["int"])
     low, high = integer_range(dt)
     if not low <= number <= high:
-        raise _refused(f"constant_value {shown} does not fit {dt} [{low}, {high}]")
+        raise refusal(f"constant_value {shown} does not fit {dt} [{low}, {high}]")
     return np.array(number, dtype=dt)[()]
 
 
 def _coerce_float(value: Any, dt: np.dtype, shown: str) -> np.generic:
     if isinstance(value, (complex, np.complexfloating)):
-        raise _refused(f"constant_value {value} is complex; a {dt} tensor needs a real number")
+        raise refusal(f"constant_value {value} is complex; a {dt} tensor needs a real number")
     if not _is_real_number(value):
-        raise _not_a(value, dt, *_WANTED["float"])
+        raise not_a(value, dt, *_WANTED["float"])
     try:
         number = float(value)
     except OverflowError:  # an int too large for any float
-        raise _refused(
+        raise refusal(
             f"constant_value {_clipped(str(value))} does not fit {dt} {float_range(dt)}"
         ) from None
     result = _cast_real(number, dt)
@@ -172,13 +174,13 @@ def _check_float_fits(number: float, result: Any, shown: str, dt: np.dtype,
     name = target if target is not None else dt
     if math.isnan(number):
         if not math.isnan(got):
-            raise _refused(f"constant_value {shown}: {name} has no NaN")
+            raise refusal(f"constant_value {shown}: {name} has no NaN")
     elif math.isinf(number):
         if got != number:
-            raise _refused(f"constant_value {shown}: {name} has no infinity")
+            raise refusal(f"constant_value {shown}: {name} has no infinity")
     elif not math.isfinite(got) or abs(number) >= _overflow_threshold(dt):
         parts = float_range(dt) if target is None else f"(parts in {float_range(dt)})"
-        raise _refused(f"constant_value {shown} does not fit {name} {parts}")
+        raise refusal(f"constant_value {shown} does not fit {name} {parts}")
 
 
 def _overflow_threshold(dt: np.dtype) -> float:
@@ -201,7 +203,7 @@ def _coerce_complex(value: Any, dt: np.dtype, shown: str) -> np.generic:
         with contextlib.suppress(OverflowError):
             number = complex(value)
     if number is None:
-        raise _not_a(value, dt, "a number that fits", "a (complex) number")
+        raise not_a(value, dt, "a number that fits", "a (complex) number")
     part_dtype = np.dtype(np.float32 if dt == np.complex64 else np.float64)
     for part in (number.real, number.imag):
         _check_float_fits(part, _cast_real(part, part_dtype), shown, part_dtype, dt)
@@ -398,14 +400,11 @@ def fill_value(constant_value: Any, dt: np.dtype, plan: PadPlan) -> Any:
 
 def pad(data: Any, pads: Any, constant_value: Any = None, axes: Any = None, mode: str = "constant",
         *, out: np.ndarray | None = None) -> np.ndarray:
-    """ONNX Pad-25: crop the negative pads, then pad with ``mode`` (module docstring).
-
-    ``output[i] = data'[source(i)]``, ``data'`` the cropped input, with ``j = i - pad_begin``
-    and ``n`` the cropped length: constant -> the constant outside ``[0, n)``; edge ->
-    ``clip(j, 0, n-1)``; wrap -> ``j mod n``; reflect -> ``m = j mod 2(n-1)``, ``m if m < n
-    else 2(n-1) - m`` (``0`` when ``n == 1``).  ``constant_value`` is validated whenever given.
-    Returns a new array, or ``out`` (exactly the output's shape and dtype, writable, sharing no
-    memory with ``data``): reusing it saves the page faults of fresh memory.
+    """ONNX Pad-25: crop the negative pads, then pad with ``mode`` (module docstring):
+    ``output[i_0, ...] = data'[s_0(i_0), ...]``, ``data'`` the cropped input, ``s_a`` the mode's
+    index rule (:func:`source_indices`), the constant where it gives -1.  ``constant_value`` is
+    validated whenever given.  Returns a new array, or ``out`` (exactly the output's shape and
+    dtype, writable, sharing no memory with ``data``): reusing it saves fresh memory's faults.
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
     plan = plan_pad(array.shape, pads, axes, mode, dtype=array.dtype)
