@@ -813,3 +813,4 @@ PyMODINIT_FUNC PyInit__native(void) {
 // The integer Conv and ConvTranspose's phases run their tasks on the same helpers as Conv.
 padconv::Pool& padconv_shared_pool() { return pool(); }
 long padconv_stop_requests() { return stop_requests.load(); }  // Pad stops on them too
+unsigned long padconv_main_thread() { return main_thread; }

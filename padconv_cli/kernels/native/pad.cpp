@@ -9,8 +9,8 @@
 // else it reads one source row: the last axis is copied in runs of consecutive source indices
 // (one memcpy for the interior when both rows are contiguous).  Rows are shared by the calling
 // thread and up to `threads` - 1 helpers of Conv's pool, so that a fresh output is first touched
-// by every core; the GIL is released.  A request_stop() or a Python signal handler that raised
-// (checked on the calling thread every STOP_CHECK_MS) stops the call between tasks: it raises
+// by every core; the GIL is released.  A request_stop() or, on the main thread, a Python signal
+// handler that raised (they run every STOP_CHECK_MS) stops the call between tasks: it raises
 // that exception (or RuntimeError) and `out` is partly written.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,10 +27,11 @@
 
 padconv::Pool& padconv_shared_pool();  // module.cpp
 long padconv_stop_requests();          // module.cpp
+unsigned long padconv_main_thread();   // module.cpp
 
 namespace {
 
-const long TASK_BYTES = 64 * 1024;  // output bytes of one task
+const long TASK_BYTES = 2 << 20;  // output bytes of one task: threads fault in pages of their own
 const long STOP_CHECK_MS = 20;
 
 // Consecutive output positions of the last axis that read consecutive source positions
@@ -55,16 +56,18 @@ struct PadJob {
     long requests_at_start = padconv_stop_requests();
     std::thread::id caller = std::this_thread::get_id();
     PyThreadState* state = 0;
-    std::chrono::steady_clock::time_point next_check = std::chrono::steady_clock::now();
+    bool on_main_thread = PyThread_get_thread_ident() == padconv_main_thread();
+    std::chrono::steady_clock::time_point next_check =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(STOP_CHECK_MS);
     std::atomic<bool> stopped{false};
 
     bool stop_now() {
         if (stopped.load(std::memory_order_relaxed)) return true;
         if (padconv_stop_requests() != requests_at_start) stopped = true;
         const auto at = std::chrono::steady_clock::now();
-        if (std::this_thread::get_id() == caller && at >= next_check) {
+        if (on_main_thread && std::this_thread::get_id() == caller && at >= next_check) {
             next_check = at + std::chrono::milliseconds(STOP_CHECK_MS);
-            PyEval_RestoreThread(state);  // signal handlers run on the main thread only
+            PyEval_RestoreThread(state);  // run the handlers of the signals that arrived
             if (PyErr_CheckSignals() < 0) stopped = true;
             state = PyEval_SaveThread();
         }
