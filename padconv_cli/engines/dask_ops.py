@@ -151,10 +151,8 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
         axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape, cost, block_bytes)
     tasks = {}
     for index, tile in _indexed_tiles(axis_ranges):
-        reads = pad_tiles.tile_reads(tile, plan)
-        fetches = [source.fetch_task(box) for box in pad_tiles.read_boxes(reads, plan)]
-        shape = tuple(stop - start for start, stop in tile)
-        tasks[index] = (pad_tiles.pad_tile, fetches, reads, shape, fill, out_dtype)
+        fetches = [source.fetch_task(box) for box in pad_tiles.read_boxes(tile, plan)]
+        tasks[index] = (pad_tiles.pad_tile, fetches, tile, plan, fill, out_dtype)
     return blocks_array("pad", tasks, axis_ranges, out_dtype,
                         [x, pads, constant_value, axes, mode], source)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
 import operator
 from collections.abc import Iterable, Sequence
@@ -423,8 +424,13 @@ def pad_planned(
         out = _allocate(plan.output_shape, dtype)
     else:
         _check_out(out, plan.output_shape, dtype, data)
-    tables = [source_indices(ax, plan.mode) for ax in plan.per_axis]
-    fill_from_tables(data[plan.crop_slices], out, tables, fill)
+    src = data[plan.crop_slices]
+    chunks = [[(a, min(a + _TABLE_CHUNK, ax.out_dim)) for a in range(0, ax.out_dim, _TABLE_CHUNK)]
+              for ax in plan.per_axis]
+    for box in itertools.product(*chunks):  # tables of bounded size, whatever the shape
+        tables = [source_indices(ax, plan.mode, a, b)
+                  for ax, (a, b) in zip(plan.per_axis, box, strict=True)]
+        fill_from_tables(src, out[(*itertools.starmap(slice, box), ...)], tables, fill)
     return out
 
 
@@ -459,6 +465,7 @@ def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray)
 # numpy views of each native element size: only the bytes of an element are copied
 _NATIVE_VIEWS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
 _PARALLEL_BYTES = 1 << 18  # outputs from this size on are filled by all the cores
+_TABLE_CHUNK = 1 << 16  # output positions of an axis filled at a time (8 bytes each in a table)
 
 
 def source_indices(ax: AxisPad, mode: str, start: int = 0, stop: int | None = None) -> np.ndarray:

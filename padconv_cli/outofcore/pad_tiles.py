@@ -28,6 +28,7 @@ from padconv_cli.outofcore.tiling import choose_tile_shape, split_range, write_t
 # What one axis of a tile reads: the runs ``(start, stop)`` of cropped input indices, in
 # order, and each output position's index into their concatenation (-1: the constant).
 AxisReads = tuple[list[tuple[int, int]], np.ndarray]
+TABLE_BYTES = 48  # per position of a tile's axis: its tables and their temporaries (int64)
 
 
 def axis_reads(t0: int, t1: int, axis: kernel.AxisPad, mode: str) -> AxisReads:
@@ -45,18 +46,19 @@ def tile_reads(tile: tuple[tuple[int, int], ...], plan: kernel.PadPlan) -> list[
             for (t0, t1), axis in zip(tile, plan.per_axis, strict=True)]
 
 
-def read_boxes(reads: list[AxisReads], plan: kernel.PadPlan) -> list[tuple[slice, ...]]:
+def read_boxes(tile: tuple[tuple[int, int], ...], plan: kernel.PadPlan) -> list[tuple[slice, ...]]:
     """The boxes of the original input (before cropping) a tile reads, in C order."""
     per_axis = [[slice(a + axis.crop_begin, b + axis.crop_begin) for a, b in runs]
-                for (runs, _), axis in zip(reads, plan.per_axis, strict=True)]
+                for (runs, _), axis in zip(tile_reads(tile, plan), plan.per_axis, strict=True)]
     return list(itertools.product(*per_axis))
 
 
-def pad_tile(windows: Iterable[np.ndarray], reads: list[AxisReads], shape: tuple[int, ...],
-             fill: Any, dtype: np.dtype) -> np.ndarray:
-    """One output tile of ``shape`` from the windows of its :func:`read_boxes` (read one at a
-    time when ``windows`` is lazy): packed side by side, then ``tile[i...] =
-    packed[table_a[i_a]...]`` (``fill`` where a table holds -1)."""
+def pad_tile(windows: Iterable[np.ndarray], tile: tuple[tuple[int, int], ...],
+             plan: kernel.PadPlan, fill: Any, dtype: np.dtype) -> np.ndarray:
+    """One output tile from the windows of its :func:`read_boxes` (read one at a time when
+    ``windows`` is lazy): packed side by side, then ``tile[i...] = packed[table_a[i_a]...]``
+    (``fill`` where a table holds -1); the tables are made here, not held for every tile."""
+    reads = tile_reads(tile, plan)
     offsets = [list(itertools.accumulate((b - a for a, b in runs), initial=0))
                for runs, _ in reads]
     packed = np.empty(tuple(o[-1] for o in offsets), dtype=dtype)
@@ -64,18 +66,19 @@ def pad_tile(windows: Iterable[np.ndarray], reads: list[AxisReads], shape: tuple
     for corner, window in zip(corners, windows, strict=True):
         packed[tuple(slice(c, c + n) for c, n in zip(corner, window.shape, strict=True))] = window
         del window
-    out = np.empty(shape, dtype=dtype)
+    out = np.empty(tuple(b - a for a, b in tile), dtype=dtype)
     kernel.fill_from_tables(packed, out, [table for _, table in reads], fill)
     return out
 
 
 def pad_tile_cost(tile_shape: tuple[int, ...], plan: kernel.PadPlan, itemsize: int) -> int:
     """Upper bound of the bytes a tile of ``tile_shape`` needs: ``itemsize * (2 * prod(min(tile,
-    n)) + 2 * prod(tile))`` (the packed input and a window of it, the tile and its copy; an
-    axis reads at most one index per position and each of its ``n`` cropped indices once)."""
+    n)) + 2 * prod(tile)) + TABLE_BYTES * sum(tile)`` (the packed input and a window of it, the
+    tile and its copy, the index tables; an axis reads at most one index per position and each
+    of its ``n`` cropped indices once)."""
     packed = math.prod(min(tile, axis.cropped_dim)
                        for tile, axis in zip(tile_shape, plan.per_axis, strict=True))
-    return itemsize * (2 * packed + 2 * math.prod(tile_shape))
+    return itemsize * (2 * packed + 2 * math.prod(tile_shape)) + TABLE_BYTES * sum(tile_shape)
 
 
 def plan_pad_tiles(plan: kernel.PadPlan, itemsize: int, budget: int) -> list[list[tuple[int, int]]]:
@@ -107,8 +110,6 @@ def tiled_pad(source: str | NpyInput, target: str, pads: Any, constant_value: An
         data.shape, data.dtype, pads, constant_value, axes, mode, plan, memory_limit)
     tiles = []
     for tile in itertools.product(*axis_ranges):
-        reads = tile_reads(tile, plan)
-        compute = functools.partial(pad_tile, reads=reads, shape=tuple(b - a for a, b in tile),
-                                    fill=fill, dtype=out_dtype)
-        tiles.append((tuple(slice(*r) for r in tile), read_boxes(reads, plan), compute))
+        compute = functools.partial(pad_tile, tile=tile, plan=plan, fill=fill, dtype=out_dtype)
+        tiles.append((tuple(slice(*r) for r in tile), read_boxes(tile, plan), compute))
     return write_tiles(data, target, plan.output_shape, out_dtype, "pad", show_progress, tiles)

@@ -40,7 +40,6 @@ from padconv_cli.outofcore.pad_tiles import (
     pad_tile_cost,
     plan_pad_tiles,
     read_boxes,
-    tile_reads,
     tiled_pad,
 )
 from padconv_cli.outofcore.progress import TileProgress
@@ -126,10 +125,8 @@ def assemble_pad(data, pads, value, axes, mode, tile_shape):
     out = np.empty(plan.output_shape, dtype=data.dtype)
     ranges = [split_range(n, t) for n, t in zip(plan.output_shape, tile_shape, strict=True)]
     for tile in itertools.product(*ranges):
-        reads = tile_reads(tile, plan)
-        windows = [data[box] for box in read_boxes(reads, plan)]
-        shape = tuple(stop - start for start, stop in tile)
-        out[tuple(slice(*r) for r in tile)] = pad_tile(windows, reads, shape, value, data.dtype)
+        windows = [data[box] for box in read_boxes(tile, plan)]
+        out[tuple(slice(*r) for r in tile)] = pad_tile(windows, tile, plan, value, data.dtype)
     return out
 
 

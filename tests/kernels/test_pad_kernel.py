@@ -378,9 +378,12 @@ def test_unpadded_leading_axes_match_oracle(mode, shape, pads):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype_name", ["float32", "int8", "complex128", "bool", "object"])
-def test_rows_shared_among_the_cores_match_oracle(monkeypatch, mode, dtype_name):
-    """With no size threshold, every output's rows are split among three threads."""
+@pytest.mark.parametrize("chunk", [2, 1 << 16])
+def test_rows_shared_among_the_cores_match_oracle(monkeypatch, mode, dtype_name, chunk):
+    """With no size threshold, every output's rows are split among three threads; with short
+    chunks, each axis is filled a few positions at a time (bounded index tables)."""
     monkeypatch.setattr(pad_module, "_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(pad_module, "_TABLE_CHUNK", chunk)
     monkeypatch.setenv("PADCONV_NATIVE_THREADS", "3")
     data = make_data(np.dtype(dtype_name), (5, 4, 3, 2), rng_for("cores", mode, dtype_name))
     pads = [0, 1, 2, 0, 3, 1, 0, 2]
