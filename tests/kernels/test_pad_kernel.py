@@ -73,6 +73,14 @@ def oracle(data, pads, constant=None, axes=None, mode="constant", out_dtype=None
     return out
 
 
+@pytest.fixture(autouse=True, params=["native rows", "numpy.pad"])
+def fill_path(request, monkeypatch):
+    """Every test runs on both fills: the native one (any row length) and numpy.pad's (which
+    rows shorter than ``_NATIVE_ROW`` take; 10**9: every row)."""
+    short = 0 if request.param == "native rows" else 10**9
+    monkeypatch.setattr(pad_module, "_NATIVE_ROW", short)
+
+
 def assert_identical(actual: np.ndarray, expected: np.ndarray) -> None:
     """Same shape, same dtype and the same bits (so NaN payloads and -0.0 count)."""
     assert isinstance(actual, np.ndarray)
