@@ -1,6 +1,6 @@
 """The ONNX ``Pad`` operator (opset 25: Pad-18 semantics plus ``wrap``), its element types and
-constant value (:func:`coerce_constant_value`), the plan (:func:`plan_pad`, from the input
-shape alone) and the kernel (:func:`pad`).
+constant value (:func:`coerce_constant_value`; as text: :func:`constant_from_text`), the plan
+(:func:`plan_pad`, from the input shape alone) and the kernel (:func:`pad`).
 
 * ``pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` over ``axes`` (all axes when
   None; negative axes count from the back; a repeated axis is refused).
@@ -24,7 +24,7 @@ import dataclasses
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,8 @@ from padconv_cli.errors import AttributeValueError, OutputTooLargeError, Unsuppo
 
 __all__ = ["PAD_ELEMENT_TYPES", "PAD_ELEMENT_TYPES_TEXT", "PAD_MODES", "AxisPad", "PadPlan",
            "coerce_constant_value", "pad_element_kind", "fill_value", "output_dtype", "pad",
-           "pad_planned", "plan_pad", "fill_from_tables", "source_indices"]
+           "pad_planned", "plan_pad", "fill_from_tables", "source_indices", "constant_from_text",
+           "typed_attributes"]
 
 
 # Pad-25's type constraint T, in padconv's ONNX-style names (padconv_cli.dtypes.dtype_name).
@@ -224,6 +225,93 @@ def output_dtype(dt: np.dtype, fill: Any) -> np.dtype:
     if dt.kind != "U" or not isinstance(fill, str) or len(fill) <= dt.itemsize // 4:
         return dt
     return np.dtype((np.str_, len(fill))).newbyteorder(dt.byteorder)
+
+
+def constant_from_text(text: str, dtype: Any) -> Any:
+    """The element of ``dtype`` that ``text`` (``--constant-value``) writes, read by the data's
+    element kind, then coerced as :func:`coerce_constant_value` does, or
+    :class:`AttributeValueError` naming constant_value and the rule:
+
+    * int: a decimal integer, or a decimal number with an integral value (``1e3``, ``2.0``),
+      read exactly (no float rounding);
+    * float: any decimal number, ``nan``, ``inf``/``infinity`` with a sign; a number too large
+      for float64 (``1e999``) is an overflow, not infinity; complex text is refused;
+    * complex: Python's complex syntax (``1+2j``, spaces allowed);
+    * bool: ``true``/``false``/``1``/``0`` in any case;
+    * numbers and booleans are ASCII text without ``_`` (Python would read ``1_5`` as 15 and
+      Arabic-Indic digits as decimals: text nobody means as a number is refused);
+    * string: the text itself.
+    """
+    dt = np.dtype(dtype)
+    kind = pad_element_kind(dt)
+    if kind == "string":
+        return coerce_constant_value(text, dt)
+    if not text.isascii() or "_" in text:
+        raise not_a(text, dt, "plain ASCII number text", "ASCII digits, without '_' separators")
+    value = _PARSERS[kind](text, dt)
+    return coerce_constant_value(value, dt, shown=text.strip())
+
+
+def typed_attributes(attributes: Mapping[str, Any], dtype: Any) -> dict[str, Any]:
+    """``attributes`` with a text ``constant_value`` turned into an element of ``dtype``."""
+    typed = dict(attributes)
+    if isinstance(typed.get("constant_value"), str):
+        typed["constant_value"] = constant_from_text(typed["constant_value"], dtype)
+    return typed
+
+
+_BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
+
+
+def _bool_text(text: str, dt: np.dtype) -> bool:
+    word = text.strip().lower()
+    if word not in _BOOL_TEXT:
+        raise not_a(text, dt, "a boolean", "true, false, 0 or 1")
+    return _BOOL_TEXT[word]
+
+
+def _integral_text(text: str, dt: np.dtype) -> int:
+    from decimal import Decimal, InvalidOperation  # exact, also for "1e3" or "2.0"
+
+    try:
+        number = Decimal(text.strip())
+    except InvalidOperation:
+        raise not_a(text, dt, "an integer", "an integer") from None
+    if not number.is_finite() or number != number.to_integral_value():
+        raise not_a(text, dt, "an integer", "an integer")
+    return int(number)
+
+
+def _real_text(text: str, dt: np.dtype) -> float:
+    stripped = text.strip()
+    try:
+        number = float(stripped)
+    except ValueError:
+        try:
+            complex(stripped.replace(" ", ""))
+        except ValueError:
+            raise not_a(text, dt, "a number", "a real number") from None
+        raise refusal(f"constant_value {stripped} is complex; a {dt} tensor needs a real "
+                       "number") from None
+    names_infinity = stripped.lstrip("+-").lower() in ("inf", "infinity")  # not "1e999"
+    if math.isinf(number) and not names_infinity:
+        raise refusal(f"constant_value {stripped} does not fit {dt} {float_range(dt)}")
+    return number
+
+
+def _complex_text(text: str, dt: np.dtype) -> complex:
+    try:
+        return complex(text.strip().replace(" ", ""))
+    except ValueError:
+        raise not_a(text, dt, "a number", "a (complex) number") from None
+
+
+_PARSERS: dict[str, Callable[[str, np.dtype], Any]] = {
+    "bool": _bool_text,
+    "int": _integral_text,
+    "float": _real_text,
+    "complex": _complex_text,
+}
 
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
@@ -458,10 +546,8 @@ def _numpy_pad(src: np.ndarray, plan: PadPlan, fill: Any) -> np.ndarray:
     """``numpy.pad`` of the cropped input, C-ordered: the index rules of :func:`source_indices`
     by slab copies, faster than the native fill where rows are short."""
     widths = [(ax.pad_begin, ax.pad_end) for ax in plan.per_axis]
-    if plan.mode == "constant":
-        padded = np.pad(src, widths, constant_values=0 if fill is None else fill)
-    else:
-        padded = np.pad(src, widths, mode=plan.mode)
+    value = {"constant_values": 0 if fill is None else fill} if plan.mode == "constant" else {}
+    padded = np.pad(src, widths, mode=plan.mode, **value)
     return padded if padded.flags.c_contiguous else padded.copy(order="C")
 
 

@@ -40,16 +40,11 @@ def axis_reads(t0: int, t1: int, axis: kernel.AxisPad, mode: str) -> AxisReads:
     return runs, np.where(table >= 0, np.searchsorted(needed, table), -1)
 
 
-def tile_reads(tile: tuple[tuple[int, int], ...], plan: kernel.PadPlan) -> list[AxisReads]:
-    """The :func:`axis_reads` of every axis of the output tile ``tile`` (one range per axis)."""
-    return [axis_reads(t0, t1, axis, plan.mode)
-            for (t0, t1), axis in zip(tile, plan.per_axis, strict=True)]
-
-
 def read_boxes(tile: tuple[tuple[int, int], ...], plan: kernel.PadPlan) -> list[tuple[slice, ...]]:
     """The boxes of the original input (before cropping) a tile reads, in C order."""
-    per_axis = [[slice(a + axis.crop_begin, b + axis.crop_begin) for a, b in runs]
-                for (runs, _), axis in zip(tile_reads(tile, plan), plan.per_axis, strict=True)]
+    per_axis = [[slice(a + axis.crop_begin, b + axis.crop_begin)
+                 for a, b in axis_reads(t0, t1, axis, plan.mode)[0]]
+                for (t0, t1), axis in zip(tile, plan.per_axis, strict=True)]
     return list(itertools.product(*per_axis))
 
 
@@ -58,7 +53,8 @@ def pad_tile(windows: Iterable[np.ndarray], tile: tuple[tuple[int, int], ...],
     """One output tile from the windows of its :func:`read_boxes` (read one at a time when
     ``windows`` is lazy): packed side by side, then ``tile[i...] = packed[table_a[i_a]...]``
     (``fill`` where a table holds -1); the tables are made here, not held for every tile."""
-    reads = tile_reads(tile, plan)
+    reads = [axis_reads(t0, t1, axis, plan.mode)
+             for (t0, t1), axis in zip(tile, plan.per_axis, strict=True)]
     offsets = [list(itertools.accumulate((b - a for a, b in runs), initial=0))
                for runs, _ in reads]
     packed = np.empty(tuple(o[-1] for o in offsets), dtype=dtype)
