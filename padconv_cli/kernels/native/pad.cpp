@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -146,6 +147,9 @@ std::vector<Run> last_axis_runs(const int64_t* table, long length) {
         }
         runs.push_back(Run{k, 1, from < 0 ? -1 : long(from)});
     }
+    // the longest first: a row's interior is read before its borders read parts of it again
+    std::stable_sort(runs.begin(), runs.end(),
+                     [](const Run& a, const Run& b) { return a.length > b.length; });
     return runs;
 }
 
