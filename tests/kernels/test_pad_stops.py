@@ -41,11 +41,11 @@ def test_request_stop_ends_a_pad_on_another_thread(monkeypatch):
 @pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
 def test_a_signal_handler_that_raises_ends_a_pad_on_the_main_thread():
     out = np.empty((2048, 8192), np.uint8)
-    main, done = threading.get_ident(), threading.Event()
+    main, done, armed = threading.get_ident(), threading.Event(), threading.Event()
     raised = []
 
     def handler(signum, frame):
-        if not raised:
+        if armed.is_set() and not raised:  # once, and only inside pytest.raises below
             raised.append(signum)
             raise KeyboardInterrupt
 
@@ -56,12 +56,15 @@ def test_a_signal_handler_that_raises_ends_a_pad_on_the_main_thread():
     previous = signal.signal(signal.SIGUSR1, handler)
     sender = threading.Thread(target=send)
     try:
-        sender.start()
         with pytest.raises(KeyboardInterrupt):
+            armed.set()
+            sender.start()
             for _ in range(1000):  # until a signal lands
                 long_pad(out)
     finally:
+        armed.clear()
         done.set()
-        sender.join()
+        if sender.ident is not None:
+            sender.join()
         signal.signal(signal.SIGUSR1, previous)
     assert raised == [signal.SIGUSR1]
