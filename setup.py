@@ -18,7 +18,7 @@ from setuptools.command.build_ext import build_ext
 NATIVE = "padconv_cli/kernels/native/"
 SOURCES = ["module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp",
            "qconv_module.cpp", "qconv_generic.cpp", "qconv_avx2.cpp", "qconv_vnni.cpp",
-           "conv_transpose_phases.cpp", "conv_transpose_run.cpp"]
+           "conv_transpose_phases.cpp", "conv_transpose_run.cpp", "pad.cpp"]
 
 if sys.platform == "win32":
     compile_args = ["/O2", "/std:c++17", "/fp:precise"]

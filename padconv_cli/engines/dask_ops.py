@@ -142,7 +142,7 @@ def _range_length(item: Any) -> int:
 def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
              mode: str = "constant", *, block_bytes: int, plan: PadPlan | None = None) -> Any:
     """ONNX Pad of ``x`` (:func:`block_source`) as dask blocks of about ``block_bytes`` at most."""
-    plan, value, out_dtype, itemsize, axis_ranges = pad_tiles.pad_tiling(
+    plan, fill, out_dtype, itemsize, axis_ranges = pad_tiles.pad_tiling(
         x.shape, np.dtype(x.dtype), pads, constant_value, axes, mode, plan, block_bytes)
     source = block_source(x)
     if isinstance(source, ChunkGrid):
@@ -151,10 +151,8 @@ def pad_dask(x: Any, pads: Any, constant_value: Any = None, axes: Any = None,
         axis_ranges = aligned_ranges(axis_ranges, wanted, plan.output_shape, cost, block_bytes)
     tasks = {}
     for index, tile in _indexed_tiles(axis_ranges):
-        pieces = pad_tiles.tile_pieces(tile, plan)
-        fetches = [source.fetch_task(pad_tiles.window_box(piece, plan)) for piece in pieces]
-        shape = tuple(stop - start for start, stop in tile)
-        tasks[index] = (pad_tiles.pad_tile, fetches, pieces, shape, value, plan.mode, out_dtype)
+        fetches = [source.fetch_task(box) for box in pad_tiles.read_boxes(tile, plan)]
+        tasks[index] = (pad_tiles.pad_tile, fetches, tile, plan, fill, out_dtype)
     return blocks_array("pad", tasks, axis_ranges, out_dtype,
                         [x, pads, constant_value, axes, mode], source)
 

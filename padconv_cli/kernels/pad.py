@@ -1,6 +1,6 @@
-"""The ONNX ``Pad`` operator (opset 25: Pad-18 semantics plus ``wrap``), in numpy: its element
-types and constant value (:func:`coerce_constant_value`), the plan (:func:`plan_pad`, from the
-input shape alone), the fill kernel (:func:`pad`) and the threads it runs on (:func:`run_tasks`).
+"""The ONNX ``Pad`` operator (opset 25: Pad-18 semantics plus ``wrap``), its element types and
+constant value (:func:`coerce_constant_value`; as text: :func:`constant_from_text`), the plan
+(:func:`plan_pad`, from the input shape alone) and the kernel (:func:`pad`).
 
 * ``pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` over ``axes`` (all axes when
   None; negative axes count from the back; a repeated axis is refused).
@@ -13,22 +13,18 @@ input shape alone), the fill kernel (:func:`pad`) and the threads it runs on (:f
   non-zero pads to keep an element.  Values are copied bit for bit; a ``<U`` array widens
   for a longer constant string.
 
-The kernel allocates the output once (or writes the caller's ``out``), copies the cropped
-input into its centre, then fills only the border, axis by axis, from parts already final, in
-cache-sized blocks of the leading unpadded axes.
+The kernel allocates the output once (or writes the caller's ``out``) and fills it from each
+axis's table of source indices (:func:`source_indices`) in one pass, natively on all the cores.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
+import itertools
 import math
 import operator
-import os
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from queue import SimpleQueue
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,10 +34,8 @@ from padconv_cli.errors import AttributeValueError, OutputTooLargeError, Unsuppo
 
 __all__ = ["PAD_ELEMENT_TYPES", "PAD_ELEMENT_TYPES_TEXT", "PAD_MODES", "AxisPad", "PadPlan",
            "coerce_constant_value", "pad_element_kind", "fill_value", "output_dtype", "pad",
-           "pad_planned", "plan_pad"]
-
-_BLOCK_BYTES = 1 << 21  # output bytes a block: its border is filled while it is in cache
-_PARALLEL_BYTES = 1 << 23  # outputs from this size on are filled by all the cores
+           "pad_planned", "plan_pad", "fill_from_tables", "source_indices", "constant_from_text",
+           "typed_attributes"]
 
 
 # Pad-25's type constraint T, in padconv's ONNX-style names (padconv_cli.dtypes.dtype_name).
@@ -91,13 +85,13 @@ def coerce_constant_value(value: Any, dtype: Any, *, shown: str | None = None) -
     if kind == "string" and isinstance(value, str):
         return str(value)
     if kind == "string" or isinstance(value, str):
-        raise _not_a(value, dt, *_WANTED[kind])
+        raise not_a(value, dt, *_WANTED[kind])
     shown = _clipped(shown or str(value))
     if kind == "bool":
         if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer))
                                                    and value in (0, 1)):
             return np.bool_(int(value))
-        raise _not_a(value, dt, *_WANTED[kind])
+        raise not_a(value, dt, *_WANTED[kind])
     if kind == "int":
         return _coerce_int(value, dt, shown)
     if kind == "float":
@@ -115,18 +109,20 @@ _WANTED = {
 }
 
 
-def _not_a(value: Any, dt: np.dtype, what: str, needs: str) -> AttributeValueError:
+def not_a(value: Any, dt: np.dtype, what: str, needs: str) -> AttributeValueError:
+    """The refusal ``constant_value V is not <what>; a <dtype> tensor needs <needs>``."""
     name = "string" if dt.kind in "OU" else str(dt)
     article = "an" if name.startswith("i") else "a"
     shown = _clipped(repr(value) if isinstance(value, (str, bytes)) else str(value))
-    return _refused(f"constant_value {shown} is not {what}; {article} {name} tensor needs {needs}")
+    return refusal(f"constant_value {shown} is not {what}; {article} {name} tensor needs {needs}")
 
 
 def _clipped(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _refused(message: str) -> AttributeValueError:
+def refusal(message: str) -> AttributeValueError:
+    """A refusal of the constant_value parameter."""
     return AttributeValueError(message, param="constant_value")
 
 
@@ -144,22 +140,22 @@ def _coerce_int(value: Any, dt: np.dtype, shown: str) -> np.generic:
     elif _is_real_number(value) and math.isfinite(float(value)) and float(value).is_integer():
         number = int(float(value))
     if number is None:
-        raise _not_a(value, dt, *_WANTED["int"])
+        raise not_a(value, dt, *_WANTED["int"])
     low, high = integer_range(dt)
     if not low <= number <= high:
-        raise _refused(f"constant_value {shown} does not fit {dt} [{low}, {high}]")
+        raise refusal(f"constant_value {shown} does not fit {dt} [{low}, {high}]")
     return np.array(number, dtype=dt)[()]
 
 
 def _coerce_float(value: Any, dt: np.dtype, shown: str) -> np.generic:
     if isinstance(value, (complex, np.complexfloating)):
-        raise _refused(f"constant_value {value} is complex; a {dt} tensor needs a real number")
+        raise refusal(f"constant_value {value} is complex; a {dt} tensor needs a real number")
     if not _is_real_number(value):
-        raise _not_a(value, dt, *_WANTED["float"])
+        raise not_a(value, dt, *_WANTED["float"])
     try:
         number = float(value)
     except OverflowError:  # an int too large for any float
-        raise _refused(
+        raise refusal(
             f"constant_value {_clipped(str(value))} does not fit {dt} {float_range(dt)}"
         ) from None
     result = _cast_real(number, dt)
@@ -180,13 +176,13 @@ def _check_float_fits(number: float, result: Any, shown: str, dt: np.dtype,
     name = target if target is not None else dt
     if math.isnan(number):
         if not math.isnan(got):
-            raise _refused(f"constant_value {shown}: {name} has no NaN")
+            raise refusal(f"constant_value {shown}: {name} has no NaN")
     elif math.isinf(number):
         if got != number:
-            raise _refused(f"constant_value {shown}: {name} has no infinity")
+            raise refusal(f"constant_value {shown}: {name} has no infinity")
     elif not math.isfinite(got) or abs(number) >= _overflow_threshold(dt):
         parts = float_range(dt) if target is None else f"(parts in {float_range(dt)})"
-        raise _refused(f"constant_value {shown} does not fit {name} {parts}")
+        raise refusal(f"constant_value {shown} does not fit {name} {parts}")
 
 
 def _overflow_threshold(dt: np.dtype) -> float:
@@ -209,7 +205,7 @@ def _coerce_complex(value: Any, dt: np.dtype, shown: str) -> np.generic:
         with contextlib.suppress(OverflowError):
             number = complex(value)
     if number is None:
-        raise _not_a(value, dt, "a number that fits", "a (complex) number")
+        raise not_a(value, dt, "a number that fits", "a (complex) number")
     part_dtype = np.dtype(np.float32 if dt == np.complex64 else np.float64)
     for part in (number.real, number.imag):
         _check_float_fits(part, _cast_real(part, part_dtype), shown, part_dtype, dt)
@@ -231,103 +227,91 @@ def output_dtype(dt: np.dtype, fill: Any) -> np.dtype:
     return np.dtype((np.str_, len(fill))).newbyteorder(dt.byteorder)
 
 
-_HELPER_PREFIX = "padconv-helper"
-_Job = tuple[Callable[[], None], threading.Event]
-_jobs: SimpleQueue[_Job] | None = None
-_jobs_pid = -1
+def constant_from_text(text: str, dtype: Any) -> Any:
+    """The element of ``dtype`` that ``text`` (``--constant-value``) writes, read by the data's
+    element kind, then coerced as :func:`coerce_constant_value` does, or
+    :class:`AttributeValueError` naming constant_value and the rule:
+
+    * int: a decimal integer, or a decimal number with an integral value (``1e3``, ``2.0``),
+      read exactly (no float rounding);
+    * float: any decimal number, ``nan``, ``inf``/``infinity`` with a sign; a number too large
+      for float64 (``1e999``) is an overflow, not infinity; complex text is refused;
+    * complex: Python's complex syntax (``1+2j``, spaces allowed);
+    * bool: ``true``/``false``/``1``/``0`` in any case;
+    * numbers and booleans are ASCII text without ``_`` (Python would read ``1_5`` as 15 and
+      Arabic-Indic digits as decimals: text nobody means as a number is refused);
+    * string: the text itself.
+    """
+    dt = np.dtype(dtype)
+    kind = pad_element_kind(dt)
+    if kind == "string":
+        return coerce_constant_value(text, dt)
+    if not text.isascii() or "_" in text:
+        raise not_a(text, dt, "plain ASCII number text", "ASCII digits, without '_' separators")
+    value = _PARSERS[kind](text, dt)
+    return coerce_constant_value(value, dt, shown=text.strip())
 
 
-def worker_count() -> int:
-    """Cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+def typed_attributes(attributes: Mapping[str, Any], dtype: Any) -> dict[str, Any]:
+    """``attributes`` with a text ``constant_value`` turned into an element of ``dtype``."""
+    typed = dict(attributes)
+    if isinstance(typed.get("constant_value"), str):
+        typed["constant_value"] = constant_from_text(typed["constant_value"], dtype)
+    return typed
 
 
-def run_tasks(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run independent tasks on the calling thread and ``worker_count() - 1`` pool threads,
-    in order from one shared queue; the first exception (a Ctrl-C first) is raised here once
-    every thread has stopped (a failure skips the tasks not yet started)."""
-    if len(tasks) <= 1 or worker_count() == 1 or _on_helper_thread():
-        for task in tasks:
-            task()
-        return
-    pending = iter(tasks)
-    lock = threading.Lock()
-    errors: list[BaseException] = []
+_BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False}
 
-    def stop(exc: BaseException) -> None:
-        with lock:
-            errors.append(exc)
 
-    def drain() -> None:
-        while True:
-            with lock:
-                task = None if errors else next(pending, None)
-            if task is None:
-                return
-            try:
-                task()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
-                stop(exc)
+def _bool_text(text: str, dt: np.dtype) -> bool:
+    word = text.strip().lower()
+    if word not in _BOOL_TEXT:
+        raise not_a(text, dt, "a boolean", "true, false, 0 or 1")
+    return _BOOL_TEXT[word]
 
-    jobs = _helper_jobs()
-    helpers: list[threading.Event] = []
+
+def _integral_text(text: str, dt: np.dtype) -> int:
+    from decimal import Decimal, InvalidOperation  # exact, also for "1e3" or "2.0"
+
     try:
-        for _ in range(min(worker_count(), len(tasks)) - 1):
-            done = threading.Event()
-            jobs.put((drain, done))
-            helpers.append(done)
-        drain()
-    except BaseException as exc:  # e.g. Ctrl-C between two tasks: the helpers stop too
-        stop(exc)
-    _wait_for_helpers(helpers, stop)
-    if errors:  # Ctrl-C first, then the first failure
-        raise next((e for e in errors if not isinstance(e, Exception)), errors[0])
+        number = Decimal(text.strip())
+    except InvalidOperation:
+        raise not_a(text, dt, "an integer", "an integer") from None
+    if not number.is_finite() or number != number.to_integral_value():
+        raise not_a(text, dt, "an integer", "an integer")
+    return int(number)
 
 
-def _wait_for_helpers(
-    helpers: list[threading.Event], stop: Callable[[BaseException], None]
-) -> None:
-    """Wait until every helper has returned, even through Ctrl-C (recorded with ``stop``): the
-    caller must not reuse a buffer while a helper is still inside a task."""
-    for done in helpers:
-        while True:
-            try:
-                done.wait()
-                break
-            except BaseException as exc:  # noqa: BLE001 - recorded, raised by run_tasks
-                stop(exc)
-
-
-def _on_helper_thread() -> bool:
-    """True on a pool thread: its own tasks run there, as waiting for the pool from inside the
-    pool could wait for ever."""
-    return threading.current_thread().name.startswith(_HELPER_PREFIX)
-
-
-def _helper_jobs() -> SimpleQueue[_Job]:
-    """The queue of the helper threads (one fewer than the cores), started on first use and
-    anew in a forked child; daemon threads, so that an exit on Ctrl-C never waits for them."""
-    global _jobs, _jobs_pid
-    if _jobs is None or _jobs_pid != os.getpid():
-        jobs: SimpleQueue[_Job] = SimpleQueue()
-        for index in range(max(1, worker_count() - 1)):
-            threading.Thread(
-                target=_serve, args=(jobs,), name=f"{_HELPER_PREFIX}-{index}", daemon=True
-            ).start()
-        _jobs, _jobs_pid = jobs, os.getpid()
-    return _jobs
-
-
-def _serve(jobs: SimpleQueue[_Job]) -> None:
-    """A helper thread: run each job, then set its event."""
-    while True:
-        job, done = jobs.get()
+def _real_text(text: str, dt: np.dtype) -> float:
+    stripped = text.strip()
+    try:
+        number = float(stripped)
+    except ValueError:
         try:
-            job()
-        finally:
-            done.set()
+            complex(stripped.replace(" ", ""))
+        except ValueError:
+            raise not_a(text, dt, "a number", "a real number") from None
+        raise refusal(f"constant_value {stripped} is complex; a {dt} tensor needs a real "
+                       "number") from None
+    names_infinity = stripped.lstrip("+-").lower() in ("inf", "infinity")  # not "1e999"
+    if math.isinf(number) and not names_infinity:
+        raise refusal(f"constant_value {stripped} does not fit {dt} {float_range(dt)}")
+    return number
+
+
+def _complex_text(text: str, dt: np.dtype) -> complex:
+    try:
+        return complex(text.strip().replace(" ", ""))
+    except ValueError:
+        raise not_a(text, dt, "a number", "a (complex) number") from None
+
+
+_PARSERS: dict[str, Callable[[str, np.dtype], Any]] = {
+    "bool": _bool_text,
+    "int": _integral_text,
+    "float": _real_text,
+    "complex": _complex_text,
+}
 
 
 PAD_MODES = ("constant", "reflect", "edge", "wrap")
@@ -505,14 +489,11 @@ def fill_value(constant_value: Any, dt: np.dtype, plan: PadPlan) -> Any:
 
 def pad(data: Any, pads: Any, constant_value: Any = None, axes: Any = None, mode: str = "constant",
         *, out: np.ndarray | None = None) -> np.ndarray:
-    """ONNX Pad-25: crop the negative pads, then pad with ``mode`` (module docstring).
-
-    ``output[i] = data'[source(i)]``, ``data'`` the cropped input, with ``j = i - pad_begin``
-    and ``n`` the cropped length: constant -> the constant outside ``[0, n)``; edge ->
-    ``clip(j, 0, n-1)``; wrap -> ``j mod n``; reflect -> ``m = j mod 2(n-1)``, ``m if m < n
-    else 2(n-1) - m`` (``0`` when ``n == 1``).  ``constant_value`` is validated whenever given.
-    Returns a new array, or ``out`` (exactly the output's shape and dtype, writable, sharing no
-    memory with ``data``): reusing it saves the page faults of fresh memory.
+    """ONNX Pad-25: crop the negative pads, then pad with ``mode`` (module docstring):
+    ``output[i_0, ...] = data'[s_0(i_0), ...]``, ``data'`` the cropped input, ``s_a`` the mode's
+    index rule (:func:`source_indices`), the constant where it gives -1.  ``constant_value`` is
+    validated whenever given.  Returns a new array, or ``out`` (exactly the output's shape and
+    dtype, writable, sharing no memory with ``data``): reusing it saves fresh memory's faults.
     """
     array = data if isinstance(data, np.ndarray) else np.asarray(data)
     plan = plan_pad(array.shape, pads, axes, mode, dtype=array.dtype)
@@ -527,18 +508,53 @@ def pad_planned(
     if tuple(data.shape) != plan.input_shape:
         raise ValueError(f"the plan is for shape {plan.input_shape}, not {data.shape}")
     dtype = output_dtype(data.dtype, fill)
-    if out is None:
-        out = _allocate(plan.output_shape, dtype)
-    else:
+    if out is not None:
         _check_out(out, plan.output_shape, dtype, data)
-    sides = tuple((ax.pad_begin, ax.cropped_dim, ax.pad_end) for ax in plan.per_axis)
-    _fill_in_blocks(out, data[plan.crop_slices], sides, plan.mode, fill)
+    src = data[plan.crop_slices]
+    shape = plan.output_shape
+    short_rows = len(shape) == 1 or (len(shape) > 1 and shape[-1] < _NATIVE_ROW)
+    if short_rows and dtype == data.dtype and not dtype.hasobject:
+        if out is not None and len(shape) == 1:  # the centre copied in place, then the ends
+            (ax,) = plan.per_axis
+            out[ax.pad_begin:ax.pad_begin + ax.cropped_dim] = src
+            ends = [(0, ax.pad_begin), (ax.pad_begin + ax.cropped_dim, ax.out_dim)]
+            return _fill_ranges(src, out, plan, fill, [ends])
+        padded = _allocating(lambda: _numpy_pad(src, plan, fill), shape, dtype)
+        if out is None:
+            return padded
+        out[...] = padded
+        return out
+    if out is None:
+        out = _allocating(lambda: np.empty(shape, dtype), shape, dtype)
+    return _fill_ranges(src, out, plan, fill, [[(0, n)] for n in shape])
+
+
+def _fill_ranges(src: np.ndarray, out: np.ndarray, plan: PadPlan, fill: Any,
+                 ranges: list[list[tuple[int, int]]]) -> np.ndarray:
+    """Fill the boxes of ``out`` the per-axis ``ranges`` span, each cut into pieces of at most
+    ``_TABLE_CHUNK`` positions an axis (index tables of bounded size, whatever the shape)."""
+    chunks = [[(start, min(start + _TABLE_CHUNK, b)) for a, b in spans
+               for start in range(a, b, _TABLE_CHUNK)] for spans in ranges]
+    for box in itertools.product(*chunks):
+        tables = [source_indices(ax, plan.mode, a, b)
+                  for ax, (a, b) in zip(plan.per_axis, box, strict=True)]
+        fill_from_tables(src, out[(*itertools.starmap(slice, box), ...)], tables, fill)
     return out
 
 
-def _allocate(shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+def _numpy_pad(src: np.ndarray, plan: PadPlan, fill: Any) -> np.ndarray:
+    """``numpy.pad`` of the cropped input, C-ordered: the index rules of :func:`source_indices`
+    by slab copies, faster than the native fill where rows are short."""
+    widths = [(ax.pad_begin, ax.pad_end) for ax in plan.per_axis]
+    value = {"constant_values": 0 if fill is None else fill} if plan.mode == "constant" else {}
+    padded = np.pad(src, widths, mode=plan.mode, **value)
+    return padded if padded.flags.c_contiguous else padded.copy(order="C")
+
+
+def _allocating(make: Any, shape: tuple[int, ...], dt: np.dtype) -> np.ndarray:
+    """``make()``, an array of ``shape``; a refusal when memory runs out."""
     try:
-        return np.empty(shape, dtype=dt)
+        return make()
     except (ValueError, MemoryError):
         nbytes = math.prod(shape) * dt.itemsize
         raise OutputTooLargeError(f"the padded output of shape {shape} ({dt}) needs {nbytes} "
@@ -564,216 +580,44 @@ def _check_out(out: Any, shape: tuple[int, ...], dt: np.dtype, data: np.ndarray)
                                   "of its own")
 
 
-# One border step: ``(target, source)`` indices, source None for the constant.
-Step = tuple[tuple[Any, ...], tuple[Any, ...] | None]
+# numpy views of each native element size: only the bytes of an element are copied
+_NATIVE_VIEWS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
+_PARALLEL_BYTES = 1 << 18  # outputs from this size on are filled by all the cores
+_TABLE_CHUNK = 1 << 16  # output positions of an axis filled at a time (8 bytes each in a table)
+_NATIVE_ROW = 32  # shortest last axis filled natively (numpy.pad's slab copies beat short rows)
 
 
-def _fill_in_blocks(out: np.ndarray, src: np.ndarray, sides: tuple[tuple[int, int, int], ...],
-                    mode: str, fill: Any) -> None:
-    """Copy ``src`` into the centre of ``out`` and fill the border, one block (of the leading
-    unpadded axes) at a time, by border steps worked out once; large outputs share the blocks
-    out in contiguous runs among the cores (numpy copies release the GIL)."""
-    depth, count = _block_layout(out.shape, out.itemsize, sides)
-    inner = sides[depth:]
-    centre = tuple(slice(b, b + n) for b, n, _ in inner)
-    slab_steps, row_steps = _border_steps(inner, mode)
-
-    def fill_blocks(pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        for out_block, src_block in pairs:
-            out_block[centre] = src_block
-            _replay(out_block, slab_steps, fill)
-            if row_steps:
-                _replay(_rows(out_block), row_steps, fill)
-
-    pairs = list(_blocks(out, src, depth, count))
-    runs = _parallel_runs(len(pairs), out)
-    run_tasks([functools.partial(fill_blocks, pairs[run]) for run in runs])
+def source_indices(ax: AxisPad, mode: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """The cropped input index each output position ``start .. stop-1`` of an axis reads, -1
+    for the constant: with ``j = i - pad_begin`` and ``n`` the cropped length, ``j`` inside
+    ``[0, n)`` reads ``j``; outside it constant -> -1, edge -> ``clip(j, 0, n-1)``, wrap ->
+    ``j mod n``, reflect -> ``m = j mod 2(n-1)``, ``m if m < n else 2(n-1) - m`` (0 if n = 1)."""
+    j = np.arange(start, ax.out_dim if stop is None else stop, dtype=np.int64) - ax.pad_begin
+    n = max(ax.cropped_dim, 1)  # an empty axis is only padded in constant mode
+    if mode == "edge":
+        return np.clip(j, 0, n - 1)
+    if mode == "wrap":
+        return j % n
+    if mode == "reflect":
+        m = j % max(2 * n - 2, 1)
+        return np.where(m < n, m, 2 * n - 2 - m)
+    return np.where((j >= 0) & (j < ax.cropped_dim), j, -1)
 
 
-def _parallel_runs(block_count: int, out: np.ndarray) -> list[slice]:
-    """Contiguous runs of blocks, one per core, for outputs of at least ``_PARALLEL_BYTES``
-    whose copies release the GIL (not object arrays); else one run of all the blocks."""
-    parts = 1
-    if out.nbytes >= _PARALLEL_BYTES and not out.dtype.hasobject:
-        parts = max(1, min(worker_count(), block_count))
-    step = max(1, -(-block_count // parts))
-    return [slice(first, first + step) for first in range(0, max(block_count, 1), step)]
-
-
-def _replay(array: np.ndarray, steps: list[Step], fill: Any) -> None:
-    """``array[target] = array[source]`` for each step, or the constant when source is None."""
-    for target, source in steps:
-        array[target] = fill if source is None else array[source]
-
-
-def _rows(block: np.ndarray) -> np.ndarray:
-    """The block as rows of its innermost axis: one 2-D view when the block is C-contiguous
-    (a column is then one strided loop), else the block itself."""
-    if block.ndim > 1 and block.flags.c_contiguous:
-        return block.reshape(-1, block.shape[-1])
-    return block
-
-
-def _is_padded(side: tuple[int, int, int]) -> bool:
-    return side[0] > 0 or side[2] > 0
-
-
-def _block_layout(
-    shape: tuple[int, ...], itemsize: int, sides: tuple[tuple[int, int, int], ...]
-) -> tuple[int, int]:
-    """``(depth, count)``: a block takes one index of each of the first ``depth`` axes and
-    ``count`` indices of axis ``depth`` (one block for a small output or a padded first axis);
-    deeper axes are split while one index is larger than ``_BLOCK_BYTES``."""
-    if not sides or math.prod(shape) * itemsize <= _BLOCK_BYTES or _is_padded(sides[0]):
-        return 0, max(shape[:1] + (1,))
-    depth = 0
-    while True:
-        bytes_per_index = math.prod(shape[depth + 1 :]) * itemsize
-        deeper = depth + 1 < len(sides) and not _is_padded(sides[depth + 1])
-        if bytes_per_index <= _BLOCK_BYTES or not deeper:
-            break
-        depth += 1
-    per_block = max(1, _BLOCK_BYTES // max(bytes_per_index, 1))
-    block_count = -(-shape[depth] // per_block)
-    return depth, max(1, -(-shape[depth] // block_count))
-
-
-def _blocks(
-    out: np.ndarray, src: np.ndarray, depth: int, count: int
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The ``(out, src)`` block pairs of a :func:`_block_layout`, in memory order."""
-    if out.ndim == 0:
-        yield out, src
+def fill_from_tables(src: np.ndarray, out: np.ndarray, tables: Sequence[np.ndarray],
+                     fill: Any) -> None:
+    """``out[i_0, ..., i_r] = src[tables[0][i_0], ..., tables[r][i_r]]``, or ``fill`` where an
+    index is -1: natively for elements of 1, 2, 4, 8 or 16 bytes (``src`` of ``out``'s dtype),
+    on all the cores for outputs of ``_PARALLEL_BYTES`` or more; else by numpy indexing."""
+    view = _NATIVE_VIEWS.get(out.itemsize)
+    if view is None or src.dtype != out.dtype or out.dtype.hasobject:
+        if src.size:  # -1 reads index 0, then gets the fill
+            out[...] = src[np.ix_(*(np.maximum(table, 0) for table in tables))] if src.ndim else src
+        for axis, table in enumerate(tables):
+            out[(slice(None),) * axis + (table < 0,)] = fill
         return
-    for lead in np.ndindex(*out.shape[:depth]):
-        for start in range(0, out.shape[depth], count):
-            index = (*lead, slice(start, start + count))
-            yield out[index], src[index]
+    from padconv_cli.kernels import native
 
-
-def _border_steps(
-    sides: tuple[tuple[int, int, int], ...], mode: str
-) -> tuple[list[Step], list[Step]]:
-    """The ``(target, source)`` steps that fill the border once the centre is copied: those
-    of the outer axes (indexing the block), then of the innermost axis (indexing
-    :func:`_rows`).  Axis ``k`` fills its border over the full range of the axes before it and
-    the centre range of the axes after it, which are final by then: each border element is
-    written once, corners included."""
-    slab_steps: list[Step] = []
-    row_steps: list[Step] = []
-    last = len(sides) - 1
-    for axis, (before, length, after) in enumerate(sides):
-        if not (before or after):
-            continue
-        if axis == last:
-            line = _AxisSteps((Ellipsis,), (), last > 0, row_steps)
-        else:
-            after_axes = tuple(slice(b, b + n) for b, n, _ in sides[axis + 1 :])
-            line = _AxisSteps((slice(None),) * axis, after_axes, False, slab_steps)
-        _FILLERS[mode](line, before, length, after)
-    return slab_steps, row_steps
-
-
-@dataclasses.dataclass(slots=True)
-class _AxisSteps:
-    """Records fills and copies along one axis (``prefix``/``suffix`` index the axes around
-    it).  On the innermost axis (``by_column``) a narrow stretch goes one column at a time:
-    one long strided loop instead of a per-row overhead."""
-
-    prefix: tuple[Any, ...]
-    suffix: tuple[Any, ...]
-    by_column: bool
-    steps: list[Step]
-
-    def fill(self, start: int, stop: int) -> None:
-        """Positions ``start .. stop-1`` get the constant."""
-        if self._columnwise(stop - start, _FILL_COLUMNS):
-            self.steps += [(self._at(position), None) for position in range(start, stop)]
-        else:
-            self.steps.append((self._at(slice(start, stop)), None))
-
-    def copy(self, start: int, stop: int, source: int, step: int) -> None:
-        """Position ``start + i`` gets position ``source + i * step`` (step 1, -1 or 0)."""
-        count = stop - start
-        if self._columnwise(count, _COPY_COLUMNS):
-            self.steps += [(self._at(start + i), self._at(source + i * step)) for i in range(count)]
-            return
-        if step == 0:
-            chosen = slice(source, source + 1)
-        else:  # a reversed stretch that ends at index 0 stops at None, not at -1
-            end = source + count * step
-            chosen = slice(source, end if end >= 0 else None, step)
-        self.steps.append((self._at(slice(start, stop)), self._at(chosen)))
-
-    def _at(self, position: int | slice) -> tuple[Any, ...]:
-        return (*self.prefix, position, *self.suffix)
-
-    def _columnwise(self, count: int, limit: int) -> bool:
-        return self.by_column and count <= limit
-
-
-# Widest stretches of the innermost axis copied / filled column by column.  Measured on
-# 3520 rows of 160 float32 in cache: an assignment of a short stretch of each row costs
-# about 19 ns per row (8 ns for a fill) up to 8 elements wide, one column 1.3-1.8 ns per row.
-_COPY_COLUMNS = 8
-_FILL_COLUMNS = 6
-
-
-def _fill_constant(line: _AxisSteps, before: int, length: int, after: int) -> None:
-    """Positions outside ``[before, before + length)`` get the constant."""
-    if before:
-        line.fill(0, before)
-    if after:
-        line.fill(before + length, before + length + after)
-
-
-def _fill_edge(line: _AxisSteps, before: int, length: int, after: int) -> None:
-    """Position ``j`` (relative to the centre) gets ``clip(j, 0, n-1)``."""
-    if before:
-        line.copy(0, before, before, 0)
-    last = before + length - 1
-    if after:
-        line.copy(last + 1, last + 1 + after, last, 0)
-
-
-def _fill_wrap(line: _AxisSteps, before: int, length: int, after: int) -> None:
-    """Position ``j`` gets ``j mod n``: the filled stretch ``[low, high)`` is ``n``-periodic,
-    so whole periods of it are copied outwards (doubling it at each step)."""
-    low, high, total = before, before + length, before + length + after
-    while low > 0:
-        size = min(low, (high - low) // length * length)
-        shift = -(-size // length) * length
-        line.copy(low - size, low, low - size + shift, 1)
-        low -= size
-    while high < total:
-        size = min(total - high, (high - low) // length * length)
-        shift = -(-size // length) * length
-        line.copy(high, high + size, high - shift, 1)
-        high += size
-
-
-def _fill_reflect(line: _AxisSteps, before: int, length: int, after: int) -> None:
-    """Position ``j`` mirrors about the first and last centre elements (period ``2(n-1)``):
-    the filled stretch is mirrored about its end element in whole half-periods ``n-1``; a
-    one-element axis repeats it, like numpy.pad."""
-    if length == 1:
-        _fill_edge(line, before, length, after)
-        return
-    half = length - 1
-    low, high, total = before, before + length, before + length + after
-    while low > 0:
-        size = min(low, (high - low - 1) // half * half)
-        line.copy(low - size, low, low + size, -1)
-        low -= size
-    while high < total:
-        size = min(total - high, (high - low - 1) // half * half)
-        line.copy(high, high + size, high - 2, -1)
-        high += size
-
-
-_FILLERS: dict[str, Callable[[_AxisSteps, int, int, int], None]] = {
-    "constant": _fill_constant,
-    "edge": _fill_edge,
-    "wrap": _fill_wrap,
-    "reflect": _fill_reflect,
-}
+    element = b"" if fill is None else np.array(fill, dtype=out.dtype).tobytes()
+    threads = native.thread_count() if out.nbytes >= _PARALLEL_BYTES else 1
+    native.extension().pad_into(src.view(view), out.view(view), tuple(tables), element, threads)

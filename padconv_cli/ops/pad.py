@@ -131,7 +131,7 @@ def run(made: Any, arrays: Sequence[Any], attributes: Mapping[str, Any]) -> np.n
 
 def typed(attributes: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
     """The attributes with a text constant_value read as an element of the data's type."""
-    from padconv_cli.constant_text import typed_attributes
+    from padconv_cli.kernels.pad import typed_attributes
 
     return typed_attributes(attributes, dtype)
 

@@ -35,14 +35,12 @@ from padconv_cli.outofcore.conv_tiles import (
 )
 from padconv_cli.outofcore.npy_blocks import open_npy_input
 from padconv_cli.outofcore.pad_tiles import (
-    axis_pieces,
+    axis_reads,
     pad_tile,
     pad_tile_cost,
     plan_pad_tiles,
-    region_bounds,
-    tile_pieces,
+    read_boxes,
     tiled_pad,
-    window_box,
 )
 from padconv_cli.outofcore.progress import TileProgress
 from padconv_cli.outofcore.tiling import choose_tile_shape, split_range
@@ -62,22 +60,25 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 # --- tile arithmetic ----------------------------------------------------------------------
 
 
-def test_region_bounds_cut_at_zero_and_n():
-    assert region_bounds(-3, 12, 10) == [(-3, 0), (0, 10), (10, 12)]
-    assert region_bounds(2, 5, 10) == [(2, 5)]
-    assert region_bounds(-5, -2, 10) == [(-5, -2)]
+def test_a_wrap_tile_reads_both_ends_of_the_axis_not_the_middle():
+    axis = plan_pad((10,), [3, 0], mode="wrap").per_axis[0]
+    runs, table = axis_reads(0, 5, axis, "wrap")  # outputs 0..4 = x[7], x[8], x[9], x[0], x[1]
+    assert runs == [(0, 2), (7, 10)] and table.tolist() == [2, 3, 4, 0, 1]
 
 
-def test_reflect_piece_reads_from_the_mirror_source():
+def test_a_reflect_tile_reads_from_the_mirror_source():
     axis = plan_pad((10,), [4, 0], mode="reflect").per_axis[0]
-    (piece,) = axis_pieces(0, 2, axis, "reflect")  # outputs 0, 1 = x[4], x[3]
-    assert piece.window == (0, 5) and (piece.before, piece.after, piece.crop) == (4, 0, 0)
+    runs, table = axis_reads(0, 2, axis, "reflect")  # outputs 0, 1 = x[4], x[3]
+    assert runs == [(3, 5)] and table.tolist() == [1, 0]
 
 
-def test_wrap_piece_beyond_one_period_reads_the_whole_axis():
+def test_a_constant_tile_reads_nothing_of_the_pad_and_a_long_wrap_only_what_it_needs():
+    axis = plan_pad((10,), [4, 0]).per_axis[0]
+    assert [(r, t.tolist()) for r, t in [axis_reads(0, 5, axis, "constant")]] == [
+        ([(0, 1)], [-1, -1, -1, -1, 0])]
     axis = plan_pad((3,), [7, 0], mode="wrap").per_axis[0]
-    pieces = axis_pieces(0, 2, axis, "wrap")
-    assert pieces[0].window == (0, 3) and pieces[0].before == 7
+    runs, table = axis_reads(0, 2, axis, "wrap")  # outputs 0, 1 = x[2], x[0]
+    assert runs == [(0, 1), (2, 3)] and table.tolist() == [1, 0]
 
 
 def test_conv_span_is_stride_times_tile_plus_halo():
@@ -119,16 +120,13 @@ def test_tile_shape_splits_leading_axes_first():
 
 
 def assemble_pad(data, pads, value, axes, mode, tile_shape):
-    """The tiled algorithm on an in-memory array: every tile from its pieces."""
+    """The tiled algorithm on an in-memory array: every tile from the boxes it reads."""
     plan = plan_pad(data.shape, pads, axes, mode)
     out = np.empty(plan.output_shape, dtype=data.dtype)
     ranges = [split_range(n, t) for n, t in zip(plan.output_shape, tile_shape, strict=True)]
     for tile in itertools.product(*ranges):
-        pieces = tile_pieces(tile, plan)
-        windows = [data[window_box(piece, plan)] for piece in pieces]
-        shape = tuple(stop - start for start, stop in tile)
-        out[tuple(slice(*r) for r in tile)] = pad_tile(windows, pieces, shape, value, mode,
-                                                       data.dtype)
+        windows = [data[box] for box in read_boxes(tile, plan)]
+        out[tuple(slice(*r) for r in tile)] = pad_tile(windows, tile, plan, value, data.dtype)
     return out
 
 
@@ -146,7 +144,7 @@ def pad_cases(draw):
 
 @settings(max_examples=40, deadline=None)
 @given(pad_cases())
-def test_tiled_pad_pieces_are_bit_identical_to_the_kernel(case):
+def test_tiled_pad_tiles_are_bit_identical_to_the_kernel(case):
     shape, pads, mode, tile = case
     data = RNG.standard_normal(shape).astype(np.float32)
     value = np.float32(2.5) if mode == "constant" else None

@@ -49,6 +49,7 @@ padconv::Pool& padconv_shared_pool();  // Conv's pool, lent to the integer Conv 
 PyObject* padconv_py_interleave_phases(PyObject*, PyObject* args);  // conv_transpose_phases.cpp
 PyObject* padconv_py_phase_convs(PyObject*, PyObject* args);        // conv_transpose_run.cpp
 PyObject* padconv_py_phase_convs_bytes(PyObject*, PyObject* args);  // conv_transpose_run.cpp
+PyObject* padconv_py_pad_into(PyObject*, PyObject* args);           // pad.cpp
 
 namespace {
 
@@ -826,6 +827,9 @@ PyMethodDef methods[] = {
     {"phase_convs_bytes", padconv_py_phase_convs_bytes, METH_VARARGS,
      "phase_convs_bytes(c, mc, counts, runs, strides, threads, isa, itemsize): what "
      "phase_convs() allocates (conv_transpose_run.cpp)."},
+    {"pad_into", padconv_py_pad_into, METH_VARARGS,
+     "pad_into(src, out, tables, fill, threads): out[i...] = src[tables[a][i_a]...], fill "
+     "where an index is -1; elements of 1, 2, 4, 8 or 16 bytes (pad.cpp)."},
     {"conv", py_conv, METH_VARARGS,
      "conv(x, w, b, y, strides, dilations, pads_begin, group, threads, isa, x_kind='same'): "
      "ONNX Conv of float32/float64 arrays into y, sums in a fixed order (c, then the taps in C "
@@ -875,6 +879,6 @@ void* padconv_thread_scratch(size_t bytes) { return scratch_for(bytes); }
 void padconv_trim_thread_scratch() {
     if (t_scratch_size > KEPT_SCRATCH_BYTES) release_scratch();
 }
-long padconv_stop_requests() { return stop_requests.load(); }
+long padconv_stop_requests() { return stop_requests.load(); }  // Pad stops on them too
 unsigned long padconv_main_thread() { return main_thread; }
 void padconv_record_conv_bytes(long bytes) { last_run_bytes = bytes; }
