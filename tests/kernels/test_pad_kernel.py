@@ -327,6 +327,20 @@ def reflect_indices(length: int, n: int, before: int) -> list[int]:
     return [j if j < n else period - j for j in shifted]
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize(("before", "after"), [(0, 9), (11, 0), (5, 7), (1, 13), (8, 8)])
+def test_the_reference_reflects_long_pads_with_the_mirrors_period(n, before, after):
+    """What --check and audit judge Pad by: numpy < 2's np.pad would break this period."""
+    from padconv_cli.ops import KernelCall
+    from padconv_cli.ops.pad import reference
+
+    data = np.arange(10, 10 + 2 * n, dtype=np.int32).reshape(2, n)
+    attributes = {"pads": [0, before, 0, after], "axes": None, "mode": "reflect",
+                  "constant_value": None}
+    expected = data[:, reflect_indices(n + before + after, n, before)]
+    assert_identical(reference(KernelCall("Pad", 18, (data,), attributes)), expected)
+
+
 @pytest.mark.parametrize("mode", ["reflect", "wrap"])
 def test_long_pads_after_cropping_match_numpy_on_the_cropped_input(mode):
     data = np.arange(24, dtype=np.float64).reshape(4, 6)
