@@ -16,6 +16,36 @@
 #define PADCONV_PLANE_TAPS 512  // most kernel taps of the plane kernel
 #define PADCONV_DW_TAPS 64  // taps of the last axis whose starts are worked out once per task
 
+#include <stddef.h>
+
+#include <new>
+
+// A thread's buffer of at least `bytes`, 64-byte aligned (null when memory ran out), kept for
+// the thread's next call while at most `kept` bytes: a fresh one would be page-faulted in on
+// every call. Conv's per-thread scratch and ConvTranspose's work buffer are two of them.
+struct KeptBuffer {
+    char* data = 0;
+    size_t size = 0;
+
+    void* at_least(size_t bytes) {
+        if (size < bytes + 64) {
+            release();
+            data = new (std::nothrow) char[bytes + 64];
+            if (!data) return 0;
+            size = bytes + 64;
+        }
+        return data + (64 - reinterpret_cast<size_t>(data) % 64) % 64;
+    }
+    void trim(size_t kept) {
+        if (size > kept) release();
+    }
+    void release() {
+        delete[] data;
+        data = 0;
+        size = 0;
+    }
+};
+
 // Element types X may have (ConvJob::x_type); W, B and Y are float32 for the narrow ones.
 enum XType { X_SAME = 0, X_FLOAT16 = 1, X_BFLOAT16 = 2 };
 // The depthwise kernel's ways of reading X (ConvJob::dw_block; conv_depthwise.h).

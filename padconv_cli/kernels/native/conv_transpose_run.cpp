@@ -324,27 +324,7 @@ void Tasks<double>::run_task(const ConvJob& job, long task, double* scratch) {
     ks.gemm_task_f64(job, task, scratch);
 }
 
-// The calling thread's work buffer of at least `bytes`, 64-byte aligned (null when memory
-// ran out), and its release once the call is over when it is larger than KEPT_WORK_BYTES.
-thread_local char* t_work = 0;
-thread_local size_t t_work_size = 0;
-
-void release_work() {
-    delete[] t_work;
-    t_work = 0;
-    t_work_size = 0;
-}
-
-void* work_buffer(size_t bytes) {
-    if (t_work_size < bytes + 64) {
-        release_work();
-        t_work = new (std::nothrow) char[bytes + 64];
-        if (!t_work) return 0;
-        t_work_size = bytes + 64;
-    }
-    const size_t address = reinterpret_cast<size_t>(t_work);
-    return t_work + (64 - address % 64) % 64;
-}
+thread_local KeptBuffer t_work;  // the calling thread's work buffer, kept up to KEPT_WORK_BYTES
 
 // Packs, runs, interleaves into y; 1 done, 0 a weight not finite, -1 out of memory, -2
 // stopped.
@@ -352,7 +332,7 @@ template <typename T>
 int execute(const Shared& g, RunSpec* runs, long count, const T* w, long m, long k, long m0,
             const T* bias, T* y, const KernelSet& ks, long threads, Stop& stop) {
     Plan plan(g, runs, count, ks, sizeof(T), threads);
-    T* work = static_cast<T*>(work_buffer(plan.work_elems() * sizeof(T)));
+    T* work = static_cast<T*>(t_work.at_least(plan.work_elems() * sizeof(T)));
     std::vector<std::vector<T>> run_bias(count);
     try {
         for (long r = 0; bias && r < count; ++r) run_bias[r].resize(plan.jobs[r].m);
@@ -380,7 +360,7 @@ int execute(const Shared& g, RunSpec* runs, long count, const T* w, long m, long
     if (!tasks.failed && !stop.stopped)
         padconv_interleave_phase_major(work, y, g.mc, g.rank, g.strides, g.counts, sizeof(T),
                                        threads);
-    if (t_work_size > KEPT_WORK_BYTES) release_work();
+    t_work.trim(KEPT_WORK_BYTES);
     if (tasks.failed) return -1;
     return stop.stopped ? -2 : 1;
 }

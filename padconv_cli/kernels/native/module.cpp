@@ -75,27 +75,7 @@ padconv::Pool& pool() {
 void forget_pool_in_child() { the_pool = 0; }  // its threads did not follow the fork
 #endif
 
-// A per-thread buffer of at least `bytes`, 64-byte aligned, kept for the next call when it is
-// small (a fresh buffer would be page-faulted in on every call); null when memory ran out.
-thread_local char* t_scratch = 0;
-thread_local size_t t_scratch_size = 0;
-
-void release_scratch() {
-    delete[] t_scratch;
-    t_scratch = 0;
-    t_scratch_size = 0;
-}
-
-void* scratch_for(size_t bytes) {
-    if (t_scratch_size < bytes + 64) {
-        release_scratch();
-        t_scratch = new (std::nothrow) char[bytes + 64];
-        if (!t_scratch) return 0;
-        t_scratch_size = bytes + 64;
-    }
-    const size_t address = reinterpret_cast<size_t>(t_scratch);
-    return t_scratch + (64 - address % 64) % 64;
-}
+thread_local KeptBuffer t_scratch;  // each thread's Conv scratch (conv_job.h)
 
 struct CpuFeatures {
     bool avx2 = false, avx512 = false;
@@ -467,7 +447,7 @@ struct Run {
 
     void work() {
         packing.take_part(ks);
-        T* scratch = static_cast<T*>(scratch_for(scratch_elems * sizeof(T)));
+        T* scratch = static_cast<T*>(t_scratch.at_least(scratch_elems * sizeof(T)));
         asked += long(scratch_elems * sizeof(T)) + 64;
         if (!scratch) {
             failed = true;
@@ -475,7 +455,7 @@ struct Run {
         }
         for (long task = next++; task < tasks && !failed && !stop.now(); task = next++)
             run_task(task, scratch);
-        if (t_scratch_size > KEPT_SCRATCH_BYTES) release_scratch();
+        t_scratch.trim(KEPT_SCRATCH_BYTES);
     }
 
     static void work_of(void* run) { static_cast<Run*>(run)->work(); }
@@ -555,7 +535,7 @@ long working_threads(const Sizing& size, long threads) {
 }
 
 // Bytes a run of `size` allocates on `threads` threads: packed W, then per working thread
-// its buffer and the 64 bytes that align it (scratch_for).
+// its buffer and the 64 bytes that align it (KeptBuffer::at_least).
 long sizing_bytes(const Sizing& size, int item, long threads) {
     if (size.tasks == 0) return 0;
     return size.packed_elems * item +
@@ -875,10 +855,8 @@ void padconv_plan_conv_job(ConvJob& job, const KernelSet& ks, int item, long thr
     *tasks = size.tasks;
     *scratch_elems = size.scratch_elems;
 }
-void* padconv_thread_scratch(size_t bytes) { return scratch_for(bytes); }
-void padconv_trim_thread_scratch() {
-    if (t_scratch_size > KEPT_SCRATCH_BYTES) release_scratch();
-}
+void* padconv_thread_scratch(size_t bytes) { return t_scratch.at_least(bytes); }
+void padconv_trim_thread_scratch() { t_scratch.trim(KEPT_SCRATCH_BYTES); }
 long padconv_stop_requests() { return stop_requests.load(); }  // Pad stops on them too
 unsigned long padconv_main_thread() { return main_thread; }
 void padconv_record_conv_bytes(long bytes) { last_run_bytes = bytes; }
