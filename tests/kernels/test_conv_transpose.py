@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import signal
-import threading
-import time
 
 import ml_dtypes
 import numpy as np
@@ -16,6 +14,11 @@ from family_oracles import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from native_stops import (
+    STOP_SECONDS,
+    outcome_when_stopped_from_another_thread,
+    seconds_to_stop_on_a_signal,
+)
 
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
 from padconv_cli.kernels.conv_transpose import conv_transpose, plan_conv_transpose, scatter_add
@@ -341,9 +344,6 @@ def test_output_shape_far_from_the_uncropped_output(output_shape):
 # The one native job of the phases (phase_convs): its refusals, and its stops (Ctrl-C on the
 # main thread, request_stop() on any other), like the core's Conv.
 
-STOP_SECONDS = 5.0  # the tasks look for a stop every few milliseconds; slack for a busy machine
-
-
 def _phase_job(taps=None, first=0, x_channels=256, size=128):
     """About 34 GFLOP on the portable kernels: seconds on any machine."""
     rng = np.random.default_rng(0)
@@ -371,46 +371,15 @@ def test_phase_job_refuses_runs_that_do_not_fit_its_buffers(change):
 def test_a_signal_handler_that_raises_stops_the_phase_job_on_the_main_thread():
     from padconv_cli.kernels import conv_transpose as ct
 
-    class Stopped(Exception):
-        pass
-
-    def raise_stopped(signum, frame):
-        raise Stopped
-
     job = _phase_job()
-    previous = signal.signal(signal.SIGALRM, raise_stopped)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        started = time.monotonic()
-        with pytest.raises(Stopped):
-            ct.phase_convs(*job)
-        took = time.monotonic() - started
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    assert took < STOP_SECONDS
+    assert seconds_to_stop_on_a_signal(lambda: ct.phase_convs(*job)) < STOP_SECONDS
 
 
 def test_request_stop_stops_the_phase_job_on_another_thread():
     from padconv_cli.kernels import conv_transpose as ct
-    from padconv_cli.kernels import native
 
-    job, outcome = _phase_job(), []
-
-    def run() -> None:
-        try:
-            outcome.append(ct.phase_convs(*job))
-        except BaseException as error:  # noqa: BLE001 - what the call raised is the result
-            outcome.append(error)
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    deadline = time.monotonic() + STOP_SECONDS
-    while worker.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-        native.extension().request_stop()
-    worker.join(STOP_SECONDS)
-    assert not worker.is_alive()
+    job = _phase_job()
+    outcome = outcome_when_stopped_from_another_thread(lambda: ct.phase_convs(*job))
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
     x, w, b = random_case((1, 3, 4, 4), (3, 2, 4, 4), seed=2)
     attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import itertools
 import signal
-import threading
-import time
 
 import ml_dtypes
 import numpy as np
 import pytest
+from native_stops import (
+    STOP_SECONDS,
+    outcome_when_stopped_from_another_thread,
+    seconds_to_stop_on_a_signal,
+)
 from oracles import assert_conv_within_bound, fp16_spec_example, random_inputs, resolve_pads
 
 from padconv_cli.errors import PadconvError
@@ -405,13 +408,6 @@ def test_the_extension_rejects_arrays_it_cannot_read_safely():
 # on any thread after ``request_stop()``; the call raises, and later calls are unaffected.
 
 
-STOP_SECONDS = 5.0  # the kernels look for a stop every few milliseconds; slack for a busy machine
-
-
-class Stopped(Exception):
-    """Raised by the test's signal handler."""
-
-
 def _long_conv_inputs() -> tuple[np.ndarray, ...]:
     """About 65 GFLOP on the portable kernels and two threads: seconds on any machine."""
     rng = np.random.default_rng(0)
@@ -433,21 +429,8 @@ def _a_small_conv_is_still_right() -> None:
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
 def test_a_signal_handler_that_raises_stops_a_conv_on_the_main_thread():
-    def raise_stopped(signum, frame):
-        raise Stopped
-
     inputs = _long_conv_inputs()
-    previous = signal.signal(signal.SIGALRM, raise_stopped)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        started = time.monotonic()
-        with pytest.raises(Stopped):
-            _long_conv(*inputs)
-        took = time.monotonic() - started
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    assert took < STOP_SECONDS
+    assert seconds_to_stop_on_a_signal(lambda: _long_conv(*inputs)) < STOP_SECONDS
     _a_small_conv_is_still_right()
 
 
@@ -455,22 +438,6 @@ def test_request_stop_stops_a_conv_on_another_thread():
     """A request affects the calls running when it is made: it is repeated until the call,
     started on its thread meanwhile, has ended."""
     inputs = _long_conv_inputs()
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            _long_conv(*inputs)
-            outcome.append(None)
-        except BaseException as error:  # noqa: BLE001 - what the call raised is the result
-            outcome.append(error)
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    deadline = time.monotonic() + STOP_SECONDS
-    while worker.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-        native.extension().request_stop()
-    worker.join(STOP_SECONDS)
-    assert not worker.is_alive()
+    outcome = outcome_when_stopped_from_another_thread(lambda: _long_conv(*inputs))
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
     _a_small_conv_is_still_right()
