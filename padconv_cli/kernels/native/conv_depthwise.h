@@ -51,6 +51,24 @@ struct DwShape {
           DH(J.d[0]), DW(J.d[1]), PH(J.pb[0]), PW(J.pb[1]) {}
 };
 
+// Adds the bias to R rows of N vectors of sums and stores them at y, y + ystride, ...: the
+// first `count` positions of each row (the last vector in part).
+template <typename T, int N, int R>
+PADCONV_TILE_INLINE void store_rows(typename VecOf<T>::V::type (&acc)[R][N], const T* bias,
+                                    T* y, long ystride, long count) {
+    typedef typename VecOf<T>::V V;
+    const typename V::type b = bias ? V::bcast(*bias) : V::zero();
+    for (int i = 0; i < R; ++i) {
+        T* out = y + i * ystride;
+        for (int v = 0; v < N; ++v) {
+            const typename V::type sum = bias ? V::add(acc[i][v], b) : acc[i][v];
+            const long left = count - v * V::lanes;
+            if (left >= V::lanes) V::store(out + v * V::lanes, sum);
+            else if (left > 0) V::store_first(out + v * V::lanes, sum, int(left));
+        }
+    }
+}
+
 // Positions j0 .. j0 + count - 1 (count <= N * lanes) of output rows r .. r + R - 1 of one
 // channel, their R * N vectors of sums in registers (direct kernel): x is the input plane, wm
 // the channel's KH * KW weights, y the output plane.  EDGE: some tap reads past an end of the
@@ -93,16 +111,7 @@ PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, co
             }
         }
     }
-    const Vec b = bias ? V::bcast(*bias) : zero;
-    for (int i = 0; i < R; ++i) {
-        T* out = y + (r + i) * G.L + j0;
-        for (int v = 0; v < N; ++v) {
-            const Vec sum = bias ? V::add(acc[i][v], b) : acc[i][v];
-            const long left = count - v * V::lanes;
-            if (left >= V::lanes) V::store(out + v * V::lanes, sum);
-            else if (left > 0) V::store_first(out + v * V::lanes, sum, int(left));
-        }
-    }
+    store_rows<T, N, R>(acc, bias, y + r * G.L + j0, G.L, count);
 }
 
 // depthwise_direct_block for R output rows whose every tap reads inside X, with unit stride
@@ -137,16 +146,7 @@ PADCONV_TILE_INLINE void depthwise_direct_block_shared(
             }
         }
     }
-    const Vec b = bias ? V::bcast(*bias) : zero;
-    for (int i = 0; i < R; ++i) {
-        T* out = y + (r + i) * G.L + j0;
-        for (int v = 0; v < N; ++v) {
-            const Vec sum = bias ? V::add(acc[i][v], b) : acc[i][v];
-            const long left = count - v * V::lanes;
-            if (left >= V::lanes) V::store(out + v * V::lanes, sum);
-            else if (left > 0) V::store_first(out + v * V::lanes, sum, int(left));
-        }
-    }
+    store_rows<T, N, R>(acc, bias, y + r * G.L + j0, G.L, count);
 }
 
 // Positions j0 .. j0 + count - 1 (N vectors) of output rows r0 .. r1 - 1 of one channel, the
