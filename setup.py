@@ -26,7 +26,11 @@ if sys.platform == "win32":
 else:
     # -ffp-contract=off: a multiply and an add are never fused behind the code's back, so
     # every output element is summed by the same operations wherever it is computed.
-    compile_args = ["-O3", "-std=c++17", "-ffp-contract=off", "-fno-math-errno", "-pthread"]
+    # -fno-wrapv: the interpreter's own flags ask for wrapping signed arithmetic, which keeps
+    # the compiler from simplifying the kernels' index arithmetic (measured: the 3x3 plane
+    # kernel 4% slower); nothing here relies on signed overflow.
+    compile_args = ["-O3", "-std=c++17", "-ffp-contract=off", "-fno-math-errno", "-fno-wrapv",
+                    "-pthread"]
     link_args = ["-pthread"]
 
 NO_COMPILER_HELP = """\
