@@ -258,3 +258,20 @@ def test_unhashable_attributes_are_planned_each_time():
     w = np.ones((2, 2, 3, 3), np.float32)
     for _ in range(2):
         assert conv(x, w, pads=np.array([1, 1, 1, 1])).shape == (1, 2, 4, 4)
+
+
+def test_a_call_planned_before_is_still_judged_by_its_own_attributes():
+    """The plan of a valid call is remembered; a later call with other (or wrong) attributes
+    is planned afresh, lists and tuples alike."""
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    w = np.ones((1, 1, 3, 3), np.float32)
+    padded = conv(x, w, pads=[1, 1, 1, 1])
+    assert padded.shape == (1, 1, 4, 4)
+    assert conv(x, w, pads=(1, 1, 1, 1)).tolist() == padded.tolist()
+    assert conv(x, w, pads=[0, 0, 0, 0]).shape == (1, 1, 2, 2)
+    assert conv(x, w, pads=np.array([1, 1, 1, 1])).tolist() == padded.tolist()
+    with pytest.raises(AttributeValueError):
+        conv(x, w, pads=[1, 1, 1])
+    with pytest.raises(AttributeValueError):
+        conv(x, w, pads=[1, 1, 1, -1])
+    assert conv(x, w, pads=[1, 1, 1, 1]).tolist() == padded.tolist()
