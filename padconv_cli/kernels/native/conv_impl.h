@@ -686,19 +686,43 @@ inline long output_run(const ConvJob& J, long v, long count) {
     return flat;
 }
 
+// Units [u0, u1) of plane task `task` in image-group `image_group`, units of `nr` virtual
+// positions (see ConvJob).
+inline void plane_task_units(const ConvJob& J, long nr, long task, long& image_group, long& u0,
+                             long& u1) {
+    const long units = (J.plane_end + nr - 1) / nr;
+    const long last = J.n * J.group - 1;
+    if (task < last * J.blocks) {  // an equal share of an image-group
+        const long block = task % J.blocks;
+        image_group = task / J.blocks;
+        u0 = block * units / J.blocks;
+        u1 = (block + 1) * units / J.blocks;
+        return;
+    }
+    image_group = last;
+    const long k = task - last * J.blocks;
+    if (k < J.plane_head) {  // an equal share of the last image-group's head
+        u0 = k * J.plane_head_units / J.plane_head;
+        u1 = (k + 1) * J.plane_head_units / J.plane_head;
+        return;
+    }
+    u0 = J.plane_head_units;  // the tail: plane_threads tasks of each size, halving
+    long size = J.plane_big / 2, r = k - J.plane_head;
+    for (; r >= J.plane_threads; r -= J.plane_threads, size /= 2) u0 += J.plane_threads * size;
+    u0 += r * size;
+    u1 = u0 + size;
+}
+
 template <typename T, typename S>
 void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
     const long slab = J.plane_width, cs = plane_channel(J);
     const long virtual_end = J.plane_end;
-    const long block = task % J.blocks, image_group = task / J.blocks;
+    long image_group, u0, u1;  // register tiles [u0, u1), at most nb / nr of them
+    plane_task_units(J, nr, task, image_group, u0, u1);
     const long g = image_group % J.group, n = image_group / J.group;
-    // block b: register tiles [b * U / blocks, (b + 1) * U / blocks) of the U that cover the
-    // virtual positions, at most nb / nr of them
-    const long units = (virtual_end + nr - 1) / nr;
-    const long v0 = block * units / J.blocks * nr;
-    const long v1 = min_l((block + 1) * units / J.blocks * nr, virtual_end), first = v0 / slab;
+    const long v0 = u0 * nr, v1 = min_l(u1 * nr, virtual_end), first = v0 / slab;
     const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
     fill_plane<T, S>(J, xg, first, plane);
     long tap_offsets[PADCONV_PLANE_TAPS];

@@ -81,6 +81,11 @@ struct ConvJob {
     // group (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first
     // axis per channel, plane_width elements each, copied once per task
     long plane_kernel, plane_width, plane_rows, plane_end;
+    // ... split into tasks of register tiles (units): every image-group but the last in
+    // `blocks` equal tasks; the last in plane_head equal tasks over its first plane_head_units
+    // units, then a tail of `plane_threads` tasks of each size plane_big / 2, / 4, ... 1
+    // (plane_task_units), so that the threads finish within a small task of one another
+    long plane_head, plane_head_units, plane_big, plane_threads;
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row
