@@ -568,10 +568,12 @@ def convolve_cut(plan: ConvPlan, cut: Cut, x: np.ndarray, w: np.ndarray,
 
 
 def scratch_bytes(
-    plan: ConvPlan, itemsize: int, threads: int, out_channels: int | None = None
+    plan: ConvPlan, itemsize: int, threads: int, out_channels: int | None = None,
+    x_dtype: np.dtype | None = None,
 ) -> int:
-    """The native core's own buffers for the plan (``itemsize``: the accumulator's;
-    ``out_channels``: a tile's, default M) on ``threads`` threads: packed W and every working
+    """The native core's own buffers for the plan (``itemsize``: the accumulator's; ``x_dtype``:
+    X's, default the accumulator's; ``out_channels``: a tile's, default M) on ``threads``
+    threads: packed W (not for a pointwise X of the accumulator's type) and every working
     thread's buffer, as worked out by the sizing its run uses (``conv_scratch_bytes``).  A tile
     of ``M_t`` channels runs as ``G_t = ceil(M_t / (M/G))`` whole groups, or one group of
     ``M_t`` channels when ``M_t < M/G``.  A padded 1x1 kernel of stride 1 counts the larger
@@ -587,13 +589,14 @@ def scratch_bytes(
     groups = max(1, -(-m // per_group_out))
     channels = m if groups == 1 else groups * per_group_out
     images, in_per_group, out_spatial = plan.x_shape[0], plan.w_shape[1], plan.output_shape[2:]
+    narrow = () if x_dtype is None or x_dtype.itemsize == itemsize else (x_dtype.name,)
     runs = [(plan.x_shape[2:], plan.pads_begin)]
     if set(plan.w_shape[2:]) | set(plan.strides) == {1} and any(plan.pads):
         runs.append((out_spatial, (0,) * len(out_spatial)))
     return max(native.extension().conv_scratch_bytes(
         (images, groups * in_per_group, *in_spatial), (channels, in_per_group, *plan.w_shape[2:]),
         (images, channels, *out_spatial), tuple(plan.strides), tuple(plan.dilations),
-        tuple(pads_begin), groups, threads, native.selected_isa(), itemsize)
+        tuple(pads_begin), groups, threads, native.selected_isa(), itemsize, *narrow)
         for in_spatial, pads_begin in runs)
 
 
@@ -646,7 +649,7 @@ def _cut_working_bytes(plan: ConvPlan, cut: Cut, dtype: np.dtype, threads: int,
 def _whole_working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int,
                          out_channels: int | None) -> int:
     acc = accumulator_dtype(dtype)
-    working = scratch_bytes(plan, acc.itemsize, threads, out_channels)
+    working = scratch_bytes(plan, acc.itemsize, threads, out_channels, np.dtype(dtype))
     if acc != dtype:
         m0, m1 = narrow_chunks(plan)[0] if plan.w_shape[0] else (0, 0)
         chunk = (m1 - m0) * math.prod(plan.output_shape[2:])

@@ -546,7 +546,8 @@ def core_bytes(plan: ConvTransposePlan, dtype: np.dtype, threads: int) -> int:
             plan.x_shape[1], width, counts, runs, tuple(plan.strides), threads,
             native.selected_isa(), acc.itemsize)
             for width in _chunk_widths(plan, math.prod(plan.output_shape[2:]) * acc.itemsize))
-    return max((conv_kernel.scratch_bytes(conv_plan, acc.itemsize, threads)
+    return max((conv_kernel.scratch_bytes(conv_plan, acc.itemsize, threads, None,
+                                          np.dtype(dtype))
                 for conv_plan in phase_conv_plans(plan, dtype)), default=0)
 
 

@@ -298,6 +298,40 @@ inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const
     tile_store(acc, bias, out, ostride);
 }
 
+// micro_tile with W read as given: row i of the tile from w + min(i, rows - 1) * ck (rows
+// past W's last repeat it; their sums are never stored).  The same steps in the same order.
+template <typename T, int N = NV>
+inline void micro_tile_rows(const T* w, long rows, const T* panel, long pstride, long ck,
+                            const T* bias, T* out, long ostride) {
+    typedef typename VecOf<T>::V V;
+    const T* row[MR];
+    for (int i = 0; i < MR; ++i) row[i] = w + min_l(i, rows - 1) * ck;
+    typename V::type acc[MR][N];
+    tile_zero<T>(acc);
+    for (long q = 0; q < ck; ++q) {
+        const T* p = panel + q * pstride;
+#if defined(__GNUC__) || defined(__clang__)
+        __builtin_prefetch(p + PREFETCH_ROWS * pstride);
+        __builtin_prefetch(p + PREFETCH_ROWS * pstride + N * V::lanes - 1);
+#endif
+        typename V::type b[N];
+        for (int v = 0; v < N; ++v) b[v] = V::load(p + v * V::lanes);
+        for (int i = 0; i < MR; ++i) {
+            const typename V::type a = V::bcast(row[i][q]);
+            for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
+        }
+    }
+    tile_store(acc, bias, out, ostride);
+}
+
+// One register tile of the GEMM kernel, W packed or read as given (J.w_rows).
+template <typename T, int N = NV>
+inline void w_tile(const ConvJob& J, const T* w, long rows, const T* panel, long pstride,
+                   const T* bias, T* out, long ostride) {
+    if (J.w_rows) micro_tile_rows<T, N>(w, rows, panel, pstride, J.ck, bias, out, ostride);
+    else micro_tile<T, N>(w, panel, pstride, J.ck, bias, out, ostride);
+}
+
 // A 1x1 kernel with stride 1 and no padding: the panel is X itself.
 bool is_pointwise(const ConvJob& J) {
     for (int i = 0; i < J.rank; ++i)
@@ -353,7 +387,7 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
     if (!direct) build_panel<T, S>(J, n, g, p0, np, npad, panel);
     T* strip = panel + strip_offset(J, J.nb);
     const long mblocks = (J.mg + MR - 1) / MR;
-    const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
+    const T* wg = static_cast<const T*>(J.w) + g * (J.w_rows ? J.mg : mblocks * MR) * J.ck;
     const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
     T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane + p0;
     T tile[MR * NV * V::lanes];
@@ -365,14 +399,14 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
         const T* b = block_bias(bias, mb, rows, tile_bias);
         T* out = y + mb * MR * J.out_plane + j0;
         if (rows == MR && cols == nr) {  // the whole tile lands in Y
-            micro_tile<T>(w, from, stride, J.ck, b, out, J.out_plane);
+            w_tile<T>(J, w, rows, from, stride, b, out, J.out_plane);
             return;
         }
         // an edge of the positions: only the vectors that hold some (the sums are the same)
-        if (NV > 1 && cols <= V::lanes) micro_tile<T, 1>(w, from, stride, J.ck, b, tile, nr);
+        if (NV > 1 && cols <= V::lanes) w_tile<T, 1>(J, w, rows, from, stride, b, tile, nr);
         else if (NV > 2 && cols <= 2 * V::lanes)
-            micro_tile<T, (NV > 2 ? 2 : NV)>(w, from, stride, J.ck, b, tile, nr);
-        else micro_tile<T>(w, from, stride, J.ck, b, tile, nr);
+            w_tile<T, (NV > 2 ? 2 : NV)>(J, w, rows, from, stride, b, tile, nr);
+        else w_tile<T>(J, w, rows, from, stride, b, tile, nr);
         copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
     };
     if (direct) {  // each strip of X packed first (its rows are far apart in X), then the

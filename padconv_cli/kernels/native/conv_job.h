@@ -76,6 +76,7 @@ struct ConvJob {
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
     long mparts;  // GEMM kernel, pointwise: W's row blocks in mparts ranges, one task each
+    long w_rows;  // GEMM kernel: W read as given (rows C/G * prod(k) apart), not packed
     long row_kernel;
     // plane kernel (rank >= 2, stride 1): blocks of `nb` virtual positions of one image and
     // group (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first

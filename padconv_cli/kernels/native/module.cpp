@@ -230,6 +230,9 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     nb = std::max(nr, std::min(nb, round_up(job.out_plane, nr)));
     const bool direct = is_pointwise(job) && job.x_type == X_SAME;
     job.mparts = direct && threads > 1 && ceil_div(job.mg, ks.mr) >= 4 * threads ? threads : 1;
+    // pointwise, X read in place: W read in place too; every strip of X reads the same few
+    // rows of W from near the core, and packing W (512 x 256) took 30 us of a 1 ms Conv
+    job.w_rows = direct;
     const long wanted =
         ceil_div(TASKS_PER_THREAD * threads, job.n * job.group * job.mparts);
     if (threads > 1 && wanted > 1)
@@ -521,6 +524,7 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads) {
     }
     job.row_kernel = job.plane_kernel = 0;
     job.mparts = 1;
+    job.w_rows = 0;
     // the plane kernel copies every input element about once, the row kernel once per
     // outer tap and the GEMM kernel's panel once per tap: the plane kernel first, but for
     // 2-D rows where it drops more than 1/20 of its positions and the row kernel applies
@@ -533,7 +537,7 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads) {
     if (rows_kernel) plane_kernel = job.plane_kernel = 0;
     if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, item, threads);
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
-    size.packed_elems = job.group * ceil_div(job.mg, ks.mr) * ks.mr * job.ck;
+    size.packed_elems = job.w_rows ? 0 : job.group * ceil_div(job.mg, ks.mr) * ks.mr * job.ck;
     size.tasks = job.n * job.group * job.blocks * job.mparts;
     const int last = job.rank - 1;
     if (rows_kernel) {
@@ -585,7 +589,7 @@ bool execute(ConvJob& job, const KernelSet& ks, long threads, Stop& stop) {
     }
     T* packed = 0;  // every element is packed
     Packing<T> packing;
-    if (!size.depthwise) {
+    if (size.packed_elems) {
         packed = static_cast<T*>(t_packed.at_least(size.packed_elems * sizeof(T)));
         if (!packed) return false;
         packing.w = static_cast<const T*>(job.w);
@@ -878,6 +882,7 @@ const KernelSet* padconv_kernels(const char* isa) { return cpu_has(isa) ? kernel
 void padconv_plan_conv_job(ConvJob& job, const KernelSet& ks, int item, long threads,
                            long* tasks, long* scratch_elems) {
     const Sizing size = plan_job(job, ks, item, threads);
+    job.w_rows = 0;  // the phases' W comes packed
     *tasks = size.tasks;
     *scratch_elems = size.scratch_elems;
 }
