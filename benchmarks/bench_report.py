@@ -151,8 +151,8 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
                "output + weights + 100 MiB", over, allowed, f" MiB (allowed {allowed:.0f})"),
         target("Cluster: padconv --engine dask, Zarr to Zarr / the dask script <= 1.0",
                ratio(cluster, bc.DASK_SCRIPT, "padconv zarr->zarr") if cluster else None, 1.0),
-        target('Start-up: padconv pad and conv / python -c "import numpy" <= 1.5',
-               worst(starts, every=True), 1.5, " at worst"),
+        target('Start-up: padconv pad and conv / python -c "import numpy" <= 1.3',
+               worst(starts, every=True), 1.3, " at worst"),
     ]
 
 
