@@ -567,6 +567,9 @@ def convolve_cut(plan: ConvPlan, cut: Cut, x: np.ndarray, w: np.ndarray,
     return y
 
 
+NARROW_X = ("float16", "bfloat16")  # X types the native core widens as it reads them
+
+
 def scratch_bytes(
     plan: ConvPlan, itemsize: int, threads: int, out_channels: int | None = None,
     x_dtype: np.dtype | None = None,
@@ -589,7 +592,7 @@ def scratch_bytes(
     groups = max(1, -(-m // per_group_out))
     channels = m if groups == 1 else groups * per_group_out
     images, in_per_group, out_spatial = plan.x_shape[0], plan.w_shape[1], plan.output_shape[2:]
-    narrow = () if x_dtype is None or x_dtype.itemsize == itemsize else (x_dtype.name,)
+    narrow = (x_dtype.name,) if x_dtype is not None and x_dtype.name in NARROW_X else ()
     runs = [(plan.x_shape[2:], plan.pads_begin)]
     if set(plan.w_shape[2:]) | set(plan.strides) == {1} and any(plan.pads):
         runs.append((out_spatial, (0,) * len(out_spatial)))
