@@ -57,6 +57,7 @@ const long PANEL_BYTES = 512 * 1024;  // GEMM panel per thread: C/G * prod(k) * 
 const long ROW_BYTES = 256 * 1024;  // row kernel: padded input rows of one task
 const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
 const long DW_TASK_OUTPUTS = 1 << 16;  // depthwise read in place: most outputs of one task
+const long W_ROWS_BYTES = 256 * 1024;  // pointwise: W from which it is read in place
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
@@ -230,9 +231,11 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     nb = std::max(nr, std::min(nb, round_up(job.out_plane, nr)));
     const bool direct = is_pointwise(job) && job.x_type == X_SAME;
     job.mparts = direct && threads > 1 && ceil_div(job.mg, ks.mr) >= 4 * threads ? threads : 1;
-    // pointwise, X read in place: W read in place too; every strip of X reads the same few
-    // rows of W from near the core, and packing W (512 x 256) took 30 us of a 1 ms Conv
-    job.w_rows = direct;
+    // pointwise, X read in place, a large W: W read in place too; every strip of X reads the
+    // same few rows of W from near the core, and packing W (512 x 256) took 30 us of a 1 ms
+    // Conv.  A smaller W is packed: read in place, the tiles ran slower on its short rows
+    // (measured: 128 x 64, a U-Net's stacked ConvTranspose phases, 8% slower)
+    job.w_rows = direct && job.m * job.ck * item >= W_ROWS_BYTES;
     const long wanted =
         ceil_div(TASKS_PER_THREAD * threads, job.n * job.group * job.mparts);
     if (threads > 1 && wanted > 1)
