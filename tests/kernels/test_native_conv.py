@@ -241,6 +241,9 @@ DETERMINISM_CASES = {
     "depthwise": ((1, 12, 70, 29), (24, 1, 3, 3), {"group": 12, "pads": [1, 1, 1, 1]}),
     # 1x1: X read in place, its column strips packed (a partial last one, a partial row block)
     "pointwise_groups": ((2, 12, 37, 29), (18, 6, 1, 1), {"group": 2}),
+    # 1x1 with a W of 256 KB or more: W read in place too (a partial row block, groups)
+    "pointwise_large_w": ((2, 256, 9, 21), (261, 256, 1, 1), {}),
+    "pointwise_large_w_groups": ((1, 900, 5, 9), (303, 300, 1, 1), {"group": 3}),
     # rows of 96 positions (whole register tiles on every instruction set), a partial row block
     "rows_of_96": ((2, 8, 21, 96), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
