@@ -233,17 +233,25 @@ PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[MR][N]) {
         for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
 }
 
-// acc[i][v] += wq[i] * row[v * lanes ..]: one row q of the panel times column q of W's block.
-template <typename T, int N>
-PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][N], const T* wq,
-                                   const T* row) {
+// acc[i][v] += w(i, q) * row[v * lanes ..]: one row q of the panel times column q of W's
+// block, however W is laid out (w: the tile's weight of row i at step q).
+template <typename T, int N, typename WAt>
+PADCONV_TILE_INLINE void tile_step_at(typename VecOf<T>::V::type (&acc)[MR][N], const WAt& w,
+                                      long q, const T* row) {
     typedef typename VecOf<T>::V V;
     typename V::type b[N];
     for (int v = 0; v < N; ++v) b[v] = V::load(row + v * V::lanes);
     for (int i = 0; i < MR; ++i) {
-        const typename V::type a = V::bcast(wq[i]);
+        const typename V::type a = V::bcast(w(i, q));
         for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
     }
+}
+
+// tile_step_at with W packed: wq[i] is row i's weight.
+template <typename T, int N>
+PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][N], const T* wq,
+                                   const T* row) {
+    tile_step_at<T>(acc, [wq](int i, long) { return wq[i]; }, 0, row);
 }
 
 // The epilogue: bias[i] added to row i (when given), then row i stored at out + i * ostride.
@@ -277,11 +285,11 @@ inline void copy_tile_part(const T* tile, long nr, long rows, long cols, T* out,
     for (long i = 0; i < rows; ++i) memcpy(out + i * ostride, tile + i * nr, cols * sizeof(T));
 }
 
-// out[i][j] = sum_q wp[q][i] * panel[q][j] (+ bias[i]), q ascending, one accumulator per
+// out[i][j] = sum_q w(i, q) * panel[q][j] (+ bias[i]), q ascending, one accumulator per
 // element, for j below N vectors (NV, or fewer for a tile at the edge of the positions);
 // panel rows are `pstride` apart, output rows `ostride` apart.
-template <typename T, int N = NV>
-inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
+template <typename T, int N, typename WAt>
+inline void tile_sweep(const WAt& w, const T* panel, long pstride, long ck, const T* bias,
                        T* out, long ostride) {
     typedef typename VecOf<T>::V V;
     typename V::type acc[MR][N];
@@ -293,35 +301,28 @@ inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const
         __builtin_prefetch(row + PREFETCH_ROWS * pstride);
         __builtin_prefetch(row + PREFETCH_ROWS * pstride + N * V::lanes - 1);
 #endif
-        tile_step(acc, wp + q * MR, row);
+        tile_step_at<T>(acc, w, q, row);
     }
     tile_store(acc, bias, out, ostride);
 }
 
-// micro_tile with W read as given: row i of the tile from w + min(i, rows - 1) * ck (rows
+// tile_sweep with W packed: wp[q][i] is row i's weight at step q.
+template <typename T, int N = NV>
+inline void micro_tile(const T* wp, const T* panel, long pstride, long ck, const T* bias,
+                       T* out, long ostride) {
+    tile_sweep<T, N>([wp](int i, long q) { return wp[q * MR + i]; }, panel, pstride, ck, bias,
+                     out, ostride);
+}
+
+// tile_sweep with W read as given: row i of the tile from w + min(i, rows - 1) * ck (rows
 // past W's last repeat it; their sums are never stored).  The same steps in the same order.
 template <typename T, int N = NV>
 inline void micro_tile_rows(const T* w, long rows, const T* panel, long pstride, long ck,
                             const T* bias, T* out, long ostride) {
-    typedef typename VecOf<T>::V V;
     const T* row[MR];
     for (int i = 0; i < MR; ++i) row[i] = w + min_l(i, rows - 1) * ck;
-    typename V::type acc[MR][N];
-    tile_zero<T>(acc);
-    for (long q = 0; q < ck; ++q) {
-        const T* p = panel + q * pstride;
-#if defined(__GNUC__) || defined(__clang__)
-        __builtin_prefetch(p + PREFETCH_ROWS * pstride);
-        __builtin_prefetch(p + PREFETCH_ROWS * pstride + N * V::lanes - 1);
-#endif
-        typename V::type b[N];
-        for (int v = 0; v < N; ++v) b[v] = V::load(p + v * V::lanes);
-        for (int i = 0; i < MR; ++i) {
-            const typename V::type a = V::bcast(row[i][q]);
-            for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
-        }
-    }
-    tile_store(acc, bias, out, ostride);
+    tile_sweep<T, N>([&row](int i, long q) { return row[i][q]; }, panel, pstride, ck, bias, out,
+                     ostride);
 }
 
 // One register tile of the GEMM kernel, W packed or read as given (J.w_rows).
