@@ -77,9 +77,9 @@ void forget_pool_in_child() { the_pool = 0; }  // its threads did not follow the
 #endif
 
 thread_local KeptBuffer t_scratch;  // each thread's Conv scratch (conv_job.h)
-// the calling thread's packed W, kept like the scratch: a W of 147 KB (a 3x3 over 64
-// channels) came from the system afresh on every call, page faults included (measured: 15 us
-// of a 1.2 ms Conv, with the helpers idle)
+// the calling thread's packed W, kept like the scratch: a W above the allocator's mmap
+// threshold would otherwise be asked of the system, and its pages faulted in, on any call
+// where the allocator had handed it back
 thread_local KeptBuffer t_packed;
 
 struct CpuFeatures {
