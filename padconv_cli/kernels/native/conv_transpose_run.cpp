@@ -39,6 +39,9 @@
 
 #include "conv_job.h"
 #include "pool.h"
+#include "stop.h"
+
+using padconv::Stop;
 
 // module.cpp: the parts of conv() this job shares
 padconv::Pool& padconv_shared_pool();
@@ -47,8 +50,6 @@ void padconv_plan_conv_job(ConvJob& job, const KernelSet& ks, int item, long thr
                            long* tasks, long* scratch_elems);
 void* padconv_thread_scratch(size_t bytes);
 void padconv_trim_thread_scratch();
-long padconv_stop_requests();
-unsigned long padconv_main_thread();
 void padconv_record_conv_bytes(long bytes);
 // conv_transpose_phases.cpp
 void padconv_interleave_phase_major(const void* src, void* dst, long planes, long rank,
@@ -60,7 +61,6 @@ namespace {
 const int MAX_RUNS = 64;
 const long PACK_ROWS = 8;  // output channels a packing task takes, for every phase
 const long PACK_AHEAD = 2;  // input channels ahead whose rows of W a packing task prefetches
-const long SIGNAL_CHECK_MS = 20;  // as conv(): how often the main thread runs signal handlers
 const size_t KEPT_WORK_BYTES = 8 << 20;  // a thread's work buffer kept for its next call
 const int MAX_INTERLEAVED_RANK = 8;  // interleave_phases' limits
 const long MAX_LAST_STRIDE = 64;
@@ -257,33 +257,6 @@ struct Pack {
         }
     }
     static void work_of(void* self) { static_cast<Pack*>(self)->work(); }
-};
-
-// Whether the run should stop taking tasks: conv()'s rule (module.cpp, Stop).
-struct Stop {
-    const long requests_at_start = padconv_stop_requests();
-    const std::thread::id caller = std::this_thread::get_id();
-    PyThreadState* main_state = 0;
-    std::chrono::steady_clock::time_point next_check = std::chrono::steady_clock::now();
-    std::atomic<bool> stopped{false};
-
-    bool now() {
-        if (stopped.load(std::memory_order_relaxed)) return true;
-        if (padconv_stop_requests() != requests_at_start || handler_raised()) stopped = true;
-        return stopped.load(std::memory_order_relaxed);
-    }
-
-  private:
-    bool handler_raised() {
-        if (!main_state || std::this_thread::get_id() != caller) return false;
-        const auto at = std::chrono::steady_clock::now();
-        if (at < next_check) return false;
-        next_check = at + std::chrono::milliseconds(SIGNAL_CHECK_MS);
-        PyEval_RestoreThread(main_state);
-        const bool raised = PyErr_CheckSignals() < 0;
-        PyEval_SaveThread();
-        return raised;
-    }
 };
 
 // Every run's tasks, shared out dynamically in run order.
@@ -495,9 +468,7 @@ PyObject* padconv_py_phase_convs(PyObject*, PyObject* args) {
     int done = 1;
     Stop stop;
     if (g.mc > 0 && g.plane() > 0) {
-        const bool on_main_thread = PyThread_get_thread_ident() == padconv_main_thread();
-        PyThreadState* state = PyEval_SaveThread();
-        stop.main_state = on_main_thread ? state : 0;
+        stop.release_gil();
         const long m = w->shape[1], k = w->shape[2];
         if (item == 4)
             done = execute<float>(g, specs, count, static_cast<const float*>(w->buf), m, k, m0,
@@ -507,7 +478,7 @@ PyObject* padconv_py_phase_convs(PyObject*, PyObject* args) {
             done = execute<double>(g, specs, count, static_cast<const double*>(w->buf), m, k,
                                    m0, b ? static_cast<const double*>(b->buf) : 0,
                                    static_cast<double*>(y->buf), *ks, threads, stop);
-        PyEval_RestoreThread(state);
+        stop.take_gil();
     }
     if (done == -2) {
         if (!PyErr_Occurred())

@@ -15,7 +15,7 @@
 //
 // Stopping early: a running conv takes no new task once request_stop() was called (by the
 // command's signal handler, from any thread), and, on the main thread, once a Python signal
-// handler raised (the calling thread runs them every SIGNAL_CHECK_MS, between its tasks).  The
+// handler raised (stop.h).  The
 // call then raises that exception, or RuntimeError (on a thread of a dask worker, say, where a
 // KeyboardInterrupt would stop the worker's own machinery), and y is garbage.
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +34,9 @@
 
 #include "conv_job.h"
 #include "pool.h"
+#include "stop.h"
+
+using padconv::Stop;
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -60,8 +63,6 @@ const long DW_TASK_OUTPUTS = 1 << 16;  // depthwise read in place: most outputs 
 const long W_ROWS_BYTES = 256 * 1024;  // pointwise: W from which it is read in place
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
-
-const long SIGNAL_CHECK_MS = 20;  // how often a conv on the main thread runs signal handlers
 
 padconv::Pool* the_pool = 0;  // started on first use; forgotten in a child after fork
 std::atomic<long> stop_requests{0};  // request_stop() calls so far
@@ -389,38 +390,6 @@ long depthwise_scratch(const ConvJob& job) {
     return job.dw_slots * job.s[job.rank - 1] * job.row_len;
 }
 
-// Whether one conv should stop taking tasks (module comment): a request_stop() since it began,
-// or a Python signal handler that raised when the calling thread ran them.
-struct Stop {
-    const long requests_at_start = stop_requests.load();
-    const std::thread::id caller = std::this_thread::get_id();
-    PyThreadState* main_state = 0;  // the caller's state when it is the main thread
-    std::chrono::steady_clock::time_point next_check = std::chrono::steady_clock::now();
-    std::atomic<bool> stopped{false};
-
-    bool now() {
-        if (stopped.load(std::memory_order_relaxed)) return true;
-        if (stop_requests.load(std::memory_order_relaxed) != requests_at_start ||
-            handler_raised())
-            stopped = true;
-        return stopped.load(std::memory_order_relaxed);
-    }
-
-  private:
-    // On the main thread, at most every SIGNAL_CHECK_MS: take the GIL and run the handlers of
-    // the signals that arrived (their exception stays set for the caller to raise).
-    bool handler_raised() {
-        if (!main_state || std::this_thread::get_id() != caller) return false;
-        const auto at = std::chrono::steady_clock::now();
-        if (at < next_check) return false;
-        next_check = at + std::chrono::milliseconds(SIGNAL_CHECK_MS);
-        PyEval_RestoreThread(main_state);
-        const bool raised = PyErr_CheckSignals() < 0;
-        PyEval_SaveThread();
-        return raised;
-    }
-};
-
 void pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
     ks.pack_w_f32(w, m, ck, p);
 }
@@ -670,12 +639,10 @@ PyObject* py_conv(PyObject*, PyObject* args) {
     bool ok = true;
     Stop stop;
     if (job.n > 0 && job.out_plane > 0 && job.m > 0) {
-        const bool on_main_thread = PyThread_get_thread_ident() == main_thread;
-        PyThreadState* state = PyEval_SaveThread();
-        stop.main_state = on_main_thread ? state : 0;
+        stop.release_gil();
         ok = item == 4 ? execute<float>(job, *ks, threads, stop)
                        : execute<double>(job, *ks, threads, stop);
-        PyEval_RestoreThread(state);
+        stop.take_gil();
     }
     if (stop.stopped) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "conv stopped: request_stop()");

@@ -10,7 +10,7 @@
 // (one memcpy for the interior when both rows are contiguous).  Rows are shared by the calling
 // thread and up to `threads` - 1 helpers of Conv's pool, so that a fresh output is first touched
 // by every core; the GIL is released.  A request_stop() or, on the main thread, a Python signal
-// handler that raised (they run every STOP_CHECK_MS) stops the call between tasks: it raises
+// handler that raised stops the call between tasks (stop.h): it raises
 // that exception (or RuntimeError) and `out` is partly written.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,15 +25,13 @@
 #include <vector>
 
 #include "pool.h"
+#include "stop.h"
 
 padconv::Pool& padconv_shared_pool();  // module.cpp
-long padconv_stop_requests();          // module.cpp
-unsigned long padconv_main_thread();   // module.cpp
 
 namespace {
 
 const long TASK_BYTES = 2 << 20;  // output bytes of one task: threads fault in pages of their own
-const long STOP_CHECK_MS = 20;
 
 // Consecutive output positions of the last axis that read consecutive source positions
 // (from `from`), or the fill (`from` < 0).
@@ -53,27 +51,7 @@ struct PadJob {
     std::vector<char> fills;  // a last-axis row of fill elements
     long rows = 0, rows_per_task = 1, tasks = 0;
     std::atomic<long> next{0};
-    // stopping
-    long requests_at_start = padconv_stop_requests();
-    std::thread::id caller = std::this_thread::get_id();
-    PyThreadState* state = 0;
-    bool on_main_thread = PyThread_get_thread_ident() == padconv_main_thread();
-    std::chrono::steady_clock::time_point next_check =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(STOP_CHECK_MS);
-    std::atomic<bool> stopped{false};
-
-    bool stop_now() {
-        if (stopped.load(std::memory_order_relaxed)) return true;
-        if (padconv_stop_requests() != requests_at_start) stopped = true;
-        const auto at = std::chrono::steady_clock::now();
-        if (on_main_thread && std::this_thread::get_id() == caller && at >= next_check) {
-            next_check = at + std::chrono::milliseconds(STOP_CHECK_MS);
-            PyEval_RestoreThread(state);  // run the handlers of the signals that arrived
-            if (PyErr_CheckSignals() < 0) stopped = true;
-            state = PyEval_SaveThread();
-        }
-        return stopped.load(std::memory_order_relaxed);
-    }
+    padconv::Stop stop;
 };
 
 const long SHORT_RUN = 4;  // elements copied one by one (a memcpy call costs more)
@@ -128,7 +106,7 @@ void task(PadJob& job, long first, long last) {
 template <int N>
 void work(void* context) {
     PadJob& job = *static_cast<PadJob*>(context);
-    for (long t = job.next++; t < job.tasks && !job.stop_now(); t = job.next++)
+    for (long t = job.next++; t < job.tasks && !job.stop.now(); t = job.next++)
         task<N>(job, t * job.rows_per_task, std::min(job.rows, (t + 1) * job.rows_per_task));
 }
 
@@ -249,10 +227,10 @@ PyObject* padconv_py_pad_into(PyObject*, PyObject* args) {
     job.rows_per_task = std::max(1L, std::min(TASK_BYTES / (width * job.item),
                                               job.rows / (4 * threads)));
     job.tasks = (job.rows + job.rows_per_task - 1) / job.rows_per_task;
-    job.state = PyEval_SaveThread();
+    job.stop.release_gil();
     run_job(job, std::min(threads, job.tasks));
-    PyEval_RestoreThread(job.state);
-    if (!job.stopped) Py_RETURN_NONE;
+    job.stop.take_gil();
+    if (!job.stop.stopped) Py_RETURN_NONE;
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "pad stopped: request_stop()");
     return 0;
 }
