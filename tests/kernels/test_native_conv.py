@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import itertools
 import signal
+import subprocess
+import sys
+import textwrap
+import time
 
 import ml_dtypes
 import numpy as np
@@ -305,6 +309,55 @@ def test_a_forked_child_computes_after_the_parent_used_its_threads():
     with multiprocessing.get_context("fork").Pool(1) as child:
         got = child.apply_async(conv, (X, W, B), {"pads": [1, 1, 1, 1]}).get(timeout=120)
     assert got.tobytes() == parent.tobytes()
+
+def _allowed_cpus_of_every_thread() -> set[str]:
+    """The Cpus_allowed_list of each thread of this process, as Linux reports it."""
+    from pathlib import Path
+
+    lists = set()
+    for status in Path("/proc/self/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                lists.add(line.split(":", 1)[1].strip())
+    return lists
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+def test_helpers_woken_after_idleness_leave_every_thread_its_affinity():
+    """A helper woken onto the caller's CPU moves off it for the call, pinned by no one after."""
+    X, W, B = random_inputs((1, 16, 40, 40), (8, 16, 3, 3), np.float32)
+    before = _allowed_cpus_of_every_thread()
+    want = conv(X, W, B, pads=[1, 1, 1, 1]).tobytes()
+    for _ in range(10):
+        time.sleep(0.02)  # the helpers stop spinning and sleep
+        assert conv(X, W, B, pads=[1, 1, 1, 1]).tobytes() == want
+    assert _allowed_cpus_of_every_thread() == before
+
+
+def test_helpers_confined_to_the_callers_one_cpu_still_compute_the_same_bits():
+    """With one CPU allowed there is nowhere to move a helper to: it shares it, same bits."""
+    code = textwrap.dedent("""
+        import os, sys, time
+        import numpy as np
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        from padconv_cli.kernels import native
+        from padconv_cli.kernels.conv import plan_conv
+        rng = np.random.default_rng(3)
+        x = rng.uniform(-1, 1, (1, 16, 40, 40)).astype(np.float32)
+        w = rng.uniform(-1, 1, (8, 16, 3, 3)).astype(np.float32)
+        plan = plan_conv(x.shape, w.shape, pads=[1, 1, 1, 1])
+        out = []
+        for threads in (1, 2, 2, 3):
+            time.sleep(0.02)
+            y = np.empty(plan.output_shape, np.float32)
+            native.conv_into(x, w, None, y, strides=plan.strides, dilations=plan.dilations,
+                             pads_begin=plan.pads_begin, group=1, threads=threads)
+            out.append(y.tobytes())
+        sys.exit(0 if len(set(out)) == 1 else 1)
+    """)
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
 
 def test_a_part_of_the_output_repeats_the_whole_bit_for_bit(forced_isa):
     """Rows computed from a crop of X (the tiled engine's tiles) equal the whole tensor's."""
