@@ -30,12 +30,12 @@ except ImportError:
 class Settings:
     """Every knob of a run; docs/benchmarks.md ("How") says what each does."""
 
-    repeat: int = 15  # turns per implementation and case
-    timed: int = 4  # timed calls per turn, each timed alone (the median and p90 are over all)
+    repeat: int = 60  # turns per implementation and case
+    timed: int = 1  # timed calls per turn, each timed alone (the median and p90 are over all)
     allocations: int = 3  # copies of the inputs, each freshly allocated; turn t uses copy t % 3
     warmup: int = 2  # untimed calls at least, per turn
-    warmup_s: float = 0.15  # untimed seconds at least, per turn
-    settle_s: float = 0.3  # pause after each turn
+    warmup_s: float = 0.02  # untimed seconds at least, per turn
+    settle_s: float = 0.1  # pause after each turn
     budget_s: float = 6.0  # an implementation stops after 3 calls once it spent this
     reference_repeat: int = 3  # calls of onnx.reference
     process_runs: int = 10  # rounds of the start-up commands
@@ -49,13 +49,17 @@ QUICK = Settings(3, 2, 2, 1, 0.0, 0.0, 0.5, 1, 2, 1, True)
 
 def time_in_turns(calls: dict[str, tuple[list[Callable], bool]], s: Settings) -> dict[str, list]:
     """{name: timed durations} of {name: (one call per input allocation, capped)}, in turns as
-    Settings says (garbage collection off meanwhile): turn t runs allocation t % len(calls)."""
+    Settings says (garbage collection off meanwhile): round t runs input allocation t mod
+    their number, the implementations in an order rotated by one each round (none always
+    follows another)."""
     times: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
     gc.collect()
     gc.disable()
     try:
         for turn in range(s.repeat):
-            for name, (per_allocation, capped) in calls.items():
+            for name in names[turn % len(names):] + names[:turn % len(names)]:
+                per_allocation, capped = calls[name]
                 done, call = times[name], per_allocation[turn % len(per_allocation)]
                 if capped and len(done) >= s.reference_repeat or (
                         not capped and len(done) >= 3 and sum(done) >= s.budget_s):

@@ -3,6 +3,7 @@ times the peers, judges the targets and writes the report; a wrong result is cau
 cluster part (a dask LocalCluster: two thirds of a --quick run's time) is left to the real
 benchmark runs."""
 
+import itertools
 import json
 import subprocess
 import sys
@@ -122,3 +123,14 @@ def test_family_cases_verify_their_peers_and_catch_a_wrong_integer():
     verdicts = {t["target"]: t["status"] for t in wrong["targets"]}
     assert verdicts["Family: every padconv integer result exact (ConvInteger, QLinearConv)"] == (
         "MISSED")
+
+
+def test_turns_rotate_so_that_no_implementation_always_follows_another():
+    order = []
+    calls = {name: ([lambda name=name: order.append(name)], False) for name in "abc"}
+    settings = replace(bench_measure.QUICK, repeat=6, timed=1, warmup=0, warmup_s=0.0,
+                       settle_s=0.0)
+    times = bench_measure.time_in_turns(calls, settings)
+    assert {name: len(durations) for name, durations in times.items()} == dict.fromkeys("abc", 6)
+    followers = {pair for pair in itertools.pairwise(order) if pair[0] != pair[1]}
+    assert followers == {(x, y) for x in "abc" for y in "abc" if x != y}
