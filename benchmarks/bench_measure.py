@@ -30,7 +30,7 @@ except ImportError:
 class Settings:
     """Every knob of a run; docs/benchmarks.md ("How") says what each does."""
 
-    repeat: int = 60  # turns per implementation and case
+    repeat: int = 100  # turns per implementation and case
     timed: int = 1  # timed calls per turn, each timed alone (the median and p90 are over all)
     allocations: int = 3  # copies of the inputs, each freshly allocated; turn t uses copy t % 3
     warmup: int = 2  # untimed calls at least, per turn
