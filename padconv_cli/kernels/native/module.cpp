@@ -15,9 +15,9 @@
 //
 // Stopping early: a running conv takes no new task once request_stop() was called (by the
 // command's signal handler, from any thread), and, on the main thread, once a Python signal
-// handler raised (stop.h).  The
-// call then raises that exception, or RuntimeError (on a thread of a dask worker, say, where a
-// KeyboardInterrupt would stop the worker's own machinery), and y is garbage.
+// handler raised (stop.h).  The call then raises that exception, or RuntimeError (on a thread
+// of a dask worker, say, where a KeyboardInterrupt would stop the worker's own machinery), and
+// y is garbage.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
