@@ -90,3 +90,15 @@ def test_an_infinite_weight_over_padding_rows_and_columns_is_nan(isa):
     assert np.isnan(Y[0, 0, -1, :]).all() and np.isnan(Y[0, 0, :, -1]).all()
     assert np.isinf(Y[0, 0, :-1, :-1]).all()
 
+
+
+@pytest.mark.parametrize("isa", native.available_isas())
+@pytest.mark.parametrize("width", [7, 56, 130])
+def test_planes_taller_than_a_band_of_rows_are_within_the_bound_on_any_thread_count(isa, width):
+    """Rows are swept in bands: a plane of 150 rows crosses band boundaries (and thread
+    shares) with every tap, and still sums to the same bits on 1 and 3 threads."""
+    X, W, B = random_inputs((1, 2, 150, width), (2, 1, 3, 3), np.float32)
+    attrs = {"group": 2, "pads": [1, 1, 1, 1], "strides": [1, 1], "dilations": [1, 1]}
+    one = native_depthwise(X, W, B, attrs, isa, 1)
+    assert_conv_within_bound(one, X, W, B, reference=tap_oracle, **attrs)
+    assert native_depthwise(X, W, B, attrs, isa, 3).tobytes() == one.tobytes()

@@ -69,14 +69,21 @@ PADCONV_TILE_INLINE void store_rows(typename VecOf<T>::V::type (&acc)[R][N], con
     }
 }
 
+// Which vectors of a run of N are at an edge (EDGE_FIRST, EDGE_LAST: some tap of that vector
+// reads past an end of the input row, or it ends past the output row): their loads are masked
+// by parts[kw][v] to the lanes inside both; every other load is plain.
+enum { EDGE_FIRST = 1, EDGE_LAST = 2 };
+template <int EDGE, int N>
+constexpr bool masked(int v) {
+    return ((EDGE & EDGE_FIRST) && v == 0) || ((EDGE & EDGE_LAST) && v == N - 1);
+}
+
 // Positions j0 .. j0 + count - 1 (count <= N * lanes) of output rows r .. r + R - 1 of one
 // channel, their R * N vectors of sums in registers (direct kernel): x is the input plane, wm
-// the channel's KH * KW weights, y the output plane.  EDGE: some tap reads past an end of the
-// input row, or the block ends past the output row: each load is masked by parts[kw][v] to
-// the lanes inside both; else every load is plain.  BORDER: some row lies in the padding (the
-// first and last rows), else every tap's row is inside X.  KC: KH = KW when the kernel is
-// square 3, 5 or 7 (its taps unrolled), else 0.
-template <typename T, int KC, int N, int R, bool EDGE, bool BORDER>
+// the channel's KH * KW weights, y the output plane.  EDGE: the vectors at an edge (above).
+// BORDER: some row lies in the padding (the first and last rows), else every tap's row is
+// inside X.  KC: KH = KW when the kernel is square 3, 5 or 7 (its taps unrolled), else 0.
+template <typename T, int KC, int N, int R, int EDGE, bool BORDER>
 PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, const T* wm,
                                                 const T* bias, T* y, long r, long j0, long count,
                                                 const typename VecOf<T>::V::part (*parts)[N]) {
@@ -104,7 +111,7 @@ PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, co
                 for (int v = 0; v < N; ++v) {
                     const long at = col + v * V::lanes;
                     const Vec b = BORDER && !rows[i] ? zero
-                                  : EDGE ? V::load_part(rows[i], at, parts[kw][v])
+                                  : masked<EDGE, N>(v) ? V::load_part(rows[i], at, parts[kw][v])
                                          : V::load(rows[i] + at);
                     acc[i][v] = V::fma(a, b, acc[i][v]);
                 }
@@ -119,7 +126,7 @@ PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, co
 // read the same input row under taps kh and kh - 1, so each input row's vectors are loaded
 // once per kw and added into every output row that reads it.  Each output row still gets its
 // taps in C order (kh, then kw), so the sums are the same bits.
-template <typename T, int KC, int N, int R, bool EDGE>
+template <typename T, int KC, int N, int R, int EDGE>
 PADCONV_TILE_INLINE void depthwise_direct_block_shared(
     const DwShape& G, const T* x, const T* wm, const T* bias, T* y, long r, long j0,
     long count, const typename VecOf<T>::V::part (*parts)[N]) {
@@ -136,7 +143,7 @@ PADCONV_TILE_INLINE void depthwise_direct_block_shared(
             const long col = j0 - G.PW + kw * G.DW;
             Vec b[N];
             for (int v = 0; v < N; ++v)
-                b[v] = EDGE ? V::load_part(row, col + v * V::lanes, parts[kw][v])
+                b[v] = masked<EDGE, N>(v) ? V::load_part(row, col + v * V::lanes, parts[kw][v])
                             : V::load(row + col + v * V::lanes);
             for (int i = 0; i < R; ++i) {
                 const int kh = e - i;
@@ -153,11 +160,10 @@ PADCONV_TILE_INLINE void depthwise_direct_block_shared(
 // rows taken R at a time so that at least 4 chains of sums are in flight (a chain is one
 // fused multiply-add after another), or RS at a time sharing their input rows' loads; EDGE's
 // masks are worked out once for all the rows.
-template <typename T, int KC, int N, bool EDGE>
-void depthwise_direct_columns(const ConvJob& J, const T* x, const T* w_channel, const T* bias,
+template <typename T, int KC, int N, int EDGE>
+void depthwise_direct_columns(const DwShape& G, const T* x, const T* w_channel, const T* bias,
                               T* y, long r0, long r1, long j0, long count) {
     typedef typename VecOf<T>::V V;
-    const DwShape G(J);
     const long KW = KC ? KC : G.KW;
     T w_local[KC ? KC * KC : 1];  // a known kernel's weights, out of reach of Y's stores
     for (long t = 0; KC && t < KC * KC; ++t) w_local[t] = w_channel[t];
@@ -167,6 +173,7 @@ void depthwise_direct_columns(const ConvJob& J, const T* x, const T* w_channel, 
     typename V::part parts[KC ? KC : (EDGE ? PADCONV_DW_TAPS : 1)][N];
     for (long kw = 0; EDGE && kw < KW; ++kw) {
         for (int v = 0; v < N; ++v) {
+            if (!masked<EDGE, N>(v)) continue;
             const long col = j0 - G.PW + kw * G.DW + v * V::lanes;
             const long lo = min_l(V::lanes, max_l(0, -col));
             const long hi = max_l(lo, min_l(V::lanes, min_l(G.IW - col, count - v * V::lanes)));
@@ -201,38 +208,59 @@ void depthwise_direct_columns(const ConvJob& J, const T* x, const T* w_channel, 
 }
 
 // depthwise_direct_columns for a run of n (1 .. DW_NV) vectors, N made a compile-time count.
-template <typename T, int KC, bool EDGE>
-void depthwise_direct_run(const ConvJob& J, const T* x, const T* wm, const T* bias, T* y,
+template <typename T, int KC, int EDGE>
+void depthwise_direct_run(const DwShape& G, const T* x, const T* wm, const T* bias, T* y,
                           long r0, long r1, long j0, long count, long n) {
     switch (n) {
         case 1:
-            return depthwise_direct_columns<T, KC, 1, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+            return depthwise_direct_columns<T, KC, 1, EDGE>(G, x, wm, bias, y, r0, r1, j0,
                                                               count);
 #if PADCONV_DW_NV >= 2
         case 2:
-            return depthwise_direct_columns<T, KC, 2, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+            return depthwise_direct_columns<T, KC, 2, EDGE>(G, x, wm, bias, y, r0, r1, j0,
                                                               count);
 #endif
 #if PADCONV_DW_NV >= 3
         case 3:
-            return depthwise_direct_columns<T, KC, 3, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+            return depthwise_direct_columns<T, KC, 3, EDGE>(G, x, wm, bias, y, r0, r1, j0,
                                                               count);
 #endif
 #if PADCONV_DW_NV >= 4
         case 4:
-            return depthwise_direct_columns<T, KC, 4, EDGE>(J, x, wm, bias, y, r0, r1, j0,
+            return depthwise_direct_columns<T, KC, 4, EDGE>(G, x, wm, bias, y, r0, r1, j0,
                                                               count);
 #endif
         default: return;
     }
 }
 
-const long DW_BAND_ROWS = 8;  // output rows whose input rows stay in L1 while runs sweep them
+// depthwise_direct_run with the run's EDGE (0 .. 3) made a compile-time value.
+template <typename T, int KC>
+void depthwise_direct_edges(const DwShape& G, const T* x, const T* wm, const T* bias, T* y,
+                            long r0, long r1, long j0, long count, long n, int edge) {
+    switch (edge) {
+        case 0: return depthwise_direct_run<T, KC, 0>(G, x, wm, bias, y, r0, r1, j0, count, n);
+        case EDGE_FIRST:
+            return depthwise_direct_run<T, KC, EDGE_FIRST>(G, x, wm, bias, y, r0, r1, j0, count,
+                                                           n);
+        case EDGE_LAST:
+            return depthwise_direct_run<T, KC, EDGE_LAST>(G, x, wm, bias, y, r0, r1, j0, count,
+                                                          n);
+        default:
+            return depthwise_direct_run<T, KC, EDGE_FIRST | EDGE_LAST>(G, x, wm, bias, y, r0, r1,
+                                                                       j0, count, n);
+    }
+}
+
+// Output rows in a band stay in L2 while the runs sweep them (8 rows: a third of the time
+// went to blocks of one row at the ends of the bands, measured on rows of 56).
+const long DW_BAND_ROWS = 64;
 
 // Output rows r0 .. r1 - 1 of one channel (direct kernel), in bands of DW_BAND_ROWS rows: the
-// width of a band cut into runs of at most DW_NV vectors, each run either inside (every tap of
-// every lane reads inside the input row, and the run ends inside the output row) or at an
-// edge, each run over the band's rows in turn.
+// width of a band cut into runs of at most DW_NV vectors, of which only the first and the last
+// may be at an edge (some tap of a lane reads past an end of the input row, or the vector ends
+// past the output row), each run over the band's rows in turn.  A row of at most DW_NV vectors
+// is one run: each input row is loaded once per block.
 template <typename T, int KC>
 void depthwise_direct_rows(const ConvJob& J, const T* x, const T* wm, const T* bias, T* y,
                            long r0, long r1) {
@@ -241,15 +269,17 @@ void depthwise_direct_rows(const ConvJob& J, const T* x, const T* wm, const T* b
     // a vector at j is inside when j >= PW and j + lanes <= inside_end
     const long inside_end = min_l(L, J.in[1] + PW - (KW - 1) * J.d[1]);
     auto inside = [&](long j) { return j >= PW && j + lanes <= inside_end; };
+    const DwShape G(J);
     for (long band = r0; band < r1; band += DW_BAND_ROWS) {
         const long end = min_l(r1, band + DW_BAND_ROWS);
         for (long j0 = 0; j0 < L;) {
-            const bool edge = !inside(j0);
-            long n = 1;
-            while (n < DW_NV && j0 + n * lanes < L && inside(j0 + n * lanes) != edge) ++n;
+            long n = 1;  // a vector joins while the one before it is the first or inside
+            while (n < DW_NV && j0 + n * lanes < L && (n == 1 || inside(j0 + (n - 1) * lanes)))
+                ++n;
+            const bool last_edge = n > 1 && !inside(j0 + (n - 1) * lanes);
+            const int edge = (inside(j0) ? 0 : EDGE_FIRST) | (last_edge ? EDGE_LAST : 0);
             const long count = min_l(n * lanes, L - j0);
-            if (edge) depthwise_direct_run<T, KC, true>(J, x, wm, bias, y, band, end, j0, count, n);
-            else depthwise_direct_run<T, KC, false>(J, x, wm, bias, y, band, end, j0, count, n);
+            depthwise_direct_edges<T, KC>(G, x, wm, bias, y, band, end, j0, count, n, edge);
             j0 += n * lanes;
         }
     }
