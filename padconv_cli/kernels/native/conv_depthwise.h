@@ -121,45 +121,85 @@ PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, co
     store_rows<T, N, R>(acc, bias, y + r * G.L + j0, G.L, count);
 }
 
-// depthwise_direct_block for R output rows whose every tap reads inside X, with unit stride
-// and dilation along the rows and a known square kernel (KC): output rows r + i and r + i + 1
-// read the same input row under taps kh and kh - 1, so each input row's vectors are loaded
-// once per kw and added into every output row that reads it.  Each output row still gets its
-// taps in C order (kh, then kw), so the sums are the same bits.
-template <typename T, int KC, int N, int R, int EDGE>
-PADCONV_TILE_INLINE void depthwise_direct_block_shared(
-    const DwShape& G, const T* x, const T* wm, const T* bias, T* y, long r, long j0,
-    long count, const typename VecOf<T>::V::part (*parts)[N]) {
+// f(std::integral_constant<int, I>()) for I = 0, 1, ...: a loop unrolled, its index a
+// constant in every step.
+template <int... I, typename F>
+PADCONV_TILE_INLINE void for_each_index(std::integer_sequence<int, I...>, F&& f) {
+    (f(std::integral_constant<int, I>()), ...);
+}
+
+// One input row (output row t's tap kh = 0) of depthwise_direct_rolling: its vectors loaded
+// once per kw and added into every output row o = t - kh in [r0, r1) that reads it, into slot
+// (U - kh) mod KC (U = t mod KC); then output row t - (KC - 1), complete, stored from its slot
+// and the slot zeroed.  CHECK: some of those rows lie outside [r0, r1).
+template <typename T, int KC, int N, int EDGE, bool CHECK, int U>
+PADCONV_TILE_INLINE void depthwise_rolling_row(
+    const DwShape& G, const T* x, const typename VecOf<T>::V::type (&w)[KC * KC],
+    typename VecOf<T>::V::type (&acc)[KC][N], long t, long r0, long r1, const T* bias,
+    T* y, long j0, long count, const typename VecOf<T>::V::part (*parts)[N]) {
     typedef typename VecOf<T>::V V;
     typedef typename V::type Vec;
-    const Vec zero = V::zero();
-    Vec acc[R][N];
-    for (int i = 0; i < R; ++i)
-        for (int v = 0; v < N; ++v) acc[i][v] = zero;
-    const T* first = x + (r - G.PH) * G.IW;  // input row under tap 0 of output row r
-    for (int e = 0; e < R + KC - 1; ++e) {  // input rows first + e: output row i, tap e - i
-        const T* row = first + e * G.IW;
-        for (int kw = 0; kw < KC; ++kw) {
-            const long col = j0 - G.PW + kw * G.DW;
-            Vec b[N];
-            for (int v = 0; v < N; ++v)
-                b[v] = masked<EDGE, N>(v) ? V::load_part(row, col + v * V::lanes, parts[kw][v])
-                            : V::load(row + col + v * V::lanes);
-            for (int i = 0; i < R; ++i) {
-                const int kh = e - i;
-                if (kh < 0 || kh >= KC) continue;
-                const Vec a = V::bcast(wm[kh * KC + kw]);
-                for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
-            }
+    const T* row = x + (t - G.PH) * G.IW;
+    for (int kw = 0; kw < KC; ++kw) {
+        const long col = j0 - G.PW + kw * G.DW;
+        Vec b[N];
+        for (int v = 0; v < N; ++v)
+            b[v] = masked<EDGE, N>(v) ? V::load_part(row, col + v * V::lanes, parts[kw][v])
+                                      : V::load(row + col + v * V::lanes);
+        for (int kh = 0; kh < KC; ++kh) {
+            if (CHECK && (t - kh < r0 || t - kh >= r1)) continue;
+            Vec(&sum)[N] = acc[(U - kh + KC) % KC];
+            for (int v = 0; v < N; ++v) sum[v] = V::fma(w[kh * KC + kw], b[v], sum[v]);
         }
     }
-    store_rows<T, N, R>(acc, bias, y + r * G.L + j0, G.L, count);
+    const long done = t - (KC - 1);
+    if (CHECK && (done < r0 || done >= r1)) return;
+    Vec(&sum)[N] = acc[(U + 1) % KC];
+    typename V::type one[1][N];
+    for (int v = 0; v < N; ++v) {
+        one[0][v] = sum[v];
+        sum[v] = V::zero();
+    }
+    store_rows<T, N, 1>(one, bias, y + done * G.L + j0, G.L, count);
+}
+
+// Output rows r0 .. r1 - 1 whose every tap reads inside X, with unit stride and dilation along
+// the rows and a known square kernel (KC): each input row is loaded once per kw and added into
+// the KC output rows that read it, whose sums stay in registers (slot o mod KC for output row
+// o) until their last tap.  Each output row still gets its taps in C order (kh, then kw), so
+// the sums are the same bits.
+template <typename T, int KC, int N, int EDGE>
+PADCONV_TILE_INLINE void depthwise_direct_rolling(const DwShape& G, const T* x, const T* wm,
+                                                  const T* bias, T* y, long r0, long r1,
+                                                  long j0, long count,
+                                                  const typename VecOf<T>::V::part (*parts)[N]) {
+    typedef typename VecOf<T>::V V;
+    typename V::type w[KC * KC], acc[KC][N];
+    for (int t = 0; t < KC * KC; ++t) w[t] = V::bcast(wm[t]);
+    for (int i = 0; i < KC; ++i)
+        for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
+    // t: the output row that input row t - PH gives its tap kh = 0; rows t in [r0, r1 + KC - 1)
+    // are read, in groups of KC from a multiple of KC (so that every slot is a constant)
+    const long end = r1 + KC - 1;
+    for (long base = r0 - r0 % KC; base < end; base += KC) {
+        const bool whole = base >= r0 + KC - 1 && base + KC <= r1;  // every row in [r0, r1)
+        for_each_index(std::make_integer_sequence<int, KC>(), [&](auto u) {
+            const long t = base + u;
+            if (t < r0 || t >= end) return;
+            if (whole)
+                depthwise_rolling_row<T, KC, N, EDGE, false, u>(G, x, w, acc, t, r0, r1, bias, y,
+                                                                j0, count, parts);
+            else
+                depthwise_rolling_row<T, KC, N, EDGE, true, u>(G, x, w, acc, t, r0, r1, bias, y,
+                                                               j0, count, parts);
+        });
+    }
 }
 
 // Positions j0 .. j0 + count - 1 (N vectors) of output rows r0 .. r1 - 1 of one channel, the
 // rows taken R at a time so that at least 4 chains of sums are in flight (a chain is one
-// fused multiply-add after another), or RS at a time sharing their input rows' loads; EDGE's
-// masks are worked out once for all the rows.
+// fused multiply-add after another), or all at once sharing their input rows' loads
+// (depthwise_direct_rolling); EDGE's masks are worked out once for all the rows.
 template <typename T, int KC, int N, int EDGE>
 void depthwise_direct_columns(const DwShape& G, const T* x, const T* w_channel, const T* bias,
                               T* y, long r0, long r1, long j0, long count) {
@@ -189,15 +229,15 @@ void depthwise_direct_columns(const DwShape& G, const T* x, const T* w_channel, 
     long r = r0;
     for (; r < ri0; ++r)
         depthwise_direct_block<T, KC, N, 1, EDGE, true>(G, x, wm, b, y, r, j0, count, parts);
-    // input rows shared by RS output rows, when their sums, one input row's vectors and the
-    // weights fit in 32 vector registers (with 16, AVX2, the spills and the masks held in
-    // registers cost more than the loads saved: measured 20% slower on 56-wide rows)
-    const int RS = N >= 3 ? 2 : 4;
-    const bool fits = DW_REGISTERS >= 32 && RS * N + N + KC * KC <= DW_REGISTERS;
-    if (KC && fits && G.SH == 1 && G.DH == 1) {
-        for (; r + RS <= ri1; r += RS)
-            depthwise_direct_block_shared<T, KC ? KC : 1, N, RS, EDGE>(G, x, wm, b, y, r, j0,
-                                                                       count, parts);
+    // input rows shared by the KC output rows that read them, when their sums, one input
+    // row's vectors and the weights fit in 32 vector registers (with 16, AVX2, the spills and
+    // the masks held in registers cost more than the loads saved: measured 20% slower on
+    // 56-wide rows)
+    const bool fits = DW_REGISTERS >= 32 && KC * N + N + KC * KC <= DW_REGISTERS;
+    if (KC && fits && G.SH == 1 && G.DH == 1 && r < ri1) {
+        depthwise_direct_rolling<T, KC ? KC : 1, N, EDGE>(G, x, wm, b, y, r, ri1, j0, count,
+                                                          parts);
+        r = ri1;
     }
     for (; r + R <= ri1; r += R)
         depthwise_direct_block<T, KC, N, R, EDGE, false>(G, x, wm, b, y, r, j0, count, parts);

@@ -32,6 +32,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "conv_job.h"
 
 namespace {
