@@ -132,9 +132,9 @@ PADCONV_TILE_INLINE void for_each_index(std::integer_sequence<int, I...>, F&& f)
 // once per kw and added into every output row o = t - kh in [r0, r1) that reads it, into slot
 // (U - kh) mod KC (U = t mod KC); then output row t - (KC - 1), complete, stored from its slot
 // and the slot zeroed.  CHECK: some of those rows lie outside [r0, r1).
-template <typename T, int KC, int N, int EDGE, bool CHECK, int U>
+template <typename T, int KC, int N, int EDGE, bool CHECK, int U, bool HOLD>
 PADCONV_TILE_INLINE void depthwise_rolling_row(
-    const DwShape& G, const T* x, const typename VecOf<T>::V::type (&w)[KC * KC],
+    const DwShape& G, const T* x, const T* wm, const typename VecOf<T>::V::type (&w)[KC * KC],
     typename VecOf<T>::V::type (&acc)[KC][N], long t, long r0, long r1, const T* bias,
     T* y, long j0, long count, const typename VecOf<T>::V::part (*parts)[N]) {
     typedef typename VecOf<T>::V V;
@@ -149,7 +149,8 @@ PADCONV_TILE_INLINE void depthwise_rolling_row(
         for (int kh = 0; kh < KC; ++kh) {
             if (CHECK && (t - kh < r0 || t - kh >= r1)) continue;
             Vec(&sum)[N] = acc[(U - kh + KC) % KC];
-            for (int v = 0; v < N; ++v) sum[v] = V::fma(w[kh * KC + kw], b[v], sum[v]);
+            const Vec a = HOLD ? w[kh * KC + kw] : V::bcast(wm[kh * KC + kw]);
+            for (int v = 0; v < N; ++v) sum[v] = V::fma(a, b[v], sum[v]);
         }
     }
     const long done = t - (KC - 1);
@@ -168,14 +169,14 @@ PADCONV_TILE_INLINE void depthwise_rolling_row(
 // the KC output rows that read it, whose sums stay in registers (slot o mod KC for output row
 // o) until their last tap.  Each output row still gets its taps in C order (kh, then kw), so
 // the sums are the same bits.
-template <typename T, int KC, int N, int EDGE>
+template <typename T, int KC, int N, int EDGE, bool HOLD>
 PADCONV_TILE_INLINE void depthwise_direct_rolling(const DwShape& G, const T* x, const T* wm,
                                                   const T* bias, T* y, long r0, long r1,
                                                   long j0, long count,
                                                   const typename VecOf<T>::V::part (*parts)[N]) {
     typedef typename VecOf<T>::V V;
     typename V::type w[KC * KC], acc[KC][N];
-    for (int t = 0; t < KC * KC; ++t) w[t] = V::bcast(wm[t]);
+    for (int t = 0; HOLD && t < KC * KC; ++t) w[t] = V::bcast(wm[t]);
     for (int i = 0; i < KC; ++i)
         for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
     // t: the output row that input row t - PH gives its tap kh = 0; rows t in [r0, r1 + KC - 1)
@@ -187,11 +188,11 @@ PADCONV_TILE_INLINE void depthwise_direct_rolling(const DwShape& G, const T* x, 
             const long t = base + u;
             if (t < r0 || t >= end) return;
             if (whole)
-                depthwise_rolling_row<T, KC, N, EDGE, false, u>(G, x, w, acc, t, r0, r1, bias, y,
-                                                                j0, count, parts);
+                depthwise_rolling_row<T, KC, N, EDGE, false, u, HOLD>(G, x, wm, w, acc, t, r0, r1,
+                                                                      bias, y, j0, count, parts);
             else
-                depthwise_rolling_row<T, KC, N, EDGE, true, u>(G, x, w, acc, t, r0, r1, bias, y,
-                                                               j0, count, parts);
+                depthwise_rolling_row<T, KC, N, EDGE, true, u, HOLD>(G, x, wm, w, acc, t, r0, r1,
+                                                                     bias, y, j0, count, parts);
         });
     }
 }
@@ -230,13 +231,15 @@ void depthwise_direct_columns(const DwShape& G, const T* x, const T* w_channel, 
     for (; r < ri0; ++r)
         depthwise_direct_block<T, KC, N, 1, EDGE, true>(G, x, wm, b, y, r, j0, count, parts);
     // input rows shared by the KC output rows that read them, when their sums, one input
-    // row's vectors and the weights fit in 32 vector registers (with 16, AVX2, the spills and
-    // the masks held in registers cost more than the loads saved: measured 20% slower on
-    // 56-wide rows)
-    const bool fits = DW_REGISTERS >= 32 && KC * N + N + KC * KC <= DW_REGISTERS;
+    // row's vectors and the weights fit in the vector registers (hold); with 16 registers
+    // (AVX2), also when only the sums and one input row's vectors fit, each weight broadcast
+    // where it is used (measured on 3x3: 15-25% faster than blocks of rows; with 32, AVX-512,
+    // 20% slower on a 5x5 than blocks of rows)
+    constexpr bool hold = KC * N + N + KC * KC <= DW_REGISTERS;
+    constexpr bool fits = hold || (DW_REGISTERS < 32 && KC * N + N + 1 <= DW_REGISTERS);
     if (KC && fits && G.SH == 1 && G.DH == 1 && r < ri1) {
-        depthwise_direct_rolling<T, KC ? KC : 1, N, EDGE>(G, x, wm, b, y, r, ri1, j0, count,
-                                                          parts);
+        depthwise_direct_rolling<T, KC ? KC : 1, N, EDGE, hold>(G, x, wm, b, y, r, ri1, j0,
+                                                                count, parts);
         r = ri1;
     }
     for (; r + R <= ri1; r += R)
