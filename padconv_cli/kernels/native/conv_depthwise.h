@@ -237,10 +237,12 @@ void depthwise_direct_columns(const DwShape& G, const T* x, const T* w_channel, 
     // 20% slower on a 5x5 than blocks of rows)
     constexpr bool hold = KC * N + N + KC * KC <= DW_REGISTERS;
     constexpr bool fits = hold || (DW_REGISTERS < 32 && KC * N + N + 1 <= DW_REGISTERS);
-    if (KC && fits && G.SH == 1 && G.DH == 1 && r < ri1) {
-        depthwise_direct_rolling<T, KC ? KC : 1, N, EDGE, hold>(G, x, wm, b, y, r, ri1, j0,
-                                                                count, parts);
-        r = ri1;
+    if constexpr (KC != 0 && fits) {  // (not compiled where it cannot run)
+        if (G.SH == 1 && G.DH == 1 && r < ri1) {
+            depthwise_direct_rolling<T, KC ? KC : 1, N, EDGE, hold>(G, x, wm, b, y, r, ri1, j0,
+                                                                    count, parts);
+            r = ri1;
+        }
     }
     for (; r + R <= ri1; r += R)
         depthwise_direct_block<T, KC, N, R, EDGE, false>(G, x, wm, b, y, r, j0, count, parts);
@@ -255,9 +257,9 @@ template <typename T, int KC, int EDGE>
 void depthwise_direct_run(const DwShape& G, const T* x, const T* wm, const T* bias, T* y,
                           long r0, long r1, long j0, long count, long n) {
     switch (n) {
-        case 1:
-            return depthwise_direct_columns<T, KC, 1, EDGE>(G, x, wm, bias, y, r0, r1, j0,
-                                                              count);
+        case 1:  // one vector: at an edge at all, it is the first
+            return depthwise_direct_columns<T, KC, 1, EDGE ? EDGE_FIRST : 0>(G, x, wm, bias, y,
+                                                                             r0, r1, j0, count);
 #if PADCONV_DW_NV >= 2
         case 2:
             return depthwise_direct_columns<T, KC, 2, EDGE>(G, x, wm, bias, y, r0, r1, j0,
