@@ -91,7 +91,6 @@ def test_an_infinite_weight_over_padding_rows_and_columns_is_nan(isa):
     assert np.isinf(Y[0, 0, :-1, :-1]).all()
 
 
-
 @pytest.mark.parametrize("isa", native.available_isas())
 @pytest.mark.parametrize("width", [7, 56, 130])
 def test_planes_taller_than_a_band_of_rows_are_within_the_bound_on_any_thread_count(isa, width):

@@ -257,7 +257,7 @@ template <typename T, int KC, int EDGE>
 void depthwise_direct_run(const DwShape& G, const T* x, const T* wm, const T* bias, T* y,
                           long r0, long r1, long j0, long count, long n) {
     switch (n) {
-        case 1:  // one vector: at an edge at all, it is the first
+        case 1:  // a lone vector at either edge is both first and last: one variant
             return depthwise_direct_columns<T, KC, 1, EDGE ? EDGE_FIRST : 0>(G, x, wm, bias, y,
                                                                              r0, r1, j0, count);
 #if PADCONV_DW_NV >= 2
