@@ -279,10 +279,15 @@ void depthwise_direct_run(const DwShape& G, const T* x, const T* wm, const T* bi
     }
 }
 
-// depthwise_direct_run with the run's EDGE (0 .. 3) made a compile-time value.
+// depthwise_direct_run with the run's EDGE (0 .. 3) made a compile-time value.  float64 runs
+// take one variant, both ends masked (a mask of every lane reads what a plain load reads):
+// a quarter of the code to compile, for the type that is rarely timed.
 template <typename T, int KC>
 void depthwise_direct_edges(const DwShape& G, const T* x, const T* wm, const T* bias, T* y,
                             long r0, long r1, long j0, long count, long n, int edge) {
+    if constexpr (!SameType<T, float>::value)
+        return depthwise_direct_run<T, KC, EDGE_FIRST | EDGE_LAST>(G, x, wm, bias, y, r0, r1, j0,
+                                                                   count, n);
     switch (edge) {
         case 0: return depthwise_direct_run<T, KC, 0>(G, x, wm, bias, y, r0, r1, j0, count, n);
         case EDGE_FIRST:
@@ -344,8 +349,10 @@ void depthwise_direct_task(const ConvJob& J, long task) {
         T* y = static_cast<T*>(J.y) + (n * J.m + m) * J.out_plane;
         const T* b = bias ? bias + m : nullptr;
         const T* wm = w + m * J.taps;
-        const long k = J.k[0] == J.k[1] ? J.k[0] : 0;  // square kernels of 3, 5 and 7 unrolled
-        if (k == 3) depthwise_direct_rows<T, 3>(J, x, wm, b, y, r0, r1);
+        const long k = J.k[0] == J.k[1] ? J.k[0] : 0;  // float32's square 3, 5, 7 unrolled
+        if constexpr (!SameType<T, float>::value)
+            depthwise_direct_rows<T, 0>(J, x, wm, b, y, r0, r1);
+        else if (k == 3) depthwise_direct_rows<T, 3>(J, x, wm, b, y, r0, r1);
         else if (k == 5) depthwise_direct_rows<T, 5>(J, x, wm, b, y, r0, r1);
         else if (k == 7) depthwise_direct_rows<T, 7>(J, x, wm, b, y, r0, r1);
         else depthwise_direct_rows<T, 0>(J, x, wm, b, y, r0, r1);
