@@ -7,6 +7,7 @@ From a checkout, after `pip install -e '.[bench]'` (a peer not installed is repo
     python benchmarks/bench.py --cases 'conv/*' --cases cli/large    # some cases (--list)
     python benchmarks/bench.py --json           # every measured row, machine-readable
     python benchmarks/bench.py --write-docs     # also rewrite docs/benchmarks.md's results
+    python benchmarks/bench.py --isa avx2       # as on a machine without AVX-512 (below)
 
 Exit status 1 when a result was wrong or padconv failed. docs/benchmarks.md says what is
 measured and how; --write-docs [PATH] rewrites its part below the marker line (into PATH)."""
@@ -16,6 +17,7 @@ import datetime
 import importlib.util
 import json
 import math
+import os
 import shlex
 import sys
 import tempfile
@@ -23,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import bench_cases as bc
 import bench_measure as bm
 import numpy as np
 from bench_cases import KERNEL_CASES, PEERS, Case, matches
@@ -30,6 +33,14 @@ from bench_report import all_tables, evaluate_targets, markdown, parts
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 MARKER = "<!-- Everything below is written by `python benchmarks/bench.py --write-docs`. -->"
+
+# --isa avx2: what restricts each library to AVX2 (read when it loads): padconv's kernels,
+# torch's oneDNN convolutions and ATen kernels, and numpy's OpenBLAS (the GEMM peak).
+# onnxruntime has no such switch: its rows run AVX-512 and are left out of the ratios.
+AVX2_ENV = {"PADCONV_NATIVE_ISA": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}
+UNRESTRICTED = {bc.ORT: "onnxruntime has no switch to leave AVX-512 unused: shown, "
+                        "not compared"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -44,6 +55,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--write-docs", nargs="?", const=DOCS, type=Path, metavar="PATH",
                         help="write the Markdown report (default: docs/benchmarks.md)")
     parser.add_argument("--list", action="store_true", help="print the case names and exit")
+    parser.add_argument("--isa", choices=["native", "avx2"], default="native",
+                        help="avx2: padconv, torch and numpy's BLAS restricted to AVX2, as on a "
+                        "machine without AVX-512 (onnxruntime cannot be: not compared)")
     return parser.parse_args(argv)
 
 
@@ -55,7 +69,8 @@ def check_checkout() -> None:
         print(f"warning: padconv_cli {where}, not from this checkout", file=sys.stderr)
 
 
-def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS) -> dict[str, Any]:
+def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS,
+        isa: str = "native") -> dict[str, Any]:
     """Measure the cases matching `patterns`: the parts of bench_report, and "targets"."""
     rng, result = np.random.default_rng(0), {"conv": {}, "pad": {}, "family": {}}
     cases = [c.shrunk() if s.quick else c for c in KERNEL_CASES if matches(c.name, patterns)]
@@ -64,6 +79,9 @@ def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS) -> dict[str, 
         result[case.part][case.name] = {"label": case.label, "kind": case.kind,
                                         "describe": case.describe(),
                                         "rows": bm.measure_case(case, list(peers), s, rng)}
+        for peer, why in UNRESTRICTED.items() if isa != "native" else ():
+            if peer in result[case.part][case.name]["rows"]:
+                result[case.part][case.name]["rows"][peer] |= {"compared": False, "why": why}
         if case.kind == "conv":
             result["conv"][case.name] |= case_limits(case, s.quick)
     if result["conv"]:
@@ -111,20 +129,32 @@ def rerun_command(args: argparse.Namespace) -> str:
     """The command that measures the same cases again: the cases and --quick, not where the
     output went (a path of the machine that ran it)."""
     flags = ["--quick"] * args.quick + [w for case in args.cases or [] for w in ("--cases", case)]
+    flags += ["--isa", args.isa] * (args.isa != "native")
     return shlex.join(["python", "benchmarks/bench.py", *flags])
+
+
+def restrict_isa(isa: str, argv: list[str] | None) -> None:
+    """For --isa avx2, run this script again with AVX2_ENV set (the libraries read it when
+    they load, which has happened by now); nothing when it is set already."""
+    if isa == "native" or all(os.environ.get(k) == v for k, v in AVX2_ENV.items()):
+        return
+    os.execve(sys.executable, [sys.executable, __file__, *(sys.argv[1:] if argv is None else argv)],
+              os.environ | AVX2_ENV)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run, print the tables (or JSON), write the docs if asked; 1 when a result was wrong."""
     args = parse_args(argv)
+    restrict_isa(args.isa, argv)
     if args.list:
         print("\n".join([c.name for c in KERNEL_CASES] + list(bm.PROCESSES)))
         return 0
     s = bm.QUICK if args.quick else bm.FULL
     check_checkout()
     result = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "machine": bm.describe_machine(), "settings": asdict(s) | {"cases": args.cases}}
-    result |= run(args.cases, s)
+              "machine": bm.describe_machine(), "settings": asdict(s) | {"cases": args.cases,
+                                                                       "isa": args.isa}}
+    result |= run(args.cases, s, isa=args.isa)
     result["machine"]["load_average_end"] = bm.load_average()
     tables = "\n".join(map(markdown, all_tables(result)))
     print(json.dumps(result, indent=1) if args.json else tables)

@@ -288,8 +288,21 @@ PROCESSES = {"cli/startup": ("startup", measure_startup), "cli/large": ("large",
              "cluster/dask": ("cluster", measure_cluster)}
 
 
+def instruction_sets() -> str:
+    """The vector instruction set padconv's kernels and torch's ATen kernels run on."""
+    from padconv_cli.kernels import native
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    return f"padconv {native.selected_isa()}" + (
+        f", torch {torch.backends.cpu.get_cpu_capability()}" if torch else "")
+
+
 def describe_machine() -> dict[str, Any]:
-    """CPU, usable cores, load average, Python, numpy's BLAS and the packages' versions."""
+    """CPU, usable cores, load average, Python, numpy's BLAS, the packages' versions and the
+    instruction sets they run on."""
     cpu = next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text()
                 .splitlines() if line.startswith("model name")), platform.processor())
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
@@ -298,7 +311,8 @@ def describe_machine() -> dict[str, Any]:
             "python": f"{platform.python_version()} on {platform.platform()}",
             "numpy_blas": f"{blas['name']} {blas['version']}", "versions": ", ".join(
                 f"{name} {installed.get(name, 'not installed')}" for name in (
-                    "numpy", "onnx", "onnxruntime", "torch", "dask", "padconv"))}
+                    "numpy", "onnx", "onnxruntime", "torch", "dask", "padconv")),
+            "instruction_sets": instruction_sets()}
 
 
 def machine_limits(quick: bool = False) -> dict[str, float]:

@@ -44,9 +44,15 @@ def worst(values: Any, every: bool = False) -> float | None:
     return None if not known or (every and len(known) < len(values)) else max(known)
 
 
+def compared_peers(rows: dict[str, dict]) -> list[str]:
+    """onnxruntime and torch, but not a peer that ran another instruction set than padconv
+    (--isa avx2)."""
+    return [p for p in (bc.ORT, bc.TORCH) if rows.get(p, {}).get("compared", True)]
+
+
 def vs_faster_peer(rows: dict[str, dict], key: str = "median_s") -> float | None:
-    """padconv / the faster of onnxruntime and torch on this case, by median or by p90."""
-    return worst(ratio(rows, p, key=key) for p in (bc.ORT, bc.TORCH))
+    """padconv / the faster of the compared peers on this case, by median or by p90."""
+    return worst(ratio(rows, p, key=key) for p in compared_peers(rows))
 
 
 def share_of_limit(part: dict, limits: dict | None) -> tuple[float | None, str]:
@@ -128,7 +134,7 @@ def evaluate_targets(result: dict[str, Any]) -> list[dict[str, str]]:
         target("Conv: depthwise at >= 80% of its bandwidth bound (shown: 1 / share)",
                1 / shares["conv/depthwise"] if shares.get("conv/depthwise") else None, 1 / 0.8),
         target("Conv: depthwise <= 1.0 against onnxruntime and against torch",
-               worst([ratio(depthwise, bc.ORT), ratio(depthwise, bc.TORCH)], every=True), 1.0),
+               worst([ratio(depthwise, p) for p in compared_peers(depthwise)], every=True), 1.0),
         target("Conv: every padconv result within the dot-product error bound",
                worst(errors, every=True), 1.0, " of the bound at worst"),
     ]
@@ -191,7 +197,8 @@ def cell(table: Table, rows: dict[str, dict], who: str, vs: str | None = None) -
     if row is None or row["status"] != "ok":
         return "n/a" if row is None else f"{row['status']} {table.note(who + ': ' + row['note'])}"
     shown = ratio(rows, vs, who) if vs else None if who == bc.PADCONV else ratio(rows, who)
-    return ms(row["median_s"]) + ("" if shown is None else f" ({times(shown)})")
+    aside = "" if row.get("compared", True) else f" {table.note(who + ': ' + row['why'])}"
+    return ms(row["median_s"]) + ("" if shown is None else f" ({times(shown)})") + aside
 
 
 def kernel_table(cases: dict[str, dict], kind: str, limits: dict | None = None) -> Table | None:

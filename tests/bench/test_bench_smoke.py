@@ -11,6 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+from padconv_cli.kernels import native
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -18,6 +21,7 @@ sys.path.insert(0, str(BENCHMARKS))
 import bench  # noqa: E402
 import bench_cases  # noqa: E402
 import bench_measure  # noqa: E402
+import bench_report  # noqa: E402
 
 VERDICTS = {"MET", "MISSED", "NOT MEASURED"}
 
@@ -63,6 +67,23 @@ def test_quick_run_verifies_times_and_reports(tmp_path):
     assert "`python benchmarks/bench.py --quick --cases conv/dilated --cases pad/reflect " \
         "--cases cli/`" in text
     assert "partial run" in text  # (a noisy-host note appears only when the load was high)
+
+
+@pytest.mark.skipif("avx2" not in native.available_isas(), reason="no AVX2 on this CPU")
+def test_an_avx2_run_restricts_padconv_and_torch_and_compares_no_avx512_peer():
+    argv = [sys.executable, str(BENCHMARKS / "bench.py"), "--quick", "--json", "--isa", "avx2",
+            "--cases", "conv/dilated"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["settings"]["isa"] == "avx2"
+    assert result["machine"]["instruction_sets"].startswith("padconv avx2")
+    assert "torch AVX512" not in result["machine"]["instruction_sets"]
+    rows = result["conv"]["conv/dilated"]["rows"]
+    assert rows["onnxruntime"]["compared"] is False and "compared" not in rows["torch"]
+    faster = bench_report.vs_faster_peer(rows)
+    assert faster == (None if rows["torch"]["status"] != "ok"
+                      else rows["padconv"]["median_s"] / rows["torch"]["median_s"])
 
 
 def test_a_wrong_result_is_a_mismatch_and_is_not_timed():
