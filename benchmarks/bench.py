@@ -39,8 +39,7 @@ MARKER = "<!-- Everything below is written by `python benchmarks/bench.py --writ
 # onnxruntime has no such switch: its rows run AVX-512 and are left out of the ratios.
 AVX2_ENV = {"PADCONV_NATIVE_ISA": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
             "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}
-UNRESTRICTED = {bc.ORT: "onnxruntime has no switch to leave AVX-512 unused: shown, "
-                        "not compared"}
+NOT_RESTRICTED = "onnxruntime has no switch to leave AVX-512 unused: shown, not compared"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -79,9 +78,9 @@ def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS,
         result[case.part][case.name] = {"label": case.label, "kind": case.kind,
                                         "describe": case.describe(),
                                         "rows": bm.measure_case(case, list(peers), s, rng)}
-        for peer, why in UNRESTRICTED.items() if isa != "native" else ():
-            if peer in result[case.part][case.name]["rows"]:
-                result[case.part][case.name]["rows"][peer] |= {"compared": False, "why": why}
+        rows = result[case.part][case.name]["rows"]
+        if isa != "native" and bc.ORT in rows:
+            rows[bc.ORT] |= {"compared": False, "why": NOT_RESTRICTED}
         if case.kind == "conv":
             result["conv"][case.name] |= case_limits(case, s.quick)
     if result["conv"]:
@@ -138,6 +137,10 @@ def restrict_isa(isa: str, argv: list[str] | None) -> None:
     they load, which has happened by now); nothing when it is set already."""
     if isa == "native" or all(os.environ.get(k) == v for k, v in AVX2_ENV.items()):
         return
+    from padconv_cli.kernels import native
+
+    if "avx2" not in native.available_isas():
+        sys.exit("bench.py: --isa avx2: this CPU has no AVX2")
     os.execve(sys.executable, [sys.executable, __file__, *(sys.argv[1:] if argv is None else argv)],
               os.environ | AVX2_ENV)
 
