@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import gc
 import importlib
 import io
 import os
@@ -312,6 +313,11 @@ def main(argv: list[str] | None = None) -> None:
     keep_quiet_after_the_outcome()
     if status >= 128 and status != EXIT_BROKEN_PIPE:
         exit_now(status)
+    # The interpreter's shut-down collects garbage over every object still alive (numpy's
+    # and click's modules: 11-15 ms, a tenth of a small command) to free memory the exit
+    # frees anyway.  Frozen objects are skipped; those not in a cycle are still released,
+    # and padconv's outputs are closed by now.
+    gc.freeze()
     sys.exit(status)
 
 
