@@ -67,7 +67,7 @@ struct VecD {
 }  // namespace
 
 #define PADCONV_MR 8
-#define PADCONV_NV 2
+#define PADCONV_NV 3
 #define PADCONV_DW_NV 4
 #define PADCONV_KERNELS_NAME "avx512"
 #define PADCONV_KERNELS_SYMBOL padconv_avx512_kernels
