@@ -70,21 +70,32 @@ def check_checkout() -> None:
 
 def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS,
         isa: str = "native") -> dict[str, Any]:
-    """Measure the cases matching `patterns`: the parts of bench_report, and "targets"."""
+    """Measure the cases matching `patterns`: the parts of bench_report, and "targets". Every
+    result is verified first; then all the cases, and the machine's limits, are timed in the
+    same turns (bench_measure.time_in_turns)."""
     rng, result = np.random.default_rng(0), {"conv": {}, "pad": {}, "family": {}}
     cases = [c.shrunk() if s.quick else c for c in KERNEL_CASES if matches(c.name, patterns)]
+    groups = {}
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case.name}: {case.describe()}", file=sys.stderr)
+        rows, groups[case.name] = bm.prepare_case(case, list(peers), s, rng)
         result[case.part][case.name] = {"label": case.label, "kind": case.kind,
-                                        "describe": case.describe(),
-                                        "rows": bm.measure_case(case, list(peers), s, rng)}
-        rows = result[case.part][case.name]["rows"]
+                                        "describe": case.describe(), "rows": rows}
         if isa != "native" and bc.ORT in rows:
             rows[bc.ORT] |= {"compared": False, "why": NOT_RESTRICTED}
-        if case.kind == "conv":
-            result["conv"][case.name] |= case_limits(case, s.quick)
-    if result["conv"]:
-        result["limits"] = bm.machine_limits(s.quick)
+    floats_at = {case.name: case_floats(case) for case in cases if case.kind == "conv"}
+    if floats_at:
+        groups[LIMITS] = bm.limit_entries(floats_at, s.quick)
+    if groups:
+        times = bm.time_in_turns(groups, s, progress=report_round)
+        for case in cases:
+            bm.fill_rows(case, result[case.part][case.name]["rows"], times[case.name])
+    if floats_at:
+        limits = bm.limits_from(times[LIMITS], floats_at, s.quick)
+        result["limits"] = {k: limits[k] for k in ("gemm_gflops", "copy_gbs")}
+        for case in cases:
+            if case.kind == "conv":
+                result["conv"][case.name] |= case_bound(case, limits[case.name])
     for name, (key, measure) in bm.PROCESSES.items():
         if matches(name, patterns):
             print(f"{name}: whole processes", file=sys.stderr)
@@ -93,15 +104,27 @@ def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS,
     return result | {"targets": evaluate_targets(result)}
 
 
-def case_limits(case: Case, quick: bool) -> dict[str, float]:
+LIMITS = "machine limits"  # the group of limit_entries in the turns
+
+
+def report_round(turn: int) -> None:
+    """Every tenth round's number, on stderr: the turns of a full run take minutes."""
+    if turn % 10 == 0:
+        print(f"round {turn + 1} of the turns", file=sys.stderr)
+
+
+def case_floats(case: Case) -> int:
+    """Elements of the larger of X and Y: the copy whose bandwidth bounds the case (one that
+    fits in a cache is timed in it, as the case's own data would be)."""
+    return max(math.prod(case.x_shape), math.prod(case.output_shape()))
+
+
+def case_bound(case: Case, copy_gbs: float) -> dict[str, float]:
     """What bounds a Conv case on this machine: its FLOP, the bytes it must move (X, W and Y
-    once, float32) and the copy bandwidth measured at its size (cache-resident when X and Y
-    fit in a cache, DRAM when they do not)."""
-    floats = max(math.prod(case.x_shape), math.prod(case.output_shape()))
+    once, float32) and the copy bandwidth measured at its size (case_floats)."""
     moved = 4 * (math.prod(case.x_shape) + math.prod(case.w_shape)
                  + math.prod(case.output_shape()))
-    return {"flop": case.work(), "bytes": moved,
-            "copy_gbs_at_size": 8 * floats / bm.copy_time(floats, 3 if quick else 15) / 1e9}
+    return {"flop": case.work(), "bytes": moved, "copy_gbs_at_size": copy_gbs}
 
 
 def docs_text(result: dict[str, Any], command: str) -> str:

@@ -47,36 +47,58 @@ FULL = Settings()
 QUICK = Settings(3, 2, 2, 1, 0.0, 0.0, 0.5, 1, 2, 1, True)
 
 
-def time_in_turns(calls: dict[str, tuple[list[Callable], bool]], s: Settings) -> dict[str, list]:
-    """{name: timed durations} of {name: (one call per input allocation, capped)}, in turns as
-    Settings says (garbage collection off meanwhile): round t runs input allocation t mod
-    their number, the implementations in an order rotated by one each round (none always
-    follows another)."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    names = list(calls)
+@dataclass(frozen=True)
+class Timed:
+    """What one implementation of one case runs in its turns: one call per input allocation;
+    `capped`, a slow reference (no warm-up, a few calls); `settle`, a pause after each turn
+    (for libraries whose threads keep spinning after a call)."""
+
+    calls: list[Callable]
+    capped: bool = False
+    settle: bool = True
+
+
+def time_in_turns(groups: dict[str, dict[str, Timed]], s: Settings,
+                  progress: Callable[[int], None] | None = None) -> dict[str, dict[str, list]]:
+    """{group: {name: timed durations}} of {group: {name: Timed}}, in turns as Settings says
+    (garbage collection off meanwhile). In round t every group (a case) takes its turn, and
+    within it each implementation, in an order rotated by t (none always follows another), on
+    input allocation t mod their number. Interleaving the cases spreads the machine's slow
+    spells over all of them alike, rather than over whichever case was being measured when one
+    came. `progress(t)` is called before round t."""
+    times = {group: {name: [] for name in entries} for group, entries in groups.items()}
     gc.collect()
     gc.disable()
     try:
         for turn in range(s.repeat):
-            for name in names[turn % len(names):] + names[:turn % len(names)]:
-                per_allocation, capped = calls[name]
-                done, call = times[name], per_allocation[turn % len(per_allocation)]
-                if capped and len(done) >= s.reference_repeat or (
-                        not capped and len(done) >= 3 and sum(done) >= s.budget_s):
-                    continue
-                started, warm = time.perf_counter(), 0
-                while not capped and (warm < s.warmup
-                                      or time.perf_counter() - started < s.warmup_s):
-                    call()
-                    warm += 1
-                for _ in range(1 if capped else s.timed):
-                    started = time.perf_counter()
-                    call()
-                    done.append(time.perf_counter() - started)
-                time.sleep(s.settle_s)
+            if progress:
+                progress(turn)
+            for group, entries in groups.items():
+                names = list(entries)
+                for name in names[turn % len(names):] + names[:turn % len(names)]:
+                    _take_turn(entries[name], times[group][name], turn, s)
     finally:
         gc.enable()
     return times
+
+
+def _take_turn(entry: Timed, done: list[float], turn: int, s: Settings) -> None:
+    """One turn of one implementation: warm-up, the timed calls appended to `done`, the pause;
+    nothing once it has its calls (capped) or has spent the budget."""
+    call = entry.calls[turn % len(entry.calls)]
+    if entry.capped and len(done) >= s.reference_repeat or (
+            not entry.capped and len(done) >= 3 and sum(done) >= s.budget_s):
+        return
+    started, warm = time.perf_counter(), 0
+    while not entry.capped and (warm < s.warmup or time.perf_counter() - started < s.warmup_s):
+        call()
+        warm += 1
+    for _ in range(1 if entry.capped else s.timed):
+        started = time.perf_counter()
+        call()
+        done.append(time.perf_counter() - started)
+    if entry.settle:
+        time.sleep(s.settle_s)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -84,10 +106,12 @@ def percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generator) -> dict:
-    """{peer: row} for the peers of the case's kind: each result verified once, then timed in
-    turns over `s.allocations` copies of the inputs (where an array lies changes some peers'
-    times: every copy is a fresh allocation, as a user's arrays are)."""
+def prepare_case(case: bc.Case, peers: list, s: Settings,
+                 rng: np.random.Generator) -> tuple[dict, dict[str, Timed]]:
+    """({peer: row}, {peer: Timed}) for the peers of the case's kind: each result verified
+    once; the peers that passed get their calls over `s.allocations` copies of the inputs
+    (where an array lies changes some peers' times: every copy is a fresh allocation, as a
+    user's arrays are)."""
     inputs = case.make_inputs(rng)
     copies = [inputs] + [{k: v.copy() for k, v in inputs.items()}
                          for _ in range(s.allocations - 1)]
@@ -109,12 +133,16 @@ def measure_case(case: bc.Case, peers: list, s: Settings, rng: np.random.Generat
                                                                        peer.name)
         if row["status"] == "ok":
             others = [] if peer.capped else [peer.prepare(case, c) for c in copies[1:]]
-            calls[peer.name] = ([call, *others], peer.capped)
-    for name, durations in time_in_turns(calls, s).items():
+            calls[peer.name] = Timed([call, *others], peer.capped)
+    return rows, calls
+
+
+def fill_rows(case: bc.Case, rows: dict, times: dict[str, list]) -> None:
+    """Each timed peer's row: median, 90th percentile, calls and rate (GFLOP/s or GB/s)."""
+    for name, durations in times.items():
         median = statistics.median(durations) if durations else None
         rows[name].update(median_s=median, p90_s=percentile(durations, 90), runs=len(durations),
                           rate=median and case.work() / median / 1e9)
-    return rows
 
 
 def cli_argv(case: bc.Case, paths: list[Path], out: Path, *flags: str) -> list[str]:
@@ -315,44 +343,59 @@ def describe_machine() -> dict[str, Any]:
             "instruction_sets": instruction_sets()}
 
 
-def machine_limits(quick: bool = False) -> dict[str, float]:
-    """The machine's practical limits, measured now: "gemm_gflops", a float32 matrix product
-    (2048^3, 1024^3 with --quick) through numpy's BLAS on every core (median of 7 after a
-    warm-up, 2 * n^3 FLOP); "copy_gbs", a 256 MiB copy split over the usable cores (bytes read
-    plus bytes written per second; median of 7)."""
+def limit_entries(floats_at: dict[str, int], quick: bool = False) -> dict[str, Timed]:
+    """What measures the machine's practical limits, timed in the same turns as the cases:
+    "gemm", a float32 matrix product (2048^3, 1024^3 with --quick) through numpy's BLAS on
+    every core; "copy", a 256 MiB copy (32 MiB with --quick); and a copy of floats_at[name]
+    float32 values for each name. Each copy is timed on one thread and split over the usable
+    cores (numpy releases the GIL while it copies; for a small copy, handing it to threads
+    costs more than it saves), and the faster counts (limits_from)."""
     n = 1024 if quick else 2048
     a, b = (np.random.default_rng(1).uniform(-1, 1, (n, n)).astype(np.float32) for _ in "ab")
-    gemm = _median_time(lambda: np.matmul(a, b), 7)
-    size = (32 if quick else 256) * 2**20 // 4
-    return {"gemm_gflops": 2 * n**3 / gemm / 1e9,
-            "copy_gbs": 2 * 4 * size / copy_time(size) / 1e9}
+    entries = {"gemm": Timed([lambda: np.matmul(a, b)])}  # OpenBLAS's threads spin: settle
+    sizes = {"copy": (32 if quick else 256) * 2**20 // 4} | floats_at
+    for name, floats in sizes.items():
+        single, split = _copies(floats)
+        entries[f"{name} on one thread"] = Timed([single], settle=False)
+        entries[f"{name} split"] = Timed([split], settle=False)
+    return entries
 
 
-def copy_time(floats: int, runs: int = 7) -> float:
-    """Median seconds to copy `floats` float32 values between two buffers made once: the
-    faster of one thread and the copy split over the usable cores (numpy releases the GIL
-    while it copies; for a small copy, handing it to threads costs more than it saves)."""
+def limits_from(times: dict[str, list], floats_at: dict[str, int],
+                quick: bool = False) -> dict[str, float]:
+    """{"gemm_gflops": 2 n^3 / the product's median time, "copy_gbs": the 256 MiB copy's bytes
+    read plus written per second, and name: the same at floats_at[name]} from the durations of
+    limit_entries' calls; a copy's time is the faster median of one thread and split."""
+    n = 1024 if quick else 2048
+    sizes = {"copy": (32 if quick else 256) * 2**20 // 4} | floats_at
+    rates = {"gemm_gflops": 2 * n**3 / statistics.median(times["gemm"]) / 1e9}
+    for name, floats in sizes.items():
+        fastest = min(statistics.median(times[f"{name} {how}"])
+                      for how in ("on one thread", "split"))
+        rates["copy_gbs" if name == "copy" else name] = 2 * 4 * floats / fastest / 1e9
+    return rates
+
+
+_COPY_POOL: list = []  # the thread pool of the split copies, made once
+
+
+def _copies(floats: int) -> tuple[Callable, Callable]:
+    """(copy on one thread, copy split over the usable cores) of `floats` float32 values
+    between two buffers made once."""
     from concurrent.futures import ThreadPoolExecutor
 
-    src, dst = np.ones(floats, np.float32), np.zeros(floats, np.float32)
     cores = len(os.sched_getaffinity(0))
+    if not _COPY_POOL:
+        _COPY_POOL.append(ThreadPoolExecutor(cores))
+    pool = _COPY_POOL[0]
+    src, dst = np.ones(floats, np.float32), np.zeros(floats, np.float32)
     cuts = np.linspace(0, floats, cores + 1).astype(int)
-    with ThreadPoolExecutor(cores) as pool:
-        split = _median_time(lambda: list(pool.map(
-            lambda i: np.copyto(dst[cuts[i]:cuts[i + 1]], src[cuts[i]:cuts[i + 1]]),
-            range(cores))), runs)
-    return min(split, _median_time(lambda: np.copyto(dst, src), runs))
 
+    def split() -> None:
+        list(pool.map(lambda i: np.copyto(dst[cuts[i]:cuts[i + 1]], src[cuts[i]:cuts[i + 1]]),
+                      range(cores)))
 
-def _median_time(call: Callable, runs: int) -> float:
-    """Median wall seconds of `runs` calls, after two untimed ones."""
-    call(), call()
-    durations = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        call()
-        durations.append(time.perf_counter() - started)
-    return statistics.median(durations)
+    return (lambda: np.copyto(dst, src)), split
 
 
 def load_average() -> str:

@@ -148,10 +148,31 @@ def test_family_cases_verify_their_peers_and_catch_a_wrong_integer():
 
 def test_turns_rotate_so_that_no_implementation_always_follows_another():
     order = []
-    calls = {name: ([lambda name=name: order.append(name)], False) for name in "abc"}
+    calls = {name: bench_measure.Timed([lambda name=name: order.append(name)]) for name in "abc"}
     settings = replace(bench_measure.QUICK, repeat=6, timed=1, warmup=0, warmup_s=0.0,
                        settle_s=0.0)
-    times = bench_measure.time_in_turns(calls, settings)
+    times = bench_measure.time_in_turns({"case": calls}, settings)["case"]
     assert {name: len(durations) for name, durations in times.items()} == dict.fromkeys("abc", 6)
     followers = {pair for pair in itertools.pairwise(order) if pair[0] != pair[1]}
     assert followers == {(x, y) for x in "abc" for y in "abc" if x != y}
+
+
+def test_every_round_gives_every_case_a_turn():
+    order = []
+    groups = {case: {name: bench_measure.Timed([lambda c=case, n=name: order.append((c, n))])
+                     for name in "ab"} for case in ("one", "two")}
+    settings = replace(bench_measure.QUICK, repeat=4, timed=1, warmup=1, warmup_s=0.0,
+                       settle_s=0.0)
+    times = bench_measure.time_in_turns(groups, settings)
+    assert {case: {n: len(d) for n, d in rows.items()} for case, rows in times.items()} == {
+        case: dict.fromkeys("ab", 4) for case in ("one", "two")}
+    cases = [case for case, _ in order[::2]]  # one warm-up call and one timed call a turn
+    assert cases == ["one", "one", "two", "two"] * 4
+
+
+def test_limits_are_rates_of_the_median_calls():
+    times = {"gemm": [1.0, 2.0, 9.0], "copy on one thread": [1.0], "copy split": [0.5],
+             "x on one thread": [0.25, 0.25, 7.0], "x split": [0.5]}
+    limits = bench_measure.limits_from(times, {"x": 10**9}, quick=True)
+    assert limits == {"gemm_gflops": 2 * 1024**3 / 2.0 / 1e9,
+                      "copy_gbs": 8 * 32 * 2**20 // 4 / 0.5 / 1e9, "x": 8 * 10**9 / 0.25 / 1e9}
