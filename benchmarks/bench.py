@@ -70,15 +70,28 @@ def check_checkout() -> None:
 
 def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS,
         isa: str = "native") -> dict[str, Any]:
-    """Measure the cases matching `patterns`: the parts of bench_report, and "targets". Every
-    result is verified first; then all the cases, and the machine's limits, are timed in the
-    same turns (bench_measure.time_in_turns)."""
+    """Measure the cases matching `patterns`: the parts of bench_report, and "targets"."""
     rng, result = np.random.default_rng(0), {"conv": {}, "pad": {}, "family": {}}
     cases = [c.shrunk() if s.quick else c for c in KERNEL_CASES if matches(c.name, patterns)]
+    measure_kernels(cases, s, list(peers), isa, rng, result)
+    for name, (key, measure) in bm.PROCESSES.items():
+        if matches(name, patterns):
+            print(f"{name}: whole processes", file=sys.stderr)
+            with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
+                result[key] = measure(s, rng, Path(tmp))
+    return result | {"targets": evaluate_targets(result)}
+
+
+def measure_kernels(cases: list[Case], s: bm.Settings, peers: list, isa: str,
+                    rng: np.random.Generator, result: dict[str, Any]) -> None:
+    """Every case's rows, and the machine's "limits" when there are Conv cases, into `result`:
+    every result is verified first; then all the cases, and the limits, are timed in the same
+    rounds (bench_measure.time_in_turns). Their inputs (gigabytes in a full run) are freed on
+    return, before any whole process is timed."""
     groups = {}
     for i, case in enumerate(cases, 1):
         print(f"[{i}/{len(cases)}] {case.name}: {case.describe()}", file=sys.stderr)
-        rows, groups[case.name] = bm.prepare_case(case, list(peers), s, rng)
+        rows, groups[case.name] = bm.prepare_case(case, peers, s, rng)
         result[case.part][case.name] = {"label": case.label, "kind": case.kind,
                                         "describe": case.describe(), "rows": rows}
         if isa != "native" and bc.ORT in rows:
@@ -86,22 +99,17 @@ def run(patterns: list[str], s: bm.Settings, peers: tuple = PEERS,
     floats_at = {case.name: case_floats(case) for case in cases if case.kind == "conv"}
     if floats_at:
         groups[LIMITS] = bm.limit_entries(floats_at, s.quick)
-    if groups:
-        times = bm.time_in_turns(groups, s, progress=report_round)
-        for case in cases:
-            bm.fill_rows(case, result[case.part][case.name]["rows"], times[case.name])
+    if not groups:
+        return
+    times = bm.time_in_turns(groups, s, progress=report_round)
+    for case in cases:
+        bm.fill_rows(case, result[case.part][case.name]["rows"], times[case.name])
     if floats_at:
         limits = bm.limits_from(times[LIMITS], floats_at, s.quick)
         result["limits"] = {k: limits[k] for k in ("gemm_gflops", "copy_gbs")}
         for case in cases:
             if case.kind == "conv":
                 result["conv"][case.name] |= case_bound(case, limits[case.name])
-    for name, (key, measure) in bm.PROCESSES.items():
-        if matches(name, patterns):
-            print(f"{name}: whole processes", file=sys.stderr)
-            with tempfile.TemporaryDirectory(prefix="padconv-bench-") as tmp:
-                result[key] = measure(s, rng, Path(tmp))
-    return result | {"targets": evaluate_targets(result)}
 
 
 LIMITS = "machine limits"  # the group of limit_entries in the turns
