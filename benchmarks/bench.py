@@ -2,7 +2,7 @@
 
 From a checkout, after `pip install -e '.[bench]'` (a peer not installed is reported skipped):
 
-    python benchmarks/bench.py                  # everything, as tables (about 10 minutes)
+    python benchmarks/bench.py                  # everything, as tables (about 20 minutes, 3 GB)
     python benchmarks/bench.py --quick          # sizes / 8, a few runs: checks it in a minute
     python benchmarks/bench.py --cases 'conv/*' --cases cli/large    # some cases (--list)
     python benchmarks/bench.py --json           # every measured row, machine-readable
