@@ -105,11 +105,10 @@ def measure_kernels(cases: list[Case], s: bm.Settings, peers: list, isa: str,
     for case in cases:
         bm.fill_rows(case, result[case.part][case.name]["rows"], times[case.name])
     if floats_at:
-        limits = bm.limits_from(times[LIMITS], floats_at, s.quick)
-        result["limits"] = {k: limits[k] for k in ("gemm_gflops", "copy_gbs")}
+        result["limits"], at_size = bm.limits_from(times[LIMITS], floats_at, s.quick)
         for case in cases:
             if case.kind == "conv":
-                result["conv"][case.name] |= case_bound(case, limits[case.name])
+                result["conv"][case.name] |= case_bound(case, at_size[case.name])
 
 
 LIMITS = "machine limits"  # the group of limit_entries in the turns

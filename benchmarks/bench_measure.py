@@ -1,6 +1,7 @@
 """How it is measured: kernel calls verified then timed in turns in one process; whole
 processes (wall time and peak RSS) in turns, their outputs verified; and the machine."""
 
+import functools
 import gc
 import json
 import math
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -345,15 +347,13 @@ def describe_machine() -> dict[str, Any]:
 
 def limit_entries(floats_at: dict[str, int], quick: bool = False) -> dict[str, Timed]:
     """What measures the machine's practical limits, timed in the same turns as the cases:
-    "gemm", a float32 matrix product (2048^3, 1024^3 with --quick) through numpy's BLAS on
-    every core; "copy", a 256 MiB copy (32 MiB with --quick); and a copy of floats_at[name]
-    float32 values for each name. Each copy is timed on one thread and split over the usable
-    cores (numpy releases the GIL while it copies; for a small copy, handing it to threads
-    costs more than it saves), and the faster counts (limits_from)."""
-    n = 1024 if quick else 2048
+    "gemm", a float32 n^3 matrix product through numpy's BLAS on every core; and for every
+    copy of _limit_sizes (256 MiB, and floats_at[name] float32 values for each name), the copy
+    on one thread and split over the usable cores (numpy releases the GIL while it copies; for
+    a small copy, handing it to threads costs more than it saves)."""
+    n, sizes = _limit_sizes(floats_at, quick)
     a, b = (np.random.default_rng(1).uniform(-1, 1, (n, n)).astype(np.float32) for _ in "ab")
     entries = {"gemm": Timed([lambda: np.matmul(a, b)])}  # OpenBLAS's threads spin: settle
-    sizes = {"copy": (32 if quick else 256) * 2**20 // 4} | floats_at
     for name, floats in sizes.items():
         single, split = _copies(floats)
         entries[f"{name} on one thread"] = Timed([single], settle=False)
@@ -362,32 +362,35 @@ def limit_entries(floats_at: dict[str, int], quick: bool = False) -> dict[str, T
 
 
 def limits_from(times: dict[str, list], floats_at: dict[str, int],
-                quick: bool = False) -> dict[str, float]:
-    """{"gemm_gflops": 2 n^3 / the product's median time, "copy_gbs": the 256 MiB copy's bytes
-    read plus written per second, and name: the same at floats_at[name]} from the durations of
-    limit_entries' calls; a copy's time is the faster median of one thread and split."""
-    n = 1024 if quick else 2048
-    sizes = {"copy": (32 if quick else 256) * 2**20 // 4} | floats_at
-    rates = {"gemm_gflops": 2 * n**3 / statistics.median(times["gemm"]) / 1e9}
-    for name, floats in sizes.items():
-        fastest = min(statistics.median(times[f"{name} {how}"])
-                      for how in ("on one thread", "split"))
-        rates["copy_gbs" if name == "copy" else name] = 2 * 4 * floats / fastest / 1e9
-    return rates
+                quick: bool = False) -> tuple[dict[str, float], dict[str, float]]:
+    """({"gemm_gflops": 2 n^3 / the product's median time, "copy_gbs": the 256 MiB copy's
+    bytes read plus written per second}, {name: the same at floats_at[name]}) from the
+    durations of limit_entries' calls; a copy's time is the faster median of its two ways."""
+    n, sizes = _limit_sizes(floats_at, quick)
+    rates = {name: 2 * 4 * floats / min(statistics.median(times[f"{name} {how}"])
+                                         for how in ("on one thread", "split")) / 1e9
+             for name, floats in sizes.items()}
+    return ({"gemm_gflops": 2 * n**3 / statistics.median(times["gemm"]) / 1e9,
+             "copy_gbs": rates.pop("copy")}, rates)
 
 
-_COPY_POOL: list = []  # the thread pool of the split copies, made once
+def _limit_sizes(floats_at: dict[str, int], quick: bool) -> tuple[int, dict[str, int]]:
+    """(n of the GEMM: 2048, 1024 with --quick; {copy: float32 values}): "copy", 256 MiB (32 MiB
+    with --quick), then floats_at."""
+    return 1024 if quick else 2048, {"copy": (32 if quick else 256) * 2**20 // 4} | floats_at
+
+
+@functools.cache
+def _copy_pool(cores: int) -> ThreadPoolExecutor:
+    """The threads of the split copies, made once."""
+    return ThreadPoolExecutor(cores)
 
 
 def _copies(floats: int) -> tuple[Callable, Callable]:
     """(copy on one thread, copy split over the usable cores) of `floats` float32 values
     between two buffers made once."""
-    from concurrent.futures import ThreadPoolExecutor
-
     cores = len(os.sched_getaffinity(0))
-    if not _COPY_POOL:
-        _COPY_POOL.append(ThreadPoolExecutor(cores))
-    pool = _COPY_POOL[0]
+    pool = _copy_pool(cores)
     src, dst = np.ones(floats, np.float32), np.zeros(floats, np.float32)
     cuts = np.linspace(0, floats, cores + 1).astype(int)
 
