@@ -635,6 +635,55 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
     tile_store(acc, bias, out, ostride);
 }
 
+// plane_tile for a last axis of KL taps with stride 1 and dilation 1, unrolled over them: tap
+// (o, kx) reads kx elements after outer tap o's offset, so every step's address is one
+// register and a constant, and the loop's own instructions come once per outer tap instead of
+// once per tap (measured, each way in turn in one process: ResNet's 3x3 2-3% and its batch
+// of 8 5% faster with AVX-512; with AVX2, whose 16 registers the unrolled steps crowd, within
+// the noise).  The steps and their order are plane_tile's: the same bits.
+template <typename T, int KL>
+void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
+                         const long* tap_offsets, const T* bias, T* out, long ostride) {
+    const long lanes = VecOf<T>::V::lanes;
+    typename VecOf<T>::V::type acc[MR][NV];
+    tile_zero<T>(acc);
+    const long outer_taps = J.taps / KL;
+    const T* wq = wp;
+    for (long c = 0; c < J.cg; ++c, at += cs)
+        for (long o = 0; o < outer_taps; ++o, wq += KL * MR) {
+            const T* row = at + tap_offsets[o * KL];
+#if defined(__GNUC__) || defined(__clang__)
+            __builtin_prefetch(row + PLANE_PREFETCH * cs);
+            __builtin_prefetch(row + PLANE_PREFETCH * cs + KL - 1 + NV * lanes - 1);
+#pragma GCC unroll 8
+#endif
+            for (int kx = 0; kx < KL; ++kx) tile_step(acc, wq + kx * MR, row + kx);
+        }
+    tile_store(acc, bias, out, ostride);
+}
+
+template <typename T>
+using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, const T*, T*,
+                           long);
+
+// The plane tile unrolled over the last axis's taps for J, when there are at most 7 next to
+// one another; else null (plane_tile).
+template <typename T>
+PlaneTile<T> unrolled_plane_tile(const ConvJob& J) {
+    const int last = J.rank - 1;
+    if (J.s[last] != 1 || J.d[last] != 1) return 0;
+    switch (J.k[last]) {
+        case 1: return plane_tile_unrolled<T, 1>;
+        case 2: return plane_tile_unrolled<T, 2>;
+        case 3: return plane_tile_unrolled<T, 3>;
+        case 4: return plane_tile_unrolled<T, 4>;
+        case 5: return plane_tile_unrolled<T, 5>;
+        case 6: return plane_tile_unrolled<T, 6>;
+        case 7: return plane_tile_unrolled<T, 7>;
+        default: return 0;
+    }
+}
+
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
 // (f[0], F) of channel c holds Xpad[c, (first + i) * s[0] + f[0], ...] at the phase F of the
 // other axes, over their padded extents P[1:] (zeros outside X).
@@ -766,6 +815,11 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     long tap_offsets[PADCONV_PLANE_TAPS];
     for (long t = 0; t < J.taps; ++t) tap_offsets[t] = plane_tap_offset(J, t);
     const T* at_v0 = plane + (v0 - first * slab);
+    const PlaneTile<T> unrolled = unrolled_plane_tile<T>(J);
+    auto tile_at = [&](const T* w, long v, const T* b, T* out, long ostride) {
+        if (unrolled) unrolled(J, w, at_v0 + (v - v0), cs, tap_offsets, b, out, ostride);
+        else plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, out, ostride);
+    };
     const long mblocks = (J.mg + MR - 1) / MR;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
     const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
@@ -781,11 +835,10 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
             const long count = min_l(nr, v1 - v);
             const long at_y = rows == MR && count == nr ? output_run(J, v, nr) : -1;
             if (at_y >= 0) {  // the whole tile lands in one row of Y
-                plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, y_block + at_y,
-                              J.out_plane);
+                tile_at(w, v, b, y_block + at_y, J.out_plane);
                 continue;
             }
-            plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, tile, nr);
+            tile_at(w, v, b, tile, nr);
             scatter_tile(J, tile, nr, rows, v, count, y_block, J.out_plane);
         }
     }
