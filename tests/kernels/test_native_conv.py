@@ -150,6 +150,16 @@ def test_every_isa_within_the_dot_product_bound(forced_isa, name, dtype):
     assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, reference=tap_oracle, **attrs)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("taps", range(1, 9))
+def test_every_last_axis_width_is_right_with_stride_1(forced_isa, taps, dtype):
+    # rows of 100 outputs take the plane kernel: its tile unrolled for 1 to 7 taps side by
+    # side, the general tile for 8
+    pads = [1, (taps - 1) // 2, 1, taps - 1 - (taps - 1) // 2]
+    X, W, B = random_inputs((2, 6, 5, 100), (5, 6, 2, taps), dtype)
+    assert_conv_within_bound(conv(X, W, B, pads=pads), X, W, B, reference=tap_oracle, pads=pads)
+
+
 def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
     X, W, B, expected = fp16_spec_example()
     Y = conv(X, W, B, pads=[1, 1, 1, 1])
