@@ -16,9 +16,9 @@ from setuptools.command.build import build
 from setuptools.command.build_ext import build_ext
 
 NATIVE = "padconv_cli/kernels/native/"
-SOURCES = ["module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx512.cpp",
-           "qconv_module.cpp", "qconv_generic.cpp", "qconv_avx2.cpp", "qconv_vnni.cpp",
-           "conv_transpose_phases.cpp", "conv_transpose_run.cpp", "pad.cpp"]
+SOURCES = ["module.cpp", "conv_generic.cpp", "conv_avx2.cpp", "conv_avx2_plane.cpp",
+           "conv_avx512.cpp", "qconv_module.cpp", "qconv_generic.cpp", "qconv_avx2.cpp",
+           "qconv_vnni.cpp", "conv_transpose_phases.cpp", "conv_transpose_run.cpp", "pad.cpp"]
 
 if sys.platform == "win32":
     compile_args = ["/O2", "/std:c++17", "/fp:precise"]
@@ -121,7 +121,7 @@ setup(
             sources=[NATIVE + name for name in SOURCES],
             depends=[NATIVE + "conv_job.h", NATIVE + "conv_impl.h", NATIVE + "conv_depthwise.h",
                      NATIVE + "pool.h", NATIVE + "stop.h", NATIVE + "f16c_widen.h",
-                     NATIVE + "qconv.h", NATIVE + "qconv_panel.h"],
+                     NATIVE + "avx2_vectors.h", NATIVE + "qconv.h", NATIVE + "qconv_panel.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,
             language="c++",

@@ -17,58 +17,7 @@
 
 namespace {
 
-struct VecF {
-    enum { lanes = 8 };
-    typedef __m256 type;
-    static inline type zero() { return _mm256_setzero_ps(); }
-    static inline type load(const float* p) { return _mm256_loadu_ps(p); }
-    static inline void store(float* p, type a) { _mm256_storeu_ps(p, a); }
-    static inline type bcast(float x) { return _mm256_set1_ps(x); }
-    static inline type fma(type a, type b, type c) { return _mm256_fmadd_ps(a, b, c); }
-    static inline type add(type a, type b) { return _mm256_add_ps(a, b); }
-    // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
-    typedef __m256i part;
-    static inline part part_of(int lo, int hi) {
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lane),
-                                _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo - 1)));
-    }
-    // lane i = row[col + i] for the lanes of m, else 0; no other element is read
-    static inline type load_part(const float* row, long col, part m) {
-        return _mm256_maskload_ps((const float*)((uintptr_t)row + col * 4), m);
-    }
-    // (not vmaskmovps: a masked store is slow on some CPUs)
-    static inline void store_first(float* p, type a, int count) {
-        alignas(32) float lane[lanes];
-        _mm256_store_ps(lane, a);
-        for (int i = 0; i < count; ++i) p[i] = lane[i];
-    }
-};
-
-struct VecD {
-    enum { lanes = 4 };
-    typedef __m256d type;
-    static inline type zero() { return _mm256_setzero_pd(); }
-    static inline type load(const double* p) { return _mm256_loadu_pd(p); }
-    static inline void store(double* p, type a) { _mm256_storeu_pd(p, a); }
-    static inline type bcast(double x) { return _mm256_set1_pd(x); }
-    static inline type fma(type a, type b, type c) { return _mm256_fmadd_pd(a, b, c); }
-    static inline type add(type a, type b) { return _mm256_add_pd(a, b); }
-    typedef __m256i part;
-    static inline part part_of(int lo, int hi) {
-        const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
-        return _mm256_and_si256(_mm256_cmpgt_epi64(_mm256_set1_epi64x(hi), lane),
-                                _mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(lo - 1)));
-    }
-    static inline type load_part(const double* row, long col, part m) {
-        return _mm256_maskload_pd((const double*)((uintptr_t)row + col * 8), m);
-    }
-    static inline void store_first(double* p, type a, int count) {
-        alignas(32) double lane[lanes];
-        _mm256_store_pd(lane, a);
-        for (int i = 0; i < count; ++i) p[i] = lane[i];
-    }
-};
+#include "avx2_vectors.h"
 
 #include "f16c_widen.h"
 
@@ -88,6 +37,7 @@ void narrow_halves(const float* src, unsigned short* dst, long count) {
 #define PADCONV_DW_NV 4
 #define PADCONV_KERNELS_NAME "avx2"
 #define PADCONV_KERNELS_SYMBOL padconv_avx2_kernels
+#define PADCONV_PLANE_SET (&padconv_avx2_plane_kernels)
 #include "conv_impl.h"
 
 void padconv_narrow_halves_f16c(const float* src, unsigned short* dst, long count) {

@@ -6,6 +6,7 @@
 //   PADCONV_NV    -- vectors of output positions per micro-tile
 //   PADCONV_DW_NV -- vectors of output positions per depthwise register block
 //   PADCONV_KERNELS_NAME, PADCONV_KERNELS_SYMBOL -- the KernelSet's name and symbol
+//   PADCONV_PLANE_SET (optional) -- the KernelSet's plane_set (null if not defined)
 // Everything here has internal linkage, so that code built for one instruction set is never
 // linked in place of another's.
 //
@@ -46,6 +47,10 @@ inline long max_l(long a, long b) { return a > b ? a : b; }
 template <typename T> struct VecOf;
 template <> struct VecOf<float> { typedef VecF V; };
 template <> struct VecOf<double> { typedef VecD V; };
+
+#ifndef PADCONV_PLANE_SET
+#define PADCONV_PLANE_SET 0
+#endif
 
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
@@ -670,9 +675,8 @@ using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*
 // one another; else null (plane_tile).
 template <typename T>
 PlaneTile<T> unrolled_plane_tile(const ConvJob& J) {
-    const int last = J.rank - 1;
-    if (J.s[last] != 1 || J.d[last] != 1) return 0;
-    switch (J.k[last]) {
+    if (!plane_tile_unrolled_for(J)) return 0;
+    switch (J.k[J.rank - 1]) {
         case 1: return plane_tile_unrolled<T, 1>;
         case 2: return plane_tile_unrolled<T, 2>;
         case 3: return plane_tile_unrolled<T, 3>;
@@ -875,4 +879,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     DW_NV * VecF::lanes, DW_NV * VecD::lanes,
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
     {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
+    PADCONV_PLANE_SET,
 };
