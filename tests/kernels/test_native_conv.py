@@ -153,13 +153,16 @@ def test_every_isa_within_the_dot_product_bound(forced_isa, name, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("taps", range(1, 9))
 @pytest.mark.parametrize("out_channels", [4, 5])
-def test_every_last_axis_width_is_right_with_stride_1(forced_isa, taps, dtype, out_channels):
-    # rows of 100 outputs take the plane kernel: its tile unrolled for 1 to 7 taps side by
-    # side, the general tile for 8; with AVX2, 4 output channels fill a 4-row tile and 5 take
-    # the 6-row tiles, which pad them less
+@pytest.mark.parametrize("stride", [1, 2])
+def test_every_last_axis_width_is_right_with_stride_1_or_2(forced_isa, taps, dtype,
+                                                          out_channels, stride):
+    # rows of 100 or 50 outputs take the plane kernel: its tile unrolled for 1 to 7 taps
+    # (stride 1 everywhere, stride 2 on AVX2's 6-row tiles), the general tile for 8; with
+    # AVX2, 4 output channels fill a 4-row tile and 5 take the 6-row tiles, which pad them less
     pads = [1, (taps - 1) // 2, 1, taps - 1 - (taps - 1) // 2]
     X, W, B = random_inputs((2, 6, 5, 100), (out_channels, 6, 2, taps), dtype)
-    assert_conv_within_bound(conv(X, W, B, pads=pads), X, W, B, reference=tap_oracle, pads=pads)
+    attrs = {"pads": pads, "strides": [1, stride]}
+    assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, reference=tap_oracle, **attrs)
 
 
 def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):

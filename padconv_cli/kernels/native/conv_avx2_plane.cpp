@@ -1,7 +1,8 @@
 // The AVX2 + FMA kernels of conv_avx2.cpp with register tiles of 6 rows of W by 2 vectors
 // (16 floats / 8 doubles) instead of 4 by 3, for the plane kernel's unrolled tiles (module.cpp,
-// plan_run, says when): 12 sums, 2 loads and 6 broadcasts per step leave a register free,
-// where the 4 x 3 tile's 3 loads and 4 broadcasts take all 16 and the unrolled steps spill.
+// plan_run, says when), unrolled for last-axis strides of 1 and 2: 12 sums, 2 loads and a
+// broadcast per step leave a register free, where the 4 x 3 tile's 12 sums, 3 loads and a
+// broadcast take all 16 and the unrolled steps spill.
 #include <stdint.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@ namespace {
 #define PADCONV_MR 6
 #define PADCONV_NV 2
 #define PADCONV_DW_NV 4
+#define PADCONV_UNROLLED_STRIDE 2
 #define PADCONV_KERNELS_NAME "avx2"
 #define PADCONV_KERNELS_SYMBOL padconv_avx2_plane_kernels
 #include "conv_impl.h"

@@ -7,6 +7,7 @@
 //   PADCONV_DW_NV -- vectors of output positions per depthwise register block
 //   PADCONV_KERNELS_NAME, PADCONV_KERNELS_SYMBOL -- the KernelSet's name and symbol
 //   PADCONV_PLANE_SET (optional) -- the KernelSet's plane_set (null if not defined)
+//   PADCONV_UNROLLED_STRIDE (optional) -- its unrolled_stride, 1 or 2 (1 if not defined)
 // Everything here has internal linkage, so that code built for one instruction set is never
 // linked in place of another's.
 //
@@ -51,10 +52,14 @@ template <> struct VecOf<double> { typedef VecD V; };
 #ifndef PADCONV_PLANE_SET
 #define PADCONV_PLANE_SET 0
 #endif
+#ifndef PADCONV_UNROLLED_STRIDE
+#define PADCONV_UNROLLED_STRIDE 1
+#endif
 
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
 const int DW_NV = PADCONV_DW_NV;
+const int UNROLLED_STRIDE = PADCONV_UNROLLED_STRIDE;
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
 // channels ahead that the plane kernel's register tile asks for: its rows jump between taps
 // and channels, which the hardware prefetcher does not follow (measured with AVX2 on a 3x3
@@ -640,16 +645,20 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
     tile_store(acc, bias, out, ostride);
 }
 
-// plane_tile for a last axis of KL taps with stride 1 and dilation 1, unrolled over them: tap
-// (o, kx) reads kx elements after outer tap o's offset, so every step's address is one
-// register and a constant, and the loop's own instructions come once per outer tap instead of
-// once per tap (measured, each way in turn in one process: ResNet's 3x3 2-3% and its batch
-// of 8 5% faster with AVX-512; with AVX2, whose 16 registers the unrolled steps crowd, within
-// the noise).  The steps and their order are plane_tile's: the same bits.
-template <typename T, int KL>
+// plane_tile for a last axis of KL taps with stride S (1 or 2) and dilation 1, unrolled over
+// them: tap kx reads kx / S elements after outer tap o's offset, in the last axis's phase
+// kx % S (one phase copy further), so that every step's address is one of S registers and a
+// constant, and the loop's own instructions come once per outer tap instead of once per tap.
+// Measured, each way in turn in one process: ResNet's 3x3 2-3% and its batch of 8 5% faster
+// with AVX-512, with AVX2 on 4 x 3 tiles (whose 16 registers the unrolled steps crowd) within
+// the noise; the 7x7 stride-2 stem 10% faster on AVX2's 6 x 2 tiles, and within the noise on
+// AVX-512 (so unrolled there for stride 1 only).  The steps and their order are plane_tile's:
+// the same bits.
+template <typename T, int KL, int S>
 void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
                          const long* tap_offsets, const T* bias, T* out, long ostride) {
     const long lanes = VecOf<T>::V::lanes;
+    const long phase_step = S > 1 ? J.plane_rows * J.plane_width : 0;
     typename VecOf<T>::V::type acc[MR][NV];
     tile_zero<T>(acc);
     const long outer_taps = J.taps / KL;
@@ -658,11 +667,15 @@ void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
         for (long o = 0; o < outer_taps; ++o, wq += KL * MR) {
             const T* row = at + tap_offsets[o * KL];
 #if defined(__GNUC__) || defined(__clang__)
-            __builtin_prefetch(row + PLANE_PREFETCH * cs);
-            __builtin_prefetch(row + PLANE_PREFETCH * cs + KL - 1 + NV * lanes - 1);
+            for (int f = 0; f < (S < KL ? S : KL); ++f) {  // each phase's reads, asked ahead
+                const T* ahead = row + f * phase_step + PLANE_PREFETCH * cs;
+                __builtin_prefetch(ahead);
+                __builtin_prefetch(ahead + (KL - 1) / S + NV * lanes - 1);
+            }
 #pragma GCC unroll 8
 #endif
-            for (int kx = 0; kx < KL; ++kx) tile_step(acc, wq + kx * MR, row + kx);
+            for (int kx = 0; kx < KL; ++kx)
+                tile_step(acc, wq + kx * MR, row + kx % S * phase_step + kx / S);
         }
     tile_store(acc, bias, out, ostride);
 }
@@ -671,21 +684,30 @@ template <typename T>
 using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, const T*, T*,
                            long);
 
-// The plane tile unrolled over the last axis's taps for J, when there are at most 7 next to
-// one another; else null (plane_tile).
-template <typename T>
-PlaneTile<T> unrolled_plane_tile(const ConvJob& J) {
-    if (!plane_tile_unrolled_for(J)) return 0;
-    switch (J.k[J.rank - 1]) {
-        case 1: return plane_tile_unrolled<T, 1>;
-        case 2: return plane_tile_unrolled<T, 2>;
-        case 3: return plane_tile_unrolled<T, 3>;
-        case 4: return plane_tile_unrolled<T, 4>;
-        case 5: return plane_tile_unrolled<T, 5>;
-        case 6: return plane_tile_unrolled<T, 6>;
-        case 7: return plane_tile_unrolled<T, 7>;
+// plane_tile_unrolled for KL = taps (1 to 7) and stride S; null for more taps.
+template <typename T, int S>
+PlaneTile<T> unrolled_for_taps(long taps) {
+    switch (taps) {
+        case 1: return plane_tile_unrolled<T, 1, S>;
+        case 2: return plane_tile_unrolled<T, 2, S>;
+        case 3: return plane_tile_unrolled<T, 3, S>;
+        case 4: return plane_tile_unrolled<T, 4, S>;
+        case 5: return plane_tile_unrolled<T, 5, S>;
+        case 6: return plane_tile_unrolled<T, 6, S>;
+        case 7: return plane_tile_unrolled<T, 7, S>;
         default: return 0;
     }
+}
+
+// The plane tile unrolled over the last axis's taps for J when plane_tile_unrolled_for says
+// so; else null (plane_tile).
+template <typename T>
+PlaneTile<T> unrolled_plane_tile(const ConvJob& J) {
+    if (!plane_tile_unrolled_for(J, UNROLLED_STRIDE)) return 0;
+    const int last = J.rank - 1;
+    if constexpr (UNROLLED_STRIDE >= 2)
+        if (J.s[last] == 2) return unrolled_for_taps<T, 2>(J.k[last]);
+    return unrolled_for_taps<T, 1>(J.k[last]);
 }
 
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
@@ -879,5 +901,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     DW_NV * VecF::lanes, DW_NV * VecD::lanes,
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
     {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
-    PADCONV_PLANE_SET,
+    UNROLLED_STRIDE, PADCONV_PLANE_SET,
 };

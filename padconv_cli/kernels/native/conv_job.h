@@ -109,20 +109,22 @@ struct KernelSet {
     // float32 sums of X given as float32, binary16 or bfloat16 (indexed by XType)
     void (*gemm_task_x[3])(const ConvJob& job, long task, float* scratch);
     void (*depthwise_task_x[3])(const ConvJob& job, long task, float* scratch);
+    int unrolled_stride;  // the plane tile is unrolled for last-axis strides up to this
     // the set to run the plane kernel's unrolled tiles on (plane_tile_unrolled_for), or null
     const KernelSet* plane_set;
 };
 
 // The plane kernel unrolls its register tile over the last axis's taps: at most 7 of them,
-// stride 1 and dilation 1 (conv_impl.h, plane_tile_unrolled).
-inline bool plane_tile_unrolled_for(const ConvJob& job) {
+// dilation 1, stride at most `stride` (the kernel set's unrolled_stride; conv_impl.h,
+// plane_tile_unrolled).
+inline bool plane_tile_unrolled_for(const ConvJob& job, int stride) {
     const int last = job.rank - 1;
-    return job.s[last] == 1 && job.d[last] == 1 && job.k[last] <= 7;
+    return job.s[last] <= stride && job.d[last] == 1 && job.k[last] <= 7;
 }
 
 extern const KernelSet padconv_generic_kernels;
 extern const KernelSet padconv_avx2_kernels;    // only usable when the CPU has AVX2 and FMA
-extern const KernelSet padconv_avx2_plane_kernels;  // the same, with 6 x 2-vector tiles
+extern const KernelSet padconv_avx2_plane_kernels;  // 6 x 2-vector tiles, for the plane kernel
 extern const KernelSet padconv_avx512_kernels;  // only usable when the CPU has AVX-512F
 extern const int padconv_have_x86_kernels;      // 1 when the two above were compiled in
 // dst[i] = src[i] rounded to binary16 to nearest even; only on CPUs with F16C (AVX2 unit).

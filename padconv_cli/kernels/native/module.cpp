@@ -535,11 +535,13 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads) {
 // 4% over *ks's; ks is left on the set the job runs with.  Measured with AVX2, each set in turn
 // in one process: ResNet's 3x3 (64 output channels, padded to 66) 8.5% faster on the 6 x 2
 // tiles on one thread and 4-7% on two, 7-9% with 8 images; 16 output channels (padded to 18)
-// 7% slower; the row and GEMM kernels and the strided plane tile no faster per row of W.
+// 7% slower; the row and GEMM kernels and the plane kernel's general tile no faster per row of
+// W.  With the stride-2 tile unrolled too, the 7x7 stride-2 stem 10% faster.
 Sizing plan_run(ConvJob& job, const KernelSet*& ks, int item, long threads) {
     const Sizing size = plan_job(job, *ks, item, threads);
     const KernelSet* plane_set = ks->plane_set;
-    if (!plane_set || size.depthwise || !job.plane_kernel || !plane_tile_unrolled_for(job) ||
+    if (!plane_set || size.depthwise || !job.plane_kernel ||
+        !plane_tile_unrolled_for(job, plane_set->unrolled_stride) ||
         round_up(job.mg, plane_set->mr) * 25 > round_up(job.mg, ks->mr) * 26)
         return size;
     ConvJob planned = job;
