@@ -126,7 +126,7 @@ extern const KernelSet padconv_generic_kernels;
 extern const KernelSet padconv_avx2_kernels;    // only usable when the CPU has AVX2 and FMA
 extern const KernelSet padconv_avx2_plane_kernels;  // 6 x 2-vector tiles, for the plane kernel
 extern const KernelSet padconv_avx512_kernels;  // only usable when the CPU has AVX-512F
-extern const int padconv_have_x86_kernels;      // 1 when the two above were compiled in
+extern const int padconv_have_x86_kernels;      // 1 when the x86 sets above were compiled in
 // dst[i] = src[i] rounded to binary16 to nearest even; only on CPUs with F16C (AVX2 unit).
 void padconv_narrow_halves_f16c(const float* src, unsigned short* dst, long count);
 
