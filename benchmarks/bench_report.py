@@ -78,13 +78,17 @@ def target(name: str, value: float | None, limit: float, detail: str = "") -> di
 
 
 def speed_targets(what: str, cases: dict[str, dict]) -> list[dict[str, str]]:
-    """padconv / the faster peer: the geometric mean over `cases` <= 1.0, each case <= 1.25."""
+    """padconv / the faster peer: the geometric mean over `cases` <= 1.0, each case <= 1.25.
+    A case where no peer gave a correct time (a peer's mismatch, say) has no ratio: the mean is
+    over the others, which the verdict counts and names."""
     best = {case: vs_faster_peer(rows) for case, rows in cases.items()}
     slowest = max(best, key=lambda case: best[case] or 0, default="")
-    geo = worst(best.values(), every=True) and math.exp(
-        sum(map(math.log, best.values())) / len(best))
+    known = [value for value in best.values() if value is not None]
+    geo = math.exp(sum(map(math.log, known)) / len(known)) if known else None
+    unpaired = [case for case, value in best.items() if value is None]
+    left_out = f"; without a correct peer: {', '.join(unpaired)}" if unpaired else ""
     return [target(f"{what}: padconv / faster peer, geometric mean <= 1.0", geo, 1.0,
-                   f" over {len(best)} cases"),
+                   f" over {len(known)} cases{left_out}"),
             target(f"{what}: padconv / faster peer <= 1.25 on every case", best.get(slowest),
                    1.25, f" at worst ({slowest})")]
 

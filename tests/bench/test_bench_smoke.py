@@ -176,3 +176,17 @@ def test_limits_are_rates_of_the_median_calls():
     limits = bench_measure.limits_from(times, {"x": 10**9}, quick=True)
     assert limits == ({"gemm_gflops": 2 * 1024**3 / 2.0 / 1e9,
                        "copy_gbs": 8 * 32 * 2**20 // 4 / 0.5 / 1e9}, {"x": 8 * 10**9 / 0.25 / 1e9})
+
+
+def test_a_case_without_a_correct_peer_is_left_out_of_the_geometric_mean_and_named():
+    def rows(padconv, peer_status):
+        peer = {"status": peer_status, "median_s": 1.0 if peer_status == "ok" else None}
+        return {"padconv": {"status": "ok", "median_s": padconv}, "onnxruntime": peer,
+                "torch": {"status": "skipped", "median_s": None}}
+
+    cases = {"a": rows(0.5, "ok"), "b": rows(2.0, "ok"), "c": rows(9.0, "mismatch")}
+    mean, _ = bench_report.speed_targets("Family", cases)
+    assert mean["status"] == "MET"
+    assert mean["measured"] == "1 over 2 cases; without a correct peer: c"
+    nothing = bench_report.speed_targets("Family", {"c": rows(9.0, "mismatch")})[0]
+    assert nothing["status"] == "NOT MEASURED"
