@@ -58,7 +58,10 @@ def qlinear_conv_model(path, per_channel=True):
     """x (float) -> QuantizeLinear -> QLinearConv (``qlconv``, uint8 x, int8 w per channel,
     int32 bias, pads 1) -> DequantizeLinear -> y."""
     rng = np.random.default_rng(RNG_SEED)
-    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    # w within [-64, 63]: onnxruntime's AVX2 kernel (a CPU without AVX-512) adds pairs of
+    # uint8 x int8 products in int16 and saturates beyond that (onnxruntime#16105), and the
+    # tests that use this model take onnxruntime's result as right
+    w = rng.integers(-64, 64, (4, 3, 3, 3)).astype(np.int8)
     w_scale = (np.array([0.01, 0.02, 0.015, 0.03], np.float32) if per_channel
                else np.array(0.02, np.float32))
     values = {

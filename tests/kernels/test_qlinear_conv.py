@@ -196,6 +196,10 @@ def test_onnxruntime_differs_only_by_its_float32_requantization(per_channel):
     rng = np.random.default_rng(11)
     args = quantized_case(rng, np.uint8, np.int8, np.uint8, (1, 16, 12, 12), (8, 16, 3, 3),
                           per_channel)
+    # W within [-64, 63]: onnxruntime's AVX2 kernel (no AVX-512, no VNNI) adds pairs of
+    # uint8 x int8 products in int16, which saturates beyond that (onnxruntime#16105, seen on
+    # an AMD EPYC); this test is about requantization, so the sums stay within int16
+    args[3] = args[3] // 2
     names = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"]
     types = [TensorProto.UINT8, TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8,
              TensorProto.FLOAT, TensorProto.INT8, TensorProto.FLOAT, TensorProto.UINT8,
