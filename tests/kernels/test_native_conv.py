@@ -165,6 +165,35 @@ def test_every_last_axis_width_is_right_with_stride_1_or_2(forced_isa, taps, dty
     assert_conv_within_bound(conv(X, W, B, **attrs), X, W, B, reference=tap_oracle, **attrs)
 
 
+PLANE_SHAPES = {  # each takes the plane kernel: unrolled over 3 taps, over 7 with stride 2
+    # (AVX2's 6-row tiles; the general tile elsewhere), the general tile for dilation 2
+    "3x3": ((2, 6, 5, 100), 3, {"pads": [1, 1, 1, 1]}),
+    "7x7_stride_2": ((1, 3, 20, 100), 7, {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    "3x3_dilation_2": ((1, 6, 9, 100), 3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(PLANE_SHAPES))
+@pytest.mark.parametrize("out_channels", range(1, 14))
+def test_every_count_of_output_channels_is_right_on_the_plane_kernel(forced_isa, name,
+                                                                    out_channels, dtype):
+    # 1 to 13 rows of W leave every remainder of the 4-, 6- and 8-row tiles: a last row block
+    # of few rows takes a tile of fewer rows (4 of 6, 4 of 8, 2 of 4), with the same bits
+    # on any thread count
+    x_shape, k, attrs = PLANE_SHAPES[name]
+    X, W, B = random_inputs(x_shape, (out_channels, x_shape[1], k, k), dtype)
+    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
+    results = []
+    for threads in (1, 3):
+        y = np.full(plan.output_shape, np.nan, dtype)
+        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
+                         pads_begin=plan.pads_begin, group=1, threads=threads)
+        results.append(y)
+    assert results[1].tobytes() == results[0].tobytes()
+    assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
+
+
 def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
     X, W, B, expected = fp16_spec_example()
     Y = conv(X, W, B, pads=[1, 1, 1, 1])

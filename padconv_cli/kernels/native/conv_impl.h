@@ -60,6 +60,9 @@ const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
 const int DW_NV = PADCONV_DW_NV;
 const int UNROLLED_STRIDE = PADCONV_UNROLLED_STRIDE;
+// rows of the plane kernel's tile for a last row block of W with no more rows (6 -> 4: 64
+// output channels are 10 tiles of 6 rows and one of 4)
+const int FEW_ROWS = MR == 6 ? 4 : MR / 2;
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
 // channels ahead that the plane kernel's register tile asks for: its rows jump between taps
 // and channels, which the hardware prefetcher does not follow (measured with AVX2 on a 3x3
@@ -239,46 +242,46 @@ void build_panel(const ConvJob& J, long n, long g, long p0, long np, long npad, 
 #define PADCONV_TILE_INLINE inline
 #endif
 
-template <typename T, int N>
-PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[MR][N]) {
+template <typename T, int R, int N>
+PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[R][N]) {
     typedef typename VecOf<T>::V V;
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < R; ++i)
         for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
 }
 
 // acc[i][v] += w(i, q) * row[v * lanes ..]: one row q of the panel times column q of W's
 // block, however W is laid out (w: the tile's weight of row i at step q).
-template <typename T, int N, typename WAt>
-PADCONV_TILE_INLINE void tile_step_at(typename VecOf<T>::V::type (&acc)[MR][N], const WAt& w,
+template <typename T, int R, int N, typename WAt>
+PADCONV_TILE_INLINE void tile_step_at(typename VecOf<T>::V::type (&acc)[R][N], const WAt& w,
                                       long q, const T* row) {
     typedef typename VecOf<T>::V V;
     typename V::type b[N];
     for (int v = 0; v < N; ++v) b[v] = V::load(row + v * V::lanes);
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
         const typename V::type a = V::bcast(w(i, q));
         for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
     }
 }
 
 // tile_step_at with W packed: wq[i] is row i's weight.
-template <typename T, int N>
-PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[MR][N], const T* wq,
+template <typename T, int R, int N>
+PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[R][N], const T* wq,
                                    const T* row) {
     tile_step_at<T>(acc, [wq](int i, long) { return wq[i]; }, 0, row);
 }
 
 // The epilogue: bias[i] added to row i (when given), then row i stored at out + i * ostride.
-template <typename T, int N>
-PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[MR][N], const T* bias,
+template <typename T, int R, int N>
+PADCONV_TILE_INLINE void tile_store(typename VecOf<T>::V::type (&acc)[R][N], const T* bias,
                                     T* out, long ostride) {
     typedef typename VecOf<T>::V V;
     if (bias) {
-        for (int i = 0; i < MR; ++i) {
+        for (int i = 0; i < R; ++i) {
             const typename V::type b = V::bcast(bias[i]);
             for (int v = 0; v < N; ++v) acc[i][v] = V::add(acc[i][v], b);
         }
     }
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < R; ++i)
         for (int v = 0; v < N; ++v) V::store(out + i * ostride + v * V::lanes, acc[i][v]);
 }
 
@@ -625,12 +628,13 @@ inline long plane_tap_offset(const ConvJob& J, long t) {
     return phase * J.plane_rows * J.plane_width + shift;
 }
 
-// out[i * ostride + e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) for MR rows of nr positions,
-// row q = (c, t) of B read at `at` + c * cs + tap_offsets[t].
-template <typename T>
+// out[i * ostride + e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) for R rows (MR, or FEW_ROWS for
+// a last row block that has no more) of nr positions, row q = (c, t) of B read at
+// `at` + c * cs + tap_offsets[t]; wp is packed for MR rows either way.
+template <typename T, int R = MR>
 inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
                        const long* tap_offsets, const T* bias, T* out, long ostride) {
-    typename VecOf<T>::V::type acc[MR][NV];
+    typename VecOf<T>::V::type acc[R][NV];
     tile_zero<T>(acc);
     const T* wq = wp;
     for (long c = 0; c < J.cg; ++c, at += cs)
@@ -654,12 +658,12 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
 // the noise; the 7x7 stride-2 stem 10% faster on AVX2's 6 x 2 tiles, and within the noise on
 // AVX-512 (so unrolled there for stride 1 only).  The steps and their order are plane_tile's:
 // the same bits.
-template <typename T, int KL, int S>
+template <typename T, int KL, int S, int R = MR>
 void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
                          const long* tap_offsets, const T* bias, T* out, long ostride) {
     const long lanes = VecOf<T>::V::lanes;
     const long phase_step = S > 1 ? J.plane_rows * J.plane_width : 0;
-    typename VecOf<T>::V::type acc[MR][NV];
+    typename VecOf<T>::V::type acc[R][NV];
     tile_zero<T>(acc);
     const long outer_taps = J.taps / KL;
     const T* wq = wp;
@@ -684,30 +688,30 @@ template <typename T>
 using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, const T*, T*,
                            long);
 
-// plane_tile_unrolled for KL = taps (1 to 7) and stride S; null for more taps.
-template <typename T, int S>
+// plane_tile_unrolled for KL = taps (1 to 7), stride S and R rows; null for more taps.
+template <typename T, int S, int R>
 PlaneTile<T> unrolled_for_taps(long taps) {
     switch (taps) {
-        case 1: return plane_tile_unrolled<T, 1, S>;
-        case 2: return plane_tile_unrolled<T, 2, S>;
-        case 3: return plane_tile_unrolled<T, 3, S>;
-        case 4: return plane_tile_unrolled<T, 4, S>;
-        case 5: return plane_tile_unrolled<T, 5, S>;
-        case 6: return plane_tile_unrolled<T, 6, S>;
-        case 7: return plane_tile_unrolled<T, 7, S>;
+        case 1: return plane_tile_unrolled<T, 1, S, R>;
+        case 2: return plane_tile_unrolled<T, 2, S, R>;
+        case 3: return plane_tile_unrolled<T, 3, S, R>;
+        case 4: return plane_tile_unrolled<T, 4, S, R>;
+        case 5: return plane_tile_unrolled<T, 5, S, R>;
+        case 6: return plane_tile_unrolled<T, 6, S, R>;
+        case 7: return plane_tile_unrolled<T, 7, S, R>;
         default: return 0;
     }
 }
 
-// The plane tile unrolled over the last axis's taps for J when plane_tile_unrolled_for says
-// so; else null (plane_tile).
-template <typename T>
+// The plane tile of R rows unrolled over the last axis's taps for J when
+// plane_tile_unrolled_for says so; else null (plane_tile).
+template <typename T, int R = MR>
 PlaneTile<T> unrolled_plane_tile(const ConvJob& J) {
     if (!plane_tile_unrolled_for(J, UNROLLED_STRIDE)) return 0;
     const int last = J.rank - 1;
     if constexpr (UNROLLED_STRIDE >= 2)
-        if (J.s[last] == 2) return unrolled_for_taps<T, 2>(J.k[last]);
-    return unrolled_for_taps<T, 1>(J.k[last]);
+        if (J.s[last] == 2) return unrolled_for_taps<T, 2, R>(J.k[last]);
+    return unrolled_for_taps<T, 1, R>(J.k[last]);
 }
 
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
@@ -842,9 +846,17 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     for (long t = 0; t < J.taps; ++t) tap_offsets[t] = plane_tap_offset(J, t);
     const T* at_v0 = plane + (v0 - first * slab);
     const PlaneTile<T> unrolled = unrolled_plane_tile<T>(J);
-    auto tile_at = [&](const T* w, long v, const T* b, T* out, long ostride) {
-        if (unrolled) unrolled(J, w, at_v0 + (v - v0), cs, tap_offsets, b, out, ostride);
-        else plane_tile<T>(J, w, at_v0 + (v - v0), cs, tap_offsets, b, out, ostride);
+    const PlaneTile<T> unrolled_few = unrolled_plane_tile<T, FEW_ROWS>(J);
+    auto tile_at = [&](const T* w, long rows, long v, const T* b, T* out, long ostride) {
+        const T* at = at_v0 + (v - v0);
+        if (rows <= FEW_ROWS) {  // a last row block with few rows: no idle FMAs
+            if (unrolled_few) unrolled_few(J, w, at, cs, tap_offsets, b, out, ostride);
+            else plane_tile<T, FEW_ROWS>(J, w, at, cs, tap_offsets, b, out, ostride);
+        } else if (unrolled) {
+            unrolled(J, w, at, cs, tap_offsets, b, out, ostride);
+        } else {
+            plane_tile<T>(J, w, at, cs, tap_offsets, b, out, ostride);
+        }
     };
     const long mblocks = (J.mg + MR - 1) / MR;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
@@ -859,12 +871,13 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
         T* y_block = y + mb * MR * J.out_plane;
         for (long v = v0; v < v1; v += nr) {
             const long count = min_l(nr, v1 - v);
-            const long at_y = rows == MR && count == nr ? output_run(J, v, nr) : -1;
+            const long stored = rows <= FEW_ROWS ? FEW_ROWS : MR;  // rows the tile writes
+            const long at_y = rows == stored && count == nr ? output_run(J, v, nr) : -1;
             if (at_y >= 0) {  // the whole tile lands in one row of Y
-                tile_at(w, v, b, y_block + at_y, J.out_plane);
+                tile_at(w, rows, v, b, y_block + at_y, J.out_plane);
                 continue;
             }
-            tile_at(w, v, b, tile, nr);
+            tile_at(w, rows, v, b, tile, nr);
             scatter_tile(J, tile, nr, rows, v, count, y_block, J.out_plane);
         }
     }
