@@ -869,9 +869,9 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
         const T* w = wg + mb * MR * J.ck;
         const T* b = block_bias(bias, mb, rows, tile_bias);
         T* y_block = y + mb * MR * J.out_plane;
+        const long stored = rows <= FEW_ROWS ? FEW_ROWS : MR;  // rows the tile writes
         for (long v = v0; v < v1; v += nr) {
             const long count = min_l(nr, v1 - v);
-            const long stored = rows <= FEW_ROWS ? FEW_ROWS : MR;  // rows the tile writes
             const long at_y = rows == stored && count == nr ? output_run(J, v, nr) : -1;
             if (at_y >= 0) {  // the whole tile lands in one row of Y
                 tile_at(w, rows, v, b, y_block + at_y, J.out_plane);
