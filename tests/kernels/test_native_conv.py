@@ -166,7 +166,8 @@ def test_every_last_axis_width_is_right_with_stride_1_or_2(forced_isa, taps, dty
 
 
 PLANE_SHAPES = {  # each takes the plane kernel: unrolled over 3 taps, over 7 with stride 2
-    # (AVX2's 6-row tiles; the general tile elsewhere), the general tile for dilation 2
+    # (AVX2's 6-row tiles; the general tile elsewhere), over 3 with dilation 2 (AVX2's 6-row
+    # tiles; the general tile elsewhere)
     "3x3": ((2, 6, 5, 100), 3, {"pads": [1, 1, 1, 1]}),
     "7x7_stride_2": ((1, 3, 20, 100), 7, {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
     "3x3_dilation_2": ((1, 6, 9, 100), 3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),

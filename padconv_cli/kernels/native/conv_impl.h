@@ -8,6 +8,7 @@
 //   PADCONV_KERNELS_NAME, PADCONV_KERNELS_SYMBOL -- the KernelSet's name and symbol
 //   PADCONV_PLANE_SET (optional) -- the KernelSet's plane_set (null if not defined)
 //   PADCONV_UNROLLED_STRIDE (optional) -- its unrolled_stride, 1 or 2 (1 if not defined)
+//   PADCONV_UNROLLED_DILATION (optional) -- its unrolled_dilation, 1 or 2 (1 if not defined)
 // Everything here has internal linkage, so that code built for one instruction set is never
 // linked in place of another's.
 //
@@ -55,14 +56,16 @@ template <> struct VecOf<double> { typedef VecD V; };
 #ifndef PADCONV_UNROLLED_STRIDE
 #define PADCONV_UNROLLED_STRIDE 1
 #endif
+#ifndef PADCONV_UNROLLED_DILATION
+#define PADCONV_UNROLLED_DILATION 1
+#endif
 
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
 const int DW_NV = PADCONV_DW_NV;
 const int UNROLLED_STRIDE = PADCONV_UNROLLED_STRIDE;
-// rows of the plane kernel's tile for a last row block of W with no more rows (6 -> 4: 64
-// output channels are 10 tiles of 6 rows and one of 4)
-const int FEW_ROWS = MR == 6 ? 4 : MR / 2;
+const int UNROLLED_DILATION = PADCONV_UNROLLED_DILATION;
+const int FEW_ROWS = few_rows(MR);  // a last row block's tile rows (conv_job.h)
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
 // channels ahead that the plane kernel's register tile asks for: its rows jump between taps
 // and channels, which the hardware prefetcher does not follow (measured with AVX2 on a 3x3
@@ -649,16 +652,16 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
     tile_store(acc, bias, out, ostride);
 }
 
-// plane_tile for a last axis of KL taps with stride S (1 or 2) and dilation 1, unrolled over
-// them: tap kx reads kx / S elements after outer tap o's offset, in the last axis's phase
-// kx % S (one phase copy further), so that every step's address is one of S registers and a
-// constant, and the loop's own instructions come once per outer tap instead of once per tap.
-// Measured, each way in turn in one process: ResNet's 3x3 2-3% and its batch of 8 5% faster
-// with AVX-512, with AVX2 on 4 x 3 tiles (whose 16 registers the unrolled steps crowd) within
-// the noise; the 7x7 stride-2 stem 10% faster on AVX2's 6 x 2 tiles, and within the noise on
-// AVX-512 (so unrolled there for stride 1 only).  The steps and their order are plane_tile's:
-// the same bits.
-template <typename T, int KL, int S, int R = MR>
+// plane_tile for a last axis of KL taps with stride S and dilation D (S 1 or 2 with D 1, or
+// S 1 with D 2), unrolled over them: tap kx reads (kx * D) / S elements after outer tap o's
+// offset, in the last axis's phase (kx * D) % S (one phase copy further), so that every step's
+// address is one of S registers and a constant, and the loop's own instructions come once per
+// outer tap instead of once per tap.  Measured, each way in turn in one process: ResNet's 3x3
+// 2-3% and its batch of 8 5% faster with AVX-512, with AVX2 on 4 x 3 tiles (whose 16 registers
+// the unrolled steps crowd) within the noise; the 7x7 stride-2 stem 10% faster on AVX2's 6 x 2
+// tiles, and within the noise on AVX-512 (so unrolled there for stride 1 only).  The steps and
+// their order are plane_tile's: the same bits.
+template <typename T, int KL, int S, int D, int R = MR>
 void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
                          const long* tap_offsets, const T* bias, T* out, long ostride) {
     const long lanes = VecOf<T>::V::lanes;
@@ -674,12 +677,12 @@ void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
             for (int f = 0; f < (S < KL ? S : KL); ++f) {  // each phase's reads, asked ahead
                 const T* ahead = row + f * phase_step + PLANE_PREFETCH * cs;
                 __builtin_prefetch(ahead);
-                __builtin_prefetch(ahead + (KL - 1) / S + NV * lanes - 1);
+                __builtin_prefetch(ahead + (KL - 1) * D / S + NV * lanes - 1);
             }
 #pragma GCC unroll 8
 #endif
             for (int kx = 0; kx < KL; ++kx)
-                tile_step(acc, wq + kx * MR, row + kx % S * phase_step + kx / S);
+                tile_step(acc, wq + kx * MR, row + kx * D % S * phase_step + kx * D / S);
         }
     tile_store(acc, bias, out, ostride);
 }
@@ -688,17 +691,18 @@ template <typename T>
 using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, const T*, T*,
                            long);
 
-// plane_tile_unrolled for KL = taps (1 to 7), stride S and R rows; null for more taps.
-template <typename T, int S, int R>
+// plane_tile_unrolled for KL = taps (1 to 7), stride S, dilation D and R rows; null for more
+// taps.
+template <typename T, int S, int D, int R>
 PlaneTile<T> unrolled_for_taps(long taps) {
     switch (taps) {
-        case 1: return plane_tile_unrolled<T, 1, S, R>;
-        case 2: return plane_tile_unrolled<T, 2, S, R>;
-        case 3: return plane_tile_unrolled<T, 3, S, R>;
-        case 4: return plane_tile_unrolled<T, 4, S, R>;
-        case 5: return plane_tile_unrolled<T, 5, S, R>;
-        case 6: return plane_tile_unrolled<T, 6, S, R>;
-        case 7: return plane_tile_unrolled<T, 7, S, R>;
+        case 1: return plane_tile_unrolled<T, 1, S, D, R>;
+        case 2: return plane_tile_unrolled<T, 2, S, D, R>;
+        case 3: return plane_tile_unrolled<T, 3, S, D, R>;
+        case 4: return plane_tile_unrolled<T, 4, S, D, R>;
+        case 5: return plane_tile_unrolled<T, 5, S, D, R>;
+        case 6: return plane_tile_unrolled<T, 6, S, D, R>;
+        case 7: return plane_tile_unrolled<T, 7, S, D, R>;
         default: return 0;
     }
 }
@@ -707,11 +711,13 @@ PlaneTile<T> unrolled_for_taps(long taps) {
 // plane_tile_unrolled_for says so; else null (plane_tile).
 template <typename T, int R = MR>
 PlaneTile<T> unrolled_plane_tile(const ConvJob& J) {
-    if (!plane_tile_unrolled_for(J, UNROLLED_STRIDE)) return 0;
+    if (!plane_tile_unrolled_for(J, UNROLLED_STRIDE, UNROLLED_DILATION)) return 0;
     const int last = J.rank - 1;
     if constexpr (UNROLLED_STRIDE >= 2)
-        if (J.s[last] == 2) return unrolled_for_taps<T, 2, R>(J.k[last]);
-    return unrolled_for_taps<T, 1, R>(J.k[last]);
+        if (J.s[last] == 2) return unrolled_for_taps<T, 2, 1, R>(J.k[last]);
+    if constexpr (UNROLLED_DILATION >= 2)
+        if (J.d[last] == 2) return unrolled_for_taps<T, 1, 2, R>(J.k[last]);
+    return unrolled_for_taps<T, 1, 1, R>(J.k[last]);
 }
 
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
@@ -914,5 +920,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     DW_NV * VecF::lanes, DW_NV * VecD::lanes,
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
     {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
-    UNROLLED_STRIDE, PADCONV_PLANE_SET,
+    UNROLLED_STRIDE, UNROLLED_DILATION, PADCONV_PLANE_SET,
 };

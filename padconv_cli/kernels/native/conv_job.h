@@ -110,16 +110,28 @@ struct KernelSet {
     void (*gemm_task_x[3])(const ConvJob& job, long task, float* scratch);
     void (*depthwise_task_x[3])(const ConvJob& job, long task, float* scratch);
     int unrolled_stride;  // the plane tile is unrolled for last-axis strides up to this
+    int unrolled_dilation;  // and, with stride 1, for last-axis dilations up to this
     // the set to run the plane kernel's unrolled tiles on (plane_tile_unrolled_for), or null
     const KernelSet* plane_set;
 };
 
+// Rows of the plane kernel's tile for a last row block of W with no more rows, with tiles of
+// `mr` rows (6 -> 4: 64 output channels are 10 tiles of 6 rows and one of 4).
+constexpr int few_rows(int mr) { return mr == 6 ? 4 : mr / 2; }
+
+// Rows of W the plane kernel's tiles compute for `m` rows, with tiles of `mr` rows.
+inline long plane_tile_rows(long m, int mr) {
+    const long rest = m % mr;
+    return m - rest + (rest == 0 ? 0 : rest <= few_rows(mr) ? few_rows(mr) : mr);
+}
+
 // The plane kernel unrolls its register tile over the last axis's taps: at most 7 of them,
-// dilation 1, stride at most `stride` (the kernel set's unrolled_stride; conv_impl.h,
-// plane_tile_unrolled).
-inline bool plane_tile_unrolled_for(const ConvJob& job, int stride) {
+// with dilation 1 and stride at most `stride`, or stride 1 and dilation at most `dilation`
+// (the kernel set's unrolled_stride and unrolled_dilation; conv_impl.h, plane_tile_unrolled).
+inline bool plane_tile_unrolled_for(const ConvJob& job, int stride, int dilation) {
     const int last = job.rank - 1;
-    return job.s[last] <= stride && job.d[last] == 1 && job.k[last] <= 7;
+    const long s = job.s[last], d = job.d[last];
+    return job.k[last] <= 7 && ((d == 1 && s <= stride) || (s == 1 && d <= dilation));
 }
 
 extern const KernelSet padconv_generic_kernels;

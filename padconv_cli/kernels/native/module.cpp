@@ -483,8 +483,10 @@ struct Sizing {
 
 // Plans the job on `threads` threads for elements of `item` bytes -- picks the kernel and
 // fills its fields -- and returns what the run allocates: the one place the sizes are worked
-// out, for the run (execute) and for the query (conv_scratch_bytes).
-Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads) {
+// out, for the run (execute) and for the query (conv_scratch_bytes).  `rows_when_wasteful`:
+// the row kernel takes 2-D jobs whose plane drops many positions (below).
+Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
+                bool rows_when_wasteful = true) {
     Sizing size;
     if (job.ck == 0 || job.n == 0 || job.out_plane == 0 || job.m == 0) return size;  // no tasks
     size.depthwise = job.cg == 1;
@@ -503,7 +505,7 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads) {
     // (measured: a dilated 3x3 on rows of 64 is 3% faster by rows, a GAN generator's 2x2
     // ConvTranspose phases on rows of 32 10% faster on the plane)
     bool plane_kernel = plan_plane(job, ks, item, threads);
-    const bool wasteful = plane_kernel && job.rank == 2 &&
+    const bool wasteful = plane_kernel && rows_when_wasteful && job.rank == 2 &&
                           (job.plane_width - job.out[1]) * 20 > job.plane_width;
     const bool rows_kernel = (!plane_kernel || wasteful) && plan_rows(job, ks, item, threads);
     if (rows_kernel) plane_kernel = job.plane_kernel = 0;
@@ -531,21 +533,25 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads) {
 }
 
 // Plans the job (plan_job) with *ks, or with ks->plane_set when it has one and the plane kernel
-// takes the job with its tiles unrolled, unless that set's row blocks pad W's rows by more than
-// 4% over *ks's; ks is left on the set the job runs with.  Measured with AVX2, each set in turn
-// in one process: ResNet's 3x3 (64 output channels, padded to 66) 8.5% faster on the 6 x 2
-// tiles on one thread and 4-7% on two, 7-9% with 8 images; 16 output channels (padded to 18)
-// 7% slower; the row and GEMM kernels and the plane kernel's general tile no faster per row of
-// W.  With the stride-2 tile unrolled too, the 7x7 stride-2 stem 10% faster.
+// takes the job there with its tiles unrolled, unless that set's tiles compute more than 10%
+// more rows of W than *ks's; ks is left on the set the job runs with.  Measured with AVX2,
+// each set in turn in one process: ResNet's 3x3 (64 output channels) 8.5% faster on the 6 x 2
+// tiles on one thread and 4-7% on two, 7-9% with 8 images; 40 and 32 output channels 16% and
+// 10% faster, 20 (22 rows against 20) level, 8 (10 against 8) 15% slower; the row and GEMM
+// kernels and the plane kernel's general tile no faster per row of W.  With the stride-2 tile
+// unrolled too, the 7x7 stride-2 stem 10% faster; with the dilation-2 tile, a 3x3 dilation 2
+// on 32 channels of 64 x 64 14% (2 threads) to 21% (1) faster.  On these tiles the plane
+// kernel also beats the row kernel where it drops positions: on that dilated 3x3 (rows of 64
+// in planes of 68) by 14%, on a 3x3 over 32 x 32 by 0-10%.
 Sizing plan_run(ConvJob& job, const KernelSet*& ks, int item, long threads) {
     const Sizing size = plan_job(job, *ks, item, threads);
     const KernelSet* plane_set = ks->plane_set;
-    if (!plane_set || size.depthwise || !job.plane_kernel ||
-        !plane_tile_unrolled_for(job, plane_set->unrolled_stride) ||
-        round_up(job.mg, plane_set->mr) * 25 > round_up(job.mg, ks->mr) * 26)
+    if (!plane_set || size.depthwise ||
+        !plane_tile_unrolled_for(job, plane_set->unrolled_stride, plane_set->unrolled_dilation) ||
+        plane_tile_rows(job.mg, plane_set->mr) * 10 > plane_tile_rows(job.mg, ks->mr) * 11)
         return size;
     ConvJob planned = job;
-    const Sizing plane_size = plan_job(planned, *plane_set, item, threads);
+    const Sizing plane_size = plan_job(planned, *plane_set, item, threads, false);
     if (!planned.plane_kernel) return size;
     job = planned;
     ks = plane_set;
