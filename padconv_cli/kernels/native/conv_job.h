@@ -134,6 +134,14 @@ inline bool plane_tile_unrolled_for(const ConvJob& job, int stride, int dilation
     return job.k[last] <= 7 && ((d == 1 && s <= stride) || (s == 1 && d <= dilation));
 }
 
+// Whether ks's plane_set may run the job (module.cpp, plan_run, has the measurements): its
+// tile unrolled for the job, and its tiles computing at most 10% more rows of W than ks's.
+inline bool plane_set_may_take(const ConvJob& job, const KernelSet& ks) {
+    const KernelSet* set = ks.plane_set;
+    return set && plane_tile_unrolled_for(job, set->unrolled_stride, set->unrolled_dilation) &&
+           plane_tile_rows(job.mg, set->mr) * 10 <= plane_tile_rows(job.mg, ks.mr) * 11;
+}
+
 extern const KernelSet padconv_generic_kernels;
 extern const KernelSet padconv_avx2_kernels;    // only usable when the CPU has AVX2 and FMA
 extern const KernelSet padconv_avx2_plane_kernels;  // 6 x 2-vector tiles, for the plane kernel

@@ -553,16 +553,12 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
 // in planes of 68) by 14%, on a 3x3 over 32 x 32 by 0-10%.
 Sizing plan_run(ConvJob& job, const KernelSet*& ks, int item, long threads) {
     const Sizing size = plan_job(job, *ks, item, threads);
-    const KernelSet* plane_set = ks->plane_set;
-    if (!plane_set || size.depthwise ||
-        !plane_tile_unrolled_for(job, plane_set->unrolled_stride, plane_set->unrolled_dilation) ||
-        plane_tile_rows(job.mg, plane_set->mr) * 10 > plane_tile_rows(job.mg, ks->mr) * 11)
-        return size;
+    if (size.depthwise || !plane_set_may_take(job, *ks)) return size;
     ConvJob planned = job;
-    const Sizing plane_size = plan_job(planned, *plane_set, item, threads, false);
+    const Sizing plane_size = plan_job(planned, *ks->plane_set, item, threads, false);
     if (!planned.plane_kernel) return size;
     job = planned;
-    ks = plane_set;
+    ks = ks->plane_set;
     return plane_size;
 }
 
@@ -888,8 +884,8 @@ padconv::Pool& padconv_shared_pool() { return pool(); }
 // ConvTranspose's phases run as one job (conv_transpose_run.cpp) share conv()'s pieces.
 const KernelSet* padconv_kernels(const char* isa) { return cpu_has(isa) ? kernel_set(isa) : 0; }
 void padconv_plan_conv_job(ConvJob& job, const KernelSet& ks, int item, long threads,
-                           long* tasks, long* scratch_elems) {
-    const Sizing size = plan_job(job, ks, item, threads);
+                           long* tasks, long* scratch_elems, bool rows_when_wasteful) {
+    const Sizing size = plan_job(job, ks, item, threads, rows_when_wasteful);
     job.w_rows = 0;  // the phases' W comes packed
     *tasks = size.tasks;
     *scratch_elems = size.scratch_elems;
