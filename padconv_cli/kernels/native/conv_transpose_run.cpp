@@ -304,8 +304,6 @@ void Tasks<double>::run_task(const ConvJob& job, long task, double* scratch) {
 
 thread_local KeptBuffer t_work;  // the calling thread's work buffer, kept up to KEPT_WORK_BYTES
 
-// Packs, runs, interleaves into y; 1 done, 0 a weight not finite, -1 out of memory, -2
-// stopped.
 // The set the runs take: ks's plane_set when it may take every run's job (plane_set_may_take)
 // and plans each on the plane kernel, as a Conv would (module.cpp, plan_run); else ks.
 // Measured with AVX2 on an AMD EPYC, 2 threads, each way in turn in one process: a GAN's 4x4
@@ -320,6 +318,8 @@ const KernelSet& set_for_runs(const Shared& g, const RunSpec* runs, long count,
                                                                                   : ks;
 }
 
+// Packs, runs, interleaves into y; 1 done, 0 a weight not finite, -1 out of memory, -2
+// stopped.
 template <typename T>
 int execute(const Shared& g, RunSpec* runs, long count, const T* w, long m, long k, long m0,
             const T* bias, T* y, const KernelSet& main_set, long threads, Stop& stop) {
