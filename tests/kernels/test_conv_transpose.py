@@ -21,6 +21,7 @@ from native_stops import (
 )
 
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
+from padconv_cli.kernels import native
 from padconv_cli.kernels.conv_transpose import conv_transpose, plan_conv_transpose, scatter_add
 
 
@@ -383,4 +384,19 @@ def test_request_stop_stops_the_phase_job_on_another_thread():
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
     x, w, b = random_case((1, 3, 4, 4), (3, 2, 4, 4), seed=2)
     attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    assert_transpose_within_bound(conv_transpose(x, w, b, **attrs), x, w, b, **attrs)
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2", "generic"])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [
+    ((1, 5, 6, 9), (5, 6, 4, 4), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # stacked phases
+    ((1, 5, 6, 20), (5, 12, 3, 3), {"pads": [1, 1, 1, 1]}),  # one stride-1 phase
+])
+def test_every_instruction_set_runs_the_phases_within_the_bound(monkeypatch, isa, x_shape,
+                                                                 w_shape, attrs):
+    # with AVX2 these phases run on the plane kernel's 6-row tiles, packed for them
+    if isa not in native.available_isas():
+        pytest.skip(f"this CPU has no {isa}")
+    monkeypatch.setenv(native.ISA_VARIABLE, isa)
+    x, w, b = random_case(x_shape, w_shape)
     assert_transpose_within_bound(conv_transpose(x, w, b, **attrs), x, w, b, **attrs)
