@@ -171,6 +171,12 @@ PLANE_SHAPES = {  # each takes the plane kernel: unrolled over 3 taps, over 7 wi
     "3x3": ((2, 6, 5, 100), 3, {"pads": [1, 1, 1, 1]}),
     "7x7_stride_2": ((1, 3, 20, 100), 7, {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
     "3x3_dilation_2": ((1, 6, 9, 100), 3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    # output rows of 96 or 48 positions, whole register tiles on every instruction set: the
+    # tiles start at each row's start and skip the padded columns
+    "3x3_rows_of_96": ((2, 6, 5, 96), 3, {"pads": [1, 1, 1, 1]}),
+    "7x7_stride_2_rows_of_48": ((1, 3, 20, 96), 7, {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
+    "3x3_dilation_2_rows_of_96": ((1, 6, 9, 96), 3, {"pads": [2, 2, 2, 2],
+                                                     "dilations": [2, 2]}),
 }
 
 

@@ -845,7 +845,9 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     long image_group, u0, u1;  // register tiles [u0, u1), at most nb / nr of them
     plane_task_units(J, nr, task, image_group, u0, u1);
     const long g = image_group % J.group, n = image_group / J.group;
-    const long v0 = u0 * nr, v1 = min_l(u1 * nr, virtual_end), first = v0 / slab;
+    const long L = J.out[J.rank - 1];  // positions of an output row (plane_aligned)
+    const long v0 = u0 * nr, v1 = min_l(u1 * nr, virtual_end);
+    const long first = J.plane_aligned ? v0 / L : v0 / slab;
     const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
     fill_plane<T, S>(J, xg, first, plane);
     long tap_offsets[PADCONV_PLANE_TAPS];
@@ -853,8 +855,7 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     const T* at_v0 = plane + (v0 - first * slab);
     const PlaneTile<T> unrolled = unrolled_plane_tile<T>(J);
     const PlaneTile<T> unrolled_few = unrolled_plane_tile<T, FEW_ROWS>(J);
-    auto tile_at = [&](const T* w, long rows, long v, const T* b, T* out, long ostride) {
-        const T* at = at_v0 + (v - v0);
+    auto tile_at = [&](const T* w, long rows, const T* at, const T* b, T* out, long ostride) {
         if (rows <= FEW_ROWS) {  // a last row block with few rows: no idle FMAs
             if (unrolled_few) unrolled_few(J, w, at, cs, tap_offsets, b, out, ostride);
             else plane_tile<T, FEW_ROWS>(J, w, at, cs, tap_offsets, b, out, ostride);
@@ -876,14 +877,31 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
         const T* b = block_bias(bias, mb, rows, tile_bias);
         T* y_block = y + mb * MR * J.out_plane;
         const long stored = rows <= FEW_ROWS ? FEW_ROWS : MR;  // rows the tile writes
+        if (J.plane_aligned) {  // whole tiles inside output rows (v1 a multiple of nr)
+            long row = v0 / L, j = v0 % L;
+            for (long v = v0; v < v1; v += nr) {
+                const T* at = plane + (row - first) * slab + j;
+                if (rows == stored) {
+                    tile_at(w, rows, at, b, y_block + v, J.out_plane);
+                } else {
+                    tile_at(w, rows, at, b, tile, nr);
+                    copy_tile_part(tile, nr, rows, nr, y_block + v, J.out_plane);
+                }
+                if ((j += nr) == L) {
+                    j = 0;
+                    ++row;
+                }
+            }
+            continue;
+        }
         for (long v = v0; v < v1; v += nr) {
             const long count = min_l(nr, v1 - v);
             const long at_y = rows == stored && count == nr ? output_run(J, v, nr) : -1;
             if (at_y >= 0) {  // the whole tile lands in one row of Y
-                tile_at(w, rows, v, b, y_block + at_y, J.out_plane);
+                tile_at(w, rows, at_v0 + (v - v0), b, y_block + at_y, J.out_plane);
                 continue;
             }
-            tile_at(w, rows, v, b, tile, nr);
+            tile_at(w, rows, at_v0 + (v - v0), b, tile, nr);
             scatter_tile(J, tile, nr, rows, v, count, y_block, J.out_plane);
         }
     }

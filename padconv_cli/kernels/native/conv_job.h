@@ -82,6 +82,9 @@ struct ConvJob {
     // group (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first
     // axis per channel, plane_width elements each, copied once per task
     long plane_kernel, plane_width, plane_rows, plane_end;
+    // ... 2-D with output rows a whole number of register tiles: the positions are the real
+    // ones (plane_end = out_plane), each tile within one output row, stored in place
+    long plane_aligned;
     // ... split into tasks of register tiles (units): every image-group but the last in
     // `blocks` equal tasks; the last in plane_head equal tasks over its first plane_head_units
     // units, then a tail of `plane_threads` tasks of each size plane_big / 2, / 4, ... 1

@@ -293,7 +293,11 @@ bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
 // C/G * prod(strides) <= 16): tasks of `nb`
 // virtual positions whose copy (every stride phase's slabs) fits in the panel the GEMM kernel
 // would hold (so the working memory stays within that of plan_gemm), with enough tasks for
-// the threads.  False when it does not apply.
+// the threads.  2-D rows of whole register tiles take the real positions only, each tile
+// inside a row (measured with AVX2, 2 threads, each way in turn: the 7x7 stride-2 stem 4-6%
+// faster, a 3x3 dilation 2 on 32 channels of 64 x 64 10%, 3x3s on 64 channels of 32 x 32 and
+// 128 of 16 x 16 9% and 7%, 64 of 112 x 112 4%, a 5x5 on 32 channels of 48 x 48 10%).  False
+// when it does not apply.
 bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     if (job.rank < 2 || is_pointwise(job) || job.taps > PADCONV_PLANE_TAPS) return false;
     // S = prod(P[1:]), prod(out[1:]), the inner taps' reach, the last real position of a slab
@@ -312,20 +316,29 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     // stem on 3 channels 3% faster with AVX-512)
     if (phases > 1 && job.cg * phases > 16) return false;
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
-    const long virtual_end = (job.out[0] - 1) * slab + last_real + 1;
+    // 2-D rows of whole register tiles: the tiles start at the rows' starts and skip the
+    // padded columns (no positions computed in vain, no tile stored in pieces)
+    const bool aligned = job.rank == 2 && job.out[1] % nr == 0;
+    const long row = job.out[1];
+    const long virtual_end = aligned ? job.out_plane : (job.out[0] - 1) * slab + last_real + 1;
     const long panel_positions = std::min(std::max(nr, PANEL_BYTES / (job.ck * item)),
                                           job.out_plane);
     const long budget = job.ck * round_up(panel_positions, nr) * item;
     const long reach0 = (job.k[0] - 1) * job.d[0] / job.s[0];
-    // slabs read by nb virtual positions starting anywhere in a slab
-    auto slabs_for = [&](long nb) { return reach0 + ceil_div(slab + nb - 1 + reach, slab); };
+    // slabs read by nb virtual positions starting anywhere in a slab (aligned: nb positions
+    // starting anywhere in an output row, each tile's reach inside its own slab)
+    auto slabs_for = [&](long nb) {
+        return reach0 + (aligned ? ceil_div(row + nb - 1, row)
+                                 : ceil_div(slab + nb - 1 + reach, slab));
+    };
     auto bytes_for = [&](long nb) { return job.cg * phases * slabs_for(nb) * slab * item; };
     if (bytes_for(nr) > budget) return false;
     long nb = round_up(virtual_end, nr);
     const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
     if (threads > 1 && wanted > 1)
         nb = std::min(nb, std::max(nr, round_up(ceil_div(virtual_end, wanted), nr)));
-    const long fit = (budget / (job.cg * phases * slab * item) - reach0 - 1) * slab - reach + 1;
+    const long slabs_fit = budget / (job.cg * phases * slab * item) - reach0 - 1;
+    const long fit = aligned ? slabs_fit * row + 1 : slabs_fit * slab - reach + 1;
     nb = std::max(nr, std::min(nb, fit / nr * nr));  // about the most nb whose copy fits
     while (nb > nr && bytes_for(nb) > budget) nb -= nr;
     long blocks = ceil_div(virtual_end, nb);
@@ -338,6 +351,7 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.plane_width = slab;
     job.plane_rows = slabs_for(nb);
     job.plane_end = virtual_end;
+    job.plane_aligned = aligned;
     job.nb = nb;
     job.blocks = blocks;
     // the last image-group ends in tasks halving in size, `threads` of each, when that tail
@@ -509,11 +523,13 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
     job.w_rows = 0;
     // the plane kernel copies every input element about once, the row kernel once per
     // outer tap and the GEMM kernel's panel once per tap: the plane kernel first, but for
-    // 2-D rows where it drops more than 1/20 of its positions and the row kernel applies
+    // 2-D rows where it drops more than 1/20 of its positions (none when its tiles are
+    // aligned to the rows) and the row kernel applies
     // (measured: a dilated 3x3 on rows of 64 is 3% faster by rows, a GAN generator's 2x2
     // ConvTranspose phases on rows of 32 10% faster on the plane)
     bool plane_kernel = plan_plane(job, ks, item, threads);
     const bool wasteful = plane_kernel && rows_when_wasteful && job.rank == 2 &&
+                          !job.plane_aligned &&
                           (job.plane_width - job.out[1]) * 20 > job.plane_width;
     const bool rows_kernel = (!plane_kernel || wasteful) && plan_rows(job, ks, item, threads);
     if (rows_kernel) plane_kernel = job.plane_kernel = 0;
