@@ -53,11 +53,13 @@ QUICK = Settings(3, 2, 2, 1, 0.0, 0.0, 0.5, 1, 2, 1, True)
 class Timed:
     """What one implementation of one case runs in its turns: one call per input allocation;
     `capped`, a slow reference (no warm-up, a few calls); `settle`, a pause after each turn
-    (for libraries whose threads keep spinning after a call)."""
+    (for libraries whose threads keep spinning after a call), of `pause_s` when that is longer
+    than Settings.settle_s."""
 
     calls: list[Callable]
     capped: bool = False
     settle: bool = True
+    pause_s: float = 0.0
 
 
 def time_in_turns(groups: dict[str, dict[str, Timed]], s: Settings,
@@ -100,7 +102,7 @@ def _take_turn(entry: Timed, done: list[float], turn: int, s: Settings) -> None:
         call()
         done.append(time.perf_counter() - started)
     if entry.settle:
-        time.sleep(s.settle_s)
+        time.sleep(max(s.settle_s, entry.pause_s if s.settle_s else 0.0))
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -135,7 +137,7 @@ def prepare_case(case: bc.Case, peers: list, s: Settings,
                                                                        peer.name)
         if row["status"] == "ok":
             others = [] if peer.capped else [peer.prepare(case, c) for c in copies[1:]]
-            calls[peer.name] = Timed([call, *others], peer.capped)
+            calls[peer.name] = Timed([call, *others], peer.capped, pause_s=peer.pause_s)
     return rows, calls
 
 
@@ -353,7 +355,7 @@ def limit_entries(floats_at: dict[str, int], quick: bool = False) -> dict[str, T
     a small copy, handing it to threads costs more than it saves)."""
     n, sizes = _limit_sizes(floats_at, quick)
     a, b = (np.random.default_rng(1).uniform(-1, 1, (n, n)).astype(np.float32) for _ in "ab")
-    entries = {"gemm": Timed([lambda: np.matmul(a, b)])}  # OpenBLAS's threads spin: settle
+    entries = {"gemm": Timed([lambda: np.matmul(a, b)], pause_s=bc.BLAS_PAUSE_S)}
     for name, floats in sizes.items():
         single, split = _copies(floats)
         entries[f"{name} on one thread"] = Timed([single], settle=False)

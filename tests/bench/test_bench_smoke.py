@@ -7,6 +7,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -174,6 +175,22 @@ def test_every_round_gives_every_case_a_turn():
         case: dict.fromkeys("ab", 4) for case in ("one", "two")}
     cases = [case for case, _ in order[::2]]  # one warm-up call and one timed call a turn
     assert cases == ["one", "one", "two", "two"] * 4
+
+
+def test_a_turn_pauses_for_the_longer_of_the_settle_and_its_own_pause():
+    stamps = []
+    calls = {"spins long": bench_measure.Timed([lambda: stamps.append(time.perf_counter())],
+                                               pause_s=0.2),
+             "plain": bench_measure.Timed([lambda: stamps.append(time.perf_counter())])}
+    settings = replace(bench_measure.QUICK, repeat=2, timed=1, warmup=0, warmup_s=0.0,
+                       settle_s=0.01)
+    bench_measure.time_in_turns({"case": calls}, settings)
+    # turns: spins long, plain (round 0); plain, spins long (round 1)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(stamps)]
+    assert gaps[0] >= 0.2 and 0.01 <= gaps[1] < 0.2 and gaps[2] >= 0.01
+    assert bench_measure.limit_entries({}, quick=True)["gemm"].pause_s > 0.11
+    reference = next(p for p in bench_cases.PEERS if p.name == bench_cases.REFERENCE)
+    assert reference.pause_s > 0.11
 
 
 def test_limits_are_rates_of_the_median_calls():
