@@ -299,6 +299,9 @@ DETERMINISM_CASES = {
     # 1x1 with a W of 256 KB or more: W read in place too (a partial row block, groups)
     "pointwise_large_w": ((2, 256, 9, 21), (261, 256, 1, 1), {}),
     "pointwise_large_w_groups": ((1, 900, 5, 9), (303, 300, 1, 1), {"group": 3}),
+    # 1x1 with many rows of W and few strips of positions: on 2 threads each takes its share
+    # of W's rows over every strip (a partial row block, a partial strip)
+    "pointwise_many_rows": ((1, 40, 20, 30), (257, 40, 1, 1), {}),
     # rows of 96 positions (whole register tiles on every instruction set), a partial row block
     "rows_of_96": ((2, 8, 21, 96), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),

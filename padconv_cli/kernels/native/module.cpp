@@ -223,28 +223,35 @@ bool is_pointwise(const ConvJob& job) {
 }
 
 // Blocks of the GEMM kernel: a panel near PANEL_BYTES, and enough blocks for the threads.
-// Pointwise with X read in place, W's row blocks many and the positions too few strips of the
-// register tile for the threads to share evenly, each block of positions is one task per
-// thread, each on its share of W's rows: the threads finish together (X's strips are then
-// packed once per task, so by every thread).  With strips enough, the threads share the
-// positions and each packs only its own (measured with AVX2, 2 threads, each way in turn in
-// one process: 256 -> 512 channels on 28 x 28, 33 strips, 5-7% faster; 64 -> 256 on 56 x 56
-// and 1024 -> 256 on 14 x 14 level).
+// Pointwise with X read in place, the threads split W's rows (each block of positions is one
+// task per thread, on its share of the rows, and every thread packs the block's strips of X)
+// when that share is at least 32 row blocks and the positions make fewer than 32 strips per
+// thread or W is large (W_ROWS_BYTES); also, as before, when the positions make fewer than
+// TASKS_PER_THREAD strips per thread.  Otherwise the threads share the positions and each
+// packs only its own strips.  Measured with AVX2 (AMD EPYC, 2 threads, single calls of each
+// way alternated): splitting the rows is 6-8% faster on 256 -> 512 and 128 -> 512 channels
+// on 28 x 28 (33 strips), 4-5% on 64 -> 256 on 28 x 28 and on 32 x 32, 3% on 256 -> 512 on
+// 56 x 56 (131 strips, W 512 KB); it is 2-4% slower on 64 -> 256 on 56 x 56 and 48 x 48 (W
+// 64 KB) and 2-9% slower for 64 output channels (8 row blocks per thread: the packing is
+// shared by too few rows), which the rule leaves to the positions.  (Measured in blocks of
+// calls, 256 -> 512 on 28 x 28 once seemed 5-7% faster with the positions shared; measured
+// both ways again, blocks and alternated single calls, the row split is 5-8% faster.)
 void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     long nb = PANEL_BYTES / (job.ck * item) / nr * nr;
     nb = std::max(nr, std::min(nb, round_up(job.out_plane, nr)));
     const bool direct = is_pointwise(job) && job.x_type == X_SAME;
     const long strips = job.n * job.group * ceil_div(job.out_plane, nr);
-    job.mparts = direct && threads > 1 && ceil_div(job.mg, ks.mr) >= 4 * threads &&
-                         strips < TASKS_PER_THREAD * threads
-                     ? threads
-                     : 1;
+    const long row_blocks = ceil_div(job.mg, ks.mr);
+    const bool large_w = job.m * job.ck * item >= W_ROWS_BYTES;
+    const bool few_strips = row_blocks >= 4 * threads && strips < TASKS_PER_THREAD * threads;
+    const bool many_rows = row_blocks >= 32 * threads && (strips < 32 * threads || large_w);
+    job.mparts = direct && threads > 1 && (few_strips || many_rows) ? threads : 1;
     // pointwise, X read in place, a large W: W read in place too; every strip of X reads the
     // same few rows of W from near the core, and packing W (512 x 256) took 30 us of a 1 ms
     // Conv.  A smaller W is packed: read in place, the tiles ran slower on its short rows
     // (measured: 128 x 64, a U-Net's stacked ConvTranspose phases, 8% slower)
-    job.w_rows = direct && job.m * job.ck * item >= W_ROWS_BYTES;
+    job.w_rows = direct && large_w;
     const long wanted =
         ceil_div(TASKS_PER_THREAD * threads, job.n * job.group * job.mparts);
     if (threads > 1 && wanted > 1)
