@@ -85,8 +85,11 @@ struct ConvJob {
     // ... 2-D with output rows a whole number of register tiles: the positions are the real
     // ones (plane_end = out_plane), each tile within one output row, stored in place
     long plane_aligned;
-    // ... split into tasks of register tiles (units): every image-group in `blocks` equal
-    // tasks (plane_task_units)
+    // ... split into tasks of register tiles (units): every image-group but the last in
+    // `blocks` equal tasks; the last in plane_head equal tasks over its first plane_head_units
+    // units, then a tail of `plane_threads` tasks of each size plane_big / 2, / 4, ... 1
+    // (plane_task_units), so that the threads finish within a small task of one another
+    long plane_head, plane_head_units, plane_big, plane_threads;
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row

@@ -62,10 +62,6 @@ const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one 
 const long DW_TASK_OUTPUTS = 1 << 16;  // depthwise read in place: most outputs of one task
 const long W_ROWS_BYTES = 256 * 1024;  // pointwise: W from which it is read in place
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
-// the plane kernel's, when the positions make at least TASKS_PER_THREAD register tiles per
-// thread: each task copies the slabs its tiles read, reach included, so fewer, larger tasks
-// copy less (plan_plane)
-const long PLANE_TASKS_PER_THREAD = 2;
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
 padconv::Pool* the_pool = 0;  // started on first use; forgotten in a child after fork
@@ -345,20 +341,7 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     auto bytes_for = [&](long nb) { return job.cg * phases * slabs_for(nb) * slab * item; };
     if (bytes_for(nr) > budget) return false;
     long nb = round_up(virtual_end, nr);
-    // few register tiles: one task each, or nearly, so that the threads finish together;
-    // else a few large tasks, as each copies the slabs its tiles read, reach included.
-    // Measured (AVX2, AMD EPYC, 2 threads, single calls alternated): 2 equal tasks per thread
-    // against 8 and a tail of tasks halving in size (which it replaced) were faster by 15-17%
-    // on a 3x3 dilation 2 over 32 channels of 64 x 64, 15% on a 3x3x3 over 16 channels of
-    // 16 x 32 x 32, 17-20% on 3x3s over 64 channels of 16 x 16, 7% of 32 x 32, 2-7% of
-    // 56 x 56, 3.5% over 128 channels of 28 x 28, 7% on a 5x5 over 32 channels of 48 x 48,
-    // 4-16% on the 7x7 stride-2 stem (the most in the host's slower spells), 5% on a GAN's
-    // 4x4 stride-2 ConvTranspose, and level on 112 x 112 and a batch of 8; on 14 tiles (256
-    // channels of 14 x 14) they were 6.5% slower than a tile per task
-    const long images = job.n * job.group;
-    const bool few_tiles = ceil_div(virtual_end, nr) * images < TASKS_PER_THREAD * threads;
-    const long per_thread = few_tiles ? TASKS_PER_THREAD : PLANE_TASKS_PER_THREAD;
-    const long wanted = ceil_div(per_thread * threads, images);
+    const long wanted = ceil_div(TASKS_PER_THREAD * threads, job.n * job.group);
     if (threads > 1 && wanted > 1)
         nb = std::min(nb, std::max(nr, round_up(ceil_div(virtual_end, wanted), nr)));
     const long slabs_fit = budget / (job.cg * phases * slab * item) - reach0 - 1;
@@ -368,6 +351,7 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     long blocks = ceil_div(virtual_end, nb);
     // as many tasks on every thread, of one size within a register tile (the tasks a thread
     // gets alternate; 15 tasks, the last a half, left one thread 4% more on ResNet's 3x3)
+    const long images = job.n * job.group;
     while (threads > 1 && images * blocks % threads != 0 && blocks * nr < virtual_end) ++blocks;
     nb = ceil_div(ceil_div(virtual_end, nr), blocks) * nr;  // the largest block
     job.plane_kernel = 1;
@@ -377,12 +361,27 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.plane_aligned = aligned;
     job.nb = nb;
     job.blocks = blocks;
+    // the last image-group ends in tasks halving in size, `threads` of each, when that tail
+    // takes at most half of it: whatever thread is behind when the tail begins, the others
+    // take more of it (measured on ResNet's 3x3: the threads ended 60-130 us apart out of
+    // 1.2 ms with equal tasks)
+    const long units = ceil_div(virtual_end, nr), big = nb / nr;
+    long tail = 0;
+    for (long size = big / 2; size >= 1; size /= 2) tail += threads * size;
+    const bool tapered = threads > 1 && 2 * tail <= units;
+    job.plane_big = big;
+    job.plane_threads = tapered ? threads : 0;
+    job.plane_head_units = tapered ? units - tail : units;
+    job.plane_head = tapered ? ceil_div(job.plane_head_units, big) : blocks;
     return true;
 }
 
-// Tasks of the plane kernel (ConvJob): `blocks` equal ones per image-group.
+// Tasks of the plane kernel (ConvJob): equal ones, then the last image-group's head and tail.
 long plane_tasks(const ConvJob& job) {
-    return job.n * job.group * job.blocks;
+    long tail = 0;
+    for (long size = job.plane_big / 2; job.plane_threads && size >= 1; size /= 2)
+        tail += job.plane_threads;
+    return (job.n * job.group - 1) * job.blocks + job.plane_head + tail;
 }
 
 // Blocks of the depthwise kernel: output rows, and the length of one padded-row phase.
