@@ -12,6 +12,10 @@ struct VecF {
     static inline void store(float* p, type a) { _mm256_storeu_ps(p, a); }
     static inline type bcast(float x) { return _mm256_set1_ps(x); }
     static inline type fma(type a, type b, type c) { return _mm256_fmadd_ps(a, b, c); }
+    static inline type fma_in_place(type a, type b, type c) {  // see PADCONV_TILE_FMA
+        __asm__("vfmadd231ps %[b], %[a], %[c]" : [c] "+x"(c) : [a] "x"(a), [b] "x"(b));
+        return c;
+    }
     static inline type add(type a, type b) { return _mm256_add_ps(a, b); }
     // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
     typedef __m256i part;
@@ -40,6 +44,10 @@ struct VecD {
     static inline void store(double* p, type a) { _mm256_storeu_pd(p, a); }
     static inline type bcast(double x) { return _mm256_set1_pd(x); }
     static inline type fma(type a, type b, type c) { return _mm256_fmadd_pd(a, b, c); }
+    static inline type fma_in_place(type a, type b, type c) {  // see PADCONV_TILE_FMA
+        __asm__("vfmadd231pd %[b], %[a], %[c]" : [c] "+x"(c) : [a] "x"(a), [b] "x"(b));
+        return c;
+    }
     static inline type add(type a, type b) { return _mm256_add_pd(a, b); }
     typedef __m256i part;
     static inline part part_of(int lo, int hi) {

@@ -30,6 +30,7 @@ namespace {
 #define PADCONV_DW_NV 4
 #define PADCONV_UNROLLED_STRIDE 2
 #define PADCONV_UNROLLED_DILATION 2
+#define PADCONV_TILE_FMA fma_in_place
 #define PADCONV_KERNELS_NAME "avx2"
 #define PADCONV_KERNELS_SYMBOL padconv_avx2_plane_kernels
 #include "conv_impl.h"

@@ -9,6 +9,8 @@
 //   PADCONV_PLANE_SET (optional) -- the KernelSet's plane_set (null if not defined)
 //   PADCONV_UNROLLED_STRIDE (optional) -- its unrolled_stride, 1 or 2 (1 if not defined)
 //   PADCONV_UNROLLED_DILATION (optional) -- its unrolled_dilation, 1 or 2 (1 if not defined)
+//   PADCONV_TILE_FMA (optional) -- the vectors' member that the register tiles' steps call for
+//                    a * b + c (fma if not defined; see tile_step_at)
 // Everything here has internal linkage, so that code built for one instruction set is never
 // linked in place of another's.
 //
@@ -252,8 +254,21 @@ PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[R][N]) {
         for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
 }
 
+#ifndef PADCONV_TILE_FMA
+#define PADCONV_TILE_FMA fma
+#endif
+
 // acc[i][v] += w(i, q) * row[v * lanes ..]: one row q of the panel times column q of W's
 // block, however W is laid out (w: the tile's weight of row i at step q).
+// Why AVX2's 6 x 2 tiles (conv_avx2_plane.cpp) call fma_in_place: given the intrinsic, GCC
+// writes some sums into the register of the row just loaded, so that each sum wanders from
+// register to register; over the 7 unrolled steps of the stem's 7x7 taps the registers no longer
+// match at the loop's end, and it stores two sums to the stack and loads them back on every pass
+// (seen in the disassembly).  fma_in_place is the same instruction with the sum kept in one
+// register (vfmadd231), and that loop then runs with no spill.  Measured each way in turn: the
+// stem 5-8% faster, 5x5 and 7x7 taps 5-6%, 3x3 level.  Not on the 4 x 3 tiles, whose 12 sums and
+// 4 operands fill all 16 registers: there it cost two moves a step, and pointwise ran 4-12%
+// slower.
 template <typename T, int R, int N, typename WAt>
 PADCONV_TILE_INLINE void tile_step_at(typename VecOf<T>::V::type (&acc)[R][N], const WAt& w,
                                       long q, const T* row) {
@@ -262,7 +277,7 @@ PADCONV_TILE_INLINE void tile_step_at(typename VecOf<T>::V::type (&acc)[R][N], c
     for (int v = 0; v < N; ++v) b[v] = V::load(row + v * V::lanes);
     for (int i = 0; i < R; ++i) {
         const typename V::type a = V::bcast(w(i, q));
-        for (int v = 0; v < N; ++v) acc[i][v] = V::fma(a, b[v], acc[i][v]);
+        for (int v = 0; v < N; ++v) acc[i][v] = V::PADCONV_TILE_FMA(a, b[v], acc[i][v]);
     }
 }
 
