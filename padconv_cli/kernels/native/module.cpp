@@ -539,7 +539,10 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
                           !job.plane_aligned &&
                           (job.plane_width - job.out[1]) * 20 > job.plane_width;
     const bool rows_kernel = (!plane_kernel || wasteful) && plan_rows(job, ks, item, threads);
-    if (rows_kernel) plane_kernel = job.plane_kernel = 0;
+    if (rows_kernel) {
+        plane_kernel = false;
+        job.plane_kernel = 0;
+    }
     if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, item, threads);
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     size.packed_elems = job.w_rows ? 0 : job.group * ceil_div(job.mg, ks.mr) * ks.mr * job.ck;
