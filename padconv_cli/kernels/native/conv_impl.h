@@ -266,7 +266,7 @@ PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[R][N]) {
 // match at the loop's end, and it stores two sums to the stack and loads them back on every pass
 // (seen in the disassembly).  fma_in_place is the same instruction with the sum kept in one
 // register (vfmadd231), and that loop then runs with no spill.  Measured each way in turn: the
-// stem 5-8% faster, 5x5 and 7x7 taps 5-6%, 3x3 level.  Not on the 4 x 3 tiles, whose 12 sums and
+// stem 4-10% faster, 5x5 and 7x7 taps 5-6%, 3x3 level.  Not on the 4 x 3 tiles, whose 12 sums and
 // 4 operands fill all 16 registers: there it cost two moves a step, and pointwise ran 4-12%
 // slower.
 template <typename T, int R, int N, typename WAt>
