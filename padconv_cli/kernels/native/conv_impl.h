@@ -61,6 +61,9 @@ template <> struct VecOf<double> { typedef VecD V; };
 #ifndef PADCONV_UNROLLED_DILATION
 #define PADCONV_UNROLLED_DILATION 1
 #endif
+#ifndef PADCONV_TILE_FMA
+#define PADCONV_TILE_FMA fma
+#endif
 
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
@@ -253,10 +256,6 @@ PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[R][N]) {
     for (int i = 0; i < R; ++i)
         for (int v = 0; v < N; ++v) acc[i][v] = V::zero();
 }
-
-#ifndef PADCONV_TILE_FMA
-#define PADCONV_TILE_FMA fma
-#endif
 
 // acc[i][v] += w(i, q) * row[v * lanes ..]: one row q of the panel times column q of W's
 // block, however W is laid out (w: the tile's weight of row i at step q).
