@@ -177,6 +177,12 @@ PLANE_SHAPES = {  # each takes the plane kernel: unrolled over 3 taps, over 7 wi
     "7x7_stride_2_rows_of_48": ((1, 3, 20, 96), 7, {"pads": [3, 3, 3, 3], "strides": [2, 2]}),
     "3x3_dilation_2_rows_of_96": ((1, 6, 9, 96), 3, {"pads": [2, 2, 2, 2],
                                                      "dilations": [2, 2]}),
+    # rows of 56 and 64 (ResNet's, a dilated 3x3's), and the rows of 100 and 50 above: not a
+    # whole number of tiles; with AVX-512 and AVX2's 6-row tiles a tile runs on from one row
+    # into the next, split inside a vector or between two
+    "3x3_rows_of_56": ((1, 6, 7, 56), 3, {"pads": [1, 1, 1, 1]}),
+    "3x3_dilation_2_rows_of_64": ((1, 6, 9, 64), 3, {"pads": [2, 2, 2, 2],
+                                                     "dilations": [2, 2]}),
 }
 
 

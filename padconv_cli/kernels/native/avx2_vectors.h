@@ -28,6 +28,10 @@ struct VecF {
     static inline type load_part(const float* row, long col, part m) {
         return _mm256_maskload_ps((const float*)((uintptr_t)row + col * 4), m);
     }
+    // the lanes of m loaded from p, the others a's
+    static inline type merge(type a, part m, const float* p) {
+        return _mm256_blendv_ps(a, _mm256_loadu_ps(p), _mm256_castsi256_ps(m));
+    }
     // (not vmaskmovps: a masked store is slow on some CPUs)
     static inline void store_first(float* p, type a, int count) {
         alignas(32) float lane[lanes];
@@ -57,6 +61,9 @@ struct VecD {
     }
     static inline type load_part(const double* row, long col, part m) {
         return _mm256_maskload_pd((const double*)((uintptr_t)row + col * 8), m);
+    }
+    static inline type merge(type a, part m, const double* p) {
+        return _mm256_blendv_pd(a, _mm256_loadu_pd(p), _mm256_castsi256_pd(m));
     }
     static inline void store_first(double* p, type a, int count) {
         alignas(32) double lane[lanes];

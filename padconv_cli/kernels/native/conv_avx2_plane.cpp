@@ -2,7 +2,8 @@
 // (16 floats / 8 doubles) instead of 4 by 3, for the plane kernel's unrolled tiles (module.cpp,
 // plan_run, says when), unrolled for last-axis strides of 1 and 2: 12 sums, 2 loads and a
 // broadcast per step leave a register free, where the 4 x 3 tile's 12 sums, 3 loads and a
-// broadcast take all 16 and the unrolled steps spill.
+// broadcast take all 16 and the unrolled steps spill.  Its tiles may run on from one output row
+// into the next (PADCONV_SPLIT_ROWS; conv_impl.h, RowSplit).
 #include <stdint.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ namespace {
 #define PADCONV_UNROLLED_STRIDE 2
 #define PADCONV_UNROLLED_DILATION 2
 #define PADCONV_TILE_FMA fma_in_place
+#define PADCONV_SPLIT_ROWS 1
 #define PADCONV_KERNELS_NAME "avx2"
 #define PADCONV_KERNELS_SYMBOL padconv_avx2_plane_kernels
 #include "conv_impl.h"

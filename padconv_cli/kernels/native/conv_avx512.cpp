@@ -39,6 +39,10 @@ struct VecF {
     static inline void store_first(float* p, type a, int count) {
         _mm512_mask_storeu_ps(p, part_of(0, count), a);
     }
+    // the lanes of m loaded from p, the others a's
+    static inline type merge(type a, part m, const float* p) {
+        return _mm512_mask_blend_ps(m, a, _mm512_loadu_ps(p));
+    }
 };
 
 struct VecD {
@@ -60,6 +64,9 @@ struct VecD {
     static inline void store_first(double* p, type a, int count) {
         _mm512_mask_storeu_pd(p, part_of(0, count), a);
     }
+    static inline type merge(type a, part m, const double* p) {
+        return _mm512_mask_blend_pd(m, a, _mm512_loadu_pd(p));
+    }
 };
 
 #include "f16c_widen.h"
@@ -69,6 +76,7 @@ struct VecD {
 #define PADCONV_MR 8
 #define PADCONV_NV 3
 #define PADCONV_DW_NV 4
+#define PADCONV_SPLIT_ROWS 1
 #define PADCONV_KERNELS_NAME "avx512"
 #define PADCONV_KERNELS_SYMBOL padconv_avx512_kernels
 #include "conv_impl.h"

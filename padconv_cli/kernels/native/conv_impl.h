@@ -11,6 +11,8 @@
 //   PADCONV_UNROLLED_DILATION (optional) -- its unrolled_dilation, 1 or 2 (1 if not defined)
 //   PADCONV_TILE_FMA (optional) -- the vectors' member that the register tiles' steps call for
 //                    a * b + c (fma if not defined; see tile_step_at)
+//   PADCONV_SPLIT_ROWS (optional) -- 1 when the plane kernel's tiles may run on across output
+//                    rows (the vectors' merge loads lanes from a second place; 0 if not defined)
 // Everything here has internal linkage, so that code built for one instruction set is never
 // linked in place of another's.
 //
@@ -64,12 +66,16 @@ template <> struct VecOf<double> { typedef VecD V; };
 #ifndef PADCONV_TILE_FMA
 #define PADCONV_TILE_FMA fma
 #endif
+#ifndef PADCONV_SPLIT_ROWS
+#define PADCONV_SPLIT_ROWS 0
+#endif
 
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
 const int DW_NV = PADCONV_DW_NV;
 const int UNROLLED_STRIDE = PADCONV_UNROLLED_STRIDE;
 const int UNROLLED_DILATION = PADCONV_UNROLLED_DILATION;
+const bool SPLIT_ROWS = PADCONV_SPLIT_ROWS;
 const int FEW_ROWS = few_rows(MR);  // a last row block's tile rows (conv_job.h)
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
 // channels ahead that the plane kernel's register tile asks for: its rows jump between taps
@@ -269,15 +275,22 @@ PADCONV_TILE_INLINE void tile_zero(typename VecOf<T>::V::type (&acc)[R][N]) {
 // 4 operands fill all 16 registers: there it cost two moves a step, and pointwise ran 4-12%
 // slower.
 template <typename T, int R, int N, typename WAt>
+PADCONV_TILE_INLINE void tile_fma(typename VecOf<T>::V::type (&acc)[R][N], const WAt& w, long q,
+                                  const typename VecOf<T>::V::type (&b)[N]) {
+    typedef typename VecOf<T>::V V;
+    for (int i = 0; i < R; ++i) {
+        const typename V::type a = V::bcast(w(i, q));
+        for (int v = 0; v < N; ++v) acc[i][v] = V::PADCONV_TILE_FMA(a, b[v], acc[i][v]);
+    }
+}
+
+template <typename T, int R, int N, typename WAt>
 PADCONV_TILE_INLINE void tile_step_at(typename VecOf<T>::V::type (&acc)[R][N], const WAt& w,
                                       long q, const T* row) {
     typedef typename VecOf<T>::V V;
     typename V::type b[N];
     for (int v = 0; v < N; ++v) b[v] = V::load(row + v * V::lanes);
-    for (int i = 0; i < R; ++i) {
-        const typename V::type a = V::bcast(w(i, q));
-        for (int v = 0; v < N; ++v) acc[i][v] = V::PADCONV_TILE_FMA(a, b[v], acc[i][v]);
-    }
+    tile_fma<T>(acc, w, q, b);
 }
 
 // tile_step_at with W packed: wq[i] is row i's weight.
@@ -285,6 +298,53 @@ template <typename T, int R, int N>
 PADCONV_TILE_INLINE void tile_step(typename VecOf<T>::V::type (&acc)[R][N], const T* wq,
                                    const T* row) {
     tile_step_at<T>(acc, [wq](int i, long) { return wq[i]; }, 0, row);
+}
+
+// Where a plane tile's positions run on into the next output row (PADCONV_SPLIT_ROWS): the
+// lanes of vector `vector` from `lane` on, and every later vector, read `gap` elements further
+// on (past the padded columns between the two rows).  vector -1: the tile lies in one row.
+struct RowSplit {
+    int vector, lane;
+    long gap;
+};
+
+// tile_step for a tile split as `split` says, SV its vector: vector SV takes the lanes of
+// `next` (from split.lane on) from split.gap further on, the vectors after SV read wholly
+// there.  The same sums in the same order as tile_step.
+template <typename T, int SV, int v>
+PADCONV_TILE_INLINE typename VecOf<T>::V::type split_load(const T* row, long gap,
+                                                          typename VecOf<T>::V::part next) {
+    typedef typename VecOf<T>::V V;
+    const T* at = row + v * V::lanes;
+    if constexpr (v < SV) return V::load(at);
+    else if constexpr (v == SV) return V::merge(V::load(at), next, at + gap);
+    else return V::load(at + gap);
+}
+
+template <typename T, int R, int N, int SV, int... v>
+PADCONV_TILE_INLINE void tile_step_split(typename VecOf<T>::V::type (&acc)[R][N], const T* wq,
+                                         const T* row, long gap,
+                                         typename VecOf<T>::V::part next,
+                                         std::integer_sequence<int, v...>) {
+    const typename VecOf<T>::V::type b[N] = {split_load<T, SV, v>(row, gap, next)...};
+    tile_fma<T>(acc, [wq](int i, long) { return wq[i]; }, 0, b);
+}
+
+// One step of a plane tile: tile_step, or tile_step_split for split vector SV >= 0.
+template <typename T, int R, int N, int SV>
+PADCONV_TILE_INLINE void plane_step(typename VecOf<T>::V::type (&acc)[R][N], const T* wq,
+                                    const T* row, long gap, typename VecOf<T>::V::part next) {
+    if constexpr (SV < 0) tile_step(acc, wq, row);
+    else tile_step_split<T, R, N, SV>(acc, wq, row, gap, next,
+                                      std::make_integer_sequence<int, N>());
+}
+
+// The lanes that plane_step's split vector takes from the next row (none for SV < 0).
+template <typename T, int SV>
+inline typename VecOf<T>::V::part next_row_lanes(const RowSplit& split) {
+    typedef typename VecOf<T>::V V;
+    if constexpr (SV < 0) return typename V::part();
+    else return V::part_of(split.lane, V::lanes);
 }
 
 // The epilogue: bias[i] added to row i (when given), then row i stored at out + i * ostride.
@@ -617,7 +677,10 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
 // positions of one image and group; the slabs (index of the first axis) of every phase they
 // read are copied once per channel into the scratch: channel c, then phase of the first axis,
 // then phase of the other axes, then plane_rows slabs of S elements.  The rows of B and their
-// order are gemm_task's: the same bits.
+// order are gemm_task's: the same bits.  2-D jobs whose output rows are a whole number of
+// tiles (or, with PADCONV_SPLIT_ROWS, at least one tile) take the real positions only
+// (plane_aligned): a tile that runs on from one row into the next reads the next row's
+// lanes past the padded columns between them (RowSplit), and none is computed in vain.
 
 // P[i], the padded extent of axis i in the plane kernel's copy.
 inline long plane_extent(const ConvJob& J, int i) {
@@ -647,21 +710,25 @@ inline long plane_tap_offset(const ConvJob& J, long t) {
 
 // out[i * ostride + e] = sum_q wp[q][i] * B[q][e] (+ bias[i]) for R rows (MR, or FEW_ROWS for
 // a last row block that has no more) of nr positions, row q = (c, t) of B read at
-// `at` + c * cs + tap_offsets[t]; wp is packed for MR rows either way.
-template <typename T, int R = MR>
+// `at` + c * cs + tap_offsets[t]; wp is packed for MR rows either way.  SV >= 0: the tile's
+// positions run on into the next output row at vector SV (split; plane_step).
+template <typename T, int R = MR, int SV = -1>
 inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
-                       const long* tap_offsets, const T* bias, T* out, long ostride) {
+                       const long* tap_offsets, RowSplit split, const T* bias, T* out,
+                       long ostride) {
     typename VecOf<T>::V::type acc[R][NV];
     tile_zero<T>(acc);
+    const typename VecOf<T>::V::part next = next_row_lanes<T, SV>(split);
+    const long reach = NV * VecOf<T>::V::lanes - 1 + (SV < 0 ? 0 : split.gap);
     const T* wq = wp;
     for (long c = 0; c < J.cg; ++c, at += cs)
         for (long t = 0; t < J.taps; ++t, wq += MR) {
 #if defined(__GNUC__) || defined(__clang__)
             const T* ahead = at + PLANE_PREFETCH * cs + tap_offsets[t];
             __builtin_prefetch(ahead);
-            __builtin_prefetch(ahead + NV * VecOf<T>::V::lanes - 1);
+            __builtin_prefetch(ahead + reach);
 #endif
-            tile_step(acc, wq, at + tap_offsets[t]);
+            plane_step<T, R, NV, SV>(acc, wq, at + tap_offsets[t], split.gap, next);
         }
     tile_store(acc, bias, out, ostride);
 }
@@ -675,13 +742,16 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
 // the unrolled steps crowd) within the noise; the 7x7 stride-2 stem 10% faster on AVX2's 6 x 2
 // tiles, and within the noise on AVX-512 (so unrolled there for stride 1 only).  The steps and
 // their order are plane_tile's: the same bits.
-template <typename T, int KL, int S, int D, int R = MR>
+template <typename T, int KL, int S, int D, int R = MR, int SV = -1>
 void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
-                         const long* tap_offsets, const T* bias, T* out, long ostride) {
+                         const long* tap_offsets, RowSplit split, const T* bias, T* out,
+                         long ostride) {
     const long lanes = VecOf<T>::V::lanes;
     const long phase_step = S > 1 ? J.plane_rows * J.plane_width : 0;
     typename VecOf<T>::V::type acc[R][NV];
     tile_zero<T>(acc);
+    const typename VecOf<T>::V::part next = next_row_lanes<T, SV>(split);
+    const long gap = SV < 0 ? 0 : split.gap;
     const long outer_taps = J.taps / KL;
     const T* wq = wp;
     for (long c = 0; c < J.cg; ++c, at += cs)
@@ -691,47 +761,59 @@ void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
             for (int f = 0; f < (S < KL ? S : KL); ++f) {  // each phase's reads, asked ahead
                 const T* ahead = row + f * phase_step + PLANE_PREFETCH * cs;
                 __builtin_prefetch(ahead);
-                __builtin_prefetch(ahead + (KL - 1) * D / S + NV * lanes - 1);
+                __builtin_prefetch(ahead + (KL - 1) * D / S + NV * lanes - 1 + gap);
             }
 #pragma GCC unroll 8
 #endif
             for (int kx = 0; kx < KL; ++kx)
-                tile_step(acc, wq + kx * MR, row + kx * D % S * phase_step + kx * D / S);
+                plane_step<T, R, NV, SV>(acc, wq + kx * MR,
+                                         row + kx * D % S * phase_step + kx * D / S, gap, next);
         }
     tile_store(acc, bias, out, ostride);
 }
 
 template <typename T>
-using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, const T*, T*,
-                           long);
+using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, RowSplit,
+                           const T*, T*, long);
 
-// plane_tile_unrolled for KL = taps (1 to 7), stride S, dilation D and R rows; null for more
-// taps.
-template <typename T, int S, int D, int R>
+// plane_tile_unrolled for KL = taps (1 to 7), stride S, dilation D, R rows and split vector SV;
+// null for more taps.
+template <typename T, int S, int D, int R, int SV>
 PlaneTile<T> unrolled_for_taps(long taps) {
     switch (taps) {
-        case 1: return plane_tile_unrolled<T, 1, S, D, R>;
-        case 2: return plane_tile_unrolled<T, 2, S, D, R>;
-        case 3: return plane_tile_unrolled<T, 3, S, D, R>;
-        case 4: return plane_tile_unrolled<T, 4, S, D, R>;
-        case 5: return plane_tile_unrolled<T, 5, S, D, R>;
-        case 6: return plane_tile_unrolled<T, 6, S, D, R>;
-        case 7: return plane_tile_unrolled<T, 7, S, D, R>;
+        case 1: return plane_tile_unrolled<T, 1, S, D, R, SV>;
+        case 2: return plane_tile_unrolled<T, 2, S, D, R, SV>;
+        case 3: return plane_tile_unrolled<T, 3, S, D, R, SV>;
+        case 4: return plane_tile_unrolled<T, 4, S, D, R, SV>;
+        case 5: return plane_tile_unrolled<T, 5, S, D, R, SV>;
+        case 6: return plane_tile_unrolled<T, 6, S, D, R, SV>;
+        case 7: return plane_tile_unrolled<T, 7, S, D, R, SV>;
         default: return 0;
     }
 }
 
-// The plane tile of R rows unrolled over the last axis's taps for J when
+// The plane tile of R rows and split vector SV unrolled over the last axis's taps for J when
 // plane_tile_unrolled_for says so; else null (plane_tile).
-template <typename T, int R = MR>
+template <typename T, int R = MR, int SV = -1>
 PlaneTile<T> unrolled_plane_tile(const ConvJob& J) {
     if (!plane_tile_unrolled_for(J, UNROLLED_STRIDE, UNROLLED_DILATION)) return 0;
     const int last = J.rank - 1;
     if constexpr (UNROLLED_STRIDE >= 2)
-        if (J.s[last] == 2) return unrolled_for_taps<T, 2, 1, R>(J.k[last]);
+        if (J.s[last] == 2) return unrolled_for_taps<T, 2, 1, R, SV>(J.k[last]);
     if constexpr (UNROLLED_DILATION >= 2)
-        if (J.d[last] == 2) return unrolled_for_taps<T, 1, 2, R>(J.k[last]);
-    return unrolled_for_taps<T, 1, 1, R>(J.k[last]);
+        if (J.d[last] == 2) return unrolled_for_taps<T, 1, 2, R, SV>(J.k[last]);
+    return unrolled_for_taps<T, 1, 1, R, SV>(J.k[last]);
+}
+
+// tiles[v]: J's plane tile of R rows split at vector v (PADCONV_SPLIT_ROWS; else null).
+template <typename T, int R, int... SV>
+void split_tiles(const ConvJob& J, PlaneTile<T> (&tiles)[NV], std::integer_sequence<int, SV...>) {
+    if constexpr (SPLIT_ROWS) {
+        PlaneTile<T> unrolled[NV] = {unrolled_plane_tile<T, R, SV>(J)...};
+        ((tiles[SV] = unrolled[SV] ? unrolled[SV] : plane_tile<T, R, SV>), ...);
+    } else {
+        ((tiles[SV] = 0), ...);
+    }
 }
 
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
@@ -869,14 +951,22 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     const T* at_v0 = plane + (v0 - first * slab);
     const PlaneTile<T> unrolled = unrolled_plane_tile<T>(J);
     const PlaneTile<T> unrolled_few = unrolled_plane_tile<T, FEW_ROWS>(J);
+    PlaneTile<T> split_at[NV], split_few[NV];
+    split_tiles<T, MR>(J, split_at, std::make_integer_sequence<int, NV>());
+    split_tiles<T, FEW_ROWS>(J, split_few, std::make_integer_sequence<int, NV>());
+    RowSplit split = {-1, 0, slab - L};
     auto tile_at = [&](const T* w, long rows, const T* at, const T* b, T* out, long ostride) {
-        if (rows <= FEW_ROWS) {  // a last row block with few rows: no idle FMAs
-            if (unrolled_few) unrolled_few(J, w, at, cs, tap_offsets, b, out, ostride);
-            else plane_tile<T, FEW_ROWS>(J, w, at, cs, tap_offsets, b, out, ostride);
+        const bool few = rows <= FEW_ROWS;  // a last row block with few rows: no idle FMAs
+        if (split.vector >= 0) {
+            (few ? split_few : split_at)[split.vector](J, w, at, cs, tap_offsets, split, b, out,
+                                                       ostride);
+        } else if (few) {
+            if (unrolled_few) unrolled_few(J, w, at, cs, tap_offsets, split, b, out, ostride);
+            else plane_tile<T, FEW_ROWS>(J, w, at, cs, tap_offsets, split, b, out, ostride);
         } else if (unrolled) {
-            unrolled(J, w, at, cs, tap_offsets, b, out, ostride);
+            unrolled(J, w, at, cs, tap_offsets, split, b, out, ostride);
         } else {
-            plane_tile<T>(J, w, at, cs, tap_offsets, b, out, ostride);
+            plane_tile<T>(J, w, at, cs, tap_offsets, split, b, out, ostride);
         }
     };
     const long mblocks = (J.mg + MR - 1) / MR;
@@ -891,21 +981,22 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
         const T* b = block_bias(bias, mb, rows, tile_bias);
         T* y_block = y + mb * MR * J.out_plane;
         const long stored = rows <= FEW_ROWS ? FEW_ROWS : MR;  // rows the tile writes
-        if (J.plane_aligned) {  // whole tiles inside output rows (v1 a multiple of nr)
+        if (J.plane_aligned) {  // the real positions, each tile's in one or two output rows
             long row = v0 / L, j = v0 % L;
             for (long v = v0; v < v1; v += nr) {
                 const T* at = plane + (row - first) * slab + j;
-                if (rows == stored) {
+                const long count = min_l(nr, v1 - v), in_row = L - j;
+                split.vector = in_row < nr ? int(in_row / V::lanes) : -1;
+                split.lane = int(in_row % V::lanes);
+                if (rows == stored && count == nr) {
                     tile_at(w, rows, at, b, y_block + v, J.out_plane);
                 } else {
                     tile_at(w, rows, at, b, tile, nr);
-                    copy_tile_part(tile, nr, rows, nr, y_block + v, J.out_plane);
+                    copy_tile_part(tile, nr, rows, count, y_block + v, J.out_plane);
                 }
-                if ((j += nr) == L) {
-                    j = 0;
-                    ++row;
-                }
+                for (j += nr; j >= L; j -= L) ++row;
             }
+            split.vector = -1;
             continue;
         }
         for (long v = v0; v < v1; v += nr) {
@@ -952,5 +1043,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     DW_NV * VecF::lanes, DW_NV * VecD::lanes,
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
     {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
-    UNROLLED_STRIDE, UNROLLED_DILATION, PADCONV_PLANE_SET,
+    UNROLLED_STRIDE, UNROLLED_DILATION, PADCONV_PLANE_SET, SPLIT_ROWS,
 };

@@ -82,8 +82,9 @@ struct ConvJob {
     // group (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first
     // axis per channel, plane_width elements each, copied once per task
     long plane_kernel, plane_width, plane_rows, plane_end;
-    // ... 2-D with output rows a whole number of register tiles: the positions are the real
-    // ones (plane_end = out_plane), each tile within one output row, stored in place
+    // ... 2-D with output rows a whole number of register tiles, or of at least one tile with
+    // the set's split_rows: the positions are the real ones (plane_end = out_plane), each tile
+    // within one output row or running on into the next, stored in place
     long plane_aligned;
     // ... split into tasks of register tiles (units): every image-group but the last in
     // `blocks` equal tasks; the last in plane_head equal tasks over its first plane_head_units
@@ -116,6 +117,9 @@ struct KernelSet {
     int unrolled_dilation;  // and, with stride 1, for last-axis dilations up to this
     // the set to run the plane kernel's unrolled tiles on (plane_tile_unrolled_for), or null
     const KernelSet* plane_set;
+    // the plane kernel's tiles may run on from one output row into the next (2-D, rows of at
+    // least a tile), computing the real positions only
+    bool split_rows;
 };
 
 // Rows of the plane kernel's tile for a last row block of W with no more rows, with tiles of
