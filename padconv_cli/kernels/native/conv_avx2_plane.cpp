@@ -3,7 +3,8 @@
 // plan_run, says when), unrolled for last-axis strides of 1 and 2: 12 sums, 2 loads and a
 // broadcast per step leave a register free, where the 4 x 3 tile's 12 sums, 3 loads and a
 // broadcast take all 16 and the unrolled steps spill.  Its tiles may run on from one output row
-// into the next (PADCONV_SPLIT_ROWS; conv_impl.h, RowSplit).
+// into the next (PADCONV_SPLIT_ROWS; conv_impl.h, RowSplit): the blend's lane mask then takes
+// the free register.
 #include <stdint.h>
 #include <string.h>
 

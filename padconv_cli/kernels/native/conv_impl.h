@@ -986,7 +986,9 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
             for (long v = v0; v < v1; v += nr) {
                 const T* at = plane + (row - first) * slab + j;
                 const long count = min_l(nr, v1 - v), in_row = L - j;
-                split.vector = in_row < nr ? int(in_row / V::lanes) : -1;
+                // split where the tile's real positions run on into the next row (a partial
+                // last tile reads on there as well, in bounds, its lanes then dropped)
+                split.vector = in_row < count ? int(in_row / V::lanes) : -1;
                 split.lane = int(in_row % V::lanes);
                 if (rows == stored && count == nr) {
                     tile_at(w, rows, at, b, y_block + v, J.out_plane);
@@ -994,7 +996,10 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
                     tile_at(w, rows, at, b, tile, nr);
                     copy_tile_part(tile, nr, rows, count, y_block + v, J.out_plane);
                 }
-                for (j += nr; j >= L; j -= L) ++row;
+                if ((j += nr) >= L) {  // at most one row on: nr <= L
+                    j -= L;
+                    ++row;
+                }
             }
             split.vector = -1;
             continue;

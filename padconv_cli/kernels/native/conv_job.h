@@ -84,7 +84,8 @@ struct ConvJob {
     long plane_kernel, plane_width, plane_rows, plane_end;
     // ... 2-D with output rows a whole number of register tiles, or of at least one tile with
     // the set's split_rows: the positions are the real ones (plane_end = out_plane), each tile
-    // within one output row or running on into the next, stored in place
+    // within one output row or running on into the next, stored in place (but a plane's last
+    // tile when it is partial)
     long plane_aligned;
     // ... split into tasks of register tiles (units): every image-group but the last in
     // `blocks` equal tasks; the last in plane_head equal tasks over its first plane_head_units

@@ -301,10 +301,11 @@ bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
 // virtual positions whose copy (every stride phase's slabs) fits in the panel the GEMM kernel
 // would hold (so the working memory stays within that of plan_gemm), with enough tasks for
 // the threads.  2-D rows of whole register tiles take the real positions only, each tile
-// inside a row (measured with AVX2, 2 threads, each way in turn: the 7x7 stride-2 stem 4-6%
-// faster, a 3x3 dilation 2 on 32 channels of 64 x 64 10%, 3x3s on 64 channels of 32 x 32 and
-// 128 of 16 x 16 9% and 7%, 64 of 112 x 112 4%, a 5x5 on 32 channels of 48 x 48 10%).  False
-// when it does not apply.
+// inside a row; with the set's split_rows so do rows of at least one tile, a tile running on
+// into the next row (rows of whole tiles measured with AVX2, 2 threads, each way in turn: the
+// 7x7 stride-2 stem 4-6% faster, a 3x3 dilation 2 on 32 channels of 64 x 64 10%, 3x3s on 64
+// channels of 32 x 32 and 128 of 16 x 16 9% and 7%, 64 of 112 x 112 4%, a 5x5 on 32 channels
+// of 48 x 48 10%).  False when it does not apply.
 bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     if (job.rank < 2 || is_pointwise(job) || job.taps > PADCONV_PLANE_TAPS) return false;
     // S = prod(P[1:]), prod(out[1:]), the inner taps' reach, the last real position of a slab
@@ -339,7 +340,9 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long budget = job.ck * round_up(panel_positions, nr) * item;
     const long reach0 = (job.k[0] - 1) * job.d[0] / job.s[0];
     // slabs read by nb virtual positions starting anywhere in a slab (aligned: nb positions
-    // starting anywhere in an output row, each tile's reach inside its own slab)
+    // starting anywhere in an output row, each tile's reach inside its own slab; a partial last
+    // tile of the plane reads on into the slab after the last output row, which this counts:
+    // nb covers the tile's whole nr positions, the tasks being whole tiles)
     auto slabs_for = [&](long nb) {
         return reach0 + (aligned ? ceil_div(row + nb - 1, row)
                                  : ceil_div(slab + nb - 1 + reach, slab));
