@@ -308,9 +308,8 @@ struct RowSplit {
     long gap;
 };
 
-// tile_step for a tile split as `split` says, SV its vector: vector SV takes the lanes of
-// `next` (from split.lane on) from split.gap further on, the vectors after SV read wholly
-// there.  The same sums in the same order as tile_step.
+// Vector v of a step of a tile split at vector SV: before SV as tile_step loads it; vector SV
+// with the lanes of `next` (from split.lane on) from `gap` further on; after SV wholly there.
 template <typename T, int SV, int v>
 PADCONV_TILE_INLINE typename VecOf<T>::V::type split_load(const T* row, long gap,
                                                           typename VecOf<T>::V::part next) {
@@ -321,6 +320,7 @@ PADCONV_TILE_INLINE typename VecOf<T>::V::type split_load(const T* row, long gap
     else return V::load(at + gap);
 }
 
+// tile_step for a tile split at vector SV (split_load): the same sums in the same order.
 template <typename T, int R, int N, int SV, int... v>
 PADCONV_TILE_INLINE void tile_step_split(typename VecOf<T>::V::type (&acc)[R][N], const T* wq,
                                          const T* row, long gap,
@@ -680,7 +680,7 @@ void gemm_rows_task(const ConvJob& J, long task, T* slots) {
 // order are gemm_task's: the same bits.  2-D jobs whose output rows are a whole number of
 // tiles (or, with PADCONV_SPLIT_ROWS, at least one tile) take the real positions only
 // (plane_aligned): a tile that runs on from one row into the next reads the next row's
-// lanes past the padded columns between them (RowSplit), and none is computed in vain.
+// lanes past the padded columns between them (RowSplit), and none lies on the padding.
 
 // P[i], the padded extent of axis i in the plane kernel's copy.
 inline long plane_extent(const ConvJob& J, int i) {

@@ -330,7 +330,8 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     // vectors from there on reading past the padded columns (conv_impl.h, RowSplit; measured
     // on an AMD EPYC Zen 4, single calls alternated: AVX-512's 8 x 48 tiles on ResNet's rows
     // of 56 5% faster, batch 8 3%, the 7x7 stride-2 stem 2.5%, a 3x3 dilation 2 on rows of 64
-    // 4-5%; AVX2's 6 x 16 tiles 2% on ResNet's 3x3, level on the stem and the dilated 3x3)
+    // 4-5%; AVX2's 6 x 16 tiles 2% on ResNet's 3x3, whose stem and dilated 3x3 rows are
+    // whole tiles already)
     const bool aligned =
         job.rank == 2 && (job.out[1] % nr == 0 || (ks.split_rows && job.out[1] >= nr));
     const long row = job.out[1];
