@@ -313,6 +313,11 @@ DETERMINISM_CASES = {
     "1d": ((3, 8, 3001), (5, 8, 7), {"pads": [3, 3], "dilations": [2]}),
     # stride 1, rows of 56: register tiles run across rows, cut where the tasks fall
     "rows_of_56": ((2, 16, 56, 56), (11, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    # a plane of few register tiles and many rows of W: on several threads the tasks split
+    # W's rows too (a partial row block)
+    "plane_few_tiles_many_rows": ((1, 16, 14, 14), (45, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    # the GEMM kernel's panel on few strips of positions and many rows of W: likewise
+    "gemm_few_strips_many_rows": ((1, 16, 7, 7), (100, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     # rows longer than a depthwise task's block of padded rows: one output row per task
     "depthwise_long_rows": ((1, 3, 7, 20000), (6, 1, 3, 3),
                             {"group": 3, "pads": [2, 1, 2, 1], "dilations": [2, 1],

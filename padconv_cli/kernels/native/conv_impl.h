@@ -503,16 +503,16 @@ void gemm_task(const ConvJob& J, long task, T* panel) {
         else w_tile<T>(J, w, rows, from, stride, b, tile, nr);
         copy_tile_part(tile, nr, rows, cols, out, J.out_plane);
     };
+    const long mb0 = part * mblocks / J.mparts, mb1 = (part + 1) * mblocks / J.mparts;
     if (direct) {  // each strip of X packed first (its rows are far apart in X), then the
                    // task's range of W's row blocks
-        const long mb0 = part * mblocks / J.mparts, mb1 = (part + 1) * mblocks / J.mparts;
         for (long j0 = 0; j0 < npad; j0 += nr) {
             pack_strip<T>(source + j0, J.in_plane, J.ck, min_l(nr, np - j0), strip);
             for (long mb = mb0; mb < mb1; ++mb) tile_at(mb, j0, strip, nr);
         }
         return;
     }
-    for (long mb = 0; mb < mblocks; ++mb)  // a row block of W stays near while it sweeps
+    for (long mb = mb0; mb < mb1; ++mb)  // a row block of W stays near while it sweeps
         for (long j0 = 0; j0 < npad; j0 += nr) tile_at(mb, j0, panel + j0, npad);
 }
 
@@ -939,7 +939,7 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     const long slab = J.plane_width, cs = plane_channel(J);
     const long virtual_end = J.plane_end;
     long image_group, u0, u1;  // register tiles [u0, u1), at most nb / nr of them
-    plane_task_units(J, nr, task, image_group, u0, u1);
+    plane_task_units(J, nr, task / J.mparts, image_group, u0, u1);
     const long g = image_group % J.group, n = image_group / J.group;
     const long L = J.out[J.rank - 1];  // positions of an output row (plane_aligned)
     const long v0 = u0 * nr, v1 = min_l(u1 * nr, virtual_end);
@@ -969,13 +969,14 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
             plane_tile<T>(J, w, at, cs, tap_offsets, split, b, out, ostride);
         }
     };
-    const long mblocks = (J.mg + MR - 1) / MR;
+    const long mblocks = (J.mg + MR - 1) / MR, part = task % J.mparts;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
     const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
     T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
     T tile[MR * NV * V::lanes];
     T tile_bias[MR];
-    for (long mb = 0; mb < mblocks; ++mb) {  // a row block of W stays near while it sweeps
+    const long mb0 = part * mblocks / J.mparts, mb1 = (part + 1) * mblocks / J.mparts;
+    for (long mb = mb0; mb < mb1; ++mb) {  // a row block of W stays near while it sweeps
         const long rows = min_l(MR, J.mg - mb * MR);
         const T* w = wg + mb * MR * J.ck;
         const T* b = block_bias(bias, mb, rows, tile_bias);

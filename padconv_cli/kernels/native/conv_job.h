@@ -75,7 +75,7 @@ struct ConvJob {
     // row_kernel, blocks of `nb` positions of one output row (`blocks` per row), and the
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
-    long mparts;  // GEMM kernel, pointwise: W's row blocks in mparts ranges, one task each
+    long mparts;  // W's row blocks in mparts ranges, one task each: GEMM kernel (pointwise), plane
     long w_rows;  // GEMM kernel: W read as given (rows C/G * prod(k) apart), not packed
     long row_kernel;
     // plane kernel (rank >= 2, stride 1): blocks of `nb` virtual positions of one image and
@@ -90,7 +90,9 @@ struct ConvJob {
     // ... split into tasks of register tiles (units): every image-group but the last in
     // `blocks` equal tasks; the last in plane_head equal tasks over its first plane_head_units
     // units, then a tail of `plane_threads` tasks of each size plane_big / 2, / 4, ... 1
-    // (plane_task_units), so that the threads finish within a small task of one another
+    // (plane_task_units), so that the threads finish within a small task of one another; or,
+    // with mparts > 1 (few tasks that the threads cannot share evenly), equal tasks each split
+    // over mparts ranges of W's row blocks
     long plane_head, plane_head_units, plane_big, plane_threads;
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;

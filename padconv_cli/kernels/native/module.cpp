@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -222,6 +223,18 @@ bool is_pointwise(const ConvJob& job) {
     return true;
 }
 
+// Whether tasks of these costs, each taken in turn by whichever of `threads` threads is free
+// first, leave the busiest thread more than 1/10 above an even share.
+bool uneven(const std::vector<long>& costs, long threads) {
+    std::vector<long> load(threads, 0);
+    long total = 0;
+    for (long cost : costs) {
+        *std::min_element(load.begin(), load.end()) += cost;
+        total += cost;
+    }
+    return *std::max_element(load.begin(), load.end()) * threads * 10 > total * 11;
+}
+
 // Blocks of the GEMM kernel: a panel near PANEL_BYTES, and enough blocks for the threads.
 // Pointwise with X read in place, the threads split W's rows (each block of positions is one
 // task per thread, on its share of the rows, and every thread packs the block's strips of X)
@@ -236,6 +249,12 @@ bool is_pointwise(const ConvJob& job) {
 // shared by too few rows), which the rule leaves to the positions.  (Measured in blocks of
 // calls, 256 -> 512 on 28 x 28 once seemed 5-7% faster with the positions shared; measured
 // both ways again, blocks and alternated single calls, the row split is 5-8% faster.)
+// Other kernel sizes split W's rows when the blocks of positions cannot be shared evenly
+// (uneven), each task building its panel: ResNet's last 3x3s, 512 channels of 7 x 7 and 256
+// of 14 x 14 at stride 2, are a block of one register tile and one of 1 position, 15-29%
+// faster so (AMD EPYC Zen 4, 2 threads, blocks of calls of each build taking turns); 128
+// channels of 28 x 28 at stride 2, 4 blocks of a tile and one of 4 positions, were even and
+// 4-5% slower split.
 void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     long nb = PANEL_BYTES / (job.ck * item) / nr * nr;
@@ -258,6 +277,14 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
         nb = std::min(nb, std::max(nr, round_up(ceil_div(job.out_plane, wanted), nr)));
     job.nb = nb;
     job.blocks = ceil_div(job.out_plane, nb);
+    if (!direct && threads > 1 && row_blocks >= 4 * threads) {
+        std::vector<long> costs;  // a block's positions, a partial vector's as a whole one
+        for (long t = 0; t < job.n * job.group * job.blocks && t < 4 * threads; ++t) {
+            const long block = t % job.blocks;
+            costs.push_back(round_up(std::min(nb, job.out_plane - block * nb), 16));
+        }
+        if ((long)costs.size() < 4 * threads && uneven(costs, threads)) job.mparts = threads;
+    }
 }
 
 // The row kernel when it applies (C/G > 1, not pointwise, at most PADCONV_DW_TAPS taps on the
@@ -293,6 +320,26 @@ bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.row_blocks = ceil_div(job.outer_out, rows);
     job.row_len = round_up(reach + nb, 64 / item);  // every slot 64-byte aligned
     return true;
+}
+
+// Ranges of W's row blocks the plane kernel's tasks split into: 1, unless the positions make
+// fewer than 4 tasks per thread that cannot be shared evenly (uneven), when each range of
+// position tasks is split over W's rows too, up to TASKS_PER_THREAD tasks per thread with at
+// least 2 row blocks each.  A small plane with many channels, 256 of 14 x 14, made 5 tasks of
+// one tile on 2 threads, one thread doing 3; split so, it is 19-23% faster (AMD EPYC Zen 4,
+// blocks of calls of each build taking turns), each task copying its positions' plane again
+// (a small part of its sums).
+long plane_row_parts(const ConvJob& job, const KernelSet& ks, long units, long big,
+                     long threads) {
+    const long position_tasks = job.n * job.group * job.blocks;
+    if (threads <= 1 || position_tasks >= 4 * threads) return 1;
+    std::vector<long> costs;  // register tiles: every task has `big` but an image's last
+    for (long t = 0; t < position_tasks; ++t)
+        costs.push_back(t % job.blocks < job.blocks - 1 ? big : units - (job.blocks - 1) * big);
+    if (!uneven(costs, threads)) return 1;
+    const long row_blocks = ceil_div(job.mg, ks.mr);
+    const long parts = ceil_div(TASKS_PER_THREAD * threads, position_tasks);
+    return std::max(1L, std::min(parts, row_blocks / 2));
 }
 
 // The plane kernel when it applies (rank >= 2, C/G > 1, not pointwise, at most
@@ -378,7 +425,8 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long units = ceil_div(virtual_end, nr), big = nb / nr;
     long tail = 0;
     for (long size = big / 2; size >= 1; size /= 2) tail += threads * size;
-    const bool tapered = threads > 1 && 2 * tail <= units;
+    job.mparts = plane_row_parts(job, ks, units, big, threads);
+    const bool tapered = threads > 1 && job.mparts == 1 && 2 * tail <= units;
     job.plane_big = big;
     job.plane_threads = tapered ? threads : 0;
     job.plane_head_units = tapered ? units - tail : units;
@@ -386,12 +434,13 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     return true;
 }
 
-// Tasks of the plane kernel (ConvJob): equal ones, then the last image-group's head and tail.
+// Tasks of the plane kernel (ConvJob): equal ones, then the last image-group's head and tail,
+// each once per range of W's row blocks.
 long plane_tasks(const ConvJob& job) {
     long tail = 0;
     for (long size = job.plane_big / 2; job.plane_threads && size >= 1; size /= 2)
         tail += job.plane_threads;
-    return (job.n * job.group - 1) * job.blocks + job.plane_head + tail;
+    return ((job.n * job.group - 1) * job.blocks + job.plane_head + tail) * job.mparts;
 }
 
 // Blocks of the depthwise kernel: output rows, and the length of one padded-row phase.
@@ -552,6 +601,7 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
     if (rows_kernel) {
         plane_kernel = false;
         job.plane_kernel = 0;
+        job.mparts = 1;
     }
     if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, item, threads);
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
