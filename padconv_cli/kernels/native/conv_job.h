@@ -75,7 +75,7 @@ struct ConvJob {
     // row_kernel, blocks of `nb` positions of one output row (`blocks` per row), and the
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
-    long mparts;  // W's row blocks in mparts ranges, one task each: GEMM kernel (pointwise), plane
+    long mparts;  // W's row blocks in mparts ranges, one task each (GEMM and plane kernels)
     long w_rows;  // GEMM kernel: W read as given (rows C/G * prod(k) apart), not packed
     long row_kernel;
     // plane kernel (rank >= 2, stride 1): blocks of `nb` virtual positions of one image and

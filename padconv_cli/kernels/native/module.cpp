@@ -224,8 +224,12 @@ bool is_pointwise(const ConvJob& job) {
 }
 
 // Whether tasks of these costs, each taken in turn by whichever of `threads` threads is free
-// first, leave the busiest thread more than 1/10 above an even share.
+// first, leave some thread none or the busiest more than 1/10 above an even share.  (A thread
+// left idle counts as uneven so that a job's threads at work, each with its buffer, never
+// outnumber those of a larger job of the same kind: the tiled engine sizes its edge tiles'
+// memory by its whole tiles'.)
 bool uneven(const std::vector<long>& costs, long threads) {
+    if ((long)costs.size() < threads) return true;
     std::vector<long> load(threads, 0);
     long total = 0;
     for (long cost : costs) {
@@ -249,12 +253,13 @@ bool uneven(const std::vector<long>& costs, long threads) {
 // shared by too few rows), which the rule leaves to the positions.  (Measured in blocks of
 // calls, 256 -> 512 on 28 x 28 once seemed 5-7% faster with the positions shared; measured
 // both ways again, blocks and alternated single calls, the row split is 5-8% faster.)
-// Other kernel sizes split W's rows when the blocks of positions cannot be shared evenly
-// (uneven), each task building its panel: ResNet's last 3x3s, 512 channels of 7 x 7 and 256
-// of 14 x 14 at stride 2, are a block of one register tile and one of 1 position, 15-29%
-// faster so (AMD EPYC Zen 4, 2 threads, blocks of calls of each build taking turns); 128
-// channels of 28 x 28 at stride 2, 4 blocks of a tile and one of 4 positions, were even and
-// 4-5% slower split.
+// Any other job (other kernel sizes, a pointwise X read as float32 on the fly) splits W's
+// rows into one range per thread when it has at least 4 row blocks per thread and its blocks
+// of positions, fewer than 4 per thread, cannot be shared evenly (uneven), each task building
+// its panel: ResNet's last 3x3s, 512 channels of 7 x 7 and 256 of 14 x 14 at stride 2, are a
+// block of one register tile and one of 1 position, 27-29% faster so (AMD EPYC Zen 4, 2
+// threads, blocks of calls of each build taking turns); 128 channels of 28 x 28 at stride 2,
+// 4 blocks of a tile and one of 4 positions, are even (split, they were 4-5% slower).
 void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     long nb = PANEL_BYTES / (job.ck * item) / nr * nr;
@@ -278,10 +283,12 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.nb = nb;
     job.blocks = ceil_div(job.out_plane, nb);
     if (!direct && threads > 1 && row_blocks >= 4 * threads) {
-        std::vector<long> costs;  // a block's positions, a partial vector's as a whole one
+        // a block's positions, those of a partial tile rounded up to 64 bytes' worth (about
+        // the vectors its tile computes)
+        std::vector<long> costs;
         for (long t = 0; t < job.n * job.group * job.blocks && t < 4 * threads; ++t) {
             const long block = t % job.blocks;
-            costs.push_back(round_up(std::min(nb, job.out_plane - block * nb), 16));
+            costs.push_back(round_up(std::min(nb, job.out_plane - block * nb), 64 / item));
         }
         if ((long)costs.size() < 4 * threads && uneven(costs, threads)) job.mparts = threads;
     }
@@ -326,16 +333,18 @@ bool plan_rows(ConvJob& job, const KernelSet& ks, int item, long threads) {
 // fewer than 4 tasks per thread that cannot be shared evenly (uneven), when each range of
 // position tasks is split over W's rows too, up to TASKS_PER_THREAD tasks per thread with at
 // least 2 row blocks each.  A small plane with many channels, 256 of 14 x 14, made 5 tasks of
-// one tile on 2 threads, one thread doing 3; split so, it is 19-23% faster (AMD EPYC Zen 4,
+// one tile on 2 threads, one thread doing 3; split so, it is 11-12% faster (AMD EPYC Zen 4,
 // blocks of calls of each build taking turns), each task copying its positions' plane again
 // (a small part of its sums).
 long plane_row_parts(const ConvJob& job, const KernelSet& ks, long units, long big,
                      long threads) {
     const long position_tasks = job.n * job.group * job.blocks;
     if (threads <= 1 || position_tasks >= 4 * threads) return 1;
-    std::vector<long> costs;  // register tiles: every task has `big` but an image's last
-    for (long t = 0; t < position_tasks; ++t)
-        costs.push_back(t % job.blocks < job.blocks - 1 ? big : units - (job.blocks - 1) * big);
+    std::vector<long> costs;  // register tiles, shared out as plane_task_units does
+    for (long t = 0; t < position_tasks; ++t) {
+        const long block = t % job.blocks;
+        costs.push_back((block + 1) * units / job.blocks - block * units / job.blocks);
+    }
     if (!uneven(costs, threads)) return 1;
     const long row_blocks = ceil_div(job.mg, ks.mr);
     const long parts = ceil_div(TASKS_PER_THREAD * threads, position_tasks);
