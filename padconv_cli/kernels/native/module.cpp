@@ -282,15 +282,16 @@ void plan_gemm(ConvJob& job, const KernelSet& ks, int item, long threads) {
         nb = std::min(nb, std::max(nr, round_up(ceil_div(job.out_plane, wanted), nr)));
     job.nb = nb;
     job.blocks = ceil_div(job.out_plane, nb);
-    if (!direct && threads > 1 && row_blocks >= 4 * threads) {
+    const long position_tasks = job.n * job.group * job.blocks;
+    if (!direct && threads > 1 && row_blocks >= 4 * threads && position_tasks < 4 * threads) {
         // a block's positions, those of a partial tile rounded up to 64 bytes' worth (about
         // the vectors its tile computes)
         std::vector<long> costs;
-        for (long t = 0; t < job.n * job.group * job.blocks && t < 4 * threads; ++t) {
+        for (long t = 0; t < position_tasks; ++t) {
             const long block = t % job.blocks;
             costs.push_back(round_up(std::min(nb, job.out_plane - block * nb), 64 / item));
         }
-        if ((long)costs.size() < 4 * threads && uneven(costs, threads)) job.mparts = threads;
+        if (uneven(costs, threads)) job.mparts = threads;
     }
 }
 
