@@ -207,6 +207,28 @@ def test_every_count_of_output_channels_is_right_on_the_plane_kernel(forced_isa,
     assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("width", [1, 2, 7, 13, 14, 15, 23, 28, 29, 47])
+@pytest.mark.parametrize("out_channels", [16, 45, 100, 104, 120, 128])
+def test_every_row_length_and_count_of_output_channels_is_right_on_the_channel_lane_tiles(
+        forced_isa, width, out_channels, dtype):
+    # rows shorter than a position tile take AVX-512's channel-lane tiles (rows under 24 for
+    # float64): every last piece of a row (1 to 14 positions) and every last block of
+    # channels (1 to 4 of W's row blocks of 8, some in part), the same bits on any thread
+    # count; other instruction sets run their own kernels on the same cases
+    X, W, B = random_inputs((1, 5, 3, width), (out_channels, 5, 3, 3), dtype)
+    attrs = {"pads": [1, 1, 1, 1]}
+    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
+    results = []
+    for threads in (1, 3):
+        y = np.full(plan.output_shape, np.nan, dtype)
+        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
+                         pads_begin=plan.pads_begin, group=1, threads=threads)
+        results.append(y)
+    assert results[1].tobytes() == results[0].tobytes()
+    assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
+
+
 def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
     X, W, B, expected = fp16_spec_example()
     Y = conv(X, W, B, pads=[1, 1, 1, 1])
@@ -220,6 +242,8 @@ NARROW_CASES = {
                             {"group": 2, "strides": [2, 3], "pads": [1, 0, 2, 1]}),
     "depthwise": ((2, 4, 10, 9), (8, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
     "pointwise": ((2, 5, 7, 9), (3, 5, 1, 1), {}),
+    # rows of 13 and 32 output channels: AVX-512's channel-lane tiles
+    "channel_lanes": ((2, 6, 5, 13), (32, 6, 3, 3), {"pads": [1, 1, 1, 1]}),
 }
 
 
@@ -314,8 +338,19 @@ DETERMINISM_CASES = {
     # stride 1, rows of 56: register tiles run across rows, cut where the tasks fall
     "rows_of_56": ((2, 16, 56, 56), (11, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     # a plane of few register tiles and many rows of W: on several threads the tasks split
-    # W's rows too (a partial row block)
+    # W's rows too (a partial row block); with AVX-512, rows of 14 take the channel-lane tiles
+    # (float32 and float64), which split W's blocks of channels likewise, and the rows when
+    # the threads outnumber the blocks; rows of 50 keep AVX-512 on the position tiles
     "plane_few_tiles_many_rows": ((1, 16, 14, 14), (45, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "plane_few_tiles_many_rows_of_50": ((1, 16, 3, 50), (45, 16, 3, 3),
+                                        {"pads": [1, 1, 1, 1]}),
+    # the channel-lane tiles (AVX-512, float32) on 320 channels of rows of 40: tasks of as
+    # many rows as fit the panel, each copying its rows' plane
+    "channel_lanes_rows_per_task": ((1, 320, 12, 40), (32, 320, 3, 3), {"pads": [1, 1, 1, 1]}),
+    # ... with groups, a stride and a dilation (the copy's phases)
+    "channel_lanes_groups_strided": ((1, 12, 9, 20), (32, 6, 3, 3),
+                                     {"group": 2, "strides": [2, 1], "dilations": [1, 2],
+                                      "pads": [1, 2, 1, 2]}),
     # the GEMM kernel's panel on few strips of positions and many rows of W: likewise
     "gemm_few_strips_many_rows": ((1, 16, 7, 7), (100, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     # rows longer than a depthwise task's block of padded rows: one output row per task

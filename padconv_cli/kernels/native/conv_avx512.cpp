@@ -27,6 +27,16 @@ struct VecF {
     static inline type bcast(float x) { return _mm512_set1_ps(x); }
     static inline type fma(type a, type b, type c) { return _mm512_fmadd_ps(a, b, c); }
     static inline type add(type a, type b) { return _mm512_add_ps(a, b); }
+    // lanes 0-7 from lo, 8-15 from hi (two of W's packed row blocks; conv_impl.h, lane_tile)
+    static inline type load_halves(const float* lo, const float* hi) {
+        const __m512d low = _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(lo)));
+        return _mm512_castpd_ps(_mm512_insertf64x4(low, _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
+    }
+    // lanes 0-7 from lo, 8-15 zero
+    static inline type load_low(const float* lo) {
+        return _mm512_castpd_ps(
+            _mm512_insertf64x4(_mm512_setzero_pd(), _mm256_castps_pd(_mm256_loadu_ps(lo)), 0));
+    }
     // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
     typedef __mmask16 part;
     static inline part part_of(int lo, int hi) {
@@ -77,6 +87,7 @@ struct VecD {
 #define PADCONV_NV 3
 #define PADCONV_DW_NV 4
 #define PADCONV_SPLIT_ROWS 1
+#define PADCONV_LANE_POSITIONS 14
 #define PADCONV_KERNELS_NAME "avx512"
 #define PADCONV_KERNELS_SYMBOL padconv_avx512_kernels
 #include "conv_impl.h"

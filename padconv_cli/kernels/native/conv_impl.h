@@ -13,6 +13,8 @@
 //                    a * b + c (fma if not defined; see tile_step_at)
 //   PADCONV_SPLIT_ROWS (optional) -- 1 when the plane kernel's tiles may run on across output
 //                    rows (the vectors' merge loads lanes from a second place; 0 if not defined)
+//   PADCONV_LANE_POSITIONS (optional) -- positions of the plane kernel's channel-lane tiles
+//                    (lanes_plane_task), 0 for none (0 if not defined)
 // Everything here has internal linkage, so that code built for one instruction set is never
 // linked in place of another's.
 //
@@ -31,6 +33,9 @@
 // Plane kernel (gemm_plane_task, rank >= 2, C/G > 1): the same panel rows, read in place from
 // zero-padded copies of the input split into stride phases, with the register tiles running
 // on across output rows.
+//
+// Channel-lane tiles (lanes_plane_task, 2-D, PADCONV_LANE_POSITIONS > 0): the plane kernel's
+// copy and sums, the register tiles holding output channels in their vectors.
 //
 // Depthwise kernels (C/G == 1, conv_depthwise.h): a task is a block of output rows of one image
 // and channel; 2-D rows with stride 1 are read in place, other shapes from zero-padded copies
@@ -69,6 +74,9 @@ template <> struct VecOf<double> { typedef VecD V; };
 #ifndef PADCONV_SPLIT_ROWS
 #define PADCONV_SPLIT_ROWS 0
 #endif
+#ifndef PADCONV_LANE_POSITIONS
+#define PADCONV_LANE_POSITIONS 0
+#endif
 
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
@@ -76,6 +84,8 @@ const int DW_NV = PADCONV_DW_NV;
 const int UNROLLED_STRIDE = PADCONV_UNROLLED_STRIDE;
 const int UNROLLED_DILATION = PADCONV_UNROLLED_DILATION;
 const bool SPLIT_ROWS = PADCONV_SPLIT_ROWS;
+const int LANE_POSITIONS = PADCONV_LANE_POSITIONS;
+const int LANE_VECTORS = 2;  // vectors of output channels in a channel-lane tile
 const int FEW_ROWS = few_rows(MR);  // a last row block's tile rows (conv_job.h)
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
 // channels ahead that the plane kernel's register tile asks for: its rows jump between taps
@@ -1018,9 +1028,139 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     }
 }
 
+// The plane kernel's channel-lane tiles (J.plane_kernel 2, 2-D): the plane copy and the
+// sums of gemm_plane_task, but each register tile holds up to LANE_VECTORS vectors of output
+// channels (W's packed row blocks, one or two a vector) at P consecutive positions of one
+// output row: acc[p][k] += broadcast(B[q][p]) * W[q][the k-th vector's rows], q = (c, t)
+// ascending, one accumulator per output element, the bias added after the sum: the sums and
+// the order of the position tiles, so the same bits.  The position tiles keep 48 positions
+// (AVX-512) in their vectors, idle on rows of 7, 14 or 28 and on the padded columns between
+// rows; these keep 32 channels (module.cpp, plan_lanes, has the measurements).
+
+// W's packed row blocks in one vector of channels: 1 or 2, or 0 when the set's MR fits
+// neither (no channel-lane tiles for T).
+template <typename T>
+constexpr int lane_blocks() {
+    const int lanes = VecOf<T>::V::lanes;
+    return lanes == MR ? 1 : lanes == 2 * MR ? 2 : 0;
+}
+
+// Output channels of a channel-lane tile (0: none for T).
+template <typename T>
+constexpr int lane_rows() {
+    return LANE_POSITIONS > 0 && lane_blocks<T>() > 0 ? LANE_VECTORS * VecOf<T>::V::lanes : 0;
+}
+
+// The vectors of a channel-lane tile's step q reading H row blocks of W (`bstride` apart,
+// each at its row q): a vector of two blocks loads both halves, of one the lower (the upper
+// zero, its sums never stored).
+template <typename T, int H, int K>
+PADCONV_TILE_INLINE void lane_weights(typename VecOf<T>::V::type (&w)[K], const T* wq,
+                                      long bstride) {
+    typedef typename VecOf<T>::V V;
+    const int per = lane_blocks<T>();
+    for (int k = 0; k < K; ++k) {
+        const T* at = wq + k * per * bstride;
+        if constexpr (per == 1) w[k] = V::load(at);
+        else if (k * per + 1 < H) w[k] = V::load_halves(at, at + bstride);
+        else w[k] = V::load_low(at);
+    }
+}
+
+// out[i * ostride + p] = sum_q W[i][q] * B[q][p] (+ bias[i]) for i < rows (at most H * MR)
+// and P positions, row q = (c, t) of B read at `at` + c * cs + tap_offsets[t] + p; W in H
+// packed row blocks from wp, bstride apart.
+template <typename T, int P, int H>
+void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs,
+               const long* tap_offsets, const T* bias, long rows, T* out, long ostride) {
+    typedef typename VecOf<T>::V V;
+    constexpr int K = (H + lane_blocks<T>() - 1) / lane_blocks<T>();
+    typename V::type acc[P][K];
+    for (int p = 0; p < P; ++p)
+        for (int k = 0; k < K; ++k) acc[p][k] = V::zero();
+    const T* wq = wp;
+    for (long c = 0; c < J.cg; ++c, at += cs)
+        for (long t = 0; t < J.taps; ++t, wq += MR) {
+            typename V::type w[K];
+            lane_weights<T, H>(w, wq, bstride);
+            const T* x = at + tap_offsets[t];
+            for (int p = 0; p < P; ++p) {
+                const typename V::type b = V::bcast(x[p]);
+                for (int k = 0; k < K; ++k) acc[p][k] = V::PADCONV_TILE_FMA(b, w[k], acc[p][k]);
+            }
+        }
+    alignas(64) T sums[P][K * V::lanes];  // transposed on the way out: Y's rows are channels
+    for (int p = 0; p < P; ++p)
+        for (int k = 0; k < K; ++k) {
+            typename V::type sum = acc[p][k];
+            if (bias) sum = V::add(sum, V::load(bias + k * V::lanes));
+            V::store(sums[p] + k * V::lanes, sum);
+        }
+    for (long i = 0; i < rows; ++i)
+        for (int p = 0; p < P; ++p) out[i * ostride + p] = sums[p][i];
+}
+
+template <typename T>
+using LaneTile = void (*)(const ConvJob&, const T*, long, const T*, long, const long*,
+                          const T*, long, T*, long);
+
+// tiles[p - 1]: the channel-lane tile of p positions and H row blocks, p = 1 .. LANE_POSITIONS.
+template <typename T, int H, int... P>
+void lane_tiles(LaneTile<T>* tiles, std::integer_sequence<int, P...>) {
+    ((tiles[P] = lane_tile<T, P + 1, H>), ...);
+}
+
+// tiles[h - 1][p - 1]: the tiles of h = 1 .. LANE_VECTORS * lane_blocks row blocks.
+template <typename T, int... H>
+void lane_tile_table(LaneTile<T> (*tiles)[LANE_POSITIONS], std::integer_sequence<int, H...>) {
+    (lane_tiles<T, H + 1>(tiles[H], std::make_integer_sequence<int, LANE_POSITIONS>()), ...);
+}
+
+// A task of the channel-lane tiles: output rows [r0, r1) of one image and group (units of
+// out[1] positions, plane_task_units) on a range of blocks of lane_rows channels (mparts).
+template <typename T, typename S>
+void lanes_plane_task(const ConvJob& J, long task, T* plane) {
+    if constexpr (lane_rows<T>() > 0) {
+        constexpr int LR = lane_rows<T>(), HB = LR / MR;  // channels, W's row blocks a tile
+        const long slab = J.plane_width, cs = plane_channel(J), L = J.out[1];
+        long image_group, r0, r1;
+        plane_task_units(J, L, task / J.mparts, image_group, r0, r1);
+        const long g = image_group % J.group, n = image_group / J.group;
+        const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
+        fill_plane<T, S>(J, xg, r0, plane);
+        long tap_offsets[PADCONV_PLANE_TAPS];
+        for (long t = 0; t < J.taps; ++t) tap_offsets[t] = plane_tap_offset(J, t);
+        LaneTile<T> tiles[HB][LANE_POSITIONS];
+        lane_tile_table<T>(tiles, std::make_integer_sequence<int, HB>());
+        const long wblocks = (J.mg + MR - 1) / MR, bstride = MR * J.ck;
+        const long mblocks = (J.mg + LR - 1) / LR, part = task % J.mparts;
+        const T* wg = static_cast<const T*>(J.w) + g * wblocks * bstride;
+        const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
+        T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
+        alignas(64) T tile_bias[LR];
+        const long mb0 = part * mblocks / J.mparts, mb1 = (part + 1) * mblocks / J.mparts;
+        for (long mb = mb0; mb < mb1; ++mb) {  // a block of W stays near while it sweeps
+            const long rows = min_l(LR, J.mg - mb * LR);
+            const long blocks = min_l(HB, wblocks - mb * HB);
+            for (int i = 0; bias && i < LR; ++i)
+                tile_bias[i] = i < rows ? bias[mb * LR + i] : T(0);
+            const T* w = wg + mb * HB * bstride;
+            T* y_block = y + mb * LR * J.out_plane;
+            for (long r = r0; r < r1; ++r)
+                for (long j = 0; j < L; j += LANE_POSITIONS) {
+                    const long count = min_l(LANE_POSITIONS, L - j);
+                    tiles[blocks - 1][count - 1](J, w, bstride, plane + (r - r0) * slab + j, cs,
+                                                 tap_offsets, bias ? tile_bias : 0, rows,
+                                                 y_block + r * L + j, J.out_plane);
+                }
+        }
+    }
+}
+
 template <typename T, typename S>
 void gemm_any(const ConvJob& job, long task, T* scratch) {
     if (job.row_kernel) gemm_rows_task<T, S>(job, task, scratch);
+    else if (job.plane_kernel == 2) lanes_plane_task<T, S>(job, task, scratch);
     else if (job.plane_kernel) gemm_plane_task<T, S>(job, task, scratch);
     else gemm_task<T, S>(job, task, scratch);
 }
@@ -1050,4 +1190,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
     {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
     UNROLLED_STRIDE, UNROLLED_DILATION, PADCONV_PLANE_SET, SPLIT_ROWS,
+    LANE_POSITIONS, lane_rows<float>(), lane_rows<double>(),
 };

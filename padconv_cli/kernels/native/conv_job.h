@@ -78,9 +78,11 @@ struct ConvJob {
     long mparts;  // W's row blocks in mparts ranges, one task each (GEMM and plane kernels)
     long w_rows;  // GEMM kernel: W read as given (rows C/G * prod(k) apart), not packed
     long row_kernel;
-    // plane kernel (rank >= 2, stride 1): blocks of `nb` virtual positions of one image and
-    // group (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first
-    // axis per channel, plane_width elements each, copied once per task
+    // plane kernel (rank >= 2): blocks of `nb` virtual positions of one image and group
+    // (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first
+    // axis per channel, plane_width elements each, copied once per task.  plane_kernel 1: the
+    // register tiles hold positions in their vectors; 2 (2-D only): output channels
+    // (lanes_plane_task), its tasks whole output rows (units of out[1] positions, aligned)
     long plane_kernel, plane_width, plane_rows, plane_end;
     // ... 2-D with output rows a whole number of register tiles, or of at least one tile with
     // the set's split_rows: the positions are the real ones (plane_end = out_plane), each tile
@@ -123,6 +125,10 @@ struct KernelSet {
     // the plane kernel's tiles may run on from one output row into the next (2-D, rows of at
     // least a tile), computing the real positions only
     bool split_rows;
+    // the plane kernel's channel-lane tiles (plane_kernel 2): lane_positions output positions
+    // (0: the set has none) by lane_rows_* output channels, two vectors of them, each vector
+    // one or two of W's packed row blocks
+    int lane_positions, lane_rows_f32, lane_rows_f64;
 };
 
 // Rows of the plane kernel's tile for a last row block of W with no more rows, with tiles of
