@@ -1068,11 +1068,13 @@ PADCONV_TILE_INLINE void lane_weights(typename VecOf<T>::V::type (&w)[K], const 
 }
 
 // out[i * ostride + p] = sum_q W[i][q] * B[q][p] (+ bias[i]) for i < rows (at most H * MR)
-// and P positions, row q = (c, t) of B read at `at` + c * cs + tap_offsets[t] + p; W in H
-// packed row blocks from wp, bstride apart.
-template <typename T, int P, int H>
+// and P positions, row q = (c, t) of B read at `at` + c * cs + tap_offsets[t] + p, and for
+// positions p >= R (those of the next output row, when a tile takes two) `next` further on;
+// W in H packed row blocks from wp, bstride apart.
+template <typename T, int P, int H, int R = P>
 void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs,
-               const long* tap_offsets, const T* bias, long rows, T* out, long ostride) {
+               const long* tap_offsets, long next, const T* bias, long rows, T* out,
+               long ostride) {
     typedef typename VecOf<T>::V V;
     constexpr int K = (H + lane_blocks<T>() - 1) / lane_blocks<T>();
     typename V::type acc[P][K];
@@ -1084,8 +1086,9 @@ void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs
             typename V::type w[K];
             lane_weights<T, H>(w, wq, bstride);
             const T* x = at + tap_offsets[t];
+            const T* x_next = x + next - R;
             for (int p = 0; p < P; ++p) {
-                const typename V::type b = V::bcast(x[p]);
+                const typename V::type b = V::bcast(p < R ? x[p] : x_next[p]);
                 for (int k = 0; k < K; ++k) acc[p][k] = V::PADCONV_TILE_FMA(b, w[k], acc[p][k]);
             }
         }
@@ -1101,19 +1104,33 @@ void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs
 }
 
 template <typename T>
-using LaneTile = void (*)(const ConvJob&, const T*, long, const T*, long, const long*,
+using LaneTile = void (*)(const ConvJob&, const T*, long, const T*, long, const long*, long,
                           const T*, long, T*, long);
 
-// tiles[p - 1]: the channel-lane tile of p positions and H row blocks, p = 1 .. LANE_POSITIONS.
+// The channel-lane tiles of H row blocks: one[p - 1] of p positions of a row (p = 1 ..
+// LANE_POSITIONS), two[l - 1] of two whole rows of l positions (2 l <= LANE_POSITIONS).
+template <typename T>
+struct LaneTiles {
+    LaneTile<T> one[LANE_POSITIONS];
+    LaneTile<T> two[LANE_POSITIONS / 2];
+};
+
 template <typename T, int H, int... P>
-void lane_tiles(LaneTile<T>* tiles, std::integer_sequence<int, P...>) {
-    ((tiles[P] = lane_tile<T, P + 1, H>), ...);
+void one_row_tiles(LaneTiles<T>& tiles, std::integer_sequence<int, P...>) {
+    ((tiles.one[P] = lane_tile<T, P + 1, H>), ...);
 }
 
-// tiles[h - 1][p - 1]: the tiles of h = 1 .. LANE_VECTORS * lane_blocks row blocks.
+template <typename T, int H, int... L>
+void two_row_tiles(LaneTiles<T>& tiles, std::integer_sequence<int, L...>) {
+    ((tiles.two[L] = lane_tile<T, 2 * (L + 1), H, L + 1>), ...);
+}
+
+// tiles[h - 1]: the tiles of h = 1 .. LANE_VECTORS * lane_blocks row blocks.
 template <typename T, int... H>
-void lane_tile_table(LaneTile<T> (*tiles)[LANE_POSITIONS], std::integer_sequence<int, H...>) {
-    (lane_tiles<T, H + 1>(tiles[H], std::make_integer_sequence<int, LANE_POSITIONS>()), ...);
+void lane_tile_table(LaneTiles<T>* tiles, std::integer_sequence<int, H...>) {
+    (one_row_tiles<T, H + 1>(tiles[H], std::make_integer_sequence<int, LANE_POSITIONS>()), ...);
+    (two_row_tiles<T, H + 1>(tiles[H], std::make_integer_sequence<int, LANE_POSITIONS / 2>()),
+     ...);
 }
 
 // A task of the channel-lane tiles: output rows [r0, r1) of one image and group (units of
@@ -1130,7 +1147,7 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
         fill_plane<T, S>(J, xg, r0, plane);
         long tap_offsets[PADCONV_PLANE_TAPS];
         for (long t = 0; t < J.taps; ++t) tap_offsets[t] = plane_tap_offset(J, t);
-        LaneTile<T> tiles[HB][LANE_POSITIONS];
+        LaneTiles<T> tiles[HB];
         lane_tile_table<T>(tiles, std::make_integer_sequence<int, HB>());
         const long wblocks = (J.mg + MR - 1) / MR, bstride = MR * J.ck;
         const long mblocks = (J.mg + LR - 1) / LR, part = task % J.mparts;
@@ -1146,13 +1163,22 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
                 tile_bias[i] = i < rows ? bias[mb * LR + i] : T(0);
             const T* w = wg + mb * HB * bstride;
             T* y_block = y + mb * LR * J.out_plane;
-            for (long r = r0; r < r1; ++r)
+            const LaneTiles<T>& tile = tiles[blocks - 1];
+            const T* b = bias ? tile_bias : 0;
+            for (long r = r0; r < r1; ++r) {
+                const T* at = plane + (r - r0) * slab;
+                if (2 * L <= LANE_POSITIONS && r + 1 < r1) {  // rows r and r + 1 in one tile
+                    tile.two[L - 1](J, w, bstride, at, cs, tap_offsets, slab, b, rows,
+                                    y_block + r * L, J.out_plane);
+                    ++r;
+                    continue;
+                }
                 for (long j = 0; j < L; j += LANE_POSITIONS) {
                     const long count = min_l(LANE_POSITIONS, L - j);
-                    tiles[blocks - 1][count - 1](J, w, bstride, plane + (r - r0) * slab + j, cs,
-                                                 tap_offsets, bias ? tile_bias : 0, rows,
-                                                 y_block + r * L + j, J.out_plane);
+                    tile.one[count - 1](J, w, bstride, at + j, cs, tap_offsets, 0, b, rows,
+                                        y_block + r * L + j, J.out_plane);
                 }
+            }
         }
     }
 }

@@ -62,7 +62,6 @@ const long ROW_BYTES = 256 * 1024;  // row kernel: padded input rows of one task
 const long DW_BLOCK_BYTES = 128 * 1024;  // depthwise: padded input rows of one task
 const long DW_TASK_OUTPUTS = 1 << 16;  // depthwise read in place: most outputs of one task
 const long W_ROWS_BYTES = 256 * 1024;  // pointwise: W from which it is read in place
-const long LANE_W_BYTES = 512 * 1024;  // a block of W for the channel-lane tiles (plan_lanes)
 const long TASKS_PER_THREAD = 8;      // enough tasks that the threads finish together
 const size_t KEPT_SCRATCH_BYTES = 4 << 20;  // per-thread scratch kept from one call to the next
 
@@ -356,26 +355,26 @@ long plane_row_parts(const ConvJob& job, const KernelSet& ks, long units, long b
 // The plane kernel with channel-lane tiles (plane_kernel 2; conv_impl.h, lanes_plane_task)
 // when the set has them and the job is 2-D, C/G > 1, not pointwise, with at most
 // PADCONV_PLANE_TAPS taps, output rows shorter than a position tile, at most 1/10 more output
-// channels computed than by the position tiles (vectors of channels against row blocks), a
-// block of lane_rows rows of W within LANE_W_BYTES, and a slab of every channel's copy within
-// the panel.  Tasks are as many whole output rows as fit the panel, each on a range of the
-// blocks of lane_rows channels (mparts): one range per thread, the rows split only when there
-// are too few blocks or images for the threads.  Each task copies its rows' plane: on 2 threads
-// a range per thread was 8-25% faster than 2 or 4 per thread, the copies being
-// repeated per task.  Measured against the position tiles (AMD EPYC Zen 4, AVX-512, blocks of
-// calls of each taking turns in one process), 2 threads: 256 ch 14x14 23% faster, 256 -> 512
+// channels computed than by the position tiles (vectors of channels against row blocks), and
+// a slab of every channel's copy within the panel.  Tasks are as many whole output rows as
+// fit the panel, each on a range of the blocks of lane_rows channels (mparts): one range per
+// thread, the rows split only when there are too few blocks or images for the threads.  Each
+// task copies its rows' plane: on 2 threads a range per thread was 8-25% faster than 2 or 4
+// per thread.  Measured against the position tiles (AMD EPYC Zen 4, AVX-512, blocks of calls
+// of each taking turns in one process), 2 threads: 256 ch 14x14 23% faster, 256 -> 512
 // stride 2 from 14x14 19%, 128 -> 256 stride 2 from 28x28 11%, 128 ch 28x28 8%, 8 images of
 // 128 ch 14x14 16%, 64 ch 40x40 7%, 16 ch 32x32 28%, a 3-channel 7x7 stride 2 to 32x32 9%;
 // one thread 5-22% faster but the 3-channel 7x7 (2% slower); float64 (rows under 24) 8-23%
-// faster.  Rows of 48 or more stay on the position tiles: with rows of 56 (ResNet's 64 ch)
-// these were 4% slower, with 112 2%.  512 ch 7x7 (a block of W of 590 KB) was slower on them.
+// faster.  With rows of 7 or fewer two rows a tile: 512 ch 7x7 46% faster (21% on one
+// thread), 512 -> 512 stride 2 from 14x14 43%, 768 -> 256 on 7x7 57%, 1024 ch 7x7 8% (its
+// blocks of W, 1.2 MB, leave L2).  Rows of 48 or more stay on the position tiles: with rows
+// of 56 (ResNet's 64 ch) these were 4% slower, with 112 2%.
 bool plan_lanes(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long lane_rows = item == 4 ? ks.lane_rows_f32 : ks.lane_rows_f64;
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     if (!lane_rows || job.rank != 2 || is_pointwise(job) || job.taps > PADCONV_PLANE_TAPS ||
         job.cg < 2 || job.out[1] >= nr ||
-        round_up(job.mg, lane_rows / 2) * 10 > plane_tile_rows(job.mg, ks.mr) * 11 ||
-        lane_rows * job.ck * item > LANE_W_BYTES)
+        round_up(job.mg, lane_rows / 2) * 10 > plane_tile_rows(job.mg, ks.mr) * 11)
         return false;
     const long rows = job.out[0], phases = job.s[0] * job.s[1];
     const long slab = job.out[1] + (job.k[1] - 1) * job.d[1] / job.s[1];
