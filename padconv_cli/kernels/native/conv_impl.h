@@ -1133,8 +1133,14 @@ void lane_tile_table(LaneTiles<T>* tiles, std::integer_sequence<int, H...>) {
      ...);
 }
 
+// Elements of a channel-lane task's plane copy, rounded up to 64 bytes' worth (the block of W
+// that the task packs itself, J.w_rows, follows it).
+inline long lanes_plane_elems(const ConvJob& J) { return round_up(J.cg * plane_channel(J), 16); }
+
 // A task of the channel-lane tiles: output rows [r0, r1) of one image and group (units of
-// out[1] positions, plane_task_units) on a range of blocks of lane_rows channels (mparts).
+// out[1] positions, plane_task_units) on a range of blocks of lane_rows channels (mparts).  With J.w_rows
+// (one image-group, one block of rows: every block of W read by one task), each task packs
+// its blocks of W into its buffer, after its plane, as it reaches them.
 template <typename T, typename S>
 void lanes_plane_task(const ConvJob& J, long task, T* plane) {
     if constexpr (lane_rows<T>() > 0) {
@@ -1151,7 +1157,8 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
         lane_tile_table<T>(tiles, std::make_integer_sequence<int, HB>());
         const long wblocks = (J.mg + MR - 1) / MR, bstride = MR * J.ck;
         const long mblocks = (J.mg + LR - 1) / LR, part = task % J.mparts;
-        const T* wg = static_cast<const T*>(J.w) + g * wblocks * bstride;
+        const T* wg = static_cast<const T*>(J.w) + g * (J.w_rows ? J.mg : wblocks * MR) * J.ck;
+        T* w_block = plane + lanes_plane_elems(J);  // J.w_rows: a block of W packed here
         const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
         T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
         alignas(64) T tile_bias[LR];
@@ -1162,6 +1169,10 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
             for (int i = 0; bias && i < LR; ++i)
                 tile_bias[i] = i < rows ? bias[mb * LR + i] : T(0);
             const T* w = wg + mb * HB * bstride;
+            if (J.w_rows) {  // this task alone reads the block: packed as it is needed
+                pack_w<T>(wg + mb * LR * J.ck, rows, J.ck, w_block);
+                w = w_block;
+            }
             T* y_block = y + mb * LR * J.out_plane;
             const LaneTiles<T>& tile = tiles[blocks - 1];
             const T* b = bias ? tile_bias : 0;

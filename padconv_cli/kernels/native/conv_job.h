@@ -76,7 +76,9 @@ struct ConvJob {
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
     long mparts;  // W's row blocks in mparts ranges, one task each (GEMM and plane kernels)
-    long w_rows;  // GEMM kernel: W read as given (rows C/G * prod(k) apart), not packed
+    // W as given (rows C/G * prod(k) apart), not packed before the run: the GEMM kernel reads
+    // it so; the channel-lane tiles' tasks pack each block of channels into their buffer
+    long w_rows;
     long row_kernel;
     // plane kernel (rank >= 2): blocks of `nb` virtual positions of one image and group
     // (gemm_plane_task; plane_end of them), reading `plane_rows` padded slabs of the first

@@ -368,7 +368,10 @@ long plane_row_parts(const ConvJob& job, const KernelSet& ks, long units, long b
 // faster.  With rows of 7 or fewer two rows a tile: 512 ch 7x7 46% faster (21% on one
 // thread), 512 -> 512 stride 2 from 14x14 43%, 768 -> 256 on 7x7 57%, 1024 ch 7x7 8% (its
 // blocks of W, 1.2 MB, leave L2).  Rows of 48 or more stay on the position tiles: with rows
-// of 56 (ResNet's 64 ch) these were 4% slower, with 112 2%.
+// of 56 (ResNet's 64 ch) these were 4% slower, with 112 2%.  With one image-group and one
+// block of rows, every block of W is read by one task, which packs it itself as it reaches
+// it (w_rows): the blocks packed for all before the run went out to L3 and came back (512 ch
+// 7x7, W 9.4 MB: 3-4% faster so on 2 threads, 6% on one; 256 ch 14x14 1%).
 bool plan_lanes(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long lane_rows = item == 4 ? ks.lane_rows_f32 : ks.lane_rows_f64;
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
@@ -398,6 +401,7 @@ bool plan_lanes(ConvJob& job, const KernelSet& ks, int item, long threads) {
     job.plane_threads = 0;
     job.plane_head_units = rows;
     job.plane_head = blocks;
+    job.w_rows = images * blocks == 1;
     return true;
 }
 
@@ -676,6 +680,9 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
         long phases = 1;
         for (int i = 0; i < job.rank; ++i) phases *= job.s[i];
         size.scratch_elems = job.cg * phases * job.plane_rows * job.plane_width;
+        if (job.w_rows)  // the channel-lane task's block of W after its plane (lanes_plane_elems)
+            size.scratch_elems = round_up(size.scratch_elems, 16) +
+                                 (item == 4 ? ks.lane_rows_f32 : ks.lane_rows_f64) * job.ck;
     } else {  // the panel, the stride phases of one input row (build_panel), one packed strip
         size.scratch_elems =
             round_up(job.ck * round_up(job.nb, nr) +
