@@ -212,11 +212,11 @@ def test_every_count_of_output_channels_is_right_on_the_plane_kernel(forced_isa,
 @pytest.mark.parametrize("out_channels", [16, 45, 100, 104, 120, 128])
 def test_every_row_length_and_count_of_output_channels_is_right_on_the_channel_lane_tiles(
         forced_isa, width, out_channels, dtype):
-    # rows shorter than a position tile take AVX-512's channel-lane tiles (rows under 24 for
-    # float64): every last piece of a row (1 to 14 positions), two rows of 1 to 7 a tile and
-    # an odd last row alone, every last block of channels (1 to 4 of W's row blocks of 8,
-    # some in part), the same bits on any thread count; other instruction sets run their own
-    # kernels on the same cases
+    # rows shorter than a position tile take the channel-lane tiles (AVX-512: rows under 48,
+    # 24 for float64, tiles of up to 14 positions; AVX2: under 24 and 12, 6 positions): rows
+    # cut into pieces of every size, two short rows a tile and an odd last row alone, every
+    # last block of channels (1 to 4 of W's packed row blocks, some in part), the same bits
+    # on any thread count; the portable kernels run the same cases on their own tiles
     X, W, B = random_inputs((1, 5, 3, width), (out_channels, 5, 3, 3), dtype)
     attrs = {"pads": [1, 1, 1, 1]}
     plan = plan_conv(X.shape, W.shape, B.shape, **attrs)

@@ -17,6 +17,14 @@ struct VecF {
         return c;
     }
     static inline type add(type a, type b) { return _mm256_add_ps(a, b); }
+    // lanes 0-3 from lo, 4-7 from hi (two of W's packed row blocks; conv_impl.h, lane_tile)
+    static inline type load_halves(const float* lo, const float* hi) {
+        return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
+    }
+    // lanes 0-3 from lo, 4-7 zero
+    static inline type load_low(const float* lo) {
+        return _mm256_insertf128_ps(_mm256_setzero_ps(), _mm_loadu_ps(lo), 0);
+    }
     // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
     typedef __m256i part;
     static inline part part_of(int lo, int hi) {

@@ -38,6 +38,7 @@ void narrow_halves(const float* src, unsigned short* dst, long count) {
 #define PADCONV_KERNELS_NAME "avx2"
 #define PADCONV_KERNELS_SYMBOL padconv_avx2_kernels
 #define PADCONV_PLANE_SET (&padconv_avx2_plane_kernels)
+#define PADCONV_LANE_POSITIONS 6  // 12 sums, 2 vectors of W and a broadcast: 15 registers
 #include "conv_impl.h"
 
 void padconv_narrow_halves_f16c(const float* src, unsigned short* dst, long count) {

@@ -1034,8 +1034,10 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
 // output row: acc[p][k] += broadcast(B[q][p]) * W[q][the k-th vector's rows], q = (c, t)
 // ascending, one accumulator per output element, the bias added after the sum: the sums and
 // the order of the position tiles, so the same bits.  The position tiles keep 48 positions
-// (AVX-512) in their vectors, idle on rows of 7, 14 or 28 and on the padded columns between
-// rows; these keep 32 channels (module.cpp, plan_lanes, has the measurements).
+// (AVX-512; 24 AVX2) in their vectors, idle on rows of 7, 14 or 28 and on the padded columns
+// between rows; these keep 32 channels (16) (module.cpp, plan_lanes, has the measurements).
+// A row is cut into pieces of equal size (a row of 29 on 14-position tiles: 9, 10 and 10,
+// not 14, 14 and 1), and rows of LANE_POSITIONS / 2 or fewer take two rows a tile.
 
 // W's packed row blocks in one vector of channels: 1 or 2, or 0 when the set's MR fits
 // neither (no channel-lane tiles for T).
@@ -1146,6 +1148,7 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
     if constexpr (lane_rows<T>() > 0) {
         constexpr int LR = lane_rows<T>(), HB = LR / MR;  // channels, W's row blocks a tile
         const long slab = J.plane_width, cs = plane_channel(J), L = J.out[1];
+        const long pieces = (L + LANE_POSITIONS - 1) / LANE_POSITIONS;  // tiles a row
         long image_group, r0, r1;
         plane_task_units(J, L, task / J.mparts, image_group, r0, r1);
         const long g = image_group % J.group, n = image_group / J.group;
@@ -1184,8 +1187,8 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
                     ++r;
                     continue;
                 }
-                for (long j = 0; j < L; j += LANE_POSITIONS) {
-                    const long count = min_l(LANE_POSITIONS, L - j);
+                for (long piece = 0; piece < pieces; ++piece) {  // pieces of equal size
+                    const long j = piece * L / pieces, count = (piece + 1) * L / pieces - j;
                     tile.one[count - 1](J, w, bstride, at + j, cs, tap_offsets, 0, b, rows,
                                         y_block + r * L + j, J.out_plane);
                 }

@@ -368,7 +368,10 @@ long plane_row_parts(const ConvJob& job, const KernelSet& ks, long units, long b
 // faster.  With rows of 7 or fewer two rows a tile: 512 ch 7x7 46% faster (21% on one
 // thread), 512 -> 512 stride 2 from 14x14 43%, 768 -> 256 on 7x7 57%, 1024 ch 7x7 8% (its
 // blocks of W, 1.2 MB, leave L2).  Rows of 48 or more stay on the position tiles: with rows
-// of 56 (ResNet's 64 ch) these were 4% slower, with 112 2%.  With one image-group and one
+// of 56 (ResNet's 64 ch) these were 4% slower, with 112 2%.  AVX2's tiles, 16 channels x 6
+// positions (rows under 24 float32, 12 float64), against its position tiles, 2 threads: 256
+// ch 14x14 13% faster, 512 ch 7x7 23%, 256 -> 512 stride 2 from 14x14 14%, 768 -> 256 on 7x7
+// 30%, 8 images of 128 ch 14x14 5%; float64 512 ch 7x7 43%.  With one image-group and one
 // block of rows, every block of W is read by one task, which packs it itself as it reaches
 // it (w_rows): the blocks packed for all before the run went out to L3 and came back (512 ch
 // 7x7, W 9.4 MB: 3-4% faster so on 2 threads, 6% on one; 256 ch 14x14 1%).
