@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from padconv_cli.errors import AttributeValueError, UnsupportedDtypeError
+from padconv_cli.kernels import native
 from padconv_cli.messages import bounded_sequence
 
 __all__ = ["AUTO_PAD_VALUES", "FLOAT_DTYPE_NAMES", "ConvPlan", "conv", "conv_planned",
@@ -320,16 +321,20 @@ def _remembered_plan(key: tuple) -> ConvPlan:
 def _plan_key(shapes: tuple, attributes: tuple) -> tuple | None:
     """The hashable form of a call's shapes and attributes (lists of Python ints as tuples),
     or None when some attribute is of another kind: plan_conv then judges it afresh."""
-    def frozen(value: object) -> object:
-        if isinstance(value, list | tuple) and all(type(v) is int for v in value):
-            return tuple(value)
-        return value if value is None or type(value) in (int, str) else _UNHASHED
+    parts = []
+    for value in attributes:
+        kind = type(value)
+        if kind is list or kind is tuple:
+            value = tuple(value)
+            if set(map(type, value)) - _INT:  # some item is not a Python int
+                return None
+        elif value is not None and kind is not int and kind is not str:
+            return None
+        parts.append(value)
+    return shapes, tuple(parts)
 
-    parts = tuple(map(frozen, attributes))
-    return None if _UNHASHED in parts else (shapes, parts)
 
-
-_UNHASHED = object()
+_INT = {int}
 
 
 def conv_planned(
@@ -381,8 +386,6 @@ def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None)
     """Run the plan on validated inputs; the result has X's dtype, rounded once from the sum.
     The part that reads X only is computed when that needs less memory (:func:`plan_cut`:
     the same result, bit for bit)."""
-    from padconv_cli.kernels import native
-
     threads = native.thread_count()
     cut = _cut_if_smaller(plan, x.dtype, threads)
     if cut is None:
@@ -408,8 +411,6 @@ def _convolve_whole(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray 
     """The native core on the whole plan, ``+ B[m]`` after each sum.  float16/bfloat16: W and B
     are cast to float32 and Y is computed in chunks of output channels (:func:`narrow_chunks`),
     each rounded once to the input dtype: no float32 copy of X or of the whole Y exists."""
-    from padconv_cli.kernels import native
-
     acc = accumulator_dtype(x.dtype)
     x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))  # native byte order
     w = np.ascontiguousarray(w, dtype=acc)
@@ -581,8 +582,6 @@ def scratch_bytes(
     of ``M_t`` channels runs as ``G_t = ceil(M_t / (M/G))`` whole groups, or one group of
     ``M_t`` channels when ``M_t < M/G``.  A padded 1x1 kernel of stride 1 counts the larger
     of its run and the pointwise run of a tile inside the padding (X read in place)."""
-    from padconv_cli.kernels import native
-
     m = plan.w_shape[0] if out_channels is None else out_channels
     if m == 0 or 0 in plan.w_shape[:2]:  # no output channel, or no input to sum: no buffers
         return 0
@@ -624,7 +623,6 @@ def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,
     cut's part plus the cut's copies (:func:`plan_cut`).  The tiler passes a tile's plan and
     ``out_channels``; ``cut=False``: the whole, an upper bound wherever the tile lies."""
     if threads is None:
-        from padconv_cli.kernels import native
 
         threads = native.thread_count()
     dtype = np.dtype(dtype)

@@ -32,15 +32,21 @@ def extension() -> ModuleType:
     return _native
 
 
+@functools.cache
+def _cpu_isas() -> tuple[str, ...]:
+    """The extension's answer, asked once: the CPU does not change under a process."""
+    return tuple(extension().isas())
+
+
 def available_isas() -> list[str]:
     """Instruction sets this CPU runs, fastest first; always ends with ``generic``."""
-    return list(extension().isas())
+    return list(_cpu_isas())
 
 
 def selected_isa() -> str:
     """``PADCONV_NATIVE_ISA`` when set (it must be one of :func:`available_isas`), else the
     fastest available instruction set."""
-    isas = available_isas()
+    isas = _cpu_isas()
     wanted = os.environ.get(ISA_VARIABLE, "").strip().lower()
     if not wanted:
         return isas[0]
