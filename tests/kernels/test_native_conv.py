@@ -186,6 +186,19 @@ PLANE_SHAPES = {  # each takes the plane kernel: unrolled over 3 taps, over 7 wi
 }
 
 
+def assert_one_and_three_threads_agree_within_bound(X, W, B, attrs: dict) -> None:
+    """The native core on 1 and on 3 threads: the same bits, within the dot-product bound."""
+    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
+    results = []
+    for threads in (1, 3):
+        y = np.full(plan.output_shape, np.nan, X.dtype)
+        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
+                         pads_begin=plan.pads_begin, group=1, threads=threads)
+        results.append(y)
+    assert results[1].tobytes() == results[0].tobytes()
+    assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("name", sorted(PLANE_SHAPES))
 @pytest.mark.parametrize("out_channels", range(1, 14))
@@ -196,15 +209,7 @@ def test_every_count_of_output_channels_is_right_on_the_plane_kernel(forced_isa,
     # on any thread count
     x_shape, k, attrs = PLANE_SHAPES[name]
     X, W, B = random_inputs(x_shape, (out_channels, x_shape[1], k, k), dtype)
-    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
-    results = []
-    for threads in (1, 3):
-        y = np.full(plan.output_shape, np.nan, dtype)
-        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
-                         pads_begin=plan.pads_begin, group=1, threads=threads)
-        results.append(y)
-    assert results[1].tobytes() == results[0].tobytes()
-    assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
+    assert_one_and_three_threads_agree_within_bound(X, W, B, attrs)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
@@ -218,16 +223,7 @@ def test_every_row_length_and_count_of_output_channels_is_right_on_the_channel_l
     # last block of channels (1 to 4 of W's packed row blocks, some in part), the same bits
     # on any thread count; the portable kernels run the same cases on their own tiles
     X, W, B = random_inputs((1, 5, 3, width), (out_channels, 5, 3, 3), dtype)
-    attrs = {"pads": [1, 1, 1, 1]}
-    plan = plan_conv(X.shape, W.shape, B.shape, **attrs)
-    results = []
-    for threads in (1, 3):
-        y = np.full(plan.output_shape, np.nan, dtype)
-        native.conv_into(X, W, B, y, strides=plan.strides, dilations=plan.dilations,
-                         pads_begin=plan.pads_begin, group=1, threads=threads)
-        results.append(y)
-    assert results[1].tobytes() == results[0].tobytes()
-    assert_conv_within_bound(results[0], X, W, B, reference=tap_oracle, **attrs)
+    assert_one_and_three_threads_agree_within_bound(X, W, B, {"pads": [1, 1, 1, 1]})
 
 
 def test_every_isa_gives_the_fp16_spec_example_bit_for_bit(forced_isa):
