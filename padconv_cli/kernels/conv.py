@@ -326,15 +326,12 @@ def _plan_key(shapes: tuple, attributes: tuple) -> tuple | None:
         kind = type(value)
         if kind is list or kind is tuple:
             value = tuple(value)
-            if set(map(type, value)) - _INT:  # some item is not a Python int
+            if not all(type(v) is int for v in value):
                 return None
         elif value is not None and kind is not int and kind is not str:
             return None
         parts.append(value)
     return shapes, tuple(parts)
-
-
-_INT = {int}
 
 
 def conv_planned(
@@ -623,7 +620,6 @@ def working_bytes(plan: ConvPlan, dtype: np.dtype, threads: int | None = None,
     cut's part plus the cut's copies (:func:`plan_cut`).  The tiler passes a tile's plan and
     ``out_channels``; ``cut=False``: the whole, an upper bound wherever the tile lies."""
     if threads is None:
-
         threads = native.thread_count()
     dtype = np.dtype(dtype)
     whole = _whole_working_bytes(plan, dtype, threads, out_channels)

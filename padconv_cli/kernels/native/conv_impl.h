@@ -697,13 +697,6 @@ inline long plane_extent(const ConvJob& J, int i) {
     return J.out[i] + (J.k[i] - 1) * J.d[i] / J.s[i];
 }
 
-// Elements of one channel's copy: every phase's plane_rows slabs.
-inline long plane_channel(const ConvJob& J) {
-    long phases = 1;
-    for (int i = 0; i < J.rank; ++i) phases *= J.s[i];
-    return phases * J.plane_rows * J.plane_width;
-}
-
 // Where tap t (C order) reads in a channel's copy, from the virtual position it computes.
 inline long plane_tap_offset(const ConvJob& J, long t) {
     long shift = 0, step = 1, phase = 0, phase_step = 1;
@@ -1135,10 +1128,6 @@ void lane_tile_table(LaneTiles<T>* tiles, std::integer_sequence<int, H...>) {
      ...);
 }
 
-// Elements of a channel-lane task's plane copy, rounded up to 64 bytes' worth (the block of W
-// that the task packs itself, J.w_rows, follows it).
-inline long lanes_plane_elems(const ConvJob& J) { return round_up(J.cg * plane_channel(J), 16); }
-
 // A task of the channel-lane tiles: output rows [r0, r1) of one image and group (units of
 // out[1] positions, plane_task_units) on a range of blocks of lane_rows channels (mparts).  With J.w_rows
 // (one image-group, one block of rows: every block of W read by one task), each task packs
@@ -1230,5 +1219,5 @@ extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
     {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
     UNROLLED_STRIDE, UNROLLED_DILATION, PADCONV_PLANE_SET, SPLIT_ROWS,
-    LANE_POSITIONS, lane_rows<float>(), lane_rows<double>(),
+    lane_rows<float>(), lane_rows<double>(),
 };

@@ -127,11 +127,23 @@ struct KernelSet {
     // the plane kernel's tiles may run on from one output row into the next (2-D, rows of at
     // least a tile), computing the real positions only
     bool split_rows;
-    // the plane kernel's channel-lane tiles (plane_kernel 2): lane_positions output positions
-    // (0: the set has none) by lane_rows_* output channels, two vectors of them, each vector
-    // one or two of W's packed row blocks
-    int lane_positions, lane_rows_f32, lane_rows_f64;
+    // output channels of the plane kernel's channel-lane tiles (plane_kernel 2; 0: the set has
+    // none for that type): two vectors, each one or two of W's packed row blocks
+    int lane_rows_f32, lane_rows_f64;
 };
+
+// Elements of one channel's copy in the plane kernel's buffer: every phase's plane_rows slabs.
+inline long plane_channel(const ConvJob& J) {
+    long phases = 1;
+    for (int i = 0; i < J.rank; ++i) phases *= J.s[i];
+    return phases * J.plane_rows * J.plane_width;
+}
+
+// Elements of a channel-lane task's plane copy, rounded up to 64 bytes' worth: the block of W
+// that the task packs itself (J.w_rows) follows it in the buffer.
+inline long lanes_plane_elems(const ConvJob& J) {
+    return (J.cg * plane_channel(J) + 15) / 16 * 16;
+}
 
 // Rows of the plane kernel's tile for a last row block of W with no more rows, with tiles of
 // `mr` rows (6 -> 4: 64 output channels are 10 tiles of 6 rows and one of 4).

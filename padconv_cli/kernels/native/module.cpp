@@ -680,11 +680,9 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
         size.scratch_elems = job.rows * job.cg * job.outer_taps * job.s[last] * job.row_len;
     } else if (plane_kernel) {
         size.tasks = plane_tasks(job);
-        long phases = 1;
-        for (int i = 0; i < job.rank; ++i) phases *= job.s[i];
-        size.scratch_elems = job.cg * phases * job.plane_rows * job.plane_width;
-        if (job.w_rows)  // the channel-lane task's block of W after its plane (lanes_plane_elems)
-            size.scratch_elems = round_up(size.scratch_elems, 16) +
+        size.scratch_elems = job.cg * plane_channel(job);
+        if (job.w_rows)  // the channel-lane task's block of W after its plane
+            size.scratch_elems = lanes_plane_elems(job) +
                                  (item == 4 ? ks.lane_rows_f32 : ks.lane_rows_f64) * job.ck;
     } else {  // the panel, the stride phases of one input row (build_panel), one packed strip
         size.scratch_elems =
