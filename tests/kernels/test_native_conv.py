@@ -487,6 +487,54 @@ def test_an_infinite_weight_times_the_padding_is_nan(forced_isa, group):
     assert np.isinf(Y[0, 0, 1:, 1:]).all()
 
 
+# 2-D cases whose first and last output rows read padding through some of the first axis's
+# taps, which the plane kernel then leaves out of their sums: rows of 56 on the position tiles
+# (AVX-512's tiles of 48 run on into the next row), a 7x7 stride-2 stem, rows of 7 (two a tile)
+# and 14 on the channel-lane tiles (one image: each task packs its own W; two: W packed before
+# the run), rows whose every tap reads padding, asymmetric pads with dilation
+PADDED_EDGES = {
+    "rows_of_56": ((1, 8, 6, 56), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "stem_7x7_stride_2": ((1, 3, 24, 110), (16, 3, 7, 7), {"pads": [3, 3, 3, 3],
+                                                           "strides": [2, 2]}),
+    "rows_of_7_on_channel_lanes": ((1, 8, 7, 7), (48, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "rows_of_14_on_channel_lanes": ((2, 8, 5, 14), (32, 8, 5, 5), {"pads": [2, 2, 2, 2]}),
+    "rows_wholly_in_the_padding": ((1, 4, 3, 50), (8, 4, 3, 3), {"pads": [4, 1, 5, 1]}),
+    "dilated_asymmetric": ((1, 6, 9, 60), (8, 6, 3, 3), {"pads": [3, 1, 0, 1],
+                                                         "dilations": [2, 1]}),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(PADDED_EDGES))
+def test_pads_give_the_bits_of_the_same_zeros_written_into_x(forced_isa, name, dtype):
+    # a term w * 0 left out of a sum changes no bit while w is finite (the sum never is -0):
+    # X padded by hand, with no pads, gives every sum the same terms in the same order
+    x_shape, w_shape, attrs = PADDED_EDGES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    pads = attrs["pads"]
+    padded = np.pad(X, [(0, 0), (0, 0), *zip(pads[:2], pads[2:], strict=True)])
+    rest = {key: value for key, value in attrs.items() if key != "pads"}
+    assert conv(X, W, B, **attrs).tobytes() == conv(padded, W, B, **rest).tobytes()
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(PADDED_EDGES))
+def test_a_non_finite_weight_on_a_tap_that_reads_padding_still_meets_the_zeros(
+        forced_isa, name, dtype, value):
+    # inf * 0 = nan where the tap reads padding, +-inf elsewhere: the taps are not left out
+    x_shape, w_shape, attrs = PADDED_EDGES[name]
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    W[1, 0, 0, 0] = value  # the first tap: padding under the first rows
+    W[-1, -1, -1, -1] = value  # the last: padding under the last rows
+    got = conv(X, W, B, **attrs)
+    want = tap_oracle(X, W, B, **attrs)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isposinf(got), np.isposinf(want))
+    assert np.array_equal(np.isneginf(got), np.isneginf(want))
+    assert np.isnan(got[:, [1, -1]]).any()
+
+
 REAL_CASES = [  # the benchmark's eight Conv cases, some smaller, and more
     ((1, 64, 56, 56), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),
     ((1, 3, 112, 112), (64, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),

@@ -93,19 +93,34 @@ const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of 
 // over 64 channels: about 10% faster)
 const long PLANE_PREFETCH = 2;
 
-// packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
+// The top bit set when v is an infinity or a NaN (its exponent field all ones: one more
+// carries into the top bit), clear for every finite v.
 template <typename T>
-void pack_w(const T* w, long m, long ck, T* packed) {
+inline typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type non_finite_top(T v) {
+    typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type bits;
+    memcpy(&bits, &v, sizeof bits);
+    return sizeof(T) == 4 ? (bits & 0x7f800000u) + 0x00800000u
+                          : (bits & 0x7ff0000000000000ull) + 0x0010000000000000ull;
+}
+
+// packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
+// Returns whether every weight is finite (no infinity, no NaN).
+template <typename T>
+bool pack_w(const T* w, long m, long ck, T* packed) {
+    typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type seen = 0;
     const long blocks = (m + MR - 1) / MR;
     for (long b = 0; b < blocks; ++b) {
         T* dst = packed + b * MR * ck;
         for (long q = 0; q < ck; ++q) {
             for (int i = 0; i < MR; ++i) {
                 const long row = b * MR + i;
-                dst[q * MR + i] = row < m ? w[row * ck + q] : T(0);
+                const T v = row < m ? w[row * ck + q] : T(0);
+                dst[q * MR + i] = v;
+                seen |= non_finite_top(v);
             }
         }
     }
+    return !(seen >> (sizeof(T) * 8 - 1));
 }
 
 // Elements of X read as float32 on the fly (exactly: every binary16 and bfloat16 value is a
@@ -317,6 +332,38 @@ struct RowSplit {
     int vector, lane;
     long gap;
 };
+
+// The kernel taps [first, end) (C order) a plane tile sums over: every tap, or, on a 2-D plane,
+// without the first axis's taps that read only padding for every output row of the tile
+// (tile_taps).
+struct TapRange {
+    long first, end;
+};
+
+// Every tap of J.
+inline TapRange all_taps(const ConvJob& J) { return {0, J.taps}; }
+
+// The taps a 2-D plane tile on output rows r0 .. r1 needs: without the first axis's taps
+// k0 whose input row r * s0 + k0 * d0 - pb0 lies in the padding for each of those rows (the
+// plane holds zeros there).  Leaving a term w * 0 out of a sum changes no bit when w is
+// finite: the sum starts at +0 and never becomes -0 (an exact zero rounds to +0), so adding
+// +-0 gives it back unchanged; an infinite or NaN w must stay in (w * 0 is NaN, as the spec's
+// zero padding gives): the tasks skip only when W was packed with every weight finite
+// (pack_w).
+inline TapRange tile_taps(const ConvJob& J, long r0, long r1) {
+    const long inner = J.taps / J.k[0], k = J.k[0], d = J.d[0];
+    // first k0 reaching row 0 from the last row; last k0 still inside from the first row
+    const long from = J.pb[0] - r1 * J.s[0], to = J.in[0] - 1 + J.pb[0] - r0 * J.s[0];
+    const long lo = from <= 0 ? 0 : (from + d - 1) / d;
+    const long hi = to < 0 ? -1 : min_l(k - 1, to / d);
+    if (hi < lo) return {0, 0};
+    return {lo * inner, (hi + 1) * inner};
+}
+
+// Whether W was packed before the run with every weight finite (the packers found so).
+inline bool w_packed_finite(const ConvJob& J) {
+    return J.w_finite && J.w_finite->load(std::memory_order_relaxed);
+}
 
 // Vector v of a step of a tile split at vector SV: before SV as tile_step loads it; vector SV
 // with the lanes of `next` (from split.lane on) from `gap` further on; after SV wholly there.
@@ -717,15 +764,15 @@ inline long plane_tap_offset(const ConvJob& J, long t) {
 // positions run on into the next output row at vector SV (split; plane_step).
 template <typename T, int R = MR, int SV = -1>
 inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
-                       const long* tap_offsets, RowSplit split, const T* bias, T* out,
-                       long ostride) {
+                       const long* tap_offsets, TapRange taps, RowSplit split, const T* bias,
+                       T* out, long ostride) {
     typename VecOf<T>::V::type acc[R][NV];
     tile_zero<T>(acc);
     const typename VecOf<T>::V::part next = next_row_lanes<T, SV>(split);
     const long reach = NV * VecOf<T>::V::lanes - 1 + (SV < 0 ? 0 : split.gap);
-    const T* wq = wp;
-    for (long c = 0; c < J.cg; ++c, at += cs)
-        for (long t = 0; t < J.taps; ++t, wq += MR) {
+    for (long c = 0; c < J.cg; ++c, at += cs) {
+        const T* wq = wp + (c * J.taps + taps.first) * MR;
+        for (long t = taps.first; t < taps.end; ++t, wq += MR) {
 #if defined(__GNUC__) || defined(__clang__)
             const T* ahead = at + PLANE_PREFETCH * cs + tap_offsets[t];
             __builtin_prefetch(ahead);
@@ -733,6 +780,7 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
 #endif
             plane_step<T, R, NV, SV>(acc, wq, at + tap_offsets[t], split.gap, next);
         }
+    }
     tile_store(acc, bias, out, ostride);
 }
 
@@ -747,18 +795,17 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
 // their order are plane_tile's: the same bits.
 template <typename T, int KL, int S, int D, int R = MR, int SV = -1>
 void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
-                         const long* tap_offsets, RowSplit split, const T* bias, T* out,
-                         long ostride) {
+                         const long* tap_offsets, TapRange taps, RowSplit split,
+                         const T* bias, T* out, long ostride) {
     const long lanes = VecOf<T>::V::lanes;
     const long phase_step = S > 1 ? J.plane_rows * J.plane_width : 0;
     typename VecOf<T>::V::type acc[R][NV];
     tile_zero<T>(acc);
     const typename VecOf<T>::V::part next = next_row_lanes<T, SV>(split);
     const long gap = SV < 0 ? 0 : split.gap;
-    const long outer_taps = J.taps / KL;
-    const T* wq = wp;
-    for (long c = 0; c < J.cg; ++c, at += cs)
-        for (long o = 0; o < outer_taps; ++o, wq += KL * MR) {
+    for (long c = 0; c < J.cg; ++c, at += cs) {
+        const T* wq = wp + (c * J.taps + taps.first) * MR;
+        for (long o = taps.first / KL; o < taps.end / KL; ++o, wq += KL * MR) {
             const T* row = at + tap_offsets[o * KL];
 #if defined(__GNUC__) || defined(__clang__)
             for (int f = 0; f < (S < KL ? S : KL); ++f) {  // each phase's reads, asked ahead
@@ -772,12 +819,13 @@ void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
                 plane_step<T, R, NV, SV>(acc, wq + kx * MR,
                                          row + kx * D % S * phase_step + kx * D / S, gap, next);
         }
+    }
     tile_store(acc, bias, out, ostride);
 }
 
 template <typename T>
-using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, RowSplit,
-                           const T*, T*, long);
+using PlaneTile = void (*)(const ConvJob&, const T*, const T*, long, const long*, TapRange,
+                           RowSplit, const T*, T*, long);
 
 // plane_tile_unrolled for KL = taps (1 to 7), stride S, dilation D, R rows and split vector SV;
 // null for more taps.
@@ -958,22 +1006,26 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     split_tiles<T, MR>(J, split_at, std::make_integer_sequence<int, NV>());
     split_tiles<T, FEW_ROWS>(J, split_few, std::make_integer_sequence<int, NV>());
     RowSplit split = {-1, 0, slab - L};
-    auto tile_at = [&](const T* w, long rows, const T* at, const T* b, T* out, long ostride) {
+    auto tile_at = [&](const T* w, long rows, const T* at, TapRange taps, const T* b, T* out,
+                       long ostride) {
         const bool few = rows <= FEW_ROWS;  // a last row block with few rows: no idle FMAs
         if (split.vector >= 0) {
-            (few ? split_few : split_at)[split.vector](J, w, at, cs, tap_offsets, split, b, out,
-                                                       ostride);
+            (few ? split_few : split_at)[split.vector](J, w, at, cs, tap_offsets, taps, split, b,
+                                                       out, ostride);
         } else if (few) {
-            if (unrolled_few) unrolled_few(J, w, at, cs, tap_offsets, split, b, out, ostride);
-            else plane_tile<T, FEW_ROWS>(J, w, at, cs, tap_offsets, split, b, out, ostride);
+            if (unrolled_few)
+                unrolled_few(J, w, at, cs, tap_offsets, taps, split, b, out, ostride);
+            else
+                plane_tile<T, FEW_ROWS>(J, w, at, cs, tap_offsets, taps, split, b, out, ostride);
         } else if (unrolled) {
-            unrolled(J, w, at, cs, tap_offsets, split, b, out, ostride);
+            unrolled(J, w, at, cs, tap_offsets, taps, split, b, out, ostride);
         } else {
-            plane_tile<T>(J, w, at, cs, tap_offsets, split, b, out, ostride);
+            plane_tile<T>(J, w, at, cs, tap_offsets, taps, split, b, out, ostride);
         }
     };
     const long mblocks = (J.mg + MR - 1) / MR, part = task % J.mparts;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
+    const bool finite = w_packed_finite(J);
     const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
     T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
     T tile[MR * NV * V::lanes];
@@ -994,10 +1046,12 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
                 // last tile reads on there as well, in bounds, its lanes then dropped)
                 split.vector = in_row < count ? int(in_row / V::lanes) : -1;
                 split.lane = int(in_row % V::lanes);
+                const TapRange taps =
+                    finite ? tile_taps(J, row, row + (split.vector >= 0)) : all_taps(J);
                 if (rows == stored && count == nr) {
-                    tile_at(w, rows, at, b, y_block + v, J.out_plane);
+                    tile_at(w, rows, at, taps, b, y_block + v, J.out_plane);
                 } else {
-                    tile_at(w, rows, at, b, tile, nr);
+                    tile_at(w, rows, at, taps, b, tile, nr);
                     copy_tile_part(tile, nr, rows, count, y_block + v, J.out_plane);
                 }
                 if ((j += nr) >= L) {  // at most one row on: nr <= L
@@ -1012,10 +1066,10 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
             const long count = min_l(nr, v1 - v);
             const long at_y = rows == stored && count == nr ? output_run(J, v, nr) : -1;
             if (at_y >= 0) {  // the whole tile lands in one row of Y
-                tile_at(w, rows, at_v0 + (v - v0), b, y_block + at_y, J.out_plane);
+                tile_at(w, rows, at_v0 + (v - v0), all_taps(J), b, y_block + at_y, J.out_plane);
                 continue;
             }
-            tile_at(w, rows, at_v0 + (v - v0), b, tile, nr);
+            tile_at(w, rows, at_v0 + (v - v0), all_taps(J), b, tile, nr);
             scatter_tile(J, tile, nr, rows, v, count, y_block, J.out_plane);
         }
     }
@@ -1068,16 +1122,16 @@ PADCONV_TILE_INLINE void lane_weights(typename VecOf<T>::V::type (&w)[K], const 
 // W in H packed row blocks from wp, bstride apart.
 template <typename T, int P, int H, int R = P>
 void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs,
-               const long* tap_offsets, long next, const T* bias, long rows, T* out,
-               long ostride) {
+               const long* tap_offsets, TapRange taps, long next, const T* bias, long rows,
+               T* out, long ostride) {
     typedef typename VecOf<T>::V V;
     constexpr int K = (H + lane_blocks<T>() - 1) / lane_blocks<T>();
     typename V::type acc[P][K];
     for (int p = 0; p < P; ++p)
         for (int k = 0; k < K; ++k) acc[p][k] = V::zero();
-    const T* wq = wp;
-    for (long c = 0; c < J.cg; ++c, at += cs)
-        for (long t = 0; t < J.taps; ++t, wq += MR) {
+    for (long c = 0; c < J.cg; ++c, at += cs) {
+        const T* wq = wp + (c * J.taps + taps.first) * MR;
+        for (long t = taps.first; t < taps.end; ++t, wq += MR) {
             typename V::type w[K];
             lane_weights<T, H>(w, wq, bstride);
             const T* x = at + tap_offsets[t];
@@ -1087,6 +1141,7 @@ void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs
                 for (int k = 0; k < K; ++k) acc[p][k] = V::PADCONV_TILE_FMA(b, w[k], acc[p][k]);
             }
         }
+    }
     alignas(64) T sums[P][K * V::lanes];  // transposed on the way out: Y's rows are channels
     for (int p = 0; p < P; ++p)
         for (int k = 0; k < K; ++k) {
@@ -1099,8 +1154,8 @@ void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs
 }
 
 template <typename T>
-using LaneTile = void (*)(const ConvJob&, const T*, long, const T*, long, const long*, long,
-                          const T*, long, T*, long);
+using LaneTile = void (*)(const ConvJob&, const T*, long, const T*, long, const long*,
+                          TapRange, long, const T*, long, T*, long);
 
 // The channel-lane tiles of H row blocks: one[p - 1] of p positions of a row (p = 1 ..
 // LANE_POSITIONS), two[l - 1] of two whole rows of l positions (2 l <= LANE_POSITIONS).
@@ -1161,8 +1216,9 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
             for (int i = 0; bias && i < LR; ++i)
                 tile_bias[i] = i < rows ? bias[mb * LR + i] : T(0);
             const T* w = wg + mb * HB * bstride;
+            bool finite = w_packed_finite(J);
             if (J.w_rows) {  // this task alone reads the block: packed as it is needed
-                pack_w<T>(wg + mb * LR * J.ck, rows, J.ck, w_block);
+                finite = pack_w<T>(wg + mb * LR * J.ck, rows, J.ck, w_block);
                 w = w_block;
             }
             T* y_block = y + mb * LR * J.out_plane;
@@ -1170,15 +1226,17 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
             const T* b = bias ? tile_bias : 0;
             for (long r = r0; r < r1; ++r) {
                 const T* at = plane + (r - r0) * slab;
-                if (2 * L <= LANE_POSITIONS && r + 1 < r1) {  // rows r and r + 1 in one tile
-                    tile.two[L - 1](J, w, bstride, at, cs, tap_offsets, slab, b, rows,
+                const bool two = 2 * L <= LANE_POSITIONS && r + 1 < r1;  // rows r and r + 1
+                const TapRange taps = finite ? tile_taps(J, r, r + two) : all_taps(J);
+                if (two) {
+                    tile.two[L - 1](J, w, bstride, at, cs, tap_offsets, taps, slab, b, rows,
                                     y_block + r * L, J.out_plane);
                     ++r;
                     continue;
                 }
                 for (long piece = 0; piece < pieces; ++piece) {  // pieces of equal size
                     const long j = piece * L / pieces, count = (piece + 1) * L / pieces - j;
-                    tile.one[count - 1](J, w, bstride, at + j, cs, tap_offsets, 0, b, rows,
+                    tile.one[count - 1](J, w, bstride, at + j, cs, tap_offsets, taps, 0, b, rows,
                                         y_block + r * L + j, J.out_plane);
                 }
             }
@@ -1194,9 +1252,11 @@ void gemm_any(const ConvJob& job, long task, T* scratch) {
     else gemm_task<T, S>(job, task, scratch);
 }
 
-void pack_f32(const float* w, long m, long ck, float* packed) { pack_w<float>(w, m, ck, packed); }
-void pack_f64(const double* w, long m, long ck, double* packed) {
-    pack_w<double>(w, m, ck, packed);
+bool pack_f32(const float* w, long m, long ck, float* packed) {
+    return pack_w<float>(w, m, ck, packed);
+}
+bool pack_f64(const double* w, long m, long ck, double* packed) {
+    return pack_w<double>(w, m, ck, packed);
 }
 void gemm_f32(const ConvJob& job, long task, float* s) { gemm_any<float, float>(job, task, s); }
 void gemm_f64(const ConvJob& job, long task, double* s) {

@@ -6,7 +6,8 @@
 // (+ B[m] after the sum), summed in one fixed order -- c ascending, then the kernel taps t in
 // C order -- by one fused multiply-add chain (the portable kernel: multiply then add), whatever
 // the block, the task or the thread that computes it.  Results therefore do not depend on the
-// thread count nor on how the tensor is cut into tiles.
+// thread count nor on how the tensor is cut into tiles.  (Terms of finite weights times the
+// padding's zeros may be left out: they change no bit; conv_impl.h, tile_taps.)
 #ifndef PADCONV_CONV_JOB_H
 #define PADCONV_CONV_JOB_H
 
@@ -18,6 +19,7 @@
 
 #include <stddef.h>
 
+#include <atomic>
 #include <new>
 
 // A thread's buffer of at least `bytes`, 64-byte aligned (null when memory ran out), kept for
@@ -103,6 +105,10 @@ struct ConvJob {
     long row_len;              // elements of one phase of a deinterleaved padded row
     long dw_block;             // DwKernel: rows, block (2-D, stride 1 along rows), direct
     long dw_slots;             // padded rows held: 2 * outer_taps + 1 (kept), or outer_taps
+    // set once W is packed (module.cpp, Packing): whether every weight is finite, which lets
+    // the plane kernel leave out taps that read only padding (conv_impl.h, tile_taps); null
+    // when nobody packed W before the run
+    const std::atomic<bool>* w_finite = 0;
 };
 
 // One instruction set's kernels.  `scratch` is a per-thread buffer of the elements of the
@@ -111,8 +117,9 @@ struct KernelSet {
     const char* name;
     int mr, nr_f32, nr_f64;  // micro-tile: rows of W, output positions (per element type)
     int dw_f32, dw_f64;      // output positions per depthwise register block
-    void (*pack_w_f32)(const float* w, long m, long ck, float* packed);
-    void (*pack_w_f64)(const double* w, long m, long ck, double* packed);
+    // pack W's row blocks (conv_impl.h, pack_w); true when every weight is finite
+    bool (*pack_w_f32)(const float* w, long m, long ck, float* packed);
+    bool (*pack_w_f64)(const double* w, long m, long ck, double* packed);
     void (*gemm_task_f32)(const ConvJob& job, long task, float* scratch);
     void (*gemm_task_f64)(const ConvJob& job, long task, double* scratch);
     void (*depthwise_task_f32)(const ConvJob& job, long task, float* scratch);

@@ -544,11 +544,11 @@ long depthwise_scratch(const ConvJob& job) {
     return job.dw_slots * job.s[job.rank - 1] * job.row_len;
 }
 
-void pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
-    ks.pack_w_f32(w, m, ck, p);
+bool pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
+    return ks.pack_w_f32(w, m, ck, p);
 }
-void pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
-    ks.pack_w_f64(w, m, ck, p);
+bool pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
+    return ks.pack_w_f64(w, m, ck, p);
 }
 
 const long SHARED_PACK_BYTES = 64 * 1024;  // packed W from which the threads share packing
@@ -564,13 +564,15 @@ struct Packing {
     T* packed = 0;
     long mg = 0, ck = 0, mr = 1, blocks = 0, shares = 0;  // blocks per group, shares in all
     std::atomic<long> next{0}, done{0};
+    std::atomic<bool> finite{true};  // no share found an infinite or NaN weight
 
     // Packs shares while any is left, then waits for those other threads are packing.
     void take_part(const KernelSet& ks) {
         for (long share = next++; share < shares; share = next++) {
             const long g = share / blocks, b = share % blocks;
-            pack(ks, w + (g * mg + b * mr) * ck, std::min(mr, mg - b * mr), ck,
-                 packed + (g * blocks + b) * mr * ck);
+            if (!pack(ks, w + (g * mg + b * mr) * ck, std::min(mr, mg - b * mr), ck,
+                      packed + (g * blocks + b) * mr * ck))
+                finite.store(false, std::memory_order_relaxed);
             done.fetch_add(1, std::memory_order_release);
         }
         for (long i = 1; done.load(std::memory_order_acquire) < shares; ++i) {
@@ -760,6 +762,7 @@ bool execute(ConvJob& job, const KernelSet& kernels, long threads, Stop& stop) {
         packing.blocks = ceil_div(job.mg, ks.mr);
         packing.shares = job.group * packing.blocks;
         job.w = packed;
+        job.w_finite = &packing.finite;
         // a small W is packed before the helpers start: they never wait on one another for it
         if (size.packed_elems * long(sizeof(T)) < SHARED_PACK_BYTES) packing.take_part(ks);
     }
