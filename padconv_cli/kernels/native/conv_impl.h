@@ -93,21 +93,11 @@ const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of 
 // over 64 channels: about 10% faster)
 const long PLANE_PREFETCH = 2;
 
-// The top bit set when v is an infinity or a NaN (its exponent field all ones: one more
-// carries into the top bit), clear for every finite v.
-template <typename T>
-inline typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type non_finite_top(T v) {
-    typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type bits;
-    memcpy(&bits, &v, sizeof bits);
-    return sizeof(T) == 4 ? (bits & 0x7f800000u) + 0x00800000u
-                          : (bits & 0x7ff0000000000000ull) + 0x0010000000000000ull;
-}
-
 // packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
 // Returns whether every weight is finite (no infinity, no NaN).
 template <typename T>
 bool pack_w(const T* w, long m, long ck, T* packed) {
-    typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type seen = 0;
+    uint64_t seen = 0;  // conv_job.h, non_finite_bit
     const long blocks = (m + MR - 1) / MR;
     for (long b = 0; b < blocks; ++b) {
         T* dst = packed + b * MR * ck;
@@ -116,11 +106,11 @@ bool pack_w(const T* w, long m, long ck, T* packed) {
                 const long row = b * MR + i;
                 const T v = row < m ? w[row * ck + q] : T(0);
                 dst[q * MR + i] = v;
-                seen |= non_finite_top(v);
+                seen |= non_finite_bit(v);
             }
         }
     }
-    return !(seen >> (sizeof(T) * 8 - 1));
+    return seen == 0;
 }
 
 // Elements of X read as float32 on the fly (exactly: every binary16 and bfloat16 value is a

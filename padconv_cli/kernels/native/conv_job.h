@@ -18,6 +18,8 @@
 #define PADCONV_DW_TAPS 64  // taps of the last axis whose starts are worked out once per task
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include <atomic>
 #include <new>
@@ -47,6 +49,20 @@ struct KeptBuffer {
         size = 0;
     }
 };
+
+// The sign bit of (exponent bits + one exponent step): set exactly when every exponent bit
+// is (an infinity or a nan), so that an OR over many values tells.  Static: each translation
+// unit, built for its own instruction set, keeps its own copy.
+static inline uint32_t non_finite_bit(float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    return ((bits & 0x7f800000u) + 0x00800000u) & 0x80000000u;
+}
+static inline uint64_t non_finite_bit(double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    return ((bits & 0x7ff0000000000000ull) + 0x0010000000000000ull) & 0x8000000000000000ull;
+}
 
 // Element types X may have (ConvJob::x_type); W, B and Y are float32 for the narrow ones.
 enum XType { X_SAME = 0, X_FLOAT16 = 1, X_BFLOAT16 = 2 };

@@ -160,18 +160,6 @@ struct Plan {
     }
 };
 
-// The sign bit of (exponent bits + one exponent step): set exactly when every exponent bit
-// is (an infinity or a nan), so that an OR over many values tells.
-inline uint32_t non_finite_bit(float v) {
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
-    return ((bits & 0x7f800000u) + 0x00800000u) & 0x80000000u;
-}
-inline uint64_t non_finite_bit(double v) {
-    uint64_t bits;
-    memcpy(&bits, &v, 8);
-    return ((bits & 0x7ff0000000000000ull) + 0x0010000000000000ull) & 0x8000000000000000ull;
-}
 
 // Packs the runs' sub-kernels into the core's layout (pack_w in conv_impl.h), run r's
 // packed[b][q][i] = sub[b*MR + i][q] for the rows that exist, zero after, where
@@ -339,11 +327,13 @@ int execute(const Shared& g, RunSpec* runs, long count, const T* w, long m, long
     padconv_shared_pool().run(&Pack<T>::work_of, &pack, helpers > 0 ? helpers : 0);
     if (pack.failed) return -1;
     if (pack.infinite) return 0;
+    static const std::atomic<bool> every_weight_finite{true};  // else returned just above
     for (long r = 0; r < count; ++r) {
         ConvJob& job = plan.jobs[r];
         for (long row = 0; bias && row < job.m; ++row) run_bias[r][row] = bias[m0 + row % g.mc];
         job.x = runs[r].x;
         job.w = work + plan.packed_at[r];
+        job.w_finite = &every_weight_finite;
         job.bias = bias ? run_bias[r].data() : 0;
         job.y = work + runs[r].first * g.mc * job.out_plane;  // the phase slots
     }
