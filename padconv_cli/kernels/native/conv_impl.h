@@ -350,6 +350,22 @@ inline TapRange tile_taps(const ConvJob& J, long r0, long r1) {
     return {lo * inner, (hi + 1) * inner};
 }
 
+// The output rows [first, end) of a 2-D plane whose every first-axis tap reads X (none of
+// them in the padding): a tile on them takes every tap, without tile_taps's divisions.
+struct RowsInside {
+    long first, end;
+
+    explicit RowsInside(const ConvJob& J) {
+        const long last = J.in[0] - 1 + J.pb[0] - (J.k[0] - 1) * J.d[0];  // r * s0 <= last
+        first = (J.pb[0] + J.s[0] - 1) / J.s[0];
+        end = last < 0 ? 0 : last / J.s[0] + 1;
+    }
+    // The taps of a tile on rows r0 .. r1 when W is finite (tile_taps), else every tap.
+    TapRange taps(const ConvJob& J, bool finite, long r0, long r1) const {
+        return finite && (r0 < first || r1 >= end) ? tile_taps(J, r0, r1) : all_taps(J);
+    }
+};
+
 // Whether W was packed before the run with every weight finite (the packers found so).
 inline bool w_packed_finite(const ConvJob& J) {
     return J.w_finite && J.w_finite->load(std::memory_order_relaxed);
@@ -760,8 +776,9 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
     tile_zero<T>(acc);
     const typename VecOf<T>::V::part next = next_row_lanes<T, SV>(split);
     const long reach = NV * VecOf<T>::V::lanes - 1 + (SV < 0 ? 0 : split.gap);
-    for (long c = 0; c < J.cg; ++c, at += cs) {
-        const T* wq = wp + (c * J.taps + taps.first) * MR;
+    const long w_skip = (J.taps - (taps.end - taps.first)) * MR;  // left out, each channel
+    const T* wq = wp + taps.first * MR;
+    for (long c = 0; c < J.cg; ++c, at += cs, wq += w_skip)
         for (long t = taps.first; t < taps.end; ++t, wq += MR) {
 #if defined(__GNUC__) || defined(__clang__)
             const T* ahead = at + PLANE_PREFETCH * cs + tap_offsets[t];
@@ -770,7 +787,6 @@ inline void plane_tile(const ConvJob& J, const T* wp, const T* at, long cs,
 #endif
             plane_step<T, R, NV, SV>(acc, wq, at + tap_offsets[t], split.gap, next);
         }
-    }
     tile_store(acc, bias, out, ostride);
 }
 
@@ -793,9 +809,11 @@ void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
     tile_zero<T>(acc);
     const typename VecOf<T>::V::part next = next_row_lanes<T, SV>(split);
     const long gap = SV < 0 ? 0 : split.gap;
-    for (long c = 0; c < J.cg; ++c, at += cs) {
-        const T* wq = wp + (c * J.taps + taps.first) * MR;
-        for (long o = taps.first / KL; o < taps.end / KL; ++o, wq += KL * MR) {
+    const long w_skip = (J.taps - (taps.end - taps.first)) * MR;  // left out, each channel
+    const long o_end = taps.end / KL;
+    const T* wq = wp + taps.first * MR;
+    for (long c = 0; c < J.cg; ++c, at += cs, wq += w_skip)
+        for (long o = taps.first / KL; o < o_end; ++o, wq += KL * MR) {
             const T* row = at + tap_offsets[o * KL];
 #if defined(__GNUC__) || defined(__clang__)
             for (int f = 0; f < (S < KL ? S : KL); ++f) {  // each phase's reads, asked ahead
@@ -809,7 +827,6 @@ void plane_tile_unrolled(const ConvJob& J, const T* wp, const T* at, long cs,
                 plane_step<T, R, NV, SV>(acc, wq + kx * MR,
                                          row + kx * D % S * phase_step + kx * D / S, gap, next);
         }
-    }
     tile_store(acc, bias, out, ostride);
 }
 
@@ -1016,6 +1033,7 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     const long mblocks = (J.mg + MR - 1) / MR, part = task % J.mparts;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
     const bool finite = w_packed_finite(J);
+    const RowsInside inside(J);
     const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
     T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
     T tile[MR * NV * V::lanes];
@@ -1036,8 +1054,7 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
                 // last tile reads on there as well, in bounds, its lanes then dropped)
                 split.vector = in_row < count ? int(in_row / V::lanes) : -1;
                 split.lane = int(in_row % V::lanes);
-                const TapRange taps =
-                    finite ? tile_taps(J, row, row + (split.vector >= 0)) : all_taps(J);
+                const TapRange taps = inside.taps(J, finite, row, row + (split.vector >= 0));
                 if (rows == stored && count == nr) {
                     tile_at(w, rows, at, taps, b, y_block + v, J.out_plane);
                 } else {
@@ -1119,8 +1136,9 @@ void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs
     typename V::type acc[P][K];
     for (int p = 0; p < P; ++p)
         for (int k = 0; k < K; ++k) acc[p][k] = V::zero();
-    for (long c = 0; c < J.cg; ++c, at += cs) {
-        const T* wq = wp + (c * J.taps + taps.first) * MR;
+    const long w_skip = (J.taps - (taps.end - taps.first)) * MR;  // left out, each channel
+    const T* wq = wp + taps.first * MR;
+    for (long c = 0; c < J.cg; ++c, at += cs, wq += w_skip)
         for (long t = taps.first; t < taps.end; ++t, wq += MR) {
             typename V::type w[K];
             lane_weights<T, H>(w, wq, bstride);
@@ -1131,7 +1149,6 @@ void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs
                 for (int k = 0; k < K; ++k) acc[p][k] = V::PADCONV_TILE_FMA(b, w[k], acc[p][k]);
             }
         }
-    }
     alignas(64) T sums[P][K * V::lanes];  // transposed on the way out: Y's rows are channels
     for (int p = 0; p < P; ++p)
         for (int k = 0; k < K; ++k) {
@@ -1183,6 +1200,7 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
         constexpr int LR = lane_rows<T>(), HB = LR / MR;  // channels, W's row blocks a tile
         const long slab = J.plane_width, cs = plane_channel(J), L = J.out[1];
         const long pieces = (L + LANE_POSITIONS - 1) / LANE_POSITIONS;  // tiles a row
+        const RowsInside inside(J);
         long image_group, r0, r1;
         plane_task_units(J, L, task / J.mparts, image_group, r0, r1);
         const long g = image_group % J.group, n = image_group / J.group;
@@ -1217,7 +1235,7 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
             for (long r = r0; r < r1; ++r) {
                 const T* at = plane + (r - r0) * slab;
                 const bool two = 2 * L <= LANE_POSITIONS && r + 1 < r1;  // rows r and r + 1
-                const TapRange taps = finite ? tile_taps(J, r, r + two) : all_taps(J);
+                const TapRange taps = inside.taps(J, finite, r, r + two);
                 if (two) {
                     tile.two[L - 1](J, w, bstride, at, cs, tap_offsets, taps, slab, b, rows,
                                     y_block + r * L, J.out_plane);
