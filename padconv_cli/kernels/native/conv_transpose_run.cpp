@@ -160,7 +160,6 @@ struct Plan {
     }
 };
 
-
 // Packs the runs' sub-kernels into the core's layout (pack_w in conv_impl.h), run r's
 // packed[b][q][i] = sub[b*MR + i][q] for the rows that exist, zero after, where
 // sub[p*Mc + m][c*T + t] = W[c, m0 + m, taps[p, t]].  A task takes PACK_ROWS output channels
