@@ -221,11 +221,10 @@ void depthwise_direct_columns(const DwShape& G, const T* x, const T* w_channel, 
             parts[kw][v] = V::part_of(int(lo), int(hi));
         }
     }
-    // rows ri0 .. ri1 - 1 read only rows inside X: r * SH - PH >= 0 and
-    // r * SH - PH + (KH - 1) * DH < IH
-    const long reach = (G.KH - 1) * G.DH, last = G.IH - 1 - reach + G.PH;
-    const long ri0 = max_l(r0, min_l(r1, (G.PH + G.SH - 1) / G.SH));
-    const long ri1 = max_l(ri0, min_l(r1, last >= 0 ? last / G.SH + 1 : 0));
+    // rows ri0 .. ri1 - 1 read only rows inside X
+    const RowsInside inside(G.IH, G.PH, G.KH, G.DH, G.SH);
+    const long ri0 = max_l(r0, min_l(r1, inside.first));
+    const long ri1 = max_l(ri0, min_l(r1, inside.end));
     const int R = N >= 4 ? 1 : N >= 2 ? 2 : 4;
     long r = r0;
     for (; r < ri0; ++r)

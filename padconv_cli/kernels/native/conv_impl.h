@@ -354,16 +354,18 @@ inline TapRange tile_taps(const ConvJob& J, long r0, long r1) {
     return {lo * inner, (hi + 1) * inner};
 }
 
-// The output rows [first, end) of a 2-D plane whose every first-axis tap reads X (none of
-// them in the padding): a tile on them takes every tap, without tile_taps's divisions.
+// The output rows [first, end) whose every tap along the first axis reads X (none of them in
+// the padding): r * s - pb >= 0 and r * s - pb + (k - 1) * d < in.  A plane tile on them takes
+// every tap, without tile_taps's divisions; the depthwise kernel reads them without checks.
 struct RowsInside {
     long first, end;
 
-    explicit RowsInside(const ConvJob& J) {
-        const long last = J.in[0] - 1 + J.pb[0] - (J.k[0] - 1) * J.d[0];  // r * s0 <= last
-        first = (J.pb[0] + J.s[0] - 1) / J.s[0];
-        end = last < 0 ? 0 : last / J.s[0] + 1;
+    RowsInside(long in, long pb, long k, long d, long s) {
+        const long last = in - 1 + pb - (k - 1) * d;  // r * s <= last
+        first = (pb + s - 1) / s;
+        end = last < 0 ? 0 : last / s + 1;
     }
+    explicit RowsInside(const ConvJob& J) : RowsInside(J.in[0], J.pb[0], J.k[0], J.d[0], J.s[0]) {}
     // The taps of a tile on rows r0 .. r1 when W is finite (tile_taps), else every tap.
     TapRange taps(const ConvJob& J, bool finite, long r0, long r1) const {
         return finite && (r0 < first || r1 >= end) ? tile_taps(J, r0, r1) : all_taps(J);
