@@ -539,8 +539,8 @@ template <typename T, typename S>
 void gemm_task(const ConvJob& J, long task, T* panel) {
     typedef typename VecOf<T>::V V;
     const long nr = NV * V::lanes;
-    const long part = task % J.mparts, block = task / J.mparts % J.blocks;
-    const long image_group = task / J.mparts / J.blocks;
+    const long part = task / J.part_tasks, block = task % J.part_tasks % J.blocks;
+    const long image_group = task % J.part_tasks / J.blocks;
     const long g = image_group % J.group, n = image_group / J.group;
     const long p0 = block * J.nb, np = min_l(J.nb, J.out_plane - p0), npad = round_up(np, nr);
     // Pointwise: the panel is X itself, read in place (X's type)
@@ -1003,7 +1003,7 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     const long slab = J.plane_width, cs = plane_channel(J);
     const long virtual_end = J.plane_end;
     long image_group, u0, u1;  // register tiles [u0, u1), at most nb / nr of them
-    plane_task_units(J, nr, task / J.mparts, image_group, u0, u1);
+    plane_task_units(J, nr, task % J.part_tasks, image_group, u0, u1);
     const long g = image_group % J.group, n = image_group / J.group;
     const long L = J.out[J.rank - 1];  // positions of an output row (plane_aligned)
     const long v0 = u0 * nr, v1 = min_l(u1 * nr, virtual_end);
@@ -1036,7 +1036,7 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
             plane_tile<T>(J, w, at, cs, tap_offsets, taps, split, b, out, ostride);
         }
     };
-    const long mblocks = (J.mg + MR - 1) / MR, part = task % J.mparts;
+    const long mblocks = (J.mg + MR - 1) / MR, part = task / J.part_tasks;
     const T* wg = static_cast<const T*>(J.w) + g * mblocks * MR * J.ck;
     const bool finite = w_packed_finite(J);
     const RowsInside inside(J);
@@ -1208,7 +1208,7 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
         const long pieces = (L + LANE_POSITIONS - 1) / LANE_POSITIONS;  // tiles a row
         const RowsInside inside(J);
         long image_group, r0, r1;
-        plane_task_units(J, L, task / J.mparts, image_group, r0, r1);
+        plane_task_units(J, L, task % J.part_tasks, image_group, r0, r1);
         const long g = image_group % J.group, n = image_group / J.group;
         const S* xg = static_cast<const S*>(J.x) + (n * J.c + g * J.cg) * J.in_plane;
         fill_plane<T, S>(J, xg, r0, plane);
@@ -1217,7 +1217,7 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
         LaneTiles<T> tiles[HB];
         lane_tile_table<T>(tiles, std::make_integer_sequence<int, HB>());
         const long wblocks = (J.mg + MR - 1) / MR, bstride = MR * J.ck;
-        const long mblocks = (J.mg + LR - 1) / LR, part = task % J.mparts;
+        const long mblocks = (J.mg + LR - 1) / LR, part = task / J.part_tasks;
         const T* wg = static_cast<const T*>(J.w) + g * (J.w_rows ? J.mg : wblocks * MR) * J.ck;
         T* w_block = plane + lanes_plane_elems(J);  // J.w_rows: a block of W packed here
         const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;

@@ -94,6 +94,9 @@ struct ConvJob {
     // phases of padded input rows `row_len` elements long
     long nb, blocks;
     long mparts;  // W's row blocks in mparts ranges, one task each (GEMM and plane kernels)
+    // tasks on each range of W's row blocks: task t is on range t / part_tasks, so that a
+    // thread's contiguous share of the tasks (TaskRanges) reads one range of W
+    long part_tasks;
     // W as given (rows C/G * prod(k) apart), not packed before the run: the GEMM kernel reads
     // it so; the channel-lane tiles' tasks pack each block of channels into their buffer
     long w_rows;

@@ -86,7 +86,7 @@ struct Interleave {
         }
     }
 
-    static void work_of(void* self) { static_cast<Interleave*>(self)->work(); }
+    static void work_of(void* self, long) { static_cast<Interleave*>(self)->work(); }
 };
 
 }  // namespace

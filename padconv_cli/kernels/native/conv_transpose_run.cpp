@@ -248,7 +248,7 @@ struct Pack {
             }
         }
     }
-    static void work_of(void* self) { static_cast<Pack*>(self)->work(); }
+    static void work_of(void* self, long) { static_cast<Pack*>(self)->work(); }
 };
 
 // Every run's tasks, shared out dynamically in run order.
@@ -277,7 +277,7 @@ struct Tasks {
         }
         padconv_trim_thread_scratch();
     }
-    static void work_of(void* self) { static_cast<Tasks*>(self)->work(); }
+    static void work_of(void* self, long) { static_cast<Tasks*>(self)->work(); }
 };
 
 template <>

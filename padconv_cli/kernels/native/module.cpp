@@ -472,8 +472,8 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     nb = std::max(nr, std::min(nb, fit / nr * nr));  // about the most nb whose copy fits
     while (nb > nr && bytes_for(nb) > budget) nb -= nr;
     long blocks = ceil_div(virtual_end, nb);
-    // as many tasks on every thread, of one size within a register tile (the tasks a thread
-    // gets alternate; 15 tasks, the last a half, left one thread 4% more on ResNet's 3x3)
+    // as many tasks on every thread, of one size within a register tile (15 tasks, the last
+    // a half, left one thread 4% more on ResNet's 3x3)
     const long images = job.n * job.group;
     while (threads > 1 && images * blocks % threads != 0 && blocks * nr < virtual_end) ++blocks;
     nb = ceil_div(ceil_div(virtual_end, nr), blocks) * nr;  // the largest block
@@ -500,13 +500,20 @@ bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     return true;
 }
 
-// Tasks of the plane kernel (ConvJob): equal ones, then the last image-group's head and tail,
-// each once per range of W's row blocks.
-long plane_tasks(const ConvJob& job) {
+// Tasks of the plane kernel's tail (ConvJob): plane_threads of each size plane_big / 2, / 4,
+// ... 1 (none when the job has no tail).
+long plane_tail_tasks(const ConvJob& job) {
     long tail = 0;
     for (long size = job.plane_big / 2; job.plane_threads && size >= 1; size /= 2)
         tail += job.plane_threads;
-    return ((job.n * job.group - 1) * job.blocks + job.plane_head + tail) * job.mparts;
+    return tail;
+}
+
+// Tasks of the plane kernel (ConvJob): equal ones, then the last image-group's head and tail,
+// each once per range of W's row blocks.
+long plane_tasks(const ConvJob& job) {
+    return ((job.n * job.group - 1) * job.blocks + job.plane_head + plane_tail_tasks(job)) *
+           job.mparts;
 }
 
 // Blocks of the depthwise kernel: output rows, and the length of one padded-row phase.
@@ -551,6 +558,16 @@ bool pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
     return ks.pack_w_f64(w, m, ck, p);
 }
 
+// What one conv allocates besides X, W, B and Y: W packed in row blocks of the register tile
+// (GEMM kernels; packed_elems), and one buffer per thread at work (scratch_elems each); and
+// its tasks, of which the first `ranged` are shared out in a range per thread (TaskRanges:
+// all but the plane kernel's tail, whose tasks halve in size for the threads to finish
+// together, and are taken in order by whichever thread is free).
+struct Sizing {
+    bool depthwise = false;
+    long tasks = 0, ranged = 0, packed_elems = 0, scratch_elems = 0;
+};
+
 const long SHARED_PACK_BYTES = 64 * 1024;  // packed W from which the threads share packing
 
 // W packed by the threads of the run, a row block of the register tile per share, before
@@ -590,17 +607,19 @@ struct Run {
     const ConvJob& job;
     const KernelSet& ks;
     bool depthwise;
-    long tasks, scratch_elems;
+    padconv::TaskRanges tasks;
+    long scratch_elems;
     Stop& stop;
     Packing<T>& packing;
-    std::atomic<long> next{0};
     std::atomic<bool> failed{false};
     std::atomic<long> asked{0};  // bytes the threads' buffers were asked for, alignment included
 
-    Run(const ConvJob& j, const KernelSet& k, bool dw, long t, long s, Stop& st, Packing<T>& p)
-        : job(j), ks(k), depthwise(dw), tasks(t), scratch_elems(s), stop(st), packing(p) {}
+    Run(const ConvJob& j, const KernelSet& k, const Sizing& size, long threads, Stop& st,
+        Packing<T>& p)
+        : job(j), ks(k), depthwise(size.depthwise), tasks(size.tasks, size.ranged, threads),
+          scratch_elems(size.scratch_elems), stop(st), packing(p) {}
 
-    void work() {
+    void work(long slot) {
         packing.take_part(ks);
         T* scratch = static_cast<T*>(t_scratch.at_least(scratch_elems * sizeof(T)));
         asked += long(scratch_elems * sizeof(T)) + 64;
@@ -608,12 +627,14 @@ struct Run {
             failed = true;
             return;
         }
-        for (long task = next++; task < tasks && !failed && !stop.now(); task = next++)
+        long step = 0;
+        for (long task = tasks.take(slot, step); task >= 0 && !failed && !stop.now();
+             task = tasks.take(slot, step))
             run_task(task, scratch);
         t_scratch.trim(KEPT_SCRATCH_BYTES);
     }
 
-    static void work_of(void* run) { static_cast<Run*>(run)->work(); }
+    static void work_of(void* run, long slot) { static_cast<Run*>(run)->work(slot); }
 
     void run_task(long task, T* scratch);
 };
@@ -630,13 +651,6 @@ void Run<double>::run_task(long task, double* scratch) {
     else ks.gemm_task_f64(job, task, scratch);
 }
 
-// What one conv allocates besides X, W, B and Y: W packed in row blocks of the register tile
-// (GEMM kernels; packed_elems), and one buffer per thread at work (scratch_elems each).
-struct Sizing {
-    bool depthwise = false;
-    long tasks = 0, packed_elems = 0, scratch_elems = 0;
-};
-
 // Plans the job on `threads` threads for elements of `item` bytes -- picks the kernel and
 // fills its fields -- and returns what the run allocates: the one place the sizes are worked
 // out, for the run (execute) and for the query (conv_scratch_bytes).  `rows_when_wasteful`:
@@ -648,7 +662,7 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
     size.depthwise = job.cg == 1;
     if (size.depthwise) {
         plan_depthwise(job, ks, item, threads);
-        size.tasks = job.n * job.group * job.row_blocks;
+        size.tasks = size.ranged = job.n * job.group * job.row_blocks;
         size.scratch_elems = depthwise_scratch(job);
         return size;
     }
@@ -693,6 +707,8 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
                      16) +
             job.ck * nr;  // the strip 64-byte aligned after the rest
     }
+    job.part_tasks = size.tasks / job.mparts;
+    size.ranged = size.tasks - (plane_kernel ? plane_tail_tasks(job) : 0);  // (mparts 1)
     return size;
 }
 
@@ -766,8 +782,8 @@ bool execute(ConvJob& job, const KernelSet& kernels, long threads, Stop& stop) {
         // a small W is packed before the helpers start: they never wait on one another for it
         if (size.packed_elems * long(sizeof(T)) < SHARED_PACK_BYTES) packing.take_part(ks);
     }
-    Run<T> run(job, ks, size.depthwise, size.tasks, size.scratch_elems, stop, packing);
     threads = working_threads(size, threads);
+    Run<T> run(job, ks, size, threads, stop, packing);
     // fewer threads than asked (pool busy, or no thread could start): the same sums
     pool().run(&Run<T>::work_of, &run, threads - 1);
     t_packed.trim(KEPT_SCRATCH_BYTES);

@@ -50,7 +50,7 @@ struct PadJob {
     std::vector<Run> runs;
     std::vector<char> fills;  // a last-axis row of fill elements
     long rows = 0, rows_per_task = 1, tasks = 0;
-    std::atomic<long> next{0};
+    padconv::TaskRanges* shares = 0;  // the tasks, a range per thread (run_job)
     padconv::Stop stop;
 };
 
@@ -104,9 +104,11 @@ void task(PadJob& job, long first, long last) {
 }
 
 template <int N>
-void work(void* context) {
+void work(void* context, long slot) {
     PadJob& job = *static_cast<PadJob*>(context);
-    for (long t = job.next++; t < job.tasks && !job.stop.now(); t = job.next++)
+    long step = 0;
+    for (long t = job.shares->take(slot, step); t >= 0 && !job.stop.now();
+         t = job.shares->take(slot, step))
         task<N>(job, t * job.rows_per_task, std::min(job.rows, (t + 1) * job.rows_per_task));
 }
 
@@ -172,11 +174,13 @@ bool read_tables(PyObject* given, Views& views, PadJob& job, bool have_fill) {
 }
 
 void run_job(PadJob& job, long threads) {
-    void (*work_of)(void*) = job.item == 1   ? work<1>
+    void (*work_of)(void*, long) = job.item == 1   ? work<1>
                              : job.item == 2 ? work<2>
                              : job.item == 4 ? work<4>
                              : job.item == 8 ? work<8>
                                              : work<16>;
+    padconv::TaskRanges shares(job.tasks, job.tasks, threads);
+    job.shares = &shares;
     padconv_shared_pool().run(work_of, &job, threads - 1);
 }
 

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,13 +29,16 @@ namespace padconv {
 
 class Pool {
   public:
-    typedef void (*Work)(void* context);
+    // work(context, slot): slot 0 on the calling thread, 1 .. helpers on the helpers, each
+    // helper with the same slot in every call (TaskRanges gives a slot the same tasks)
+    typedef void (*Work)(void* context, long slot);
 
-    // Runs work(context) on the calling thread and on up to `helpers` pool threads, and
-    // returns once every one of them that started has returned.  `work` must share its tasks
-    // out dynamically: once the caller's own work(context) returns, helpers that have not
-    // started yet are left out (a helper the system has not scheduled would otherwise hold the
-    // call for a whole time slice, only to find no task left).  Returns the helpers that ran.
+    // Runs work(context, 0) on the calling thread and work(context, slot) on up to `helpers`
+    // pool threads, and returns once every one of them that started has returned.  `work` must
+    // share its tasks out dynamically (TaskRanges): once the caller's own work returns, helpers
+    // that have not started yet are left out (a helper the system has not scheduled would
+    // otherwise hold the call for a whole time slice, only to find no task left).  Returns the
+    // helpers that ran.
     long run(Work work, void* context, long helpers) {
         std::unique_lock<std::mutex> busy(use_, std::try_to_lock);
         if (!busy.owns_lock()) helpers = 0;
@@ -58,7 +62,7 @@ class Pool {
             // -- before it could move: let it run now
             if (woke) std::this_thread::yield();
         }
-        work(context);
+        work(context, 0);
         return helpers > 0 ? close_and_wait() : 0;
     }
 
@@ -162,7 +166,7 @@ class Pool {
                 cpus_.push_back(away_from(cpus_));
                 running_.fetch_add(1, std::memory_order_relaxed);
             }
-            work(context);
+            work(context, index + 1);
             if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
                 std::lock_guard<std::mutex> lock(mutex_);
                 done_.notify_all();
@@ -183,6 +187,48 @@ class Pool {
         done_.wait(lock, [&] { return running_.load() == 0; });
         return started;
     }
+};
+
+// Tasks 0 .. count - 1 shared out among the `slots` threads of a Pool::run: the first `ranged`
+// in contiguous ranges, one per slot, that slot taking its own range in order and then what
+// is left of the others'; the rest from one counter in order, once no range has any left.
+// A thread keeps its slot from call to call, so it gets the same tasks again and finds the
+// data they read and wrote in its own core's cache.  One shared counter dealt neighbouring
+// tasks to the two cores in turn, and in the next call most of a core's lines were in the
+// other's cache.  Measured against it (2 threads, AMD EPYC Zen 4, builds taking turns in fresh
+// processes): depthwise 3x3 over 256 channels of 56 x 56 9% faster, 4 images of it 30%, 1024
+// channels of 7 x 7 47%; ResNet's 3x3 and the 7x7 stem 1.5-1.7%; Pad 3-7%.
+class TaskRanges {
+  public:
+    TaskRanges(long count, long ranged, long slots)
+        : slots_(std::max(1L, slots)), ranges_(new Range[slots_ + 1]) {
+        ranged = std::min(ranged, count);
+        for (long r = 0; r < slots_; ++r) {
+            ranges_[r].next.store(r * ranged / slots_, std::memory_order_relaxed);
+            ranges_[r].end = (r + 1) * ranged / slots_;
+        }
+        ranges_[slots_].next.store(ranged, std::memory_order_relaxed);
+        ranges_[slots_].end = count;
+    }
+
+    // The next task for `slot`, or -1 when none is left.  `step` starts at 0 and counts the
+    // ranges the slot has emptied: its own, the others' after it, then the shared rest.
+    long take(long slot, long& step) {
+        for (; step <= slots_; ++step) {
+            Range& range = ranges_[step < slots_ ? (slot + step) % slots_ : slots_];
+            const long task = range.next.fetch_add(1, std::memory_order_relaxed);
+            if (task < range.end) return task;
+        }
+        return -1;
+    }
+
+  private:
+    struct alignas(64) Range {  // a line each: the slots take from their own at once
+        std::atomic<long> next{0};
+        long end = 0;
+    };
+    long slots_;
+    std::unique_ptr<Range[]> ranges_;
 };
 
 }  // namespace padconv

@@ -343,20 +343,19 @@ long requantize_task(const QJob& job, long index) {
     return marked;
 }
 
-// The tasks of one call, shared by the threads taking part: each takes the next task.
+// The tasks of one call, shared by the threads taking part in a range each (TaskRanges).
 struct Run {
     const QJob& job;
     const QKernel& kernel;
-    long tasks;
+    padconv::TaskRanges tasks;
     size_t scratch;
-    std::atomic<long> next{0};
     std::atomic<bool> failed{false};
     std::atomic<long> marked{0};  // elements the requantization marked near a tie
 
-    Run(const QJob& j, const QKernel& k, long t, size_t s) : job(j), kernel(k), tasks(t),
-                                                             scratch(s) {}
+    Run(const QJob& j, const QKernel& k, long t, long threads, size_t s)
+        : job(j), kernel(k), tasks(t, t, threads), scratch(s) {}
 
-    void work() {
+    void work(long slot) {
         char* buffer = new (std::nothrow) char[scratch + 64];
         if (!buffer) {
             failed = true;
@@ -364,7 +363,8 @@ struct Run {
         }
         char* aligned = buffer + (64 - reinterpret_cast<size_t>(buffer) % 64) % 64;
         long near = 0;
-        for (long t = next++; t < tasks && !failed; t = next++) {
+        long step = 0;
+        for (long t = tasks.take(slot, step); t >= 0 && !failed; t = tasks.take(slot, step)) {
             if (job.direct) {  // the task's X first (QJob::direct)
                 const long g = (t / job.blocks) % job.group, n = t / (job.blocks * job.group);
                 fill_task_x(job, kernel.pack, n, g, t % job.blocks * job.block,
@@ -377,7 +377,7 @@ struct Run {
         delete[] buffer;
     }
 
-    static void work_of(void* self) { static_cast<Run*>(self)->work(); }
+    static void work_of(void* self, long slot) { static_cast<Run*>(self)->work(slot); }
 };
 
 // Runs the tasks; `marked` receives the number of elements marked near a tie.
@@ -391,7 +391,7 @@ bool run(const QJob& job, const QKernel& kernel, long threads, long& marked) {
                            kernel.pack * job.block + 64;
     if (threads > tasks) threads = tasks;
     if (threads < 1) threads = 1;
-    Run state(job, kernel, tasks, scratch);
+    Run state(job, kernel, tasks, threads, scratch);
     // fewer helpers than asked (pool busy, or none could start): the same sums
     padconv_shared_pool().run(&Run::work_of, &state, threads - 1);
     marked = state.marked;
