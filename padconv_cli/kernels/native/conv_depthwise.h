@@ -121,56 +121,73 @@ PADCONV_TILE_INLINE void depthwise_direct_block(const DwShape& G, const T* x, co
     store_rows<T, N, R>(acc, bias, y + r * G.L + j0, G.L, count);
 }
 
-// f(std::integral_constant<int, I>()) for I = 0, 1, ...: a loop unrolled, its index a
-// constant in every step.
-template <int... I, typename F>
-PADCONV_TILE_INLINE void for_each_index(std::integer_sequence<int, I...>, F&& f) {
-    (f(std::integral_constant<int, I>()), ...);
-}
-
-// One input row (output row t's tap kh = 0) of depthwise_direct_rolling: its vectors loaded
-// once per kw and added into every output row o = t - kh in [r0, r1) that reads it, into slot
-// (U - kh) mod KC (U = t mod KC); then output row t - (KC - 1), complete, stored from its slot
-// and the slot zeroed.  CHECK: some of those rows lie outside [r0, r1).
-template <typename T, int KC, int N, int EDGE, bool CHECK, int U, bool HOLD>
+// One input row (output row t's tap kh = 0) of depthwise_direct_rolling: each of its vectors
+// loaded once per kw and added into every output row o = t - kh that reads it (those in
+// [r0, r1) when CHECK), into slot (U - kh) mod KC (U = t mod KC); then output row t - (KC - 1),
+// complete, stored from its slot (when in [r0, r1) or not CHECK), B added when BIAS, and the
+// slot zeroed.  Only a vector at an edge can end past the row: the others are stored whole.
+template <typename T, int KC, int N, int EDGE, bool CHECK, int U, bool HOLD, bool BIAS>
 PADCONV_TILE_INLINE void depthwise_rolling_row(
-    const DwShape& G, const T* x, const T* wm, const typename VecOf<T>::V::type (&w)[KC * KC],
+    const DwShape G, const T* x, const T* wm, const typename VecOf<T>::V::type (&w)[KC * KC],
     typename VecOf<T>::V::type (&acc)[KC][N], long t, long r0, long r1, const T* bias,
     T* y, long j0, long count, const typename VecOf<T>::V::part (*parts)[N]) {
     typedef typename VecOf<T>::V V;
     typedef typename V::type Vec;
+    const int last = int(count - (N - 1) * V::lanes);  // positions of the last vector
     const T* row = x + (t - G.PH) * G.IW;
     for (int kw = 0; kw < KC; ++kw) {
-        const long col = j0 - G.PW + kw * G.DW;
-        Vec b[N];
-        for (int v = 0; v < N; ++v)
-            b[v] = masked<EDGE, N>(v) ? V::load_part(row, col + v * V::lanes, parts[kw][v])
-                                      : V::load(row + col + v * V::lanes);
-        for (int kh = 0; kh < KC; ++kh) {
-            if (CHECK && (t - kh < r0 || t - kh >= r1)) continue;
-            Vec(&sum)[N] = acc[(U - kh + KC) % KC];
-            const Vec a = HOLD ? w[kh * KC + kw] : V::bcast(wm[kh * KC + kw]);
-            for (int v = 0; v < N; ++v) sum[v] = V::fma(a, b[v], sum[v]);
+        for (int v = 0; v < N; ++v) {
+            const long col = j0 - G.PW + kw * G.DW + v * V::lanes;
+            const Vec b = masked<EDGE, N>(v) ? V::load_part(row, col, parts[kw][v])
+                                             : V::load(row + col);
+            for (int kh = 0; kh < KC; ++kh) {
+                if (CHECK && (t - kh < r0 || t - kh >= r1)) continue;
+                const Vec a = HOLD ? w[kh * KC + kw] : V::bcast(wm[kh * KC + kw]);
+                acc[(U - kh + KC) % KC][v] = V::fma(a, b, acc[(U - kh + KC) % KC][v]);
+            }
         }
     }
     const long done = t - (KC - 1);
     if (CHECK && (done < r0 || done >= r1)) return;
-    Vec(&sum)[N] = acc[(U + 1) % KC];
-    typename V::type one[1][N];
+    constexpr int S = (U + 1) % KC;
+    T* out = y + done * G.L + j0;
     for (int v = 0; v < N; ++v) {
-        one[0][v] = sum[v];
-        sum[v] = V::zero();
+        const Vec sum = BIAS ? V::add(acc[S][v], V::bcast(*bias)) : acc[S][v];
+        if (v < N - 1 || !masked<EDGE, N>(v)) V::store(out + v * V::lanes, sum);
+        else V::store_first(out + v * V::lanes, sum, last);
+        acc[S][v] = V::zero();
     }
-    store_rows<T, N, 1>(one, bias, y + done * G.L + j0, G.L, count);
+}
+
+// Input rows t - PH for t in [base + U, base + KC) (base a multiple of KC) of
+// depthwise_direct_rolling, each with its slot a constant; rows outside [r0, end) left out.
+template <typename T, int KC, int N, int EDGE, bool CHECK, bool HOLD, bool BIAS, int U = 0>
+PADCONV_TILE_INLINE void depthwise_rolling_group(
+    const DwShape G, const T* x, const T* wm, const typename VecOf<T>::V::type (&w)[KC * KC],
+    typename VecOf<T>::V::type (&acc)[KC][N], long base, long r0, long r1, long end,
+    const T* bias, T* y, long j0, long count, const typename VecOf<T>::V::part (*parts)[N]) {
+    if constexpr (U < KC) {
+        const long t = base + U;
+        if (!CHECK || (t >= r0 && t < end))
+            depthwise_rolling_row<T, KC, N, EDGE, CHECK, U, HOLD, BIAS>(
+                G, x, wm, w, acc, t, r0, r1, bias, y, j0, count, parts);
+        depthwise_rolling_group<T, KC, N, EDGE, CHECK, HOLD, BIAS, U + 1>(
+            G, x, wm, w, acc, base, r0, r1, end, bias, y, j0, count, parts);
+    }
 }
 
 // Output rows r0 .. r1 - 1 whose every tap reads inside X, with unit stride and dilation along
 // the rows and a known square kernel (KC): each input row is loaded once per kw and added into
 // the KC output rows that read it, whose sums stay in registers (slot o mod KC for output row
 // o) until their last tap.  Each output row still gets its taps in C order (kh, then kw), so
-// the sums are the same bits.
+// the sums are the same bits.  The groups of KC input rows whose every tap lands in [r0, r1)
+// run in a loop of their own, unchecked, and whether B is added is decided outside the loops:
+// with either decided inside, GCC kept part of the sums on the stack (3x3 over rows of 56 and
+// 112, AVX-512: 4% and 20% faster without, one thread and two).  G is passed by value for the
+// same reason: a masked store may write anything, and the fields of a G in memory were read
+// again after each.
 template <typename T, int KC, int N, int EDGE, bool HOLD>
-PADCONV_TILE_INLINE void depthwise_direct_rolling(const DwShape& G, const T* x, const T* wm,
+PADCONV_TILE_INLINE void depthwise_direct_rolling(const DwShape G, const T* x, const T* wm,
                                                   const T* bias, T* y, long r0, long r1,
                                                   long j0, long count,
                                                   const typename VecOf<T>::V::part (*parts)[N]) {
@@ -182,19 +199,21 @@ PADCONV_TILE_INLINE void depthwise_direct_rolling(const DwShape& G, const T* x, 
     // t: the output row that input row t - PH gives its tap kh = 0; rows t in [r0, r1 + KC - 1)
     // are read, in groups of KC from a multiple of KC (so that every slot is a constant)
     const long end = r1 + KC - 1;
-    for (long base = r0 - r0 % KC; base < end; base += KC) {
-        const bool whole = base >= r0 + KC - 1 && base + KC <= r1;  // every row in [r0, r1)
-        for_each_index(std::make_integer_sequence<int, KC>(), [&](auto u) {
-            const long t = base + u;
-            if (t < r0 || t >= end) return;
-            if (whole)
-                depthwise_rolling_row<T, KC, N, EDGE, false, u, HOLD>(G, x, wm, w, acc, t, r0, r1,
-                                                                      bias, y, j0, count, parts);
-            else
-                depthwise_rolling_row<T, KC, N, EDGE, true, u, HOLD>(G, x, wm, w, acc, t, r0, r1,
-                                                                     bias, y, j0, count, parts);
-        });
-    }
+    auto groups = [&](auto with_bias) {
+        constexpr bool BIAS = decltype(with_bias)::value;
+        long base = r0 - r0 % KC;
+        for (; base < end && base < r0 + KC - 1; base += KC)
+            depthwise_rolling_group<T, KC, N, EDGE, true, HOLD, BIAS>(
+                G, x, wm, w, acc, base, r0, r1, end, bias, y, j0, count, parts);
+        for (; base + KC <= r1; base += KC)  // every row of the group in [r0, r1)
+            depthwise_rolling_group<T, KC, N, EDGE, false, HOLD, BIAS>(
+                G, x, wm, w, acc, base, r0, r1, end, bias, y, j0, count, parts);
+        for (; base < end; base += KC)
+            depthwise_rolling_group<T, KC, N, EDGE, true, HOLD, BIAS>(
+                G, x, wm, w, acc, base, r0, r1, end, bias, y, j0, count, parts);
+    };
+    if (bias) groups(std::true_type());
+    else groups(std::false_type());
 }
 
 // Positions j0 .. j0 + count - 1 (N vectors) of output rows r0 .. r1 - 1 of one channel, the
