@@ -175,10 +175,10 @@ bool read_tables(PyObject* given, Views& views, PadJob& job, bool have_fill) {
 
 void run_job(PadJob& job, long threads) {
     void (*work_of)(void*, long) = job.item == 1   ? work<1>
-                             : job.item == 2 ? work<2>
-                             : job.item == 4 ? work<4>
-                             : job.item == 8 ? work<8>
-                                             : work<16>;
+                                   : job.item == 2 ? work<2>
+                                   : job.item == 4 ? work<4>
+                                   : job.item == 8 ? work<8>
+                                                   : work<16>;
     padconv::TaskRanges shares(job.tasks, job.tasks, threads);
     job.shares = &shares;
     padconv_shared_pool().run(work_of, &job, threads - 1);
