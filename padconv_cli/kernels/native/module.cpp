@@ -708,7 +708,8 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
             job.ck * nr;  // the strip 64-byte aligned after the rest
     }
     job.part_tasks = size.tasks / job.mparts;
-    size.ranged = size.tasks - (plane_kernel ? plane_tail_tasks(job) : 0);  // (mparts 1)
+    // the plane kernel's tail ends the tasks: it has one only with mparts 1 (plan_plane)
+    size.ranged = size.tasks - (plane_kernel ? plane_tail_tasks(job) : 0);
     return size;
 }
 
