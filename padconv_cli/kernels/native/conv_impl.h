@@ -92,13 +92,14 @@ const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of 
 // and channels, which the hardware prefetcher does not follow (measured with AVX2 on a 3x3
 // over 64 channels: about 10% faster)
 const long PLANE_PREFETCH = 2;
-// fill_plane asks for the next channel's input row while it copies a row when X is larger than
-// this (X then comes from L3 or memory, its lines not yet near the core): measured on an AMD
-// EPYC Zen 4, builds taking turns in fresh processes, 2 threads, ResNet's 3x3 on 8 images
-// (X 6.4 MB) 2-3% faster, on 64 channels of 112 x 112 (3.2 MB) 2%; an X of 0.2-0.8 MB (ResNet's
-// 3x3 on one image, 256 channels of 14 x 14, a 3x3 stride 2 from 56 x 56), mostly in L2
-// already, level to 4% slower.
-const long FILL_PREFETCH_X_BYTES = 2L << 20;
+// An X or Y larger than this comes from L3 or memory, its lines not near the core: the plane
+// kernel then asks for them ahead.  fill_plane asks for the next channel's input row while it
+// copies a row; each register tile asks for the lines of Y that the next tile stores (measured
+// on an AMD EPYC Zen 4, builds taking turns in fresh processes, 2 threads: ResNet's 3x3 on 8
+// images, X and Y 6.4 MB, 2-3% faster for X (AVX-512 and AVX2) and 1.5-2% more for Y (AVX-512;
+// AVX2's tiles, a line a row, level), 64 channels of 112 x 112 2% for X; an X or Y of 0.2-0.8
+// MB, mostly in L2 already, level to 4% slower when asked for).
+const long FAR_BYTES = 2L << 20;
 
 // packed[b][q][i] = w[(b * MR + i) * ck + q] for rows below m, zero after: one group's W.
 // Returns whether every weight is finite (no infinity, no NaN).  The test runs over W as it
@@ -899,6 +900,17 @@ inline void prefetch_bytes(const void* from, long bytes) {
 #endif
 }
 
+// Asks for the lines of `from`, `from` + 64, ... below `from` + `bytes`, to be written (taken
+// for this core alone): all the lines of those bytes when `from` starts a line.
+inline void prefetch_lines(void* from, long bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+    for (long b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<char*>(from) + b, 1);
+#else
+    (void)from;
+    (void)bytes;
+#endif
+}
+
 // The copy of one group's channels that a task reads (see above): slab first + i of phase
 // (f[0], F) of channel c holds Xpad[c, (first + i) * s[0] + f[0], ...] at the phase F of the
 // other axes, over their padded extents P[1:] (zeros outside X).
@@ -910,7 +922,7 @@ void fill_plane(const ConvJob& J, const S* xg, long first, T* plane) {
     const long in_slab = J.in_plane / J.in[0];
     long inner_phases = 1;
     for (int a = 1; a < J.rank; ++a) inner_phases *= J.s[a];
-    const bool ahead = J.n * J.c * J.in_plane * long(sizeof(S)) > FILL_PREFETCH_X_BYTES;
+    const bool ahead = J.n * J.c * J.in_plane * long(sizeof(S)) > FAR_BYTES;
     T* dst = plane;
     for (long c = 0; c < J.cg; ++c) {
         for (long f0 = 0; f0 < J.s[0]; ++f0) {
@@ -1071,6 +1083,7 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
     T tile[MR * NV * V::lanes];
     T tile_bias[MR];
     const long mb0 = part * mblocks / J.mparts, mb1 = (part + 1) * mblocks / J.mparts;
+    const bool y_ahead = J.n * J.m * J.out_plane * long(sizeof(T)) > FAR_BYTES;
     for (long mb = mb0; mb < mb1; ++mb) {  // a row block of W stays near while it sweeps
         const long rows = min_l(MR, J.mg - mb * MR);
         const T* w = wg + mb * MR * J.ck;
@@ -1087,6 +1100,9 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
                 split.vector = in_row < count ? int(in_row / V::lanes) : -1;
                 split.lane = int(in_row % V::lanes);
                 const TapRange taps = inside.taps(J, finite, row, row + (split.vector >= 0));
+                if (y_ahead && v + nr < v1)  // the rows of Y of the task's next tile
+                    for (long i = 0; i < rows; ++i)
+                        prefetch_lines(y_block + v + nr + i * J.out_plane, nr * long(sizeof(T)));
                 if (rows == stored && count == nr) {
                     tile_at(w, rows, at, taps, b, y_block + v, J.out_plane);
                 } else {
