@@ -951,6 +951,7 @@ void fill_plane(const ConvJob& J, const S* xg, long first, T* plane) {
                             continue;
                         }
                         const S* src = xs + offset * J.in[last];
+                        // the next channel's row, once (the inner phases read one row)
                         if (ahead && phase == 0 && c + 1 < J.cg)
                             prefetch_bytes(src + J.in_plane, J.in[last] * long(sizeof(S)));
                         gather_row(dst, src, 0, width, f[last] - J.pb[last], J.s[last],
