@@ -888,23 +888,14 @@ void split_tiles(const ConvJob& J, PlaneTile<T> (&tiles)[NV], std::integer_seque
     }
 }
 
-// Asks for the cache lines of `bytes` bytes from `from` (a hint: no fault, no result).
+// Asks for every cache line of `bytes` bytes from `from`, to be written when WRITE (taken for
+// this core alone); a hint: no fault, no result.
+template <bool WRITE = false>
 inline void prefetch_bytes(const void* from, long bytes) {
 #if defined(__GNUC__) || defined(__clang__)
     const char* p = static_cast<const char*>(from);
-    for (long b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
-    __builtin_prefetch(p + bytes - 1);
-#else
-    (void)from;
-    (void)bytes;
-#endif
-}
-
-// Asks for the lines of `from`, `from` + 64, ... below `from` + `bytes`, to be written (taken
-// for this core alone): all the lines of those bytes when `from` starts a line.
-inline void prefetch_lines(void* from, long bytes) {
-#if defined(__GNUC__) || defined(__clang__)
-    for (long b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<char*>(from) + b, 1);
+    for (long b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, WRITE);
+    __builtin_prefetch(p + bytes - 1, WRITE);
 #else
     (void)from;
     (void)bytes;
@@ -1103,7 +1094,8 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
                 const TapRange taps = inside.taps(J, finite, row, row + (split.vector >= 0));
                 if (y_ahead && v + nr < v1)  // the rows of Y of the task's next tile
                     for (long i = 0; i < rows; ++i)
-                        prefetch_lines(y_block + v + nr + i * J.out_plane, nr * long(sizeof(T)));
+                        prefetch_bytes<true>(y_block + v + nr + i * J.out_plane,
+                                             nr * long(sizeof(T)));
                 if (rows == stored && count == nr) {
                     tile_at(w, rows, at, taps, b, y_block + v, J.out_plane);
                 } else {
