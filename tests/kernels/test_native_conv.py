@@ -213,15 +213,16 @@ def test_every_count_of_output_channels_is_right_on_the_plane_kernel(forced_isa,
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("width", [1, 2, 7, 13, 14, 15, 23, 28, 29, 47])
-@pytest.mark.parametrize("out_channels", [16, 45, 100, 104, 120, 128])
+@pytest.mark.parametrize("width", [1, 2, 7, 13, 14, 15, 23, 28, 29, 47, 56, 60])
+@pytest.mark.parametrize("out_channels", [16, 45, 48, 96, 100, 104, 120, 128])
 def test_every_row_length_and_count_of_output_channels_is_right_on_the_channel_lane_tiles(
         forced_isa, width, out_channels, dtype):
     # rows shorter than a position tile take the channel-lane tiles (AVX-512: rows under 48,
-    # 24 for float64, tiles of up to 14 positions; AVX2: under 24 and 12, 6 positions): rows
-    # cut into pieces of every size, two short rows a tile and an odd last row alone, every
-    # last block of channels (1 to 4 of W's packed row blocks, some in part), the same bits
-    # on any thread count; the portable kernels run the same cases on their own tiles
+    # 24 for float64, tiles of up to 14 positions, and on Intel CPUs rows of any length; AVX2:
+    # under 24 and 12, 6 positions): rows cut into pieces of every size, two short rows a
+    # tile and an odd last row alone, every last vector of channels (in part or whole), the
+    # blocks of channels in ranges or the rows split between threads, the same bits on any
+    # thread count; elsewhere the position tiles and the portable kernels run the same cases
     X, W, B = random_inputs((1, 5, 3, width), (out_channels, 5, 3, 3), dtype)
     assert_one_and_three_threads_agree_within_bound(X, W, B, {"pads": [1, 1, 1, 1]})
 

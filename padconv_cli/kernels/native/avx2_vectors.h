@@ -17,13 +17,27 @@ struct VecF {
         return c;
     }
     static inline type add(type a, type b) { return _mm256_add_ps(a, b); }
-    // lanes 0-3 from lo, 4-7 from hi (two of W's packed row blocks; conv_impl.h, lane_tile)
-    static inline type load_halves(const float* lo, const float* hi) {
-        return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(lo)), _mm_loadu_ps(hi), 1);
-    }
-    // lanes 0-3 from lo, 4-7 zero
-    static inline type load_low(const float* lo) {
-        return _mm256_insertf128_ps(_mm256_setzero_ps(), _mm_loadu_ps(lo), 0);
+    // dst[q * 8 + i] = src[i * stride + q] for i, q < 8: a block of W's rows turned into the
+    // vectors of the channel-lane tiles (conv_impl.h, pack_w_lanes), in registers
+    static inline void transpose(const float* src, long stride, float* dst) {
+        type r[8], t[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * stride);
+        for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved by element
+            t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 8; i += 4) {  // then by pairs of elements
+            const __m256d a = _mm256_castps_pd(t[i]), b = _mm256_castps_pd(t[i + 1]);
+            const __m256d c = _mm256_castps_pd(t[i + 2]), d = _mm256_castps_pd(t[i + 3]);
+            r[i] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
+            r[i + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
+            r[i + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
+            r[i + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
+        }
+        for (int i = 0; i < 4; ++i) {  // then by 128-bit halves
+            _mm256_storeu_ps(dst + i * 8, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+            _mm256_storeu_ps(dst + (i + 4) * 8, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+        }
     }
     // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
     typedef __m256i part;

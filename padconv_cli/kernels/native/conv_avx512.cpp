@@ -27,15 +27,35 @@ struct VecF {
     static inline type bcast(float x) { return _mm512_set1_ps(x); }
     static inline type fma(type a, type b, type c) { return _mm512_fmadd_ps(a, b, c); }
     static inline type add(type a, type b) { return _mm512_add_ps(a, b); }
-    // lanes 0-7 from lo, 8-15 from hi (two of W's packed row blocks; conv_impl.h, lane_tile)
-    static inline type load_halves(const float* lo, const float* hi) {
-        const __m512d low = _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(lo)));
-        return _mm512_castpd_ps(_mm512_insertf64x4(low, _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
-    }
-    // lanes 0-7 from lo, 8-15 zero
-    static inline type load_low(const float* lo) {
-        return _mm512_castpd_ps(
-            _mm512_insertf64x4(_mm512_setzero_pd(), _mm256_castps_pd(_mm256_loadu_ps(lo)), 0));
+    // dst[q * 16 + i] = src[i * stride + q] for i, q < 16: a block of W's rows turned into
+    // the vectors of the channel-lane tiles (conv_impl.h, pack_w_lanes), in registers
+    static inline void transpose(const float* src, long stride, float* dst) {
+        type r[16], t[16];
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * stride);
+        for (int i = 0; i < 16; i += 2) {  // pairs of rows interleaved by element
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 16; i += 4) {  // then by pairs of elements
+            const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+            const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+            r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+            r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+            r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+            r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+        }
+        for (int i = 0; i < 4; ++i) {  // then by 128-bit quarters, twice
+            t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+            t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+            t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+            t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+        }
+        for (int i = 0; i < 4; ++i) {
+            _mm512_storeu_ps(dst + i * 16, _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88));
+            _mm512_storeu_ps(dst + (i + 8) * 16, _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd));
+            _mm512_storeu_ps(dst + (i + 4) * 16, _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88));
+            _mm512_storeu_ps(dst + (i + 12) * 16, _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd));
+        }
     }
     // lanes lo .. hi - 1 (0 <= lo <= hi <= lanes) of a partial access
     typedef __mmask16 part;
@@ -88,6 +108,8 @@ struct VecD {
 #define PADCONV_DW_NV 4
 #define PADCONV_SPLIT_ROWS 1
 #define PADCONV_LANE_POSITIONS 14
+#define PADCONV_LANES_LONG_ROWS 1
+#define PADCONV_LANE_PREFETCH 1
 #define PADCONV_KERNELS_NAME "avx512"
 #define PADCONV_KERNELS_SYMBOL padconv_avx512_kernels
 #include "conv_impl.h"

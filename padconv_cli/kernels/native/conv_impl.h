@@ -15,6 +15,11 @@
 //                    rows (the vectors' merge loads lanes from a second place; 0 if not defined)
 //   PADCONV_LANE_POSITIONS (optional) -- positions of the plane kernel's channel-lane tiles
 //                    (lanes_plane_task), 0 for none (0 if not defined)
+//   PADCONV_LANE_PREFETCH (optional) -- channels ahead that the channel-lane tiles ask for
+//                    (0 for none; 0 if not defined)
+//   PADCONV_LANES_LONG_ROWS (optional) -- 1 when the channel-lane tiles also take output rows
+//                    of a position tile or more on Intel CPUs (module.cpp, plan_lanes; 0 if
+//                    not defined)
 // Everything here has internal linkage, so that code built for one instruction set is never
 // linked in place of another's.
 //
@@ -77,6 +82,12 @@ template <> struct VecOf<double> { typedef VecD V; };
 #ifndef PADCONV_LANE_POSITIONS
 #define PADCONV_LANE_POSITIONS 0
 #endif
+#ifndef PADCONV_LANES_LONG_ROWS
+#define PADCONV_LANES_LONG_ROWS 0
+#endif
+#ifndef PADCONV_LANE_PREFETCH
+#define PADCONV_LANE_PREFETCH 0
+#endif
 
 const int MR = PADCONV_MR;
 const int NV = PADCONV_NV;
@@ -86,6 +97,13 @@ const int UNROLLED_DILATION = PADCONV_UNROLLED_DILATION;
 const bool SPLIT_ROWS = PADCONV_SPLIT_ROWS;
 const int LANE_POSITIONS = PADCONV_LANE_POSITIONS;
 const int LANE_VECTORS = 2;  // vectors of output channels in a channel-lane tile
+const bool LANES_LONG_ROWS = PADCONV_LANES_LONG_ROWS;
+// channels ahead that a channel-lane tile asks for its reads (0: none).  Measured on an Intel
+// Xeon with AVX-512, 2 threads, one channel ahead against none: batch 8 of ResNet's 3x3 3%
+// faster, ResNet's 3x3 1.5%, 128 ch 28x28 4.5% (8 images of it 1.7%), 256 ch 14x14 and the
+// stem level, 512 ch 7x7 1.7% slower (within the noise); two channels ahead no better.  With
+// AVX2 (its short rows only) 0-2% slower: none there.
+const int LANE_PREFETCH = PADCONV_LANE_PREFETCH;
 const int FEW_ROWS = few_rows(MR);  // a last row block's tile rows (conv_job.h)
 const long PREFETCH_ROWS = 16;  // panel rows a register tile asks for ahead of its reads
 // channels ahead that the plane kernel's register tile asks for: its rows jump between taps
@@ -1134,56 +1152,71 @@ void gemm_plane_task(const ConvJob& J, long task, T* plane) {
 // A row is cut into pieces of equal size (a row of 29 on 14-position tiles: 9, 10 and 10,
 // not 14, 14 and 1), and rows of LANE_POSITIONS / 2 or fewer take two rows a tile.
 
-// W's packed row blocks in one vector of channels: 1 or 2, or 0 when the set's MR fits
-// neither (no channel-lane tiles for T).
-template <typename T>
-constexpr int lane_blocks() {
-    const int lanes = VecOf<T>::V::lanes;
-    return lanes == MR ? 1 : lanes == 2 * MR ? 2 : 0;
-}
-
-// Output channels of a channel-lane tile (0: none for T).
+// Output channels of a channel-lane tile, LANE_VECTORS vectors of them (0: none for T).  The
+// sets that have them are those whose vectors hold MR or 2 MR rows: the ones measured with them
+// (module.cpp, plan_lanes).
 template <typename T>
 constexpr int lane_rows() {
-    return LANE_POSITIONS > 0 && lane_blocks<T>() > 0 ? LANE_VECTORS * VecOf<T>::V::lanes : 0;
+    const int lanes = VecOf<T>::V::lanes;
+    return LANE_POSITIONS > 0 && (lanes == MR || lanes == 2 * MR) ? LANE_VECTORS * lanes : 0;
 }
 
-// The vectors of a channel-lane tile's step q reading H row blocks of W (`bstride` apart,
-// each at its row q): a vector of two blocks loads both halves, of one the lower (the upper
-// zero, its sums never stored).
-template <typename T, int H, int K>
-PADCONV_TILE_INLINE void lane_weights(typename VecOf<T>::V::type (&w)[K], const T* wq,
-                                      long bstride) {
+// packed[b][q][i] = w[(b * L + i) * ck + q] for rows below m, zero after, L a vector's lanes:
+// one group's W for the channel-lane tiles, whose steps each load whole vectors of it.  Read
+// from pack_w's MR-row blocks, two halves joined a vector, they ran slower on an Intel Xeon,
+// whose insert takes a port of the FMAs (2 threads: AVX-512 128 ch 28x28 3.6%, 512 ch 7x7
+// 2.6%; AVX2 256 ch 14x14 10%, 512 ch 7x7 14%).  Full blocks go by the vectors' transposes
+// in registers: by elements, 16 rows a step, a W in cache (64 x 576) took 2.3x as long.
+// Returns pack_w's finite.
+template <typename T>
+bool pack_w_lanes(const T* w, long m, long ck, T* packed) {
     typedef typename VecOf<T>::V V;
-    const int per = lane_blocks<T>();
-    for (int k = 0; k < K; ++k) {
-        const T* at = wq + k * per * bstride;
-        if constexpr (per == 1) w[k] = V::load(at);
-        else if (k * per + 1 < H) w[k] = V::load_halves(at, at + bstride);
-        else w[k] = V::load_low(at);
+    if constexpr (lane_rows<T>() == 0 || V::lanes == MR) {  // the same blocks
+        return pack_w<T>(w, m, ck, packed);
+    } else {
+        uint64_t seen = 0;  // conv_job.h, non_finite_bit
+        for (long e = 0; e < m * ck; ++e) seen |= non_finite_bit(w[e]);
+        const long L = V::lanes;
+        for (long b = 0; b * L < m; ++b) {
+            const T* src = w + b * L * ck;
+            T* dst = packed + b * L * ck;
+            const long rows = min_l(L, m - b * L);
+            long q = 0;
+            if (rows == L)
+                for (; q + L <= ck; q += L) V::transpose(src + q, ck, dst + q * L);
+            for (; q < ck; ++q)
+                for (long i = 0; i < L; ++i) dst[q * L + i] = i < rows ? src[i * ck + q] : T(0);
+        }
+        return seen == 0;
     }
 }
 
-// out[i * ostride + p] = sum_q W[i][q] * B[q][p] (+ bias[i]) for i < rows (at most H * MR)
-// and P positions, row q = (c, t) of B read at `at` + c * cs + tap_offsets[t] + p, and for
-// positions p >= R (those of the next output row, when a tile takes two) `next` further on;
-// W in H packed row blocks from wp, bstride apart.
+// out[i * ostride + p] = sum_q W[i][q] * B[q][p] (+ bias[i]) for i < rows (at most H vectors'
+// lanes) and P positions, row q = (c, t) of B read at `at` + c * cs + tap_offsets[t] + p, and
+// for positions p >= R (those of the next output row, when a tile takes two) `next` further on;
+// W in H blocks of a vector's rows from wp (pack_w_lanes), bstride apart.
 template <typename T, int P, int H, int R = P>
 void lane_tile(const ConvJob& J, const T* wp, long bstride, const T* at, long cs,
                const long* tap_offsets, TapRange taps, long next, const T* bias, long rows,
                T* out, long ostride) {
     typedef typename VecOf<T>::V V;
-    constexpr int K = (H + lane_blocks<T>() - 1) / lane_blocks<T>();
+    constexpr int K = H, L = V::lanes;
     typename V::type acc[P][K];
     for (int p = 0; p < P; ++p)
         for (int k = 0; k < K; ++k) acc[p][k] = V::zero();
-    const long w_skip = (J.taps - (taps.end - taps.first)) * MR;  // left out, each channel
-    const T* wq = wp + taps.first * MR;
+    const long w_skip = (J.taps - (taps.end - taps.first)) * L;  // left out, each channel
+    const T* wq = wp + taps.first * L;
     for (long c = 0; c < J.cg; ++c, at += cs, wq += w_skip)
-        for (long t = taps.first; t < taps.end; ++t, wq += MR) {
+        for (long t = taps.first; t < taps.end; ++t, wq += L) {
             typename V::type w[K];
-            lane_weights<T, H>(w, wq, bstride);
+            for (int k = 0; k < K; ++k) w[k] = V::load(wq + k * bstride);
             const T* x = at + tap_offsets[t];
+#if defined(__GNUC__) || defined(__clang__)
+            if constexpr (LANE_PREFETCH > 0) {  // this tap's reads, channels ahead
+                __builtin_prefetch(x + LANE_PREFETCH * cs);
+                __builtin_prefetch(x + LANE_PREFETCH * cs + R - 1);
+            }
+#endif
             const T* x_next = x + next - R;
             for (int p = 0; p < P; ++p) {
                 const typename V::type b = V::bcast(p < R ? x[p] : x_next[p]);
@@ -1223,7 +1256,7 @@ void two_row_tiles(LaneTiles<T>& tiles, std::integer_sequence<int, L...>) {
     ((tiles.two[L] = lane_tile<T, 2 * (L + 1), H, L + 1>), ...);
 }
 
-// tiles[h - 1]: the tiles of h = 1 .. LANE_VECTORS * lane_blocks row blocks.
+// tiles[h - 1]: the tiles of h = 1 .. LANE_VECTORS vectors of output channels.
 template <typename T, int... H>
 void lane_tile_table(LaneTiles<T>* tiles, std::integer_sequence<int, H...>) {
     (one_row_tiles<T, H + 1>(tiles[H], std::make_integer_sequence<int, LANE_POSITIONS>()), ...);
@@ -1238,7 +1271,7 @@ void lane_tile_table(LaneTiles<T>* tiles, std::integer_sequence<int, H...>) {
 template <typename T, typename S>
 void lanes_plane_task(const ConvJob& J, long task, T* plane) {
     if constexpr (lane_rows<T>() > 0) {
-        constexpr int LR = lane_rows<T>(), HB = LR / MR;  // channels, W's row blocks a tile
+        constexpr int LW = VecOf<T>::V::lanes, LR = lane_rows<T>(), HB = LR / LW;  // HB vectors
         const long slab = J.plane_width, cs = plane_channel(J), L = J.out[1];
         const long pieces = (L + LANE_POSITIONS - 1) / LANE_POSITIONS;  // tiles a row
         const RowsInside inside(J);
@@ -1251,9 +1284,9 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
         for (long t = 0; t < J.taps; ++t) tap_offsets[t] = plane_tap_offset(J, t);
         LaneTiles<T> tiles[HB];
         lane_tile_table<T>(tiles, std::make_integer_sequence<int, HB>());
-        const long wblocks = (J.mg + MR - 1) / MR, bstride = MR * J.ck;
+        const long wblocks = (J.mg + LW - 1) / LW, bstride = LW * J.ck;
         const long mblocks = (J.mg + LR - 1) / LR, part = task / J.part_tasks;
-        const T* wg = static_cast<const T*>(J.w) + g * (J.w_rows ? J.mg : wblocks * MR) * J.ck;
+        const T* wg = static_cast<const T*>(J.w) + g * (J.w_rows ? J.mg : wblocks * LW) * J.ck;
         T* w_block = plane + lanes_plane_elems(J);  // J.w_rows: a block of W packed here
         const T* bias = J.bias ? static_cast<const T*>(J.bias) + g * J.mg : 0;
         T* y = static_cast<T*>(J.y) + (n * J.m + g * J.mg) * J.out_plane;
@@ -1267,7 +1300,7 @@ void lanes_plane_task(const ConvJob& J, long task, T* plane) {
             const T* w = wg + mb * HB * bstride;
             bool finite = w_packed_finite(J);
             if (J.w_rows) {  // this task alone reads the block: packed as it is needed
-                finite = pack_w<T>(wg + mb * LR * J.ck, rows, J.ck, w_block);
+                finite = pack_w_lanes<T>(wg + mb * LR * J.ck, rows, J.ck, w_block);
                 w = w_block;
             }
             T* y_block = y + mb * LR * J.out_plane;
@@ -1307,6 +1340,12 @@ bool pack_f32(const float* w, long m, long ck, float* packed) {
 bool pack_f64(const double* w, long m, long ck, double* packed) {
     return pack_w<double>(w, m, ck, packed);
 }
+bool pack_lanes_f32(const float* w, long m, long ck, float* packed) {
+    return pack_w_lanes<float>(w, m, ck, packed);
+}
+bool pack_lanes_f64(const double* w, long m, long ck, double* packed) {
+    return pack_w_lanes<double>(w, m, ck, packed);
+}
 void gemm_f32(const ConvJob& job, long task, float* s) { gemm_any<float, float>(job, task, s); }
 void gemm_f64(const ConvJob& job, long task, double* s) {
     gemm_any<double, double>(job, task, s);
@@ -1325,8 +1364,8 @@ void dw_bf16(const ConvJob& job, long task, float* s) { depthwise_task<float, Bf
 extern const KernelSet PADCONV_KERNELS_SYMBOL = {
     PADCONV_KERNELS_NAME, MR, NV * VecF::lanes, NV * VecD::lanes,
     DW_NV * VecF::lanes, DW_NV * VecD::lanes,
-    pack_f32, pack_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
+    pack_f32, pack_f64, pack_lanes_f32, pack_lanes_f64, gemm_f32, gemm_f64, dw_f32, dw_f64,
     {gemm_f32, gemm_f16, gemm_bf16}, {dw_f32, dw_f16, dw_bf16},
     UNROLLED_STRIDE, UNROLLED_DILATION, PADCONV_PLANE_SET, SPLIT_ROWS,
-    lane_rows<float>(), lane_rows<double>(),
+    lane_rows<float>(), lane_rows<double>(), LANES_LONG_ROWS,
 };

@@ -139,6 +139,9 @@ struct KernelSet {
     // pack W's row blocks (conv_impl.h, pack_w); true when every weight is finite
     bool (*pack_w_f32)(const float* w, long m, long ck, float* packed);
     bool (*pack_w_f64)(const double* w, long m, long ck, double* packed);
+    // the same for the channel-lane tiles, in blocks of a vector's rows (pack_w_lanes)
+    bool (*pack_lanes_f32)(const float* w, long m, long ck, float* packed);
+    bool (*pack_lanes_f64)(const double* w, long m, long ck, double* packed);
     void (*gemm_task_f32)(const ConvJob& job, long task, float* scratch);
     void (*gemm_task_f64)(const ConvJob& job, long task, double* scratch);
     void (*depthwise_task_f32)(const ConvJob& job, long task, float* scratch);
@@ -156,6 +159,8 @@ struct KernelSet {
     // output channels of the plane kernel's channel-lane tiles (plane_kernel 2; 0: the set has
     // none for that type): two vectors, each one or two of W's packed row blocks
     int lane_rows_f32, lane_rows_f64;
+    // the channel-lane tiles also on output rows of a position tile or more, on Intel CPUs
+    bool lanes_long_rows;
 };
 
 // Elements of one channel's copy in the plane kernel's buffer: every phase's plane_rows slabs.

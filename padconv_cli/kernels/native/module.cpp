@@ -85,7 +85,7 @@ thread_local KeptBuffer t_scratch;  // each thread's Conv scratch (conv_job.h)
 thread_local KeptBuffer t_packed;
 
 struct CpuFeatures {
-    bool avx2 = false, avx512 = false;
+    bool avx2 = false, avx512 = false, intel = false;
     CpuFeatures() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
         if (!padconv_have_x86_kernels) return;
@@ -94,13 +94,19 @@ struct CpuFeatures {
         const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
         avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
         avx512 = avx2 && __builtin_cpu_supports("avx512f");
+        intel = __builtin_cpu_is("intel");
 #endif
     }
 };
 
+const CpuFeatures& cpu_features() {
+    static const CpuFeatures features;
+    return features;
+}
+
 // Asked once per process: under a hypervisor every cpuid traps, about 10 us each time.
 bool cpu_has(const std::string& isa) {
-    static const CpuFeatures features;
+    const CpuFeatures& features = cpu_features();
     if (isa == "avx512") return features.avx512;
     if (isa == "avx2") return features.avx2;
     return isa == "generic";
@@ -354,7 +360,8 @@ long plane_row_parts(const ConvJob& job, const KernelSet& ks, long units, long b
 
 // The plane kernel with channel-lane tiles (plane_kernel 2; conv_impl.h, lanes_plane_task)
 // when the set has them and the job is 2-D, C/G > 1, not pointwise, with at most
-// PADCONV_PLANE_TAPS taps, output rows shorter than a position tile, at most 1/10 more output
+// PADCONV_PLANE_TAPS taps, output rows shorter than a position tile (of any length with a set
+// that has lanes_long_rows, on an Intel CPU: below), at most 1/10 more output
 // channels computed than by the position tiles (vectors of channels against row blocks), and
 // a slab of every channel's copy within the panel.  Tasks are as many whole output rows as
 // fit the panel, each on a range of the blocks of lane_rows channels (mparts): one range per
@@ -367,9 +374,18 @@ long plane_row_parts(const ConvJob& job, const KernelSet& ks, long units, long b
 // one thread 5-22% faster but the 3-channel 7x7 (2% slower); float64 (rows under 24) 8-23%
 // faster.  With rows of 7 or fewer two rows a tile: 512 ch 7x7 46% faster (21% on one
 // thread), 512 -> 512 stride 2 from 14x14 43%, 768 -> 256 on 7x7 57%, 1024 ch 7x7 8% (its
-// blocks of W, 1.2 MB, leave L2).  Rows of 48 or more stay on the position tiles: with rows
-// of 56 (ResNet's 64 ch) these were 4% slower, with 112 2%.  AVX2's tiles, 16 channels x 6
-// positions (rows under 24 float32, 12 float64), against its position tiles, 2 threads: 256
+// blocks of W, 1.2 MB, leave L2).  Rows of 48 or more stay on the position tiles on that
+// CPU: with rows of 56 (ResNet's 64 ch) these were 4% slower, with 112 2%.  On an Intel Xeon
+// with AVX-512 (AMX, 2 cores; builds taking turns in fresh processes, 2 threads), W loaded
+// in whole vectors (pack_w_lanes), rows of any length: ResNet's 3x3 (64 ch 56x56) 10.6%
+// faster, 8 images of it 3.8%, 128 ch 56x56 8%, the dilated 32 ch 64x64 13%, 32 ch 64x64 7%,
+// the 3-channel 7x7 stride-2 stem (rows of 112) 6%, 64 ch 112x112 2%, 64 -> 48 and 96 on
+// 60x60 level, 16 ch 100x100 3% slower.  There, on long rows, the blocks of channels are
+// split between threads only into equal ranges, the rows otherwise: 32 -> 96 ch on 60x60 ran
+// 31% slower on ranges of one block and two.  AVX2's tiles take no long rows (on the same
+// Xeon, with AVX2: ResNet's 3x3 2% slower, 128 ch 28x28 9% faster, the dilated case 14%).
+// AVX2's tiles, 16 channels x 6 positions (rows under 24 float32, 12 float64), against its
+// position tiles (the Zen 4), 2 threads: 256
 // ch 14x14 13% faster, 512 ch 7x7 23%, 256 -> 512 stride 2 from 14x14 14%, 768 -> 256 on 7x7
 // 30%, 8 images of 128 ch 14x14 5%; float64 512 ch 7x7 43%.  With one image-group and one
 // block of rows, every block of W is read by one task, which packs it itself as it reaches
@@ -379,7 +395,7 @@ bool plan_lanes(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long lane_rows = item == 4 ? ks.lane_rows_f32 : ks.lane_rows_f64;
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
     if (!lane_rows || job.rank != 2 || is_pointwise(job) || job.taps > PADCONV_PLANE_TAPS ||
-        job.cg < 2 || job.out[1] >= nr ||
+        job.cg < 2 || (job.out[1] >= nr && !(ks.lanes_long_rows && cpu_features().intel)) ||
         round_up(job.mg, lane_rows / 2) * 10 > plane_tile_rows(job.mg, ks.mr) * 11)
         return false;
     const long rows = job.out[0], phases = job.s[0] * job.s[1];
@@ -388,8 +404,10 @@ bool plan_lanes(ConvJob& job, const KernelSet& ks, int item, long threads) {
     const long rows_fit = std::min(rows, PANEL_BYTES / (job.cg * phases * slab * item) - reach0);
     if (rows_fit < 1) return false;
     const long images = job.n * job.group, fewest = ceil_div(rows, rows_fit);
-    const long mparts = std::max(
+    long mparts = std::max(
         1L, std::min(ceil_div(threads, images * fewest), ceil_div(job.mg, lane_rows)));
+    if (job.out[1] >= nr && (job.mg % lane_rows || job.mg / lane_rows % mparts))
+        mparts = 1;  // rows split rather than unequal ranges of blocks
     const long blocks = std::min(rows, std::max(fewest, ceil_div(threads, images * mparts)));
     const long per_task = ceil_div(rows, blocks);
     job.plane_kernel = 2;
@@ -551,11 +569,19 @@ long depthwise_scratch(const ConvJob& job) {
     return job.dw_slots * job.s[job.rank - 1] * job.row_len;
 }
 
-bool pack(const KernelSet& ks, const float* w, long m, long ck, float* p) {
-    return ks.pack_w_f32(w, m, ck, p);
+// W's row blocks packed for the position tiles, or for the channel-lane tiles when `lanes`.
+bool pack(const KernelSet& ks, bool lanes, const float* w, long m, long ck, float* p) {
+    return (lanes ? ks.pack_lanes_f32 : ks.pack_w_f32)(w, m, ck, p);
 }
-bool pack(const KernelSet& ks, const double* w, long m, long ck, double* p) {
-    return ks.pack_w_f64(w, m, ck, p);
+bool pack(const KernelSet& ks, bool lanes, const double* w, long m, long ck, double* p) {
+    return (lanes ? ks.pack_lanes_f64 : ks.pack_w_f64)(w, m, ck, p);
+}
+
+// Rows of a packed block of W for the job's kernel: a vector's for the channel-lane tiles
+// (half their lane_rows), else the register tile's.
+long packed_block_rows(const ConvJob& job, const KernelSet& ks, int item) {
+    if (job.plane_kernel != 2) return ks.mr;
+    return (item == 4 ? ks.lane_rows_f32 : ks.lane_rows_f64) / 2;
 }
 
 // What one conv allocates besides X, W, B and Y: W packed in row blocks of the register tile
@@ -580,6 +606,7 @@ struct Packing {
     const T* w = 0;  // W as given; null: nothing to pack
     T* packed = 0;
     long mg = 0, ck = 0, mr = 1, blocks = 0, shares = 0;  // blocks per group, shares in all
+    bool lanes = false;  // blocks for the channel-lane tiles (pack)
     std::atomic<long> next{0}, done{0};
     std::atomic<bool> finite{true};  // no share found an infinite or NaN weight
 
@@ -587,7 +614,7 @@ struct Packing {
     void take_part(const KernelSet& ks) {
         for (long share = next++; share < shares; share = next++) {
             const long g = share / blocks, b = share % blocks;
-            if (!pack(ks, w + (g * mg + b * mr) * ck, std::min(mr, mg - b * mr), ck,
+            if (!pack(ks, lanes, w + (g * mg + b * mr) * ck, std::min(mr, mg - b * mr), ck,
                       packed + (g * blocks + b) * mr * ck))
                 finite.store(false, std::memory_order_relaxed);
             done.fetch_add(1, std::memory_order_release);
@@ -688,7 +715,9 @@ Sizing plan_job(ConvJob& job, const KernelSet& ks, int item, long threads,
     }
     if (!rows_kernel && !plane_kernel) plan_gemm(job, ks, item, threads);
     const long nr = item == 4 ? ks.nr_f32 : ks.nr_f64;
-    size.packed_elems = job.w_rows ? 0 : job.group * ceil_div(job.mg, ks.mr) * ks.mr * job.ck;
+    const long block_rows = packed_block_rows(job, ks, item);
+    size.packed_elems =
+        job.w_rows ? 0 : job.group * ceil_div(job.mg, block_rows) * block_rows * job.ck;
     size.tasks = job.n * job.group * job.blocks * job.mparts;
     const int last = job.rank - 1;
     if (rows_kernel) {
@@ -775,8 +804,9 @@ bool execute(ConvJob& job, const KernelSet& kernels, long threads, Stop& stop) {
         packing.packed = packed;
         packing.mg = job.mg;
         packing.ck = job.ck;
-        packing.mr = ks.mr;
-        packing.blocks = ceil_div(job.mg, ks.mr);
+        packing.lanes = job.plane_kernel == 2;
+        packing.mr = packed_block_rows(job, ks, sizeof(T));
+        packing.blocks = ceil_div(job.mg, packing.mr);
         packing.shares = job.group * packing.blocks;
         job.w = packed;
         job.w_finite = &packing.finite;
