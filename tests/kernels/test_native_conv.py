@@ -179,7 +179,8 @@ PLANE_SHAPES = {  # each takes the plane kernel: unrolled over 3 taps, over 7 wi
                                                      "dilations": [2, 2]}),
     # rows of 56 and 64 (ResNet's, a dilated 3x3's), and the rows of 100 and 50 above: not a
     # whole number of tiles; with AVX-512 and AVX2's 6-row tiles a tile runs on from one row
-    # into the next, split inside a vector or between two
+    # into the next, split inside a vector or between two (on an Intel CPU, AVX-512 runs 13
+    # output channels or more on the channel-lane tiles instead)
     "3x3_rows_of_56": ((1, 6, 7, 56), 3, {"pads": [1, 1, 1, 1]}),
     "3x3_dilation_2_rows_of_64": ((1, 6, 9, 64), 3, {"pads": [2, 2, 2, 2],
                                                      "dilations": [2, 2]}),
@@ -490,9 +491,10 @@ def test_an_infinite_weight_times_the_padding_is_nan(forced_isa, group):
 
 # 2-D cases whose first and last output rows read padding through some of the first axis's
 # taps, which the plane kernel then leaves out of their sums: rows of 56 on the position tiles
-# (AVX-512's tiles of 48 run on into the next row), a 7x7 stride-2 stem, rows of 7 (two a tile)
-# and 14 on the channel-lane tiles (one image: each task packs its own W; two: W packed before
-# the run), rows whose every tap reads padding, asymmetric pads with dilation
+# (AVX-512's tiles of 48 run on into the next row; on an Intel CPU, the channel-lane tiles;
+# rows of 50 and 60 below keep the position tiles there), a 7x7 stride-2 stem, rows of 7
+# (two a tile) and 14 on the channel-lane tiles (one image: each task packs its own W; two:
+# W packed before the run), rows whose every tap reads padding, asymmetric pads with dilation
 PADDED_EDGES = {
     "rows_of_56": ((1, 8, 6, 56), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
     "stem_7x7_stride_2": ((1, 3, 24, 110), (16, 3, 7, 7), {"pads": [3, 3, 3, 3],
