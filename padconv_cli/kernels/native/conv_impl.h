@@ -1024,31 +1024,14 @@ inline long output_run(const ConvJob& J, long v, long count) {
     return flat;
 }
 
-// Units [u0, u1) of plane task `task` in image-group `image_group`, units of `nr` virtual
-// positions (see ConvJob).
+// Units [u0, u1) of plane task `task`, in image-group `image_group`: the `blocks` tasks of an
+// image-group share its units (of `nr` virtual positions, see ConvJob) equally.
 inline void plane_task_units(const ConvJob& J, long nr, long task, long& image_group, long& u0,
                              long& u1) {
-    const long units = (J.plane_end + nr - 1) / nr;
-    const long last = J.n * J.group - 1;
-    if (task < last * J.blocks) {  // an equal share of an image-group
-        const long block = task % J.blocks;
-        image_group = task / J.blocks;
-        u0 = block * units / J.blocks;
-        u1 = (block + 1) * units / J.blocks;
-        return;
-    }
-    image_group = last;
-    const long k = task - last * J.blocks;
-    if (k < J.plane_head) {  // an equal share of the last image-group's head
-        u0 = k * J.plane_head_units / J.plane_head;
-        u1 = (k + 1) * J.plane_head_units / J.plane_head;
-        return;
-    }
-    u0 = J.plane_head_units;  // the tail: plane_threads tasks of each size, halving
-    long size = J.plane_big / 2, r = k - J.plane_head;
-    for (; r >= J.plane_threads; r -= J.plane_threads, size /= 2) u0 += J.plane_threads * size;
-    u0 += r * size;
-    u1 = u0 + size;
+    const long units = (J.plane_end + nr - 1) / nr, block = task % J.blocks;
+    image_group = task / J.blocks;
+    u0 = block * units / J.blocks;
+    u1 = (block + 1) * units / J.blocks;
 }
 
 template <typename T, typename S>

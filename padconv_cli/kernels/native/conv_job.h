@@ -112,13 +112,9 @@ struct ConvJob {
     // within one output row or running on into the next, stored in place (but a plane's last
     // tile when it is partial)
     long plane_aligned;
-    // ... split into tasks of register tiles (units): every image-group but the last in
-    // `blocks` equal tasks; the last in plane_head equal tasks over its first plane_head_units
-    // units, then a tail of `plane_threads` tasks of each size plane_big / 2, / 4, ... 1
-    // (plane_task_units), so that the threads finish within a small task of one another; or,
-    // with mparts > 1 (few tasks that the threads cannot share evenly), equal tasks each split
-    // over mparts ranges of W's row blocks
-    long plane_head, plane_head_units, plane_big, plane_threads;
+    // ... split into tasks of register tiles (units): every image-group in `blocks` equal tasks
+    // (plane_task_units), each split over mparts ranges of W's row blocks when mparts > 1 (few
+    // tasks that the threads cannot share evenly)
     // depthwise kernel: blocks of `rows` output rows of one image and channel
     long rows, row_blocks;
     long row_len;              // elements of one phase of a deinterleaved padded row

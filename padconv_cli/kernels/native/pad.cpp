@@ -179,7 +179,7 @@ void run_job(PadJob& job, long threads) {
                                    : job.item == 4 ? work<4>
                                    : job.item == 8 ? work<8>
                                                    : work<16>;
-    padconv::TaskRanges shares(job.tasks, job.tasks, threads);
+    padconv::TaskRanges shares(job.tasks, threads);
     job.shares = &shares;
     padconv_shared_pool().run(work_of, &job, threads - 1);
 }

@@ -189,33 +189,29 @@ class Pool {
     }
 };
 
-// Tasks 0 .. count - 1 shared out among the `slots` threads of a Pool::run: the first `ranged`
-// in contiguous ranges, one per slot, that slot taking its own range in order and then what
-// is left of the others'; the rest from one counter in order, once no range has any left.
-// A thread keeps its slot from call to call, so it gets the same tasks again and finds the
-// data they read and wrote in its own core's cache.  One shared counter dealt neighbouring
-// tasks to the two cores in turn, and in the next call most of a core's lines were in the
-// other's cache.  Measured against it (2 threads, AMD EPYC Zen 4, builds taking turns in fresh
-// processes): depthwise 3x3 over 256 channels of 56 x 56 9% faster, 4 images of it 30%, 1024
-// channels of 7 x 7 47%; ResNet's 3x3 and the 7x7 stem 1.5-1.7%; Pad 3-7%.
+// Tasks 0 .. count - 1 shared out among the `slots` threads of a Pool::run in contiguous
+// ranges, one per slot, that slot taking its own range in order and then what is left of the
+// others'.  A thread keeps its slot from call to call, so it gets the same tasks again and
+// finds the data they read and wrote in its own core's cache.  One shared counter dealt
+// neighbouring tasks to the two cores in turn, and in the next call most of a core's lines
+// were in the other's cache.  Measured against it (2 threads, AMD EPYC Zen 4, builds taking
+// turns in fresh processes): depthwise 3x3 over 256 channels of 56 x 56 9% faster, 4 images
+// of it 30%, 1024 channels of 7 x 7 47%; ResNet's 3x3 and the 7x7 stem 1.5-1.7%; Pad 3-7%.
 class TaskRanges {
   public:
-    TaskRanges(long count, long ranged, long slots)
-        : slots_(std::max(1L, slots)), ranges_(new Range[slots_ + 1]) {
-        ranged = std::min(ranged, count);
+    TaskRanges(long count, long slots)
+        : slots_(std::max(1L, slots)), ranges_(new Range[slots_]) {
         for (long r = 0; r < slots_; ++r) {
-            ranges_[r].next.store(r * ranged / slots_, std::memory_order_relaxed);
-            ranges_[r].end = (r + 1) * ranged / slots_;
+            ranges_[r].next.store(r * count / slots_, std::memory_order_relaxed);
+            ranges_[r].end = (r + 1) * count / slots_;
         }
-        ranges_[slots_].next.store(ranged, std::memory_order_relaxed);
-        ranges_[slots_].end = count;
     }
 
     // The next task for `slot`, or -1 when none is left.  `step` starts at 0 and counts the
-    // ranges the slot has emptied: its own, the others' after it, then the shared rest.
+    // ranges the slot has emptied: its own, then the others' after it.
     long take(long slot, long& step) {
-        for (; step <= slots_; ++step) {
-            Range& range = ranges_[step < slots_ ? (slot + step) % slots_ : slots_];
+        for (; step < slots_; ++step) {
+            Range& range = ranges_[(slot + step) % slots_];
             const long task = range.next.fetch_add(1, std::memory_order_relaxed);
             if (task < range.end) return task;
         }

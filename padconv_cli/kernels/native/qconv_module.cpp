@@ -353,7 +353,7 @@ struct Run {
     std::atomic<long> marked{0};  // elements the requantization marked near a tie
 
     Run(const QJob& j, const QKernel& k, long t, long threads, size_t s)
-        : job(j), kernel(k), tasks(t, t, threads), scratch(s) {}
+        : job(j), kernel(k), tasks(t, threads), scratch(s) {}
 
     void work(long slot) {
         char* buffer = new (std::nothrow) char[scratch + 64];
