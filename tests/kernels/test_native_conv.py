@@ -4,6 +4,7 @@ threads, forcing an instruction set, and stopping early on a signal or ``request
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import subprocess
 import sys
@@ -585,6 +586,35 @@ def test_the_thread_variable_is_used_and_checked(monkeypatch):
     monkeypatch.setenv(native.THREADS_VARIABLE, "zero")
     with pytest.raises(PadconvError, match=native.THREADS_VARIABLE):
         native.thread_count()
+
+
+def test_without_the_thread_variable_every_usable_cpu_is_a_thread(monkeypatch):
+    monkeypatch.setenv(native.THREADS_VARIABLE, "5")
+    assert native.thread_count() == 5
+    monkeypatch.delenv(native.THREADS_VARIABLE)  # read afresh on every call
+    want = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert native.thread_count() == want
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_process_confined_to_one_cpu_counts_one_thread():
+    code = textwrap.dedent("""
+        import os
+        os.environ.pop("PADCONV_NATIVE_THREADS", None)
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        from padconv_cli.kernels import native
+        print(native.thread_count())
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "1"
+
+
+def test_the_isa_variable_is_read_on_every_call(monkeypatch):
+    monkeypatch.setenv(native.ISA_VARIABLE, " Generic ")
+    assert native.selected_isa() == "generic"
+    monkeypatch.delenv(native.ISA_VARIABLE)
+    assert native.selected_isa() == native.available_isas()[0]
 
 
 def test_an_unknown_or_missing_isa_is_a_one_line_error(monkeypatch):

@@ -45,6 +45,10 @@ using padconv::Stop;
 
 #ifndef _WIN32
 #include <pthread.h>
+#include <unistd.h>
+#endif
+#ifdef __linux__
+#include <sched.h>
 #endif
 
 PyObject* padconv_py_qconv(PyObject*, PyObject* args);       // qconv_module.cpp
@@ -1000,6 +1004,36 @@ PyObject* py_isas(PyObject*, PyObject*) {
     return names;
 }
 
+// The CPUs this process may run on (its affinity mask; the online CPUs where that is unknown).
+long usable_cpus() {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+#ifndef _WIN32
+    return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+#else
+    return std::max(1u, std::thread::hardware_concurrency());
+#endif
+}
+
+// (PADCONV_NATIVE_THREADS, PADCONV_NATIVE_ISA, usable_cpus()): the variables as the process's
+// environment holds them ("" when unset; os.environ writes through to it), decoded as
+// os.environ decodes them.  One C call: read through os.environ and os.sched_getaffinity, they
+// took about 20 us of a Conv call, the interpreter's data for them having left the caches
+// during the Conv before (native.py, thread_count).
+PyObject* py_environment(PyObject*, PyObject*) {
+    const char* threads = getenv("PADCONV_NATIVE_THREADS");
+    const char* isa = getenv("PADCONV_NATIVE_ISA");
+    PyObject* threads_text = PyUnicode_DecodeFSDefault(threads ? threads : "");
+    PyObject* isa_text = threads_text ? PyUnicode_DecodeFSDefault(isa ? isa : "") : 0;
+    if (!isa_text) {
+        Py_XDECREF(threads_text);
+        return 0;
+    }
+    return Py_BuildValue("(NNl)", threads_text, isa_text, usable_cpus());
+}
+
 PyMethodDef methods[] = {
     {"qconv", padconv_py_qconv, METH_VARARGS,
      "qconv(x, x_signed, w, w_signed, x_zero_point, w_zero_points, y, strides, dilations, "
@@ -1036,6 +1070,9 @@ PyMethodDef methods[] = {
     {"request_stop", py_request_stop, METH_NOARGS,
      "request_stop(): every conv running now stops taking tasks and raises (RuntimeError, or "
      "the exception a signal handler raised); later calls are not affected."},
+    {"environment", py_environment, METH_NOARGS,
+     "(PADCONV_NATIVE_THREADS, PADCONV_NATIVE_ISA, usable CPUs): the two variables as the "
+     "environment holds them ('' when unset) and the CPUs this process may run on."},
     {"isas", py_isas, METH_NOARGS,
      "Instruction sets this CPU can run, fastest first (always ends with 'generic')."},
     {0, 0, 0, 0},
