@@ -440,12 +440,12 @@ bool plan_lanes(ConvJob& job, const KernelSet& ks, int item, long threads) {
 // of 64 x 64 8%, 16 channels of 100 x 100 8.5%, 64 of 28 x 28 4.4%, the stem 1.7%, a 3-D
 // 3x3x3 on 8 channels of 32^3 11% (17% with AVX-512); 8 tasks a thread with no tail got
 // about half of that, one task a thread about as much (on one thread, 16 tasks of ResNet's
-// 3x3 instead of 1 took 3-5% longer).  2-D rows of whole register tiles take the real positions only, each tile
-// inside a row; with the set's split_rows so do rows of at least one tile, a tile running on
-// into the next row (rows of whole tiles measured with AVX2, 2 threads, each way in turn: the
-// 7x7 stride-2 stem 4-6% faster, a 3x3 dilation 2 on 32 channels of 64 x 64 10%, 3x3s on 64
-// channels of 32 x 32 and 128 of 16 x 16 9% and 7%, 64 of 112 x 112 4%, a 5x5 on 32 channels
-// of 48 x 48 10%).  False when it does not apply.
+// 3x3 instead of 1 took 3-5% longer).  2-D rows of whole register tiles take the real
+// positions only, each tile inside a row; with the set's split_rows so do rows of at least
+// one tile, a tile running on into the next row (rows of whole tiles measured with AVX2, 2
+// threads, each way in turn: the 7x7 stride-2 stem 4-6% faster, a 3x3 dilation 2 on 32
+// channels of 64 x 64 10%, 3x3s on 64 channels of 32 x 32 and 128 of 16 x 16 9% and 7%, 64 of
+// 112 x 112 4%, a 5x5 on 32 channels of 48 x 48 10%).  False when it does not apply.
 bool plan_plane(ConvJob& job, const KernelSet& ks, int item, long threads) {
     if (job.rank < 2 || is_pointwise(job) || job.taps > PADCONV_PLANE_TAPS) return false;
     // S = prod(P[1:]), prod(out[1:]), the inner taps' reach, the last real position of a slab
