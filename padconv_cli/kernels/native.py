@@ -46,7 +46,7 @@ def selected_isa() -> str:
     """``PADCONV_NATIVE_ISA`` when set (it must be one of :func:`available_isas`), else the
     fastest available instruction set."""
     isas = _cpu_isas()
-    wanted = extension().environment()[1].strip().lower()
+    wanted = extension().getenv(ISA_VARIABLE).strip().lower()
     if not wanted:
         return isas[0]
     if wanted not in isas:
@@ -57,17 +57,16 @@ def selected_isa() -> str:
 
 def thread_count() -> int:
     """``PADCONV_NATIVE_THREADS`` when set to an integer in [1, MAX_THREADS] (ASCII digits),
-    else the cores this process may run on.  Both read by the extension in one call: through
-    os.environ and os.sched_getaffinity they took about 20 us of a 0.7 ms Conv, whose data had
-    pushed the interpreter's out of the caches."""
-    text, _, usable = extension().environment()
-    text = text.strip()
+    else the cores this process may run on.  Both read by the extension: through os.environ
+    and os.sched_getaffinity they took about 20 us of a 0.7 ms Conv, whose data had pushed the
+    interpreter's out of the caches."""
+    text = extension().getenv(THREADS_VARIABLE).strip()
     if text:
         if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_THREADS:
             raise PadconvError(f"{THREADS_VARIABLE} must be an integer from 1 to {MAX_THREADS}, "
                                f"got {text[:40]!r}", param=THREADS_VARIABLE)
         return int(text)
-    return max(1, usable)
+    return max(1, extension().usable_cpus())
 
 
 def conv_into(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray, *,

@@ -1017,21 +1017,18 @@ long usable_cpus() {
 #endif
 }
 
-// (PADCONV_NATIVE_THREADS, PADCONV_NATIVE_ISA, usable_cpus()): the variables as the process's
-// environment holds them ("" when unset; os.environ writes through to it), decoded as
-// os.environ decodes them.  One C call: read through os.environ and os.sched_getaffinity, they
-// took about 20 us of a Conv call, the interpreter's data for them having left the caches
-// during the Conv before (native.py, thread_count).
-PyObject* py_environment(PyObject*, PyObject*) {
-    const char* threads = getenv("PADCONV_NATIVE_THREADS");
-    const char* isa = getenv("PADCONV_NATIVE_ISA");
-    PyObject* threads_text = PyUnicode_DecodeFSDefault(threads ? threads : "");
-    PyObject* isa_text = threads_text ? PyUnicode_DecodeFSDefault(isa ? isa : "") : 0;
-    if (!isa_text) {
-        Py_XDECREF(threads_text);
-        return 0;
-    }
-    return Py_BuildValue("(NNl)", threads_text, isa_text, usable_cpus());
+// usable_cpus(): the CPUs this process may run on.  In C, as getenv below: through
+// os.sched_getaffinity and os.environ, thread_count and selected_isa took about 20 us of a Conv
+// call, the interpreter's data for them having left the caches during the Conv before.
+PyObject* py_usable_cpus(PyObject*, PyObject*) { return PyLong_FromLong(usable_cpus()); }
+
+// getenv(name): the variable as the process's environment holds it ("" when unset;
+// os.environ writes through to it), decoded as os.environ decodes it.
+PyObject* py_getenv(PyObject*, PyObject* args) {
+    const char* name = 0;
+    if (!PyArg_ParseTuple(args, "s", &name)) return 0;
+    const char* value = getenv(name);
+    return PyUnicode_DecodeFSDefault(value ? value : "");
 }
 
 PyMethodDef methods[] = {
@@ -1070,9 +1067,10 @@ PyMethodDef methods[] = {
     {"request_stop", py_request_stop, METH_NOARGS,
      "request_stop(): every conv running now stops taking tasks and raises (RuntimeError, or "
      "the exception a signal handler raised); later calls are not affected."},
-    {"environment", py_environment, METH_NOARGS,
-     "(PADCONV_NATIVE_THREADS, PADCONV_NATIVE_ISA, usable CPUs): the two variables as the "
-     "environment holds them ('' when unset) and the CPUs this process may run on."},
+    {"getenv", py_getenv, METH_VARARGS,
+     "getenv(name): the environment variable as the process holds it ('' when unset)."},
+    {"usable_cpus", py_usable_cpus, METH_NOARGS,
+     "usable_cpus(): the CPUs this process may run on (its affinity mask)."},
     {"isas", py_isas, METH_NOARGS,
      "Instruction sets this CPU can run, fastest first (always ends with 'generic')."},
     {0, 0, 0, 0},
