@@ -34,6 +34,7 @@ NATIVE_EXTENT_LIMIT = 2**31  # extents, strides, dilations, pads, reaches the na
 NATIVE_ELEMENTS_LIMIT = 2**40  # elements of X, W or Y the native core plans
 UNPLANNED_BYTES = 2**62  # beyond any memory: what a geometry the native core cannot plan needs
 NARROW_CHUNK_BYTES = 32 * 2**20  # float32 output computed at a time for float16/bfloat16
+FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 class ConvGeometry:
@@ -350,33 +351,34 @@ def _float_inputs(
     X: np.ndarray, W: np.ndarray, B: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Return X, W, B as arrays after checking they share one of Conv's float dtypes."""
-    named = [("X", np.asarray(X)), ("W", np.asarray(W))]
-    if B is not None:
-        named.append(("B", np.asarray(B)))
-    for name, array in named:
-        if _dtype_name(array.dtype) not in FLOAT_DTYPE_NAMES:
-            label = {"U": "string", "S": "string", "O": "object"}.get(array.dtype.kind,
-                                                                      array.dtype.name)
+    x = X if type(X) is np.ndarray else np.asarray(X)
+    w = W if type(W) is np.ndarray else np.asarray(W)
+    b = B if B is None or type(B) is np.ndarray else np.asarray(B)
+    _check_float_dtypes(x.dtype, w.dtype, None if b is None else b.dtype)
+    return x, w, b
+
+
+@functools.lru_cache(maxsize=64)
+def _check_float_dtypes(x: np.dtype, w: np.dtype, b: np.dtype | None) -> None:
+    """X, W and B (when given) share one of Conv's float dtypes; remembered per dtypes, as
+    the checks cost several microseconds of a call whose data pushed them out of the caches."""
+    named = [("X", x), ("W", w)] + ([("B", b)] if b is not None else [])
+    for name, dtype in named:
+        if dtype.name not in FLOAT_DTYPE_NAMES:
+            label = {"U": "string", "S": "string", "O": "object"}.get(dtype.kind, dtype.name)
             raise UnsupportedDtypeError("Conv takes float tensors "
                                         f"({', '.join(FLOAT_DTYPE_NAMES)}); got {label} {name}; "
                                         "convert the tensor to a float type first")
-    if len({_dtype_name(array.dtype) for _, array in named}) > 1:  # byte order may differ
-        listing = ", ".join(f"{name} {array.dtype.name}" for name, array in named)
+    if len({dtype.name for _, dtype in named}) > 1:  # byte order may differ
+        listing = ", ".join(f"{name} {dtype.name}" for name, dtype in named)
         raise UnsupportedDtypeError(f"Conv inputs must share one dtype; got {listing}; "
                                     "convert the inputs to one dtype")
-    return named[0][1], named[1][1], named[2][1] if B is not None else None
-
-
-@functools.cache
-def _dtype_name(dtype: np.dtype) -> str:
-    """``dtype.name``, remembered (numpy computes it in Python on every access)."""
-    return dtype.name
 
 
 def accumulator_dtype(dtype: np.dtype) -> np.dtype:
     """float64 inputs accumulate in float64, every other float type in float32."""
     is_double = dtype.kind == "f" and dtype.itemsize == 8
-    return np.dtype(np.float64) if is_double else np.dtype(np.float32)
+    return FLOAT64 if is_double else FLOAT32
 
 
 def convolve(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
@@ -409,20 +411,25 @@ def _convolve_whole(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray 
     are cast to float32 and Y is computed in chunks of output channels (:func:`narrow_chunks`),
     each rounded once to the input dtype: no float32 copy of X or of the whole Y exists."""
     acc = accumulator_dtype(x.dtype)
-    x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))  # native byte order
-    w = np.ascontiguousarray(w, dtype=acc)
-    b = None if b is None else np.ascontiguousarray(b, dtype=acc)
+    if not x.dtype.isnative:
+        x = x.astype(x.dtype.newbyteorder("="))
+    if x.dtype == acc:  # float32 or float64: one call
+        y = np.empty(plan.output_shape, acc)
+        if y.size:
+            native.conv_into(native_layout(x, acc), native_layout(w, acc),
+                             None if b is None else native_layout(b, acc), y,
+                             strides=plan.strides, dilations=plan.dilations,
+                             pads_begin=plan.pads_begin, group=plan.group, threads=threads)
+        return y
+    x = native_layout(x, x.dtype)
+    w = native_layout(w, acc)
+    b = None if b is None else native_layout(b, acc)
 
     def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, y: np.ndarray,
             group: int) -> None:
         native.conv_into(x, w, b, y, strides=plan.strides, dilations=plan.dilations,
                          pads_begin=plan.pads_begin, group=group, threads=threads)
 
-    if x.dtype == acc:
-        y = np.empty(plan.output_shape, acc)
-        if y.size:
-            run(x, w, b, y, plan.group)
-        return y
     result = np.empty(plan.output_shape, x.dtype)
     if not result.size:
         return result
@@ -435,6 +442,15 @@ def _convolve_whole(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray 
             run(x[n : n + 1, c0:c1], w[m0:m1], None if b is None else b[m0:m1], y, groups)
             native.round_into(y, result[n : n + 1, m0:m1])  # rounded once
     return result
+
+
+def native_layout(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``a`` as a C-contiguous array of ``dtype``: itself when it is one (the usual case, tested
+    first: numpy's conversion machinery costs microseconds of a call that pushed it out of the
+    caches), else a copy."""
+    if a.dtype is dtype and a.flags.c_contiguous:
+        return a
+    return np.ascontiguousarray(a, dtype=dtype)
 
 
 def narrow_chunks(plan: ConvPlan) -> list[tuple[int, int]]:

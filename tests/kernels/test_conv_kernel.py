@@ -235,13 +235,16 @@ def test_inputs_are_not_modified_and_non_contiguous_inputs_work():
     np.testing.assert_array_equal(W_view, before[1])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("swapped", ["X and W", "W"])
 @pytest.mark.parametrize("name", ["2d_groups_3", "2d_depthwise", "1d_pointwise"])
-def test_big_endian_inputs(name):
+def test_big_endian_inputs(name, swapped, dtype):
     x_shape, w_shape, attrs = ORACLE_CASES[name]
-    X, W, B = random_inputs(x_shape, w_shape, np.float64)
-    Y = conv(X.astype(">f8"), W.astype(">f8"), B, **attrs)
+    X, W, B = random_inputs(x_shape, w_shape, dtype)
+    big = np.dtype(dtype).newbyteorder(">")
+    Y = conv(X.astype(big) if swapped == "X and W" else X, W.astype(big), B, **attrs)
     assert_conv_within_bound(Y, X, W, B, **attrs)
-    assert Y.dtype.name == "float64"
+    assert Y.dtype == np.dtype(dtype)
 
 
 @pytest.mark.parametrize("name", ["2d_depthwise", "2d_depthwise_strided", "2d_groups_3",
