@@ -235,6 +235,29 @@ def test_inputs_are_not_modified_and_non_contiguous_inputs_work():
     np.testing.assert_array_equal(W_view, before[1])
 
 
+def test_calls_of_one_shape_take_any_layout_and_read_the_settings_each_time(monkeypatch):
+    """What conv() remembers of a call's shapes does not hold on to its layout or settings."""
+    from padconv_cli.errors import PadconvError
+    from padconv_cli.kernels import native
+
+    X, W, B = random_inputs((2, 8, 9, 9), (4, 8, 3, 3), np.float32)
+    want = conv(X, W, B, pads=[1, 1, 1, 1])
+    assert_conv_within_bound(want, X, W, B, pads=[1, 1, 1, 1])
+    strided = np.repeat(W, 2, axis=0)[::2]  # W, every other row of a copy
+    for x, w, b in [(np.asfortranarray(X), W, B), (X, strided, B), (X, W, B[::-1].copy()[::-1]),
+                    (X.astype(">f4"), W, B), (X, W, B.astype(np.float64))]:
+        if b.dtype != np.float32:
+            with pytest.raises(PadconvError, match="share one dtype"):
+                conv(x, w, b, pads=[1, 1, 1, 1])
+            continue
+        np.testing.assert_array_equal(conv(x, w, b, pads=[1, 1, 1, 1]), want)
+    monkeypatch.setenv(native.THREADS_VARIABLE, "1")
+    np.testing.assert_array_equal(conv(X, W, B, pads=[1, 1, 1, 1]), want)
+    monkeypatch.setenv(native.ISA_VARIABLE, "sse9")
+    with pytest.raises(PadconvError, match="sse9 is not available"):
+        conv(X, W, B, pads=[1, 1, 1, 1])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("swapped", ["X and W", "W"])
 @pytest.mark.parametrize("name", ["2d_groups_3", "2d_depthwise", "1d_pointwise"])
