@@ -318,24 +318,13 @@ def _remembered_run(key: tuple, dtype: np.dtype, threads: int) -> Run:
     """How :func:`conv` computes a call of these shapes and attributes (``key``), X's dtype and
     thread count, decided once for the latest calls: planning costs about 20 us in Python, and a
     Conv pushes the interpreter's data out of the caches, so that each step the next call
-    repeats costs microseconds (8-13 us of a 0.7 ms pointwise Conv).  float32 and float64
-    inputs laid out as the native core reads them, with no cut, go straight to it; any other
-    call through :func:`convolve`.  Only a valid call is remembered."""
+    repeats costs microseconds (8-13 us of a 0.7 ms pointwise Conv).  The whole plan on the
+    native core (:func:`_convolve_whole`), or its cut (:func:`convolve`) when that needs less
+    memory.  Only a valid call is remembered."""
     plan = _plan_from(*key)
-    if dtype != accumulator_dtype(dtype) or _cut_if_smaller(plan, dtype, threads) is not None:
+    if _cut_if_smaller(plan, dtype, threads) is not None:
         return functools.partial(convolve, plan)
-
-    def run(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-        if not (_is_laid_out(x, dtype) and _is_laid_out(w, dtype)
-                and (b is None or _is_laid_out(b, dtype))):
-            return _convolve_whole(plan, x, w, b, threads)
-        y = np.empty(plan.output_shape, dtype)
-        if y.size:
-            native.conv_into(x, w, b, y, strides=plan.strides, dilations=plan.dilations,
-                             pads_begin=plan.pads_begin, group=plan.group, threads=threads)
-        return y
-
-    return run
+    return functools.partial(_convolve_whole, plan, threads=threads)
 
 
 def _is_laid_out(a: np.ndarray, dtype: np.dtype) -> bool:
