@@ -310,11 +310,8 @@ def _plan_from(shapes: tuple, attributes: tuple) -> ConvPlan:
                      kernel_shape=kernel_shape, pads=pads, strides=strides)
 
 
-Run = Callable[[np.ndarray, np.ndarray, "np.ndarray | None"], np.ndarray]
-
-
 @functools.lru_cache(maxsize=64)
-def _remembered_run(key: tuple, dtype: np.dtype, threads: int) -> Run:
+def _remembered_run(key: tuple, dtype: np.dtype, threads: int) -> Callable[..., np.ndarray]:
     """How :func:`conv` computes a call of these shapes and attributes (``key``), X's dtype and
     thread count, decided once for the latest calls: planning costs about 20 us in Python, and a
     Conv pushes the interpreter's data out of the caches, so that each step the next call
@@ -325,11 +322,6 @@ def _remembered_run(key: tuple, dtype: np.dtype, threads: int) -> Run:
     if _cut_if_smaller(plan, dtype, threads) is not None:
         return functools.partial(convolve, plan)
     return functools.partial(_convolve_whole, plan, threads=threads)
-
-
-def _is_laid_out(a: np.ndarray, dtype: np.dtype) -> bool:
-    """``a`` is a C-contiguous array of ``dtype``, as the native core reads it."""
-    return a.dtype is dtype and a.flags.c_contiguous
 
 
 def _plan_key(shapes: tuple, attributes: tuple) -> tuple | None:
@@ -455,6 +447,11 @@ def _convolve_whole(plan: ConvPlan, x: np.ndarray, w: np.ndarray, b: np.ndarray 
             run(x[n : n + 1, c0:c1], w[m0:m1], None if b is None else b[m0:m1], y, groups)
             native.round_into(y, result[n : n + 1, m0:m1])  # rounded once
     return result
+
+
+def _is_laid_out(a: np.ndarray, dtype: np.dtype) -> bool:
+    """``a`` is a C-contiguous array of ``dtype``, as the native core reads it."""
+    return a.dtype is dtype and a.flags.c_contiguous
 
 
 def native_layout(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
